@@ -1,0 +1,19 @@
+/** Who is calling: resolved once per request (or WebSocket) from a cookie or an API token. */
+export interface AuthUser {
+  id: string;
+  email: string;
+  name: string;
+  role: "user" | "admin";
+  created_at: number;
+}
+
+export interface Principal {
+  user: AuthUser;
+  via: "token" | "cookie";
+  /** Set when via = token. */
+  tokenId?: string;
+  /** Set when via = cookie (the login session row). */
+  loginSessionId?: string;
+}
+
+export const isAdmin = (p: Principal | null | undefined) => p?.user.role === "admin";

@@ -1,0 +1,39 @@
+import { ConfigError, optionsHelp } from "../config.ts";
+
+export interface Command {
+  name: string;
+  summary: string;
+  usage: string;
+  /** Extra text after the usage line (flags of the command itself). */
+  details?: string;
+  examples: string[];
+  /** Whether the server's configuration flags (--data-dir, --http…) apply. */
+  configFlags?: boolean;
+  run(argv: string[]): Promise<number>;
+}
+
+export class UsageError extends Error {}
+
+export function commandHelp(c: Command): string {
+  const parts = [`${c.summary}\n\nUsage:\n  ${c.usage}`];
+  if (c.details) parts.push(c.details.trimEnd());
+  if (c.configFlags) parts.push(`Configuration (flags > RUNCELL_* env > <data-dir>/runcell.toml|json > defaults):\n${optionsHelp()}`);
+  parts.push(`Examples:\n${c.examples.map((e) => "  " + e).join("\n")}`);
+  return parts.join("\n\n") + "\n";
+}
+
+/** Prints `runcell <cmd>: <message>` and returns the exit code for usage/config errors (2). */
+export function failUsage(cmd: string, e: unknown): number {
+  if (e instanceof ConfigError || e instanceof UsageError) {
+    process.stderr.write(`runcell ${cmd}: ${e.message}\n`);
+    return 2;
+  }
+  throw e;
+}
+
+export const wantsHelp = (argv: string[]) => argv.includes("--help") || argv.includes("-h");
+
+/** Reads all of stdin (for --stdin / --password-stdin), without the trailing newline. */
+export async function readStdin(): Promise<string> {
+  return (await new Response(Bun.stdin.stream()).text()).replace(/\r?\n$/, "");
+}

@@ -1,0 +1,289 @@
+/**
+ * Configuration: flags > RUNCELL_* environment > <data-dir>/runcell.toml|.json > defaults,
+ * resolved and validated once. One table (OPTIONS) drives the flag parser, the environment and
+ * file keys, validation and `--help`, so they cannot drift apart.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { formatDuration, parseDuration } from "./lib/time.ts";
+
+export class ConfigError extends Error {}
+
+type Kind = "string" | "int" | "bool" | "duration" | "durations" | "url" | "listen" | "enum";
+
+interface OptionSpec {
+  /** Flag name without dashes; env is RUNCELL_<FLAG_IN_SNAKE_UPPER>, file key is flag_in_snake. */
+  flag: string;
+  kind: Kind;
+  help: string;
+  default?: unknown;
+  values?: readonly string[];
+  min?: number;
+  max?: number;
+  /** Secrets may come from flags or env but are never printed by `--help` defaults. */
+  secret?: boolean;
+  /** Not read from the data-dir file (it locates the file). */
+  noFile?: boolean;
+}
+
+export const OPTIONS: readonly OptionSpec[] = [
+  { flag: "http", kind: "listen", default: "127.0.0.1:7420", help: "address to listen on (host:port)" },
+  { flag: "data-dir", kind: "string", default: "./runcell_data", noFile: true, help: "directory for the database, keys and runcell.json (created 0700)" },
+  { flag: "public-url", kind: "url", help: "URL users reach the server at (default http://<http address>); cookies get Secure behind https" },
+  { flag: "docker-host", kind: "string", default: "unix:///var/run/docker.sock", help: "Docker engine: unix:///path, tcp://host:port or ssh://user@host" },
+  { flag: "admin-password-file", kind: "string", help: "file holding the /admin password (hashed into the database at start)" },
+  { flag: "signup", kind: "enum", values: ["closed", "open"], default: "closed", help: "who may create an account: closed (admin/setup link only) or open" },
+  { flag: "allow-private-webhooks", kind: "bool", default: false, help: "allow webhook URLs on loopback/private networks (SSRF guard off)" },
+  { flag: "trust-proxy", kind: "bool", default: false, help: "trust X-Forwarded-For / X-Forwarded-Proto from a reverse proxy" },
+  { flag: "log-level", kind: "enum", values: ["debug", "info", "warn", "error"], default: "info", help: "minimum level of the JSON log lines" },
+  { flag: "rate-limit-per-minute", kind: "int", default: 60, min: 1, max: 1_000_000_000, help: "requests per minute per caller (token bucket refill)" },
+  { flag: "rate-limit-burst", kind: "int", default: 10, min: 1, max: 1_000_000_000, help: "token bucket size per caller" },
+  { flag: "default-max-concurrency", kind: "int", default: 5, min: 1, max: 1000, help: "running workspaces per profile unless the profile says otherwise" },
+  { flag: "workspace-image", kind: "string", default: "runcell/workspace:latest", help: "default container image for new profiles" },
+  { flag: "workspace-idle-timeout", kind: "duration", default: 30 * 60_000, min: 1000, help: "stop a workspace after this long without activity" },
+  { flag: "github-client-id", kind: "string", help: "GitHub OAuth app client id (enables GitHub sign-in)" },
+  { flag: "github-client-secret", kind: "string", secret: true, help: "GitHub OAuth app client secret" },
+  { flag: "github-authorize-url", kind: "url", default: "https://github.com/login/oauth/authorize", help: "GitHub authorize endpoint" },
+  { flag: "github-token-url", kind: "url", default: "https://github.com/login/oauth/access_token", help: "GitHub token endpoint" },
+  { flag: "github-api-url", kind: "url", default: "https://api.github.com", help: "GitHub REST API base (for /user and /user/emails)" },
+  { flag: "google-client-id", kind: "string", help: "Google OAuth client id (enables Google sign-in)" },
+  { flag: "google-client-secret", kind: "string", secret: true, help: "Google OAuth client secret" },
+  { flag: "google-authorize-url", kind: "url", default: "https://accounts.google.com/o/oauth2/v2/auth", help: "Google authorize endpoint" },
+  { flag: "google-token-url", kind: "url", default: "https://oauth2.googleapis.com/token", help: "Google token endpoint" },
+  { flag: "google-userinfo-url", kind: "url", default: "https://openidconnect.googleapis.com/v1/userinfo", help: "Google OpenID Connect userinfo endpoint" },
+  { flag: "webhook-attempts", kind: "int", default: 3, min: 1, max: 10, help: "delivery attempts per notification before it is logged failed" },
+  { flag: "webhook-backoff", kind: "durations", default: [5000, 15000, 45000], help: "waits between attempts (comma list; the last repeats)" },
+  { flag: "webhook-timeout", kind: "duration", default: 10_000, min: 100, help: "timeout of one delivery attempt" },
+  { flag: "shutdown-timeout", kind: "duration", default: 10_000, min: 0, help: "how long SIGTERM waits for in-flight requests" },
+];
+
+export interface OAuthProviderConfig {
+  clientId: string;
+  clientSecret: string;
+  authorizeUrl: string;
+  tokenUrl: string;
+  /** GitHub: REST API base. Google: userinfo URL. */
+  apiUrl: string;
+}
+
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  publicUrl: string;
+  dockerHost: string;
+  adminPasswordFile: string | null;
+  /** From RUNCELL_ADMIN_PASSWORD only (never a flag: flags show in `ps`). */
+  adminPassword: string | null;
+  signup: "closed" | "open";
+  allowPrivateWebhooks: boolean;
+  trustProxy: boolean;
+  logLevel: "debug" | "info" | "warn" | "error";
+  rateLimit: { perMinute: number; burst: number };
+  defaultMaxConcurrency: number;
+  workspaceImage: string;
+  workspaceIdleTimeoutMs: number;
+  github: OAuthProviderConfig | null;
+  google: OAuthProviderConfig | null;
+  webhook: { attempts: number; backoffMs: number[]; timeoutMs: number };
+  shutdownTimeoutMs: number;
+}
+
+const envName = (flag: string) => "RUNCELL_" + flag.toUpperCase().replace(/-/g, "_");
+const fileKey = (flag: string) => flag.replace(/-/g, "_");
+const specByFlag = new Map(OPTIONS.map((o) => [o.flag, o]));
+
+function convert(spec: OptionSpec, raw: unknown, origin: string): unknown {
+  const bad = (why: string): never => {
+    throw new ConfigError(`${origin}: ${why}`);
+  };
+  if (spec.kind === "bool") {
+    if (typeof raw === "boolean") return raw;
+    const s = String(raw).toLowerCase();
+    if (["1", "true", "yes", "on"].includes(s)) return true;
+    if (["0", "false", "no", "off"].includes(s)) return false;
+    return bad(`expected true or false, got "${raw}"`);
+  }
+  if (spec.kind === "durations") {
+    const parts = Array.isArray(raw) ? raw.map(String) : String(raw).split(",");
+    const out = parts.map((p) => parseDuration(p));
+    if (out.length === 0 || out.some((d) => d == null || d < 0)) bad(`expected a comma-separated list of durations like 5s,15s,45s, got "${raw}"`);
+    return out;
+  }
+  const s = typeof raw === "number" ? String(raw) : raw;
+  if (typeof s !== "string") return bad(`expected a ${spec.kind}, got ${JSON.stringify(raw)}`);
+  switch (spec.kind) {
+    case "int": {
+      if (!/^-?\d+$/.test(s.trim())) bad(`expected an integer, got "${s}"`);
+      const n = Number(s);
+      if (spec.min != null && n < spec.min) bad(`must be at least ${spec.min}, got ${n}`);
+      if (spec.max != null && n > spec.max) bad(`must be at most ${spec.max}, got ${n}`);
+      return n;
+    }
+    case "duration": {
+      const d = parseDuration(s);
+      if (d == null) return bad(`expected a duration like 500ms, 10s, 30m or 1h, got "${s}"`);
+      if (spec.min != null && d < spec.min) bad(`must be at least ${formatDuration(spec.min)}, got ${s}`);
+      return d;
+    }
+    case "url": {
+      let u: URL;
+      try {
+        u = new URL(s);
+      } catch {
+        return bad(`expected an absolute http(s) URL, got "${s}"`);
+      }
+      if (u.protocol !== "http:" && u.protocol !== "https:") bad(`expected an http(s) URL, got "${s}"`);
+      return s.replace(/\/+$/, "");
+    }
+    case "listen": {
+      const m = /^(\[[0-9a-fA-F:.]+\]|[^:\s]*):(\d{1,5})$/.exec(s.trim());
+      const port = m ? Number(m[2]) : NaN;
+      if (!m || port > 65535) return bad(`expected host:port such as 127.0.0.1:7420 or 0.0.0.0:7420, got "${s}"`);
+      return s.trim();
+    }
+    case "enum":
+      if (!spec.values!.includes(s)) bad(`expected one of ${spec.values!.join(", ")}, got "${s}"`);
+      return s;
+    default:
+      if (s.trim() === "") bad("must not be empty");
+      return s;
+  }
+}
+
+export interface ParsedArgs {
+  /** Config flags given on the command line, already converted. */
+  flags: Map<string, unknown>;
+  /** Flags that belong to the command itself (declared by the caller). */
+  extra: Map<string, string | boolean>;
+  positionals: string[];
+}
+
+/**
+ * Parses `--flag value`, `--flag=value`, `--bool`, `--no-bool`. Config flags come from OPTIONS;
+ * `commandFlags` declares the command's own flags (true = takes a value). Anything else is an
+ * error naming the flag.
+ */
+export function parseArgs(argv: string[], commandFlags: Record<string, boolean> = {}, allowConfigFlags = true): ParsedArgs {
+  const flags = new Map<string, unknown>();
+  const extra = new Map<string, string | boolean>();
+  const positionals: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith("--") || arg === "--") {
+      positionals.push(arg);
+      continue;
+    }
+    let [name, value] = arg.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
+    const negated = name.startsWith("no-") && (specByFlag.get(name.slice(3))?.kind === "bool" || commandFlags[name.slice(3)] === false);
+    if (negated) name = name.slice(3);
+    if (name in commandFlags) {
+      if (commandFlags[name]) {
+        if (value === undefined) value = argv[++i];
+        if (value === undefined) throw new ConfigError(`--${name} needs a value`);
+        extra.set(name, value);
+      } else extra.set(name, !negated);
+      continue;
+    }
+    const spec = allowConfigFlags ? specByFlag.get(name) : undefined;
+    if (!spec) throw new ConfigError(`unknown flag --${name} (see --help)`);
+    if (spec.kind === "bool") {
+      flags.set(name, negated ? false : value === undefined ? true : convert(spec, value, `--${name}`));
+      continue;
+    }
+    if (value === undefined) value = argv[++i];
+    if (value === undefined || value.startsWith("--")) throw new ConfigError(`--${name} needs a value`);
+    flags.set(name, convert(spec, value, `--${name}`));
+  }
+  return { flags, extra, positionals };
+}
+
+function readConfigFile(dataDir: string): Record<string, unknown> {
+  const toml = join(dataDir, "runcell.toml");
+  const json = join(dataDir, "runcell.json");
+  const hasToml = existsSync(toml);
+  const hasJson = existsSync(json);
+  if (hasToml && hasJson) throw new ConfigError(`both ${toml} and ${json} exist; keep one`);
+  if (!hasToml && !hasJson) return {};
+  const path = hasToml ? toml : json;
+  let parsed: unknown;
+  try {
+    const text = readFileSync(path, "utf8");
+    parsed = hasToml ? Bun.TOML.parse(text) : JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(`${path}: cannot parse: ${(e as Error).message}`);
+  }
+  if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new ConfigError(`${path}: expected an object of settings`);
+  return Object.assign(Object.create(null), parsed, { __path: path });
+}
+
+/** Resolves the final configuration from parsed flags, the environment and the data-dir file. */
+export function resolveConfig(flags: Map<string, unknown>, env: Record<string, string | undefined> = process.env): Config {
+  const value = new Map<string, unknown>();
+  const dataDirSpec = specByFlag.get("data-dir")!;
+  const dataDir = resolve(
+    String(flags.get("data-dir") ?? (env[envName("data-dir")] ? convert(dataDirSpec, env[envName("data-dir")], envName("data-dir")) : dataDirSpec.default)),
+  );
+  const file = readConfigFile(dataDir);
+  const filePath = file.__path as string | undefined;
+  for (const key of Object.keys(file)) {
+    if (key === "__path") continue;
+    const spec = specByFlag.get(key.replace(/_/g, "-"));
+    if (!spec || spec.noFile || key !== fileKey(spec.flag)) throw new ConfigError(`${filePath}: unknown setting "${key}"`);
+  }
+  for (const spec of OPTIONS) {
+    if (flags.has(spec.flag)) value.set(spec.flag, flags.get(spec.flag));
+    else if (env[envName(spec.flag)] !== undefined && env[envName(spec.flag)] !== "") value.set(spec.flag, convert(spec, env[envName(spec.flag)], envName(spec.flag)));
+    else if (!spec.noFile && file[fileKey(spec.flag)] !== undefined) value.set(spec.flag, convert(spec, file[fileKey(spec.flag)], `${filePath}: ${fileKey(spec.flag)}`));
+    else if (spec.default !== undefined) value.set(spec.flag, spec.default);
+  }
+  const get = <T>(flag: string) => value.get(flag) as T;
+  const listen = get<string>("http");
+  const sep = listen.lastIndexOf(":");
+  const host = listen.slice(0, sep).replace(/^\[|\]$/g, "") || "0.0.0.0";
+  const port = Number(listen.slice(sep + 1));
+  const browserHost = host === "0.0.0.0" || host === "::" ? "localhost" : host.includes(":") ? `[${host}]` : host;
+  const publicUrl = get<string | undefined>("public-url") ?? `http://${browserHost}:${port}`;
+
+  const oauth = (p: "github" | "google", apiKey: string): OAuthProviderConfig | null => {
+    const clientId = get<string | undefined>(`${p}-client-id`);
+    const clientSecret = get<string | undefined>(`${p}-client-secret`);
+    if (!clientId && !clientSecret) return null;
+    if (!clientId || !clientSecret) throw new ConfigError(`${p} sign-in needs both --${p}-client-id and --${p}-client-secret`);
+    return { clientId, clientSecret, authorizeUrl: get(`${p}-authorize-url`), tokenUrl: get(`${p}-token-url`), apiUrl: get(`${p}-${apiKey}`) };
+  };
+
+  return {
+    host,
+    port,
+    dataDir,
+    publicUrl,
+    dockerHost: get("docker-host"),
+    adminPasswordFile: get<string | undefined>("admin-password-file") ?? null,
+    adminPassword: env.RUNCELL_ADMIN_PASSWORD || null,
+    signup: get("signup"),
+    allowPrivateWebhooks: get("allow-private-webhooks"),
+    trustProxy: get("trust-proxy"),
+    logLevel: get("log-level"),
+    rateLimit: { perMinute: get("rate-limit-per-minute"), burst: get("rate-limit-burst") },
+    defaultMaxConcurrency: get("default-max-concurrency"),
+    workspaceImage: get("workspace-image"),
+    workspaceIdleTimeoutMs: get("workspace-idle-timeout"),
+    github: oauth("github", "api-url"),
+    google: oauth("google", "userinfo-url"),
+    webhook: { attempts: get("webhook-attempts"), backoffMs: get("webhook-backoff"), timeoutMs: get("webhook-timeout") },
+    shutdownTimeoutMs: get("shutdown-timeout"),
+  };
+}
+
+/** Lines for `--help`: every config flag with its env name and default. */
+export function optionsHelp(): string {
+  return OPTIONS.map((o) => {
+    const def =
+      o.default === undefined || o.secret
+        ? ""
+        : ` (default ${o.kind === "duration" ? formatDuration(o.default as number) : o.kind === "durations" ? (o.default as number[]).map(formatDuration).join(",") : String(o.default)})`;
+    const arg = o.kind === "bool" ? "" : o.kind === "enum" ? ` ${o.values!.join("|")}` : ` <${o.kind === "listen" ? "host:port" : o.kind}>`;
+    return `  --${o.flag}${arg}\n      ${o.help}${def}  [${envName(o.flag)}]`;
+  }).join("\n");
+}

@@ -1,0 +1,305 @@
+/**
+ * The whole database schema. Property names are the column names (snake_case), so rows map to
+ * API records without renaming. Times are integer milliseconds since the epoch; the API layer
+ * turns them into ISO 8601 strings (src/lib/time.ts).
+ */
+import { blob, index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+
+const id = () => text().primaryKey();
+const ms = () => integer();
+const createdAt = () => integer().notNull();
+const updatedAt = () => integer().notNull();
+const bool = () => integer({ mode: "boolean" });
+const json = <T>() => text({ mode: "json" }).$type<T>();
+
+// ---------------------------------------------------------------------------------------------
+// Platform
+
+/** Key/value settings the operator changes at run time (admin password hash, /admin/config…). */
+export const settings = sqliteTable("settings", {
+  key: text().primaryKey(),
+  value: json<unknown>().notNull(),
+  updated_at: updatedAt(),
+});
+
+// ---------------------------------------------------------------------------------------------
+// Identity
+
+export const users = sqliteTable("users", {
+  id: id(),
+  email: text().notNull().unique(),
+  name: text().notNull(),
+  /** argon2id PHC string; null for accounts that only sign in through OAuth. */
+  password_hash: text(),
+  role: text({ enum: ["user", "admin"] }).notNull().default("user"),
+  disabled: bool().notNull().default(false),
+  email_verified: bool().notNull().default(false),
+  created_at: createdAt(),
+  updated_at: updatedAt(),
+});
+
+export const oauthAccounts = sqliteTable(
+  "oauth_accounts",
+  {
+    id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    provider: text({ enum: ["github", "google"] }).notNull(),
+    provider_account_id: text().notNull(),
+    email: text(),
+    created_at: createdAt(),
+  },
+  (t) => [uniqueIndex("oauth_accounts_provider_account").on(t.provider, t.provider_account_id), index("oauth_accounts_user").on(t.user_id)],
+);
+
+/** Cookie sessions. Only the SHA-256 of the cookie's token is stored. */
+export const loginSessions = sqliteTable(
+  "login_sessions",
+  {
+    id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    token_hash: text().notNull(),
+    /** Idle expiry, pushed forward (at most once a day) while the session is used. */
+    expires_at: ms().notNull(),
+    /** Absolute expiry; never moves. */
+    absolute_expires_at: ms().notNull(),
+    refreshed_at: ms().notNull(),
+    ip: text(),
+    user_agent: text(),
+    created_at: createdAt(),
+  },
+  (t) => [uniqueIndex("login_sessions_token").on(t.token_hash), index("login_sessions_user").on(t.user_id)],
+);
+
+/** API tokens: bcrypt of the whole token plus a non-secret lookup prefix. */
+export const apiTokens = sqliteTable(
+  "api_tokens",
+  {
+    id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    name: text().notNull(),
+    lookup: text().notNull(),
+    token_hash: text().notNull(),
+    created_at: createdAt(),
+    last_used_at: ms(),
+  },
+  (t) => [uniqueIndex("api_tokens_lookup").on(t.lookup), index("api_tokens_user").on(t.user_id, t.id)],
+);
+
+// ---------------------------------------------------------------------------------------------
+// Agent configuration
+
+export const secrets = sqliteTable(
+  "secrets",
+  {
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    name: text().notNull(),
+    /** AES-256-GCM: 12-byte nonce ‖ ciphertext ‖ 16-byte tag. */
+    ciphertext: blob({ mode: "buffer" }).notNull(),
+    created_at: createdAt(),
+    updated_at: updatedAt(),
+  },
+  (t) => [primaryKey({ columns: [t.user_id, t.name] })],
+);
+
+export type ModelConfig = {
+  provider: "anthropic" | "openai" | "demo";
+  name: string;
+  base_url?: string | null;
+  api_key_secret?: string | null;
+  pricing?: { input_per_mtok: number; output_per_mtok: number } | null;
+};
+export type ProfileLimits = {
+  max_turns: number;
+  max_budget_usd: number;
+  max_concurrency: number;
+  memory_mb: number;
+  cpus: number;
+  pids: number;
+};
+export type EnvValue = string | { secret: string };
+
+export const profiles = sqliteTable(
+  "profiles",
+  {
+    id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    name: text().notNull(),
+    system_prompt: text().notNull(),
+    model: json<ModelConfig>().notNull(),
+    image: text().notNull(),
+    tools: json<string[]>().notNull(),
+    env: json<Record<string, EnvValue>>().notNull(),
+    limits: json<ProfileLimits>().notNull(),
+    network: text({ enum: ["none", "bridge"] }).notNull(),
+    created_at: createdAt(),
+    updated_at: updatedAt(),
+  },
+  (t) => [index("profiles_user").on(t.user_id, t.id)],
+);
+
+// ---------------------------------------------------------------------------------------------
+// Sessions, workspaces, tasks, transcript
+
+export const sessions = sqliteTable(
+  "sessions",
+  {
+    id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    /** No foreign key: a session outlives its profile (its transcript stays readable). */
+    profile_id: text().notNull(),
+    title: text(),
+    input_tokens: integer().notNull().default(0),
+    output_tokens: integer().notNull().default(0),
+    cost_usd: real().notNull().default(0),
+    /** Highest event seq written so far (events.seq is gap-free from 1). */
+    last_seq: integer().notNull().default(0),
+    created_at: createdAt(),
+    updated_at: updatedAt(),
+  },
+  (t) => [index("sessions_user").on(t.user_id, t.id)],
+);
+
+export const workspaces = sqliteTable(
+  "workspaces",
+  {
+    id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    session_id: text().notNull().references(() => sessions.id, { onDelete: "cascade" }),
+    profile_id: text().notNull(),
+    name: text().notNull(),
+    image: text().notNull(),
+    /** Docker's own container id, once created. */
+    docker_id: text(),
+    volume: text().notNull(),
+    status: text({ enum: ["starting", "running", "stopped", "failed"] }).notNull(),
+    error: text(),
+    last_active_at: ms().notNull(),
+    created_at: createdAt(),
+    updated_at: updatedAt(),
+  },
+  (t) => [uniqueIndex("workspaces_session").on(t.session_id), index("workspaces_user").on(t.user_id, t.id), index("workspaces_profile_status").on(t.profile_id, t.status)],
+);
+
+export type TaskStatus = "queued" | "running" | "waiting_input" | "completed" | "failed" | "cancelled";
+
+export const tasks = sqliteTable(
+  "tasks",
+  {
+    id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    session_id: text().notNull().references(() => sessions.id, { onDelete: "cascade" }),
+    profile_id: text().notNull(),
+    playbook_id: text(),
+    mode: text().notNull().default("session"),
+    prompt: text().notNull(),
+    status: text({ enum: ["queued", "running", "waiting_input", "completed", "failed", "cancelled"] }).notNull(),
+    error_code: text(),
+    error_message: text(),
+    result_text: text(),
+    input_tokens: integer().notNull().default(0),
+    output_tokens: integer().notNull().default(0),
+    cost_usd: real().notNull().default(0),
+    turns: integer().notNull().default(0),
+    max_turns: integer().notNull(),
+    max_budget_usd: real().notNull(),
+    /** Pending AskUserQuestion: the tool_use id waiting for an answer. */
+    pending_tool_use_id: text(),
+    created_at: createdAt(),
+    started_at: ms(),
+    finished_at: ms(),
+  },
+  (t) => [index("tasks_user").on(t.user_id, t.id), index("tasks_session").on(t.session_id, t.id), index("tasks_status").on(t.status)],
+);
+
+/**
+ * The model conversation of a session, one row per step: the user prompt, each assistant
+ * response, each tool result. Written before the next step starts, so a restarted server resumes
+ * a task from its last completed step.
+ */
+export const messages = sqliteTable(
+  "messages",
+  {
+    id: integer().primaryKey({ autoIncrement: true }),
+    session_id: text().notNull().references(() => sessions.id, { onDelete: "cascade" }),
+    task_id: text().notNull(),
+    role: text({ enum: ["user", "assistant", "tool_result"] }).notNull(),
+    content: json<unknown>().notNull(),
+    created_at: createdAt(),
+  },
+  (t) => [index("messages_session").on(t.session_id, t.id)],
+);
+
+/** Every frame the stream sent for a session, in order, with a gap-free per-session seq. */
+export const events = sqliteTable(
+  "events",
+  {
+    session_id: text().notNull().references(() => sessions.id, { onDelete: "cascade" }),
+    seq: integer().notNull(),
+    type: text().notNull(),
+    task_id: text(),
+    /** The exact JSON frame sent to clients (includes seq). */
+    frame: text().notNull(),
+    created_at: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.session_id, t.seq] })],
+);
+
+// ---------------------------------------------------------------------------------------------
+// Notifications
+
+export const integrations = sqliteTable("integrations", {
+  id: id(),
+  user_id: text().notNull().unique().references(() => users.id, { onDelete: "cascade" }),
+  type: text({ enum: ["webhook"] }).notNull(),
+  url: text().notNull(),
+  /** AES-256-GCM sealed webhook secret, null when none is set. */
+  secret_ciphertext: blob({ mode: "buffer" }),
+  created_at: createdAt(),
+  updated_at: updatedAt(),
+});
+
+/**
+ * The outbox and the notification log in one table: a row is written in the transaction of its
+ * cause, delivered by the worker, and ends `delivered` or `failed` (the interface's
+ * `notification_log` with `status=failed`).
+ */
+export const notificationLog = sqliteTable(
+  "notification_log",
+  {
+    id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    integration_id: text(),
+    source: text({ enum: ["agent", "platform"] }).notNull(),
+    urgency: text({ enum: ["low", "normal", "high"] }).notNull(),
+    task_id: text(),
+    playbook_id: text(),
+    /** The exact JSON body sent (and signed). */
+    payload: text().notNull(),
+    status: text({ enum: ["pending", "delivered", "failed"] }).notNull(),
+    attempts: integer().notNull().default(0),
+    max_attempts: integer().notNull(),
+    next_attempt_at: ms(),
+    lease_id: text(),
+    lease_expires_at: ms(),
+    last_error: text(),
+    created_at: createdAt(),
+    delivered_at: ms(),
+    failed_at: ms(),
+  },
+  (t) => [index("notification_log_user").on(t.user_id, t.id), index("notification_log_due").on(t.status, t.next_attempt_at)],
+);
+
+/** One row per HTTP attempt of a notification, for operators and the retry-timing benchmark. */
+export const notificationAttempts = sqliteTable(
+  "notification_attempts",
+  {
+    id: integer().primaryKey({ autoIncrement: true }),
+    notification_id: text().notNull().references(() => notificationLog.id, { onDelete: "cascade" }),
+    attempt: integer().notNull(),
+    started_at: ms().notNull(),
+    duration_ms: integer().notNull(),
+    status_code: integer(),
+    error: text(),
+  },
+  (t) => [index("notification_attempts_ntf").on(t.notification_id)],
+);

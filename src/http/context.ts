@@ -1,0 +1,32 @@
+import type { Principal } from "../auth/principal.ts";
+
+/** What the pipeline learns about a request before routing; handlers read it by request. */
+export interface RequestContext {
+  id: string;
+  ip: string;
+  started: number;
+  /** null: no credential or a rejected one (then `authError` says which). */
+  principal: Principal | null;
+  authError: "missing" | "invalid";
+}
+
+const contexts = new WeakMap<Request, RequestContext>();
+
+export function setRequestContext(req: Request, ctx: RequestContext) {
+  contexts.set(req, ctx);
+}
+
+export function requestContext(req: Request): RequestContext {
+  const ctx = contexts.get(req);
+  if (!ctx) throw new Error("request did not pass through the HTTP pipeline");
+  return ctx;
+}
+
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{8,64}$/;
+
+/** Keeps a caller-supplied X-Request-Id when it is sane (proxies set one), else makes one. */
+export function requestIdFor(req: Request): string {
+  const given = req.headers.get("x-request-id");
+  if (given && SANE_REQUEST_ID.test(given)) return given;
+  return "req_" + crypto.randomUUID().replace(/-/g, "").slice(0, 20);
+}

@@ -1,0 +1,138 @@
+/**
+ * The outer request pipeline around the Elysia router. It runs for every request, before routing:
+ * request id, client IP, caller resolution (cookie or API token, once), CSRF origin check, rate
+ * limit, then the router; on the way out it adds X-Request-Id, RateLimit-* and security headers
+ * and writes one log line. The WebSocket upgrade of /v1/stream is handed to the stream module.
+ */
+import type { Server } from "bun";
+import type { Principal } from "../auth/principal.ts";
+import type { Config } from "../config.ts";
+import type { Logger } from "../log.ts";
+import { type RequestContext, requestIdFor, setRequestContext } from "./context.ts";
+import { ApiError, errorResponse, Errors } from "./errors.ts";
+import type { RateLimiter, RateLimitResult } from "./ratelimit.ts";
+
+export interface Authenticated {
+  principal: Principal | null;
+  error: "missing" | "invalid";
+}
+
+export interface PipelineDeps {
+  config: Config;
+  log: Logger;
+  limiter: RateLimiter;
+  /** Resolves the caller from the request's cookie or bearer token. */
+  authenticate(req: Request, path: string): Promise<Authenticated>;
+  /** The router. */
+  handle(req: Request): Promise<Response>;
+  /** The /v1/stream upgrade; returns a Response only when the upgrade was refused. */
+  upgrade?(req: Request, server: Server<unknown>, ctx: RequestContext): Promise<Response | undefined>;
+}
+
+/** Paths the per-caller rate limit applies to (the API surfaces; not static assets or /healthz). */
+const LIMITED = /^\/(v1|api|admin|hooks|files|metrics)(\/|$)/;
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+export function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return "/";
+  const q = url.indexOf("?", start);
+  return q < 0 ? url.slice(start) : url.slice(start, q);
+}
+
+export function clientIp(req: Request, server: Server<unknown> | null, trustProxy: boolean): string {
+  if (trustProxy) {
+    const xff = req.headers.get("x-forwarded-for");
+    if (xff) {
+      const parts = xff.split(",");
+      const last = parts[parts.length - 1]!.trim();
+      if (last) return last;
+    }
+  }
+  return server?.requestIP(req)?.address ?? "unknown";
+}
+
+/**
+ * A state-changing request carried by a cookie (or any /api/auth request) must come from our own
+ * origin: the configured public origin or the origin of the Host it was sent to.
+ */
+export function isCrossSite(req: Request, publicOrigin: string): boolean {
+  if (req.headers.get("sec-fetch-site") === "cross-site") return true;
+  const origin = req.headers.get("origin");
+  if (!origin) return false;
+  if (origin === publicOrigin) return false;
+  try {
+    return new URL(origin).host !== req.headers.get("host");
+  } catch {
+    return true;
+  }
+}
+
+const SECURITY_HEADERS: Record<string, string> = {
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "same-origin",
+  "x-frame-options": "DENY",
+};
+
+function rateLimitHeaders(rl: RateLimitResult): Record<string, string> {
+  return { "ratelimit-limit": String(rl.limit), "ratelimit-remaining": String(rl.remaining), "ratelimit-reset": String(rl.resetSec) };
+}
+
+export function createPipeline(deps: PipelineDeps) {
+  const { config, log, limiter } = deps;
+  const publicOrigin = new URL(config.publicUrl).origin;
+
+  return async function fetch(req: Request, server: Server<unknown>): Promise<Response | undefined> {
+    const started = performance.now();
+    const path = pathOf(req.url);
+    const ctx: RequestContext = { id: requestIdFor(req), ip: clientIp(req, server, config.trustProxy), started, principal: null, authError: "missing" };
+    setRequestContext(req, ctx);
+
+    if (path === "/v1/stream" && deps.upgrade) {
+      const refused = await deps.upgrade(req, server, ctx);
+      if (!refused) return undefined;
+      refused.headers.set("x-request-id", ctx.id);
+      return refused;
+    }
+
+    let response: Response;
+    let rl: RateLimitResult | null = null;
+    try {
+      const auth = await deps.authenticate(req, path);
+      ctx.principal = auth.principal;
+      ctx.authError = auth.error;
+      if (!SAFE_METHODS.has(req.method) && (auth.principal?.via === "cookie" || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
+        throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
+      }
+      if (LIMITED.test(path)) {
+        rl = limiter.take(ctx.principal ? `u:${ctx.principal.user.id}` : `ip:${ctx.ip}`);
+        if (!rl.ok) throw Errors.rateLimited(rl.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${rl.limit}`);
+      }
+      response = await deps.handle(req);
+    } catch (e) {
+      if (e instanceof ApiError) response = errorResponse(e);
+      else {
+        log.error("unhandled error in pipeline", { request_id: ctx.id, err: e });
+        response = errorResponse(Errors.internal(ctx.id));
+      }
+    }
+
+    const h = response.headers;
+    h.set("x-request-id", ctx.id);
+    for (const k in SECURITY_HEADERS) if (!h.has(k)) h.set(k, SECURITY_HEADERS[k]!);
+    if (rl) for (const [k, v] of Object.entries(rateLimitHeaders(rl))) h.set(k, v);
+
+    if (log.enabled("info")) {
+      log.info("request", {
+        request_id: ctx.id,
+        method: req.method,
+        url: req.url.slice(req.url.indexOf(path)),
+        status: response.status,
+        ms: Math.round((performance.now() - started) * 100) / 100,
+        ip: ctx.ip,
+        user_id: ctx.principal?.user.id,
+      });
+    }
+    return response;
+  };
+}

@@ -1,0 +1,51 @@
+/**
+ * The Elysia router: one shared JSON parser, one error mapper, and every route module mounted
+ * from one list (src/http/routes/index.ts). It never listens itself; the pipeline calls
+ * `handle`.
+ */
+import { Elysia, ValidationError } from "elysia";
+import type { Logger } from "../log.ts";
+import { requestContext } from "./context.ts";
+import { ApiError, errorResponse, Errors } from "./errors.ts";
+import { parseJsonBody } from "./parse.ts";
+
+type ValueError = { path?: string; message?: string; schema?: Record<string, unknown>; value?: unknown };
+
+/** Turns an Elysia validation error into VALIDATION_FAILED naming the field. */
+export function validationToApiError(err: ValidationError): ApiError {
+  if (err.type === "response") {
+    return new ApiError("INTERNAL_ERROR", "Internal server error: response failed its schema");
+  }
+  const fieldOf = (ve: ValueError) =>
+    (ve.path ? ve.path.replace(/^\//, "").replace(/\//g, ".") : "") || String(ve.schema?.["x-field"] ?? "") || (err.type === "body" ? "body" : err.type);
+  let all: ValueError[] = [];
+  try {
+    all = (err.all as ValueError[]) ?? [];
+  } catch {
+    all = [];
+  }
+  const first = (err.valueError as ValueError | undefined) ?? all[0] ?? {};
+  const field = fieldOf(first);
+  const reason = first.message ?? "invalid value";
+  const details: Record<string, unknown> = { field, reason, in: err.type === "property" ? "query" : err.type };
+  const fields = [...new Set(all.map(fieldOf))];
+  if (fields.length > 1) details.fields = fields;
+  return new ApiError("VALIDATION_FAILED", `Invalid ${field}: ${reason}`, details);
+}
+
+export function createRouter(log: Logger) {
+  return new Elysia({ name: "runcell" })
+    .onParse({ as: "global" }, async ({ request }) => {
+      if (request.method === "GET" || request.method === "HEAD") return undefined;
+      return (await parseJsonBody(request)) ?? null;
+    })
+    .onError({ as: "global" }, ({ code, error, request }) => {
+      if (error instanceof ApiError) return errorResponse(error);
+      if (code === "VALIDATION") return errorResponse(validationToApiError(error as ValidationError));
+      if (code === "NOT_FOUND") return errorResponse(new ApiError("NOT_FOUND", `No route ${request.method} ${new URL(request.url).pathname}`));
+      if (code === "PARSE") return errorResponse(new ApiError("VALIDATION_FAILED", "Malformed request body", { field: "body" }));
+      const id = requestContext(request).id;
+      log.error("unhandled error", { request_id: id, code, err: error });
+      return errorResponse(Errors.internal(id));
+    });
+}

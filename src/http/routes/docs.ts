@@ -1,0 +1,56 @@
+import { toOpenAPISchema } from "@elysiajs/openapi";
+import { Elysia } from "elysia";
+import { VERSION } from "../../version.ts";
+import docsHtml from "../../../web/docs.html" with { type: "text" };
+
+const docsPage = docsHtml as unknown as string;
+
+const TAGS = [
+  { name: "Auth", description: "Cookie sessions (better-auth compatible paths)" },
+  { name: "API tokens", description: "rc_ tokens for scripts and integrations" },
+  { name: "Profiles", description: "How an agent is configured" },
+  { name: "Secrets", description: "Encrypted vault; values are never returned" },
+  { name: "Tasks", description: "Prompts submitted to an agent" },
+  { name: "Sessions", description: "Conversations and their transcripts" },
+  { name: "Workspaces", description: "The Docker container of each session" },
+  { name: "Integrations", description: "The outbound webhook" },
+  { name: "Notifications", description: "Notifications and their delivery log" },
+  { name: "Admin", description: "Operator surface (Bearer admin password)" },
+  { name: "Health", description: "Liveness" },
+];
+
+/** The OpenAPI document generated from every mounted route's schemas, and its /docs viewer. */
+export function docsRoutes(getRouter: () => Elysia<any, any, any, any, any, any, any>, publicUrl: string) {
+  let cached: string | null = null;
+  const spec = () => {
+    if (cached) return cached;
+    const { paths, components } = toOpenAPISchema(getRouter() as never, { paths: ["/v1/openapi.json", "/docs"] });
+    cached = JSON.stringify({
+      openapi: "3.0.3",
+      info: {
+        title: "runcell API",
+        version: VERSION,
+        description:
+          "Self-hosted agent platform. All errors use {error, code, details?}. Lists are {data, next_cursor}, newest first, ?limit=1..100 and ?cursor=. Every response carries X-Request-Id and RateLimit-* headers.",
+      },
+      servers: [{ url: publicUrl }],
+      tags: TAGS,
+      security: [{ bearerToken: [] }, { cookieSession: [] }],
+      paths,
+      components: {
+        ...components,
+        securitySchemes: {
+          bearerToken: { type: "http", scheme: "bearer", description: "API token rc_<64 hex>" },
+          cookieSession: { type: "apiKey", in: "cookie", name: "runcell.session_token" },
+          adminPassword: { type: "http", scheme: "bearer", description: "The operator's admin password (/admin/* only)" },
+        },
+      },
+    });
+    return cached;
+  };
+  return new Elysia()
+    .get("/v1/openapi.json", () => new Response(spec(), { headers: { "content-type": "application/json; charset=utf-8" } }), {
+      detail: { hide: true },
+    })
+    .get("/docs", () => new Response(docsPage, { headers: { "content-type": "text/html; charset=utf-8" } }), { detail: { hide: true } });
+}

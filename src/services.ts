@@ -1,0 +1,91 @@
+/**
+ * Builds every service exactly once, wired to each other. Route modules, the WebSocket handler
+ * and the CLI receive this object; nothing else constructs services.
+ */
+import type { Database } from "bun:sqlite";
+import type { Config } from "./config.ts";
+import type { DatabaseHandle, DB } from "./db/client.ts";
+import type { Authenticated } from "./http/pipeline.ts";
+import { RateLimiter } from "./http/ratelimit.ts";
+import type { Logger } from "./log.ts";
+import { Settings } from "./lib/settings.ts";
+import { DockerEngine } from "./workspaces/docker.ts";
+import type { StreamServer } from "./ws/stream.ts";
+
+export interface Worker {
+  name: string;
+  start(): void | Promise<void>;
+  stop(): void | Promise<void>;
+}
+
+export interface Services {
+  config: Config;
+  log: Logger;
+  now: () => number;
+  db: DB;
+  sqlite: Database;
+  settings: Settings;
+  docker: DockerEngine;
+  limiter: RateLimiter;
+  authenticate(req: Request, path: string): Promise<Authenticated>;
+  stream?: StreamServer;
+  workers: Worker[];
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function buildServices(input: { config: Config; log: Logger; handle: DatabaseHandle; now: () => number }): Services {
+  const { config, log, handle, now } = input;
+  const db = handle.db;
+  const settings = new Settings(db);
+  const limiter = new RateLimiter(config.rateLimit.perMinute, config.rateLimit.burst);
+  const docker = new DockerEngine(config.dockerHost);
+
+  const workers: Worker[] = [];
+  const sweep = { name: "ratelimit-sweep", timer: null as Timer | null };
+  workers.push({
+    name: sweep.name,
+    start() {
+      sweep.timer = setInterval(() => limiter.sweep(), 60_000);
+      sweep.timer.unref?.();
+    },
+    stop() {
+      if (sweep.timer) clearInterval(sweep.timer);
+    },
+  });
+  workers.push({
+    name: "docker-probe",
+    start() {
+      void docker.available(0);
+    },
+    stop() {},
+  });
+
+  const services: Services = {
+    config,
+    log,
+    now,
+    db,
+    sqlite: handle.sqlite,
+    settings,
+    docker,
+    limiter,
+    async authenticate() {
+      return { principal: null, error: "missing" };
+    },
+    workers,
+    async start() {
+      for (const w of workers) await w.start();
+    },
+    async stop() {
+      for (const w of [...workers].reverse()) {
+        try {
+          await w.stop();
+        } catch (e) {
+          log.error("worker failed to stop", { worker: w.name, err: e });
+        }
+      }
+    },
+  };
+  return services;
+}

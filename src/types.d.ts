@@ -1,0 +1,5 @@
+// Files embedded into the binary as text (`import x from "./f" with { type: "text" }`).
+declare module "*.sql" {
+  const text: string;
+  export default text;
+}

@@ -1,0 +1,57 @@
+/**
+ * The Docker engine connection (dockerode over the local socket, tcp:// or ssh://) and a cached
+ * reachability probe for /healthz and doctor. Workspace lifecycle lives in workspaces/service.ts.
+ */
+import Docker from "dockerode";
+
+export function dockerOptions(host: string): Docker.DockerOptions {
+  const u = new URL(host);
+  switch (u.protocol) {
+    case "unix:":
+      return { socketPath: u.pathname };
+    case "tcp:":
+    case "http:":
+      return { host: u.hostname, port: Number(u.port || 2375), protocol: "http" };
+    case "https:":
+      return { host: u.hostname, port: Number(u.port || 2376), protocol: "https" };
+    case "ssh:":
+      return { host: u.hostname, port: Number(u.port || 22), username: u.username || undefined, protocol: "ssh" } as Docker.DockerOptions;
+    default:
+      throw new Error(`unsupported Docker host "${host}" (use unix://, tcp:// or ssh://)`);
+  }
+}
+
+export class DockerEngine {
+  readonly client: Docker;
+  private last: { ok: boolean; at: number; version?: string; error?: string } = { ok: false, at: 0 };
+  private inflight: Promise<boolean> | null = null;
+
+  constructor(readonly host: string) {
+    this.client = new Docker(dockerOptions(host));
+  }
+
+  /** Pings the engine (at most once per `maxAgeMs`); never throws. */
+  async available(maxAgeMs = 5000): Promise<boolean> {
+    if (Date.now() - this.last.at < maxAgeMs) return this.last.ok;
+    this.inflight ??= (async () => {
+      try {
+        const v = await Promise.race([
+          this.client.version(),
+          new Promise<never>((_, rej) => setTimeout(() => rej(new Error("timed out after 2s")), 2000)),
+        ]);
+        this.last = { ok: true, at: Date.now(), version: v.Version };
+      } catch (e) {
+        this.last = { ok: false, at: Date.now(), error: (e as Error).message };
+      } finally {
+        this.inflight = null;
+      }
+      return this.last.ok;
+    })();
+    return this.inflight;
+  }
+
+  /** Last probe result without waiting (for the hot /healthz path). */
+  get status() {
+    return this.last;
+  }
+}

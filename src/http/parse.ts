@@ -37,10 +37,7 @@ export async function parseJsonBody(req: Request): Promise<unknown> {
   const ct = req.headers.get("content-type");
   if (ct && !isJsonContentType(ct)) throw Errors.unsupportedMediaType(ct.split(";")[0]!.trim());
   const text = await readBodyText(req);
-  if (text.trim() === "") {
-    if (ct || text.length > 0) return undefined;
-    return undefined;
-  }
+  if (text.trim() === "") return undefined;
   if (!ct) throw Errors.unsupportedMediaType(null);
   try {
     return JSON.parse(text);

@@ -43,7 +43,11 @@ export function createRouter(log: Logger) {
       if (error instanceof ApiError) return errorResponse(error);
       if (code === "VALIDATION") return errorResponse(validationToApiError(error as ValidationError));
       if (code === "NOT_FOUND") return errorResponse(new ApiError("NOT_FOUND", `No route ${request.method} ${new URL(request.url).pathname}`));
-      if (code === "PARSE") return errorResponse(new ApiError("VALIDATION_FAILED", "Malformed request body", { field: "body" }));
+      if (code === "PARSE") {
+        // Errors thrown by our parser arrive wrapped in Elysia's ParseError.
+        const cause = (error as { cause?: unknown }).cause;
+        return errorResponse(cause instanceof ApiError ? cause : new ApiError("VALIDATION_FAILED", "Malformed request body", { field: "body" }));
+      }
       const id = requestContext(request).id;
       log.error("unhandled error", { request_id: id, code, err: error });
       return errorResponse(Errors.internal(id));

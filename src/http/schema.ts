@@ -47,6 +47,9 @@ export function jsonBody<T extends TSchema>(schema: T) {
   return {
     body: schema,
     transform({ body }: { body: unknown }) {
+      if ((schema as { type?: string }).type === "object" && body !== undefined && (body === null || typeof body !== "object" || Array.isArray(body))) {
+        throw new ApiError("VALIDATION_FAILED", "Request body must be a JSON object", { field: "body", reason: "expected object" });
+      }
       const field = unknownField(schema, body, "");
       if (field) throw new ApiError("VALIDATION_FAILED", `Unknown field "${field}"`, { field, reason: "unknown field" });
     },

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# runcell installer. Idempotent: every step checks before it acts, so running it again is cheap.
+#
+#   ./install.sh serve [--no-docker] [-- <runcell serve flags>]   set up, build dist/runcell, run it
+#   ./install.sh test  [--no-docker]                              set up, then run the whole test suite
+#   ./install.sh build [--no-docker]                              set up and build dist/runcell only
+#
+# From a release directory (a `runcell` binary next to this script, no sources) it installs that
+# binary instead of building. Needs: Debian/Ubuntu (apt) for Docker and test packages, Node+npm to
+# install Bun when it is missing.
+set -euo pipefail
+
+BUN_VERSION="1.4.5"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$HERE"
+
+MODE="${1:-}"
+[ $# -gt 0 ] && shift
+WITH_DOCKER=1
+SERVE_ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-docker) WITH_DOCKER=0 ;;
+    --) shift; SERVE_ARGS+=("$@"); break ;;
+    *) SERVE_ARGS+=("$1") ;;
+  esac
+  shift
+done
+
+step() { printf '\n==> %s\n' "$*"; }
+ok() { printf '    ok: %s\n' "$*"; }
+die() { printf '\n!!! %s\n' "$*" >&2; exit 1; }
+
+usage() {
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+}
+case "$MODE" in serve|test|build) ;; *) usage ;; esac
+
+SUDO=""
+if [ "$(id -u)" != "0" ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+fi
+
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install these packages with your system's package manager: $*"
+  if [ "$(id -u)" != "0" ] && [ -z "$SUDO" ]; then die "installing $* needs root (run as root or install sudo)"; fi
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/tmp/runcell-apt.log 2>&1 || {
+    $SUDO apt-get update -q >>/tmp/runcell-apt.log 2>&1 || true
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >>/tmp/runcell-apt.log 2>&1 ||
+      die "apt-get install $* failed (log: /tmp/runcell-apt.log)"
+  }
+}
+
+# --- Docker ------------------------------------------------------------------------------------
+docker_answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+
+ensure_docker() {
+  step "Docker engine"
+  if [ "$WITH_DOCKER" = "0" ]; then ok "skipped (--no-docker): workspaces will be unavailable"; return; fi
+  if docker_answers; then ok "engine $(docker version --format '{{.Server.Version}}') answers"; return; fi
+  if ! command -v dockerd >/dev/null 2>&1; then
+    echo "    installing Debian's docker.io"
+    apt_install docker.io
+  fi
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    $SUDO systemctl start docker >/dev/null 2>&1 || true
+  fi
+  if ! docker_answers; then
+    echo "    starting dockerd (log: /var/log/runcell-dockerd.log)"
+    $SUDO sh -c 'nohup dockerd >/var/log/runcell-dockerd.log 2>&1 &'
+  fi
+  for _ in $(seq 1 60); do
+    if docker_answers; then ok "engine $(docker version --format '{{.Server.Version}}') answers"; return; fi
+    sleep 0.5
+  done
+  die "the Docker engine does not answer after 30 s (see /var/log/runcell-dockerd.log); pass --no-docker to skip"
+}
+
+# --- Release directory: install the shipped binary -----------------------------------------------
+if [ -x "$HERE/runcell" ] && [ ! -f "$HERE/package.json" ]; then
+  step "Installing the release binary"
+  DEST=/usr/local/bin
+  [ -w "$DEST" ] || [ -n "$SUDO" ] || { DEST="$HOME/.local/bin"; mkdir -p "$DEST"; }
+  $SUDO install -m 0755 "$HERE/runcell" "$DEST/runcell"
+  ok "$DEST/runcell ($("$DEST/runcell" version))"
+  ensure_docker
+  case "$MODE" in
+    serve) step "Starting runcell"; exec "$DEST/runcell" serve "${SERVE_ARGS[@]}" ;;
+    test) die "a release directory has no test suite; clone the repository to run ./install.sh test" ;;
+    build) exit 0 ;;
+  esac
+fi
+
+# --- Bun ---------------------------------------------------------------------------------------
+step "Bun $BUN_VERSION"
+if command -v bun >/dev/null 2>&1 && [ "$(bun --version)" = "$BUN_VERSION" ]; then
+  ok "bun $(bun --version) at $(command -v bun)"
+else
+  command -v npm >/dev/null 2>&1 || die "Bun is missing and npm is not installed to fetch it: install Node.js and npm (apt-get install nodejs npm), or Bun $BUN_VERSION"
+  echo "    installing bun@$BUN_VERSION from the npm registry"
+  if [ -w "$(npm prefix -g)/lib" ] || [ "$(id -u)" = "0" ]; then
+    npm install -g --silent "bun@$BUN_VERSION" >/dev/null
+  else
+    $SUDO npm install -g --silent "bun@$BUN_VERSION" >/dev/null
+  fi
+  hash -r
+  command -v bun >/dev/null 2>&1 || die "npm installed bun but it is not on PATH ($(npm prefix -g)/bin)"
+  ok "bun $(bun --version)"
+fi
+
+step "Dependencies (bun.lock)"
+bun install --frozen-lockfile 2>&1 | tail -n 2 | sed 's/^/    /'
+
+ensure_docker
+
+step "Building dist/runcell"
+bun run scripts/build.ts | sed 's/^/    /'
+
+case "$MODE" in
+  build) exit 0 ;;
+  serve)
+    step "Starting runcell (Ctrl-C stops it)"
+    exec ./dist/runcell serve "${SERVE_ARGS[@]}"
+    ;;
+  test)
+    step "Test prerequisites"
+    if ! command -v chromium >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1; then
+      echo "    installing chromium and busybox-static (browser tests, test workspace image)"
+      apt_install chromium busybox-static
+    fi
+    ok "chromium $(chromium --version 2>/dev/null | awk '{print $2}'), busybox $(busybox 2>&1 | head -1 | awk '{print $2}')"
+    if [ "$WITH_DOCKER" = "1" ]; then
+      bash scripts/test-image.sh | sed 's/^/    /'
+    fi
+    step "Test suite"
+    if [ "$WITH_DOCKER" = "0" ]; then export RUNCELL_TEST_NO_DOCKER=1; fi
+    exec bun test
+    ;;
+esac

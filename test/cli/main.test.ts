@@ -1,0 +1,68 @@
+import { describe, expect, test } from "bun:test";
+import { runCli } from "../helpers/cli.ts";
+import { tempDir } from "../helpers/app.ts";
+
+describe("runcell CLI", () => {
+  test("--help lists every command with examples", async () => {
+    const r = await runCli(["--help"]);
+    expect(r.code).toBe(0);
+    for (const c of ["serve", "migrate", "doctor", "version"]) expect(r.stdout).toContain(`  ${c}`);
+    expect(r.stdout).toContain("Examples:");
+  });
+
+  test("<cmd> --help shows usage, configuration flags and examples", async () => {
+    const r = await runCli(["serve", "--help"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("Usage:\n  runcell serve");
+    expect(r.stdout).toContain("--data-dir");
+    expect(r.stdout).toContain("[RUNCELL_SIGNUP]");
+    expect(r.stdout).toContain("Examples:");
+    const h = await runCli(["help", "migrate"]);
+    expect(h.stdout).toContain("runcell migrate");
+  });
+
+  test("version prints version, commit and Bun version", async () => {
+    const r = await runCli(["version", "--json"]);
+    expect(r.code).toBe(0);
+    const v = JSON.parse(r.stdout);
+    expect(v).toMatchObject({ version: expect.stringMatching(/^\d+\.\d+\.\d+/), commit: expect.any(String), bun: Bun.version });
+  });
+
+  test.each([
+    [["serve", "--bogus"], /unknown flag --bogus/],
+    [["serve", "--http", "localhost"], /--http: expected host:port/],
+    [["serve", "--signup", "sometimes"], /--signup: expected one of closed, open/],
+    [["frobnicate"], /unknown command "frobnicate"/],
+  ])("bad usage %p exits 2 naming the problem", async (args, message) => {
+    const r = await runCli(args as string[], { env: { RUNCELL_DATA_DIR: tempDir() } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+  });
+
+  test("a bad RUNCELL_* value exits 2 naming the variable", async () => {
+    const r = await runCli(["serve"], { env: { RUNCELL_DATA_DIR: tempDir(), RUNCELL_RATE_LIMIT_BURST: "-3" } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("RUNCELL_RATE_LIMIT_BURST");
+  });
+
+  test("migrate creates and migrates the database, then reports it up to date", async () => {
+    const dir = tempDir();
+    const first = await runCli(["migrate", "--data-dir", dir]);
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain("applied");
+    const again = await runCli(["migrate", "--data-dir", dir]);
+    expect(again.stdout).toContain("up to date");
+    const status = await runCli(["migrate", "--status", "--data-dir", dir]);
+    expect(status.stdout).toContain("pending: none");
+  });
+
+  test("doctor prints one OK/FAIL line per check, with the fix", async () => {
+    const dir = tempDir();
+    const r = await runCli(["doctor", "--data-dir", dir, "--docker-host", "unix:///nonexistent.sock", "--public-url", "http://agents.example.com"]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^OK {3}data dir: /m);
+    expect(r.stdout).toMatch(/^FAIL docker: cannot reach unix:\/\/\/nonexistent.sock/m);
+    expect(r.stdout).toMatch(/^FAIL public url: .*plain http/m);
+    expect(r.stdout).toContain("fix: ");
+  });
+});

@@ -1,0 +1,74 @@
+/**
+ * A fresh runcell on a fresh temp data dir and a real port, per test file (like PocketBase's
+ * NewTestApp). Logs are captured in memory so tests can assert that secrets never reach them.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type App, createApp } from "../../src/app.ts";
+import { type Config, parseArgs, resolveConfig } from "../../src/config.ts";
+import { createLogger } from "../../src/log.ts";
+import { freePort } from "./net.ts";
+
+export interface TestApp {
+  app: App;
+  config: Config;
+  url: string;
+  wsUrl: string;
+  dataDir: string;
+  logs: string[];
+  /** fetch relative to the app's URL. */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  stop(): Promise<void>;
+}
+
+export interface TestAppOptions {
+  /** Extra CLI flags, e.g. ["--signup", "open"]. */
+  flags?: string[];
+  env?: Record<string, string>;
+  dataDir?: string;
+  now?: () => number;
+  /** Keep the data dir after stop (restart tests). */
+  keepDataDir?: boolean;
+}
+
+export function tempDir(prefix = "runcell-test-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export function testConfig(opts: TestAppOptions & { port: number; dataDir: string }): Config {
+  const flags = [
+    "--http", `127.0.0.1:${opts.port}`,
+    "--data-dir", opts.dataDir,
+    "--rate-limit-per-minute", "1000000",
+    "--rate-limit-burst", "1000000",
+    "--workspace-image", process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest",
+    "--allow-private-webhooks",
+    "--log-level", "debug",
+    ...(opts.flags ?? []),
+  ];
+  return resolveConfig(parseArgs(flags).flags, opts.env ?? {});
+}
+
+export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
+  const dataDir = opts.dataDir ?? tempDir();
+  const port = await freePort();
+  const config = testConfig({ ...opts, port, dataDir });
+  const logs: string[] = [];
+  const app = await createApp(config, { logger: createLogger({ level: "debug", sink: (l) => logs.push(l) }), now: opts.now });
+  await app.start();
+  const url = app.url;
+  return {
+    app,
+    config,
+    url,
+    wsUrl: url.replace(/^http/, "ws"),
+    dataDir,
+    logs,
+    fetch: (path, init) => fetch(url + path, init),
+    async stop() {
+      await app.stop();
+      if (!opts.keepDataDir && !opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

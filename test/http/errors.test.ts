@@ -1,0 +1,101 @@
+/**
+ * The error-shape table of the foundation, on a real socket: the real pipeline and router with a
+ * small route module that exercises body parsing, validation and an unexpected failure.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Elysia, t } from "elysia";
+import { parseArgs, resolveConfig } from "../../src/config.ts";
+import { createPipeline } from "../../src/http/pipeline.ts";
+import { RateLimiter } from "../../src/http/ratelimit.ts";
+import { createRouter } from "../../src/http/router.ts";
+import { jsonBody, PageQuery } from "../../src/http/schema.ts";
+import { createLogger } from "../../src/log.ts";
+import { tempDir } from "../helpers/app.ts";
+
+const logs: string[] = [];
+let server: ReturnType<typeof Bun.serve>;
+let base = "";
+
+beforeAll(() => {
+  const config = resolveConfig(parseArgs(["--data-dir", tempDir(), "--http", "127.0.0.1:0"]).flags, {});
+  const log = createLogger({ level: "debug", sink: (l) => logs.push(l) });
+  const router = createRouter(log)
+    .post("/v1/things", ({ body }) => ({ ok: true, body }), jsonBody(t.Object({ name: t.String({ minLength: 1 }), size: t.Optional(t.Integer({ minimum: 1 })), config: t.Optional(t.Object({ url: t.String() })) })))
+    .get("/v1/things", ({ query }) => ({ data: [], limit: query.limit }), { query: t.Object(PageQuery) })
+    .get("/v1/boom", () => {
+      throw new Error("SQLITE_ERROR: near SELECT password_hash FROM users");
+    });
+  const pipeline = createPipeline({
+    config,
+    log,
+    limiter: new RateLimiter(1e6, 1e6),
+    authenticate: async () => ({ principal: null, error: "missing" }),
+    handle: (req) => router.handle(req),
+  });
+  server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: pipeline as never, maxRequestBodySize: 8 * 1024 * 1024 });
+  base = `http://127.0.0.1:${server.port}`;
+});
+afterAll(() => server.stop(true));
+
+const post = (body: BodyInit | null, headers: Record<string, string> = { "content-type": "application/json" }) =>
+  fetch(base + "/v1/things", { method: "POST", body, headers });
+
+describe("error shape", () => {
+  test.each([
+    ["unknown route", () => fetch(base + "/v1/nope"), 404, "NOT_FOUND", undefined],
+    ["wrong method", () => fetch(base + "/v1/things", { method: "DELETE" }), 404, "NOT_FOUND", undefined],
+    ["malformed JSON", () => post("{not json"), 400, "VALIDATION_FAILED", "body"],
+    ["missing field", () => post("{}"), 400, "VALIDATION_FAILED", "name"],
+    ["wrong type", () => post('{"name":"a","size":"big"}'), 400, "VALIDATION_FAILED", "size"],
+    ["out of range", () => post('{"name":"a","size":0}'), 400, "VALIDATION_FAILED", "size"],
+    ["nested field", () => post('{"name":"a","config":{"url":5}}'), 400, "VALIDATION_FAILED", "config.url"],
+    ["unknown field", () => post('{"name":"a","sise":3}'), 400, "VALIDATION_FAILED", "sise"],
+    ["unknown nested field", () => post('{"name":"a","config":{"url":"x","secert":"y"}}'), 400, "VALIDATION_FAILED", "config.secert"],
+    ["JSON array instead of object", () => post("[1,2]"), 400, "VALIDATION_FAILED", "body"],
+    ["empty body", () => post(null, {}), 400, "VALIDATION_FAILED", "body"],
+    ["form content type", () => post("name=a", { "content-type": "application/x-www-form-urlencoded" }), 415, "VALIDATION_FAILED", "content-type"],
+    ["text content type", () => post('{"name":"a"}', { "content-type": "text/plain" }), 415, "VALIDATION_FAILED", "content-type"],
+    ["body over 1 MiB", () => post(JSON.stringify({ name: "x".repeat(1024 * 1024) })), 413, "VALIDATION_FAILED", "body"],
+    ["chunked body over 1 MiB", () => post(new Blob(["{\"name\":\"", "y".repeat(1100 * 1024), "\"}"]).stream() as never), 413, "VALIDATION_FAILED", "body"],
+    ["query out of range", () => fetch(base + "/v1/things?limit=500"), 400, "VALIDATION_FAILED", "limit"],
+    ["query wrong type", () => fetch(base + "/v1/things?limit=abc"), 400, "VALIDATION_FAILED", "limit"],
+  ] as const)("%s → %d %s", async (_name, send, status, code, field) => {
+    const res = await send();
+    expect(res.status).toBe(status);
+    expect(res.headers.get("content-type")).toContain("application/json");
+    expect(res.headers.get("x-request-id")).toMatch(/^req_/);
+    const body = (await res.json()) as { error: string; code: string; details?: { field?: string } };
+    expect(typeof body.error).toBe("string");
+    expect(body.error.length).toBeGreaterThan(0);
+    expect(body.code).toBe(code);
+    if (field) expect(body.details?.field).toBe(field);
+  });
+
+  test("success passes through with X-Request-Id", async () => {
+    const res = await post('{"name":"ok","size":2}');
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ok: true, body: { name: "ok", size: 2 } });
+    const q = await fetch(base + "/v1/things?limit=7");
+    expect(await q.json()).toEqual({ data: [], limit: 7 });
+  });
+
+  test("an unexpected failure is 500 INTERNAL_ERROR with the request id, never the cause", async () => {
+    const res = await fetch(base + "/v1/boom");
+    expect(res.status).toBe(500);
+    const id = res.headers.get("x-request-id")!;
+    const text = await res.text();
+    expect(text).not.toContain("SQLITE");
+    expect(text).not.toContain("password_hash");
+    expect(text).not.toContain("at ");
+    expect(JSON.parse(text)).toEqual({ error: `Internal server error (request ${id})`, code: "INTERNAL_ERROR", details: { request_id: id } });
+    // The operator still sees the cause, tied to the request id.
+    expect(logs.some((l) => l.includes(id) && l.includes("SQLITE_ERROR"))).toBe(true);
+  });
+
+  test("a sane caller-supplied X-Request-Id is kept; a hostile one is replaced", async () => {
+    const kept = await fetch(base + "/v1/nope", { headers: { "x-request-id": "trace-12345678" } });
+    expect(kept.headers.get("x-request-id")).toBe("trace-12345678");
+    const replaced = await fetch(base + "/v1/nope", { headers: { "x-request-id": "<script>" } });
+    expect(replaced.headers.get("x-request-id")).toMatch(/^req_/);
+  });
+});

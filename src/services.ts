@@ -5,9 +5,16 @@
 import type { Database } from "bun:sqlite";
 import type { Config } from "./config.ts";
 import type { DatabaseHandle, DB } from "./db/client.ts";
+import { Accounts } from "./auth/accounts.ts";
+import { Authenticator } from "./auth/authenticate.ts";
+import { warmPasswordHashing } from "./auth/passwords.ts";
+import { cookieOptions, LoginSessions } from "./auth/sessions.ts";
+import { ApiTokens } from "./auth/tokens.ts";
+import { Users } from "./auth/users.ts";
 import type { Authenticated } from "./http/pipeline.ts";
 import { RateLimiter } from "./http/ratelimit.ts";
 import type { Logger } from "./log.ts";
+import { Sealer } from "./lib/sealer.ts";
 import { Settings } from "./lib/settings.ts";
 import { DockerEngine } from "./workspaces/docker.ts";
 import type { StreamServer } from "./ws/stream.ts";
@@ -25,8 +32,15 @@ export interface Services {
   db: DB;
   sqlite: Database;
   settings: Settings;
+  /** AES-256-GCM for secrets at rest (key file in the data dir). */
+  sealer: Sealer;
   docker: DockerEngine;
   limiter: RateLimiter;
+  users: Users;
+  tokens: ApiTokens;
+  loginSessions: LoginSessions;
+  accounts: Accounts;
+  authenticator: Authenticator;
   authenticate(req: Request, path: string): Promise<Authenticated>;
   stream?: StreamServer;
   workers: Worker[];
@@ -38,8 +52,14 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
   const { config, log, handle, now } = input;
   const db = handle.db;
   const settings = new Settings(db);
+  const sealer = Sealer.fromDataDir(config.dataDir);
   const limiter = new RateLimiter(config.rateLimit.perMinute, config.rateLimit.burst);
   const docker = new DockerEngine(config.dockerHost);
+  const users = new Users(db, now);
+  const tokens = new ApiTokens(db, now);
+  const loginSessions = new LoginSessions(db, now);
+  const accounts = new Accounts(config, settings, users, loginSessions);
+  const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl));
 
   const workers: Worker[] = [];
   const sweep = { name: "ratelimit-sweep", timer: null as Timer | null };
@@ -52,6 +72,13 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     stop() {
       if (sweep.timer) clearInterval(sweep.timer);
     },
+  });
+  workers.push({
+    name: "password-hash-warmup",
+    start() {
+      void warmPasswordHashing();
+    },
+    stop() {},
   });
   workers.push({
     name: "docker-probe",
@@ -68,11 +95,15 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     db,
     sqlite: handle.sqlite,
     settings,
+    sealer,
     docker,
     limiter,
-    async authenticate() {
-      return { principal: null, error: "missing" };
-    },
+    users,
+    tokens,
+    loginSessions,
+    accounts,
+    authenticator,
+    authenticate: (req, path) => authenticator.authenticate(req, path),
     workers,
     async start() {
       for (const w of workers) await w.start();

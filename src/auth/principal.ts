@@ -12,8 +12,8 @@ export interface Principal {
   via: "token" | "cookie";
   /** Set when via = token. */
   tokenId?: string;
-  /** Set when via = cookie (the login session row). */
-  loginSessionId?: string;
+  /** Set when via = cookie: the login session (id and expiry, for get-session). */
+  loginSession?: { id: string; user_id: string; expires_at: number; created_at: number };
 }
 
 export const isAdmin = (p: Principal | null | undefined) => p?.user.role === "admin";

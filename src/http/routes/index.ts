@@ -1,13 +1,15 @@
 /** Every route module, mounted from one list. */
 import type { Elysia } from "elysia";
 import type { Services } from "../../services.ts";
+import { apiTokenRoutes } from "./api-tokens.ts";
+import { authRoutes } from "./auth.ts";
 import { docsRoutes } from "./docs.ts";
 import { healthRoutes } from "./health.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Router = Elysia<any, any, any, any, any, any, any>;
 
-const MODULES: ((s: Services) => Router)[] = [healthRoutes];
+const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, apiTokenRoutes];
 
 export function mountRoutes(router: Router, s: Services): Router {
   for (const m of MODULES) router = router.use(m(s));

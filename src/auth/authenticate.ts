@@ -1,0 +1,68 @@
+/**
+ * Resolves the caller of a request, once, from `Authorization: Bearer rc_…` or the session cookie
+ * (a bearer wins when both are sent). /admin/* is different: its bearer is the admin password,
+ * checked by the admin guard, so no user principal is resolved there.
+ */
+import type { Authenticated } from "../http/pipeline.ts";
+import type { AuthUser, Principal } from "./principal.ts";
+import { type CookieOptions, type LoginSessions, readCookie } from "./sessions.ts";
+import type { ApiTokens } from "./tokens.ts";
+import type { UserRow, Users } from "./users.ts";
+
+export interface Credentials {
+  bearer: string | null;
+  cookie: string | null;
+}
+
+const toAuthUser = (u: UserRow): AuthUser => ({ id: u.id, email: u.email, name: u.name, role: u.role, created_at: u.created_at });
+
+export class Authenticator {
+  constructor(
+    private tokens: ApiTokens,
+    private sessions: LoginSessions,
+    private users: Users,
+    readonly cookie: CookieOptions,
+  ) {}
+
+  credentials(req: Request): Credentials {
+    const h = req.headers.get("authorization");
+    const bearer = h && /^bearer\s+/i.test(h) ? h.replace(/^bearer\s+/i, "").trim() : null;
+    return { bearer, cookie: readCookie(req.headers.get("cookie"), this.cookie.name) };
+  }
+
+  /** The principal for an API token, or null (unknown, deleted, disabled user). */
+  async fromToken(token: string): Promise<Principal | null> {
+    const verified = await this.tokens.verify(token);
+    if (!verified) return null;
+    const user = this.users.byId(verified.userId);
+    if (!user || user.disabled) return null;
+    return { user: toAuthUser(user), via: "token", tokenId: verified.tokenId };
+  }
+
+  /** The principal for a session cookie, or null (unknown, expired, disabled user). */
+  fromCookie(token: string): Principal | null {
+    const valid = this.sessions.validate(token);
+    if (!valid || valid.user.disabled) return null;
+    const { id, user_id, expires_at, created_at } = valid.session;
+    return { user: toAuthUser(valid.user), via: "cookie", loginSession: { id, user_id, expires_at, created_at } };
+  }
+
+  async resolve(creds: Credentials): Promise<Authenticated> {
+    if (creds.bearer !== null) {
+      const p = await this.fromToken(creds.bearer);
+      return p ? { principal: p, error: "missing" } : { principal: null, error: "invalid" };
+    }
+    if (creds.cookie !== null) {
+      const p = this.fromCookie(creds.cookie);
+      return p ? { principal: p, error: "missing" } : { principal: null, error: "invalid" };
+    }
+    return { principal: null, error: "missing" };
+  }
+
+  authenticate(req: Request, path: string): Promise<Authenticated> {
+    if (path.startsWith("/admin/") || path === "/admin" || path === "/metrics") {
+      return Promise.resolve({ principal: null, error: "missing" });
+    }
+    return this.resolve(this.credentials(req));
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * Cookie sessions. The cookie carries 256 random bits; only their SHA-256 is stored, so a leaked
+ * database cannot be replayed as cookies. Every sign-in creates a new session row (and id).
+ * Idle expiry 7 days, pushed forward at most once a day while used; absolute expiry 30 days.
+ */
+import { and, eq, gt, lt, or, sql } from "drizzle-orm";
+import { changes, type DB } from "../db/client.ts";
+import { newId } from "../db/ids.ts";
+import { loginSessions, users } from "../db/schema.ts";
+import { randomToken, sha256Hex } from "../lib/crypto.ts";
+import { iso } from "../lib/time.ts";
+import type { UserRow } from "./users.ts";
+
+const DAY = 86_400_000;
+export const IDLE_MS = 7 * DAY;
+export const ABSOLUTE_MS = 30 * DAY;
+const REFRESH_EVERY_MS = DAY;
+
+export const COOKIE_BASE = "runcell.session_token";
+
+export type LoginSessionRow = typeof loginSessions.$inferSelect;
+
+export interface CookieOptions {
+  name: string;
+  secure: boolean;
+}
+
+export function cookieOptions(publicUrl: string): CookieOptions {
+  const secure = publicUrl.startsWith("https://");
+  return { name: secure ? `__Secure-${COOKIE_BASE}` : COOKIE_BASE, secure };
+}
+
+/** Set-Cookie value for a session token; `maxAgeSec` null makes a browser-session cookie. */
+export function sessionCookie(opts: CookieOptions, token: string, maxAgeSec: number | null): string {
+  const parts = [`${opts.name}=${token}`, "Path=/", "HttpOnly", "SameSite=Lax"];
+  if (maxAgeSec !== null) parts.push(`Max-Age=${maxAgeSec}`);
+  if (opts.secure) parts.push("Secure");
+  return parts.join("; ");
+}
+
+export function clearSessionCookie(opts: CookieOptions): string {
+  return sessionCookie(opts, "", 0);
+}
+
+/** Reads one cookie from a Cookie header without allocating a map. */
+export function readCookie(header: string | null, name: string): string | null {
+  if (!header) return null;
+  for (const part of header.split(";")) {
+    const eqAt = part.indexOf("=");
+    if (eqAt < 0) continue;
+    if (part.slice(0, eqAt).trim() === name) return decodeURIComponent(part.slice(eqAt + 1).trim());
+  }
+  return null;
+}
+
+export interface ValidSession {
+  session: LoginSessionRow;
+  user: UserRow;
+}
+
+export class LoginSessions {
+  private byHash;
+  /** Called with a user id whose sessions were all removed (sockets close). */
+  onRevokeUser: ((userId: string) => void)[] = [];
+
+  constructor(
+    private db: DB,
+    private now: () => number,
+  ) {
+    this.byHash = db
+      .select({ session: loginSessions, user: users })
+      .from(loginSessions)
+      .innerJoin(users, eq(users.id, loginSessions.user_id))
+      .where(eq(loginSessions.token_hash, sql.placeholder("hash")))
+      .prepare();
+  }
+
+  create(userId: string, meta: { ip?: string; userAgent?: string | null } = {}): { token: string; session: LoginSessionRow } {
+    const token = randomToken(32);
+    const now = this.now();
+    const session: LoginSessionRow = {
+      id: newId("login"),
+      user_id: userId,
+      token_hash: sha256Hex(token),
+      expires_at: now + IDLE_MS,
+      absolute_expires_at: now + ABSOLUTE_MS,
+      refreshed_at: now,
+      ip: meta.ip ?? null,
+      user_agent: meta.userAgent?.slice(0, 300) ?? null,
+      created_at: now,
+    };
+    this.db.insert(loginSessions).values(session).run();
+    return { token, session };
+  }
+
+  /** The session and user for a cookie token, or null when unknown or expired. */
+  validate(token: string): ValidSession | null {
+    if (!token || token.length > 200) return null;
+    const row = this.byHash.get({ hash: sha256Hex(token) });
+    if (!row) return null;
+    const now = this.now();
+    const { session } = row;
+    if (session.expires_at <= now || session.absolute_expires_at <= now) {
+      this.db.delete(loginSessions).where(eq(loginSessions.id, session.id)).run();
+      return null;
+    }
+    if (now - session.refreshed_at >= REFRESH_EVERY_MS) {
+      session.expires_at = Math.min(now + IDLE_MS, session.absolute_expires_at);
+      session.refreshed_at = now;
+      this.db.update(loginSessions).set({ expires_at: session.expires_at, refreshed_at: now }).where(eq(loginSessions.id, session.id)).run();
+    }
+    return row;
+  }
+
+  delete(sessionId: string) {
+    this.db.delete(loginSessions).where(eq(loginSessions.id, sessionId)).run();
+  }
+
+  deleteAllForUser(userId: string) {
+    this.db.delete(loginSessions).where(eq(loginSessions.user_id, userId)).run();
+    for (const f of this.onRevokeUser) f(userId);
+  }
+
+  /** Removes expired rows (a worker calls this hourly). */
+  purgeExpired(): number {
+    const now = this.now();
+    return changes(this.db.delete(loginSessions).where(or(lt(loginSessions.expires_at, now), lt(loginSessions.absolute_expires_at, now))).run());
+  }
+
+  countActive(): number {
+    const now = this.now();
+    return this.db.select({ id: loginSessions.id }).from(loginSessions).where(and(gt(loginSessions.expires_at, now), gt(loginSessions.absolute_expires_at, now))).all().length;
+  }
+}
+
+export const publicSession = (s: Pick<LoginSessionRow, "id" | "user_id" | "expires_at" | "created_at">) => ({ id: s.id, user_id: s.user_id, expires_at: iso(s.expires_at), created_at: iso(s.created_at) });

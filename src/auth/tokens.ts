@@ -1,0 +1,158 @@
+/**
+ * API tokens: `rc_` + 64 hex = 56 hex of randomness (224 bits) + an 8-hex CRC32 of those 56, so a
+ * secret scanner can recognise a real token offline and a mistyped one is refused before any
+ * database read. Stored as the interface says: bcrypt (cost 10) of the whole token, next to a
+ * non-secret lookup prefix (the first 16 hex) with a unique index, so verifying costs one indexed
+ * read and at most one bcrypt compare. Verified tokens are cached for up to 60 s under the
+ * SHA-256 of the token; deleting a token evicts it at once.
+ */
+import { and, eq, sql } from "drizzle-orm";
+import { changes, type DB } from "../db/client.ts";
+import { newId } from "../db/ids.ts";
+import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
+import { apiTokens } from "../db/schema.ts";
+import { Errors } from "../http/errors.ts";
+import { randomHex, sha256Hex } from "../lib/crypto.ts";
+import { iso } from "../lib/time.ts";
+
+const TOKEN_SHAPE = /^rc_[0-9a-f]{64}$/;
+const CACHE_TTL_MS = 60_000;
+const CACHE_MAX = 10_000;
+const LAST_USED_EVERY_MS = 60_000;
+
+function crc32Hex(s: string): string {
+  return (Bun.hash.crc32(s) >>> 0).toString(16).padStart(8, "0");
+}
+
+export function mintTokenString(): string {
+  const body = randomHex(28);
+  return `rc_${body}${crc32Hex(body)}`;
+}
+
+/** Offline check: shape and checksum. */
+export function isWellFormedToken(token: string): boolean {
+  if (!TOKEN_SHAPE.test(token)) return false;
+  const body = token.slice(3, 59);
+  return crc32Hex(body) === token.slice(59);
+}
+
+export const lookupOf = (token: string) => token.slice(3, 19);
+
+export interface VerifiedToken {
+  tokenId: string;
+  userId: string;
+}
+
+interface CacheEntry extends VerifiedToken {
+  expires: number;
+}
+
+export interface TokenRecord {
+  id: string;
+  name: string;
+  created_at: string;
+  last_used_at: string | null;
+}
+
+export class ApiTokens {
+  private cache = new Map<string, CacheEntry>();
+  private lastUsedWritten = new Map<string, number>();
+  private byLookup;
+  private touchStmt;
+  /** Called with the token id after a delete (open WebSockets close with 4001). */
+  onRevoke: ((tokenId: string) => void)[] = [];
+
+  constructor(
+    private db: DB,
+    private now: () => number,
+    private bcryptCost = 10,
+  ) {
+    this.byLookup = db
+      .select({ id: apiTokens.id, user_id: apiTokens.user_id, token_hash: apiTokens.token_hash })
+      .from(apiTokens)
+      .where(eq(apiTokens.lookup, sql.placeholder("lookup")))
+      .prepare();
+    this.touchStmt = db
+      .update(apiTokens)
+      .set({ last_used_at: sql`${sql.placeholder("at")}` })
+      .where(eq(apiTokens.id, sql.placeholder("id")))
+      .prepare();
+  }
+
+  async create(userId: string, name: unknown): Promise<TokenRecord & { token: string }> {
+    if (typeof name !== "string" || !name.trim()) throw Errors.validation("name", "name is required");
+    if (name.length > 100) throw Errors.validation("name", "name must be at most 100 characters");
+    const token = mintTokenString();
+    const row = {
+      id: newId("token"),
+      user_id: userId,
+      name: name.trim(),
+      lookup: lookupOf(token),
+      token_hash: await Bun.password.hash(token, { algorithm: "bcrypt", cost: this.bcryptCost }),
+      created_at: this.now(),
+      last_used_at: null,
+    };
+    this.db.insert(apiTokens).values(row).run();
+    return { id: row.id, name: row.name, token, created_at: iso(row.created_at), last_used_at: null };
+  }
+
+  /** Returns the owner of a valid token, or null. Never throws for a bad token. */
+  async verify(token: string): Promise<VerifiedToken | null> {
+    if (!isWellFormedToken(token)) return null;
+    const key = sha256Hex(token);
+    const now = this.now();
+    const hit = this.cache.get(key);
+    if (hit && hit.expires > now) {
+      this.touch(hit.tokenId, now);
+      return { tokenId: hit.tokenId, userId: hit.userId };
+    }
+    if (hit) this.cache.delete(key);
+    const row = this.byLookup.get({ lookup: lookupOf(token) });
+    if (!row || !(await Bun.password.verify(token, row.token_hash, "bcrypt"))) return null;
+    if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(key, { tokenId: row.id, userId: row.user_id, expires: now + CACHE_TTL_MS });
+    this.touch(row.id, now);
+    return { tokenId: row.id, userId: row.user_id };
+  }
+
+  /** last_used_at is written at most once a minute per token. */
+  private touch(tokenId: string, now: number) {
+    const last = this.lastUsedWritten.get(tokenId) ?? 0;
+    if (now - last < LAST_USED_EVERY_MS) return;
+    this.lastUsedWritten.set(tokenId, now);
+    this.touchStmt.run({ id: tokenId, at: now });
+  }
+
+  list(userId: string, p: PageParams): Page<TokenRecord> {
+    const k = keyset(apiTokens.id, eq(apiTokens.user_id, userId), p);
+    const rows = this.db
+      .select({ id: apiTokens.id, name: apiTokens.name, created_at: apiTokens.created_at, last_used_at: apiTokens.last_used_at })
+      .from(apiTokens)
+      .where(k.where)
+      .orderBy(k.orderBy)
+      .limit(k.fetch)
+      .all();
+    return toPage(rows, k.limit, (r) => ({ id: r.id, name: r.name, created_at: iso(r.created_at), last_used_at: iso(r.last_used_at) }));
+  }
+
+  /** Deletes the caller's token; someone else's or a missing one is NOT_FOUND. */
+  delete(userId: string, tokenId: string) {
+    const res = this.db.delete(apiTokens).where(and(eq(apiTokens.id, tokenId), eq(apiTokens.user_id, userId))).run();
+    if (changes(res) === 0) throw Errors.notFound("API token", tokenId);
+    this.evict(tokenId);
+  }
+
+  /** Drops every cached verification of these tokens (delete, user disabled). */
+  evict(...tokenIds: string[]) {
+    const ids = new Set(tokenIds);
+    for (const [key, entry] of this.cache) if (ids.has(entry.tokenId)) this.cache.delete(key);
+    for (const id of ids) {
+      this.lastUsedWritten.delete(id);
+      for (const f of this.onRevoke) f(id);
+    }
+  }
+
+  evictUser(userId: string) {
+    for (const [key, entry] of this.cache) if (entry.userId === userId) this.cache.delete(key);
+  }
+}

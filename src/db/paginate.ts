@@ -1,0 +1,32 @@
+/**
+ * Keyset pagination for the `{data, next_cursor}` lists: ids are time-ordered (src/db/ids.ts), so
+ * "newest first" is `ORDER BY id DESC` and the cursor is the last id of the previous page.
+ */
+import { and, desc, lt, type SQL } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+
+export interface Page<T> {
+  data: T[];
+  next_cursor: string | null;
+}
+
+export interface PageParams {
+  limit?: number;
+  cursor?: string;
+}
+
+/** WHERE and ORDER BY for one page; fetch `limit + 1` rows and pass them to `toPage`. */
+export function keyset(idColumn: SQLiteColumn, where: SQL | undefined, p: PageParams) {
+  const limit = p.limit ?? 20;
+  return {
+    where: p.cursor ? and(where, lt(idColumn, p.cursor)) : where,
+    orderBy: desc(idColumn),
+    fetch: limit + 1,
+    limit,
+  };
+}
+
+export function toPage<R extends { id: string }, T>(rows: R[], limit: number, map: (r: R) => T): Page<T> {
+  const page = rows.slice(0, limit);
+  return { data: page.map(map), next_cursor: rows.length > limit ? page[page.length - 1]!.id : null };
+}

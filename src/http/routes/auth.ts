@@ -1,0 +1,65 @@
+/**
+ * The cookie-session surface, /api/auth/*, in better-auth's paths and shapes so its browser
+ * client works against runcell.
+ */
+import { Elysia, t } from "elysia";
+import type { SignedIn } from "../../auth/accounts.ts";
+import { clearSessionCookie, publicSession, sessionCookie, ABSOLUTE_MS } from "../../auth/sessions.ts";
+import { publicUser } from "../../auth/users.ts";
+import type { Services } from "../../services.ts";
+import { requestContext } from "../context.ts";
+import { errorResponses } from "../schema.ts";
+
+const User = t.Object({ id: t.String(), email: t.String(), name: t.String(), role: t.UnionEnum(["user", "admin"]), created_at: t.String() });
+const Session = t.Object({ id: t.String(), user_id: t.String(), expires_at: t.String(), created_at: t.String() });
+const detail = (summary: string) => ({ tags: ["Auth"], summary, security: [] });
+
+export const authRoutes = (s: Services) => {
+  const cookie = s.authenticator.cookie;
+  const meta = (request: Request) => ({ ip: requestContext(request).ip, userAgent: request.headers.get("user-agent") });
+  const answer = (set: { headers: Record<string, unknown> }, r: SignedIn, remember: boolean) => {
+    set.headers["set-cookie"] = sessionCookie(cookie, r.token, remember ? Math.floor(ABSOLUTE_MS / 1000) : null);
+    return { token: r.token, user: publicUser(r.user) };
+  };
+
+  return new Elysia({ prefix: "/api/auth" })
+    .post(
+      "/sign-up/email",
+      async ({ body, request, set }) => answer(set, await s.accounts.signUp(body, meta(request)), true),
+      {
+        body: t.Object({ name: t.Optional(t.String()), email: t.String(), password: t.String() }),
+        response: { 200: t.Object({ token: t.String(), user: User }), ...errorResponses(400, 403, 429) },
+        detail: detail("Create an account (403 while sign-up is closed)"),
+      },
+    )
+    .post(
+      "/sign-in/email",
+      async ({ body, request, set }) => ({ redirect: false, ...answer(set, await s.accounts.signIn(body, meta(request)), body.rememberMe !== false) }),
+      {
+        body: t.Object({ email: t.String(), password: t.String(), rememberMe: t.Optional(t.Boolean()) }),
+        response: { 200: t.Object({ redirect: t.Boolean(), token: t.String(), user: User }), ...errorResponses(400, 401, 403, 429) },
+        detail: detail("Sign in with email and password; sets the session cookie"),
+      },
+    )
+    .post(
+      "/sign-out",
+      ({ request, set }) => {
+        s.accounts.signOut(requestContext(request).principal?.loginSession?.id);
+        set.headers["set-cookie"] = clearSessionCookie(cookie);
+        return { success: true };
+      },
+      { response: { 200: t.Object({ success: t.Boolean() }) }, detail: detail("Sign out: deletes the server-side session and clears the cookie") },
+    )
+    .get(
+      "/get-session",
+      ({ request }) => {
+        const p = requestContext(request).principal;
+        if (!p?.loginSession) return new Response("null", { headers: { "content-type": "application/json" } });
+        return { session: publicSession(p.loginSession), user: publicUser(p.user) };
+      },
+      {
+        response: { 200: t.Union([t.Object({ session: Session, user: User }), t.Null()]) },
+        detail: { tags: ["Auth"], summary: "The current cookie session and its user, or null", security: [{ cookieSession: [] }] },
+      },
+    );
+};

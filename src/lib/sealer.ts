@@ -1,0 +1,47 @@
+/**
+ * Encryption at rest for secrets (vault values, webhook secrets): AES-256-GCM under a 32-byte key
+ * kept in `<data-dir>/secret.key` (created at first start, mode 0600). A sealed value is
+ * 12-byte nonce ‖ ciphertext ‖ 16-byte tag; `aad` binds it to its owner and purpose, so a row
+ * copied onto another user's record does not decrypt.
+ */
+import { createCipheriv, createDecipheriv } from "node:crypto";
+import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { randomBytes } from "./crypto.ts";
+
+export const KEY_FILE = "secret.key";
+
+export class Sealer {
+  private constructor(private key: Buffer) {}
+
+  static fromDataDir(dataDir: string): Sealer {
+    const path = join(dataDir, KEY_FILE);
+    if (!existsSync(path)) {
+      writeFileSync(path, Buffer.from(randomBytes(32)).toString("base64") + "\n", { mode: 0o600, flag: "wx" });
+    }
+    chmodSync(path, 0o600);
+    const key = Buffer.from(readFileSync(path, "utf8").trim(), "base64");
+    if (key.length !== 32) throw new Error(`${path} does not hold a 32-byte base64 key`);
+    return new Sealer(key);
+  }
+
+  static fromKey(key: Uint8Array): Sealer {
+    return new Sealer(Buffer.from(key));
+  }
+
+  seal(plaintext: string, aad: string): Buffer {
+    const nonce = Buffer.from(randomBytes(12));
+    const cipher = createCipheriv("aes-256-gcm", this.key, nonce);
+    cipher.setAAD(Buffer.from(aad));
+    const body = Buffer.concat([cipher.update(plaintext, "utf8"), cipher.final()]);
+    return Buffer.concat([nonce, body, cipher.getAuthTag()]);
+  }
+
+  open(sealed: Uint8Array, aad: string): string {
+    const buf = Buffer.from(sealed);
+    const decipher = createDecipheriv("aes-256-gcm", this.key, buf.subarray(0, 12));
+    decipher.setAAD(Buffer.from(aad));
+    decipher.setAuthTag(buf.subarray(buf.length - 16));
+    return Buffer.concat([decipher.update(buf.subarray(12, buf.length - 16)), decipher.final()]).toString("utf8");
+  }
+}

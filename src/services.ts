@@ -5,6 +5,7 @@
 import type { Database } from "bun:sqlite";
 import type { Config } from "./config.ts";
 import type { DatabaseHandle, DB } from "./db/client.ts";
+import { AdminPassword } from "./admin/password.ts";
 import { Accounts } from "./auth/accounts.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { warmPasswordHashing } from "./auth/passwords.ts";
@@ -41,6 +42,7 @@ export interface Services {
   loginSessions: LoginSessions;
   accounts: Accounts;
   authenticator: Authenticator;
+  adminPassword: AdminPassword;
   authenticate(req: Request, path: string): Promise<Authenticated>;
   stream?: StreamServer;
   workers: Worker[];
@@ -60,6 +62,7 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
   const loginSessions = new LoginSessions(db, now);
   const accounts = new Accounts(config, settings, users, loginSessions);
   const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl));
+  const adminPassword = new AdminPassword(settings, now);
 
   const workers: Worker[] = [];
   const sweep = { name: "ratelimit-sweep", timer: null as Timer | null };
@@ -103,6 +106,7 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     loginSessions,
     accounts,
     authenticator,
+    adminPassword,
     authenticate: (req, path) => authenticator.authenticate(req, path),
     workers,
     async start() {

@@ -1,0 +1,53 @@
+/**
+ * The operator's admin password: stored as an argon2id hash in `settings`, set by
+ * `runcell admin set-password`, `--admin-password-file` or RUNCELL_ADMIN_PASSWORD at start.
+ * Verified with argon2 (constant time); a successful verification is cached for 60 s under the
+ * SHA-256 of the presented password so /admin/* does not pay argon2 on every call.
+ */
+import { hashPassword, verifyPassword } from "../auth/passwords.ts";
+import { Errors } from "../http/errors.ts";
+import { sha256Hex } from "../lib/crypto.ts";
+import type { Settings } from "../lib/settings.ts";
+
+const KEY = "admin_password_hash";
+const CACHE_MS = 60_000;
+export const ADMIN_PASSWORD_MIN = 12;
+
+export class AdminPassword {
+  private verified = new Map<string, number>();
+
+  constructor(
+    private settings: Settings,
+    private now: () => number,
+  ) {}
+
+  isSet(): boolean {
+    return !!this.settings.get<string>(KEY);
+  }
+
+  async set(password: string) {
+    if (password.length < ADMIN_PASSWORD_MIN) throw Errors.validation("password", `the admin password must be at least ${ADMIN_PASSWORD_MIN} characters`);
+    if (password.length > 256) throw Errors.validation("password", "the admin password must be at most 256 characters");
+    this.settings.set(KEY, await hashPassword(password));
+    this.verified.clear();
+  }
+
+  /** Stores `password` unless it is already the current one (a restart with the same file). */
+  async ensure(password: string): Promise<"unchanged" | "set"> {
+    const current = this.settings.get<string>(KEY);
+    if (current && (await verifyPassword(current, password))) return "unchanged";
+    await this.set(password);
+    return "set";
+  }
+
+  async verify(presented: string): Promise<boolean> {
+    const current = this.settings.get<string>(KEY);
+    if (!current) return false;
+    const key = sha256Hex(presented);
+    const until = this.verified.get(key);
+    if (until && until > this.now()) return true;
+    const ok = await verifyPassword(current, presented);
+    if (ok) this.verified.set(key, this.now() + CACHE_MS);
+    return ok;
+  }
+}

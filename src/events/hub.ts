@@ -1,0 +1,129 @@
+/**
+ * Fan-out of session frames. `publish` appends a frame to the event log (which assigns its seq)
+ * and hands the same serialized string to every subscriber of the session, so a frame is
+ * serialized once however many sockets watch. `task:system_prompt` goes only to admin-role
+ * subscribers.
+ *
+ * Replay without a gap or a duplicate at the seam: `attach` registers the subscription first (in
+ * buffering mode, so live frames queue up), then reads the log; both happen in one synchronous
+ * step, so every frame is either in the replayed rows or in the buffer. `goLive` then drains the
+ * buffer, skipping anything at or below the last replayed seq.
+ */
+import type { AppendResult, EventLog, StoredFrame } from "./log.ts";
+
+export const ADMIN_ONLY_TYPES = new Set(["task:system_prompt"]);
+
+export interface FrameSink {
+  /** Sends one serialized frame. Returns false when the subscriber must be dropped. */
+  (json: string, seq: number, type: string): boolean | void;
+}
+
+export class Subscription {
+  private buffering = true;
+  private pending: { seq: number; type: string; json: string }[] = [];
+  closed = false;
+
+  constructor(
+    readonly sessionId: string,
+    readonly userId: string,
+    readonly isAdmin: boolean,
+    private sink: FrameSink,
+    private hub: Hub,
+    /** Most frames held while a replay is being sent (then the subscriber is dropped). */
+    private maxPending = 10_000,
+    private onOverflow: () => void = () => {},
+  ) {}
+
+  /** Called by the hub for each live frame. */
+  deliver(seq: number, type: string, json: string) {
+    if (this.closed) return;
+    if (ADMIN_ONLY_TYPES.has(type) && !this.isAdmin) return;
+    if (this.buffering) {
+      this.pending.push({ seq, type, json });
+      if (this.pending.length > this.maxPending) {
+        this.close();
+        this.onOverflow();
+      }
+      return;
+    }
+    if (this.sink(json, seq, type) === false) this.close();
+  }
+
+  /** Ends buffering: sends queued frames newer than `lastSentSeq`, then live ones as they come. */
+  goLive(lastSentSeq: number) {
+    const queued = this.pending;
+    this.pending = [];
+    this.buffering = false;
+    for (const p of queued) {
+      if (this.closed) return;
+      if (p.seq > lastSentSeq && this.sink(p.json, p.seq, p.type) === false) this.close();
+    }
+  }
+
+  close() {
+    if (this.closed) return;
+    this.closed = true;
+    this.pending = [];
+    this.hub.unsubscribe(this);
+  }
+}
+
+export class Hub {
+  private subs = new Map<string, Set<Subscription>>();
+
+  constructor(readonly log: EventLog) {}
+
+  publish(sessionId: string, frame: { type: string; task_id?: string | null } & Record<string, unknown>): AppendResult {
+    const r = this.log.append(sessionId, frame);
+    const set = this.subs.get(sessionId);
+    if (set) for (const s of set) s.deliver(r.seq, frame.type, r.json);
+    return r;
+  }
+
+  /**
+   * Subscribes to a session. With `replayAfter` (a seq, 0 for everything) it returns the stored
+   * frames after it, filtered for the subscriber's role, and the highest seq read; the
+   * subscription stays buffering until `goLive(lastSeq)`. Without it the subscription is live at
+   * once.
+   */
+  attach(opts: {
+    sessionId: string;
+    userId: string;
+    isAdmin: boolean;
+    sink: FrameSink;
+    replayAfter?: number;
+    maxPending?: number;
+    onOverflow?: () => void;
+  }): { subscription: Subscription; replay: StoredFrame[]; lastSeq: number } {
+    const sub = new Subscription(opts.sessionId, opts.userId, opts.isAdmin, opts.sink, this, opts.maxPending, opts.onOverflow);
+    let set = this.subs.get(opts.sessionId);
+    if (!set) this.subs.set(opts.sessionId, (set = new Set()));
+    set.add(sub);
+    if (opts.replayAfter === undefined) {
+      sub.goLive(0);
+      return { subscription: sub, replay: [], lastSeq: this.log.last(opts.sessionId) };
+    }
+    const rows = this.log.read(opts.sessionId, opts.replayAfter);
+    const replay = opts.isAdmin ? rows : rows.filter((r) => !ADMIN_ONLY_TYPES.has(r.type));
+    return { subscription: sub, replay, lastSeq: rows.length ? rows[rows.length - 1]!.seq : opts.replayAfter };
+  }
+
+  unsubscribe(sub: Subscription) {
+    const set = this.subs.get(sub.sessionId);
+    if (!set) return;
+    set.delete(sub);
+    if (set.size === 0) this.subs.delete(sub.sessionId);
+  }
+
+  /** Drops every subscription of a session (the session was deleted). */
+  closeSession(sessionId: string) {
+    for (const s of [...(this.subs.get(sessionId) ?? [])]) s.close();
+  }
+
+  subscriberCount(sessionId?: string): number {
+    if (sessionId) return this.subs.get(sessionId)?.size ?? 0;
+    let n = 0;
+    for (const set of this.subs.values()) n += set.size;
+    return n;
+  }
+}

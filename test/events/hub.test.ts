@@ -1,0 +1,102 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { type DatabaseHandle, openDatabase } from "../../src/db/client.ts";
+import { migrate } from "../../src/db/migrate.ts";
+import { Hub } from "../../src/events/hub.ts";
+import { EventLog } from "../../src/events/log.ts";
+import { tempDir } from "../helpers/app.ts";
+
+let h: DatabaseHandle;
+let log: EventLog;
+let hub: Hub;
+
+function session(id: string) {
+  h.sqlite.run("INSERT INTO users (id, email, name, role, disabled, email_verified, created_at, updated_at) VALUES ('usr_1','a@b.c','a','user',0,0,0,0) ON CONFLICT DO NOTHING");
+  h.sqlite.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, 'usr_1', 'prof_1', 0, 0)", [id]);
+}
+
+beforeEach(() => {
+  h = openDatabase(join(tempDir(), "db.sqlite"));
+  migrate(h.sqlite);
+  log = new EventLog(h.sqlite, Date.now);
+  hub = new Hub(log);
+  session("sess_a");
+  session("sess_b");
+});
+afterEach(() => h.close());
+
+describe("event log", () => {
+  test("gap-free per-session seq, stored as the exact frame sent", () => {
+    const a1 = log.append("sess_a", { type: "task:token", task_id: "task_1", text: "hi" });
+    const b1 = log.append("sess_b", { type: "task:token", text: "x" });
+    const a2 = log.append("sess_a", { type: "turn.done", task_id: "task_1", result_text: "hi" });
+    expect([a1.seq, a2.seq, b1.seq]).toEqual([1, 2, 1]);
+    expect(JSON.parse(a1.json)).toEqual({ type: "task:token", session_id: "sess_a", task_id: "task_1", seq: 1, text: "hi" });
+    const rows = log.read("sess_a");
+    expect(rows.map((r) => r.frame)).toEqual([a1.json, a2.json]);
+    expect(h.sqlite.query("SELECT last_seq FROM sessions WHERE id = 'sess_a'").get()).toEqual({ last_seq: 2 });
+  });
+
+  test("batches writes and continues the sequence after a restart", async () => {
+    for (let i = 0; i < 1000; i++) log.append("sess_a", { type: "task:token", text: String(i) });
+    expect(h.sqlite.query("SELECT COUNT(*) AS n FROM events").get()).toEqual({ n: 512 });
+    await Bun.sleep(20);
+    expect(h.sqlite.query("SELECT COUNT(*) AS n FROM events").get()).toEqual({ n: 1000 });
+    const fresh = new EventLog(h.sqlite, Date.now);
+    expect(fresh.append("sess_a", { type: "task:token", text: "next" }).seq).toBe(1001);
+  });
+
+  test("a frame for a deleted session does not lose the rest of its batch", () => {
+    const dropped: number[] = [];
+    log.onDropped = (f) => dropped.push(f.seq);
+    log.append("sess_a", { type: "x" });
+    log.append("sess_b", { type: "x" });
+    h.sqlite.run("DELETE FROM sessions WHERE id = 'sess_b'");
+    log.flush();
+    expect(dropped).toEqual([1]);
+    expect(log.read("sess_a")).toHaveLength(1);
+  });
+});
+
+describe("hub", () => {
+  test("fan-out to every subscriber of the session, once-serialized; system prompt to admins only", () => {
+    const got: Record<string, string[]> = { u1: [], u2: [], admin: [], other: [] };
+    hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (j) => void got.u1!.push(j) });
+    hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (j) => void got.u2!.push(j) });
+    hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: (j) => void got.admin!.push(j) });
+    hub.attach({ sessionId: "sess_b", userId: "usr_1", isAdmin: true, sink: (j) => void got.other!.push(j) });
+    hub.publish("sess_a", { type: "task:system_prompt", task_id: "t", system_prompt: "secret sauce" });
+    hub.publish("sess_a", { type: "task:token", task_id: "t", text: "a" });
+    expect(got.u1).toHaveLength(1);
+    expect(got.u1).toEqual(got.u2!);
+    expect(got.admin).toHaveLength(2);
+    expect(got.other).toHaveLength(0);
+    expect(got.u1![0]).toBe(got.admin![1]!);
+  });
+
+  test("replay then live: no gap and no duplicate at the seam", () => {
+    for (let i = 0; i < 50; i++) hub.publish("sess_a", { type: "task:token", text: String(i) });
+    const seen: number[] = [];
+    const { subscription, replay, lastSeq } = hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (_j, seq) => void seen.push(seq), replayAfter: 10 });
+    // Frames published while the replay is being sent are buffered…
+    for (let i = 0; i < 5; i++) hub.publish("sess_a", { type: "task:token", text: "live" });
+    expect(seen).toEqual([]);
+    for (const r of replay) seen.push(r.seq);
+    subscription.goLive(lastSeq);
+    hub.publish("sess_a", { type: "task:token", text: "after" });
+    expect(seen).toEqual(Array.from({ length: 46 }, (_, i) => i + 11));
+  });
+
+  test("a sink that refuses is dropped; overflow while buffering drops too", () => {
+    let n = 0;
+    hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => ++n < 3 });
+    for (let i = 0; i < 10; i++) hub.publish("sess_a", { type: "x" });
+    expect(n).toBe(3);
+    expect(hub.subscriberCount("sess_a")).toBe(0);
+    let overflowed = false;
+    hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => true, replayAfter: 0, maxPending: 5, onOverflow: () => (overflowed = true) });
+    for (let i = 0; i < 6; i++) hub.publish("sess_a", { type: "x" });
+    expect(overflowed).toBe(true);
+    expect(hub.subscriberCount("sess_a")).toBe(0);
+  });
+});

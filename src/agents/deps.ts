@@ -1,0 +1,41 @@
+/**
+ * What the agent runtime needs from the other services, as narrow structural types (the
+ * concrete services are built in src/services.ts). Keeping them narrow documents the coupling and
+ * lets a unit test supply a local implementation.
+ */
+import type { DB } from "../db/client.ts";
+import type { EnvValue, ModelConfig, profiles, workspaces } from "../db/schema.ts";
+import type { WorkspaceOps } from "./tools/types.ts";
+
+export type ProfileRow = typeof profiles.$inferSelect;
+export type WorkspaceRow = typeof workspaces.$inferSelect;
+
+export interface ProfilesDep {
+  get(userId: string, profileId: string): ProfileRow;
+}
+
+export interface SecretsDep {
+  resolveEnv(userId: string, env: Record<string, EnvValue>): Record<string, string>;
+  resolveApiKey(userId: string, model: ModelConfig): string | null;
+  valuesFor(userId: string): string[];
+}
+
+export interface WorkspacesDep extends WorkspaceOps {
+  createForSession(input: { userId: string; sessionId: string; profile: ProfileRow; env: Record<string, string> }): Promise<WorkspaceRow>;
+  ensureRunning(sessionId: string): Promise<WorkspaceRow>;
+  removeForSession(sessionId: string): Promise<void>;
+  signedFileUrl(ctrId: string, path: string, ttlSec?: number): string;
+}
+
+export interface NotifyInput {
+  userId: string;
+  source: "agent" | "platform";
+  message: string;
+  urgency?: "low" | "normal" | "high";
+  taskId?: string | null;
+  playbookId?: string | null;
+}
+
+export interface NotificationsDep {
+  enqueue(input: NotifyInput, db?: DB): { id: string; status: "pending" } | null;
+}

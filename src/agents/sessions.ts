@@ -1,0 +1,125 @@
+/** Agent session rows: creation, usage totals, the API record, owner-scoped lookups and lists. */
+import { and, eq, inArray, sql } from "drizzle-orm";
+import type { DB } from "../db/client.ts";
+import { newId } from "../db/ids.ts";
+import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
+import { sessions, tasks, workspaces } from "../db/schema.ts";
+import { ADMIN_ONLY_TYPES } from "../events/hub.ts";
+import type { EventLog } from "../events/log.ts";
+import { Errors } from "../http/errors.ts";
+import { iso } from "../lib/time.ts";
+import { ACTIVE_STATUSES, roundUsd } from "./tasks.ts";
+
+export type SessionRow = typeof sessions.$inferSelect;
+
+export interface SessionRecord {
+  id: string;
+  profile_id: string;
+  container_id: string | null;
+  status: "active" | "idle";
+  title: string | null;
+  input_tokens: number;
+  output_tokens: number;
+  cost_usd: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export const titleFrom = (prompt: string) => {
+  const line = prompt.trim().split("\n")[0]!.trim();
+  return line.length > 80 ? line.slice(0, 79) + "…" : line || null;
+};
+
+export class AgentSessions {
+  private byIdStmt;
+
+  constructor(
+    private db: DB,
+    private now: () => number,
+    private log: EventLog,
+  ) {
+    this.byIdStmt = db.select().from(sessions).where(eq(sessions.id, sql.placeholder("id"))).prepare();
+  }
+
+  create(userId: string, profileId: string, title: string | null, db: DB = this.db): SessionRow {
+    const now = this.now();
+    const row: SessionRow = { id: newId("session"), user_id: userId, profile_id: profileId, title, input_tokens: 0, output_tokens: 0, cost_usd: 0, last_seq: 0, created_at: now, updated_at: now };
+    db.insert(sessions).values(row).run();
+    return row;
+  }
+
+  byId(id: string): SessionRow | undefined {
+    return this.byIdStmt.get({ id });
+  }
+
+  get(userId: string, id: string): SessionRow {
+    const s = this.byId(id);
+    if (!s || s.user_id !== userId) throw Errors.notFound("Session", id);
+    return s;
+  }
+
+  addUsage(sessionId: string, inputTokens: number, outputTokens: number, costUsd: number, db: DB = this.db) {
+    db.update(sessions)
+      .set({
+        input_tokens: sql`${sessions.input_tokens} + ${inputTokens}`,
+        output_tokens: sql`${sessions.output_tokens} + ${outputTokens}`,
+        cost_usd: sql`${sessions.cost_usd} + ${costUsd}`,
+        updated_at: this.now(),
+      })
+      .where(eq(sessions.id, sessionId))
+      .run();
+  }
+
+  setTitleIfEmpty(sessionId: string, title: string | null) {
+    if (title) this.db.update(sessions).set({ title }).where(and(eq(sessions.id, sessionId), sql`${sessions.title} IS NULL`)).run();
+  }
+
+  private records(rows: SessionRow[]): SessionRecord[] {
+    if (rows.length === 0) return [];
+    const ids = rows.map((r) => r.id);
+    const ctr = new Map(this.db.select({ sid: workspaces.session_id, id: workspaces.id }).from(workspaces).where(inArray(workspaces.session_id, ids)).all().map((w) => [w.sid, w.id]));
+    const active = new Set(
+      this.db.selectDistinct({ sid: tasks.session_id }).from(tasks).where(and(inArray(tasks.session_id, ids), inArray(tasks.status, ACTIVE_STATUSES))).all().map((r) => r.sid),
+    );
+    return rows.map((s) => ({
+      id: s.id,
+      profile_id: s.profile_id,
+      container_id: ctr.get(s.id) ?? null,
+      status: active.has(s.id) ? "active" : "idle",
+      title: s.title,
+      input_tokens: s.input_tokens,
+      output_tokens: s.output_tokens,
+      cost_usd: roundUsd(s.cost_usd),
+      created_at: iso(s.created_at),
+      updated_at: iso(s.updated_at),
+    }));
+  }
+
+  record(row: SessionRow): SessionRecord {
+    return this.records([row])[0]!;
+  }
+
+  list(userId: string, p: PageParams): Page<SessionRecord> {
+    const k = keyset(sessions.id, eq(sessions.user_id, userId), p);
+    const rows = this.db.select().from(sessions).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
+    const page = toPage(rows, k.limit, (r) => r);
+    return { data: this.records(page.data), next_cursor: page.next_cursor };
+  }
+
+  /**
+   * The persisted transcript after `after`, oldest first, as the JSON text of
+   * `{data: [frames], next_cursor}` (frames are stored serialized; they are not re-encoded).
+   */
+  eventsJson(userId: string, id: string, isAdmin: boolean, after: number, limit: number): string {
+    this.get(userId, id);
+    const raw = this.log.read(id, after, limit + 1);
+    const page = raw.slice(0, limit);
+    const next = raw.length > limit ? String(page[page.length - 1]!.seq) : null;
+    const frames = page.filter((r) => isAdmin || !ADMIN_ONLY_TYPES.has(r.type)).map((r) => r.frame);
+    return `{"data":[${frames.join(",")}],"next_cursor":${JSON.stringify(next)}}`;
+  }
+
+  delete(id: string) {
+    this.db.delete(sessions).where(eq(sessions.id, id)).run();
+  }
+}

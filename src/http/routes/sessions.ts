@@ -1,0 +1,74 @@
+/** /v1/sessions: conversations, their persisted transcript, and deletion (with the workspace). */
+import { Elysia, t } from "elysia";
+import { isAdmin } from "../../auth/principal.ts";
+import type { Services } from "../../services.ts";
+import { USER_SECURITY, userGuard } from "../guards.ts";
+import { errorResponses, jsonBody, ListOf, PageQuery, Timestamp } from "../schema.ts";
+
+export const SessionRecord = t.Object(
+  {
+    id: t.String(),
+    profile_id: t.String(),
+    container_id: t.Union([t.String(), t.Null()]),
+    status: t.UnionEnum(["active", "idle"]),
+    title: t.Union([t.String(), t.Null()]),
+    input_tokens: t.Integer(),
+    output_tokens: t.Integer(),
+    cost_usd: t.Number(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { title: "Session" },
+);
+const Frame = t.Object({ type: t.String(), seq: t.Integer(), session_id: t.String() }, { additionalProperties: true });
+const detail = (summary: string) => ({ tags: ["Sessions"], summary, security: USER_SECURITY });
+
+export const sessionRoutes = (s: Services) =>
+  new Elysia({ prefix: "/v1/sessions" })
+    .use(userGuard())
+    .post(
+      "/",
+      async ({ user, body, set }) => {
+        const { session } = await s.orchestrator.startSession(user.id, body.profile_id);
+        set.status = 201;
+        return s.agentSessions.record(s.agentSessions.byId(session.id)!);
+      },
+      {
+        ...jsonBody(t.Object({ profile_id: t.String() })),
+        response: { 201: SessionRecord, ...errorResponses(400, 401, 404, 429, 502) },
+        detail: detail("Start a session (its workspace container) without a task; like session.start"),
+      },
+    )
+    .get("/", ({ user, query }) => s.agentSessions.list(user.id, query), {
+      query: t.Object(PageQuery),
+      response: { 200: ListOf(SessionRecord), ...errorResponses(400, 401) },
+      detail: detail("List your sessions, newest first"),
+    })
+    .get("/:id", ({ user, params }) => s.agentSessions.record(s.agentSessions.get(user.id, params.id)), {
+      response: { 200: SessionRecord, ...errorResponses(401, 404) },
+      detail: detail("A session"),
+    })
+    .get(
+      "/:id/events",
+      ({ user, params, query, principal }) =>
+        new Response(s.agentSessions.eventsJson(user.id, params.id, isAdmin(principal), query.after ?? query.cursor ?? 0, query.limit ?? 100), {
+          headers: { "content-type": "application/json; charset=utf-8" },
+        }),
+      {
+        query: t.Object({
+          after: t.Optional(t.Integer({ minimum: 0, "x-field": "after", description: "Only frames with a greater seq" })),
+          cursor: t.Optional(t.Integer({ minimum: 0, "x-field": "cursor", description: "next_cursor of the previous page (same as after)" })),
+          limit: t.Optional(t.Integer({ minimum: 1, maximum: 1000, "x-field": "limit", description: "Page size (1–1000, default 100)" })),
+        }),
+        response: { 200: t.Object({ data: t.Array(Frame), next_cursor: t.Union([t.String(), t.Null()]) }), ...errorResponses(400, 401, 404) },
+        detail: detail("The persisted transcript: the frames the stream sent, each with its seq, oldest first"),
+      },
+    )
+    .delete(
+      "/:id",
+      async ({ user, params, set }) => {
+        await s.orchestrator.deleteSession(user.id, params.id);
+        set.status = 204;
+      },
+      { response: { 204: t.Void(), ...errorResponses(401, 404) }, detail: detail("Delete a session, its transcript and its workspace (container and volume)") },
+    );

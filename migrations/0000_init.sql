@@ -207,6 +207,8 @@ CREATE TABLE `workspaces` (
 	`image` text NOT NULL,
 	`docker_id` text,
 	`volume` text NOT NULL,
+	`spec` text NOT NULL,
+	`env_ciphertext` blob,
 	`status` text NOT NULL,
 	`error` text,
 	`last_active_at` integer NOT NULL,

@@ -159,6 +159,8 @@ export const sessions = sqliteTable(
   (t) => [index("sessions_user").on(t.user_id, t.id)],
 );
 
+export type WorkspaceSpec = { network: "none" | "bridge"; memory_mb: number; cpus: number; pids: number };
+
 export const workspaces = sqliteTable(
   "workspaces",
   {
@@ -171,6 +173,10 @@ export const workspaces = sqliteTable(
     /** Docker's own container id, once created. */
     docker_id: text(),
     volume: text().notNull(),
+    /** The container's shape at creation (network, limits): a vanished container is recreated the same. */
+    spec: json<WorkspaceSpec>().notNull(),
+    /** AES-256-GCM sealed JSON of the container environment (its values may be secrets). */
+    env_ciphertext: blob({ mode: "buffer" }),
     status: text({ enum: ["starting", "running", "stopped", "failed"] }).notNull(),
     error: text(),
     last_active_at: ms().notNull(),

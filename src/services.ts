@@ -18,6 +18,8 @@ import type { Logger } from "./log.ts";
 import { Sealer } from "./lib/sealer.ts";
 import { Settings } from "./lib/settings.ts";
 import { DockerEngine } from "./workspaces/docker.ts";
+import { Profiles } from "./agents/profiles.ts";
+import { Secrets } from "./vault/secrets.ts";
 import type { StreamServer } from "./ws/stream.ts";
 
 export interface Worker {
@@ -43,6 +45,10 @@ export interface Services {
   accounts: Accounts;
   authenticator: Authenticator;
   adminPassword: AdminPassword;
+  /** Agent profiles (src/agents/profiles.ts). */
+  profiles: Profiles;
+  /** The secrets vault (src/vault/secrets.ts). */
+  secrets: Secrets;
   authenticate(req: Request, path: string): Promise<Authenticated>;
   stream?: StreamServer;
   workers: Worker[];
@@ -63,6 +69,8 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
   const accounts = new Accounts(config, settings, users, loginSessions);
   const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl));
   const adminPassword = new AdminPassword(settings, now);
+  const profiles = new Profiles(db, config, now);
+  const secrets = new Secrets(db, sealer, log, now);
 
   const workers: Worker[] = [];
   const sweep = { name: "ratelimit-sweep", timer: null as Timer | null };
@@ -107,6 +115,8 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     accounts,
     authenticator,
     adminPassword,
+    profiles,
+    secrets,
     authenticate: (req, path) => authenticator.authenticate(req, path),
     workers,
     async start() {

@@ -5,11 +5,13 @@ import { apiTokenRoutes } from "./api-tokens.ts";
 import { authRoutes } from "./auth.ts";
 import { docsRoutes } from "./docs.ts";
 import { healthRoutes } from "./health.ts";
+import { profileRoutes } from "./profiles.ts";
+import { secretRoutes } from "./secrets.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Router = Elysia<any, any, any, any, any, any, any>;
 
-const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, apiTokenRoutes];
+const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, apiTokenRoutes, profileRoutes, secretRoutes];
 
 export function mountRoutes(router: Router, s: Services): Router {
   for (const m of MODULES) router = router.use(m(s));

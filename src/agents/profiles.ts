@@ -1,0 +1,149 @@
+/**
+ * Profiles: how an agent is configured (model, system prompt, image, tools, env, limits,
+ * network). Every read and write is scoped by owner in the query itself; someone else's profile
+ * answers NOT_FOUND exactly like a missing one. The runtime calls `get` + `toApi`.
+ */
+import { and, eq, sql } from "drizzle-orm";
+import { changes, type DB } from "../db/client.ts";
+import { isId, newId } from "../db/ids.ts";
+import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
+import { type EnvValue, type ModelConfig, type ProfileLimits, profiles } from "../db/schema.ts";
+import { Errors } from "../http/errors.ts";
+import type { Config } from "../config.ts";
+import { iso } from "../lib/time.ts";
+import { LIMIT_BOUNDS, type ToolName } from "./profile-defaults.ts";
+import { mergeProfilePatch, normalizeProfile, type ProfileDefaults, type ProfileFields } from "./profile-validate.ts";
+
+export type ProfileRow = typeof profiles.$inferSelect;
+
+/** A profile's model as the API shows it: optional fields are omitted when unset, never null. */
+export interface ApiModel {
+  provider: ModelConfig["provider"];
+  name: string;
+  base_url?: string;
+  api_key_secret?: string;
+  pricing?: { input_per_mtok: number; output_per_mtok: number };
+}
+
+/** The API record of a profile. */
+export interface ProfileRecord {
+  id: string;
+  name: string;
+  system_prompt: string;
+  model: ApiModel;
+  image: string;
+  tools: ToolName[];
+  env: Record<string, EnvValue>;
+  limits: ProfileLimits;
+  network: "none" | "bridge";
+  created_at: string;
+  updated_at: string;
+}
+
+/** The model config without empty optional fields. */
+export function cleanModel(m: ModelConfig): ApiModel {
+  const out: ApiModel = { provider: m.provider, name: m.name };
+  if (m.base_url) out.base_url = m.base_url;
+  if (m.api_key_secret) out.api_key_secret = m.api_key_secret;
+  if (m.pricing) out.pricing = { input_per_mtok: m.pricing.input_per_mtok, output_per_mtok: m.pricing.output_per_mtok };
+  return out;
+}
+
+function fieldsOf(row: ProfileRow): ProfileFields {
+  return {
+    name: row.name,
+    system_prompt: row.system_prompt,
+    model: cleanModel(row.model),
+    image: row.image,
+    tools: row.tools as ToolName[],
+    env: row.env,
+    limits: row.limits,
+    network: row.network,
+  };
+}
+
+export class Profiles {
+  private byIdStmt;
+
+  constructor(
+    private db: DB,
+    /** Read at call time: PATCH /admin/config changes defaultMaxConcurrency live. */
+    private config: Pick<Config, "workspaceImage" | "defaultMaxConcurrency">,
+    private now: () => number,
+  ) {
+    this.byIdStmt = db
+      .select()
+      .from(profiles)
+      .where(and(eq(profiles.id, sql.placeholder("id")), eq(profiles.user_id, sql.placeholder("user_id"))))
+      .prepare();
+  }
+
+  /**
+   * The defaults a new profile gets now: the default model depends on the server's keys, and
+   * max_concurrency on the operator's default (--default-max-concurrency, or PATCH /admin/config,
+   * which updates the shared config live).
+   */
+  currentDefaults(): ProfileDefaults {
+    const b = LIMIT_BOUNDS.max_concurrency;
+    const maxConcurrency = Math.min(b.max, Math.max(b.min, Math.trunc(this.config.defaultMaxConcurrency)));
+    return { image: this.config.workspaceImage, maxConcurrency, env: process.env };
+  }
+
+  /** The caller's profile; NOT_FOUND when missing or someone else's. */
+  get(userId: string, profileId: string): ProfileRow {
+    const row = isId("profile", profileId) ? this.byIdStmt.get({ id: profileId, user_id: userId }) : undefined;
+    if (!row) throw Errors.notFound("Profile", profileId);
+    return row;
+  }
+
+  toApi(row: ProfileRow): ProfileRecord {
+    return { id: row.id, ...fieldsOf(row), model: cleanModel(row.model), created_at: iso(row.created_at), updated_at: iso(row.updated_at) };
+  }
+
+  /** Validates `input` (see profile-validate.ts), fills defaults and stores the profile. */
+  create(userId: string, input: unknown): ProfileRow {
+    const fields = this.validateCreate(input);
+    const at = this.now();
+    const row: ProfileRow = { id: newId("profile"), user_id: userId, ...fields, created_at: at, updated_at: at };
+    this.db.insert(profiles).values(row).run();
+    return row;
+  }
+
+  list(userId: string, p: PageParams): Page<ProfileRecord> {
+    const k = keyset(profiles.id, eq(profiles.user_id, userId), p);
+    const rows = this.db.select().from(profiles).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
+    return toPage(rows, k.limit, (r) => this.toApi(r));
+  }
+
+  /** Validates a new profile without storing it (throws VALIDATION_FAILED naming the field). */
+  validateCreate(input: unknown): ProfileFields {
+    return normalizeProfile(input, this.currentDefaults());
+  }
+
+  /** Validates a PATCH against the caller's profile without storing it. */
+  validatePatch(userId: string, profileId: string, patch: unknown): { current: ProfileRow; fields: ProfileFields } {
+    const current = this.get(userId, profileId);
+    return { current, fields: normalizeProfile(mergeProfilePatch(fieldsOf(current), patch), this.currentDefaults()) };
+  }
+
+  /** Applies a PATCH (semantics in mergeProfilePatch); a patch that changes nothing writes nothing. */
+  update(userId: string, profileId: string, patch: unknown): ProfileRow {
+    const { current, fields } = this.validatePatch(userId, profileId, patch);
+    if (Bun.deepEquals(fields, fieldsOf(current))) return current;
+    const updated_at = Math.max(this.now(), current.updated_at);
+    const res = this.db
+      .update(profiles)
+      .set({ ...fields, updated_at })
+      .where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId)))
+      .run();
+    if (changes(res) === 0) throw Errors.notFound("Profile", profileId);
+    return { ...current, ...fields, updated_at };
+  }
+
+  /** Deletes the caller's profile; its sessions keep their transcripts. Again → NOT_FOUND. */
+  delete(userId: string, profileId: string): void {
+    if (!isId("profile", profileId)) throw Errors.notFound("Profile", profileId);
+    const res = this.db.delete(profiles).where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId))).run();
+    if (changes(res) === 0) throw Errors.notFound("Profile", profileId);
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * Syntax and size rules of vault secrets, shared by the vault and by profile validation (a
+ * profile's `env` and `model.api_key_secret` name secrets).
+ */
+import { Errors } from "../http/errors.ts";
+
+/** Like an environment variable name: letter or underscore first, then letters, digits, underscores. */
+export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+/** Largest value, in UTF-8 bytes (a PEM key or a service-account JSON fits comfortably). */
+export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
+/** Secrets per user. */
+export const SECRETS_PER_USER = 500;
+
+export const isSecretName = (name: unknown): name is string => typeof name === "string" && SECRET_NAME.test(name);
+
+/** Throws VALIDATION_FAILED on `field` unless `name` is a well-formed secret name. */
+export function checkSecretName(name: unknown, field: string): string {
+  if (typeof name !== "string") throw Errors.validation(field, `${field} must be a string (a secret name)`, { reason: "expected string" });
+  if (!SECRET_NAME.test(name)) {
+    throw Errors.validation(field, `${field} is not a valid secret name: use 1–64 letters, digits and underscores, not starting with a digit`, {
+      reason: "invalid secret name",
+    });
+  }
+  return name;
+}
+
+/** Throws VALIDATION_FAILED on `value` unless it can be stored (never echoes the value). */
+export function checkSecretValue(value: unknown): string {
+  if (typeof value !== "string") throw Errors.validation("value", "value must be a string", { reason: "expected string" });
+  if (value.length === 0) throw Errors.validation("value", "value must not be empty", { reason: "empty" });
+  if (Buffer.byteLength(value, "utf8") > SECRET_VALUE_MAX_BYTES) {
+    throw Errors.validation("value", `value must be at most ${SECRET_VALUE_MAX_BYTES} bytes`, { reason: "too large", limit_bytes: SECRET_VALUE_MAX_BYTES });
+  }
+  if (value.includes("\0")) throw Errors.validation("value", "value must not contain NUL characters (it becomes an environment variable)", { reason: "NUL character" });
+  return value;
+}

@@ -1,0 +1,203 @@
+/**
+ * The secrets vault. Values are sealed with AES-256-GCM (src/lib/sealer.ts) under the data dir's
+ * key file, with additional authenticated data binding each value to its owner and name
+ * (`vault:<user_id>:<name>`), so a row copied to another user or renamed does not decrypt. Values
+ * are never returned by the API, never logged, never put in events or error bodies; they leave the
+ * vault only through resolveEnv / resolveApiKey / valuesFor, which the runtime calls.
+ */
+import { and, eq, lt, or, sql } from "drizzle-orm";
+import { changes, type DB } from "../db/client.ts";
+import type { PageParams, Page } from "../db/paginate.ts";
+import { type EnvValue, type ModelConfig, secrets } from "../db/schema.ts";
+import { Errors } from "../http/errors.ts";
+import type { Logger } from "../log.ts";
+import type { Sealer } from "../lib/sealer.ts";
+import { iso } from "../lib/time.ts";
+import { checkSecretName, checkSecretValue, SECRETS_PER_USER } from "./names.ts";
+import { decodeCursor, encodeCursor } from "./cursor.ts";
+
+export interface SecretRecord {
+  name: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Server environment variable that holds each provider's key when a profile names no secret. */
+export const PROVIDER_ENV_KEY: Record<ModelConfig["provider"], string | null> = {
+  anthropic: "ANTHROPIC_API_KEY",
+  openai: "OPENAI_API_KEY",
+  demo: null,
+};
+
+/** The providers' own API origins: the server's key is only ever sent there. */
+export const PROVIDER_ORIGIN: Record<ModelConfig["provider"], string | null> = {
+  anthropic: "https://api.anthropic.com",
+  openai: "https://api.openai.com",
+  demo: null,
+};
+
+export const aadFor = (userId: string, name: string) => `vault:${userId}:${name}`;
+
+export class Secrets {
+  private oneStmt;
+  private countStmt;
+
+  constructor(
+    private db: DB,
+    private sealer: Sealer,
+    private log: Logger,
+    private now: () => number,
+  ) {
+    this.oneStmt = db
+      .select({ ciphertext: secrets.ciphertext })
+      .from(secrets)
+      .where(and(eq(secrets.user_id, sql.placeholder("user_id")), eq(secrets.name, sql.placeholder("name"))))
+      .prepare();
+    this.countStmt = db
+      .select({ n: sql<number>`count(*)` })
+      .from(secrets)
+      .where(eq(secrets.user_id, sql.placeholder("user_id")))
+      .prepare();
+  }
+
+  /** Creates or replaces a secret. Returns whether it was created. */
+  put(userId: string, name: unknown, value: unknown): { created: boolean } {
+    const n = checkSecretName(name, "name");
+    const v = checkSecretValue(value);
+    const sealed = this.sealer.seal(v, aadFor(userId, n));
+    const at = this.now();
+    const created = this.db.transaction((tx) => {
+      const exists = this.oneStmt.get({ user_id: userId, name: n }) !== undefined;
+      if (!exists && (this.countStmt.get({ user_id: userId })?.n ?? 0) >= SECRETS_PER_USER) {
+        throw Errors.validation("name", `You already have ${SECRETS_PER_USER} secrets, the most a user may keep; delete some first`, { reason: "limit", limit: SECRETS_PER_USER });
+      }
+      tx.insert(secrets)
+        .values({ user_id: userId, name: n, ciphertext: sealed, created_at: at, updated_at: at })
+        .onConflictDoUpdate({ target: [secrets.user_id, secrets.name], set: { ciphertext: sealed, updated_at: at } })
+        .run();
+      return !exists;
+    });
+    this.log.info(created ? "secret created" : "secret replaced", { user_id: userId, secret_name: n });
+    return { created };
+  }
+
+  /** Names and times only, newest first; `cursor` is the opaque next_cursor of the previous page. */
+  list(userId: string, p: PageParams): Page<SecretRecord> {
+    const limit = p.limit ?? 20;
+    let where = eq(secrets.user_id, userId);
+    if (p.cursor) {
+      const c = decodeCursor(p.cursor);
+      if (!c) throw Errors.validation("cursor", "cursor is not a next_cursor of this list", { reason: "invalid cursor", in: "query" });
+      where = and(where, or(lt(secrets.created_at, c.at), and(eq(secrets.created_at, c.at), lt(secrets.name, c.name))))!;
+    }
+    const rows = this.db
+      .select({ name: secrets.name, created_at: secrets.created_at, updated_at: secrets.updated_at })
+      .from(secrets)
+      .where(where)
+      .orderBy(sql`${secrets.created_at} desc, ${secrets.name} desc`)
+      .limit(limit + 1)
+      .all();
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return {
+      data: page.map((r) => ({ name: r.name, created_at: iso(r.created_at), updated_at: iso(r.updated_at) })),
+      next_cursor: rows.length > limit && last ? encodeCursor(last.created_at, last.name) : null,
+    };
+  }
+
+  /** Deletes the caller's secret; a missing one (or deleted twice) is NOT_FOUND. */
+  delete(userId: string, name: unknown): void {
+    const n = checkSecretName(name, "name");
+    const res = this.db.delete(secrets).where(and(eq(secrets.user_id, userId), eq(secrets.name, n))).run();
+    if (changes(res) === 0) throw Errors.notFound("Secret", n);
+    this.log.info("secret deleted", { user_id: userId, secret_name: n });
+  }
+
+  /**
+   * The decrypted value, or null when the user has no such secret. A value that does not decrypt
+   * (key file replaced, row tampered with or copied) throws VALIDATION_FAILED on `field`.
+   */
+  private reveal(userId: string, name: string, field: string): string | null {
+    const row = this.oneStmt.get({ user_id: userId, name });
+    if (!row) return null;
+    try {
+      return this.sealer.open(row.ciphertext, aadFor(userId, name));
+    } catch {
+      this.log.warn("secret does not decrypt", { user_id: userId, secret_name: name });
+      throw Errors.validation(field, `Secret "${name}" cannot be decrypted (was the server's key file replaced?); store it again with PUT /v1/secrets/${name}`, {
+        reason: "undecryptable secret",
+        secret_name: name,
+      });
+    }
+  }
+
+  /**
+   * The environment a workspace gets from a profile's `env`: literals as they are, `{secret}`
+   * references decrypted. A missing secret → VALIDATION_FAILED on `env.<NAME>`, naming the secret.
+   */
+  resolveEnv(userId: string, env: Record<string, EnvValue>): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const [key, val] of Object.entries(env)) {
+      if (typeof val === "string") {
+        out[key] = val;
+        continue;
+      }
+      const value = this.reveal(userId, val.secret, `env.${key}`);
+      if (value === null) {
+        throw Errors.validation(`env.${key}`, `env.${key} names the secret "${val.secret}", which is not in your vault: store it with PUT /v1/secrets/${val.secret}`, {
+          reason: "missing secret",
+          secret_name: val.secret,
+        });
+      }
+      out[key] = value;
+    }
+    return out;
+  }
+
+  /**
+   * The API key for a profile's model: the vault secret `api_key_secret` when set (missing →
+   * VALIDATION_FAILED on model.api_key_secret); else the server's ANTHROPIC_API_KEY / OPENAI_API_KEY
+   * (read now), but only when the model talks to that provider's own API — the server's key is
+   * never sent to a custom base_url; else null (demo, or a keyless local server).
+   */
+  resolveApiKey(userId: string, model: ModelConfig): string | null {
+    if (model.api_key_secret) {
+      const value = this.reveal(userId, model.api_key_secret, "model.api_key_secret");
+      if (value === null) {
+        throw Errors.validation(
+          "model.api_key_secret",
+          `model.api_key_secret names the secret "${model.api_key_secret}", which is not in your vault: store it with PUT /v1/secrets/${model.api_key_secret}`,
+          { reason: "missing secret", secret_name: model.api_key_secret },
+        );
+      }
+      return value;
+    }
+    const envKey = PROVIDER_ENV_KEY[model.provider];
+    if (!envKey) return null;
+    if (model.base_url && !sameOrigin(model.base_url, PROVIDER_ORIGIN[model.provider])) return null;
+    return process.env[envKey] || null;
+  }
+
+  /** Every value of the user's vault, for scrubbing streamed and persisted output. */
+  valuesFor(userId: string): string[] {
+    const rows = this.db.select({ name: secrets.name, ciphertext: secrets.ciphertext }).from(secrets).where(eq(secrets.user_id, userId)).all();
+    const out: string[] = [];
+    for (const r of rows) {
+      try {
+        out.push(this.sealer.open(r.ciphertext, aadFor(userId, r.name)));
+      } catch {
+        this.log.warn("secret does not decrypt", { user_id: userId, secret_name: r.name });
+      }
+    }
+    return out;
+  }
+}
+
+function sameOrigin(url: string, origin: string | null): boolean {
+  if (!origin) return false;
+  try {
+    return new URL(url).origin === origin;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * Anthropic Messages API through the official SDK: streaming (`stream: true`), tool use. Text
+ * deltas are emitted as they arrive; a tool call is emitted once complete (content_block_stop),
+ * its input being the accumulated input_json_delta fragments. Usage comes from message_start
+ * (input) and message_delta (output, cumulative). `base_url` may point at any server speaking
+ * the Messages API (a proxy, a gateway).
+ */
+import Anthropic, { APIConnectionError, APIError } from "@anthropic-ai/sdk";
+import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages/messages";
+import { abortError, ModelError } from "./model-error.ts";
+import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
+import { bodyMessage, ClientCache, connectionMessage, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
+
+// The SDK sends the key as `Authorization: Bearer`; gateways behind a custom base_url may only know
+// the classic `x-api-key`, so those get both.
+const clients = new ClientCache(
+  (baseURL, apiKey) => new Anthropic({ apiKey, baseURL, maxRetries: 0, ...(baseURL ? { defaultHeaders: { "x-api-key": apiKey } } : {}) }),
+);
+
+/** Our conversation as Messages API params (empty text blocks dropped: the API rejects them). */
+export function toAnthropicMessages(messages: ChatMessage[]): MessageParam[] {
+  return messages.map((m) => ({
+    role: m.role,
+    content: m.content
+      .filter((b) => b.type !== "text" || b.text !== "")
+      .map((b) => {
+        if (b.type === "text") return { type: "text" as const, text: b.text };
+        if (b.type === "tool_use") return { type: "tool_use" as const, id: b.id, name: b.name, input: b.input };
+        return {
+          type: "tool_result" as const,
+          tool_use_id: b.tool_use_id,
+          ...(b.content !== "" ? { content: b.content } : {}),
+          ...(b.is_error ? { is_error: true } : {}),
+        };
+      }),
+  }));
+}
+
+export function anthropicParams(req: ModelRequest): MessageCreateParamsStreaming {
+  return {
+    model: req.model,
+    max_tokens: req.maxTokens,
+    ...(req.system ? { system: req.system } : {}),
+    messages: toAnthropicMessages(req.messages),
+    ...(req.tools.length
+      ? { tools: req.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.input_schema as { type: "object" } })) }
+      : {}),
+    stream: true,
+  };
+}
+
+const STOP: Record<string, StopReason> = { end_turn: "end_turn", tool_use: "tool_use", max_tokens: "max_tokens", stop_sequence: "stop_sequence", refusal: "refusal" };
+
+/** Whatever the SDK threw, as a ModelError carrying Anthropic's own message. */
+export function anthropicError(e: unknown, baseUrl?: string | null): ModelError {
+  if (e instanceof ModelError) return e;
+  if (e instanceof APIConnectionError) {
+    return new ModelError(connectionMessage(describeEndpoint(baseUrl ?? undefined, "api.anthropic.com"), e), { provider: "anthropic", retryable: true });
+  }
+  if (e instanceof APIError) {
+    const msg = e.apiMessage ?? bodyMessage(e.error) ?? e.message;
+    const type = e.type ?? undefined;
+    // An error event inside a 200 stream has no status: its type says whether it is transient.
+    const retryable = e.status !== undefined ? retryableStatus(e.status) || transientType(type) : transientType(type) || type === undefined;
+    return new ModelError(msg, { provider: "anthropic", status: e.status, type, retryable, retryAfterMs: parseRetryAfter(e.headers) });
+  }
+  const err = e instanceof Error ? e : new Error(String(e));
+  return new ModelError(`Invalid response from Anthropic: ${err.message}`, { provider: "anthropic", retryable: false });
+}
+
+type Block = { type: "text"; text: string } | { type: "tool_use"; id: string; name: string; json: string; done: boolean };
+
+export class AnthropicProvider implements Provider {
+  readonly name = "anthropic" as const;
+
+  complete(req: ModelRequest, onEvent: (e: StreamEvent) => void): Promise<ModelResponse> {
+    return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit), (e) => anthropicError(e, req.baseUrl));
+  }
+
+  private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void): Promise<ModelResponse> {
+    const baseUrl = req.baseUrl || undefined;
+    const client = clients.get(baseUrl, resolveApiKey("anthropic", "ANTHROPIC_API_KEY", req.apiKey, baseUrl));
+    const stream = await client.messages.create(anthropicParams(req), { signal: req.signal });
+    const blocks: Block[] = [];
+    let input = 0;
+    let output = 0;
+    let stop: string | null = null;
+    let finished = false;
+    for await (const ev of stream as AsyncIterable<RawMessageStreamEvent>) {
+      switch (ev.type) {
+        case "message_start": {
+          const u = ev.message.usage;
+          input = (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
+          output = u.output_tokens ?? 0;
+          break;
+        }
+        case "content_block_start": {
+          const cb = ev.content_block;
+          if (cb.type === "text") {
+            blocks[ev.index] = { type: "text", text: cb.text };
+            if (cb.text) emit({ type: "text", text: cb.text });
+          } else if (cb.type === "tool_use") {
+            blocks[ev.index] = { type: "tool_use", id: cb.id, name: cb.name, json: "", done: false };
+          }
+          break;
+        }
+        case "content_block_delta": {
+          const b = blocks[ev.index];
+          if (ev.delta.type === "text_delta" && b?.type === "text") {
+            b.text += ev.delta.text;
+            if (ev.delta.text) emit({ type: "text", text: ev.delta.text });
+          } else if (ev.delta.type === "input_json_delta" && b?.type === "tool_use") {
+            b.json += ev.delta.partial_json;
+          }
+          break;
+        }
+        case "content_block_stop": {
+          const b = blocks[ev.index];
+          if (b?.type === "tool_use" && !b.done) {
+            b.done = true;
+            emit({ type: "tool_use", id: b.id, name: b.name, input: parseToolArguments(b.json) });
+          }
+          break;
+        }
+        case "message_delta": {
+          stop = ev.delta.stop_reason ?? stop;
+          const u = ev.usage;
+          if (u.output_tokens != null) output = u.output_tokens;
+          if (u.input_tokens != null) input = u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
+          break;
+        }
+        case "message_stop":
+          finished = true;
+          break;
+      }
+    }
+    if (req.signal?.aborted) throw abortError(req.signal);
+    if (!finished) throw new ModelError("The Anthropic stream ended before message_stop", { provider: "anthropic", retryable: true });
+    const content: ContentBlock[] = [];
+    for (const b of blocks) {
+      if (!b) continue;
+      if (b.type === "text") {
+        if (b.text) content.push({ type: "text", text: b.text });
+      } else content.push({ type: "tool_use", id: b.id, name: b.name, input: parseToolArguments(b.json) });
+    }
+    return { content, stopReason: (stop && STOP[stop]) || "other", usage: { input_tokens: input, output_tokens: output } };
+  }
+}

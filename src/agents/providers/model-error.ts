@@ -1,0 +1,53 @@
+/**
+ * ModelError: a model provider failed (HTTP error, stream error, unreachable server, invalid
+ * stream). `message` is the provider's own message ("Overloaded", "model not found"…), never a
+ * key or a request body; the runtime maps it to MODEL_ERROR. Cancellation is not a ModelError:
+ * an aborted request rejects with the signal's reason (see `abortError`), like fetch does.
+ */
+export type ProviderName = "anthropic" | "openai" | "demo";
+
+export interface ModelErrorInit {
+  provider: ProviderName;
+  /** HTTP status of the failed response; absent for connection failures and in-stream errors. */
+  status?: number;
+  /** The provider's error type when it sends one (overloaded_error, rate_limit_error, server_error…). */
+  type?: string;
+  /** Whether this kind of failure is transient (429, 5xx, overloaded, connection failure). */
+  retryable: boolean;
+  /** Wait the server asked for (Retry-After / retry-after-ms), in ms. */
+  retryAfterMs?: number;
+}
+
+export class ModelError extends Error {
+  override readonly name = "ModelError";
+  readonly provider: ProviderName;
+  readonly status?: number;
+  readonly type?: string;
+  readonly retryable: boolean;
+  readonly retryAfterMs?: number;
+  /** Requests made for this response before giving up (1 = no retry). Set by the retry loop. */
+  attempts = 1;
+  /** True when part of the response had already been streamed to the caller (so it was not retried). */
+  afterOutput = false;
+
+  constructor(message: string, init: ModelErrorInit) {
+    super(message);
+    this.provider = init.provider;
+    this.status = init.status;
+    this.type = init.type;
+    this.retryable = init.retryable;
+    this.retryAfterMs = init.retryAfterMs;
+  }
+}
+
+/** The error an aborted request rejects with: the signal's reason when it is an Error, else an AbortError. */
+export function abortError(signal: AbortSignal): Error {
+  const r: unknown = signal.reason;
+  if (r instanceof Error) return r;
+  return new DOMException(typeof r === "string" ? r : "The model request was aborted", "AbortError");
+}
+
+/** True for what `abortError` produces and for fetch's own abort errors. */
+export function isAbortError(e: unknown): boolean {
+  return e instanceof Error && (e.name === "AbortError" || e.name === "APIUserAbortError");
+}

@@ -1,0 +1,184 @@
+/**
+ * OpenAI Chat Completions through the official SDK, streaming, with tools as `type:"function"`.
+ * Written for every compatible server (OpenAI, Ollama, vLLM, llama.cpp, OpenRouter): it sends only
+ * widely supported fields, tolerates a missing usage chunk (counts 0), missing tool-call indexes or
+ * ids, "stop" as the finish reason of a tool call, and arguments that are not valid JSON.
+ */
+import { randomUUID } from "node:crypto";
+import OpenAI, { APIConnectionError, APIError } from "openai";
+import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from "openai/resources/chat/completions";
+import { abortError, ModelError } from "./model-error.ts";
+import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
+import { bodyMessage, ClientCache, connectionMessage, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
+
+const clients = new ClientCache((baseURL, apiKey) => new OpenAI({ apiKey, baseURL, maxRetries: 0 }));
+
+/** How a failed tool result is marked for the model (Chat Completions has no is_error flag). */
+export const TOOL_ERROR_PREFIX = "Error: ";
+
+const joinText = (blocks: ContentBlock[]) =>
+  blocks
+    .filter((b): b is { type: "text"; text: string } => b.type === "text" && b.text !== "")
+    .map((b) => b.text)
+    .join("\n\n");
+
+/**
+ * Our conversation as Chat Completions messages: the system message first; assistant tool calls
+ * as `tool_calls`; each tool result as a `role:"tool"` message right after them (failed ones
+ * prefixed with TOOL_ERROR_PREFIX); any user text of the same message after the tool messages.
+ */
+export function toOpenAIMessages(system: string, messages: ChatMessage[]): ChatCompletionMessageParam[] {
+  const out: ChatCompletionMessageParam[] = [];
+  if (system) out.push({ role: "system", content: system });
+  for (const m of messages) {
+    if (m.role === "assistant") {
+      const calls = m.content.filter((b): b is Extract<ContentBlock, { type: "tool_use" }> => b.type === "tool_use");
+      const text = joinText(m.content);
+      out.push({
+        role: "assistant",
+        content: text || (calls.length ? null : ""),
+        ...(calls.length
+          ? { tool_calls: calls.map((c) => ({ id: c.id, type: "function" as const, function: { name: c.name, arguments: JSON.stringify(c.input) } })) }
+          : {}),
+      });
+      continue;
+    }
+    for (const b of m.content) {
+      if (b.type === "tool_result") out.push({ role: "tool", tool_call_id: b.tool_use_id, content: b.is_error ? TOOL_ERROR_PREFIX + b.content : b.content });
+    }
+    const text = joinText(m.content);
+    if (text || !m.content.some((b) => b.type === "tool_result")) out.push({ role: "user", content: text });
+  }
+  return out;
+}
+
+/**
+ * OpenAI's own API wants `max_completion_tokens` (its reasoning models reject `max_tokens`);
+ * compatible servers know `max_tokens`, and not all of them the newer name.
+ */
+export function usesMaxCompletionTokens(baseUrl: string | null | undefined): boolean {
+  if (!baseUrl) return true;
+  try {
+    return new URL(baseUrl).hostname === "api.openai.com";
+  } catch {
+    return false;
+  }
+}
+
+export function openaiParams(req: ModelRequest): ChatCompletionCreateParamsStreaming {
+  return {
+    model: req.model,
+    messages: toOpenAIMessages(req.system, req.messages),
+    ...(usesMaxCompletionTokens(req.baseUrl) ? { max_completion_tokens: req.maxTokens } : { max_tokens: req.maxTokens }),
+    ...(req.tools.length
+      ? { tools: req.tools.map((t) => ({ type: "function" as const, function: { name: t.name, description: t.description, parameters: t.input_schema } })) }
+      : {}),
+    stream: true,
+    stream_options: { include_usage: true },
+  };
+}
+
+/** Whatever the SDK threw, as a ModelError carrying the server's own message. */
+export function openaiError(e: unknown, baseUrl?: string | null): ModelError {
+  if (e instanceof ModelError) return e;
+  if (e instanceof APIConnectionError) {
+    return new ModelError(connectionMessage(describeEndpoint(baseUrl ?? undefined, "api.openai.com"), e), { provider: "openai", retryable: true });
+  }
+  if (e instanceof APIError) {
+    const msg = bodyMessage(e.error) ?? e.message;
+    const type = e.type ?? (typeof e.code === "string" ? e.code : undefined);
+    // In-stream errors have no HTTP status; some servers (vLLM) put one in `code`.
+    const inner = e.error as { code?: unknown } | undefined;
+    const status = e.status ?? (typeof inner?.code === "number" ? inner.code : undefined);
+    const retryable = status !== undefined ? retryableStatus(status) || transientType(type) : transientType(type) || type === undefined;
+    return new ModelError(msg, { provider: "openai", status, type, retryable, retryAfterMs: parseRetryAfter(e.headers) });
+  }
+  const err = e instanceof Error ? e : new Error(String(e));
+  return new ModelError(`Invalid response from the model server: ${err.message}`, { provider: "openai", retryable: false });
+}
+
+function stopReason(finish: string, hasToolCalls: boolean): StopReason {
+  if (hasToolCalls && (finish === "tool_calls" || finish === "function_call" || finish === "stop")) return "tool_use";
+  if (finish === "stop") return "end_turn";
+  if (finish === "length") return "max_tokens";
+  if (finish === "content_filter") return "refusal";
+  return "other";
+}
+
+interface Slot {
+  id: string;
+  name: string;
+  args: string;
+}
+type Part = { kind: "text"; text: string } | { kind: "tool"; slot: Slot };
+
+export class OpenAIProvider implements Provider {
+  readonly name = "openai" as const;
+
+  complete(req: ModelRequest, onEvent: (e: StreamEvent) => void): Promise<ModelResponse> {
+    return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit), (e) => openaiError(e, req.baseUrl));
+  }
+
+  private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void): Promise<ModelResponse> {
+    const baseUrl = req.baseUrl || undefined;
+    const client = clients.get(baseUrl, resolveApiKey("openai", "OPENAI_API_KEY", req.apiKey, baseUrl));
+    const stream = await client.chat.completions.create(openaiParams(req), { signal: req.signal });
+    const parts: Part[] = [];
+    const slots = new Map<number | string, Slot>();
+    let lastKey: number | string | undefined;
+    let synthetic = 0;
+    let finish: string | null = null;
+    let toolsEmitted = false;
+    let usage = { input_tokens: 0, output_tokens: 0 };
+
+    const emitTools = () => {
+      if (toolsEmitted) return;
+      toolsEmitted = true;
+      for (const p of parts) {
+        if (p.kind !== "tool") continue;
+        if (!p.slot.id) p.slot.id = `call_${randomUUID().replace(/-/g, "").slice(0, 24)}`;
+        emit({ type: "tool_use", id: p.slot.id, name: p.slot.name, input: parseToolArguments(p.slot.args) });
+      }
+    };
+
+    for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
+      if (chunk.usage) usage = { input_tokens: chunk.usage.prompt_tokens ?? 0, output_tokens: chunk.usage.completion_tokens ?? 0 };
+      const choice = chunk.choices?.[0];
+      if (!choice) continue;
+      const delta = choice.delta ?? {};
+      if (typeof delta.content === "string" && delta.content !== "") {
+        const last = parts[parts.length - 1];
+        if (last?.kind === "text") last.text += delta.content;
+        else parts.push({ kind: "text", text: delta.content });
+        emit({ type: "text", text: delta.content });
+      }
+      (delta.tool_calls ?? []).forEach((tc, i) => {
+        // Servers that omit `index` send each call whole, or continue the last one.
+        const key: number | string =
+          typeof tc.index === "number" ? tc.index : tc.id ? `id:${tc.id}` : i === 0 && lastKey !== undefined ? lastKey : `n:${synthetic++}`;
+        lastKey = key;
+        let slot = slots.get(key);
+        if (!slot) {
+          slot = { id: "", name: "", args: "" };
+          slots.set(key, slot);
+          parts.push({ kind: "tool", slot });
+        }
+        if (tc.id && !slot.id) slot.id = tc.id;
+        if (tc.function?.name && !slot.name) slot.name = tc.function.name;
+        if (tc.function?.arguments) slot.args += tc.function.arguments;
+      });
+      if (choice.finish_reason) {
+        finish = choice.finish_reason;
+        emitTools();
+      }
+    }
+    if (req.signal?.aborted) throw abortError(req.signal);
+    if (!finish) throw new ModelError("The model stream ended before a finish_reason", { provider: "openai", retryable: true });
+
+    const content: ContentBlock[] = parts.map((p) =>
+      p.kind === "text" ? { type: "text", text: p.text } : { type: "tool_use", id: p.slot.id, name: p.slot.name, input: parseToolArguments(p.slot.args) },
+    );
+    return { content, stopReason: stopReason(finish, slots.size > 0), usage };
+  }
+}

@@ -1,0 +1,84 @@
+/** What the two SDK-backed providers share: client reuse, key lookup, tool-argument parsing, endpoint names. */
+import { ModelError, type ProviderName } from "./model-error.ts";
+
+/** A small cache of SDK clients keyed by (base URL, key), so connections are reused between turns. */
+export class ClientCache<C> {
+  private readonly clients = new Map<string, C>();
+  constructor(
+    private readonly make: (baseUrl: string | undefined, apiKey: string) => C,
+    private readonly max = 32,
+  ) {}
+
+  get(baseUrl: string | undefined, apiKey: string): C {
+    const key = `${baseUrl ?? ""}\n${apiKey}`;
+    let c = this.clients.get(key);
+    if (c) return c;
+    c = this.make(baseUrl, apiKey);
+    if (this.clients.size >= this.max) this.clients.delete(this.clients.keys().next().value!);
+    this.clients.set(key, c);
+    return c;
+  }
+}
+
+/**
+ * The key to send: the request's, else the server's environment variable. A custom base_url may
+ * need no key at all (Ollama, llama.cpp), so it gets a placeholder; the provider's own API without
+ * a key fails before any request, with a message that says how to fix it.
+ */
+export function resolveApiKey(provider: ProviderName, envVar: string, apiKey: string | null | undefined, baseUrl: string | undefined): string {
+  const key = apiKey || process.env[envVar];
+  if (key) return key;
+  if (baseUrl) return "no-key";
+  throw new ModelError(`No API key for ${provider}: set ${envVar} on the server or the profile's model.api_key_secret`, {
+    provider,
+    retryable: false,
+    status: 401,
+  });
+}
+
+/** A base URL without credentials or query, for error messages. */
+export function describeEndpoint(baseUrl: string | undefined, fallback: string): string {
+  if (!baseUrl) return fallback;
+  try {
+    const u = new URL(baseUrl);
+    return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, "")}`;
+  } catch {
+    return "the configured base_url";
+  }
+}
+
+/**
+ * Tool-call arguments as an object. Models behind compatible servers sometimes send "" for no
+ * arguments, or a JSON string holding the JSON; those are accepted. Anything else that is not a
+ * JSON object is passed on as `{_raw_arguments: text}` so the tool rejects it and the model, seeing
+ * that error, can try again — a malformed call should not end the whole task.
+ */
+export function parseToolArguments(text: string): Record<string, unknown> {
+  const t = text.trim();
+  if (t === "") return {};
+  try {
+    let v: unknown = JSON.parse(t);
+    if (typeof v === "string") v = JSON.parse(v);
+    if (v && typeof v === "object" && !Array.isArray(v)) return v as Record<string, unknown>;
+  } catch {
+    // fall through
+  }
+  return { _raw_arguments: text };
+}
+
+/** The message of a connection failure: which endpoint, and the transport's own reason. */
+export function connectionMessage(where: string, e: { message: string; cause?: unknown }): string {
+  const cause = e.cause instanceof Error ? e.cause.message : "";
+  const reason = cause && cause !== e.message ? `${e.message} (${cause})` : e.message;
+  return `Cannot reach ${where}: ${reason}`;
+}
+
+/** The human message inside an error body: `{error:{message}}`, `{message}`, `{error:"…"}` or a bare string. */
+export function bodyMessage(body: unknown): string | undefined {
+  if (typeof body === "string") return body.trim() || undefined;
+  if (!body || typeof body !== "object") return undefined;
+  const o = body as Record<string, unknown>;
+  if (typeof o.message === "string" && o.message) return o.message;
+  if (typeof o.error === "string" && o.error) return o.error;
+  return o.error && typeof o.error === "object" ? bodyMessage(o.error) : undefined;
+}

@@ -1,0 +1,76 @@
+/**
+ * The provider interface the agent loop is written against. A provider turns one request (system
+ * prompt, conversation, tool specs) into one streamed assistant message: text deltas and completed
+ * tool calls go to `onEvent` as they arrive, and the whole message comes back at the end.
+ *
+ * Implementations: ./anthropic.ts (Messages API), ./openai.ts (Chat Completions, any compatible
+ * base_url), ./demo.ts (offline, deterministic). Retries live in ./retry.ts.
+ */
+import { AnthropicProvider } from "./anthropic.ts";
+import { DemoProvider } from "./demo.ts";
+import type { ProviderName } from "./model-error.ts";
+import { OpenAIProvider } from "./openai.ts";
+
+export { abortError, isAbortError, ModelError, type ModelErrorInit, type ProviderName } from "./model-error.ts";
+
+export type ContentBlock =
+  | { type: "text"; text: string }
+  | { type: "tool_use"; id: string; name: string; input: Record<string, unknown> }
+  | { type: "tool_result"; tool_use_id: string; content: string; is_error?: boolean };
+
+export interface ChatMessage {
+  role: "user" | "assistant";
+  content: ContentBlock[];
+}
+
+export interface ToolSpec {
+  name: string;
+  description: string;
+  /** JSON Schema object. */
+  input_schema: Record<string, unknown>;
+}
+
+export interface ModelRequest {
+  model: string;
+  system: string;
+  messages: ChatMessage[];
+  tools: ToolSpec[];
+  maxTokens: number;
+  /** Compatible server to talk to instead of the provider's own (profile `model.base_url`). */
+  baseUrl?: string | null;
+  /** Falls back to ANTHROPIC_API_KEY / OPENAI_API_KEY from the server's environment. */
+  apiKey?: string | null;
+  /** Aborting stops the stream (and any retry wait) promptly; `complete` then rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+export type StreamEvent =
+  | { type: "text"; text: string }
+  | { type: "tool_use"; id: string; name: string; input: Record<string, unknown> };
+
+export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "refusal" | "other";
+
+export interface ModelResponse {
+  /** The full assistant message (text + tool_use blocks, in order). */
+  content: ContentBlock[];
+  stopReason: StopReason;
+  usage: { input_tokens: number; output_tokens: number };
+}
+
+export interface Provider {
+  readonly name: ProviderName;
+  /** Streams one model response; calls onEvent for each text delta (as it arrives) and each completed tool call. */
+  complete(req: ModelRequest, onEvent: (e: StreamEvent) => void): Promise<ModelResponse>;
+}
+
+const providers: Record<ProviderName, Provider> = {
+  anthropic: new AnthropicProvider(),
+  openai: new OpenAIProvider(),
+  demo: new DemoProvider(),
+};
+
+export function getProvider(name: ProviderName): Provider {
+  const p = providers[name];
+  if (!p) throw new Error(`Unknown model provider "${name}" (expected anthropic, openai or demo)`);
+  return p;
+}

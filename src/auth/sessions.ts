@@ -62,6 +62,8 @@ export class LoginSessions {
   private byHash;
   /** Called with a user id whose sessions were all removed (sockets close). */
   onRevokeUser: ((userId: string) => void)[] = [];
+  /** Called with a login session id that was deleted (sign-out; its sockets close). */
+  onRevokeSession: ((loginSessionId: string) => void)[] = [];
 
   constructor(
     private db: DB,
@@ -114,6 +116,7 @@ export class LoginSessions {
 
   delete(sessionId: string) {
     this.db.delete(loginSessions).where(eq(loginSessions.id, sessionId)).run();
+    for (const f of this.onRevokeSession) f(sessionId);
   }
 
   deleteAllForUser(userId: string) {

@@ -1,9 +1,189 @@
+/**
+ * The /v1/stream WebSocket: authentication at the upgrade (subprotocol `Bearer.<token>`,
+ * `?token=`, `Authorization` header, or the session cookie), then frames in, service calls out.
+ * It runs on Bun's native WebSocket server (not Elysia's wrapper): per-socket state lives on
+ * `ws.data`, and every frame of a session is serialized once by the hub.
+ */
 import type { Server, WebSocketHandler } from "bun";
+import type { Authenticated } from "../http/pipeline.ts";
+import type { Authenticator } from "../auth/authenticate.ts";
+import type { Orchestrator } from "../agents/orchestrator.ts";
+import type { AgentSessions } from "../agents/sessions.ts";
+import type { Hub } from "../events/hub.ts";
+import { isCrossSite } from "../http/pipeline.ts";
 import type { RequestContext } from "../http/context.ts";
+import { ApiError, errorResponse, Errors } from "../http/errors.ts";
+import type { RateLimiter } from "../http/ratelimit.ts";
+import { MAX_JSON_BODY } from "../http/parse.ts";
+import type { Logger } from "../log.ts";
+import { CLOSE_AUTH, close, dropSubscriptions, onDrain, replay, sendError, type Socket, type SocketData, watch } from "./connection.ts";
+import { type ClientMessage, parseFrame, requestIdOf, validateClientMessage } from "./messages.ts";
 
-/** The /v1/stream WebSocket server (implemented with the stream issue). */
+/** The /v1/stream WebSocket server, as the app's composition root sees it. */
 export interface StreamServer {
-  handlers: WebSocketHandler<unknown>;
+  handlers: WebSocketHandler<SocketData>;
   upgrade(req: Request, server: Server<unknown>, ctx: RequestContext): Promise<Response | undefined>;
   closeAll(code: number, reason: string): void;
+  /** Closes with 4001 every socket authenticated by this credential or owned by this user. */
+  revoke(key: { tokenId?: string; loginSessionId?: string; userId?: string }): void;
+  readonly size: number;
 }
+
+export interface StreamDeps {
+  log: Logger;
+  publicUrl: string;
+  authenticator: Authenticator;
+  limiter: RateLimiter;
+  hub: Hub;
+  orchestrator: Orchestrator;
+  agentSessions: AgentSessions;
+}
+
+const bearerProtocol = (req: Request) =>
+  (req.headers.get("sec-websocket-protocol") ?? "")
+    .split(",")
+    .map((p) => p.trim())
+    .find((p) => p.startsWith("Bearer."));
+
+export function createStreamServer(d: StreamDeps): StreamServer {
+  const publicOrigin = new URL(d.publicUrl).origin;
+  const sockets = new Set<Socket>();
+  /** `tok:<id>`, `login:<id>`, `usr:<id>` → sockets, for revocation. */
+  const index = new Map<string, Set<Socket>>();
+  let nextId = 1;
+
+  const keysOf = (data: SocketData) => {
+    const p = data.principal!;
+    return [`usr:${p.user.id}`, p.tokenId ? `tok:${p.tokenId}` : `login:${p.loginSession?.id}`];
+  };
+
+  async function authenticate(req: Request, protocol: string | undefined): Promise<{ auth: Authenticated; viaCookie: boolean }> {
+    const creds = d.authenticator.credentials(req);
+    const query = new URL(req.url).searchParams.get("token");
+    const bearer = protocol ? protocol.slice("Bearer.".length) : (query ?? creds.bearer);
+    if (bearer !== null && bearer !== undefined) return { auth: await d.authenticator.resolve({ bearer, cookie: null }), viaCookie: false };
+    return { auth: await d.authenticator.resolve({ bearer: null, cookie: creds.cookie }), viaCookie: creds.cookie !== null };
+  }
+
+  async function dispatch(ws: Socket, msg: ClientMessage) {
+    const user = ws.data.principal!.user;
+    switch (msg.type) {
+      case "task.submit":
+      case "session.turn": {
+        if (msg.session_id) {
+          d.agentSessions.get(user.id, msg.session_id);
+          watch(ws, d.hub, msg.session_id);
+        }
+        await d.orchestrator.submit(user.id, msg, { onSession: (sid) => watch(ws, d.hub, sid) });
+        return;
+      }
+      case "session.start":
+        await d.orchestrator.startSession(user.id, msg.profile_id, { onSession: (sid) => watch(ws, d.hub, sid) });
+        return;
+      case "session.resume":
+        d.agentSessions.get(user.id, msg.session_id);
+        await replay(ws, d.hub, msg.session_id, msg.after ?? 0);
+        return;
+      case "task.cancel":
+        d.orchestrator.cancel(user.id, msg.task_id);
+        return;
+      case "task.answer":
+        d.orchestrator.answer(user.id, msg.task_id, msg.answer);
+        return;
+    }
+  }
+
+  const handlers: WebSocketHandler<SocketData> = {
+    maxPayloadLength: 16 * 1024 * 1024,
+    backpressureLimit: 16 * 1024 * 1024,
+    closeOnBackpressureLimit: false,
+    idleTimeout: 120,
+    sendPings: true,
+    perMessageDeflate: false,
+    open(ws) {
+      if (!ws.data.principal) {
+        ws.data.closed = true;
+        ws.close(CLOSE_AUTH, ws.data.authError === "invalid" ? "authentication failed: invalid credential" : "authentication failed: no credential");
+        return;
+      }
+      sockets.add(ws);
+      for (const k of keysOf(ws.data)) {
+        let set = index.get(k);
+        if (!set) index.set(k, (set = new Set()));
+        set.add(ws);
+      }
+    },
+    async message(ws, raw) {
+      if (ws.data.closed || !ws.data.principal) return;
+      const size = typeof raw === "string" ? Buffer.byteLength(raw) : raw.byteLength;
+      let requestId: string | undefined;
+      try {
+        if (size > MAX_JSON_BODY) throw new ApiError("VALIDATION_FAILED", `Frame is larger than ${MAX_JSON_BODY} bytes`, { field: "frame", limit_bytes: MAX_JSON_BODY });
+        const value = parseFrame(typeof raw === "string" ? raw : Buffer.from(raw).toString("utf8"));
+        requestId = requestIdOf(value);
+        await dispatch(ws, validateClientMessage(value));
+      } catch (e) {
+        if (e instanceof ApiError) sendError(ws, e, requestId);
+        else {
+          d.log.error("stream message failed", { socket: ws.data.id, err: e });
+          sendError(ws, Errors.internal(ws.data.requestId), requestId);
+        }
+      }
+    },
+    drain(ws) {
+      onDrain(ws);
+    },
+    close(ws) {
+      ws.data.closed = true;
+      dropSubscriptions(ws);
+      if (!sockets.delete(ws)) return;
+      for (const k of keysOf(ws.data)) {
+        const set = index.get(k);
+        set?.delete(ws);
+        if (set?.size === 0) index.delete(k);
+      }
+    },
+  };
+
+  return {
+    handlers,
+    get size() {
+      return sockets.size;
+    },
+    async upgrade(req, server, ctx) {
+      const protocol = bearerProtocol(req);
+      const { auth, viaCookie } = await authenticate(req, protocol);
+      if (viaCookie && isCrossSite(req, publicOrigin)) {
+        return errorResponse(Errors.forbidden("Cross-site WebSocket refused: the Origin is not this server's"));
+      }
+      const rl = d.limiter.take(auth.principal ? `u:${auth.principal.user.id}` : `ip:${ctx.ip}`);
+      if (!rl.ok) return errorResponse(Errors.rateLimited(rl.retryAfterSec));
+      const data: SocketData = {
+        id: nextId++,
+        principal: auth.principal,
+        authError: auth.error,
+        ip: ctx.ip,
+        requestId: ctx.id,
+        subs: null,
+        drainWaiters: null,
+        closed: false,
+      };
+      const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : undefined });
+      if (!upgraded) {
+        return errorResponse(new ApiError("VALIDATION_FAILED", "This endpoint speaks WebSocket only: send an Upgrade request", { field: "upgrade" }, 426), {
+          upgrade: "websocket",
+        });
+      }
+      d.log.info("stream connected", { request_id: ctx.id, ip: ctx.ip, user_id: auth.principal?.user.id, authenticated: !!auth.principal, url: req.url });
+      return undefined;
+    },
+    closeAll(code, reason) {
+      for (const ws of [...sockets]) close(ws, code, reason);
+    },
+    revoke(key) {
+      const k = key.tokenId ? `tok:${key.tokenId}` : key.loginSessionId ? `login:${key.loginSessionId}` : `usr:${key.userId}`;
+      for (const ws of [...(index.get(k) ?? [])]) close(ws, CLOSE_AUTH, "credential revoked");
+    },
+  };
+}
+

@@ -1,0 +1,126 @@
+/**
+ * One WebSocket connection: its caller, its session subscriptions, and sending with a bounded
+ * backlog. A socket whose unsent data passes MAX_BACKLOG is closed with 1013 (try again later)
+ * and can reconnect and `session.resume` from its last seq — a slow reader never slows the agent
+ * or the other sockets. Replays pause on backpressure and continue on `drain`.
+ */
+import type { ServerWebSocket } from "bun";
+import type { Principal } from "../auth/principal.ts";
+import type { Hub, Subscription } from "../events/hub.ts";
+import { ApiError } from "../http/errors.ts";
+
+export const MAX_BACKLOG = 4 * 1024 * 1024;
+export const MAX_SUBSCRIPTIONS = 200;
+/** Live frames held for one subscription while its replay is being sent. */
+export const MAX_PENDING_DURING_REPLAY = 20_000;
+export const CLOSE_AUTH = 4001;
+export const CLOSE_TOO_SLOW = 1013;
+export const CLOSE_GOING_AWAY = 1001;
+
+export interface SocketData {
+  id: number;
+  principal: Principal | null;
+  authError: "missing" | "invalid";
+  ip: string;
+  requestId: string;
+  subs: Map<string, Subscription> | null;
+  drainWaiters: (() => void)[] | null;
+  closed: boolean;
+}
+
+export type Socket = ServerWebSocket<SocketData>;
+
+/** Sends one frame; false when the socket is (now) closed. */
+export function send(ws: Socket, json: string): boolean {
+  const d = ws.data;
+  if (d.closed) return false;
+  const r = ws.send(json);
+  if (r === 0 || (r === -1 && ws.getBufferedAmount() > MAX_BACKLOG)) {
+    close(ws, CLOSE_TOO_SLOW, "send backlog exceeded: reconnect and session.resume");
+    return false;
+  }
+  return true;
+}
+
+export function sendError(ws: Socket, err: ApiError, requestId?: string) {
+  const frame: Record<string, unknown> = { type: "error", code: err.code, message: err.message };
+  if (requestId !== undefined) frame.request_id = requestId;
+  if (err.details) frame.details = err.details;
+  send(ws, JSON.stringify(frame));
+}
+
+export function close(ws: Socket, code: number, reason: string) {
+  const d = ws.data;
+  if (d.closed) return;
+  d.closed = true;
+  dropSubscriptions(ws);
+  try {
+    ws.close(code, reason);
+  } catch {
+    // Already closing.
+  }
+}
+
+export function dropSubscriptions(ws: Socket) {
+  const d = ws.data;
+  if (d.subs) for (const s of d.subs.values()) s.close();
+  d.subs = null;
+  if (d.drainWaiters) for (const w of d.drainWaiters) w();
+  d.drainWaiters = null;
+}
+
+function drained(ws: Socket): Promise<void> {
+  return new Promise((resolve) => (ws.data.drainWaiters ??= []).push(resolve));
+}
+
+export function onDrain(ws: Socket) {
+  const waiters = ws.data.drainWaiters;
+  ws.data.drainWaiters = null;
+  if (waiters) for (const w of waiters) w();
+}
+
+function addSubscription(ws: Socket, sessionId: string, sub: Subscription) {
+  const subs = (ws.data.subs ??= new Map());
+  subs.get(sessionId)?.close();
+  if (!subs.has(sessionId) && subs.size >= MAX_SUBSCRIPTIONS) {
+    sub.close();
+    throw new ApiError("VALIDATION_FAILED", `A socket can watch at most ${MAX_SUBSCRIPTIONS} sessions`, { field: "session_id" });
+  }
+  subs.set(sessionId, sub);
+}
+
+/** Live frames of the session from now on (no replay). Idempotent. */
+export function watch(ws: Socket, hub: Hub, sessionId: string) {
+  const p = ws.data.principal!;
+  if (ws.data.subs?.has(sessionId)) return;
+  const { subscription } = hub.attach({ sessionId, userId: p.user.id, isAdmin: p.user.role === "admin", sink: (json) => send(ws, json) });
+  addSubscription(ws, sessionId, subscription);
+}
+
+/**
+ * session.replay_start, every stored frame after `after` in order, session.replay_end, then live
+ * frames — no gap and no duplicate at the seam (see Hub.attach).
+ */
+export async function replay(ws: Socket, hub: Hub, sessionId: string, after: number) {
+  const p = ws.data.principal!;
+  const { subscription, replay: rows, lastSeq } = hub.attach({
+    sessionId,
+    userId: p.user.id,
+    isAdmin: p.user.role === "admin",
+    sink: (json) => send(ws, json),
+    replayAfter: after,
+    maxPending: MAX_PENDING_DURING_REPLAY,
+    onOverflow: () => close(ws, CLOSE_TOO_SLOW, "too many live frames during replay: reconnect and session.resume"),
+  });
+  addSubscription(ws, sessionId, subscription);
+  if (!send(ws, JSON.stringify({ type: "session.replay_start", session_id: sessionId, after }))) return;
+  for (const row of rows) {
+    if (ws.data.closed || subscription.closed) return;
+    const r = ws.send(row.frame);
+    if (r === 0) return close(ws, CLOSE_TOO_SLOW, "send failed during replay");
+    if (r === -1) await drained(ws);
+  }
+  if (ws.data.closed || subscription.closed) return;
+  if (!send(ws, JSON.stringify({ type: "session.replay_end", session_id: sessionId, last_seq: lastSeq }))) return;
+  subscription.goLive(lastSeq);
+}

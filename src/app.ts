@@ -68,6 +68,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     authenticate: (req, path) => services.authenticate(req, path),
     handle: (req) => router.handle(req),
     upgrade: services.stream ? (req, server, ctx) => services.stream!.upgrade(req, server, ctx) : undefined,
+    onResponse: (status) => services.httpMetrics.observe(status),
   });
 
   let server: Server<unknown> | null = null;

@@ -87,6 +87,8 @@ export interface Config {
   google: OAuthProviderConfig | null;
   webhook: { attempts: number; backoffMs: number[]; timeoutMs: number };
   shutdownTimeoutMs: number;
+  /** Where each explicitly set option came from (flag, env name or file key); defaults are absent. */
+  sources?: Readonly<Record<string, string>>;
 }
 
 const envName = (flag: string) => "RUNCELL_" + flag.toUpperCase().replace(/-/g, "_");
@@ -231,11 +233,15 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     const spec = specByFlag.get(key.replace(/_/g, "-"));
     if (!spec || spec.noFile || key !== fileKey(spec.flag)) throw new ConfigError(`${filePath}: unknown setting "${key}"`);
   }
+  const sources: Record<string, string> = {};
   for (const spec of OPTIONS) {
     if (flags.has(spec.flag)) value.set(spec.flag, flags.get(spec.flag));
     else if (env[envName(spec.flag)] !== undefined && env[envName(spec.flag)] !== "") value.set(spec.flag, convert(spec, env[envName(spec.flag)], envName(spec.flag)));
     else if (!spec.noFile && file[fileKey(spec.flag)] !== undefined) value.set(spec.flag, convert(spec, file[fileKey(spec.flag)], `${filePath}: ${fileKey(spec.flag)}`));
     else if (spec.default !== undefined) value.set(spec.flag, spec.default);
+    if (flags.has(spec.flag)) sources[spec.flag] = `--${spec.flag}`;
+    else if (env[envName(spec.flag)]) sources[spec.flag] = envName(spec.flag);
+    else if (!spec.noFile && file[fileKey(spec.flag)] !== undefined) sources[spec.flag] = `${filePath}: ${fileKey(spec.flag)}`;
   }
   const get = <T>(flag: string) => value.get(flag) as T;
   const listen = get<string>("http");
@@ -273,6 +279,7 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     google: oauth("google", "userinfo-url"),
     webhook: { attempts: get("webhook-attempts"), backoffMs: get("webhook-backoff"), timeoutMs: get("webhook-timeout") },
     shutdownTimeoutMs: get("shutdown-timeout"),
+    sources,
   };
 }
 

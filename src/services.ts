@@ -7,6 +7,8 @@ import type { Config } from "./config.ts";
 import type { DatabaseHandle, DB } from "./db/client.ts";
 import { AdminPassword } from "./admin/password.ts";
 import { Accounts } from "./auth/accounts.ts";
+import { buildIdentity, type Identity } from "./auth/identity.ts";
+import { LoginThrottle } from "./auth/throttle.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { warmPasswordHashing } from "./auth/passwords.ts";
 import { cookieOptions, LoginSessions } from "./auth/sessions.ts";
@@ -28,7 +30,7 @@ export interface Worker {
   stop(): void | Promise<void>;
 }
 
-export interface Services {
+export interface Services extends Identity {
   config: Config;
   log: Logger;
   now: () => number;
@@ -45,6 +47,8 @@ export interface Services {
   accounts: Accounts;
   authenticator: Authenticator;
   adminPassword: AdminPassword;
+  /** Failed sign-in / admin-password attempts (per account and per IP). */
+  throttle: LoginThrottle;
   /** Agent profiles (src/agents/profiles.ts). */
   profiles: Profiles;
   /** The secrets vault (src/vault/secrets.ts). */
@@ -66,13 +70,15 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
   const users = new Users(db, now);
   const tokens = new ApiTokens(db, now);
   const loginSessions = new LoginSessions(db, now);
-  const accounts = new Accounts(config, settings, users, loginSessions);
+  const throttle = new LoginThrottle(now);
+  const accounts = new Accounts(config, users, loginSessions, throttle);
   const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl));
-  const adminPassword = new AdminPassword(settings, now);
+  const adminPassword = new AdminPassword(settings, now, throttle);
   const profiles = new Profiles(db, config, now);
   const secrets = new Secrets(db, sealer, log, now);
 
   const workers: Worker[] = [];
+  const identity = buildIdentity({ config, log, now, db, sqlite: handle.sqlite, settings, limiter, users, tokens, loginSessions, accounts, adminPassword, throttle, workers });
   const sweep = { name: "ratelimit-sweep", timer: null as Timer | null };
   workers.push({
     name: sweep.name,
@@ -115,6 +121,8 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     accounts,
     authenticator,
     adminPassword,
+    throttle,
+    ...identity,
     profiles,
     secrets,
     authenticate: (req, path) => authenticator.authenticate(req, path),

@@ -2,8 +2,11 @@
  * The operator's admin password: stored as an argon2id hash in `settings`, set by
  * `runcell admin set-password`, `--admin-password-file` or RUNCELL_ADMIN_PASSWORD at start.
  * Verified with argon2 (constant time); a successful verification is cached for 60 s under the
- * SHA-256 of the presented password so /admin/* does not pay argon2 on every call.
+ * SHA-256 of the stored hash and the presented password, so /admin/* does not pay argon2 on every
+ * call and a password changed by the CLI (another process) stops working at once. Failures are
+ * throttled per client IP by the guard (src/admin/guard.ts) through `throttle`.
  */
+import type { LoginThrottle } from "../auth/throttle.ts";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
 import { Errors } from "../http/errors.ts";
 import { sha256Hex } from "../lib/crypto.ts";
@@ -19,6 +22,8 @@ export class AdminPassword {
   constructor(
     private settings: Settings,
     private now: () => number,
+    /** Failed admin-password attempts, per client IP (the guard uses it). */
+    readonly throttle?: LoginThrottle,
   ) {}
 
   isSet(): boolean {
@@ -43,11 +48,14 @@ export class AdminPassword {
   async verify(presented: string): Promise<boolean> {
     const current = this.settings.get<string>(KEY);
     if (!current) return false;
-    const key = sha256Hex(presented);
+    const key = sha256Hex(current + "\n" + presented);
     const until = this.verified.get(key);
     if (until && until > this.now()) return true;
     const ok = await verifyPassword(current, presented);
-    if (ok) this.verified.set(key, this.now() + CACHE_MS);
+    if (ok) {
+      if (this.verified.size > 100) this.verified.clear();
+      this.verified.set(key, this.now() + CACHE_MS);
+    }
     return ok;
   }
 }

@@ -2,11 +2,11 @@
  * Sign-up, sign-in and sign-out: the logic behind /api/auth/*, shared by the setup page and the
  * CLI. Route handlers only translate.
  */
-import type { Settings } from "../lib/settings.ts";
 import { Errors } from "../http/errors.ts";
 import type { Config } from "../config.ts";
 import { verifyPassword } from "./passwords.ts";
 import type { LoginSessions, LoginSessionRow } from "./sessions.ts";
+import { type LoginThrottle, signInKeys } from "./throttle.ts";
 import { normalizeEmail, type UserRow, type Users } from "./users.ts";
 
 export interface SignedIn {
@@ -23,14 +23,17 @@ export interface ClientMeta {
 export class Accounts {
   constructor(
     private config: Config,
-    private settings: Settings,
     private users: Users,
     private sessions: LoginSessions,
+    private throttle?: LoginThrottle,
   ) {}
 
-  /** closed (default) or open; /admin/config can change it at run time. */
+  /**
+   * closed (default) or open. `config.signup` is the live value: RuntimeConfig
+   * (src/admin/runtime-config.ts) resolves it at start and PATCH /admin/config changes it.
+   */
   signupMode(): "closed" | "open" {
-    return this.settings.get<"closed" | "open">("signup") ?? this.config.signup;
+    return this.config.signup;
   }
 
   async signUp(input: { name?: unknown; email: unknown; password: unknown }, meta: ClientMeta): Promise<SignedIn> {
@@ -39,13 +42,26 @@ export class Accounts {
     return { ...this.sessions.create(user.id, meta), user };
   }
 
-  /** Same 401 (and the same work) for an unknown email and a wrong password. */
+  /**
+   * Same 401 (and the same work) for an unknown email and a wrong password. Throttled per account
+   * and per client IP (src/auth/throttle.ts): 429 with Retry-After after 5 failures.
+   */
   async signIn(input: { email: unknown; password: unknown }, meta: ClientMeta): Promise<SignedIn> {
     const email = typeof input.email === "string" ? normalizeEmail(input.email) : "";
     const password = typeof input.password === "string" ? input.password : "";
     const user = email ? this.users.byEmail(email) : undefined;
-    const ok = await verifyPassword(user?.password_hash, password);
+    const check = async () => {
+      const ok = await verifyPassword(user?.password_hash, password);
+      return { ok: !!user && ok, value: ok };
+    };
+    const ok = this.throttle ? await this.throttle.attempt(signInKeys(email, meta.ip), check) : (await check()).value;
     if (!user || !ok) throw Errors.unauthorized("Invalid email or password");
+    if (user.disabled) throw Errors.forbidden("This account is disabled");
+    return { ...this.sessions.create(user.id, meta), user };
+  }
+
+  /** A new login session for a user found another way (setup link, OAuth). */
+  sessionFor(user: UserRow, meta: ClientMeta): SignedIn {
     if (user.disabled) throw Errors.forbidden("This account is disabled");
     return { ...this.sessions.create(user.id, meta), user };
   }

@@ -1,7 +1,13 @@
-/** User accounts: creation with validation, lookup, and the public user record. */
+/**
+ * User accounts: creation with validation, lookup, the public and admin records, and the admin
+ * changes (role, disabled). Disabling fires `onDisabled` so every way in closes at once: the
+ * identity wiring deletes the user's login sessions and evicts their cached tokens, and the
+ * WebSocket server closes their sockets.
+ */
 import { count, eq, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
+import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { users } from "../db/schema.ts";
 import { ApiError, Errors } from "../http/errors.ts";
 import { iso } from "../lib/time.ts";
@@ -50,9 +56,22 @@ export function publicUser(u: { id: string; email: string; name: string; role: R
   return { id: u.id, email: u.email, name: u.name, role: u.role, created_at: iso(u.created_at) };
 }
 
+/** The record /admin/users returns. */
+export interface AdminUser extends PublicUser {
+  disabled: boolean;
+  email_verified: boolean;
+  updated_at: string;
+}
+
+export function adminUser(u: UserRow): AdminUser {
+  return { ...publicUser(u), disabled: u.disabled, email_verified: u.email_verified, updated_at: iso(u.updated_at) };
+}
+
 export class Users {
   private byIdStmt;
   private byEmailStmt;
+  /** Called with the id of a user who was just disabled (sessions, tokens and sockets close). */
+  onDisabled: ((userId: string) => void)[] = [];
 
   constructor(
     private db: DB,
@@ -100,6 +119,29 @@ export class Users {
 
   update(id: string, patch: Partial<Pick<UserRow, "role" | "disabled" | "name" | "email_verified">>) {
     this.db.update(users).set({ ...patch, updated_at: this.now() }).where(eq(users.id, id)).run();
+  }
+
+  /** Every account, newest first (the admin list). */
+  list(p: PageParams): Page<AdminUser> {
+    const k = keyset(users.id, undefined, p);
+    const rows = this.db.select().from(users).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
+    return toPage(rows, k.limit, adminUser);
+  }
+
+  /**
+   * The admin change of role and/or disabled. Unknown id: NOT_FOUND. Disabling an enabled user
+   * runs the `onDisabled` hooks after the row is written (the per-request checks already refuse
+   * the user from then on; the hooks close what is open).
+   */
+  adminPatch(id: string, patch: { role?: Role; disabled?: boolean }): UserRow {
+    const before = this.byId(id);
+    if (!before) throw Errors.notFound("User", id);
+    const set: Partial<Pick<UserRow, "role" | "disabled">> = {};
+    if (patch.role !== undefined) set.role = patch.role;
+    if (patch.disabled !== undefined) set.disabled = patch.disabled;
+    if (Object.keys(set).length) this.update(id, set);
+    if (patch.disabled === true && !before.disabled) for (const f of this.onDisabled) f(id);
+    return this.byId(id)!;
   }
 }
 

@@ -27,6 +27,8 @@ export interface PipelineDeps {
   handle(req: Request): Promise<Response>;
   /** The /v1/stream upgrade; returns a Response only when the upgrade was refused. */
   upgrade?(req: Request, server: Server<unknown>, ctx: RequestContext): Promise<Response | undefined>;
+  /** Told the status of every response (the /metrics counters). */
+  onResponse?(status: number): void;
 }
 
 /** Paths the per-caller rate limit applies to (the API surfaces; not static assets or /healthz). */
@@ -121,6 +123,7 @@ export function createPipeline(deps: PipelineDeps) {
     h.set("x-request-id", ctx.id);
     for (const k in SECURITY_HEADERS) if (!h.has(k)) h.set(k, SECURITY_HEADERS[k]!);
     if (rl) for (const [k, v] of Object.entries(rateLimitHeaders(rl))) h.set(k, v);
+    deps.onResponse?.(response.status);
 
     if (log.enabled("info")) {
       log.info("request", {

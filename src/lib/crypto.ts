@@ -26,3 +26,7 @@ export function safeEqual(a: string, b: string): boolean {
   const bb = Buffer.from(b);
   return ab.length === bb.length && timingSafeEqual(ab, bb);
 }
+
+export function sha256Base64(input: string | Uint8Array): string {
+  return new Bun.CryptoHasher("sha256").update(input).digest("base64");
+}

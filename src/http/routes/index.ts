@@ -3,6 +3,11 @@ import type { Elysia } from "elysia";
 import type { Services } from "../../services.ts";
 import { apiTokenRoutes } from "./api-tokens.ts";
 import { authRoutes } from "./auth.ts";
+import { oauthRoutes } from "./oauth.ts";
+import { setupRoutes } from "./setup.ts";
+import { adminUserRoutes } from "./admin-users.ts";
+import { adminConfigRoutes } from "./admin-config.ts";
+import { adminStatsRoutes } from "./admin-stats.ts";
 import { docsRoutes } from "./docs.ts";
 import { healthRoutes } from "./health.ts";
 import { profileRoutes } from "./profiles.ts";
@@ -11,7 +16,7 @@ import { secretRoutes } from "./secrets.ts";
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Router = Elysia<any, any, any, any, any, any, any>;
 
-const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, apiTokenRoutes, profileRoutes, secretRoutes];
+const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, oauthRoutes, setupRoutes, apiTokenRoutes, adminUserRoutes, adminConfigRoutes, adminStatsRoutes, profileRoutes, secretRoutes];
 
 export function mountRoutes(router: Router, s: Services): Router {
   for (const m of MODULES) router = router.use(m(s));

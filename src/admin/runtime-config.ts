@@ -1,0 +1,103 @@
+/**
+ * The settings an operator changes at run time through `PATCH /admin/config`: the rate limit,
+ * the default per-profile concurrency and who may sign up. They are persisted in `settings`
+ * (key `runtime_config`, only the fields ever patched) and applied live by writing them into the
+ * shared `Config` object (every module reads `config.rateLimit`, `config.defaultMaxConcurrency`
+ * and `config.signup` at use time) and reconfiguring the rate limiter.
+ *
+ * Precedence at start, per field: an option set explicitly (flag, RUNCELL_* env or the data-dir
+ * file) wins over the persisted value, with a warning naming both; otherwise the persisted value
+ * wins over the built-in default. A PATCH always applies at once and is persisted, so it lasts
+ * across restarts unless the operator also pins that option explicitly.
+ */
+import type { Config } from "../config.ts";
+import type { RateLimiter } from "../http/ratelimit.ts";
+import type { Settings } from "../lib/settings.ts";
+import type { Logger } from "../log.ts";
+
+export interface RuntimeSettings {
+  rate_limit: { per_minute: number; burst: number };
+  default_max_concurrency: number;
+  signup: "closed" | "open";
+}
+
+export interface RuntimePatch {
+  rate_limit?: { per_minute?: number; burst?: number };
+  default_max_concurrency?: number;
+  signup?: "closed" | "open";
+}
+
+const KEY = "runtime_config";
+
+export class RuntimeConfig {
+  /** Called after every change (start and PATCH) with the effective settings. */
+  onChange: ((s: RuntimeSettings) => void)[] = [];
+
+  constructor(
+    private config: Config,
+    private settings: Settings,
+    private limiter: RateLimiter,
+    private log: Logger,
+  ) {
+    this.applyAtStart();
+  }
+
+  get(): RuntimeSettings {
+    const c = this.config;
+    return { rate_limit: { per_minute: c.rateLimit.perMinute, burst: c.rateLimit.burst }, default_max_concurrency: c.defaultMaxConcurrency, signup: c.signup };
+  }
+
+  private persisted(): RuntimePatch {
+    const v = this.settings.get<RuntimePatch>(KEY);
+    return v && typeof v === "object" ? v : {};
+  }
+
+  private applyAtStart() {
+    const saved = this.persisted();
+    const src = this.config.sources ?? {};
+    const effective = this.get();
+    const pick = <T>(field: string, flag: string, current: T, stored: T | undefined): T => {
+      if (stored === undefined || stored === current) return current;
+      if (src[flag]) {
+        this.log.warn("a setting saved with PATCH /admin/config is overridden by explicit configuration", {
+          setting: field,
+          saved: stored,
+          effective: current,
+          set_by: src[flag],
+        });
+        return current;
+      }
+      return stored;
+    };
+    effective.rate_limit.per_minute = pick("rate_limit.per_minute", "rate-limit-per-minute", effective.rate_limit.per_minute, saved.rate_limit?.per_minute);
+    effective.rate_limit.burst = pick("rate_limit.burst", "rate-limit-burst", effective.rate_limit.burst, saved.rate_limit?.burst);
+    effective.default_max_concurrency = pick("default_max_concurrency", "default-max-concurrency", effective.default_max_concurrency, saved.default_max_concurrency);
+    effective.signup = pick("signup", "signup", effective.signup, saved.signup);
+    this.apply(effective);
+  }
+
+  private apply(s: RuntimeSettings) {
+    this.config.rateLimit = { perMinute: s.rate_limit.per_minute, burst: s.rate_limit.burst };
+    this.config.defaultMaxConcurrency = s.default_max_concurrency;
+    this.config.signup = s.signup;
+    this.limiter.configure(s.rate_limit.per_minute, s.rate_limit.burst);
+    for (const f of this.onChange) f(this.get());
+  }
+
+  /** Applies a (validated) patch live and persists it. Returns the effective settings. */
+  patch(p: RuntimePatch): RuntimeSettings {
+    const next = this.get();
+    if (p.rate_limit?.per_minute !== undefined) next.rate_limit.per_minute = p.rate_limit.per_minute;
+    if (p.rate_limit?.burst !== undefined) next.rate_limit.burst = p.rate_limit.burst;
+    if (p.default_max_concurrency !== undefined) next.default_max_concurrency = p.default_max_concurrency;
+    if (p.signup !== undefined) next.signup = p.signup;
+
+    const saved = this.persisted();
+    const merged: RuntimePatch = { ...saved, ...p, rate_limit: { ...saved.rate_limit, ...p.rate_limit } };
+    if (!merged.rate_limit || Object.keys(merged.rate_limit).length === 0) delete merged.rate_limit;
+    this.settings.set(KEY, merged);
+    this.apply(next);
+    this.log.info("runtime configuration changed", { changed: p, effective: this.get() });
+    return this.get();
+  }
+}

@@ -1,0 +1,226 @@
+/**
+ * Sign-in with GitHub or Google (authorization code + PKCE S256, through arctic's generic
+ * OAuth2Client so every endpoint is configurable).
+ *
+ * start: a random `state` and PKCE verifier go into two short-lived (10 min) HttpOnly SameSite=Lax
+ * cookies scoped to /api/auth/callback; the state is also remembered server-side (hashed, with the
+ * provider and the after-sign-in path), so it is accepted exactly once.
+ * callback: the `state` query must equal the state cookie and be pending for this provider; it is
+ * consumed before anything else happens. The code is exchanged with the verifier from the cookie,
+ * the identity read from the provider, and the user found: by a known provider account, else by
+ * the provider's *verified* email (the account is linked), else created — only while sign-up is
+ * open. A provider failure during the exchange or the lookup is 502 BAD_GATEWAY.
+ */
+import { ArcticFetchError, CodeChallengeMethod, generateCodeVerifier, generateState, OAuth2Client, OAuth2RequestError, UnexpectedErrorResponseBodyError, UnexpectedResponseError } from "arctic";
+import { and, eq } from "drizzle-orm";
+import type { Config, OAuthProviderConfig } from "../config.ts";
+import type { DB } from "../db/client.ts";
+import { newId } from "../db/ids.ts";
+import { oauthAccounts, users } from "../db/schema.ts";
+import { ApiError, Errors } from "../http/errors.ts";
+import { safeEqual, sha256Hex } from "../lib/crypto.ts";
+import type { Logger } from "../log.ts";
+import type { Accounts, ClientMeta, SignedIn } from "./accounts.ts";
+import { PROVIDER_SPECS, PROVIDER_TIMEOUT_MS, PROVIDERS, ProviderError, type ProviderIdentity, type ProviderName } from "./oauth-providers.ts";
+import { readCookie } from "./sessions.ts";
+import { isUniqueViolation, normalizeEmail, type UserRow, type Users } from "./users.ts";
+
+export const OAUTH_FLOW_MS = 10 * 60_000;
+const MAX_PENDING = 10_000;
+const CALLBACK_PATH = "/api/auth/callback";
+const LABEL: Record<ProviderName, string> = { github: "GitHub", google: "Google" };
+
+interface Pending {
+  provider: ProviderName;
+  redirectTo: string;
+  expires: number;
+}
+
+/** `callbackURL` reduced to a same-origin path; anything else (other origin, scheme, junk) is "/". */
+export function safeRedirectPath(input: unknown, publicUrl: string): string {
+  if (typeof input !== "string" || input === "" || input.length > 2048) return "/";
+  try {
+    const base = new URL(publicUrl);
+    const u = new URL(input, base.origin + "/");
+    if (u.origin !== base.origin) return "/";
+    return u.pathname + u.search + u.hash;
+  } catch {
+    return "/";
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: Timer | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ProviderError(`${what} did not answer within ${ms / 1000} s`, "timeout")), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+export class OAuth {
+  private pending = new Map<string, Pending>();
+  readonly stateCookie: string;
+  readonly verifierCookie: string;
+  private secure: boolean;
+
+  constructor(
+    private config: Config,
+    private db: DB,
+    private users: Users,
+    private accounts: Accounts,
+    private now: () => number,
+    private log: Logger,
+  ) {
+    this.secure = config.publicUrl.startsWith("https://");
+    const prefix = this.secure ? "__Secure-" : "";
+    this.stateCookie = `${prefix}runcell.oauth_state`;
+    this.verifierCookie = `${prefix}runcell.oauth_verifier`;
+  }
+
+  /** The providers the operator configured (the only ones a UI should offer). */
+  providers(): ProviderName[] {
+    return PROVIDERS.filter((p) => this.config[p] !== null);
+  }
+
+  /** The provider's configuration, or NOT_FOUND: an unconfigured provider has no paths. */
+  private provider(name: string): { name: ProviderName; cfg: OAuthProviderConfig } {
+    const p = PROVIDERS.find((x) => x === name);
+    const cfg = p ? this.config[p] : null;
+    if (!p || !cfg) throw Errors.notFound("OAuth provider", name);
+    return { name: p, cfg };
+  }
+
+  redirectUri(provider: ProviderName): string {
+    return `${this.config.publicUrl}${CALLBACK_PATH}/${provider}`;
+  }
+
+  private cookie(name: string, value: string, maxAgeSec: number): string {
+    const parts = [`${name}=${value}`, `Path=${CALLBACK_PATH}`, "HttpOnly", "SameSite=Lax", `Max-Age=${maxAgeSec}`];
+    if (this.secure) parts.push("Secure");
+    return parts.join("; ");
+  }
+
+  /** Set-Cookie values that delete the flow cookies (sent with every callback answer). */
+  clearCookies(): string[] {
+    return [this.cookie(this.stateCookie, "", 0), this.cookie(this.verifierCookie, "", 0)];
+  }
+
+  /** Begins a sign-in: the provider's authorize URL and the two flow cookies. */
+  start(providerName: string, callbackURL?: unknown): { url: string; cookies: string[] } {
+    const { name, cfg } = this.provider(providerName);
+    const state = generateState();
+    const verifier = generateCodeVerifier();
+    const client = new OAuth2Client(cfg.clientId, cfg.clientSecret, this.redirectUri(name));
+    const url = client.createAuthorizationURLWithPKCE(cfg.authorizeUrl, state, CodeChallengeMethod.S256, verifier, PROVIDER_SPECS[name].scopes);
+    const now = this.now();
+    for (const [k, v] of this.pending) if (v.expires <= now) this.pending.delete(k);
+    while (this.pending.size >= MAX_PENDING) this.pending.delete(this.pending.keys().next().value!);
+    this.pending.set(sha256Hex(state), { provider: name, redirectTo: safeRedirectPath(callbackURL, this.config.publicUrl), expires: now + OAUTH_FLOW_MS });
+    const maxAge = OAUTH_FLOW_MS / 1000;
+    return { url: url.toString(), cookies: [this.cookie(this.stateCookie, state, maxAge), this.cookie(this.verifierCookie, verifier, maxAge)] };
+  }
+
+  /** Completes a sign-in from the provider's redirect; the caller sets the session cookie. */
+  async callback(
+    providerName: string,
+    query: { code?: string; state?: string; error?: string },
+    cookieHeader: string | null,
+    meta: ClientMeta,
+  ): Promise<{ signedIn: SignedIn; redirectTo: string }> {
+    const { name, cfg } = this.provider(providerName);
+    const flow = this.consumeState(name, query.state, readCookie(cookieHeader, this.stateCookie));
+    if (query.error) {
+      throw Errors.unauthorized(`${LABEL[name]} did not authorize the sign-in (${String(query.error).slice(0, 100)})`);
+    }
+    if (!query.code) throw Errors.validation("code", "The callback has no authorization code");
+    const verifier = readCookie(cookieHeader, this.verifierCookie);
+    if (!verifier) throw Errors.validation("state", "The PKCE verifier cookie is missing: start the sign-in again");
+
+    let identity: ProviderIdentity;
+    try {
+      const accessToken = await this.exchange(name, cfg, query.code, verifier);
+      identity = await withTimeout(PROVIDER_SPECS[name].identity(cfg, accessToken), PROVIDER_TIMEOUT_MS * 2, `${LABEL[name]}'s user API`);
+    } catch (e) {
+      if (!(e instanceof ProviderError)) throw e;
+      this.log.warn("oauth provider failure", { provider: name, reason: e.reason, error: e.message });
+      throw new ApiError("BAD_GATEWAY", `${LABEL[name]} sign-in failed: ${e.message}`, { provider: name, reason: e.reason });
+    }
+    const user = await this.findOrCreateUser(name, identity);
+    return { signedIn: this.accounts.sessionFor(user, meta), redirectTo: flow.redirectTo };
+  }
+
+  /** The state must match the cookie and be pending for this provider; it is spent at once. */
+  private consumeState(provider: ProviderName, state: string | undefined, cookieState: string | null): Pending {
+    const refuse = (why: string) => Errors.validation("state", `OAuth state ${why}: start the sign-in again`);
+    if (!state) throw refuse("is missing from the callback");
+    if (!cookieState) throw refuse("cookie is missing (expired, or the sign-in was started in another browser)");
+    if (state.length > 200 || !safeEqual(state, cookieState)) throw refuse("does not match this browser's sign-in");
+    const key = sha256Hex(state);
+    const flow = this.pending.get(key);
+    this.pending.delete(key);
+    if (!flow || flow.expires <= this.now()) throw refuse("is unknown, expired or already used");
+    if (flow.provider !== provider) throw refuse("belongs to another provider");
+    return flow;
+  }
+
+  private async exchange(name: ProviderName, cfg: OAuthProviderConfig, code: string, verifier: string): Promise<string> {
+    const client = new OAuth2Client(cfg.clientId, cfg.clientSecret, this.redirectUri(name));
+    let data: Record<string, unknown>;
+    try {
+      const tokens = await withTimeout(client.validateAuthorizationCode(cfg.tokenUrl, code, verifier), PROVIDER_TIMEOUT_MS, `${LABEL[name]}'s token endpoint`);
+      data = tokens.data as Record<string, unknown>;
+    } catch (e) {
+      if (e instanceof ProviderError) throw e;
+      if (e instanceof OAuth2RequestError) throw new ProviderError(`the token endpoint refused the code (${e.code})`, e.code);
+      if (e instanceof ArcticFetchError) throw new ProviderError("could not reach the token endpoint", "unreachable");
+      if (e instanceof UnexpectedResponseError) throw new ProviderError(`the token endpoint answered HTTP ${e.status}`, `http_${e.status}`);
+      if (e instanceof UnexpectedErrorResponseBodyError) throw new ProviderError(`the token endpoint answered HTTP ${e.status} with an unexpected body`, `http_${e.status}`);
+      throw new ProviderError(`the code exchange failed: ${(e as Error).message}`, "exchange_failed");
+    }
+    // GitHub reports a refused code with HTTP 200 and an `error` field.
+    if (typeof data.error === "string") throw new ProviderError(`the token endpoint refused the code (${data.error.slice(0, 100)})`, data.error.slice(0, 100));
+    if (typeof data.access_token !== "string" || !data.access_token) throw new ProviderError("the token endpoint answered without an access token", "bad_response");
+    return data.access_token;
+  }
+
+  private linked(provider: ProviderName, accountId: string): UserRow | undefined {
+    return this.db
+      .select({ user: users })
+      .from(oauthAccounts)
+      .innerJoin(users, eq(users.id, oauthAccounts.user_id))
+      .where(and(eq(oauthAccounts.provider, provider), eq(oauthAccounts.provider_account_id, accountId)))
+      .get()?.user;
+  }
+
+  private async findOrCreateUser(provider: ProviderName, id: ProviderIdentity): Promise<UserRow> {
+    const known = this.linked(provider, id.accountId);
+    if (known) return known;
+    if (!id.email || !id.emailVerified) {
+      throw Errors.forbidden(`Your ${LABEL[provider]} account has no verified primary email address: verify one with ${LABEL[provider]}, then sign in again`);
+    }
+    const email = normalizeEmail(id.email);
+    let user = this.users.byEmail(email);
+    if (!user) {
+      if (this.config.signup !== "open") {
+        throw Errors.forbidden(`Sign-up is closed on this server and no account uses ${email}: ask the operator for one`);
+      }
+      try {
+        user = await this.users.create({ email, name: id.name, password: null, role: "user", emailVerified: true });
+      } catch (e) {
+        user = this.users.byEmail(email);
+        if (!user) throw e;
+      }
+    } else if (!user.email_verified) {
+      this.users.update(user.id, { email_verified: true });
+    }
+    try {
+      this.db.insert(oauthAccounts).values({ id: newId("oauth"), user_id: user.id, provider, provider_account_id: id.accountId, email, created_at: this.now() }).run();
+      this.log.info("oauth account linked", { provider, user_id: user.id });
+    } catch (e) {
+      // The same provider account linked by a concurrent callback: use that link.
+      if (!isUniqueViolation(e)) throw e;
+      return this.linked(provider, id.accountId) ?? user;
+    }
+    return this.users.byId(user.id)!;
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * First run, like PocketBase's installer link: while the server has no account, every start of
+ * `serve` issues a fresh one-time setup token (256 random bits, valid 30 minutes; only its SHA-256
+ * is stored, in `settings`) and prints `{public_url}/setup#<token>`. The token sits in the URL
+ * fragment, so it never reaches a server log or a Referer. The setup page posts it to
+ * `POST /api/auth/setup`, which creates the first account with the admin role and signs it in.
+ * The token is single use (consumed atomically before the account is created) and is refused
+ * once any account exists (made by the CLI, for instance).
+ */
+import { and, eq, sql } from "drizzle-orm";
+import { changes, type DB } from "../db/client.ts";
+import { settings } from "../db/schema.ts";
+import { ApiError, Errors } from "../http/errors.ts";
+import { randomToken, safeEqual, sha256Hex } from "../lib/crypto.ts";
+import { iso } from "../lib/time.ts";
+import type { Accounts, ClientMeta, SignedIn } from "./accounts.ts";
+import { validateEmail, validateName, validatePassword, type Users } from "./users.ts";
+
+export const SETUP_TTL_MS = 30 * 60_000;
+const KEY = "setup_token";
+
+interface Stored {
+  hash: string;
+  expires_at: number;
+}
+
+export interface IssuedSetupLink {
+  url: string;
+  token: string;
+  expires_at: string;
+}
+
+export class SetupLinks {
+  constructor(
+    private db: DB,
+    private users: Users,
+    private accounts: Accounts,
+    private publicUrl: string,
+    private now: () => number,
+  ) {}
+
+  /** True while the server has no account. */
+  required(): boolean {
+    return this.users.count() === 0;
+  }
+
+  private stored(): Stored | undefined {
+    const row = this.db.select({ value: settings.value }).from(settings).where(eq(settings.key, KEY)).get();
+    return row?.value as Stored | undefined;
+  }
+
+  /** A fresh link replacing any earlier one, or null when an account already exists. */
+  issue(): IssuedSetupLink | null {
+    if (!this.required()) {
+      this.db.delete(settings).where(eq(settings.key, KEY)).run();
+      return null;
+    }
+    const token = randomToken(32);
+    const value: Stored = { hash: sha256Hex(token), expires_at: this.now() + SETUP_TTL_MS };
+    this.db
+      .insert(settings)
+      .values({ key: KEY, value, updated_at: this.now() })
+      .onConflictDoUpdate({ target: settings.key, set: { value, updated_at: this.now() } })
+      .run();
+    return { url: `${this.publicUrl}/setup#${token}`, token, expires_at: iso(value.expires_at) };
+  }
+
+  /**
+   * Creates the first account (role admin) for a valid token and signs it in. Errors: bad input
+   * 400 (the token is not spent), an unknown, used or expired token 401, a server that already
+   * has an account 403.
+   */
+  async complete(input: { token: string; email: unknown; password: unknown; name?: unknown }, meta: ClientMeta): Promise<SignedIn> {
+    const email = validateEmail(input.email);
+    const password = validatePassword(input.password);
+    const name = validateName(input.name, email.split("@")[0]!);
+    if (!this.required()) throw Errors.forbidden("This server is already set up: sign in instead");
+    const s = this.stored();
+    const presented = sha256Hex(input.token);
+    if (!s || !safeEqual(s.hash, presented)) throw Errors.unauthorized("This setup link is not valid (it was replaced by a newer one or already used)");
+    if (s.expires_at <= this.now()) throw Errors.unauthorized("This setup link has expired: restart `runcell serve` to print a new one");
+    // Spend the token first: of two concurrent requests with it, only one gets here.
+    const spent = this.db
+      .delete(settings)
+      .where(and(eq(settings.key, KEY), sql`json_extract(${settings.value}, '$.hash') = ${s.hash}`))
+      .run();
+    if (changes(spent) !== 1) throw Errors.unauthorized("This setup link has already been used");
+    try {
+      const user = await this.users.create({ email, name, password, role: "admin" });
+      return this.accounts.sessionFor(user, meta);
+    } catch (e) {
+      // Nothing was created: put the link back so the operator can retry with other input.
+      if (e instanceof ApiError && this.required()) {
+        this.db.insert(settings).values({ key: KEY, value: s, updated_at: this.now() }).onConflictDoNothing().run();
+      }
+      throw e;
+    }
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * Sign-in with GitHub / Google, in better-auth's paths and shapes:
+ * `POST /api/auth/sign-in/social {provider, callbackURL?}` → 200 `{url, redirect:true}` plus the
+ * flow cookies; `GET /api/auth/callback/:provider?code&state` → session cookie and 302 to the
+ * callbackURL (same-origin paths only, else `/`); `GET /api/auth/providers` lists the configured
+ * providers so a UI offers only those buttons. Logic in src/auth/oauth.ts.
+ */
+import { Elysia, t } from "elysia";
+import { ABSOLUTE_MS, sessionCookie } from "../../auth/sessions.ts";
+import type { Services } from "../../services.ts";
+import { requestContext } from "../context.ts";
+import { ApiError, errorResponse } from "../errors.ts";
+import { errorResponses, jsonBody } from "../schema.ts";
+
+const detail = (summary: string, description?: string) => ({ tags: ["Auth"], summary, description, security: [] });
+const Provider = t.UnionEnum(["github", "google"], { description: "github or google (only configured ones work; others are 404)" });
+
+export const oauthRoutes = (s: Services) => {
+  const cookie = s.authenticator.cookie;
+  return new Elysia({ prefix: "/api/auth" })
+    .get("/providers", () => ({ providers: s.oauth.providers() }), {
+      response: { 200: t.Object({ providers: t.Array(Provider) }) },
+      detail: detail("The OAuth providers configured on this server"),
+    })
+    .post(
+      "/sign-in/social",
+      ({ body, set }) => {
+        const { url, cookies } = s.oauth.start(body.provider, body.callbackURL);
+        set.headers["set-cookie"] = cookies;
+        set.headers["cache-control"] = "no-store";
+        return { url, redirect: true };
+      },
+      {
+        ...jsonBody(
+          t.Object({
+            provider: Provider,
+            callbackURL: t.Optional(t.String({ maxLength: 2048, description: "Where to land after sign-in: a path of this server (anything else becomes /)" })),
+          }),
+        ),
+        response: { 200: t.Object({ url: t.String(), redirect: t.Boolean() }), ...errorResponses(400, 403, 404, 415, 429) },
+        detail: detail(
+          "Start an OAuth sign-in",
+          "Answers the provider's authorize URL (state + PKCE S256) and sets two 10-minute HttpOnly cookies for the callback. Send the browser to `url`.",
+        ),
+      },
+    )
+    .get(
+      "/callback/:provider",
+      async ({ params, query, request }) => {
+        const clear = s.oauth.clearCookies();
+        try {
+          const ctx = requestContext(request);
+          const { signedIn, redirectTo } = await s.oauth.callback(params.provider, query, request.headers.get("cookie"), {
+            ip: ctx.ip,
+            userAgent: request.headers.get("user-agent"),
+          });
+          const headers = new Headers({ location: redirectTo, "cache-control": "no-store" });
+          for (const c of clear) headers.append("set-cookie", c);
+          headers.append("set-cookie", sessionCookie(cookie, signedIn.token, Math.floor(ABSOLUTE_MS / 1000)));
+          return new Response(null, { status: 302, headers });
+        } catch (e) {
+          if (!(e instanceof ApiError)) throw e;
+          const res = errorResponse(e, { "cache-control": "no-store" });
+          for (const c of clear) res.headers.append("set-cookie", c);
+          return res;
+        }
+      },
+      {
+        query: t.Object(
+          {
+            code: t.Optional(t.String({ maxLength: 2048 })),
+            state: t.Optional(t.String({ maxLength: 512 })),
+            error: t.Optional(t.String({ maxLength: 512 })),
+          },
+          // Providers add their own parameters (scope, authuser, iss…).
+          { additionalProperties: true },
+        ),
+        response: { 302: t.Void(), ...errorResponses(400, 401, 403, 404, 429, 502) },
+        detail: detail(
+          "OAuth redirect target",
+          "Register `{public_url}/api/auth/callback/<provider>` with the provider. Checks state (once) and PKCE, signs in (cookie) and redirects to the callbackURL. A bad state is 400; an unverified email or closed sign-up 403; a provider failure 502.",
+        ),
+      },
+    );
+};

@@ -1,0 +1,71 @@
+/**
+ * First-run setup: `GET /setup` serves the page (web/setup.html, embedded in the binary) that
+ * reads the one-time token from the URL fragment; `GET /api/auth/setup` says whether setup is
+ * still open; `POST /api/auth/setup {token, email, password, name?}` creates the first account
+ * with the admin role, sets the session cookie and answers 201 `{token, user}`. Logic in
+ * src/auth/setup.ts.
+ */
+import { Elysia, t } from "elysia";
+import { ABSOLUTE_MS, sessionCookie } from "../../auth/sessions.ts";
+import { publicUser } from "../../auth/users.ts";
+import { sha256Base64 } from "../../lib/crypto.ts";
+import type { Services } from "../../services.ts";
+import setupHtml from "../../../web/setup.html" with { type: "text" };
+import { requestContext } from "../context.ts";
+import { errorResponses, jsonBody } from "../schema.ts";
+
+const page = setupHtml as unknown as string;
+const script = /<script>([\s\S]*?)<\/script>/.exec(page)?.[1] ?? "";
+/** Only the page's own inline script may run; it may only talk to this origin. */
+const CSP = [
+  "default-src 'none'",
+  `script-src 'sha256-${sha256Base64(script)}'`,
+  "style-src 'unsafe-inline'",
+  "connect-src 'self'",
+  "form-action 'none'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+const User = t.Object({ id: t.String(), email: t.String(), name: t.String(), role: t.UnionEnum(["user", "admin"]), created_at: t.String() });
+const detail = (summary: string, description?: string) => ({ tags: ["Auth"], summary, description, security: [] });
+
+export const setupRoutes = (s: Services) =>
+  new Elysia()
+    .get(
+      "/setup",
+      () =>
+        new Response(page, {
+          headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": CSP, "cache-control": "no-store", "referrer-policy": "no-referrer" },
+        }),
+      { detail: { hide: true } },
+    )
+    .get("/api/auth/setup", () => ({ setup_required: s.setup.required() }), {
+      response: { 200: t.Object({ setup_required: t.Boolean() }) },
+      detail: detail("Whether the server still waits for its first account"),
+    })
+    .post(
+      "/api/auth/setup",
+      async ({ body, request, set }) => {
+        const ctx = requestContext(request);
+        const r = await s.setup.complete(body, { ip: ctx.ip, userAgent: request.headers.get("user-agent") });
+        set.status = 201;
+        set.headers["set-cookie"] = sessionCookie(s.authenticator.cookie, r.token, Math.floor(ABSOLUTE_MS / 1000));
+        return { token: r.token, user: publicUser(r.user) };
+      },
+      {
+        ...jsonBody(
+          t.Object({
+            token: t.String({ minLength: 1, maxLength: 200, description: "The part after # of the setup link" }),
+            email: t.String({ maxLength: 254 }),
+            password: t.String({ description: "8 to 256 characters" }),
+            name: t.Optional(t.String({ maxLength: 200 })),
+          }),
+        ),
+        response: { 201: t.Object({ token: t.String(), user: User }), ...errorResponses(400, 401, 403, 415, 429) },
+        detail: detail(
+          "Create the first (admin) account with the setup link",
+          "Only while the server has no account. The token comes from the `/setup#<token>` link `runcell serve` prints (valid 30 minutes, single use). 401 for an unknown, used or expired token; 403 once an account exists.",
+        ),
+      },
+    );

@@ -1,0 +1,246 @@
+/**
+ * /v1/secrets on a real app: credentials, validation, create/replace/list/delete, ownership, and
+ * the at-rest guarantees (ciphertext only, AAD bound to owner and name, key file 0600, values
+ * never in responses or logs).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { ApiError } from "../../src/http/errors.ts";
+import { KEY_FILE } from "../../src/lib/sealer.ts";
+import { SECRETS_PER_USER } from "../../src/vault/names.ts";
+import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { api, createUser, type TestUser } from "../helpers/users.ts";
+
+let t: TestApp;
+let alice: TestUser;
+let bob: TestUser;
+/** Every value stored in this file: none may ever appear in a response or a log line. */
+const VALUES: string[] = [];
+const bodies: string[] = [];
+
+const value = (label: string) => {
+  const v = `sv-${label}-${crypto.randomUUID()}`;
+  VALUES.push(v);
+  return v;
+};
+
+async function call(method: string, path: string, who: TestUser | Record<string, string>, body?: unknown) {
+  const headers = "bearer" in who ? (who as TestUser).bearer : (who as Record<string, string>);
+  const r = await api(t, method, path, headers, body);
+  bodies.push(JSON.stringify(r.body ?? ""));
+  return r;
+}
+
+beforeAll(async () => {
+  t = await startTestApp();
+  [alice, bob] = await Promise.all([createUser(t), createUser(t)]);
+});
+afterAll(() => t.stop());
+
+describe("credentials", () => {
+  const routes = [
+    ["PUT", "/v1/secrets/TOKEN", { value: "x" }],
+    ["GET", "/v1/secrets", undefined],
+    ["DELETE", "/v1/secrets/TOKEN", undefined],
+  ] as const;
+  test.each(routes)("%s %s without a credential → 401", async (method, path, body) => {
+    const r = await call(method, path, {}, body);
+    expect(r.status).toBe(401);
+    expect(r.body.code).toBe("UNAUTHORIZED");
+  });
+  test.each(routes)("%s %s with a bad token → 401", async (method, path, body) => {
+    const r = await call(method, path, { authorization: "Bearer rc_" + "f".repeat(64) }, body);
+    expect(r.status).toBe(401);
+  });
+  test("an anonymous PUT with a bad name and value is 401, not 400", async () => {
+    expect((await call("PUT", "/v1/secrets/1bad", {}, { value: 5 })).status).toBe(401);
+  });
+});
+
+describe("validation", () => {
+  test.each([
+    ["name starting with a digit", "1TOKEN", { value: "x" }, "name"],
+    ["name with a dash", "MY-TOKEN", { value: "x" }, "name"],
+    ["name too long", "A".repeat(65), { value: "x" }, "name"],
+    ["name not ASCII", "TÖKEN", { value: "x" }, "name"],
+    ["value missing", "TOKEN", {}, "value"],
+    ["value not a string", "TOKEN", { value: 42 }, "value"],
+    ["value empty", "TOKEN", { value: "" }, "value"],
+    ["value over 64 KiB", "TOKEN", { value: "x".repeat(64 * 1024 + 1) }, "value"],
+    ["value over 64 KiB in UTF-8 bytes", "TOKEN", { value: "é".repeat(32 * 1024 + 1) }, "value"],
+    ["value with NUL", "TOKEN", { value: "a\u0000b" }, "value"],
+    ["unknown field", "TOKEN", { value: "x", note: "y" }, "note"],
+    ["body not an object", "TOKEN", ["x"], "body"],
+  ])("PUT: %s → 400", async (_name, name, body, field) => {
+    const r = await call("PUT", `/v1/secrets/${encodeURIComponent(name)}`, alice, body);
+    expect(r.status).toBe(400);
+    expect(r.body.code).toBe("VALIDATION_FAILED");
+    expect(r.body.details.field).toBe(field);
+  });
+
+  test("a value of exactly 64 KiB is accepted", async () => {
+    const prefix = value("big");
+    const v = prefix + "x".repeat(64 * 1024 - prefix.length);
+    VALUES[VALUES.length - 1] = v;
+    expect(Buffer.byteLength(v)).toBe(64 * 1024);
+    expect((await call("PUT", "/v1/secrets/BIG", alice, { value: v })).status).toBe(204);
+    expect((await call("DELETE", "/v1/secrets/BIG", alice)).status).toBe(204);
+  });
+
+  test("DELETE with a malformed name → 400; bad list queries → 400", async () => {
+    expect((await call("DELETE", "/v1/secrets/not-valid", alice)).body.details.field).toBe("name");
+    expect((await call("GET", "/v1/secrets?limit=101", alice)).body.details.field).toBe("limit");
+    const badCursor = await call("GET", "/v1/secrets?cursor=garbage", alice);
+    expect(badCursor.status).toBe(400);
+    expect(badCursor.body.details.field).toBe("cursor");
+  });
+
+  test("nothing was stored by the invalid requests", async () => {
+    const u = await createUser(t);
+    await call("PUT", "/v1/secrets/TOKEN", u, { value: "" });
+    expect((await call("GET", "/v1/secrets", u)).body).toEqual({ data: [], next_cursor: null });
+  });
+});
+
+describe("lifecycle", () => {
+  test("PUT creates (204), GET lists names and times only, PUT again replaces (204)", async () => {
+    const v1 = value("gh1");
+    const put = await call("PUT", "/v1/secrets/GITHUB_TOKEN", alice, { value: v1 });
+    expect(put.status).toBe(204);
+    expect(put.body).toBeNull();
+    const list1 = await call("GET", "/v1/secrets", alice);
+    expect(list1.status).toBe(200);
+    const rec = list1.body.data.find((s: { name: string }) => s.name === "GITHUB_TOKEN");
+    expect(Object.keys(rec).sort()).toEqual(["created_at", "name", "updated_at"]);
+    expect(rec.created_at).toBe(rec.updated_at);
+
+    await Bun.sleep(3);
+    const v2 = value("gh2");
+    expect((await call("PUT", "/v1/secrets/GITHUB_TOKEN", alice, { value: v2 })).status).toBe(204);
+    const rec2 = (await call("GET", "/v1/secrets", alice)).body.data.find((s: { name: string }) => s.name === "GITHUB_TOKEN");
+    expect(rec2.created_at).toBe(rec.created_at);
+    expect(rec2.updated_at > rec.updated_at).toBe(true);
+    expect(t.app.services.secrets.resolveEnv(alice.id, { T: { secret: "GITHUB_TOKEN" } })).toEqual({ T: v2 });
+  });
+
+  test("names are case-sensitive", async () => {
+    await call("PUT", "/v1/secrets/case_x", alice, { value: value("lower") });
+    await call("PUT", "/v1/secrets/CASE_X", alice, { value: value("upper") });
+    const names = (await call("GET", "/v1/secrets?limit=100", alice)).body.data.map((s: { name: string }) => s.name);
+    expect(names).toEqual(expect.arrayContaining(["case_x", "CASE_X"]));
+  });
+
+  test("DELETE → 204, again → 404; the secret is gone from the list", async () => {
+    await call("PUT", "/v1/secrets/TEMP", alice, { value: value("temp") });
+    expect((await call("DELETE", "/v1/secrets/TEMP", alice)).status).toBe(204);
+    const again = await call("DELETE", "/v1/secrets/TEMP", alice);
+    expect(again.status).toBe(404);
+    expect(again.body.code).toBe("NOT_FOUND");
+    const names = (await call("GET", "/v1/secrets?limit=100", alice)).body.data.map((s: { name: string }) => s.name);
+    expect(names).not.toContain("TEMP");
+  });
+
+  test("newest first, paginated with an opaque next_cursor (ties broken by name)", async () => {
+    const u = await createUser(t);
+    const names = ["A1", "B2", "C3", "D4", "E5"];
+    for (const n of names) await call("PUT", `/v1/secrets/${n}`, u, { value: value(n) });
+    // Two created in the same millisecond as another must not be skipped or repeated.
+    const at = t.app.services.now();
+    for (const n of ["T_A", "T_B", "T_C"]) {
+      t.app.services.sqlite.run("INSERT INTO secrets (user_id, name, ciphertext, created_at, updated_at) VALUES (?, ?, ?, ?, ?)", [u.id, n, t.app.services.sealer.seal("v", `vault:${u.id}:${n}`), at + 10_000, at + 10_000]);
+    }
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const r = await call("GET", `/v1/secrets?limit=2${cursor ? `&cursor=${cursor}` : ""}`, u);
+      expect(r.status).toBe(200);
+      seen.push(...r.body.data.map((s: { name: string }) => s.name));
+      cursor = r.body.next_cursor;
+    } while (cursor);
+    expect(seen).toEqual(["T_C", "T_B", "T_A", ...[...names].reverse()]);
+  });
+
+  test(`at most ${SECRETS_PER_USER} secrets per user; replacing still works at the limit`, async () => {
+    const u = await createUser(t);
+    for (let i = 0; i < SECRETS_PER_USER; i++) t.app.services.secrets.put(u.id, `S${i}`, "v");
+    const over = await call("PUT", "/v1/secrets/ONE_MORE", u, { value: "v" });
+    expect(over.status).toBe(400);
+    expect(over.body.details).toMatchObject({ field: "name", reason: "limit" });
+    expect((await call("PUT", "/v1/secrets/S0", u, { value: "v2" })).status).toBe(204);
+  });
+});
+
+describe("ownership", () => {
+  test("another user's secrets are invisible and cannot be deleted; same names are independent", async () => {
+    const mine = value("alice-own");
+    await call("PUT", "/v1/secrets/SHARED_NAME", alice, { value: mine });
+    expect((await call("GET", "/v1/secrets?limit=100", bob)).body.data.map((s: { name: string }) => s.name)).not.toContain("SHARED_NAME");
+    const del = await call("DELETE", "/v1/secrets/SHARED_NAME", bob);
+    expect(del.status).toBe(404);
+    const theirs = value("bob-own");
+    expect((await call("PUT", "/v1/secrets/SHARED_NAME", bob, { value: theirs })).status).toBe(204);
+    const s = t.app.services.secrets;
+    expect(s.resolveEnv(alice.id, { X: { secret: "SHARED_NAME" } }).X).toBe(mine);
+    expect(s.resolveEnv(bob.id, { X: { secret: "SHARED_NAME" } }).X).toBe(theirs);
+  });
+});
+
+describe("at rest", () => {
+  test("the database holds ciphertext only: nonce ‖ ciphertext ‖ tag, fresh nonce every write", async () => {
+    const v = value("rest");
+    await call("PUT", "/v1/secrets/AT_REST", alice, { value: v });
+    const read = () =>
+      t.app.services.sqlite.query<{ ciphertext: Uint8Array }, [string, string]>("SELECT ciphertext FROM secrets WHERE user_id = ? AND name = ?").get(alice.id, "AT_REST")!.ciphertext;
+    const c1 = Buffer.from(read());
+    expect(c1.length).toBe(12 + Buffer.byteLength(v) + 16);
+    expect(c1.includes(Buffer.from(v))).toBe(false);
+    expect(c1.toString("latin1")).not.toContain(v.slice(3, 20));
+    await call("PUT", "/v1/secrets/AT_REST", alice, { value: v });
+    const c2 = Buffer.from(read());
+    expect(c2.equals(c1)).toBe(false);
+    expect(c2.subarray(0, 12).equals(c1.subarray(0, 12))).toBe(false);
+  });
+
+  test("the AAD binds a value to its owner and name: a copied or renamed row does not decrypt", async () => {
+    const v = value("aad");
+    await call("PUT", "/v1/secrets/BOUND", alice, { value: v });
+    const db = t.app.services.sqlite;
+    db.run("INSERT INTO secrets (user_id, name, ciphertext, created_at, updated_at) SELECT ?, name, ciphertext, created_at, updated_at FROM secrets WHERE user_id = ? AND name = 'BOUND'", [bob.id, alice.id]);
+    db.run("INSERT INTO secrets (user_id, name, ciphertext, created_at, updated_at) SELECT user_id, 'RENAMED', ciphertext, created_at, updated_at FROM secrets WHERE user_id = ? AND name = 'BOUND'", [alice.id]);
+    const s = t.app.services.secrets;
+    for (const [user, name] of [[bob.id, "BOUND"], [alice.id, "RENAMED"]] as const) {
+      let err: unknown;
+      try {
+        s.resolveEnv(user, { X: { secret: name } });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ApiError);
+      expect((err as ApiError).code).toBe("VALIDATION_FAILED");
+      expect((err as ApiError).details).toMatchObject({ field: "env.X", reason: "undecryptable secret" });
+      expect(JSON.stringify((err as ApiError).toBody())).not.toContain(v);
+    }
+    expect(s.valuesFor(bob.id)).not.toContain(v);
+    expect(s.valuesFor(alice.id)).toContain(v);
+    expect(s.resolveEnv(alice.id, { X: { secret: "BOUND" } }).X).toBe(v);
+  });
+
+  test("the key file exists in the data dir with mode 0600", () => {
+    const st = statSync(join(t.dataDir, KEY_FILE));
+    expect(st.mode & 0o777).toBe(0o600);
+    expect(st.size).toBeGreaterThan(40);
+  });
+});
+
+test("no stored value ever appeared in a response body or a log line", () => {
+  expect(VALUES.length).toBeGreaterThan(5);
+  const logs = t.logs.join("\n");
+  expect(logs).toContain("secret created"); // the vault does log, by name only
+  expect(logs).toContain('"secret_name":"GITHUB_TOKEN"');
+  const responses = bodies.join("\n");
+  for (const v of VALUES) {
+    expect(logs).not.toContain(v);
+    expect(responses).not.toContain(v);
+  }
+});

@@ -4,13 +4,15 @@
  * Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration.
  */
 import { type Command, commandHelp, wantsHelp } from "./cli/command.ts";
+import { adminCommand } from "./cli/admin.ts";
 import { doctorCommand } from "./cli/doctor.ts";
 import { migrateCommand } from "./cli/migrate.ts";
 import { serveCommand } from "./cli/serve.ts";
+import { tokenCommand } from "./cli/token.ts";
 import { versionCommand } from "./cli/version.ts";
 import { VERSION } from "./version.ts";
 
-export const COMMANDS: Command[] = [serveCommand, migrateCommand, doctorCommand, versionCommand];
+export const COMMANDS: Command[] = [serveCommand, migrateCommand, doctorCommand, versionCommand, adminCommand, tokenCommand];
 
 function mainHelp(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

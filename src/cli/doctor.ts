@@ -5,6 +5,7 @@ import { type Config, parseArgs, resolveConfig } from "../config.ts";
 import { openDatabase } from "../db/client.ts";
 import { migrationStatus } from "../db/migrate.ts";
 import { DockerEngine } from "../workspaces/docker.ts";
+import { adminPasswordCheck } from "../admin/doctor-check.ts";
 import { type Command, failUsage } from "./command.ts";
 
 export interface Check {
@@ -127,3 +128,4 @@ export const doctorCommand: Command = {
 
 /** Checks contributed by other modules (the admin password check lives with the admin code). */
 export const extraChecks: CheckFn[] = [];
+extraChecks.push(adminPasswordCheck);

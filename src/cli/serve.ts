@@ -1,7 +1,21 @@
 import { createApp } from "../app.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { NewerDatabaseError } from "../db/migrate.ts";
+import type { Services } from "../services.ts";
 import { type Command, failUsage } from "./command.ts";
+
+/**
+ * First run: while no account exists, a fresh one-time setup link at every start. Printed on
+ * stdout directly, not through the logger (which redacts `/setup#…`).
+ */
+function printSetupLink(s: Services) {
+  const link = s.setup.issue();
+  if (!link) return;
+  process.stdout.write(
+    `\nNo account exists yet. Open this one-time link within 30 minutes to create the first (admin) account:\n\n    ${link.url}\n\n` +
+      `(Expires ${link.expires_at}; a restart prints a new one. Or: runcell admin create-user --email you@example.com --role admin)\n\n`,
+  );
+}
 
 export const serveCommand: Command = {
   name: "serve",
@@ -32,6 +46,7 @@ export const serveCommand: Command = {
       throw e;
     }
     const started = app;
+    printSetupLink(started.services);
     return await new Promise<number>((resolve) => {
       const shutdown = (signal: string) => {
         process.off("SIGTERM", onTerm);

@@ -1,0 +1,138 @@
+/**
+ * `runcell admin set-password [--stdin]` and `runcell admin create-user --email E [--name N]
+ * [--role admin|user] [--password-stdin]`: operator tasks done on the data dir's database
+ * directly (a running server sees the change at once).
+ */
+import { AdminPassword } from "../admin/password.ts";
+import { Users } from "../auth/users.ts";
+import { parseArgs, resolveConfig } from "../config.ts";
+import { NewerDatabaseError } from "../db/migrate.ts";
+import { ApiError } from "../http/errors.ts";
+import { randomToken } from "../lib/crypto.ts";
+import { Settings } from "../lib/settings.ts";
+import { type Command, failUsage, readStdin, UsageError } from "./command.ts";
+import { openDataDir } from "./open-db.ts";
+import { promptHidden } from "./prompt.ts";
+
+const SUBCOMMANDS = "set-password, create-user";
+
+/** Validation failures of what the operator typed: the message, exit 1. */
+function report(cmd: string, e: unknown): number {
+  if (e instanceof ApiError || e instanceof NewerDatabaseError) {
+    process.stderr.write(`runcell ${cmd}: ${e.message}\n`);
+    return 1;
+  }
+  return failUsage(cmd, e);
+}
+
+async function setPassword(argv: string[]): Promise<number> {
+  const cmd = "admin set-password";
+  let config;
+  let fromStdin = false;
+  try {
+    const args = parseArgs(argv, { stdin: false });
+    if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
+    fromStdin = args.extra.get("stdin") === true;
+    config = resolveConfig(args.flags);
+  } catch (e) {
+    return failUsage(cmd, e);
+  }
+  let password: string;
+  try {
+    if (fromStdin) password = await readStdin();
+    else {
+      password = await promptHidden("New admin password (at least 12 characters): ");
+      const again = await promptHidden("Repeat it: ");
+      if (again !== password) {
+        process.stderr.write(`runcell ${cmd}: the two passwords differ; nothing changed\n`);
+        return 1;
+      }
+    }
+  } catch (e) {
+    return failUsage(cmd, e);
+  }
+  try {
+    const handle = openDataDir(config);
+    try {
+      await new AdminPassword(new Settings(handle.db), Date.now).set(password);
+    } finally {
+      handle.close();
+    }
+  } catch (e) {
+    return report(cmd, e);
+  }
+  console.log(`admin password set (argon2id hash stored in ${config.dataDir}); use it as "Authorization: Bearer <password>" on /admin/*`);
+  return 0;
+}
+
+async function createUser(argv: string[]): Promise<number> {
+  const cmd = "admin create-user";
+  let config;
+  let email: string;
+  let name: string | undefined;
+  let role: "admin" | "user";
+  let passwordFromStdin = false;
+  try {
+    const args = parseArgs(argv, { email: true, name: true, role: true, "password-stdin": false });
+    if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
+    const e = args.extra.get("email");
+    if (typeof e !== "string" || !e) throw new UsageError("--email is required");
+    email = e;
+    const n = args.extra.get("name");
+    name = typeof n === "string" ? n : undefined;
+    const r = args.extra.get("role") ?? "user";
+    if (r !== "admin" && r !== "user") throw new UsageError(`--role: expected admin or user, got "${r}"`);
+    role = r;
+    passwordFromStdin = args.extra.get("password-stdin") === true;
+    config = resolveConfig(args.flags);
+  } catch (e) {
+    return failUsage(cmd, e);
+  }
+  // Without --password-stdin: 18 random bytes, 24 base64url characters (144 bits), printed once.
+  const generated = !passwordFromStdin;
+  const password = generated ? randomToken(18) : await readStdin();
+  try {
+    const handle = openDataDir(config);
+    try {
+      const user = await new Users(handle.db, Date.now).create({ email, name, password, role, emailVerified: false });
+      console.log(`created user ${user.id} ${user.email} (role ${user.role})`);
+      if (generated) {
+        console.log(`password: ${password}`);
+        console.log("This password is shown only once: store it now.");
+      }
+    } finally {
+      handle.close();
+    }
+  } catch (e) {
+    return report(cmd, e);
+  }
+  return 0;
+}
+
+export const adminCommand: Command = {
+  name: "admin",
+  summary: "Operator tasks on the database: set the /admin password, create an account.",
+  usage: "runcell admin set-password [--stdin] [flags]\n  runcell admin create-user --email E [--name N] [--role admin|user] [--password-stdin] [flags]",
+  details: `set-password     store the /admin bearer password (argon2id; at least 12 characters)
+  --stdin          read it from stdin instead of prompting (without echo) on the terminal
+create-user      create an account directly (the CLI way to make the first admin)
+  --email E        the account's email (required; trimmed and lower-cased)
+  --name N         display name (default: the part of the email before @)
+  --role R         admin or user (default user)
+  --password-stdin read the password from stdin; without it a strong password is generated
+                   and printed once`,
+  examples: [
+    "runcell admin set-password",
+    "printf '%s' \"$ADMIN_PASSWORD\" | runcell admin set-password --stdin --data-dir /var/lib/runcell",
+    "runcell admin create-user --email you@example.com --role admin",
+    "printf '%s' 'a long passphrase' | runcell admin create-user --email bob@example.com --name Bob --password-stdin",
+  ],
+  configFlags: true,
+  async run(argv) {
+    const [sub, ...rest] = argv;
+    if (sub === "set-password") return setPassword(rest);
+    if (sub === "create-user") return createUser(rest);
+    process.stderr.write(sub ? `runcell admin: unknown subcommand "${sub}" (expected ${SUBCOMMANDS})\n` : `runcell admin: expected a subcommand: ${SUBCOMMANDS}\n`);
+    return 2;
+  },
+};

@@ -1,0 +1,140 @@
+/** The anthropic provider (official SDK) against a local server speaking the Messages API SSE format. */
+import { describe, expect, test } from "bun:test";
+import { AnthropicProvider, toAnthropicMessages } from "../../../src/agents/providers/anthropic.ts";
+import { getProvider, ModelError } from "../../../src/agents/providers/types.ts";
+import { startMockAnthropic, toolResults } from "../../helpers/mock-anthropic.ts";
+import { FAST_RETRIES, providerScenarios, request, run } from "./scenarios.ts";
+
+const p = getProvider("anthropic");
+
+describe("anthropic provider", () => {
+  const mock = providerScenarios({
+    provider: p,
+    start: () => startMockAnthropic({ apiKey: "sk-test" }),
+    toolEventsInContentOrder: true,
+    streamErrorMessage: "Overloaded",
+  });
+
+  test("getProvider returns the Anthropic implementation", () => {
+    expect(p).toBeInstanceOf(AnthropicProvider);
+    expect(p.name).toBe("anthropic");
+  });
+
+  test("sends model, max_tokens, system, tools and the conversation as the Messages API expects", async () => {
+    mock().enqueue({ text: "ok" });
+    await run(p, request(mock(), { model: "claude-sonnet-4-6", maxTokens: 777 }));
+    const r = mock().requests[0]!;
+    expect(r.path).toBe("/v1/messages");
+    expect(r.headers.authorization ?? r.headers["x-api-key"]).toContain("sk-test");
+    expect(r.body).toMatchObject({
+      model: "claude-sonnet-4-6",
+      max_tokens: 777,
+      stream: true,
+      system: "You are a test agent.",
+      messages: [{ role: "user", content: [{ type: "text", text: "Say hello" }] }],
+      tools: [{ name: "Bash", description: "Run a shell command", input_schema: { type: "object", required: ["command"] } }],
+    });
+    expect(r.headers["x-stainless-retry-count"]).toBe("0");
+  });
+
+  test("no system prompt and no tools: neither field is sent", async () => {
+    mock().enqueue({ text: "ok" });
+    await run(p, request(mock(), { system: "", tools: [] }));
+    expect(Object.keys(mock().requests[0]!.body).sort()).toEqual(["max_tokens", "messages", "model", "stream"]);
+  });
+
+  test("a tool round trip: tool_use and tool_result blocks (incl. is_error) go back unchanged", async () => {
+    mock().enqueue({ toolCalls: [{ id: "toolu_A", name: "Bash", input: { command: "ls" } }, { id: "toolu_B", name: "Bash", input: { command: "false" } }] }, { text: "Both ran." });
+    const first = await run(p, request(mock()));
+    const messages = [
+      ...request(mock()).messages,
+      { role: "assistant" as const, content: first.res!.content },
+      {
+        role: "user" as const,
+        content: [
+          { type: "tool_result" as const, tool_use_id: "toolu_A", content: "a.txt\nb.txt\n[exit code: 0]" },
+          { type: "tool_result" as const, tool_use_id: "toolu_B", content: "[exit code: 1]", is_error: true },
+        ],
+      },
+    ];
+    const second = await run(p, request(mock(), { messages }));
+    expect(second.err).toBeUndefined();
+    expect(second.res!.content).toEqual([{ type: "text", text: "Both ran." }]);
+    const sent = mock().requests[1]!.body;
+    expect(sent.messages[1]).toEqual({ role: "assistant", content: first.res!.content.map((b) => ({ ...b })) });
+    expect(toolResults(sent)).toEqual([
+      { type: "tool_result", tool_use_id: "toolu_A", content: "a.txt\nb.txt\n[exit code: 0]" },
+      { type: "tool_result", tool_use_id: "toolu_B", content: "[exit code: 1]", is_error: true },
+    ]);
+  });
+
+  test("empty text blocks are dropped (the API rejects them) and empty tool output omits content", () => {
+    const out = toAnthropicMessages([
+      { role: "assistant", content: [{ type: "text", text: "" }, { type: "tool_use", id: "t", name: "Bash", input: {} }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "t", content: "" }] },
+    ]);
+    expect(out).toEqual([
+      { role: "assistant", content: [{ type: "tool_use", id: "t", name: "Bash", input: {} }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "t" }] },
+    ]);
+  });
+
+  test("529 overloaded is retried", async () => {
+    mock().enqueue({ error: { status: 529, message: "Overloaded" } }, { error: { status: 529, message: "Overloaded" } }, { text: "ok" });
+    const { res } = await run(p, request(mock()));
+    expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+    expect(mock().requests).toHaveLength(3);
+  });
+
+  test("529 forever: ModelError 'Overloaded' of type overloaded_error", async () => {
+    mock().script(() => ({ error: { status: 529, message: "Overloaded" } }));
+    const { err } = await run(p, request(mock()));
+    expect(err).toBeInstanceOf(ModelError);
+    const e = err as ModelError;
+    expect([e.message, e.status, e.type, e.provider, e.attempts]).toEqual(["Overloaded", 529, "overloaded_error", "anthropic", FAST_RETRIES.retries + 1]);
+  });
+
+  test("an in-stream invalid_request_error is not retried", async () => {
+    mock().enqueue({ text: "x", failAfter: 0, failWith: { type: "invalid_request_error", message: "prompt is too long" } }, { text: "never" });
+    const { err } = await run(p, request(mock()));
+    expect([(err as ModelError).message, (err as ModelError).retryable]).toEqual(["prompt is too long", false]);
+    expect(mock().requests).toHaveLength(1);
+  });
+
+  test("stop reasons map to ours (max_tokens, refusal, unknown → other)", async () => {
+    for (const [wire, ours] of [["max_tokens", "max_tokens"], ["refusal", "refusal"], ["stop_sequence", "stop_sequence"], ["pause_turn", "other"]] as const) {
+      mock().enqueue({ text: "x", stopReason: wire });
+      expect((await run(p, request(mock()))).res!.stopReason).toBe(ours);
+    }
+  });
+
+  test("an invalid request is answered 400 by the mock like the real API (tool_use without its result)", async () => {
+    const messages = [
+      { role: "user" as const, content: [{ type: "text" as const, text: "hi" }] },
+      { role: "assistant" as const, content: [{ type: "tool_use" as const, id: "toolu_X", name: "Bash", input: {} }] },
+      { role: "user" as const, content: [{ type: "text" as const, text: "no result" }] },
+    ];
+    const { err } = await run(p, request(mock(), { messages }));
+    expect((err as ModelError).status).toBe(400);
+    expect((err as ModelError).message).toContain("toolu_X");
+  });
+
+  test("no key and no base_url: fails before any request, saying how to fix it", async () => {
+    const { err } = await run(p, request(mock(), { apiKey: null, baseUrl: null }));
+    expect(err).toBeInstanceOf(ModelError);
+    expect((err as ModelError).message).toContain("ANTHROPIC_API_KEY");
+    expect((err as ModelError).retryable).toBe(false);
+    expect(mock().requests).toHaveLength(0);
+  });
+
+  test("the server environment's ANTHROPIC_API_KEY is used when the request has no key", async () => {
+    process.env.ANTHROPIC_API_KEY = "sk-test";
+    try {
+      mock().enqueue({ text: "ok" });
+      const { res } = await run(p, request(mock(), { apiKey: null }));
+      expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+    } finally {
+      delete process.env.ANTHROPIC_API_KEY;
+    }
+  });
+});

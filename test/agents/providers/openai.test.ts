@@ -1,0 +1,172 @@
+/** The openai provider (official SDK) against a local server speaking Chat Completions SSE, as OpenAI and compatible servers do. */
+import { describe, expect, test } from "bun:test";
+import { OpenAIProvider, openaiParams, TOOL_ERROR_PREFIX, toOpenAIMessages, usesMaxCompletionTokens } from "../../../src/agents/providers/openai.ts";
+import { type ChatMessage, getProvider, ModelError } from "../../../src/agents/providers/types.ts";
+import { startMockOpenAI, toolMessages } from "../../helpers/mock-openai.ts";
+import { providerScenarios, request, run } from "./scenarios.ts";
+
+const p = getProvider("openai");
+
+const CONVERSATION: ChatMessage[] = [
+  { role: "user", content: [{ type: "text", text: "List the files, then show a.txt" }] },
+  {
+    role: "assistant",
+    content: [
+      { type: "text", text: "Listing." },
+      { type: "tool_use", id: "call_A", name: "Bash", input: { command: "ls" } },
+      { type: "tool_use", id: "call_B", name: "Read", input: { file_path: "a.txt" } },
+    ],
+  },
+  {
+    role: "user",
+    content: [
+      { type: "tool_result", tool_use_id: "call_A", content: "a.txt\n[exit code: 0]" },
+      { type: "tool_result", tool_use_id: "call_B", content: "File not found: a.txt", is_error: true },
+    ],
+  },
+  { role: "assistant", content: [{ type: "text", text: "a.txt is listed but cannot be read." }] },
+  { role: "user", content: [{ type: "text", text: "Why?" }] },
+];
+
+describe("openai provider", () => {
+  const mock = providerScenarios({
+    provider: p,
+    start: () => startMockOpenAI({ apiKey: "sk-test" }),
+    toolEventsInContentOrder: false,
+    streamErrorMessage: "The server had an error while processing your request.",
+  });
+
+  test("getProvider returns the OpenAI implementation", () => {
+    expect(p).toBeInstanceOf(OpenAIProvider);
+    expect(p.name).toBe("openai");
+  });
+
+  test("sends a streaming Chat Completions request with usage requested and function tools", async () => {
+    mock().enqueue({ text: "ok" });
+    await run(p, request(mock(), { model: "llama3.1:8b", maxTokens: 555 }));
+    const r = mock().requests[0]!;
+    expect(r.path).toBe("/v1/chat/completions");
+    expect(r.headers.authorization).toBe("Bearer sk-test");
+    expect(r.body).toEqual({
+      model: "llama3.1:8b",
+      messages: [
+        { role: "system", content: "You are a test agent." },
+        { role: "user", content: "Say hello" },
+      ],
+      max_tokens: 555,
+      tools: [{ type: "function", function: { name: "Bash", description: "Run a shell command", parameters: { type: "object", properties: { command: { type: "string" } }, required: ["command"] } } }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+  });
+
+  test("history conversion: system first, assistant tool_calls, role:tool results (errors prefixed), then text", () => {
+    expect(toOpenAIMessages("SYS", CONVERSATION)).toEqual([
+      { role: "system", content: "SYS" },
+      { role: "user", content: "List the files, then show a.txt" },
+      {
+        role: "assistant",
+        content: "Listing.",
+        tool_calls: [
+          { id: "call_A", type: "function", function: { name: "Bash", arguments: '{"command":"ls"}' } },
+          { id: "call_B", type: "function", function: { name: "Read", arguments: '{"file_path":"a.txt"}' } },
+        ],
+      },
+      { role: "tool", tool_call_id: "call_A", content: "a.txt\n[exit code: 0]" },
+      { role: "tool", tool_call_id: "call_B", content: `${TOOL_ERROR_PREFIX}File not found: a.txt` },
+      { role: "assistant", content: "a.txt is listed but cannot be read." },
+      { role: "user", content: "Why?" },
+    ]);
+    expect(toOpenAIMessages("", [{ role: "assistant", content: [{ type: "tool_use", id: "c", name: "Bash", input: {} }] }])).toEqual([
+      { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "Bash", arguments: "{}" } }] },
+    ]);
+    expect(toOpenAIMessages("", [{ role: "user", content: [{ type: "tool_result", tool_use_id: "c", content: "out" }, { type: "text", text: "and more" }] }])).toEqual([
+      { role: "tool", tool_call_id: "c", content: "out" },
+      { role: "user", content: "and more" },
+    ]);
+  });
+
+  test("tool round trip through the server: its tool calls come back as tool messages the server accepts", async () => {
+    mock().enqueue({ toolCalls: [{ name: "Bash", input: { command: "ls" } }, { name: "Bash", input: { command: "cat x" } }] }, { text: "done" });
+    const first = await run(p, request(mock()));
+    const ids = first.res!.content.filter((b) => b.type === "tool_use").map((b) => (b as { id: string }).id);
+    const messages: ChatMessage[] = [
+      ...request(mock()).messages,
+      { role: "assistant", content: first.res!.content },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: ids[0]!, content: "x" }, { type: "tool_result", tool_use_id: ids[1]!, content: "no such file", is_error: true }] },
+    ];
+    const second = await run(p, request(mock(), { messages }));
+    expect(second.err).toBeUndefined();
+    expect(toolMessages(mock().requests[1]!.body)).toEqual([
+      { role: "tool", tool_call_id: ids[0]!, content: "x" },
+      { role: "tool", tool_call_id: ids[1]!, content: `${TOOL_ERROR_PREFIX}no such file` },
+    ]);
+  });
+
+  test("a server that sends no usage chunk: usage counts 0", async () => {
+    mock().enqueue({ text: "ok", usage: null });
+    const { res } = await run(p, request(mock()));
+    expect(res!.usage).toEqual({ input_tokens: 0, output_tokens: 0 });
+    expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+  });
+
+  test("tool calls finished with 'stop' (Ollama) still count as tool_use", async () => {
+    mock().enqueue({ toolCalls: [{ name: "Bash", input: { command: "ls" } }], stopReason: "stop" });
+    const { res, events } = await run(p, request(mock()));
+    expect(res!.stopReason).toBe("tool_use");
+    expect(events).toHaveLength(1);
+  });
+
+  test("finish reasons map to ours (length, content_filter, stop)", async () => {
+    for (const [wire, ours] of [["length", "max_tokens"], ["content_filter", "refusal"], ["stop", "end_turn"]] as const) {
+      mock().enqueue({ text: "x", stopReason: wire });
+      expect((await run(p, request(mock()))).res!.stopReason).toBe(ours);
+    }
+  });
+
+  test("arguments that are not valid JSON reach the tool as _raw_arguments (the model sees the tool's error)", async () => {
+    mock().enqueue({ toolCalls: [{ name: "Bash", input: {}, rawArguments: ['{"command": "ls', " -la"] }, { name: "Bash", input: {}, rawArguments: [] }] });
+    const { res } = await run(p, request(mock()));
+    expect(res!.content.map((b) => (b as { input: unknown }).input)).toEqual([{ _raw_arguments: '{"command": "ls -la' }, {}]);
+  });
+
+  test("a 4xx error body with a bare string message (Ollama) gives that message", async () => {
+    const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => Response.json({ error: 'model "nope" not found, try pulling it first' }, { status: 404 }) });
+    try {
+      const { err } = await run(p, request(mock(), { baseUrl: `http://127.0.0.1:${server.port}/v1` }));
+      expect(err).toBeInstanceOf(ModelError);
+      expect([(err as ModelError).message, (err as ModelError).status, (err as ModelError).retryable]).toEqual(['model "nope" not found, try pulling it first', 404, false]);
+    } finally {
+      server.stop(true);
+    }
+  });
+
+  test("max_completion_tokens for OpenAI's own API, max_tokens for compatible servers", () => {
+    expect(usesMaxCompletionTokens(null)).toBe(true);
+    expect(usesMaxCompletionTokens("https://api.openai.com/v1")).toBe(true);
+    expect(usesMaxCompletionTokens("http://localhost:11434/v1")).toBe(false);
+    expect(usesMaxCompletionTokens("https://openrouter.ai/api/v1")).toBe(false);
+    const req = request(mock(), { baseUrl: null });
+    expect(openaiParams(req)).toMatchObject({ max_completion_tokens: 1024 });
+    expect("max_tokens" in openaiParams(req)).toBe(false);
+  });
+
+  test("no tools: the tools field is left out (some servers reject an empty list)", async () => {
+    mock().enqueue({ text: "ok" });
+    await run(p, request(mock(), { tools: [] }));
+    expect("tools" in mock().requests[0]!.body).toBe(false);
+  });
+
+  test("a custom base_url without a key works (local servers need none); no key for api.openai.com fails early", async () => {
+    const open = startMockOpenAI();
+    try {
+      open.enqueue({ text: "local" });
+      const { res } = await run(p, request(open, { apiKey: null }));
+      expect(res!.content).toEqual([{ type: "text", text: "local" }]);
+    } finally {
+      await open.stop();
+    }
+    const { err } = await run(p, request(mock(), { apiKey: null, baseUrl: null }));
+    expect((err as ModelError).message).toContain("OPENAI_API_KEY");
+  });
+});

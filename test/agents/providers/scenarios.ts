@@ -1,0 +1,264 @@
+/**
+ * The scenarios every SDK-backed provider must pass against its wire-format mock: streaming order,
+ * tool calls, usage, retries (and when not to retry), abort. anthropic.test.ts and openai.test.ts
+ * run them with their own provider and mock, plus their provider-specific cases.
+ */
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { DEFAULT_RETRY_POLICY, setRetryPolicy } from "../../../src/agents/providers/retry.ts";
+import { type ModelRequest, type ModelResponse, ModelError, type Provider, type StreamEvent } from "../../../src/agents/providers/types.ts";
+import type { MockProviderServer } from "../../helpers/mock-provider.ts";
+import { freePort, waitFor } from "../../helpers/net.ts";
+
+export const FAST_RETRIES = { retries: 3, baseDelayMs: 5, maxDelayMs: 20, maxRetryAfterMs: 400 };
+
+export const BASH_SPEC = {
+  name: "Bash",
+  description: "Run a shell command",
+  input_schema: { type: "object", properties: { command: { type: "string" } }, required: ["command"] },
+};
+
+export function request(mock: MockProviderServer, over: Partial<ModelRequest> = {}): ModelRequest {
+  return {
+    model: "test-model",
+    system: "You are a test agent.",
+    messages: [{ role: "user", content: [{ type: "text", text: "Say hello" }] }],
+    tools: [BASH_SPEC],
+    maxTokens: 1024,
+    baseUrl: mock.url,
+    apiKey: "sk-test",
+    ...over,
+  };
+}
+
+/** Runs complete() and keeps every event (and the error, if it failed). */
+export async function run(p: Provider, req: ModelRequest): Promise<{ events: StreamEvent[]; res?: ModelResponse; err?: unknown; ms: number }> {
+  const events: StreamEvent[] = [];
+  const t0 = performance.now();
+  try {
+    const res = await p.complete(req, (e) => events.push(e));
+    return { events, res, ms: performance.now() - t0 };
+  } catch (err) {
+    return { events, err, ms: performance.now() - t0 };
+  }
+}
+
+export interface ScenarioOptions {
+  provider: Provider;
+  start(): MockProviderServer;
+  /** Whether tool_use events are emitted in content order (Anthropic) or at the end (OpenAI's finish_reason). */
+  toolEventsInContentOrder: boolean;
+  /** The message of the mock's default in-stream error. */
+  streamErrorMessage: string;
+}
+
+export function providerScenarios(o: ScenarioOptions): () => MockProviderServer {
+  let mock: MockProviderServer;
+  beforeAll(() => {
+    setRetryPolicy(FAST_RETRIES);
+    mock = o.start();
+  });
+  afterEach(() => mock.reset());
+  afterAll(async () => {
+    setRetryPolicy(DEFAULT_RETRY_POLICY);
+    await mock.stop();
+  });
+  const p = o.provider;
+
+  test("plain text is streamed piece by piece, in order", async () => {
+    mock.enqueue({ text: ["Hel", "lo, ", "wor", "ld!"], delayMs: 2 });
+    const { events, res } = await run(p, request(mock));
+    expect(events).toEqual(["Hel", "lo, ", "wor", "ld!"].map((text) => ({ type: "text", text })));
+    expect(res!.content).toEqual([{ type: "text", text: "Hello, world!" }]);
+    expect(res!.stopReason).toBe("end_turn");
+  });
+
+  test("text events arrive while the response is still streaming", async () => {
+    mock.enqueue({ text: ["first ", "second ", "never"], hangAfter: 2 });
+    const ctl = new AbortController();
+    const events: StreamEvent[] = [];
+    const done = p.complete(request(mock, { signal: ctl.signal }), (e) => events.push(e)).catch((e) => e);
+    await waitFor(() => events.length === 2, { what: "two text events before the end of the stream" });
+    expect(events.map((e) => (e as { text: string }).text)).toEqual(["first ", "second "]);
+    ctl.abort();
+    await done;
+  });
+
+  test("a single tool call: input JSON accumulated across fragments, emitted once complete", async () => {
+    mock.enqueue({ toolCalls: [{ id: "call_1", name: "Bash", input: { command: "echo 'hi there' && ls -la /workspace" }, chunks: 7 }] });
+    const { events, res } = await run(p, request(mock));
+    const tool = { type: "tool_use", id: "call_1", name: "Bash", input: { command: "echo 'hi there' && ls -la /workspace" } };
+    expect(events).toEqual([tool]);
+    expect(res!.content).toEqual([tool]);
+    expect(res!.stopReason).toBe("tool_use");
+  });
+
+  test("several tool calls in one response keep their order and ids", async () => {
+    mock.enqueue({
+      text: "Running three things.",
+      toolCalls: [
+        { name: "Bash", input: { command: "ls" } },
+        { name: "Bash", input: { command: "pwd" }, chunks: 1 },
+        { name: "Read", input: { file_path: "notes.txt", limit: 10 } },
+      ],
+    });
+    const { events, res } = await run(p, request(mock));
+    const tools = events.filter((e) => e.type === "tool_use") as Extract<StreamEvent, { type: "tool_use" }>[];
+    expect(tools.map((t) => [t.name, t.input])).toEqual([
+      ["Bash", { command: "ls" }],
+      ["Bash", { command: "pwd" }],
+      ["Read", { file_path: "notes.txt", limit: 10 }],
+    ]);
+    expect(new Set(tools.map((t) => t.id)).size).toBe(3);
+    expect(res!.content.map((b) => b.type)).toEqual(["text", "tool_use", "tool_use", "tool_use"]);
+    expect(res!.content.slice(1)).toEqual(tools);
+  });
+
+  test("text and tool calls interleaved", async () => {
+    mock.enqueue({
+      blocks: [
+        { text: "Look first." },
+        { tool: { id: "t1", name: "Bash", input: { command: "ls" } } },
+        { text: "Then read." },
+        { tool: { id: "t2", name: "Read", input: { file_path: "a.txt" } } },
+      ],
+    });
+    const { events, res } = await run(p, request(mock));
+    const order = events.map((e) => (e.type === "text" ? "text" : e.id));
+    if (o.toolEventsInContentOrder) expect(order).toEqual(["text", "text", "t1", "text", "text", "t2"]);
+    else expect(order).toEqual(["text", "text", "text", "text", "t1", "t2"]);
+    expect(res!.content).toEqual([
+      { type: "text", text: "Look first." },
+      { type: "tool_use", id: "t1", name: "Bash", input: { command: "ls" } },
+      { type: "text", text: "Then read." },
+      { type: "tool_use", id: "t2", name: "Read", input: { file_path: "a.txt" } },
+    ]);
+  });
+
+  test("usage figures come from the stream", async () => {
+    mock.enqueue({ text: "ok", usage: { input_tokens: 1234, output_tokens: 56 } });
+    const { res } = await run(p, request(mock));
+    expect(res!.usage).toEqual({ input_tokens: 1234, output_tokens: 56 });
+  });
+
+  test("500 is retried, then the success is returned once", async () => {
+    mock.enqueue({ error: { status: 500, message: "Internal server error" } }, { error: { status: 503, message: "busy" } }, { text: ["ok"] });
+    const { events, res } = await run(p, request(mock));
+    expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+    expect(events).toEqual([{ type: "text", text: "ok" }]);
+    expect(mock.requests).toHaveLength(3);
+  });
+
+  test("500 forever: ModelError with the provider's message after bounded retries", async () => {
+    mock.script(() => ({ error: { status: 500, message: "upstream exploded" } }));
+    const { err } = await run(p, request(mock));
+    expect(err).toBeInstanceOf(ModelError);
+    const e = err as ModelError;
+    expect(e.message).toBe("upstream exploded");
+    expect([e.status, e.retryable, e.attempts, e.afterOutput]).toEqual([500, true, FAST_RETRIES.retries + 1, false]);
+    expect(mock.requests).toHaveLength(FAST_RETRIES.retries + 1);
+  });
+
+  test("429 is retried", async () => {
+    mock.enqueue({ error: { status: 429, message: "slow down" } }, { text: "ok" });
+    const { res } = await run(p, request(mock));
+    expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+    expect(mock.requests).toHaveLength(2);
+  });
+
+  test("400 is not retried", async () => {
+    mock.enqueue({ error: { status: 400, message: "max_tokens: too large" } }, { text: "never sent" });
+    const { err } = await run(p, request(mock));
+    expect(err).toBeInstanceOf(ModelError);
+    expect([(err as ModelError).message, (err as ModelError).status, (err as ModelError).retryable, (err as ModelError).attempts]).toEqual(["max_tokens: too large", 400, false, 1]);
+    expect(mock.requests).toHaveLength(1);
+  });
+
+  test("401 (bad key) is not retried and names the problem", async () => {
+    const { err } = await run(p, request(mock, { apiKey: "sk-wrong" }));
+    expect(err).toBeInstanceOf(ModelError);
+    expect([(err as ModelError).status, (err as ModelError).retryable]).toEqual([401, false]);
+    expect(mock.requests).toHaveLength(1);
+  });
+
+  test("an in-stream error before any output is retried", async () => {
+    mock.enqueue({ text: "x", failAfter: 0 }, { text: "recovered" });
+    const { res } = await run(p, request(mock));
+    expect(res!.content).toEqual([{ type: "text", text: "recovered" }]);
+    expect(mock.requests).toHaveLength(2);
+  });
+
+  test("a failure after partial text is not retried (no duplicated text)", async () => {
+    mock.enqueue({ text: ["partial ", "text ", "lost"], failAfter: 2 }, { text: "must not be requested" });
+    const { events, err } = await run(p, request(mock));
+    expect(events).toEqual([{ type: "text", text: "partial " }, { type: "text", text: "text " }]);
+    expect(err).toBeInstanceOf(ModelError);
+    expect((err as ModelError).message).toBe(o.streamErrorMessage);
+    expect((err as ModelError).afterOutput).toBe(true);
+    expect(mock.requests).toHaveLength(1);
+  });
+
+  test("a stream cut short is retried before output and fatal after it", async () => {
+    mock.enqueue({ text: "a", dropAfter: 0 }, { text: "whole" });
+    expect((await run(p, request(mock))).res!.content).toEqual([{ type: "text", text: "whole" }]);
+    mock.reset();
+    mock.enqueue({ text: ["one ", "two"], dropAfter: 1 }, { text: "never" });
+    const { events, err } = await run(p, request(mock));
+    expect(events).toHaveLength(1);
+    expect(err).toBeInstanceOf(ModelError);
+    expect((err as ModelError).afterOutput).toBe(true);
+    expect(mock.requests).toHaveLength(1);
+  });
+
+  test("abort mid-stream rejects promptly with the abort reason and closes the connection", async () => {
+    mock.enqueue({ text: ["a ", "b ", "c"], hangAfter: 1 });
+    const ctl = new AbortController();
+    const events: StreamEvent[] = [];
+    const pending = p.complete(request(mock, { signal: ctl.signal }), (e) => events.push(e));
+    await waitFor(() => events.length === 1);
+    const t0 = performance.now();
+    ctl.abort();
+    const err = await pending.catch((e) => e);
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect((err as Error).name).toBe("AbortError");
+    expect(err).not.toBeInstanceOf(ModelError);
+    await waitFor(() => mock.disconnects === 1, { what: "the mock to see the client go away" });
+  });
+
+  test("abort during the retry wait stops at once, without another request", async () => {
+    setRetryPolicy({ baseDelayMs: 30_000, maxDelayMs: 30_000 });
+    try {
+      mock.enqueue({ error: { status: 500, message: "down" } }, { text: "never" });
+      const ctl = new AbortController();
+      const pending = p.complete(request(mock, { signal: ctl.signal }), () => {});
+      await mock.waitForRequests(1);
+      await Bun.sleep(20);
+      ctl.abort();
+      const err = await pending.catch((e) => e);
+      expect((err as Error).name).toBe("AbortError");
+      expect(mock.requests).toHaveLength(1);
+    } finally {
+      setRetryPolicy(FAST_RETRIES);
+    }
+  });
+
+  test("an unreachable server: connection failures retried, then ModelError naming the endpoint", async () => {
+    const port = await freePort();
+    const { err } = await run(p, request(mock, { baseUrl: `http://127.0.0.1:${port}${new URL(mock.url).pathname}` }));
+    expect(err).toBeInstanceOf(ModelError);
+    const e = err as ModelError;
+    expect(e.message).toContain(`Cannot reach http://127.0.0.1:${port}`);
+    expect([e.status, e.retryable, e.attempts]).toEqual([undefined, true, FAST_RETRIES.retries + 1]);
+  });
+
+  test("an exception thrown by onEvent is the caller's: rethrown as is, not retried", async () => {
+    mock.enqueue({ text: "boom" }, { text: "never" });
+    const mine = new Error("consumer failed");
+    const err = await p.complete(request(mock), () => {
+      throw mine;
+    }).catch((e) => e);
+    expect(err).toBe(mine);
+    expect(mock.requests).toHaveLength(1);
+  });
+
+  return () => mock;
+}

@@ -21,13 +21,15 @@ export class ClientCache<C> {
 }
 
 /**
- * The key to send: the request's, else the server's environment variable. A custom base_url may
- * need no key at all (Ollama, llama.cpp), so it gets a placeholder; the provider's own API without
- * a key fails before any request, with a message that says how to fix it.
+ * The key to send is only ever the request's: the vault (src/vault/secrets.ts resolveApiKey)
+ * decides whether the server's own key may be used, and hands it out only for the provider's
+ * official endpoint — never for a profile's custom base_url, which a user could point at a server
+ * of theirs to collect the operator's key. A custom base_url may need no key at all (Ollama,
+ * llama.cpp), so it gets a placeholder; the provider's own API without a key fails before any
+ * request, with a message that says how to fix it.
  */
 export function resolveApiKey(provider: ProviderName, envVar: string, apiKey: string | null | undefined, baseUrl: string | undefined): string {
-  const key = apiKey || process.env[envVar];
-  if (key) return key;
+  if (apiKey) return apiKey;
   if (baseUrl) return "no-key";
   throw new ModelError(`No API key for ${provider}: set ${envVar} on the server or the profile's model.api_key_secret`, {
     provider,

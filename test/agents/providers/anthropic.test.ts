@@ -127,12 +127,15 @@ describe("anthropic provider", () => {
     expect(mock().requests).toHaveLength(0);
   });
 
-  test("the server environment's ANTHROPIC_API_KEY is used when the request has no key", async () => {
-    process.env.ANTHROPIC_API_KEY = "sk-test";
+  test("the server's ANTHROPIC_API_KEY never goes to a custom base_url (the vault decides; the provider sends only the request's key)", async () => {
+    process.env.ANTHROPIC_API_KEY = "sk-operator-secret";
     try {
       mock().enqueue({ text: "ok" });
       const { res } = await run(p, request(mock(), { apiKey: null }));
       expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+      const sent = JSON.stringify(mock().requests.at(-1)!.headers);
+      expect(sent).not.toContain("sk-operator-secret");
+      expect(mock().requests.at(-1)!.headers["x-api-key"]).toBe("no-key");
     } finally {
       delete process.env.ANTHROPIC_API_KEY;
     }

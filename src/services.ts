@@ -22,6 +22,7 @@ import { Settings } from "./lib/settings.ts";
 import { DockerEngine } from "./workspaces/docker.ts";
 import { Profiles } from "./agents/profiles.ts";
 import { Secrets } from "./vault/secrets.ts";
+import { Notifications } from "./notifications/service.ts";
 import type { StreamServer } from "./ws/stream.ts";
 
 export interface Worker {
@@ -53,6 +54,8 @@ export interface Services extends Identity {
   profiles: Profiles;
   /** The secrets vault (src/vault/secrets.ts). */
   secrets: Secrets;
+  /** Webhook integrations, the notification outbox and its delivery worker (src/notifications/). */
+  notifications: Notifications;
   authenticate(req: Request, path: string): Promise<Authenticated>;
   stream?: StreamServer;
   workers: Worker[];
@@ -76,6 +79,7 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
   const adminPassword = new AdminPassword(settings, now, throttle);
   const profiles = new Profiles(db, config, now);
   const secrets = new Secrets(db, sealer, log, now);
+  const notifications = new Notifications({ db, sqlite: handle.sqlite, sealer, log, now, config });
 
   const workers: Worker[] = [];
   const identity = buildIdentity({ config, log, now, db, sqlite: handle.sqlite, settings, limiter, users, tokens, loginSessions, accounts, adminPassword, throttle, workers });
@@ -97,6 +101,7 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     },
     stop() {},
   });
+  workers.push({ name: "notification-delivery", start: () => notifications.worker.start(), stop: () => notifications.worker.stop() });
   workers.push({
     name: "docker-probe",
     start() {
@@ -125,6 +130,7 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     ...identity,
     profiles,
     secrets,
+    notifications,
     authenticate: (req, path) => authenticator.authenticate(req, path),
     workers,
     async start() {

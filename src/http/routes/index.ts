@@ -12,11 +12,14 @@ import { docsRoutes } from "./docs.ts";
 import { healthRoutes } from "./health.ts";
 import { profileRoutes } from "./profiles.ts";
 import { secretRoutes } from "./secrets.ts";
+import { integrationRoutes } from "./integrations.ts";
+import { notificationRoutes } from "./notifications.ts";
+import { adminNotificationRoutes } from "./admin-notifications.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Router = Elysia<any, any, any, any, any, any, any>;
 
-const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, oauthRoutes, setupRoutes, apiTokenRoutes, adminUserRoutes, adminConfigRoutes, adminStatsRoutes, profileRoutes, secretRoutes];
+const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, oauthRoutes, setupRoutes, apiTokenRoutes, adminUserRoutes, adminConfigRoutes, adminStatsRoutes, profileRoutes, secretRoutes, integrationRoutes, notificationRoutes, adminNotificationRoutes];
 
 export function mountRoutes(router: Router, s: Services): Router {
   for (const m of MODULES) router = router.use(m(s));

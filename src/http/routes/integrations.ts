@@ -1,0 +1,73 @@
+import { Elysia, t } from "elysia";
+import type { Services } from "../../services.ts";
+import { USER_SECURITY, userGuard } from "../guards.ts";
+import { errorResponses, jsonBody, ListOf, PageQuery, Timestamp } from "../schema.ts";
+
+export const IntegrationRecord = t.Object({
+  id: t.String({ examples: ["int_01jd4x0v9k8m2n3p4q5r6s7t8v"] }),
+  type: t.Literal("webhook"),
+  config: t.Object({ url: t.String(), has_secret: t.Boolean({ description: "Whether deliveries are signed; the secret itself is never returned" }) }),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+const Queued = t.Object({ id: t.String({ examples: ["ntf_01jd4x0v9k8m2n3p4q5r6s7t8v"] }), status: t.Literal("pending") });
+const detail = (summary: string, description?: string) => ({ tags: ["Integrations"], summary, description, security: USER_SECURITY });
+
+export const integrationRoutes = (s: Services) =>
+  new Elysia({ prefix: "/v1/integrations" })
+    .use(userGuard())
+    .post(
+      "/",
+      async ({ user, body, set }) => {
+        const { record, created } = await s.notifications.integrations.upsert(user.id, body);
+        set.status = created ? 201 : 200;
+        return record;
+      },
+      {
+        ...jsonBody(
+          t.Object({
+            type: t.String({ description: 'Only "webhook"' }),
+            config: t.Object({
+              url: t.String({ maxLength: 2048, description: "http(s) URL that receives the POSTs; must resolve to public addresses" }),
+              secret: t.Optional(t.String({ maxLength: 512, description: "HMAC key for X-Service-Signature; write-only" })),
+            }),
+          }),
+        ),
+        response: { 200: IntegrationRecord, 201: IntegrationRecord, ...errorResponses(400, 401, 429) },
+        detail: detail(
+          "Configure your webhook (one per user; a second POST replaces it and answers 200)",
+          "The URL's host must resolve to public addresses only (loopback, private, link-local, CGNAT, multicast and similar are refused with 400 on config.url unless the operator started runcell with --allow-private-webhooks). A replacement takes effect for deliveries still pending.",
+        ),
+      },
+    )
+    .get("/", ({ user, query }) => s.notifications.integrations.list(user.id, query), {
+      query: t.Object(PageQuery),
+      response: { 200: ListOf(IntegrationRecord), ...errorResponses(400, 401, 429) },
+      detail: detail("List your integrations (at most one webhook)"),
+    })
+    .get("/:id", ({ user, params }) => s.notifications.integrations.get(user.id, params.id), {
+      response: { 200: IntegrationRecord, ...errorResponses(401, 404, 429) },
+      detail: detail("Get one integration"),
+    })
+    .delete(
+      "/:id",
+      ({ user, params, set }) => {
+        s.notifications.integrations.delete(user.id, params.id);
+        set.status = 204;
+      },
+      {
+        response: { 204: t.Void(), ...errorResponses(401, 404, 429) },
+        detail: detail("Delete the webhook; its pending deliveries end failed with a reason"),
+      },
+    )
+    .post(
+      "/:id/test",
+      ({ user, params, set }) => {
+        set.status = 202;
+        return s.notifications.sendTest(user.id, params.id);
+      },
+      {
+        response: { 202: Queued, ...errorResponses(401, 404, 429) },
+        detail: detail("Send a test notification (source platform) through the normal delivery outbox"),
+      },
+    );

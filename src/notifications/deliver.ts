@@ -1,0 +1,110 @@
+/**
+ * One HTTP attempt of a webhook delivery and its classification. With the SSRF guard on, the host
+ * is resolved here, every address checked, and the request sent to the checked IP itself (Host
+ * header and TLS server name set to the URL's host, so virtual hosting and certificate checks work
+ * as usual). Redirects are never followed.
+ *
+ * Outcomes: a 2xx is `delivered`; a 5xx, 408, 429, a timeout, a network or DNS failure is `retry`;
+ * any other 4xx, a 3xx, or a refused address is `fail` (retrying cannot help); `aborted` means
+ * our own shutdown cut the attempt short.
+ */
+import { bareHost, BlockedAddressError, checkedAddresses, type NetworkPolicy, ResolveError, urlForAddress } from "./guard.ts";
+import { isIpLiteral } from "./ip.ts";
+
+export type Outcome =
+  | { kind: "delivered"; status: number }
+  | { kind: "retry" | "fail"; status: number | null; error: string }
+  | { kind: "aborted" };
+
+export interface AttemptRequest {
+  url: string;
+  body: string;
+  headers: Record<string, string>;
+}
+
+export interface AttemptOptions {
+  net: NetworkPolicy;
+  timeoutMs: number;
+  /** Aborted by the worker at shutdown. */
+  signal?: AbortSignal;
+  /** Extra trusted CA (PEM) for https receivers with a private CA (tests). */
+  ca?: string;
+}
+
+/** How much of a non-2xx response body is kept in last_error. */
+const SNIPPET = 200;
+
+async function readSnippet(res: Response): Promise<string> {
+  if (!res.body) return "";
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < 4096) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.byteLength;
+    }
+  } catch {
+    // A body cut short still tells us the status.
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+  const text = Buffer.concat(chunks).toString("utf8").replace(/[\u0000-\u001f\u007f]+/g, " ").trim();
+  return text.length > SNIPPET ? text.slice(0, SNIPPET) + "…" : text;
+}
+
+function networkError(e: unknown): string {
+  const err = e as { code?: string; name?: string; message?: string };
+  const code = err.code && err.code !== "ERR_UNKNOWN" ? err.code : err.name ?? "Error";
+  // Bun's messages repeat the URL; the code says what happened without it.
+  return `network error: ${code}`;
+}
+
+export async function attempt(req: AttemptRequest, opts: AttemptOptions): Promise<Outcome> {
+  const url = new URL(req.url);
+  const timeout = AbortSignal.timeout(opts.timeoutMs);
+  const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
+  const headers = { ...req.headers };
+  let target = url.href;
+  let serverName: string | undefined;
+
+  try {
+    if (opts.net.guard) {
+      const [addr] = await checkedAddresses(url, opts.net, signal);
+      target = urlForAddress(url, addr!);
+      headers.host = url.host;
+      const host = bareHost(url);
+      if (url.protocol === "https:" && !isIpLiteral(host)) serverName = host;
+    }
+    const res = await fetch(target, {
+      method: "POST",
+      body: req.body,
+      headers,
+      redirect: "manual",
+      signal,
+      tls: serverName || opts.ca ? { serverName, ca: opts.ca } : undefined,
+    });
+    const status = res.status;
+    if (status >= 200 && status < 300) {
+      await res.body?.cancel().catch(() => {});
+      return { kind: "delivered", status };
+    }
+    const snippet = await readSnippet(res);
+    const text = `HTTP ${status}${snippet ? `: ${snippet}` : ""}`;
+    if (status >= 300 && status < 400) {
+      return { kind: "fail", status, error: `HTTP ${status}: redirects are not followed; configure the final URL of the receiver` };
+    }
+    if (status >= 400 && status < 500 && status !== 408 && status !== 429) return { kind: "fail", status, error: text };
+    return { kind: "retry", status, error: text };
+  } catch (e) {
+    if (opts.signal?.aborted) return { kind: "aborted" };
+    if (timeout.aborted) return { kind: "retry", status: null, error: `timed out after ${opts.timeoutMs} ms` };
+    if (e instanceof BlockedAddressError) {
+      return { kind: "fail", status: null, error: `refused by the SSRF guard: ${e.message} (webhooks may only reach public addresses)` };
+    }
+    if (e instanceof ResolveError) return { kind: "retry", status: null, error: `DNS: ${e.message}` };
+    return { kind: "retry", status: null, error: networkError(e) };
+  }
+}

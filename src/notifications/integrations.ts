@@ -1,0 +1,145 @@
+/**
+ * Webhook integrations: one per user. A second POST replaces the first (same id, new url and
+ * secret; deliveries still pending go to the new URL). The secret is sealed at rest with the
+ * integration and its owner as associated data and never leaves the server (`has_secret` only).
+ * Deleting the integration fails its pending deliveries with a reason, in the same transaction.
+ */
+import { and, eq, sql } from "drizzle-orm";
+import type { Sealer } from "../lib/sealer.ts";
+import type { DB } from "../db/client.ts";
+import { newId } from "../db/ids.ts";
+import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
+import { integrations } from "../db/schema.ts";
+import { Errors } from "../http/errors.ts";
+import { iso } from "../lib/time.ts";
+import { BlockedAddressError, checkedAddresses, type NetworkPolicy, parseWebhookUrl, ResolveError } from "./guard.ts";
+import type { Outbox } from "./outbox.ts";
+
+export const SECRET_MAX = 512;
+
+export interface IntegrationRecord {
+  id: string;
+  type: "webhook";
+  config: { url: string; has_secret: boolean };
+  created_at: string;
+  updated_at: string;
+}
+
+export interface IntegrationInput {
+  type?: unknown;
+  config?: { url?: unknown; secret?: unknown } | null;
+}
+
+type Row = typeof integrations.$inferSelect;
+
+const aad = (id: string, userId: string) => `integration:${id}:${userId}`;
+
+export function toRecord(r: Row): IntegrationRecord {
+  return { id: r.id, type: "webhook", config: { url: r.url, has_secret: r.secret_ciphertext != null }, created_at: iso(r.created_at), updated_at: iso(r.updated_at) };
+}
+
+export class Integrations {
+  private byUserStmt;
+  private byIdStmt;
+
+  constructor(
+    private db: DB,
+    private sealer: Sealer,
+    private outbox: Outbox,
+    private net: NetworkPolicy,
+    private now: () => number,
+  ) {
+    this.byUserStmt = db.select().from(integrations).where(eq(integrations.user_id, sql.placeholder("user_id"))).prepare();
+    this.byIdStmt = db
+      .select()
+      .from(integrations)
+      .where(and(eq(integrations.id, sql.placeholder("id")), eq(integrations.user_id, sql.placeholder("user_id"))))
+      .prepare();
+  }
+
+  /** Validates the URL (syntax, then the SSRF guard on every resolved address). */
+  async validate(input: IntegrationInput): Promise<{ url: string; secret: string | null }> {
+    if (input.type !== "webhook") throw Errors.validation("type", `type must be "webhook" (the only integration type)`, { allowed: ["webhook"] });
+    const cfg = input.config;
+    if (!cfg || typeof cfg !== "object") throw Errors.validation("config", "config is required: {url, secret?}");
+    if (typeof cfg.url !== "string" || cfg.url.trim() === "") throw Errors.validation("config.url", "config.url is required");
+    const parsed = parseWebhookUrl(cfg.url);
+    if ("error" in parsed) throw Errors.validation("config.url", parsed.error);
+    let secret: string | null = null;
+    if (cfg.secret !== undefined && cfg.secret !== null) {
+      if (typeof cfg.secret !== "string" || cfg.secret.length === 0) throw Errors.validation("config.secret", "config.secret must be a non-empty string (omit it for unsigned deliveries)");
+      if (cfg.secret.length > SECRET_MAX) throw Errors.validation("config.secret", `config.secret must be at most ${SECRET_MAX} characters`);
+      secret = cfg.secret;
+    }
+    if (this.net.guard) {
+      try {
+        await checkedAddresses(parsed.url, this.net);
+      } catch (e) {
+        if (e instanceof BlockedAddressError) {
+          throw Errors.validation(
+            "config.url",
+            `config.url is refused: ${e.message}. Webhooks may only target public addresses (an operator can allow private ones with --allow-private-webhooks)`,
+            { reason: e.reason },
+          );
+        }
+        if (e instanceof ResolveError) throw Errors.validation("config.url", `config.url is refused: ${e.message}`, { reason: "unresolvable" });
+        throw e;
+      }
+    }
+    return { url: parsed.url.href, secret };
+  }
+
+  /** Creates or replaces the user's webhook. `created` is false when it replaced one. */
+  async upsert(userId: string, input: IntegrationInput): Promise<{ record: IntegrationRecord; created: boolean }> {
+    const { url, secret } = await this.validate(input);
+    const now = this.now();
+    // Synchronous from here on: no other request interleaves between the read and the write.
+    const existing = this.byUserStmt.get({ user_id: userId });
+    const id = existing?.id ?? newId("integration");
+    const sealed = secret == null ? null : this.sealer.seal(secret, aad(id, userId));
+    if (existing) {
+      this.db.update(integrations).set({ url, secret_ciphertext: sealed, updated_at: now }).where(eq(integrations.id, id)).run();
+    } else {
+      this.db.insert(integrations).values({ id, user_id: userId, type: "webhook", url, secret_ciphertext: sealed, created_at: now, updated_at: now }).run();
+    }
+    return { record: toRecord(this.byIdStmt.get({ id, user_id: userId })!), created: !existing };
+  }
+
+  list(userId: string, p: PageParams): Page<IntegrationRecord> {
+    const k = keyset(integrations.id, eq(integrations.user_id, userId), p);
+    const rows = this.db.select().from(integrations).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
+    return toPage(rows, k.limit, toRecord);
+  }
+
+  get(userId: string, id: string): IntegrationRecord {
+    const row = this.byIdStmt.get({ id, user_id: userId });
+    if (!row) throw Errors.notFound("Integration", id);
+    return toRecord(row);
+  }
+
+  /** The user's webhook id, if any (synchronous; runs inside callers' transactions). */
+  idForUser(userId: string, db?: Pick<DB, "select">): string | null {
+    if (db && db !== this.db) {
+      return db.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, userId)).get()?.id ?? null;
+    }
+    return this.byUserStmt.get({ user_id: userId })?.id ?? null;
+  }
+
+  /** Where and how to deliver: the URL and the opened secret, or null when the integration is gone. */
+  target(id: string, userId: string): { url: string; secret: string | null } | null {
+    const row = this.byIdStmt.get({ id, user_id: userId });
+    if (!row) return null;
+    return { url: row.url, secret: row.secret_ciphertext ? this.sealer.open(row.secret_ciphertext, aad(row.id, userId)) : null };
+  }
+
+  /** Deletes the caller's integration and fails its pending deliveries. Twice → 404. */
+  delete(userId: string, id: string): { failed: number } {
+    return this.db.transaction((tx) => {
+      const row = tx.select({ id: integrations.id }).from(integrations).where(and(eq(integrations.id, id), eq(integrations.user_id, userId))).get();
+      if (!row) throw Errors.notFound("Integration", id);
+      tx.delete(integrations).where(eq(integrations.id, id)).run();
+      const failed = this.outbox.failForIntegration(id, `the webhook integration ${id} was deleted before this notification was delivered`, this.now());
+      return { failed };
+    });
+  }
+}

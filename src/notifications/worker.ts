@@ -1,0 +1,196 @@
+/**
+ * The delivery worker. Woken by inserts (enqueue), by a timer set to the next stored due time, and
+ * by croner every few seconds as a backstop; each wake claims due rows (leased, attempt count
+ * raised first) and sends up to CONCURRENCY attempts at once. Nothing lives only in memory: the
+ * rows say what is due and when, so a restart (even after kill -9) picks up where it stopped.
+ */
+import { Cron } from "croner";
+import type { Logger } from "../log.ts";
+import { USER_AGENT } from "../version.ts";
+import { attempt, type Outcome } from "./deliver.ts";
+import type { NetworkPolicy } from "./guard.ts";
+import type { Integrations } from "./integrations.ts";
+import type { Claimed, Outbox } from "./outbox.ts";
+import { DELIVERY_HEADER, SIGNATURE_HEADER, signatureHeader } from "./sign.ts";
+
+export interface WebhookSchedule {
+  /** Attempts per notification (default 3). */
+  attempts: number;
+  /** Waits after failed attempts 1, 2, 3…; the last one repeats. */
+  backoffMs: number[];
+  timeoutMs: number;
+}
+
+export const CONCURRENCY = 16;
+/** Backstop wake-up (seconds field of a croner pattern). */
+export const SWEEP_PATTERN = "*/5 * * * * *";
+/** Longest a timer sleeps before re-reading the table. */
+const MAX_SLEEP_MS = 60_000;
+
+/** The wait after failed attempt number `n` (1-based). */
+export function waitAfter(schedule: WebhookSchedule, n: number): number {
+  const b = schedule.backoffMs;
+  return b[Math.min(n - 1, b.length - 1)] ?? 0;
+}
+
+export class DeliveryWorker {
+  private running = false;
+  private scheduled = false;
+  private timer: Timer | null = null;
+  private timerAt = Infinity;
+  private cron: Cron | null = null;
+  private inflight = new Map<string, Promise<void>>();
+  private stopping = new AbortController();
+  /** Called after each finished attempt (tests and the benchmark observe progress). */
+  onSettled: ((id: string, outcome: Outcome["kind"]) => void) | null = null;
+
+  constructor(
+    private deps: {
+      outbox: Outbox;
+      integrations: Integrations;
+      log: Logger;
+      now: () => number;
+      schedule: WebhookSchedule;
+      net: NetworkPolicy;
+      /** Extra trusted CA for https receivers (tests). */
+      ca?: string;
+    },
+  ) {}
+
+  get leaseMs(): number {
+    return this.deps.schedule.timeoutMs + 30_000;
+  }
+
+  start() {
+    if (this.running) return;
+    this.running = true;
+    this.stopping = new AbortController();
+    const released = this.deps.outbox.releaseStaleLeases();
+    if (released) this.deps.log.info("notification deliveries resumed after a restart", { count: released });
+    this.cron = new Cron(SWEEP_PATTERN, { unref: true, protect: true }, () => this.wake());
+    this.wake();
+  }
+
+  /** Asks for a pass over the outbox soon (coalesced; a no-op while stopped). */
+  wake() {
+    if (!this.running || this.scheduled) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      this.tick();
+    });
+  }
+
+  private tick() {
+    if (!this.running) return;
+    const { outbox, now, schedule } = this.deps;
+    const free = CONCURRENCY - this.inflight.size;
+    let claimed: Claimed[] = [];
+    if (free > 0) {
+      try {
+        claimed = outbox.claim(now(), free, this.leaseMs, (n) => waitAfter(schedule, n));
+      } catch (e) {
+        this.deps.log.error("claiming notifications failed", { err: e });
+      }
+      for (const c of claimed) {
+        const p = this.run(c).finally(() => {
+          this.inflight.delete(c.id);
+          this.wake();
+        });
+        this.inflight.set(c.id, p);
+      }
+    }
+    // Saturated: finishing attempts wake us. Otherwise sleep until the next stored due time.
+    if (this.inflight.size < CONCURRENCY) this.armTimer();
+  }
+
+  private armTimer() {
+    let at: number | null = null;
+    try {
+      at = this.deps.outbox.nextDueAt();
+    } catch {
+      at = null;
+    }
+    const target = at == null ? Infinity : at;
+    if (this.timer && target >= this.timerAt) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.timerAt = Infinity;
+    if (target === Infinity) return;
+    const delay = Math.min(Math.max(0, target - this.deps.now()), MAX_SLEEP_MS);
+    this.timerAt = target;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.timerAt = Infinity;
+      this.wake();
+    }, delay);
+  }
+
+  private async run(c: Claimed): Promise<void> {
+    const { outbox, integrations, log, now, schedule } = this.deps;
+    const startedAt = now();
+    const t0 = performance.now();
+    let outcome: Outcome;
+    try {
+      const target = c.integration_id ? integrations.target(c.integration_id, c.user_id) : null;
+      if (!target) {
+        outcome = { kind: "fail", status: null, error: "the webhook integration was deleted before this notification was delivered" };
+      } else {
+        const headers: Record<string, string> = {
+          "content-type": "application/json",
+          "user-agent": USER_AGENT,
+          [DELIVERY_HEADER]: c.id,
+        };
+        if (target.secret != null) headers[SIGNATURE_HEADER] = signatureHeader(target.secret, c.payload, now());
+        outcome = await attempt({ url: target.url, body: c.payload, headers }, { net: this.deps.net, timeoutMs: schedule.timeoutMs, signal: this.stopping.signal, ca: this.deps.ca });
+      }
+    } catch (e) {
+      log.error("notification attempt crashed", { notification_id: c.id, err: e });
+      outcome = { kind: "retry", status: null, error: "internal error during the attempt" };
+    }
+    const record = {
+      startedAt,
+      durationMs: performance.now() - t0,
+      statusCode: outcome.kind === "aborted" ? null : outcome.status,
+      error: outcome.kind === "retry" || outcome.kind === "fail" ? outcome.error : null,
+    };
+    const fields = { notification_id: c.id, user_id: c.user_id, integration_id: c.integration_id, attempt: c.attempt };
+    try {
+      if (outcome.kind === "delivered") {
+        outbox.markDelivered(c, now(), record);
+        log.debug("notification delivered", { ...fields, status: outcome.status });
+      } else if (outcome.kind === "aborted") {
+        outbox.release(c, now());
+      } else if (outcome.kind === "retry" && c.attempt < c.max_attempts) {
+        const nextAt = now() + waitAfter(schedule, c.attempt);
+        outbox.markRetry(c, nextAt, outcome.error, record);
+        log.info("notification attempt failed; will retry", { ...fields, error: outcome.error, retry_in_ms: nextAt - now() });
+      } else {
+        outbox.markFailed(c, now(), outcome.error, record);
+        log.warn("notification failed", { ...fields, error: outcome.error });
+      }
+    } catch (e) {
+      // The database is closing (shutdown) or broken; the lease expires and the row is retried.
+      log.error("recording a notification attempt failed", { ...fields, err: e });
+    }
+    this.onSettled?.(c.id, outcome.kind);
+  }
+
+  /** Stops claiming, cuts in-flight attempts short (their rows are given back), and waits for them. */
+  async stop() {
+    if (!this.running) return;
+    this.running = false;
+    this.cron?.stop();
+    this.cron = null;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.timerAt = Infinity;
+    this.stopping.abort(new Error("server shutting down"));
+    await Promise.allSettled([...this.inflight.values()]);
+  }
+
+  /** Attempts in flight right now. */
+  get busy(): number {
+    return this.inflight.size;
+  }
+}

@@ -131,8 +131,9 @@ describe("anthropic provider", () => {
     process.env.ANTHROPIC_API_KEY = "sk-operator-secret";
     try {
       mock().enqueue({ text: "ok" });
-      const { res } = await run(p, request(mock(), { apiKey: null }));
-      expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+      // This mock demands "sk-test": the placeholder is refused like a real server would.
+      const { err } = await run(p, request(mock(), { apiKey: null }));
+      expect((err as ModelError).status).toBe(401);
       const sent = JSON.stringify(mock().requests.at(-1)!.headers);
       expect(sent).not.toContain("sk-operator-secret");
       expect(mock().requests.at(-1)!.headers["x-api-key"]).toBe("no-key");

@@ -146,7 +146,7 @@ export function startMockAnthropic(opts: MockOptions = {}): MockProviderServer {
 }
 
 /** The tool_result blocks of the last user message of a recorded request body. */
-export function toolResults(body: any): { tool_use_id: string; content?: unknown; is_error?: boolean }[] {
+export function toolResults(body: any): { type: "tool_result"; tool_use_id: string; content?: unknown; is_error?: boolean }[] {
   const last = body.messages[body.messages.length - 1];
   return Array.isArray(last?.content) ? last.content.filter((b: any) => b.type === "tool_result") : [];
 }

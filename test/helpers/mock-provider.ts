@@ -244,11 +244,13 @@ export function startMockServer(format: WireFormat, opts: MockOptions = {}): Moc
       } catch {
         return httpError({ status: 400, message: "The request body is not valid JSON" }, -1);
       }
+      const headers: Record<string, string> = {};
+      req.headers.forEach((v, k) => (headers[k] = v));
       const rec: RecordedRequest = {
         index: requests.length,
         method: req.method,
         path: url.pathname,
-        headers: Object.fromEntries(req.headers),
+        headers,
         body,
         receivedAt: performance.now(),
       };

@@ -36,12 +36,10 @@ function lastPrompt(messages: ChatMessage[]): string {
 }
 
 function quote(output: string): string {
-  let lines = output.replace(/\r\n/g, "\n").replace(/\n+$/, "").split("\n");
-  const more = lines.length > QUOTE_MAX_LINES;
-  lines = lines.slice(0, QUOTE_MAX_LINES);
-  let body = lines.join("\n");
+  const all = output.replace(/\r\n/g, "\n").replace(/\n+$/, "");
+  let body = all.split("\n").slice(0, QUOTE_MAX_LINES).join("\n");
   if (body.length > QUOTE_MAX_CHARS) body = body.slice(0, QUOTE_MAX_CHARS);
-  return "```\n" + body.replace(/```/g, "'''") + (more || body.length < output.trim().length ? "\n…" : "") + "\n```";
+  return "```\n" + body.replace(/```/g, "'''") + (body.length < all.length ? "\n…" : "") + "\n```";
 }
 
 /** What the demo answers to this conversation: text, and the tool call if any. */

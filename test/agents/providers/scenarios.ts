@@ -86,7 +86,7 @@ export function providerScenarios(o: ScenarioOptions): () => MockProviderServer 
   test("a single tool call: input JSON accumulated across fragments, emitted once complete", async () => {
     mock.enqueue({ toolCalls: [{ id: "call_1", name: "Bash", input: { command: "echo 'hi there' && ls -la /workspace" }, chunks: 7 }] });
     const { events, res } = await run(p, request(mock));
-    const tool = { type: "tool_use", id: "call_1", name: "Bash", input: { command: "echo 'hi there' && ls -la /workspace" } };
+    const tool = { type: "tool_use" as const, id: "call_1", name: "Bash", input: { command: "echo 'hi there' && ls -la /workspace" } };
     expect(events).toEqual([tool]);
     expect(res!.content).toEqual([tool]);
     expect(res!.stopReason).toBe("tool_use");

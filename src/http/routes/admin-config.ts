@@ -8,7 +8,8 @@ import { ADMIN_SECURITY, adminGuard } from "../../admin/guard.ts";
 import type { Services } from "../../services.ts";
 import { errorResponses, jsonBody } from "../schema.ts";
 
-const Signup = t.UnionEnum(["closed", "open"], { description: "closed: only the operator creates accounts; open: anyone may sign up as user" });
+// default: undefined — t.UnionEnum otherwise carries its first value as a default that Elysia fills in.
+const Signup = t.UnionEnum(["closed", "open"], { default: undefined, description: "closed: only the operator creates accounts; open: anyone may sign up as user" });
 const ConfigSchema = t.Object({
   rate_limit: t.Object({ per_minute: t.Integer(), burst: t.Integer() }),
   default_max_concurrency: t.Integer(),

@@ -9,7 +9,8 @@ import type { Services } from "../../services.ts";
 import { Errors } from "../errors.ts";
 import { errorResponses, jsonBody, ListOf, PageQuery, Timestamp } from "../schema.ts";
 
-const Role = t.UnionEnum(["user", "admin"]);
+// default: undefined — t.UnionEnum otherwise carries its first value as a default that Elysia fills in.
+const Role = t.UnionEnum(["user", "admin"], { default: undefined });
 export const AdminUserSchema = t.Object({
   id: t.String(),
   email: t.String(),

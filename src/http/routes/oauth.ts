@@ -13,7 +13,8 @@ import { ApiError, errorResponse } from "../errors.ts";
 import { errorResponses, jsonBody } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Auth"], summary, description, security: [] });
-const Provider = t.UnionEnum(["github", "google"], { description: "github or google (only configured ones work; others are 404)" });
+// default: undefined — t.UnionEnum otherwise carries its first value as a default that Elysia fills in.
+const Provider = t.UnionEnum(["github", "google"], { default: undefined, description: "github or google (only configured ones work; others are 404)" });
 
 export const oauthRoutes = (s: Services) => {
   const cookie = s.authenticator.cookie;

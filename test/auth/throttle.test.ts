@@ -1,0 +1,130 @@
+/**
+ * Sign-in throttling: the LoginThrottle itself (backoff, reset, forgetting, memory bound, parallel
+ * guesses), and on a real server per account and per IP with a clock the test moves.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { LoginThrottle } from "../../src/auth/throttle.ts";
+import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { nextIp } from "../helpers/cookies.ts";
+import { api, createUser, type TestUser } from "../helpers/users.ts";
+
+describe("LoginThrottle", () => {
+  test("5 failures, then blocks of 2 s, 4 s, 8 s … capped at 15 min; a success clears the key", () => {
+    let now = 0;
+    const th = new LoginThrottle(() => now);
+    for (let i = 0; i < 4; i++) th.fail("k");
+    expect(th.blockedFor("k")).toBe(0);
+    th.fail("k");
+    expect(th.blockedFor("k")).toBe(2000);
+    now += 2000;
+    expect(th.blockedFor("k")).toBe(0);
+    th.fail("k");
+    expect(th.blockedFor("k")).toBe(4000);
+    now += 4000;
+    th.fail("k");
+    expect(th.blockedFor("k")).toBe(8000);
+    for (let i = 0; i < 20; i++) th.fail("k");
+    expect(th.blockedFor("k")).toBe(15 * 60_000);
+    th.succeed("k");
+    expect(th.blockedFor("k")).toBe(0);
+    th.fail("k");
+    expect(th.blockedFor("k")).toBe(0);
+  });
+
+  test("a key without failures for an hour starts from zero; sweep drops it", () => {
+    let now = 0;
+    const th = new LoginThrottle(() => now);
+    for (let i = 0; i < 4; i++) th.fail("k");
+    now += 60 * 60_000 + 1;
+    th.fail("k");
+    expect(th.blockedFor("k")).toBe(0);
+    now += 60 * 60_000 + 1;
+    th.sweep();
+    expect(th.size).toBe(0);
+  });
+
+  test("memory is bounded: the least recently failed keys go first", () => {
+    const th = new LoginThrottle(() => 0, { maxEntries: 100 });
+    for (let i = 0; i < 5; i++) th.fail("attacked");
+    for (let i = 0; i < 1000; i++) th.fail(`spray-${i}`);
+    expect(th.size).toBe(100);
+    for (let i = 0; i < 5; i++) th.fail("recent");
+    expect(th.blockedFor("recent")).toBeGreaterThan(0);
+  });
+
+  test("parallel guesses are charged before the check, so a burst cannot slip past the threshold", async () => {
+    const th = new LoginThrottle(() => 0);
+    let checked = 0;
+    const slowWrong = () => new Promise<{ ok: boolean; value: boolean }>((r) => setTimeout(() => (checked++, r({ ok: false, value: false })), 20));
+    const results = await Promise.allSettled(Array.from({ length: 20 }, () => th.attempt(["k"], slowWrong)));
+    expect(checked).toBe(5);
+    expect(results.filter((r) => r.status === "rejected").length).toBe(15);
+  });
+});
+
+describe("sign-in throttling on the server", () => {
+  let clock = Date.parse("2026-03-01T00:00:00Z");
+  let t: TestApp;
+  let user: TestUser;
+  beforeAll(async () => {
+    t = await startTestApp({ flags: ["--trust-proxy"], now: () => clock });
+    user = await createUser(t, { email: "victim@example.com" });
+  });
+  afterAll(() => t.stop());
+
+  const signIn = (email: string, password: string, ip = nextIp()) => api(t, "POST", "/api/auth/sign-in/email", { "x-forwarded-for": ip }, { email, password });
+
+  test("per account: after 5 failures (from anywhere) even the right password gets 429 with Retry-After, until the backoff ends", async () => {
+    for (let i = 0; i < 5; i++) expect((await signIn(user.email, `wrong ${i}`)).status).toBe(401);
+    const blocked = await signIn(user.email, user.password);
+    expect(blocked.status).toBe(429);
+    expect(blocked.body.code).toBe("RATE_LIMITED");
+    expect(blocked.headers.get("retry-after")).toBe("2");
+    expect(blocked.body.details.retry_after).toBe(2);
+    // The next failure after the block doubles it.
+    clock += 2000;
+    expect((await signIn(user.email, "wrong again")).status).toBe(401);
+    const longer = await signIn(user.email, user.password);
+    expect(longer.status).toBe(429);
+    expect(longer.headers.get("retry-after")).toBe("4");
+    clock += 4000;
+    // A success resets: the next wrong password is a plain 401 again.
+    expect((await signIn(user.email, user.password)).status).toBe(200);
+    expect((await signIn(user.email, "wrong after success")).status).toBe(401);
+    expect((await signIn(user.email, user.password)).status).toBe(200);
+  });
+
+  test("an unknown email is throttled exactly like a known one (no account enumeration)", async () => {
+    for (let i = 0; i < 5; i++) expect((await signIn("ghost@example.com", `x${i}`)).status).toBe(401);
+    const r = await signIn("ghost@example.com", "x");
+    expect(r.status).toBe(429);
+    expect(r.headers.get("retry-after")).toBe("2");
+  });
+
+  test("per IP: 5 failures on different accounts from one address block that address only", async () => {
+    const ip = nextIp();
+    for (let i = 0; i < 5; i++) expect((await signIn(`spray${i}@example.com`, "guess", ip)).status).toBe(401);
+    const blocked = await signIn(user.email, user.password, ip);
+    expect(blocked.status).toBe(429);
+    expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect((await signIn(user.email, user.password, nextIp())).status).toBe(200);
+    clock += 2000;
+    expect((await signIn(user.email, user.password, ip)).status).toBe(200);
+    // The success from that address reset it too.
+    expect((await signIn("spray9@example.com", "guess", ip)).status).toBe(401);
+  });
+
+  test("without --trust-proxy, X-Forwarded-For cannot be used to dodge the per-IP throttle", async () => {
+    const plain = await startTestApp({ now: () => clock });
+    try {
+      for (let i = 0; i < 5; i++) {
+        const r = await api(plain, "POST", "/api/auth/sign-in/email", { "x-forwarded-for": nextIp() }, { email: `p${i}@example.com`, password: "guess" });
+        expect(r.status).toBe(401);
+      }
+      const r = await api(plain, "POST", "/api/auth/sign-in/email", { "x-forwarded-for": nextIp() }, { email: "other@example.com", password: "guess" });
+      expect(r.status).toBe(429);
+    } finally {
+      await plain.stop();
+    }
+  });
+});

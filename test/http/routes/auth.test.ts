@@ -1,0 +1,232 @@
+/**
+ * /api/auth/* on a real server: sign-up (closed/open, validation, normalisation), sign-in
+ * (same 401 for unknown email and wrong password, in about the same time), sign-out,
+ * get-session, cookie attributes (also behind https), CSRF refusals and content types.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { nextIp, parseSetCookie, setCookies } from "../../helpers/cookies.ts";
+import { api, createUser, type TestUser } from "../../helpers/users.ts";
+
+let t: TestApp;
+let alice: TestUser;
+
+beforeAll(async () => {
+  t = await startTestApp({ flags: ["--trust-proxy"] });
+  alice = await createUser(t, { email: "alice@example.com", password: "alice password 1" });
+});
+afterAll(() => t.stop());
+
+/** Every anonymous call from its own address, so sign-in throttling (tested elsewhere) stays out of the way. */
+const anon = (extra: Record<string, string> = {}) => ({ "x-forwarded-for": nextIp(), ...extra });
+const signUp = (body: unknown, headers: Record<string, string> = {}) => api(t, "POST", "/api/auth/sign-up/email", anon(headers), body);
+const signIn = (body: unknown, headers: Record<string, string> = {}) => api(t, "POST", "/api/auth/sign-in/email", anon(headers), body);
+const sessionCookieOf = (res: { headers: Headers }) => setCookies(res as unknown as Response).find((c) => c.name === "runcell.session_token");
+const setSignup = (mode: "open" | "closed") => t.app.services.runtimeConfig.patch({ signup: mode });
+
+describe("sign-up", () => {
+  test("closed (the default) answers 403 FORBIDDEN and creates nothing", async () => {
+    expect(t.app.services.runtimeConfig.get().signup).toBe("closed");
+    const r = await signUp({ name: "Mallory", email: "mallory@example.com", password: "long enough pw" });
+    expect(r.status).toBe(403);
+    expect(r.body.code).toBe("FORBIDDEN");
+    expect(t.app.services.users.byEmail("mallory@example.com")).toBeUndefined();
+  });
+
+  describe("open", () => {
+    beforeAll(() => setSignup("open"));
+    afterAll(() => setSignup("closed"));
+
+    test("creates a user (role user), answers {token, user} and sets the session cookie", async () => {
+      const r = await signUp({ name: "Bob", email: "  Bob.Smith@Example.COM ", password: "bob password" });
+      expect(r.status).toBe(200);
+      expect(r.body.user).toMatchObject({ email: "bob.smith@example.com", name: "Bob", role: "user" });
+      expect(r.body.user.id).toMatch(/^usr_/);
+      expect(r.body.user.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(r.body.user).not.toHaveProperty("password_hash");
+      const c = sessionCookieOf(r)!;
+      expect(c.value).toBe(r.body.token);
+      // ≥ 256 bits of randomness: 32 bytes base64url.
+      expect(c.value).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      expect(c.attrs).toMatchObject({ path: "/", httponly: true, samesite: "Lax", "max-age": "2592000" });
+      expect(c.attrs.secure).toBeUndefined();
+      const s = await api(t, "GET", "/api/auth/get-session", { cookie: `runcell.session_token=${c.value}` });
+      expect(s.body.user.email).toBe("bob.smith@example.com");
+      // Only the SHA-256 of the cookie is stored.
+      const row = t.app.services.sqlite.query<{ token_hash: string }, []>("SELECT token_hash FROM login_sessions ORDER BY created_at DESC LIMIT 1").get()!;
+      expect(row.token_hash).toBe(new Bun.CryptoHasher("sha256").update(c.value).digest("hex"));
+    });
+
+    test("the email is normalised: sign-in works with any case and spacing", async () => {
+      const r = await signIn({ email: "BOB.smith@example.com  ", password: "bob password" });
+      expect(r.status).toBe(200);
+      expect(r.body.user.email).toBe("bob.smith@example.com");
+    });
+
+    test.each([
+      ["duplicate email (other case)", { email: "ALICE@example.com", password: "long enough pw" }, "email"],
+      ["not an email", { email: "alice-at-example", password: "long enough pw" }, "email"],
+      ["password of 7 characters", { email: "p7@example.com", password: "1234567" }, "password"],
+      ["password of 257 characters", { email: "p257@example.com", password: "x".repeat(257) }, "password"],
+      ["missing password", { email: "nopw@example.com" }, "password"],
+    ])("%s → 400 VALIDATION_FAILED on details.field", async (_n, body, field) => {
+      const r = await signUp(body);
+      expect(r.status).toBe(400);
+      expect(r.body.code).toBe("VALIDATION_FAILED");
+      expect(r.body.details.field).toBe(field);
+    });
+
+    test("passwords of exactly 8 and 256 characters are accepted", async () => {
+      expect((await signUp({ email: "p8@example.com", password: "12345678" })).status).toBe(200);
+      expect((await signUp({ email: "p256@example.com", password: "y".repeat(256) })).status).toBe(200);
+    });
+  });
+});
+
+describe("sign-in", () => {
+  test("answers {redirect:false, token, user}; every sign-in is a new session", async () => {
+    const a = await signIn({ email: alice.email, password: alice.password });
+    const b = await signIn({ email: alice.email, password: alice.password });
+    expect(a.status).toBe(200);
+    expect(a.body).toMatchObject({ redirect: false, user: { id: alice.id, email: alice.email, role: "user" } });
+    expect(a.body.token).not.toBe(b.body.token);
+    const sa = await api(t, "GET", "/api/auth/get-session", { cookie: `runcell.session_token=${a.body.token}` });
+    const sb = await api(t, "GET", "/api/auth/get-session", { cookie: `runcell.session_token=${b.body.token}` });
+    expect(sa.body.session.id).not.toBe(sb.body.session.id);
+  });
+
+  test("rememberMe:false makes a browser-session cookie (no Max-Age)", async () => {
+    const r = await signIn({ email: alice.email, password: alice.password, rememberMe: false });
+    expect(r.status).toBe(200);
+    expect(sessionCookieOf(r)!.attrs["max-age"]).toBeUndefined();
+  });
+
+  test("an unknown email and a wrong password: the same 401 body, in about the same time", async () => {
+    const unknown: number[] = [];
+    const wrong: number[] = [];
+    let unknownBody: unknown;
+    let wrongBody: unknown;
+    for (let i = 0; i < 7; i++) {
+      let t0 = performance.now();
+      const u = await signIn({ email: `nobody${i}@example.com`, password: "whatever pw" });
+      unknown.push(performance.now() - t0);
+      t0 = performance.now();
+      const w = await signIn({ email: alice.email, password: `wrong pw ${i}` });
+      wrong.push(performance.now() - t0);
+      expect(u.status).toBe(401);
+      expect(w.status).toBe(401);
+      unknownBody = u.body;
+      wrongBody = w.body;
+      if (i === 3) t.app.services.throttle.succeed(`signin:acct:${alice.email}`);
+    }
+    expect(unknownBody).toEqual({ error: "Invalid email or password", code: "UNAUTHORIZED" });
+    expect(wrongBody).toEqual(unknownBody);
+    const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    // Both run one argon2id verification (a dummy hash for the unknown email); without it the
+    // unknown email would answer in well under a tenth of the time.
+    const ratio = median(unknown) / median(wrong);
+    expect(ratio).toBeGreaterThan(0.4);
+    expect(ratio).toBeLessThan(2.5);
+    t.app.services.throttle.succeed(`signin:acct:${alice.email}`);
+  });
+
+  test.each([
+    ["no email", { password: "x" }, "email"],
+    ["email not a string", { email: 5, password: "x" }, "email"],
+  ])("bad input (%s) → 400", async (_n, body, field) => {
+    const r = await signIn(body);
+    expect(r.status).toBe(400);
+    expect(r.body.code).toBe("VALIDATION_FAILED");
+    expect(r.body.details.field).toBe(field);
+  });
+});
+
+describe("get-session and sign-out", () => {
+  test("get-session: null (200) without a cookie or with a bad one; the session and user with a good one", async () => {
+    const none = await api(t, "GET", "/api/auth/get-session");
+    expect(none.status).toBe(200);
+    expect(none.body).toBeNull();
+    const bad = await api(t, "GET", "/api/auth/get-session", { cookie: "runcell.session_token=forged" });
+    expect(bad.status).toBe(200);
+    expect(bad.body).toBeNull();
+    const ok = await api(t, "GET", "/api/auth/get-session", { cookie: alice.cookie });
+    expect(ok.status).toBe(200);
+    expect(Object.keys(ok.body.session).sort()).toEqual(["created_at", "expires_at", "id", "user_id"]);
+    expect(ok.body.session.user_id).toBe(alice.id);
+    expect(Object.keys(ok.body.user).sort()).toEqual(["created_at", "email", "id", "name", "role"]);
+  });
+
+  test("sign-out deletes the server-side session and clears the cookie; the old cookie is refused", async () => {
+    const s = await signIn({ email: alice.email, password: alice.password });
+    const cookie = `runcell.session_token=${s.body.token}`;
+    const out = await api(t, "POST", "/api/auth/sign-out", { cookie, origin: t.url });
+    expect(out.status).toBe(200);
+    expect(out.body).toEqual({ success: true });
+    const cleared = sessionCookieOf(out)!;
+    expect(cleared.value).toBe("");
+    expect(cleared.attrs["max-age"]).toBe("0");
+    expect((await api(t, "GET", "/api/auth/get-session", { cookie })).body).toBeNull();
+    expect((await api(t, "GET", "/v1/api-tokens", { cookie })).status).toBe(401);
+  });
+});
+
+describe("CSRF and content types", () => {
+  const post = (headers: Record<string, string>, body = '{"name":"csrf"}') => t.fetch("/v1/api-tokens", { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
+
+  test.each([
+    ["cookie + foreign Origin → 403", () => ({ cookie: alice.cookie, origin: "https://evil.example" }), 403],
+    ["cookie + Sec-Fetch-Site: cross-site → 403", () => ({ cookie: alice.cookie, "sec-fetch-site": "cross-site" }), 403],
+    ["cookie + Origin null → 403", () => ({ cookie: alice.cookie, origin: "null" }), 403],
+    ["cookie + our Origin → 201", () => ({ cookie: alice.cookie, origin: t.url }), 201],
+    ["cookie + same-origin fetch metadata → 201", () => ({ cookie: alice.cookie, "sec-fetch-site": "same-origin", origin: t.url }), 201],
+    ["bearer token + foreign Origin (not subject to CSRF) → 201", () => ({ authorization: `Bearer ${alice.token}`, origin: "https://evil.example" }), 201],
+    ["bearer token + cross-site fetch metadata → 201", () => ({ authorization: `Bearer ${alice.token}`, "sec-fetch-site": "cross-site" }), 201],
+  ])("%s", async (_n, headers, status) => {
+    const r = await post(headers());
+    expect(r.status).toBe(status);
+    if (status === 403) expect(((await r.json()) as { code: string }).code).toBe("FORBIDDEN");
+  });
+
+  test("a safe method with a cookie from a foreign Origin is not refused", async () => {
+    const r = await t.fetch("/v1/api-tokens", { headers: { cookie: alice.cookie, origin: "https://evil.example" } });
+    expect(r.status).toBe(200);
+  });
+
+  test("/api/auth/* state changes from a foreign origin are refused even without a cookie (login CSRF)", async () => {
+    const r = await signIn({ email: alice.email, password: alice.password }, { origin: "https://evil.example" });
+    expect(r.status).toBe(403);
+  });
+
+  test.each([
+    ["application/x-www-form-urlencoded", "name=x"],
+    ["multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nx\r\n--x--"],
+    ["text/plain", '{"name":"x"}'],
+  ])("%s is refused with 415 VALIDATION_FAILED (bearer and cookie alike)", async (ct, body) => {
+    for (const h of [{ authorization: `Bearer ${alice.token}` }, { cookie: alice.cookie, origin: t.url }]) {
+      const r = await t.fetch("/v1/api-tokens", { method: "POST", headers: { ...h, "content-type": ct }, body });
+      expect(r.status).toBe(415);
+      expect(((await r.json()) as { code: string }).code).toBe("VALIDATION_FAILED");
+    }
+    const s = await t.fetch("/api/auth/sign-in/email", { method: "POST", headers: { ...anon(), "content-type": ct }, body: "email=a&password=b" });
+    expect(s.status).toBe(415);
+  });
+});
+
+describe("behind https", () => {
+  test("the cookie is __Secure-runcell.session_token with Secure", async () => {
+    const h = await startTestApp({ flags: ["--public-url", "https://agents.example.com", "--signup", "open"] });
+    try {
+      const r = await api(h, "POST", "/api/auth/sign-up/email", { origin: "https://agents.example.com" }, { email: "sec@example.com", password: "secure pw 123" });
+      expect(r.status).toBe(200);
+      const c = parseSetCookie(r.headers.getSetCookie()[0]!);
+      expect(c.name).toBe("__Secure-runcell.session_token");
+      expect(c.attrs).toMatchObject({ secure: true, httponly: true, samesite: "Lax", path: "/" });
+      const s = await api(h, "GET", "/api/auth/get-session", { cookie: `__Secure-runcell.session_token=${c.value}` });
+      expect(s.body.user.email).toBe("sec@example.com");
+      // The plain name is not accepted behind https.
+      expect((await api(h, "GET", "/api/auth/get-session", { cookie: `runcell.session_token=${c.value}` })).body).toBeNull();
+    } finally {
+      await h.stop();
+    }
+  });
+});

@@ -9,13 +9,15 @@ import Anthropic, { APIConnectionError, APIError } from "@anthropic-ai/sdk";
 import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages/messages";
 import { abortError, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
-import { bodyMessage, ClientCache, connectionMessage, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
 // The SDK sends the key as `Authorization: Bearer`; gateways behind a custom base_url may only know
-// the classic `x-api-key`, so those get both.
+// the classic `x-api-key`, so those get both — and never the operator's ANTHROPIC_CUSTOM_HEADERS.
+// Passing apiKey explicitly keeps the SDK from reading ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN.
 const clients = new ClientCache(
-  (baseURL, apiKey) => new Anthropic({ apiKey, baseURL, maxRetries: 0, ...(baseURL ? { defaultHeaders: { "x-api-key": apiKey } } : {}) }),
+  (baseURL, apiKey) =>
+    new Anthropic({ apiKey, baseURL, maxRetries: 0, ...(baseURL ? { defaultHeaders: { ...dropEnvHeaders("ANTHROPIC_CUSTOM_HEADERS"), "x-api-key": apiKey } } : {}) }),
 );
 
 /** Our conversation as Messages API params (empty text blocks dropped: the API rejects them). */

@@ -9,10 +9,26 @@ import OpenAI, { APIConnectionError, APIError } from "openai";
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { abortError, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
-import { bodyMessage, ClientCache, connectionMessage, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
-const clients = new ClientCache((baseURL, apiKey) => new OpenAI({ apiKey, baseURL, maxRetries: 0 }));
+/**
+ * Only the request's key is sent. The SDK would otherwise pick up from the server's environment
+ * OPENAI_ADMIN_KEY (an admin-endpoint credential; pinned to null), OPENAI_ORG_ID / OPENAI_PROJECT_ID
+ * (they belong with the operator's own key, and only on OpenAI's endpoint) and
+ * OPENAI_CUSTOM_HEADERS (kept for the operator's endpoint, dropped for a profile's base_url).
+ */
+const clients = new ClientCache(
+  (baseURL, apiKey) =>
+    new OpenAI({
+      apiKey,
+      baseURL,
+      maxRetries: 0,
+      adminAPIKey: null,
+      ...(baseURL || apiKey !== process.env.OPENAI_API_KEY ? { organization: null, project: null } : {}),
+      ...(baseURL ? { defaultHeaders: dropEnvHeaders("OPENAI_CUSTOM_HEADERS") } : {}),
+    }),
+);
 
 /** How a failed tool result is marked for the model (Chat Completions has no is_error flag). */
 export const TOOL_ERROR_PREFIX = "Error: ";

@@ -84,3 +84,18 @@ export function bodyMessage(body: unknown): string | undefined {
   if (typeof o.error === "string" && o.error) return o.error;
   return o.error && typeof o.error === "object" ? bodyMessage(o.error) : undefined;
 }
+
+/**
+ * The SDKs add headers from ANTHROPIC_CUSTOM_HEADERS / OPENAI_CUSTOM_HEADERS ("Name: value" lines)
+ * of the server's environment to every request. Those are the operator's (often a gateway's
+ * credentials) and must not reach a profile's custom base_url: this maps each name to null, which
+ * makes the SDK drop it.
+ */
+export function dropEnvHeaders(envVar: string): Record<string, null> {
+  const out: Record<string, null> = {};
+  for (const line of (process.env[envVar] ?? "").split("\n")) {
+    const colon = line.indexOf(":");
+    if (colon > 0) out[line.slice(0, colon).trim()] = null;
+  }
+  return out;
+}

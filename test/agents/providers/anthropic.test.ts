@@ -141,4 +141,22 @@ describe("anthropic provider", () => {
       delete process.env.ANTHROPIC_API_KEY;
     }
   });
+
+  test("the operator's ANTHROPIC_CUSTOM_HEADERS and ANTHROPIC_AUTH_TOKEN never reach a custom base_url", async () => {
+    process.env.ANTHROPIC_CUSTOM_HEADERS = "X-Gateway-Key: gw-operator-secret\nX-Other: other-operator-value";
+    process.env.ANTHROPIC_AUTH_TOKEN = "operator-auth-token";
+    const fresh = startMockAnthropic(); // a new base URL, so a new SDK client reads the environment
+    try {
+      fresh.enqueue({ text: "ok" });
+      const { res } = await run(p, request(fresh, { apiKey: "sk-user" }));
+      expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+      const sent = JSON.stringify(fresh.requests[0]!.headers);
+      expect(sent).toContain("sk-user");
+      for (const v of ["gw-operator-secret", "other-operator-value", "operator-auth-token"]) expect(sent).not.toContain(v);
+    } finally {
+      delete process.env.ANTHROPIC_CUSTOM_HEADERS;
+      delete process.env.ANTHROPIC_AUTH_TOKEN;
+      await fresh.stop();
+    }
+  });
 });

@@ -169,4 +169,21 @@ describe("openai provider", () => {
     const { err } = await run(p, request(mock(), { apiKey: null, baseUrl: null }));
     expect((err as ModelError).message).toContain("OPENAI_API_KEY");
   });
+
+  test("the server environment's OpenAI settings never reach a custom base_url (admin key, org, project, custom headers)", async () => {
+    const env = { OPENAI_ADMIN_KEY: "sk-admin-operator", OPENAI_ORG_ID: "org-operator", OPENAI_PROJECT_ID: "proj-operator", OPENAI_CUSTOM_HEADERS: "X-Gateway-Key: gw-operator-secret" };
+    Object.assign(process.env, env);
+    const fresh = startMockOpenAI(); // a new base URL, so a new SDK client reads the environment
+    try {
+      fresh.enqueue({ text: "ok" });
+      const { res } = await run(p, request(fresh, { apiKey: "sk-user" }));
+      expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+      const h = fresh.requests[0]!.headers;
+      expect(h.authorization).toBe("Bearer sk-user");
+      for (const v of Object.values(env)) expect(JSON.stringify(h)).not.toContain(v.split(": ").pop()!);
+    } finally {
+      for (const k of Object.keys(env)) delete process.env[k];
+      await fresh.stop();
+    }
+  });
 });

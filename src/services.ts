@@ -20,6 +20,7 @@ import type { Logger } from "./log.ts";
 import { Sealer } from "./lib/sealer.ts";
 import { Settings } from "./lib/settings.ts";
 import { DockerEngine } from "./workspaces/docker.ts";
+import { Workspaces } from "./workspaces/service.ts";
 import { Profiles } from "./agents/profiles.ts";
 import { Secrets } from "./vault/secrets.ts";
 import { Notifications } from "./notifications/service.ts";
@@ -41,6 +42,8 @@ export interface Services extends Identity {
   /** AES-256-GCM for secrets at rest (key file in the data dir). */
   sealer: Sealer;
   docker: DockerEngine;
+  /** One hardened container + volume per session (src/workspaces/). */
+  workspaces: Workspaces;
   limiter: RateLimiter;
   users: Users;
   tokens: ApiTokens;
@@ -79,6 +82,7 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
   const adminPassword = new AdminPassword(settings, now, throttle);
   const profiles = new Profiles(db, config, now);
   const secrets = new Secrets(db, sealer, log, now);
+  const workspaces = new Workspaces({ db, docker, settings, sealer, log, config, now, resolveEnv: (userId, env) => secrets.resolveEnv(userId, env) });
   const notifications = new Notifications({ db, sqlite: handle.sqlite, sealer, log, now, config });
 
   const workers: Worker[] = [];
@@ -109,6 +113,7 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     },
     stop() {},
   });
+  workers.push(...workspaces.workers());
 
   const services: Services = {
     config,
@@ -119,6 +124,7 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     settings,
     sealer,
     docker,
+    workspaces,
     limiter,
     users,
     tokens,

@@ -55,3 +55,21 @@ export class DockerEngine {
     return this.last;
   }
 }
+
+/** HTTP status of a failed Engine API call (dockerode puts it on the error), if any. */
+export function dockerStatus(e: unknown): number | undefined {
+  return (e as { statusCode?: number } | null)?.statusCode;
+}
+
+/** The engine's own message for a failed call ("No such container: …"), else the error's. */
+export function dockerMessage(e: unknown): string {
+  const err = e as { json?: { message?: string } | null; reason?: string; message?: string } | null;
+  const raw = err?.json?.message ?? err?.message ?? String(e);
+  return raw.replace(/^\(HTTP code \d+\) [^-]*- /, "").trim() || err?.reason || "unknown error";
+}
+
+/** True when the call failed because the engine could not be reached at all. */
+export function isUnreachable(e: unknown): boolean {
+  const code = (e as { code?: string } | null)?.code;
+  return code === "ENOENT" || code === "ECONNREFUSED" || code === "EACCES" || code === "ECONNRESET" || code === "EHOSTUNREACH" || code === "ETIMEDOUT";
+}

@@ -15,11 +15,14 @@ import { secretRoutes } from "./secrets.ts";
 import { integrationRoutes } from "./integrations.ts";
 import { notificationRoutes } from "./notifications.ts";
 import { adminNotificationRoutes } from "./admin-notifications.ts";
+import { workspaceRoutes } from "./workspaces.ts";
+import { signedFileRoutes } from "./signed-files.ts";
+import { adminWorkspaceRoutes } from "./admin-workspaces.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Router = Elysia<any, any, any, any, any, any, any>;
 
-const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, oauthRoutes, setupRoutes, apiTokenRoutes, adminUserRoutes, adminConfigRoutes, adminStatsRoutes, profileRoutes, secretRoutes, integrationRoutes, notificationRoutes, adminNotificationRoutes];
+const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, oauthRoutes, setupRoutes, apiTokenRoutes, adminUserRoutes, adminConfigRoutes, adminStatsRoutes, profileRoutes, secretRoutes, integrationRoutes, notificationRoutes, adminNotificationRoutes, workspaceRoutes, signedFileRoutes, adminWorkspaceRoutes];
 
 export function mountRoutes(router: Router, s: Services): Router {
   for (const m of MODULES) router = router.use(m(s));

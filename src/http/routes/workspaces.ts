@@ -1,0 +1,109 @@
+/**
+ * /v1/workspaces: the caller's session containers, their files and their removal. Logic lives in
+ * src/workspaces/service.ts.
+ */
+import { Elysia, t } from "elysia";
+import type { Services } from "../../services.ts";
+import type { WorkspaceRow } from "../../workspaces/store.ts";
+import { iso } from "../../lib/time.ts";
+import { fileResponse } from "../file-response.ts";
+import { USER_SECURITY, userGuard } from "../guards.ts";
+import { errorResponses, ListOf, PageQuery, Timestamp } from "../schema.ts";
+
+export const WorkspaceRecord = t.Object(
+  {
+    id: t.String({ description: "ctr_…" }),
+    name: t.String({ description: "Docker container name" }),
+    session_id: t.String(),
+    profile_id: t.String(),
+    image: t.String(),
+    status: t.UnionEnum(["starting", "running", "stopped", "failed"]),
+    error: t.Union([t.String(), t.Null()], { description: "Why it is stopped or failed, when known" }),
+    last_active_at: Timestamp,
+    created_at: Timestamp,
+  },
+  { title: "Workspace" },
+);
+
+export const toWorkspaceRecord = (r: WorkspaceRow) => ({
+  id: r.id,
+  name: r.name,
+  session_id: r.session_id,
+  profile_id: r.profile_id,
+  image: r.image,
+  status: r.status,
+  error: r.error,
+  last_active_at: iso(r.last_active_at),
+  created_at: iso(r.created_at),
+});
+
+const DirEntry = t.Object({
+  name: t.String(),
+  path: t.String({ description: "Relative to /workspace" }),
+  type: t.UnionEnum(["file", "dir", "symlink", "other"]),
+  size: t.Union([t.Integer(), t.Null()]),
+  modified: t.Union([Timestamp, t.Null()]),
+});
+const DirListing = t.Object({ path: t.String({ description: "The directory, relative to /workspace" }), data: t.Array(DirEntry), next_cursor: t.Union([t.String(), t.Null()]) });
+
+const detail = (summary: string, description?: string) => ({ tags: ["Workspaces"], summary, description, security: USER_SECURITY });
+
+export const workspaceRoutes = (s: Services) =>
+  new Elysia({ prefix: "/v1/workspaces" })
+    .use(userGuard())
+    .get("/", ({ user, query }) => s.workspaces.list(user.id, query, toWorkspaceRecord), {
+      query: t.Object(PageQuery),
+      response: { 200: ListOf(WorkspaceRecord), ...errorResponses(400, 401, 429) },
+      detail: detail("List your workspaces, newest first"),
+    })
+    .get("/:id", ({ user, params }) => toWorkspaceRecord(s.workspaces.get(user.id, params.id)), {
+      response: { 200: WorkspaceRecord, ...errorResponses(401, 404, 429) },
+      detail: detail("Get a workspace"),
+    })
+    .delete(
+      "/:id",
+      async ({ user, params, set }) => {
+        await s.workspaces.remove(user.id, params.id);
+        set.status = 204;
+      },
+      {
+        response: { 204: t.Void(), ...errorResponses(401, 404, 429) },
+        detail: detail(
+          "Stop and remove a workspace",
+          "Removes the container and its /workspace volume (the files are gone). The session keeps its transcript; its next turn gets a fresh workspace.",
+        ),
+      },
+    )
+    .get(
+      "/:id/files",
+      async ({ user, params, query }) => {
+        const row = s.workspaces.get(user.id, params.id);
+        return s.workspaces.listDir(row.session_id, query.path ?? "", { limit: query.limit, cursor: query.cursor });
+      },
+      {
+        query: t.Object({
+          path: t.Optional(t.String({ maxLength: 4096, "x-field": "path", description: "Directory relative to /workspace (default: /workspace itself)" })),
+          limit: t.Optional(t.Integer({ minimum: 1, maximum: 1000, default: 100, "x-field": "limit", description: "Entries per page (1–1000)" })),
+          cursor: t.Optional(t.String({ maxLength: 4096, "x-field": "cursor", description: "next_cursor of the previous page" })),
+        }),
+        response: { 200: DirListing, ...errorResponses(400, 401, 404, 429, 502) },
+        detail: detail(
+          "List a directory of a workspace",
+          "Entries sorted by name. Starts the workspace if it was stopped for idleness (subject to the profile's concurrency limit).",
+        ),
+      },
+    )
+    .get(
+      "/:id/files/*",
+      async ({ user, params }) => {
+        const row = s.workspaces.get(user.id, params.id);
+        return fileResponse(await s.workspaces.openDownload(row, params["*"]));
+      },
+      {
+        response: { 200: t.Any({ description: "The file's bytes; Content-Type from the extension" }), ...errorResponses(400, 401, 404, 429, 502) },
+        detail: detail(
+          "Download a workspace file",
+          "Path relative to /workspace. Streamed; works while the workspace is stopped. Files over 100 MiB, directories and paths leaving /workspace (.., symlinks out) answer 400.",
+        ),
+      },
+    );

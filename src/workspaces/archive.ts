@@ -1,0 +1,144 @@
+/**
+ * File access through Docker's archive API (`HEAD/GET /containers/:id/archive`). It works on
+ * running and stopped containers alike, so downloads and signed URLs never start a workspace.
+ * `checkChain` stats every component of a path (in parallel) and refuses one that resolves, via a
+ * symlink, outside /workspace: Docker reports each symlink's target fully resolved in the scope of
+ * the container's root, which is exactly what the check needs.
+ */
+import type Docker from "dockerode";
+import { ApiError, Errors } from "../http/errors.ts";
+import { dockerMessage, dockerStatus } from "./docker.ts";
+import { componentPaths, insideWorkspace, WORKSPACE_ROOT } from "./paths.ts";
+import { TarEntryReader } from "./tar.ts";
+
+export type EntryType = "file" | "dir" | "symlink" | "other";
+
+export interface PathStat {
+  name: string;
+  size: number;
+  /** Go os.FileMode bits as Docker sends them. */
+  mode: number;
+  mtime: string;
+  /** For a symlink: its target resolved inside the container's root; "" otherwise. */
+  linkTarget: string;
+}
+
+const MODE_DIR = 2 ** 31;
+const MODE_SYMLINK = 1 << 27;
+const MODE_IRREGULAR_BITS = (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19);
+
+export function entryType(mode: number): EntryType {
+  if (mode >= MODE_DIR) return "dir";
+  if (mode & MODE_SYMLINK) return "symlink";
+  if (mode & MODE_IRREGULAR_BITS) return "other";
+  return "file";
+}
+
+export function decodeStat(header: string | undefined): PathStat | null {
+  if (!header) return null;
+  try {
+    return JSON.parse(Buffer.from(header, "base64").toString("utf8")) as PathStat;
+  } catch {
+    return null;
+  }
+}
+
+const gone = (e: unknown) =>
+  new ApiError("CONTAINER_FAILED", `The workspace container is gone (${dockerMessage(e)}); it is recreated on the session's next turn`);
+
+/** Stats one absolute container path; null when it does not exist. */
+export async function statPath(container: Docker.Container, abs: string): Promise<PathStat | null> {
+  try {
+    const res = (await container.infoArchive({ path: abs })) as { headers?: Record<string, string> };
+    return decodeStat(res.headers?.["x-docker-container-path-stat"]);
+  } catch (e) {
+    if (dockerStatus(e) === 404) return null;
+    throw e;
+  }
+}
+
+export interface Resolved {
+  /** What the path finally points at (null: it does not exist). */
+  stat: PathStat | null;
+  /** The path to operate on: the input, or a final symlink's target inside /workspace. */
+  path: string;
+}
+
+/**
+ * Checks every component of `abs` (already lexically inside /workspace) and returns the stat of
+ * the path. Throws VALIDATION_FAILED when a symlink leads outside /workspace, CONTAINER_FAILED when
+ * the container does not exist.
+ */
+export async function checkChain(container: Docker.Container, abs: string, field = "path"): Promise<Resolved> {
+  const paths = [WORKSPACE_ROOT, ...componentPaths(abs)];
+  const stats = await Promise.all(paths.map((p) => statPath(container, p).catch((e: unknown) => e as Error)));
+  for (const s of stats) if (s instanceof Error) throw s;
+  if (!stats[0]) {
+    // /workspace always exists (it is the volume's mount point): the container itself is missing.
+    try {
+      await container.inspect();
+    } catch (e) {
+      if (dockerStatus(e) === 404) throw gone(e);
+      throw e;
+    }
+    throw new ApiError("CONTAINER_FAILED", `${WORKSPACE_ROOT} is missing in the workspace container`);
+  }
+  let target = abs;
+  for (let i = 1; i < stats.length; i++) {
+    const s = stats[i] as PathStat | null;
+    if (!s) return { stat: null, path: abs };
+    if (s.linkTarget && !insideWorkspace(s.linkTarget)) {
+      throw Errors.validation(field, `${paths[i]} is a symlink to ${s.linkTarget}, outside ${WORKSPACE_ROOT}; refusing to follow it`, {
+        path: paths[i],
+      });
+    }
+    if (i === stats.length - 1 && s.linkTarget) target = s.linkTarget;
+  }
+  const last = stats[stats.length - 1] as PathStat;
+  if (target === abs) return { stat: last, path: abs };
+  // A final symlink inside /workspace: the target's own stat (it may be missing: a dangling link).
+  return { stat: await statPath(container, target), path: target };
+}
+
+/** Opens the single entry of `GET /archive?path=` (a regular file) as a stream of its bytes. */
+export async function openFile(container: Docker.Container, abs: string): Promise<{ size: number; body: AsyncGenerator<Uint8Array> }> {
+  let res: NodeJS.ReadableStream;
+  try {
+    res = (await container.getArchive({ path: abs })) as NodeJS.ReadableStream;
+  } catch (e) {
+    if (dockerStatus(e) === 404 && /could not find the file/i.test(dockerMessage(e))) throw Errors.notFound("File", abs);
+    if (dockerStatus(e) === 404) throw gone(e);
+    throw e;
+  }
+  const reader = new TarEntryReader(res as AsyncIterable<Uint8Array>);
+  const header = await reader.next();
+  if (!header || header.type !== "file") {
+    reader.close();
+    throw Errors.validation("path", `${abs} is not a regular file`);
+  }
+  return { size: header.size, body: reader.body(header.size) };
+}
+
+/** Reads a whole regular file (at most `maxBytes`). */
+export async function readAll(container: Docker.Container, abs: string, maxBytes: number): Promise<Uint8Array> {
+  const { size, body } = await openFile(container, abs);
+  if (size > maxBytes) {
+    await body.return(undefined);
+    throw tooLarge(abs, size, maxBytes);
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for await (const chunk of body) {
+    out.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return out;
+}
+
+export function tooLarge(abs: string, size: number, maxBytes: number): ApiError {
+  const mb = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
+  return Errors.validation("path", `${abs} is ${mb(size)}, over the ${mb(maxBytes)} limit for reading a workspace file; split or compress it in the workspace first`, {
+    size,
+    limit_bytes: maxBytes,
+  });
+}

@@ -1,0 +1,50 @@
+/**
+ * The idle stop: a running workspace untouched (no exec, no file write, no ensureRunning) for
+ * longer than --workspace-idle-timeout (default 30 min) is stopped; its volume keeps the files and
+ * the next turn's ensureRunning starts it again. A workspace with an exec in flight is never
+ * stopped, however long the command runs.
+ */
+import type Docker from "dockerode";
+import type { Logger } from "../log.ts";
+import { dockerMessage, dockerStatus } from "./docker.ts";
+import type { KeyedMutex } from "./mutex.ts";
+import type { WorkspaceStore } from "./store.ts";
+
+export interface IdleDeps {
+  client: Docker;
+  store: WorkspaceStore;
+  locks: KeyedMutex;
+  inflight: Map<string, number>;
+  now: () => number;
+  idleMs: number;
+  log: Logger;
+}
+
+/** Stops every idle workspace; returns their ids. */
+export async function stopIdle(d: IdleDeps): Promise<string[]> {
+  const cutoff = d.now() - d.idleMs;
+  const stopped: string[] = [];
+  for (const candidate of d.store.idleSince(cutoff)) {
+    if (d.inflight.get(candidate.id)) continue;
+    await d.locks.run(candidate.id, async () => {
+      const row = d.store.byId(candidate.id);
+      if (!row || row.status !== "running" || row.last_active_at >= cutoff || d.inflight.get(row.id) || !row.docker_id) return;
+      try {
+        await d.client.getContainer(row.docker_id).stop({ t: 2 });
+      } catch (e) {
+        const status = dockerStatus(e);
+        if (status !== 304 && status !== 404) {
+          d.log.warn("idle stop failed", { workspace: row.id, error: dockerMessage(e) });
+          return;
+        }
+      }
+      d.store.update(row.id, { status: "stopped", error: null });
+      stopped.push(row.id);
+      d.log.info("workspace stopped after being idle", { workspace: row.id, session: row.session_id, idle_ms: d.now() - row.last_active_at });
+    });
+  }
+  return stopped;
+}
+
+/** How often the idle check runs: a quarter of the timeout, between 1 s and 60 s. */
+export const idleCheckEveryMs = (idleMs: number) => Math.min(60_000, Math.max(1000, Math.floor(idleMs / 4)));

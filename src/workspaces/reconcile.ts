@@ -1,0 +1,95 @@
+/**
+ * Reconciliation with Docker, by label and for this instance only (`runcell.instance=<id>`, so
+ * many servers — or test runs — can share one engine): containers and volumes of ours without a
+ * live record are removed; records whose container vanished are marked `stopped` (recreated on
+ * the same volume at the next turn) or `failed` when the volume went too (the files are lost);
+ * records that say running while the container is not are marked `stopped`. Workspaces with a
+ * lifecycle operation in flight are left alone. Runs at start and every few minutes.
+ */
+import type Docker from "dockerode";
+import type { Logger } from "../log.ts";
+import { dockerMessage, dockerStatus } from "./docker.ts";
+import type { KeyedMutex } from "./mutex.ts";
+import { LABEL_INSTANCE, LABEL_WORKSPACE } from "./spec.ts";
+import type { WorkspaceStore } from "./store.ts";
+
+export interface ReconcileReport {
+  removed_containers: string[];
+  removed_volumes: string[];
+  marked_stopped: string[];
+  marked_failed: string[];
+}
+
+export interface ReconcileDeps {
+  client: Docker;
+  store: WorkspaceStore;
+  locks: KeyedMutex;
+  instanceId: string;
+  log: Logger;
+}
+
+export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
+  const report: ReconcileReport = { removed_containers: [], removed_volumes: [], marked_stopped: [], marked_failed: [] };
+  const filters = JSON.stringify({ label: [`${LABEL_INSTANCE}=${d.instanceId}`] });
+  // Rows are read before Docker is listed and re-read before acting, so a create or start that
+  // completes meanwhile is never mistaken for an orphan or a vanished container.
+  const snapshot = d.store.all();
+  const containers = await d.client.listContainers({ all: true, filters });
+  const volumes = (await d.client.listVolumes({ filters })).Volumes ?? [];
+
+  const live = new Map<string, Docker.ContainerInfo>();
+  for (const c of containers) {
+    const ctr = c.Labels?.[LABEL_WORKSPACE] ?? "";
+    if (d.locks.busy(ctr)) {
+      live.set(c.Id, c);
+      continue;
+    }
+    const row = d.store.byId(ctr);
+    const ours = row && (row.docker_id === c.Id || (!row.docker_id && row.status === "starting"));
+    if (ours) {
+      live.set(c.Id, c);
+      continue;
+    }
+    try {
+      await d.client.getContainer(c.Id).remove({ force: true });
+      report.removed_containers.push(c.Names?.[0]?.replace(/^\//, "") ?? c.Id);
+    } catch (e) {
+      if (dockerStatus(e) !== 404) d.log.warn("reconcile: could not remove an orphan container", { container: c.Id, error: dockerMessage(e) });
+    }
+  }
+
+  const volumeNames = new Set(volumes.map((v) => v.Name));
+  for (const row of snapshot) {
+    const fresh = d.store.byId(row.id);
+    if (d.locks.busy(row.id) || !fresh || fresh.updated_at !== row.updated_at || fresh.status !== row.status || fresh.docker_id !== row.docker_id) continue;
+    const c = row.docker_id ? live.get(row.docker_id) : undefined;
+    if (row.docker_id && !c) {
+      const volumeGone = !volumeNames.has(row.volume);
+      d.store.update(row.id, {
+        docker_id: null,
+        status: volumeGone ? "failed" : "stopped",
+        error: volumeGone ? "container and volume vanished: the workspace files are lost" : "container vanished; it is recreated on the same volume at the next turn",
+      });
+      (volumeGone ? report.marked_failed : report.marked_stopped).push(row.id);
+    } else if ((row.status === "running" || row.status === "starting") && (!c || c.State !== "running")) {
+      d.store.update(row.id, { status: "stopped", error: c ? `container ${c.State}: ${c.Status}` : "start was interrupted" });
+      report.marked_stopped.push(row.id);
+    }
+  }
+
+  for (const v of volumes) {
+    const ctr = v.Labels?.[LABEL_WORKSPACE] ?? "";
+    if (d.locks.busy(ctr) || d.store.byId(ctr)) continue;
+    try {
+      await d.client.getVolume(v.Name).remove();
+      report.removed_volumes.push(v.Name);
+    } catch (e) {
+      if (dockerStatus(e) !== 404) d.log.warn("reconcile: could not remove an orphan volume", { volume: v.Name, error: dockerMessage(e) });
+    }
+  }
+
+  const changed = Object.values(report).some((l) => l.length > 0);
+  if (changed) d.log.info("workspaces reconciled with Docker", { ...report });
+  else d.log.debug("workspaces reconciled with Docker: nothing to do", { containers: containers.length, records: snapshot.length });
+  return report;
+}

@@ -1,0 +1,130 @@
+/**
+ * The `workspaces` rows. The concurrency rule lives here, in one IMMEDIATE transaction per
+ * reservation: counting the profile's starting|running rows and inserting (or flipping a stopped
+ * row to `starting`) happen atomically, before any Docker object exists, so N parallel starts can
+ * never let more than the limit through.
+ */
+import { and, count, desc, eq, inArray, lt, ne, sql, type SQL } from "drizzle-orm";
+import type { DB } from "../db/client.ts";
+import { keyset, type PageParams } from "../db/paginate.ts";
+import { profiles, sessions, workspaces } from "../db/schema.ts";
+import { ApiError } from "../http/errors.ts";
+
+export type WorkspaceRow = typeof workspaces.$inferSelect;
+export type NewWorkspaceRow = typeof workspaces.$inferInsert;
+export type WorkspaceStatus = WorkspaceRow["status"];
+
+const ACTIVE: WorkspaceStatus[] = ["starting", "running"];
+
+export function concurrencyLimit(profileId: string, active: number, limit: number): ApiError {
+  return new ApiError(
+    "CONCURRENCY_LIMIT",
+    `Profile ${profileId} already has ${active} running workspace${active === 1 ? "" : "s"} (max_concurrency ${limit}); ` +
+      "wait for one to finish or go idle, delete one, or raise the profile's limits.max_concurrency",
+    { profile_id: profileId, max_concurrency: limit },
+  );
+}
+
+export class WorkspaceStore {
+  private bySessionStmt;
+  private byIdStmt;
+  private touchStmt;
+
+  constructor(
+    private db: DB,
+    private now: () => number,
+  ) {
+    this.bySessionStmt = db.select().from(workspaces).where(eq(workspaces.session_id, sql.placeholder("sid"))).prepare();
+    this.byIdStmt = db.select().from(workspaces).where(eq(workspaces.id, sql.placeholder("id"))).prepare();
+    this.touchStmt = db
+      .update(workspaces)
+      .set({ last_active_at: sql`${sql.placeholder("at")}` })
+      .where(eq(workspaces.id, sql.placeholder("id")))
+      .prepare();
+  }
+
+  bySession(sessionId: string): WorkspaceRow | null {
+    return this.bySessionStmt.get({ sid: sessionId }) ?? null;
+  }
+
+  byId(id: string): WorkspaceRow | null {
+    return this.byIdStmt.get({ id }) ?? null;
+  }
+
+  byIdForUser(userId: string, id: string): WorkspaceRow | null {
+    return this.db.select().from(workspaces).where(and(eq(workspaces.id, id), eq(workspaces.user_id, userId))).get() ?? null;
+  }
+
+  private activeCount(tx: DB, profileId: string, except?: string): number {
+    const where = and(eq(workspaces.profile_id, profileId), inArray(workspaces.status, ACTIVE), except ? ne(workspaces.id, except) : undefined);
+    return tx.select({ n: count() }).from(workspaces).where(where).get()!.n;
+  }
+
+  /** Inserts a `starting` row, or throws CONCURRENCY_LIMIT; returns the session's row if one exists. */
+  reserveNew(row: NewWorkspaceRow, limit: number): { row: WorkspaceRow; created: boolean } {
+    return this.db.transaction(
+      (tx) => {
+        const existing = tx.select().from(workspaces).where(eq(workspaces.session_id, row.session_id)).get();
+        if (existing) return { row: existing, created: false };
+        const n = this.activeCount(tx, row.profile_id);
+        if (n >= limit) throw concurrencyLimit(row.profile_id, n, limit);
+        tx.insert(workspaces).values(row).run();
+        return { row: tx.select().from(workspaces).where(eq(workspaces.id, row.id)).get()!, created: true };
+      },
+      { behavior: "immediate" },
+    );
+  }
+
+  /** Flips a stopped/failed row to `starting`, or throws CONCURRENCY_LIMIT. */
+  reserveRestart(id: string, profileId: string, limit: number): WorkspaceRow {
+    return this.db.transaction(
+      (tx) => {
+        const n = this.activeCount(tx, profileId, id);
+        if (n >= limit) throw concurrencyLimit(profileId, n, limit);
+        tx.update(workspaces).set({ status: "starting", updated_at: this.now() }).where(eq(workspaces.id, id)).run();
+        return tx.select().from(workspaces).where(eq(workspaces.id, id)).get()!;
+      },
+      { behavior: "immediate" },
+    );
+  }
+
+  update(id: string, set: Partial<Pick<WorkspaceRow, "status" | "docker_id" | "error" | "last_active_at">>): WorkspaceRow | null {
+    this.db.update(workspaces).set({ ...set, updated_at: this.now() }).where(eq(workspaces.id, id)).run();
+    return this.byId(id);
+  }
+
+  touch(id: string) {
+    this.touchStmt.run({ id, at: this.now() });
+  }
+
+  delete(id: string): boolean {
+    return (this.db.delete(workspaces).where(eq(workspaces.id, id)).run() as unknown as { changes: number }).changes > 0;
+  }
+
+  page(where: SQL | undefined, p: PageParams) {
+    const k = keyset(workspaces.id, where, p);
+    return { rows: this.db.select().from(workspaces).where(k.where).orderBy(k.orderBy).limit(k.fetch).all(), limit: k.limit };
+  }
+
+  /** Every row (reconciliation). */
+  all(): WorkspaceRow[] {
+    return this.db.select().from(workspaces).orderBy(desc(workspaces.id)).all();
+  }
+
+  /** Running rows untouched since `cutoff`. */
+  idleSince(cutoff: number): WorkspaceRow[] {
+    return this.db
+      .select()
+      .from(workspaces)
+      .where(and(eq(workspaces.status, "running"), lt(workspaces.last_active_at, cutoff)))
+      .all();
+  }
+
+  profile(id: string) {
+    return this.db.select().from(profiles).where(eq(profiles.id, id)).get() ?? null;
+  }
+
+  session(id: string) {
+    return this.db.select().from(sessions).where(eq(sessions.id, id)).get() ?? null;
+  }
+}

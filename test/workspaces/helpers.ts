@@ -1,0 +1,54 @@
+/**
+ * Workspace test helpers: profile and session rows inserted directly (the profile and session
+ * services are tested on their own), and a sweep of every Docker object this app instance made.
+ */
+import Docker from "dockerode";
+import { newId } from "../../src/db/ids.ts";
+import { profiles, type ProfileLimits, sessions } from "../../src/db/schema.ts";
+import type { ProfileRow } from "../../src/workspaces/service.ts";
+import { LABEL_INSTANCE } from "../../src/workspaces/spec.ts";
+import type { TestApp } from "../helpers/app.ts";
+
+export const docker = new Docker({ socketPath: "/var/run/docker.sock" });
+
+export function insertProfile(t: TestApp, userId: string, over: Partial<ProfileRow> & { limits?: Partial<ProfileLimits> } = {}): ProfileRow {
+  const now = Date.now();
+  const row: ProfileRow = {
+    id: newId("profile"),
+    user_id: userId,
+    name: "test",
+    system_prompt: "test",
+    model: { provider: "demo", name: "demo" },
+    image: t.config.workspaceImage,
+    tools: ["Bash"],
+    env: {},
+    network: "none",
+    created_at: now,
+    updated_at: now,
+    ...over,
+    limits: { max_turns: 10, max_budget_usd: 1, max_concurrency: 5, memory_mb: 256, cpus: 0.5, pids: 128, ...over.limits },
+  };
+  t.app.services.db.insert(profiles).values(row).run();
+  return row;
+}
+
+export function insertSession(t: TestApp, userId: string, profileId: string): string {
+  const id = newId("session");
+  const now = Date.now();
+  t.app.services.db.insert(sessions).values({ id, user_id: userId, profile_id: profileId, created_at: now, updated_at: now }).run();
+  return id;
+}
+
+/** A session with a running workspace. */
+export async function newWorkspace(t: TestApp, userId: string, profile: ProfileRow, env: Record<string, string> = {}) {
+  const sessionId = insertSession(t, userId, profile.id);
+  const ws = await t.app.services.workspaces.createForSession({ userId, sessionId, profile, env });
+  return { sessionId, ws };
+}
+
+/** Removes every container and volume labelled with this app's instance id. */
+export async function sweepInstance(instanceId: string) {
+  const filters = JSON.stringify({ label: [`${LABEL_INSTANCE}=${instanceId}`] });
+  for (const c of await docker.listContainers({ all: true, filters })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+  for (const v of (await docker.listVolumes({ filters })).Volumes ?? []) await docker.getVolume(v.Name).remove().catch(() => {});
+}

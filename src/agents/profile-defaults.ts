@@ -15,7 +15,7 @@ export const NETWORKS = ["none", "bridge"] as const;
 
 /** The model name used when a provider is chosen without one. */
 export const DEFAULT_MODEL_NAME: Record<Provider, string> = {
-  anthropic: "claude-sonnet-4-5",
+  anthropic: "claude-sonnet-4-6",
   openai: "gpt-4.1",
   demo: "demo",
 };

@@ -28,7 +28,7 @@ const Pricing = t.Object(
 );
 
 const modelFields = {
-  name: t.String({ description: "Model name as the provider knows it (default per provider)", examples: ["claude-sonnet-4-5"] }),
+  name: t.String({ description: "Model name as the provider knows it (default per provider)", examples: ["claude-sonnet-4-6"] }),
   base_url: t.String({ description: "Any server speaking the provider's API (http or https)" }),
   api_key_secret: t.String({ description: "Name of the vault secret holding the API key" }),
 };

@@ -106,7 +106,7 @@ describe("defaults", () => {
   });
 
   test.each([
-    [{ ANTHROPIC_API_KEY: "sk-ant-x", OPENAI_API_KEY: "sk-x" }, { provider: "anthropic", name: "claude-sonnet-4-5" }],
+    [{ ANTHROPIC_API_KEY: "sk-ant-x", OPENAI_API_KEY: "sk-x" }, { provider: "anthropic", name: "claude-sonnet-4-6" }],
     [{ OPENAI_API_KEY: "sk-x" }, { provider: "openai", name: "gpt-4.1" }],
     [{}, { provider: "demo", name: "demo" }],
   ])("the default model follows the server's keys (%p)", async (env, model) => {
@@ -124,7 +124,7 @@ describe("defaults", () => {
   });
 
   test("a provider without a name gets that provider's default name", async () => {
-    expect((await create({ model: { provider: "anthropic" } })).body.model).toEqual({ provider: "anthropic", name: "claude-sonnet-4-5" });
+    expect((await create({ model: { provider: "anthropic" } })).body.model).toEqual({ provider: "anthropic", name: "claude-sonnet-4-6" });
     expect((await create({ model: { provider: "openai", name: null } })).body.model).toEqual({ provider: "openai", name: "gpt-4.1" });
   });
 

@@ -56,6 +56,7 @@ export interface TokenRecord {
 
 export class ApiTokens {
   private cache = new Map<string, CacheEntry>();
+  private inflight = new Map<string, Promise<VerifiedToken | null>>();
   private lastUsedWritten = new Map<string, number>();
   private byLookup;
   private touchStmt;
@@ -107,8 +108,19 @@ export class ApiTokens {
       return { tokenId: hit.tokenId, userId: hit.userId };
     }
     if (hit) this.cache.delete(key);
+    // Concurrent first uses of one token share a single bcrypt compare.
+    const pending = this.inflight.get(key);
+    if (pending) return pending;
+    const p = this.verifySlow(token, key, now).finally(() => this.inflight.delete(key));
+    this.inflight.set(key, p);
+    return p;
+  }
+
+  private async verifySlow(token: string, key: string, now: number): Promise<VerifiedToken | null> {
     const row = this.byLookup.get({ lookup: lookupOf(token) });
     if (!row || !(await Bun.password.verify(token, row.token_hash, "bcrypt"))) return null;
+    // Deleted while bcrypt ran: do not cache it.
+    if (!this.byLookup.get({ lookup: lookupOf(token) })) return null;
     if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(key, { tokenId: row.id, userId: row.user_id, expires: now + CACHE_TTL_MS });
     this.touch(row.id, now);

@@ -121,6 +121,27 @@ describe("token lifecycle", () => {
     expect(again.status).toBe(404);
   });
 
+  test("concurrent first uses of a token share one bcrypt compare; later uses hit the cache", async () => {
+    const created = await api(t, "POST", "/v1/api-tokens", headersFor("token", alice), { name: "burst" });
+    const password = Bun.password as { verify: typeof Bun.password.verify };
+    const original = password.verify;
+    let compares = 0;
+    password.verify = (...args: Parameters<typeof original>) => {
+      compares++;
+      return original(...args);
+    };
+    try {
+      const auth = { authorization: `Bearer ${created.body.token}` };
+      const res = await Promise.all(Array.from({ length: 8 }, () => t.fetch("/v1/api-tokens", { headers: auth })));
+      expect(res.map((r) => r.status)).toEqual(Array(8).fill(200));
+      expect(compares).toBe(1);
+      expect((await t.fetch("/v1/api-tokens", { headers: auth })).status).toBe(200);
+      expect(compares).toBe(1);
+    } finally {
+      password.verify = original;
+    }
+  });
+
   test("the plaintext is never stored: only bcrypt and a lookup prefix", async () => {
     const created = await api(t, "POST", "/v1/api-tokens", headersFor("token", alice), { name: "stored" });
     const row = t.app.services.sqlite

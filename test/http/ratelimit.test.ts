@@ -1,0 +1,141 @@
+/**
+ * The per-caller token bucket on a real server: burst 10 → of 11 requests at once, 10 pass and 1
+ * gets 429 with Retry-After and RateLimit-* headers; callers are independent; PATCH /admin/config
+ * changes the limits live; and the precedence of persisted settings against explicit flags at
+ * start.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { createApp } from "../../src/app.ts";
+import { parseArgs, resolveConfig } from "../../src/config.ts";
+import { createLogger } from "../../src/log.ts";
+import { startTestApp, tempDir, type TestApp } from "../helpers/app.ts";
+import { nextIp } from "../helpers/cookies.ts";
+import { freePort } from "../helpers/net.ts";
+import { api, createUser } from "../helpers/users.ts";
+
+const ADMIN = "rate limit admin pw";
+const A = { authorization: `Bearer ${ADMIN}` };
+
+describe("token bucket per caller", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ flags: ["--rate-limit-burst", "10", "--rate-limit-per-minute", "60", "--trust-proxy"], env: { RUNCELL_ADMIN_PASSWORD: ADMIN } });
+  });
+  afterAll(() => t.stop());
+
+  // Cookie sessions: cheap to verify, so all requests reach the limiter within a few ms (a
+  // first-time token would spend a bcrypt compare per request while the bucket refills).
+  const burst = (n: number, headers: Record<string, string>, path = "/v1/api-tokens") => Promise.all(Array.from({ length: n }, () => t.fetch(path, { headers })));
+
+  test("11 requests at once from one user (cookie): 10 pass, 1 gets 429 RATE_LIMITED with Retry-After and RateLimit-* headers", async () => {
+    const u = await createUser(t);
+    const res = await burst(11, { cookie: u.cookie });
+    const ok = res.filter((r) => r.status === 200);
+    const limited = res.filter((r) => r.status === 429);
+    expect(ok).toHaveLength(10);
+    expect(limited).toHaveLength(1);
+    const r = limited[0]!;
+    const body = (await r.json()) as { code: string; details: { retry_after: number } };
+    expect(body.code).toBe("RATE_LIMITED");
+    // 60/min refill: one token a second.
+    expect(r.headers.get("retry-after")).toBe("1");
+    expect(body.details.retry_after).toBe(1);
+    expect(r.headers.get("ratelimit-limit")).toBe("10");
+    expect(r.headers.get("ratelimit-remaining")).toBe("0");
+    expect(Number(r.headers.get("ratelimit-reset"))).toBeGreaterThanOrEqual(9);
+    for (const o of ok) {
+      expect(o.headers.get("ratelimit-limit")).toBe("10");
+      expect(Number(o.headers.get("ratelimit-remaining"))).toBeLessThanOrEqual(9);
+    }
+    const remaining = ok.map((o) => Number(o.headers.get("ratelimit-remaining"))).sort((a, b) => a - b);
+    expect(remaining).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+  });
+
+  test("callers are independent: another user and another address still have their burst; anonymous callers are keyed by IP", async () => {
+    const other = await createUser(t);
+    const res = await burst(10, { cookie: other.cookie });
+    expect(res.every((r) => r.status === 200)).toBe(true);
+    const ip = nextIp();
+    const anon = await burst(11, { "x-forwarded-for": ip }, "/api/auth/get-session");
+    expect(anon.filter((r) => r.status === 200)).toHaveLength(10);
+    expect(anon.filter((r) => r.status === 429)).toHaveLength(1);
+    const fresh = await t.fetch("/api/auth/get-session", { headers: { "x-forwarded-for": nextIp() } });
+    expect(fresh.status).toBe(200);
+  });
+
+  test("the refill lets a request through again after Retry-After", async () => {
+    const u = await createUser(t);
+    const res = await burst(11, { cookie: u.cookie });
+    const limited = res.find((r) => r.status === 429)!;
+    await Bun.sleep(Number(limited.headers.get("retry-after")) * 1000 + 50);
+    expect((await t.fetch("/v1/api-tokens", { headers: { cookie: u.cookie } })).status).toBe(200);
+  });
+
+  test("PATCH /admin/config changes the limits live", async () => {
+    const r = await api(t, "PATCH", "/admin/config", { ...A, "x-forwarded-for": nextIp() }, { rate_limit: { burst: 20, per_minute: 120 } });
+    expect(r.status).toBe(200);
+    expect(r.body.rate_limit).toEqual({ per_minute: 120, burst: 20 });
+    const u = await createUser(t);
+    const res = await burst(21, { cookie: u.cookie });
+    expect(res.filter((x) => x.status === 200)).toHaveLength(20);
+    const limited = res.filter((x) => x.status === 429);
+    expect(limited).toHaveLength(1);
+    expect(limited[0]!.headers.get("ratelimit-limit")).toBe("20");
+    const body = (await limited[0]!.json()) as { error: string };
+    expect(body.error).toContain("120 requests per minute");
+
+    await api(t, "PATCH", "/admin/config", { ...A, "x-forwarded-for": nextIp() }, { rate_limit: { burst: 3 } });
+    const v = await createUser(t);
+    const small = await burst(4, { cookie: v.cookie });
+    expect(small.filter((x) => x.status === 200)).toHaveLength(3);
+  });
+
+  test("idle buckets are evicted (memory stays bounded)", () => {
+    const limiter = t.app.services.limiter;
+    expect(limiter.size).toBeGreaterThan(0);
+    limiter.configure(1_000_000_000, 1);
+    limiter.sweep();
+    expect(limiter.size).toBe(0);
+  });
+});
+
+describe("persisted settings against explicit configuration at start", () => {
+  test("saved values win over defaults; an explicit flag or env wins over a saved value, with a warning", async () => {
+    const dataDir = tempDir();
+    const boot = async (flags: string[], env: Record<string, string> = {}) => {
+      const logs: string[] = [];
+      const config = resolveConfig(parseArgs(["--http", `127.0.0.1:${await freePort()}`, "--data-dir", dataDir, ...flags]).flags, env);
+      const app = await createApp(config, { logger: createLogger({ level: "debug", sink: (l) => logs.push(l) }) });
+      return { app, logs };
+    };
+    try {
+      const first = await boot([]);
+      expect(first.app.services.runtimeConfig.get()).toEqual({ rate_limit: { per_minute: 60, burst: 10 }, default_max_concurrency: 5, signup: "closed" });
+      first.app.services.runtimeConfig.patch({ rate_limit: { per_minute: 30, burst: 4 }, signup: "open", default_max_concurrency: 9 });
+      await first.app.stop();
+
+      // Nothing explicit: the saved values apply, to the limiter as well.
+      const second = await boot([]);
+      expect(second.app.services.runtimeConfig.get()).toEqual({ rate_limit: { per_minute: 30, burst: 4 }, default_max_concurrency: 9, signup: "open" });
+      expect(second.app.services.limiter.settings).toEqual({ per_minute: 30, burst: 4 });
+      expect(second.app.services.config.signup).toBe("open");
+      expect(second.logs.some((l) => l.includes("overridden"))).toBe(false);
+      await second.app.stop();
+
+      // Explicit flag and env win, each with a warning naming where it came from.
+      const third = await boot(["--rate-limit-burst", "50"], { RUNCELL_SIGNUP: "closed" });
+      expect(third.app.services.runtimeConfig.get()).toEqual({ rate_limit: { per_minute: 30, burst: 50 }, default_max_concurrency: 9, signup: "closed" });
+      expect(third.app.services.limiter.settings).toEqual({ per_minute: 30, burst: 50 });
+      const warnings = third.logs.filter((l) => l.includes("overridden by explicit configuration")).map((l) => JSON.parse(l));
+      expect(warnings.map((w) => [w.setting, w.set_by]).sort()).toEqual([
+        ["rate_limit.burst", "--rate-limit-burst"],
+        ["signup", "RUNCELL_SIGNUP"],
+      ]);
+      expect(warnings.every((w) => w.level === "warn")).toBe(true);
+      await third.app.stop();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

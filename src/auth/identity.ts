@@ -11,7 +11,7 @@ import { HttpMetrics } from "../admin/metrics.ts";
 import type { AdminPassword } from "../admin/password.ts";
 import { RuntimeConfig } from "../admin/runtime-config.ts";
 import { Stats } from "../admin/stats.ts";
-import type { Config } from "../config.ts";
+import { type Config, ConfigError } from "../config.ts";
 import type { DB } from "../db/client.ts";
 import type { RateLimiter } from "../http/ratelimit.ts";
 import type { Settings } from "../lib/settings.ts";
@@ -113,7 +113,7 @@ export function buildIdentity(d: Deps): Identity {
         if (r === "set") d.log.info("admin password stored", { source: configured.source });
       } catch (e) {
         const source = configured?.source ?? (d.config.adminPasswordFile ? `--admin-password-file ${d.config.adminPasswordFile}` : "RUNCELL_ADMIN_PASSWORD");
-        throw new Error(`admin password from ${source}: ${(e as Error).message}`);
+        throw new ConfigError(`admin password from ${source}: ${(e as Error).message}`);
       }
     },
     stop() {},

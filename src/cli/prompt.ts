@@ -7,10 +7,11 @@ export const stdinIsTerminal = () => process.stdin.isTTY === true;
 export function promptHidden(question: string): Promise<string> {
   const stdin = process.stdin;
   if (!stdin.isTTY) return Promise.reject(new UsageError("stdin is not a terminal: pass --stdin (or --password-stdin) and pipe the password in"));
-  process.stderr.write(question);
+  // Echo goes off before the prompt appears, so nothing typed after it is ever shown.
   stdin.setRawMode(true);
   stdin.setEncoding("utf8");
   stdin.resume();
+  process.stderr.write(question);
   return new Promise((resolve, reject) => {
     let buf = "";
     const done = (err: Error | null) => {

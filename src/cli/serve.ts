@@ -1,5 +1,5 @@
 import { createApp } from "../app.ts";
-import { parseArgs, resolveConfig } from "../config.ts";
+import { ConfigError, parseArgs, resolveConfig } from "../config.ts";
 import { NewerDatabaseError } from "../db/migrate.ts";
 import type { Services } from "../services.ts";
 import { type Command, failUsage } from "./command.ts";
@@ -42,6 +42,11 @@ export const serveCommand: Command = {
       if (e instanceof NewerDatabaseError || (e as { code?: string }).code === "EADDRINUSE" || (e as { code?: string }).code === "EACCES") {
         console.error(`runcell serve: ${(e as Error).message}`);
         return 1;
+      }
+      if (e instanceof ConfigError) {
+        console.error(`runcell serve: ${e.message}`);
+        await app?.stop().catch(() => {});
+        return 2;
       }
       throw e;
     }

@@ -20,11 +20,11 @@ const detail = (summary: string, description?: string) => ({ tags: ["Admin"], su
 export const adminConfigRoutes = (s: Services) =>
   new Elysia({ prefix: "/admin/config" })
     .use(adminGuard(s.adminPassword))
-    .get("/", () => s.runtimeConfig.get(), {
+    .get("", () => s.runtimeConfig.get(), {
       response: { 200: ConfigSchema, ...errorResponses(401, 429) },
       detail: detail("The run-time settings in effect"),
     })
-    .patch("/", ({ body }) => s.runtimeConfig.patch(body), {
+    .patch("", ({ body }) => s.runtimeConfig.patch(body), {
       ...jsonBody(
         t.Object({
           rate_limit: t.Optional(

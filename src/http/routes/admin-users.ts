@@ -26,13 +26,13 @@ const detail = (summary: string, description?: string) => ({ tags: ["Admin"], su
 export const adminUserRoutes = (s: Services) =>
   new Elysia({ prefix: "/admin/users" })
     .use(adminGuard(s.adminPassword))
-    .get("/", ({ query }) => s.users.list(query), {
+    .get("", ({ query }) => s.users.list(query), {
       query: t.Object(PageQuery),
       response: { 200: ListOf(AdminUserSchema), ...errorResponses(400, 401, 429) },
       detail: detail("List every account, newest first"),
     })
     .post(
-      "/",
+      "",
       async ({ body, set }) => {
         const user = await s.users.create({ email: body.email, password: body.password, name: body.name, role: body.role ?? "user" });
         s.log.info("admin created a user", { user_id: user.id, role: user.role });

@@ -10,7 +10,7 @@ export const apiTokenRoutes = (s: Services) =>
   new Elysia({ prefix: "/v1/api-tokens" })
     .use(userGuard())
     .post(
-      "/",
+      "",
       async ({ user, body, set }) => {
         const created = await s.tokens.create(user.id, body.name);
         set.status = 201;
@@ -22,7 +22,7 @@ export const apiTokenRoutes = (s: Services) =>
         detail: detail("Create an API token (the only time its plaintext is returned)"),
       },
     )
-    .get("/", ({ user, query }) => s.tokens.list(user.id, query), {
+    .get("", ({ user, query }) => s.tokens.list(user.id, query), {
       query: t.Object(PageQuery),
       response: { 200: ListOf(TokenRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your API tokens (never the token itself)"),

@@ -57,7 +57,7 @@ test("sign-up → get-session → sign-out → get-session (null) → sign-in �
 
   const out = await client.signOut();
   expect(out.error).toBeNull();
-  expect(out.data).toEqual({ success: true });
+  expect(out.data as unknown).toEqual({ success: true });
   expect(jar.get("runcell.session_token")).toBeUndefined();
 
   const s2 = await client.getSession();

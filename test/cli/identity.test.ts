@@ -202,12 +202,17 @@ describe("runcell serve and the first run", () => {
     });
     let out = "";
     let err = "";
-    void (async () => {
-      for await (const chunk of proc.stdout) out += new TextDecoder().decode(chunk);
-    })();
-    void (async () => {
-      for await (const chunk of proc.stderr) err += new TextDecoder().decode(chunk);
-    })();
+    const drain = async (stream: ReadableStream<Uint8Array>, add: (s: string) => void) => {
+      const reader = stream.getReader();
+      const dec = new TextDecoder();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        add(dec.decode(value, { stream: true }));
+      }
+    };
+    void drain(proc.stdout, (s) => (out += s));
+    void drain(proc.stderr, (s) => (err += s));
     return {
       url: `http://127.0.0.1:${port}`,
       proc,

@@ -158,7 +158,9 @@ export function startOAuthProvider(dialect: Dialect, account: Partial<ProviderAc
     if (!acct) return json({ message: "Bad credentials" }, 401);
     if (dialect === "github" && path === "/user") return json({ id: Number(acct.id), login: "octocat", name: acct.name, email: null });
     if (dialect === "github" && path === "/user/emails") {
-      const list = [{ email: "octo-secondary@example.com", primary: false, verified: true, visibility: null }];
+      const list: { email: string; primary: boolean; verified: boolean; visibility: string | null }[] = [
+        { email: "octo-secondary@example.com", primary: false, verified: true, visibility: null },
+      ];
       if (acct.email) list.unshift({ email: acct.email, primary: true, verified: acct.verified, visibility: "private" });
       return json(list);
     }

@@ -202,7 +202,8 @@ describe("CSRF and content types", () => {
     ["multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nx\r\n--x--"],
     ["text/plain", '{"name":"x"}'],
   ])("%s is refused with 415 VALIDATION_FAILED (bearer and cookie alike)", async (ct, body) => {
-    for (const h of [{ authorization: `Bearer ${alice.token}` }, { cookie: alice.cookie, origin: t.url }]) {
+    const creds: Record<string, string>[] = [{ authorization: `Bearer ${alice.token}` }, { cookie: alice.cookie, origin: t.url }];
+    for (const h of creds) {
       const r = await t.fetch("/v1/api-tokens", { method: "POST", headers: { ...h, "content-type": ct }, body });
       expect(r.status).toBe(415);
       expect(((await r.json()) as { code: string }).code).toBe("VALIDATION_FAILED");

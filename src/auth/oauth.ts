@@ -8,8 +8,9 @@
  * callback: the `state` query must equal the state cookie and be pending for this provider; it is
  * consumed before anything else happens. The code is exchanged with the verifier from the cookie,
  * the identity read from the provider, and the user found: by a known provider account, else by
- * the provider's *verified* email (the account is linked), else created — only while sign-up is
- * open. A provider failure during the exchange or the lookup is 502 BAD_GATEWAY.
+ * the provider's *verified* email (linked to an account whose address is verified too: made by
+ * the operator or by an earlier OAuth sign-in), else created — only while sign-up is open. A
+ * provider failure during the exchange or the lookup is 502 BAD_GATEWAY.
  */
 import { ArcticFetchError, CodeChallengeMethod, generateCodeVerifier, generateState, OAuth2Client, OAuth2RequestError, UnexpectedErrorResponseBodyError, UnexpectedResponseError } from "arctic";
 import { and, eq } from "drizzle-orm";
@@ -210,8 +211,10 @@ export class OAuth {
         user = this.users.byEmail(email);
         if (!user) throw e;
       }
-    } else if (!user.email_verified) {
-      this.users.update(user.id, { email_verified: true });
+    } else if (!user.email_verified && user.password_hash !== null) {
+      // A self-registered account never proved this address: whoever chose its password may not
+      // own the mailbox (account pre-hijacking), so the provider's word does not link to it.
+      throw Errors.forbidden(`An account with ${email} already exists but its address was never verified: sign in with its password instead`);
     }
     try {
       this.db.insert(oauthAccounts).values({ id: newId("oauth"), user_id: user.id, provider, provider_account_id: id.accountId, email, created_at: this.now() }).run();

@@ -94,7 +94,7 @@ async function createUser(argv: string[]): Promise<number> {
   try {
     const handle = openDataDir(config);
     try {
-      const user = await new Users(handle.db, Date.now).create({ email, name, password, role, emailVerified: false });
+      const user = await new Users(handle.db, Date.now).create({ email, name, password, role, emailVerified: true });
       console.log(`created user ${user.id} ${user.email} (role ${user.role})`);
       if (generated) {
         console.log(`password: ${password}`);

@@ -8,8 +8,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { CookieJar } from "../../helpers/cookies.ts";
 import { type OAuthProvider, startOAuthProvider } from "../../helpers/oauth-provider.ts";
-import { api, createUser } from "../../helpers/users.ts";
+import { api } from "../../helpers/users.ts";
 
+const ADMIN = "oauth test admin pw";
 let t: TestApp;
 let github: OAuthProvider;
 let google: OAuthProvider;
@@ -17,8 +18,10 @@ let google: OAuthProvider;
 beforeAll(async () => {
   github = startOAuthProvider("github");
   google = startOAuthProvider("google");
-  t = await startTestApp({ flags: [...github.flags(), ...google.flags()] });
-  await createUser(t, { email: "octo@example.com" });
+  t = await startTestApp({ flags: [...github.flags(), ...google.flags()], env: { RUNCELL_ADMIN_PASSWORD: ADMIN } });
+  // Made by the operator (POST /admin/users): its address counts as verified.
+  const r = await api(t, "POST", "/admin/users", { authorization: `Bearer ${ADMIN}` }, { email: "octo@example.com", password: "octo password 1" });
+  expect(r.status).toBe(201);
 });
 afterAll(async () => {
   await t.stop();
@@ -151,6 +154,12 @@ describe("round trips", () => {
       expect(row.password_hash).toBeNull();
       // A password sign-in cannot be used for it.
       expect((await api(t, "POST", "/api/auth/sign-in/email", {}, { email: "newcomer@example.com", password: "" })).status).toBe(401);
+      // The same verified address from the other provider joins the same account.
+      github.account = { id: "4242", name: "Gee on GitHub", email: "newcomer@example.com", verified: true };
+      const viaGithub = await roundTrip(github);
+      expect(viaGithub.status).toBe(302);
+      expect((await whoAmI(viaGithub.jar)).user.id).toBe(me.user.id);
+      github.account = { id: "583231", name: "Octo Cat", email: "octo@example.com", verified: true };
     } finally {
       t.app.services.runtimeConfig.patch({ signup: "closed" });
     }
@@ -170,6 +179,24 @@ describe("round trips", () => {
     } finally {
       t.app.services.runtimeConfig.patch({ signup: "closed" });
       github.account = { id: "583231", name: "Octo Cat", email: "octo@example.com", verified: true };
+    }
+  });
+
+  test("a self-registered account that never verified its address is not linked (pre-hijacking), even with a verified provider email", async () => {
+    t.app.services.runtimeConfig.patch({ signup: "open" });
+    try {
+      // Someone registers the victim's address with a password of their choosing…
+      const squat = await api(t, "POST", "/api/auth/sign-up/email", { origin: t.url }, { email: "victim@example.com", password: "squatter pw 1" });
+      expect(squat.status).toBe(200);
+      // …then the real owner signs in with Google, which verified the address.
+      google.account = { id: "g-victim", name: "Victim", email: "victim@example.com", verified: true };
+      const r = await roundTrip(google);
+      expect(r.status).toBe(403);
+      expect(r.body.error).toContain("never verified");
+      expect(r.cookies.some((c) => c.name === SESSION)).toBe(false);
+      expect(t.app.services.sqlite.query("SELECT 1 FROM oauth_accounts WHERE provider_account_id = 'g-victim'").get()).toBeNull();
+    } finally {
+      t.app.services.runtimeConfig.patch({ signup: "closed" });
     }
   });
 

@@ -7,6 +7,7 @@ import { Elysia, ValidationError } from "elysia";
 import type { Logger } from "../log.ts";
 import { requestContext } from "./context.ts";
 import { ApiError, errorResponse, Errors } from "./errors.ts";
+import { requirePrincipal } from "./guards.ts";
 import { parseJsonBody } from "./parse.ts";
 
 type ValueError = { path?: string; message?: string; schema?: Record<string, unknown>; value?: unknown };
@@ -35,8 +36,13 @@ export function validationToApiError(err: ValidationError): ApiError {
 
 export function createRouter(log: Logger) {
   return new Elysia({ name: "runcell" })
-    .onParse({ as: "global" }, async ({ request }) => {
+    .onParse({ as: "global" }, async ({ request, path }) => {
       if (request.method === "GET" || request.method === "HEAD") return undefined;
+      // Credentials before content: an anonymous caller gets 401, not a description of the body.
+      if (path.startsWith("/v1/")) requirePrincipal(request);
+      else if (path.startsWith("/admin/") && !request.headers.get("authorization")) {
+        throw Errors.unauthorized("Missing credentials: send Authorization: Bearer <admin password>");
+      }
       return (await parseJsonBody(request)) ?? null;
     })
     .onError({ as: "global" }, ({ code, error, request }) => {

@@ -29,7 +29,11 @@ beforeAll(() => {
     config,
     log,
     limiter: new RateLimiter(1e6, 1e6),
-    authenticate: async () => ({ principal: null, error: "missing" }),
+    // A request with "Authorization: Bearer test" is a signed-in caller; anything else is anonymous.
+    authenticate: async (req) =>
+      req.headers.get("authorization") === "Bearer test"
+        ? { principal: { user: { id: "usr_test", email: "t@example.com", name: "t", role: "user", created_at: 0 }, via: "token", tokenId: "tok_test" }, error: "missing" }
+        : { principal: null, error: "missing" },
     handle: (req) => router.handle(req),
   });
   server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: pipeline as never, maxRequestBodySize: 8 * 1024 * 1024 });
@@ -37,8 +41,9 @@ beforeAll(() => {
 });
 afterAll(() => server.stop(true));
 
+const AUTH = { authorization: "Bearer test" };
 const post = (body: BodyInit | null, headers: Record<string, string> = { "content-type": "application/json" }) =>
-  fetch(base + "/v1/things", { method: "POST", body, headers });
+  fetch(base + "/v1/things", { method: "POST", body, headers: { ...AUTH, ...headers } });
 
 describe("error shape", () => {
   test.each([
@@ -69,6 +74,14 @@ describe("error shape", () => {
     expect(body.error.length).toBeGreaterThan(0);
     expect(body.code).toBe(code);
     if (field) expect(body.details?.field).toBe(field);
+  });
+
+  test("an anonymous caller gets 401 before anything about the body", async () => {
+    for (const body of ["{not json", "name=a"]) {
+      const res = await fetch(base + "/v1/things", { method: "POST", body, headers: { "content-type": "application/x-www-form-urlencoded" } });
+      expect(res.status).toBe(401);
+      expect((await res.json()).code).toBe("UNAUTHORIZED");
+    }
   });
 
   test("success passes through with X-Request-Id", async () => {

@@ -19,12 +19,46 @@ const TAGS = [
   { name: "Health", description: "Liveness" },
 ];
 
+type Operation = { requestBody?: { content?: Record<string, unknown> } } & Record<string, unknown>;
+type Paths = Record<string, Record<string, Operation>>;
+type RouteInfo = { method: string; path: string; hooks?: { body?: unknown } };
+
+/** `/v1/profiles/` and `/v1/profiles` are one resource: document it without the trailing slash. */
+export function normalizePaths(paths: Paths): Paths {
+  const out: Paths = {};
+  for (const [path, ops] of Object.entries(paths)) {
+    const key = path.length > 1 ? path.replace(/\/+$/, "") : path;
+    out[key] = { ...out[key], ...ops };
+  }
+  return out;
+}
+
+const openapiPath = (p: string) => (p.length > 1 ? p.replace(/\/+$/, "") : p).replace(/:([A-Za-z0-9_]+)/g, "{$1}");
+
+/**
+ * Every JSON endpoint shares one body parser (a function, src/http/router.ts), which the generator
+ * cannot name, so it leaves `requestBody.content` empty: fill it from the route's body schema.
+ */
+export function withJsonBodies(paths: Paths, routes: RouteInfo[]): Paths {
+  for (const r of routes) {
+    if (!r.hooks?.body) continue;
+    const op = paths[openapiPath(r.path)]?.[r.method.toLowerCase()];
+    if (op?.requestBody && Object.keys(op.requestBody.content ?? {}).length === 0) {
+      op.requestBody.content = { "application/json": { schema: r.hooks.body } };
+    }
+  }
+  return paths;
+}
+
 /** The OpenAPI document generated from every mounted route's schemas, and its /docs viewer. */
 export function docsRoutes(getRouter: () => Elysia<any, any, any, any, any, any, any>, publicUrl: string) {
   let cached: string | null = null;
   const spec = () => {
     if (cached) return cached;
-    const { paths, components } = toOpenAPISchema(getRouter() as never, { paths: ["/v1/openapi.json", "/docs"] });
+    const router = getRouter();
+    const generated = toOpenAPISchema(router as never, { paths: ["/v1/openapi.json", "/docs"] });
+    const paths = withJsonBodies(normalizePaths(generated.paths as Paths), router.routes as RouteInfo[]);
+    const components = generated.components;
     cached = JSON.stringify({
       openapi: "3.0.3",
       info: {

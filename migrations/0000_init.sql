@@ -11,6 +11,18 @@ CREATE TABLE `api_tokens` (
 --> statement-breakpoint
 CREATE UNIQUE INDEX `api_tokens_lookup` ON `api_tokens` (`lookup`);--> statement-breakpoint
 CREATE INDEX `api_tokens_user` ON `api_tokens` (`user_id`,`id`);--> statement-breakpoint
+CREATE TABLE `debug_events` (
+	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
+	`session_id` text NOT NULL,
+	`after_seq` integer NOT NULL,
+	`type` text NOT NULL,
+	`task_id` text,
+	`frame` text NOT NULL,
+	`created_at` integer NOT NULL,
+	FOREIGN KEY (`session_id`) REFERENCES `sessions`(`id`) ON UPDATE no action ON DELETE cascade
+);
+--> statement-breakpoint
+CREATE INDEX `debug_events_session` ON `debug_events` (`session_id`,`after_seq`);--> statement-breakpoint
 CREATE TABLE `events` (
 	`session_id` text NOT NULL,
 	`seq` integer NOT NULL,

@@ -67,7 +67,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     limiter: services.limiter,
     authenticate: (req, path) => services.authenticate(req, path),
     handle: (req) => router.handle(req),
-    upgrade: services.stream ? (req, server, ctx) => services.stream!.upgrade(req, server, ctx) : undefined,
+    upgrade: (req, server, ctx) => services.stream.upgrade(req, server, ctx),
     onResponse: (status) => services.httpMetrics.observe(status),
   });
 
@@ -93,7 +93,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         maxRequestBodySize: 8 * 1024 * 1024,
         idleTimeout: 60,
         fetch: pipeline,
-        websocket: services.stream?.handlers ?? { message() {} },
+        websocket: services.stream.handlers,
         error(err) {
           log.error("server error", { err });
           return new Response(JSON.stringify({ error: "Internal server error", code: "INTERNAL_ERROR" }), { status: 500, headers: { "content-type": "application/json" } });
@@ -110,7 +110,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         if (srv) {
           // Stop accepting; in-flight requests get up to shutdownTimeout to finish.
           const drained = srv.stop(false);
-          services.stream?.closeAll(1001, "server shutting down");
+          services.stream.closeAll(1001, "server shutting down");
           const timedOut = await Promise.race([
             drained.then(() => false),
             new Promise<boolean>((r) => setTimeout(() => r(true), config.shutdownTimeoutMs).unref?.()),

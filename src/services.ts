@@ -25,6 +25,7 @@ import { Profiles } from "./agents/profiles.ts";
 import { Secrets } from "./vault/secrets.ts";
 import { Notifications } from "./notifications/service.ts";
 import type { StreamServer } from "./ws/stream.ts";
+import { buildRuntime, type Runtime } from "./agents/runtime.ts";
 
 export interface Worker {
   name: string;
@@ -32,7 +33,7 @@ export interface Worker {
   stop(): void | Promise<void>;
 }
 
-export interface Services extends Identity {
+export interface Services extends Identity, Runtime {
   config: Config;
   log: Logger;
   now: () => number;
@@ -60,7 +61,7 @@ export interface Services extends Identity {
   /** Webhook integrations, the notification outbox and its delivery worker (src/notifications/). */
   notifications: Notifications;
   authenticate(req: Request, path: string): Promise<Authenticated>;
-  stream?: StreamServer;
+  stream: StreamServer;
   workers: Worker[];
   start(): Promise<void>;
   stop(): Promise<void>;
@@ -114,6 +115,24 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     stop() {},
   });
   workers.push(...workspaces.workers());
+  // After the workspace reconciliation: resume interrupted tasks, start queued ones.
+  const runtime = buildRuntime({
+    log,
+    now,
+    db,
+    sqlite: handle.sqlite,
+    publicUrl: config.publicUrl,
+    profiles,
+    secrets,
+    workspaces,
+    notifications,
+    authenticator,
+    limiter,
+    tokens,
+    loginSessions,
+    onUserDisabled: users.onDisabled,
+    workers,
+  });
 
   const services: Services = {
     config,
@@ -137,6 +156,7 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     profiles,
     secrets,
     notifications,
+    ...runtime,
     authenticate: (req, path) => authenticator.authenticate(req, path),
     workers,
     async start() {

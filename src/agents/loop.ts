@@ -61,11 +61,8 @@ export class AgentLoop {
 
   private async loop(task: TaskRow, profile: ProfileRow, signal: AbortSignal, scrub: Scrubber): Promise<Outcome> {
     const { tasks, transcript } = this.d;
+    // Vault or server environment; a missing key fails in the provider with a message saying how to fix it.
     const apiKey = this.d.secrets.resolveApiKey(task.user_id, profile.model);
-    if (profile.model.provider !== "demo" && !apiKey && !profile.model.base_url) {
-      const env = profile.model.provider === "anthropic" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY";
-      return { failed: { code: "MODEL_ERROR", message: `No API key for ${profile.model.provider}: set model.api_key_secret on the profile or ${env} on the server` } };
-    }
     let steps = transcript.steps(task.session_id);
     if (!transcript.hasPrompt(steps, task.id)) {
       transcript.addUserPrompt(task.session_id, task.id, task.prompt);
@@ -78,11 +75,13 @@ export class AgentLoop {
 
     for (;;) {
       // Tool calls of the last step that have no result yet (fresh, resumed, or after an answer).
-      for (const use of transcript.pendingToolUses(steps, task.id)) {
+      const pending = transcript.pendingToolUses(steps, task.id);
+      for (const use of pending) {
         const paused = await this.runTool(task, profile, use, signal, scrub);
         if (paused) return "waiting";
         if (signal.aborted) throw signal.reason;
       }
+      if (pending.length) steps = transcript.steps(task.session_id);
       const current = tasks.byId(task.id)!;
       if (current.turns >= current.max_turns) {
         return { failed: { code: "TURN_LIMIT_EXCEEDED", message: `Task reached max_turns (${current.max_turns}) before finishing` } };

@@ -4,7 +4,6 @@ import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { sessions, tasks, workspaces } from "../db/schema.ts";
-import { ADMIN_ONLY_TYPES } from "../events/hub.ts";
 import type { EventLog } from "../events/log.ts";
 import { Errors } from "../http/errors.ts";
 import { iso } from "../lib/time.ts";
@@ -112,11 +111,24 @@ export class AgentSessions {
    */
   eventsJson(userId: string, id: string, isAdmin: boolean, after: number, limit: number): string {
     this.get(userId, id);
-    const raw = this.log.read(id, after, limit + 1);
-    const page = raw.slice(0, limit);
-    const next = raw.length > limit ? String(page[page.length - 1]!.seq) : null;
-    const frames = page.filter((r) => isAdmin || !ADMIN_ONLY_TYPES.has(r.type)).map((r) => r.frame);
-    return `{"data":[${frames.join(",")}],"next_cursor":${JSON.stringify(next)}}`;
+    const rows = this.log.read(id, after, limit + 1, isAdmin);
+    let cut = rows.length;
+    let counted = 0;
+    let last = after;
+    for (let i = 0; i < rows.length; i++) {
+      const seq = rows[i]!.seq;
+      if (seq === null) continue;
+      if (++counted > limit) {
+        cut = i;
+        break;
+      }
+      last = seq;
+    }
+    const more = counted > limit;
+    // Debug frames emitted after this page's last frame are on the next page (after_seq >= last).
+    while (more && cut > 0 && rows[cut - 1]!.seq === null) cut--;
+    const frames = rows.slice(0, cut).map((r) => r.frame);
+    return `{"data":[${frames.join(",")}],"next_cursor":${JSON.stringify(more ? String(last) : null)}}`;
   }
 
   delete(id: string) {

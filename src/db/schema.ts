@@ -250,6 +250,25 @@ export const events = sqliteTable(
   (t) => [primaryKey({ columns: [t.session_id, t.seq] })],
 );
 
+/**
+ * Admin-only debug frames (`task:system_prompt`). They are not part of the session's gap-free
+ * `seq` (a user who may not see them would see holes); each is positioned after the frame
+ * `after_seq` and merged into admins' live stream and replays.
+ */
+export const debugEvents = sqliteTable(
+  "debug_events",
+  {
+    id: integer().primaryKey({ autoIncrement: true }),
+    session_id: text().notNull().references(() => sessions.id, { onDelete: "cascade" }),
+    after_seq: integer().notNull(),
+    type: text().notNull(),
+    task_id: text(),
+    frame: text().notNull(),
+    created_at: createdAt(),
+  },
+  (t) => [index("debug_events_session").on(t.session_id, t.after_seq)],
+);
+
 // ---------------------------------------------------------------------------------------------
 // Notifications
 

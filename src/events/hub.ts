@@ -2,7 +2,8 @@
  * Fan-out of session frames. `publish` appends a frame to the event log (which assigns its seq)
  * and hands the same serialized string to every subscriber of the session, so a frame is
  * serialized once however many sockets watch. `task:system_prompt` goes only to admin-role
- * subscribers.
+ * subscribers, and is stored outside the gap-free sequence (EventLog.appendDebug) so that users
+ * who may not see it see no hole in `seq`.
  *
  * Replay without a gap or a duplicate at the seam: `attach` registers the subscription first (in
  * buffering mode, so live frames queue up), then reads the log; both happen in one synchronous
@@ -34,7 +35,7 @@ export class Subscription {
     private onOverflow: () => void = () => {},
   ) {}
 
-  /** Called by the hub for each live frame. */
+  /** Called by the hub for each live frame; seq -1 marks a debug frame (no seq of its own). */
   deliver(seq: number, type: string, json: string) {
     if (this.closed) return;
     if (ADMIN_ONLY_TYPES.has(type) && !this.isAdmin) return;
@@ -56,7 +57,7 @@ export class Subscription {
     this.buffering = false;
     for (const p of queued) {
       if (this.closed) return;
-      if (p.seq > lastSentSeq && this.sink(p.json, p.seq, p.type) === false) this.close();
+      if ((p.seq < 0 || p.seq > lastSentSeq) && this.sink(p.json, p.seq, p.type) === false) this.close();
     }
   }
 
@@ -74,8 +75,13 @@ export class Hub {
   constructor(readonly log: EventLog) {}
 
   publish(sessionId: string, frame: { type: string; task_id?: string | null } & Record<string, unknown>): AppendResult {
-    const r = this.log.append(sessionId, frame);
     const set = this.subs.get(sessionId);
+    if (ADMIN_ONLY_TYPES.has(frame.type)) {
+      const d = this.log.appendDebug(sessionId, frame);
+      if (set) for (const s of set) s.deliver(-1, frame.type, d.json);
+      return { seq: -1, json: d.json };
+    }
+    const r = this.log.append(sessionId, frame);
     if (set) for (const s of set) s.deliver(r.seq, frame.type, r.json);
     return r;
   }
@@ -103,9 +109,10 @@ export class Hub {
       sub.goLive(0);
       return { subscription: sub, replay: [], lastSeq: this.log.last(opts.sessionId) };
     }
-    const rows = this.log.read(opts.sessionId, opts.replayAfter);
-    const replay = opts.isAdmin ? rows : rows.filter((r) => !ADMIN_ONLY_TYPES.has(r.type));
-    return { subscription: sub, replay, lastSeq: rows.length ? rows[rows.length - 1]!.seq : opts.replayAfter };
+    const replay = this.log.read(opts.sessionId, opts.replayAfter, undefined, opts.isAdmin);
+    let lastSeq = opts.replayAfter;
+    for (const r of replay) if (r.seq !== null) lastSeq = r.seq;
+    return { subscription: sub, replay, lastSeq };
   }
 
   unsubscribe(sub: Subscription) {

@@ -9,7 +9,15 @@
 import type { Database, Statement } from "bun:sqlite";
 
 export interface StoredFrame {
-  seq: number;
+  /** null for an admin-only debug frame (it has `after_seq` instead). */
+  seq: number | null;
+  type: string;
+  task_id: string | null;
+  frame: string;
+}
+
+interface DebugRow {
+  after_seq: number;
   type: string;
   task_id: string | null;
   frame: string;
@@ -38,6 +46,8 @@ export class EventLog {
   private bumpSeq: Statement;
   private maxSeqStmt: Statement<{ seq: number | null }, [string]>;
   private readStmt: Statement<StoredFrame, [string, number, number]>;
+  private insertDebug: Statement;
+  private readDebugStmt: Statement<DebugRow, [string, number, number]>;
   private writeBatch: (rows: Pending[]) => void;
 
   constructor(
@@ -49,6 +59,10 @@ export class EventLog {
     this.bumpSeq = sqlite.prepare("UPDATE sessions SET last_seq = ?, updated_at = ? WHERE id = ? AND last_seq < ?");
     this.maxSeqStmt = sqlite.prepare("SELECT MAX(seq) AS seq FROM events WHERE session_id = ?");
     this.readStmt = sqlite.prepare("SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?");
+    this.insertDebug = sqlite.prepare("INSERT INTO debug_events (session_id, after_seq, type, task_id, frame, created_at) VALUES (?, ?, ?, ?, ?, ?)");
+    this.readDebugStmt = sqlite.prepare(
+      "SELECT after_seq, type, task_id, frame FROM debug_events WHERE session_id = ? AND after_seq >= ? AND after_seq < ? ORDER BY id",
+    );
     this.writeBatch = sqlite.transaction((rows: Pending[]) => {
       const top = new Map<string, number>();
       for (const r of rows) {
@@ -82,6 +96,18 @@ export class EventLog {
     return { seq, json };
   }
 
+  /**
+   * Stores an admin-only debug frame. It takes no seq (the shared sequence stays gap-free for
+   * users who may not see it): it carries `after_seq`, the seq of the frame it follows.
+   */
+  appendDebug(sessionId: string, frame: { type: string; task_id?: string | null } & Record<string, unknown>): { json: string; afterSeq: number } {
+    const afterSeq = this.last(sessionId);
+    const { type, task_id, ...rest } = frame;
+    const json = JSON.stringify({ type, session_id: sessionId, task_id: task_id ?? null, after_seq: afterSeq, ...rest });
+    this.insertDebug.run(sessionId, afterSeq, type, task_id ?? null, json, this.now());
+    return { json, afterSeq };
+  }
+
   /** Writes every queued frame now, in one transaction. */
   flush() {
     if (this.timer) {
@@ -108,10 +134,25 @@ export class EventLog {
   /** Called for a frame that could not be stored (its session is gone). */
   onDropped?: (frame: { session_id: string; seq: number; type: string }, err: Error) => void;
 
-  /** Frames with seq > `after`, in order (at most `limit`). Flushes first. */
-  read(sessionId: string, after = 0, limit = 1_000_000): StoredFrame[] {
+  /**
+   * Frames with seq > `after`, in order (at most `limit` of them), flushing first. With
+   * `withDebug`, the admin-only debug frames emitted after `after` are merged in at their place.
+   */
+  read(sessionId: string, after = 0, limit = 1_000_000, withDebug = false): StoredFrame[] {
     this.flush();
-    return this.readStmt.all(sessionId, after, limit);
+    const rows = this.readStmt.all(sessionId, after, limit);
+    if (!withDebug) return rows;
+    const upTo = rows.length === limit ? rows[rows.length - 1]!.seq! : Number.MAX_SAFE_INTEGER;
+    const debug = this.readDebugStmt.all(sessionId, after, upTo);
+    if (debug.length === 0) return rows;
+    const merged: StoredFrame[] = [];
+    let j = 0;
+    for (const row of rows) {
+      while (j < debug.length && debug[j]!.after_seq < row.seq!) merged.push({ ...debug[j++]!, seq: null });
+      merged.push(row);
+    }
+    while (j < debug.length) merged.push({ ...debug[j++]!, seq: null });
+    return merged;
   }
 
   /** Highest seq assigned so far for the session (flushed or not). */

@@ -65,13 +65,25 @@ describe("hub", () => {
     hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (j) => void got.u2!.push(j) });
     hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: (j) => void got.admin!.push(j) });
     hub.attach({ sessionId: "sess_b", userId: "usr_1", isAdmin: true, sink: (j) => void got.other!.push(j) });
-    hub.publish("sess_a", { type: "task:system_prompt", task_id: "t", system_prompt: "secret sauce" });
     hub.publish("sess_a", { type: "task:token", task_id: "t", text: "a" });
-    expect(got.u1).toHaveLength(1);
+    hub.publish("sess_a", { type: "task:system_prompt", task_id: "t", system_prompt: "secret sauce" });
+    hub.publish("sess_a", { type: "task:token", task_id: "t", text: "b" });
+    expect(got.u1).toHaveLength(2);
     expect(got.u1).toEqual(got.u2!);
-    expect(got.admin).toHaveLength(2);
+    expect(got.admin).toHaveLength(3);
     expect(got.other).toHaveLength(0);
-    expect(got.u1![0]).toBe(got.admin![1]!);
+    expect(got.u1![0]).toBe(got.admin![0]!);
+    // The debug frame takes no seq: the sequence users see has no hole.
+    expect(got.u1!.map((j) => JSON.parse(j).seq)).toEqual([1, 2]);
+    expect(JSON.parse(got.admin![1]!)).toEqual({ type: "task:system_prompt", session_id: "sess_a", task_id: "t", after_seq: 1, system_prompt: "secret sauce" });
+    // Replays merge it back at its place, for admins only.
+    const admin = hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: () => true, replayAfter: 0 });
+    expect(admin.replay.map((r) => r.type)).toEqual(["task:token", "task:system_prompt", "task:token"]);
+    expect(admin.lastSeq).toBe(2);
+    const user = hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => true, replayAfter: 0 });
+    expect(user.replay.map((r) => r.seq)).toEqual([1, 2]);
+    const later = hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: () => true, replayAfter: 1 });
+    expect(later.replay.map((r) => r.type)).toEqual(["task:system_prompt", "task:token"]);
   });
 
   test("replay then live: no gap and no duplicate at the seam", () => {
@@ -81,7 +93,7 @@ describe("hub", () => {
     // Frames published while the replay is being sent are buffered…
     for (let i = 0; i < 5; i++) hub.publish("sess_a", { type: "task:token", text: "live" });
     expect(seen).toEqual([]);
-    for (const r of replay) seen.push(r.seq);
+    for (const r of replay) seen.push(r.seq!);
     subscription.goLive(lastSeq);
     hub.publish("sess_a", { type: "task:token", text: "after" });
     expect(seen).toEqual(Array.from({ length: 46 }, (_, i) => i + 11));

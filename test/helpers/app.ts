@@ -32,6 +32,16 @@ export interface TestAppOptions {
   keepDataDir?: boolean;
 }
 
+/** Removes every container and volume a test instance created (they carry its instance label). */
+export function removeInstanceWorkspaces(instanceId: string) {
+  const filter = `label=runcell.instance=${instanceId}`;
+  const ids = (args: string[]) => Bun.spawnSync(["docker", ...args], { stdout: "pipe", stderr: "ignore" }).stdout.toString().split(/\s+/).filter(Boolean);
+  const containers = ids(["ps", "-aq", "--filter", filter]);
+  if (containers.length) Bun.spawnSync(["docker", "rm", "-f", "-v", ...containers], { stdout: "ignore", stderr: "ignore" });
+  const volumes = ids(["volume", "ls", "-q", "--filter", filter]);
+  if (volumes.length) Bun.spawnSync(["docker", "volume", "rm", "-f", ...volumes], { stdout: "ignore", stderr: "ignore" });
+}
+
 export function tempDir(prefix = "runcell-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
@@ -67,7 +77,9 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     logs,
     fetch: (path, init) => fetch(url + path, init),
     async stop() {
+      const instance = app.services.workspaces.instanceId;
       await app.stop();
+      if (!opts.keepDataDir) removeInstanceWorkspaces(instance);
       if (!opts.keepDataDir && !opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };

@@ -1,0 +1,172 @@
+/**
+ * Limits and failures of the runtime: turn and budget limits, cancel within 2 s, a container
+ * killed mid-task, provider errors after retries, the per-profile concurrency race, and secrets
+ * that reach the container but never logs, events or the model.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { setRetryPolicy } from "../../src/agents/providers/index.ts";
+import { startMockAnthropic, type MockProviderServer } from "../helpers/mock-anthropic.ts";
+import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { createUser, api, type TestUser } from "../helpers/users.ts";
+import { createProfile, lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
+import { waitFor } from "../helpers/net.ts";
+
+let t: TestApp;
+let mock: MockProviderServer;
+let user: TestUser;
+
+beforeAll(async () => {
+  setRetryPolicy({ retries: 2, baseDelayMs: 5, maxDelayMs: 20 });
+  t = await startTestApp();
+  mock = startMockAnthropic();
+  user = await createUser(t);
+});
+afterAll(async () => {
+  setRetryPolicy({ retries: 3, baseDelayMs: 1000, maxDelayMs: 16_000 });
+  await t.stop();
+  await mock.stop();
+});
+
+const docker = (...args: string[]) => Bun.spawnSync(["docker", ...args], { stdout: "pipe", stderr: "pipe" });
+
+describe("limits", () => {
+  test("max_turns stops the task before the next model request", async () => {
+    mock.reset();
+    mock.script(() => ({ toolCalls: [{ name: "Bash", input: { command: "true" } }] }));
+    const pid = await createProfile(t, user, { mock, limits: { max_turns: 2 } });
+    const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "loop forever" });
+    const task = await waitTask(t, user, task_id);
+    expect(task).toMatchObject({ status: "failed", turns: 2, error: { code: "TURN_LIMIT_EXCEEDED" } });
+    expect(mock.requests.length).toBe(2);
+    const last = (await sessionFrames(t, user, session_id)).at(-1);
+    expect(last).toMatchObject({ type: "task:failed", task_id, code: "TURN_LIMIT_EXCEEDED", error: expect.stringContaining("max_turns") });
+  });
+
+  test("max_budget_usd stops the task once the cost reaches it; a per-task override works", async () => {
+    mock.reset();
+    mock.script(() => ({ toolCalls: [{ name: "Bash", input: { command: "true" } }], usage: { input_tokens: 1000, output_tokens: 0 } }));
+    // $1 per 1,000 input tokens: every request costs $1.
+    const pid = await createProfile(t, user, { mock, pricing: { input_per_mtok: 1000, output_per_mtok: 0 } });
+    const { task_id } = await submit(t, user, { profile_id: pid, prompt: "spend", max_budget_usd: 2.5 });
+    const task = await waitTask(t, user, task_id);
+    expect(task).toMatchObject({ status: "failed", error: { code: "BUDGET_EXCEEDED" }, turns: 3, max_budget_usd: 2.5 });
+    expect(task.cost_usd).toBeCloseTo(3, 6);
+    expect(mock.requests.length).toBe(3);
+  });
+
+  test("a spent limit is refused at submit: max_turns 0 → 422, max_budget_usd 0 → 402", async () => {
+    const pid = await createProfile(t, user, { mock });
+    const turns = await api(t, "POST", "/v1/tasks", user.bearer, { profile_id: pid, prompt: "x", max_turns: 0 });
+    expect(turns.status).toBe(422);
+    expect(turns.body.code).toBe("TURN_LIMIT_EXCEEDED");
+    const budget = await api(t, "POST", "/v1/tasks", user.bearer, { profile_id: pid, prompt: "x", max_budget_usd: 0 });
+    expect(budget.status).toBe(402);
+    expect(budget.body.code).toBe("BUDGET_EXCEEDED");
+  });
+
+  test("provider 500s are retried, then the task fails with MODEL_ERROR and the provider's message", async () => {
+    mock.reset();
+    for (let i = 0; i < 3; i++) mock.enqueue({ error: { status: 500, message: "upstream exploded" } });
+    const pid = await createProfile(t, user, { mock });
+    const { task_id } = await submit(t, user, { profile_id: pid, prompt: "x" });
+    const task = await waitTask(t, user, task_id);
+    expect(task.status).toBe("failed");
+    expect(task.error.code).toBe("MODEL_ERROR");
+    expect(task.error.message).toContain("upstream exploded");
+    expect(mock.requests.length).toBe(3);
+  });
+});
+
+describe("stopping work", () => {
+  test("cancel during `sleep 60` ends the task within 2 s and kills the process", async () => {
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "sleep 60" } }] });
+    const pid = await createProfile(t, user, { mock });
+    const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "sleep" });
+    await waitFor(async () => (await sessionFrames(t, user, session_id)).some((f) => f.type === "task:tool_use"), { what: "tool_use" });
+    await Bun.sleep(200);
+    const started = performance.now();
+    const r = await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer);
+    expect(r.status).toBe(202);
+    const task = await waitTask(t, user, task_id, ["cancelled", "failed", "completed"], 5000);
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect(task.status).toBe("cancelled");
+    const frames = await sessionFrames(t, user, session_id);
+    expect(frames.find((f) => f.type === "task:tool_result")?.output).toContain("[cancelled by the user]");
+    expect(frames.at(-1)).toMatchObject({ type: "task:done", status: "cancelled" });
+    const ws = (await api(t, "GET", `/v1/workspaces/${frames[0].container_id}`, user.bearer)).body;
+    const ps = docker("exec", ws.name, "ps");
+    expect(ps.stdout.toString()).not.toContain("sleep 60");
+    // Idempotent.
+    expect((await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer)).body.status).toBe("cancelled");
+  });
+
+  test("a container killed mid-task fails it with CONTAINER_FAILED", async () => {
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "sleep 30" } }] }, { text: "never" });
+    const pid = await createProfile(t, user, { mock });
+    const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "sleep" });
+    const frames0 = await waitFor(async () => {
+      const f = await sessionFrames(t, user, session_id);
+      return f.some((x) => x.type === "task:tool_use") ? f : null;
+    });
+    await Bun.sleep(200);
+    const ws = (await api(t, "GET", `/v1/workspaces/${frames0[0].container_id}`, user.bearer)).body;
+    expect(docker("kill", ws.name).exitCode).toBe(0);
+    const task = await waitTask(t, user, task_id);
+    expect(task.status).toBe("failed");
+    expect(task.error.code).toBe("CONTAINER_FAILED");
+    const frames = await sessionFrames(t, user, session_id);
+    expect(frames.at(-1)).toMatchObject({ type: "task:failed", code: "CONTAINER_FAILED" });
+  });
+
+  test("deleting a session removes its container, volume and records", async () => {
+    mock.reset();
+    mock.enqueue({ text: "hi" });
+    const pid = await createProfile(t, user, { mock });
+    const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "x" });
+    await waitTask(t, user, task_id);
+    const ctr = (await api(t, "GET", `/v1/sessions/${session_id}`, user.bearer)).body.container_id;
+    const ws = (await api(t, "GET", `/v1/workspaces/${ctr}`, user.bearer)).body;
+    expect((await api(t, "DELETE", `/v1/sessions/${session_id}`, user.bearer)).status).toBe(204);
+    expect(docker("inspect", ws.name).exitCode).not.toBe(0);
+    expect((await api(t, "GET", `/v1/sessions/${session_id}`, user.bearer)).status).toBe(404);
+    expect((await api(t, "GET", `/v1/tasks/${task_id}`, user.bearer)).status).toBe(404);
+    expect((await api(t, "DELETE", `/v1/sessions/${session_id}`, user.bearer)).status).toBe(404);
+  });
+});
+
+describe("concurrency", () => {
+  test("20 parallel new sessions on one profile: exactly 5 start, 15 get 429 CONCURRENCY_LIMIT", async () => {
+    mock.reset();
+    mock.script(() => ({ text: "ok" }));
+    const pid = await createProfile(t, user, { mock, limits: { max_concurrency: 5 } });
+    const results = await Promise.all(Array.from({ length: 20 }, () => api(t, "POST", "/v1/tasks", user.bearer, { profile_id: pid, prompt: "go" })));
+    const ok = results.filter((r) => r.status === 202);
+    const limited = results.filter((r) => r.status === 429);
+    expect(ok.length).toBe(5);
+    expect(limited.length).toBe(15);
+    for (const r of limited) expect(r.body.code).toBe("CONCURRENCY_LIMIT");
+    const sessions = (await api(t, "GET", "/v1/sessions?limit=100", user.bearer)).body.data.filter((s: any) => s.profile_id === pid);
+    expect(sessions.length).toBe(5);
+    for (const r of ok) await waitTask(t, user, r.body.task_id);
+    await Promise.all(ok.map((r) => api(t, "DELETE", `/v1/sessions/${r.body.session_id}`, user.bearer)));
+  }, 120_000);
+});
+
+describe("secrets", () => {
+  test("a vault secret reaches the container env, and never the logs, events, transcript or model", async () => {
+    const value = "sup3r-s3cret-v4lue-" + crypto.randomUUID();
+    expect((await api(t, "PUT", "/v1/secrets/DEPLOY_TOKEN", user.bearer, { value })).status).toBe(204);
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: 'printf %s "$DEPLOY_TOKEN" | wc -c; echo "token=$DEPLOY_TOKEN"' } }] }, { text: "done" });
+    const pid = await createProfile(t, user, { mock, env: { DEPLOY_TOKEN: { secret: "DEPLOY_TOKEN" }, PLAIN: "literal" } });
+    const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "use the token" });
+    await waitTask(t, user, task_id);
+    const [result] = lastToolResults(mock.requests[1]!.body);
+    expect(result!.content).toContain(`${value.length}\n`);
+    expect(result!.content).toContain("token=[redacted secret]");
+    const everything = [JSON.stringify(await sessionFrames(t, user, session_id)), JSON.stringify(mock.requests.map((r) => r.body)), t.logs.join("\n")].join("\n");
+    expect(everything).not.toContain(value);
+  });
+});

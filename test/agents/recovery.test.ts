@@ -1,0 +1,76 @@
+/**
+ * `kill -9` of the server in the middle of a task: after a restart the task continues from its
+ * last completed step — finished tool calls are not run again, the one in flight is reported to
+ * the model as interrupted — and completes.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
+import { tempDir } from "../helpers/app.ts";
+import { spawnServer } from "../helpers/server-process.ts";
+import { waitFor } from "../helpers/net.ts";
+import { runCli } from "../helpers/cli.ts";
+
+const mock = startMockAnthropic();
+afterAll(() => mock.stop());
+
+const json = (token: string) => ({ authorization: `Bearer ${token}`, "content-type": "application/json" });
+
+test("a task survives kill -9 of the server and completes without re-running finished tools", async () => {
+  const dataDir = tempDir();
+  await runCli(["admin", "create-user", "--data-dir", dataDir, "--email", "k9@example.com", "--password-stdin"], { stdin: "correct horse battery" });
+  const tok = await runCli(["token", "create", "--data-dir", dataDir, "--email", "k9@example.com", "--name", "k9"]);
+  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0];
+  expect(token, tok.stdout + tok.stderr).toBeDefined();
+
+  let server = await spawnServer({ dataDir });
+  const profile = await (
+    await fetch(server.url + "/v1/profiles", {
+      method: "POST",
+      headers: json(token!),
+      body: JSON.stringify({ name: "k9", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
+    })
+  ).json();
+
+  mock.enqueue(
+    { toolCalls: [{ name: "Bash", input: { command: "echo ran >> /workspace/count.txt" } }] },
+    { toolCalls: [{ name: "Bash", input: { command: "echo slow >> /workspace/count.txt; sleep 30" } }] },
+  );
+  const sub = await (await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token!), body: JSON.stringify({ profile_id: profile.id, prompt: "count" }) })).json();
+  expect(sub.task_id).toMatch(/^task_/);
+
+  // Wait until the second tool call is running, then kill the server outright.
+  await mock.waitForRequests(2, 20_000);
+  await Bun.sleep(800);
+  expect(await server.kill("SIGKILL")).not.toBe(0);
+
+  // After the restart the model is told the in-flight call was interrupted; then it finishes.
+  let sawInterrupted = false;
+  mock.script((req) => {
+    const last = req.body.messages.at(-1);
+    const results = (last.content ?? []).filter((b: any) => b.type === "tool_result");
+    if (results.some((r: any) => JSON.stringify(r.content).includes("interrupted"))) {
+      sawInterrupted = true;
+      return { toolCalls: [{ name: "Bash", input: { command: "cat /workspace/count.txt" } }] };
+    }
+    return { text: "Recovered: " + JSON.stringify(results[0]?.content ?? "") };
+  });
+  server = await spawnServer({ dataDir });
+  try {
+    const task = await waitFor(async () => {
+      const r = await (await fetch(`${server.url}/v1/tasks/${sub.task_id}`, { headers: json(token!) })).json();
+      return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
+    }, { timeoutMs: 30_000, what: "recovered task" });
+    expect(task.status).toBe("completed");
+    expect(sawInterrupted).toBe(true);
+    // The first tool ran once, the interrupted one had started once; neither ran again.
+    expect(task.result_text).toContain("ran\\nslow\\n");
+    expect(task.result_text).not.toContain("ran\\nslow\\nran");
+    expect(task.turns).toBe(4);
+    const frames = (await (await fetch(`${server.url}/v1/sessions/${sub.session_id}/events?limit=1000`, { headers: json(token!) })).json()).data;
+    expect(frames.map((f: any) => f.seq)).toEqual(frames.map((_: any, i: number) => i + 1));
+    expect(frames.at(-1)).toMatchObject({ type: "task:done", status: "completed" });
+  } finally {
+    await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token!) });
+    await server.kill("SIGTERM");
+  }
+}, 120_000);

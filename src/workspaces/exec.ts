@@ -159,6 +159,8 @@ export async function runExec(container: Docker.Container, opts: ExecOptions, on
       }, opts.timeoutMs);
     }
     opts.signal?.addEventListener("abort", onAbort, { once: true });
+    // Aborted while the exec was being created: the event has already fired.
+    if (opts.signal?.aborted) onAbort();
     if (withStdin) stream.end(typeof opts.stdin === "string" ? Buffer.from(opts.stdin) : Buffer.from(opts.stdin!));
   });
 

@@ -118,8 +118,13 @@ export function createStreamServer(d: StreamDeps): StreamServer {
       const size = typeof raw === "string" ? Buffer.byteLength(raw) : raw.byteLength;
       let requestId: string | undefined;
       try {
-        if (size > MAX_JSON_BODY) throw new ApiError("VALIDATION_FAILED", `Frame is larger than ${MAX_JSON_BODY} bytes`, { field: "frame", limit_bytes: MAX_JSON_BODY });
-        const value = parseFrame(typeof raw === "string" ? raw : Buffer.from(raw).toString("utf8"));
+        const text = typeof raw === "string" ? raw : Buffer.from(raw).toString("utf8");
+        if (size > MAX_JSON_BODY) {
+          // Not parsed; its request_id is still echoed so the client can match the refusal.
+          requestId = /"request_id"\s*:\s*"([^"\\]{0,200})"/.exec(text)?.[1];
+          throw new ApiError("VALIDATION_FAILED", `Frame is larger than ${MAX_JSON_BODY} bytes`, { field: "frame", limit_bytes: MAX_JSON_BODY });
+        }
+        const value = parseFrame(text);
         requestId = requestIdOf(value);
         await dispatch(ws, validateClientMessage(value));
       } catch (e) {

@@ -5,3 +5,7 @@ for (const key of Object.keys(process.env)) {
 }
 delete process.env.ANTHROPIC_API_KEY;
 delete process.env.OPENAI_API_KEY;
+
+// Tests start servers, containers and subprocesses: 5 s (Bun's default) is too tight on 2 cores.
+import { setDefaultTimeout } from "bun:test";
+setDefaultTimeout(60_000);

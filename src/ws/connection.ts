@@ -25,20 +25,35 @@ export interface SocketData {
   requestId: string;
   subs: Map<string, Subscription> | null;
   drainWaiters: (() => void)[] | null;
+  /** Bytes queued since a send reported backpressure (-1: not stalled; a drain resets it). */
+  stalledBytes: number;
   closed: boolean;
 }
 
 export type Socket = ServerWebSocket<SocketData>;
 
-/** Sends one frame; false when the socket is (now) closed. */
+/**
+ * Sends one frame; false when the socket is (now) closed. The backlog that counts is what was
+ * queued while the socket was stalled: from a send that reported backpressure until the next
+ * `drain`. A reader that keeps up may receive one frame larger than the limit; one that stops
+ * reading is closed once MAX_BACKLOG more bytes pile up behind it.
+ */
 export function send(ws: Socket, json: string): boolean {
   const d = ws.data;
   if (d.closed) return false;
+  if (d.stalledBytes >= 0) {
+    d.stalledBytes += json.length;
+    if (d.stalledBytes > MAX_BACKLOG) {
+      close(ws, CLOSE_TOO_SLOW, "send backlog exceeded: reconnect and session.resume");
+      return false;
+    }
+  }
   const r = ws.send(json);
-  if (r === 0 || (r === -1 && ws.getBufferedAmount() > MAX_BACKLOG)) {
+  if (r === 0) {
     close(ws, CLOSE_TOO_SLOW, "send backlog exceeded: reconnect and session.resume");
     return false;
   }
+  if (r === -1 && d.stalledBytes < 0) d.stalledBytes = 0;
   return true;
 }
 
@@ -74,6 +89,7 @@ function drained(ws: Socket): Promise<void> {
 }
 
 export function onDrain(ws: Socket) {
+  ws.data.stalledBytes = -1;
   const waiters = ws.data.drainWaiters;
   ws.data.drainWaiters = null;
   if (waiters) for (const w of waiters) w();

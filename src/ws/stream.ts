@@ -95,7 +95,8 @@ export function createStreamServer(d: StreamDeps): StreamServer {
 
   const handlers: WebSocketHandler<SocketData> = {
     maxPayloadLength: 16 * 1024 * 1024,
-    backpressureLimit: 16 * 1024 * 1024,
+    // Our own limit (MAX_BACKLOG) decides; Bun's only has to be above it plus one large frame.
+    backpressureLimit: 64 * 1024 * 1024,
     closeOnBackpressureLimit: false,
     idleTimeout: 120,
     sendPings: true,
@@ -171,6 +172,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         requestId: ctx.id,
         subs: null,
         drainWaiters: null,
+        stalledBytes: -1,
         closed: false,
       };
       const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : undefined });

@@ -6,13 +6,15 @@
 import { type Command, commandHelp, wantsHelp } from "./cli/command.ts";
 import { adminCommand } from "./cli/admin.ts";
 import { doctorCommand } from "./cli/doctor.ts";
+import { imageCommand } from "./cli/image.ts";
 import { migrateCommand } from "./cli/migrate.ts";
 import { serveCommand } from "./cli/serve.ts";
+import { serviceCommand } from "./cli/service.ts";
 import { tokenCommand } from "./cli/token.ts";
 import { versionCommand } from "./cli/version.ts";
 import { VERSION } from "./version.ts";
 
-export const COMMANDS: Command[] = [serveCommand, migrateCommand, doctorCommand, versionCommand, adminCommand, tokenCommand];
+export const COMMANDS: Command[] = [serveCommand, migrateCommand, doctorCommand, versionCommand, adminCommand, tokenCommand, imageCommand, serviceCommand];
 
 function mainHelp(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

@@ -4,6 +4,7 @@
  * every file carries a CSP sandbox so a file from a workspace can never run script on our origin.
  */
 import type { Download } from "../workspaces/files.ts";
+import { Errors } from "./errors.ts";
 
 const INLINE = /^(image\/(png|jpeg|gif|webp|avif|bmp|x-icon|vnd\.microsoft\.icon|svg\+xml)|text\/(plain|markdown|csv)|application\/(json|pdf))(;|$)/;
 
@@ -17,9 +18,11 @@ function disposition(kind: "inline" | "attachment", name: string): string {
   return `${kind}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
-export function fileResponse(dl: Download): Response {
-  const type = contentTypeOf(dl.name);
-  const body = new ReadableStream<Uint8Array>({
+/** Files up to this size are sent in one piece (with Content-Length); larger ones are streamed. */
+const BUFFER_UP_TO = 1024 * 1024;
+
+function streamOf(dl: Download): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
     async pull(ctrl) {
       try {
         const r = await dl.body.next();
@@ -33,14 +36,34 @@ export function fileResponse(dl: Download): Response {
       await dl.body.return(undefined);
     },
   });
-  return new Response(body, {
+}
+
+export async function fileResponse(dl: Download): Promise<Response> {
+  const type = contentTypeOf(dl.name);
+  let body: ReadableStream<Uint8Array> | Uint8Array;
+  if (dl.size <= BUFFER_UP_TO) {
+    const parts: Uint8Array[] = [];
+    for await (const chunk of dl.body) parts.push(chunk);
+    body = Buffer.concat(parts);
+  } else body = streamOf(dl);
+  return new Response(body as BodyInit, {
     status: 200,
     headers: {
       "content-type": type,
+      // Bun sends a stream chunked and drops this; a buffered body gets its real length.
       "content-length": String(dl.size),
       "content-disposition": disposition(INLINE.test(type) ? "inline" : "attachment", dl.name),
       "content-security-policy": "default-src 'none'; img-src data:; style-src 'unsafe-inline'; sandbox",
       "cache-control": "private, no-cache",
     },
   });
+}
+
+/** The `*` of a route is the raw (percent-encoded) rest of the path: decode it, or 400. */
+export function decodeWildcard(raw: string | undefined): string {
+  try {
+    return decodeURIComponent(raw ?? "");
+  } catch {
+    throw Errors.validation("path", "The file path is not valid percent-encoding");
+  }
 }

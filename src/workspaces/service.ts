@@ -1,302 +1,39 @@
 /**
- * Workspaces: one hardened Docker container per agent session (`ctr_…`, Docker name
- * `runcell-<ctr id>`) with a named volume at /workspace that outlives container restarts and idle
- * stops and is removed with the session. The runtime calls createForSession / ensureRunning /
- * exec / readFile / writeFile / removeForSession; the HTTP routes call get / list / remove /
- * listDir / openDownload; the workers call stopIdle and reconcile. Lifecycle operations on one
- * workspace are serialised (KeyedMutex); the per-profile concurrency rule is enforced by the row
- * reservation in store.ts before any Docker object is created.
+ * The workspace service (`s.workspaces`): one hardened Docker container per agent session
+ * (`ctr_…`, Docker name `runcell-<ctr id>`) with a named volume at /workspace that outlives
+ * container restarts and idle stops and is removed with the session. Lifecycle and queries come
+ * from lifecycle.ts; this adds what runs inside the container (exec, files), signed file URLs and
+ * the background workers (idle stop, reconciliation).
  */
 import type Docker from "dockerode";
-import { eq } from "drizzle-orm";
-import type { Config } from "../config.ts";
-import type { DB } from "../db/client.ts";
-import { newId } from "../db/ids.ts";
-import { type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { type EnvValue, type profiles, workspaces, type WorkspaceSpec } from "../db/schema.ts";
 import { ApiError, Errors } from "../http/errors.ts";
-import type { Sealer } from "../lib/sealer.ts";
-import type { Settings } from "../lib/settings.ts";
-import type { Logger } from "../log.ts";
-import { randomHex } from "../lib/crypto.ts";
-import { checkChain, readAll } from "./archive.ts";
-import { type DockerEngine, dockerMessage, dockerStatus, isUnreachable } from "./docker.ts";
+import { checkChain, entryType, readAll } from "./archive.ts";
+import { dockerMessage } from "./docker.ts";
 import { ContainerNotRunning, type ExecOptions, type ExecResult, isRunning, runExec } from "./exec.ts";
-import { listDirectory, openDownload, type DirListing, type Download, writeViaExec } from "./files.ts";
+import { type DirListing, type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
 import { idleCheckEveryMs, stopIdle } from "./idle.ts";
-import { ImagePuller } from "./image.ts";
-import { KeyedMutex } from "./mutex.ts";
+import { WorkspaceLifecycle, type WorkspaceDeps } from "./lifecycle.ts";
 import { relativePath, resolveWorkspacePath, WORKSPACE_ROOT } from "./paths.ts";
 import { reconcile, type ReconcileReport } from "./reconcile.ts";
 import { FileUrlSigner, loadSigningKey } from "./signing.ts";
-import { Provisioner } from "./provision.ts";
-import { type WorkspaceRow, WorkspaceStore } from "./store.ts";
+import type { WorkspaceRow } from "./store.ts";
+import { intervalWorker } from "./worker.ts";
 
-export type { WorkspaceRow } from "./store.ts";
-export type ProfileRow = typeof profiles.$inferSelect;
+export type { ProfileRow, WorkspaceDeps, WorkspaceRow } from "./lifecycle.ts";
 
-export const INSTANCE_SETTING = "workspaces.instance_id";
 /** Largest file readFile / downloads hand out (bytes). */
 export const MAX_FILE_BYTES = 100 * 1024 * 1024;
 export const RECONCILE_EVERY_MS = 5 * 60_000;
 
-export interface WorkspaceDeps {
-  db: DB;
-  docker: DockerEngine;
-  settings: Settings;
-  sealer: Sealer;
-  log: Logger;
-  config: Pick<Config, "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHost">;
-  now: () => number;
-  /** Resolves a profile's env (secrets included) when a deleted workspace must be recreated. */
-  resolveEnv?: (userId: string, env: Record<string, EnvValue>) => Record<string, string>;
-}
-
-export class Workspaces {
-  readonly instanceId: string;
-  readonly store: WorkspaceStore;
-  readonly locks = new KeyedMutex();
+export class Workspaces extends WorkspaceLifecycle {
   /** Running execs per workspace: the idle stop never stops a container that is working. */
   readonly inflight = new Map<string, number>();
   maxFileBytes = MAX_FILE_BYTES;
   private signer: FileUrlSigner;
-  private provisioner: Provisioner;
-  private client: Docker;
-  private log: Logger;
 
-  constructor(private d: WorkspaceDeps) {
-    this.client = d.docker.client;
-    this.log = d.log.child({ component: "workspaces" });
-    this.store = new WorkspaceStore(d.db, d.now);
-    this.instanceId = d.settings.get<string>(INSTANCE_SETTING) ?? this.newInstanceId();
+  constructor(d: WorkspaceDeps) {
+    super(d);
     this.signer = new FileUrlSigner(loadSigningKey(d.settings, d.sealer), d.config.publicUrl, d.now);
-    this.provisioner = new Provisioner(this.client, new ImagePuller(this.client, this.log), this.log, this.instanceId);
-  }
-
-  private newInstanceId(): string {
-    const id = randomHex(8);
-    this.d.settings.set(INSTANCE_SETTING, id);
-    return id;
-  }
-
-  get config() {
-    return this.d.config;
-  }
-
-  container(dockerId: string): Docker.Container {
-    return this.client.getContainer(dockerId);
-  }
-
-  // ------------------------------------------------------------------------------------------
-  // Lifecycle
-
-  async createForSession(input: { userId: string; sessionId: string; profile: ProfileRow; env: Record<string, string> }): Promise<WorkspaceRow> {
-    const { profile } = input;
-    const id = newId("container");
-    const now = this.d.now();
-    const spec: WorkspaceSpec = { network: profile.network, memory_mb: profile.limits.memory_mb, cpus: profile.limits.cpus, pids: profile.limits.pids };
-    const { row, created } = this.store.reserveNew(
-      {
-        id,
-        user_id: input.userId,
-        session_id: input.sessionId,
-        profile_id: profile.id,
-        name: `runcell-${id}`,
-        image: profile.image || this.d.config.workspaceImage,
-        docker_id: null,
-        volume: `runcell-${id}`,
-        spec,
-        env_ciphertext: this.d.sealer.seal(JSON.stringify(input.env), `workspace-env:${id}`),
-        status: "starting",
-        error: null,
-        last_active_at: now,
-        created_at: now,
-        updated_at: now,
-      },
-      this.limitOf(profile),
-    );
-    if (!created) return this.ensureRunning(input.sessionId);
-    return this.locks.run(row.id, () => this.provision(row, input.env));
-  }
-
-  async ensureRunning(sessionId: string): Promise<WorkspaceRow> {
-    const found = this.store.bySession(sessionId);
-    if (!found) return this.recreateForSession(sessionId);
-    return this.locks.run(found.id, async () => {
-      let row = this.store.byId(found.id);
-      if (!row) throw new ApiError("CONTAINER_FAILED", `The workspace of session ${sessionId} was removed`);
-      if (row.status === "running" && row.docker_id) {
-        const st = await this.guard(() => isRunning(this.container(row!.docker_id!)));
-        if (st.running) {
-          this.store.touch(row.id);
-          return this.store.byId(row.id)!;
-        }
-        row = this.store.update(row.id, { status: "stopped", error: `container was not running (${st.detail})` })!;
-      }
-      row = this.store.reserveRestart(row.id, row.profile_id, this.limitOf(this.store.profile(row.profile_id)));
-      return this.bringUp(row);
-    });
-  }
-
-  /** The session has no workspace (it was deleted): make a new one from its profile. */
-  private async recreateForSession(sessionId: string): Promise<WorkspaceRow> {
-    const session = this.store.session(sessionId);
-    if (!session) throw Errors.notFound("Session", sessionId);
-    const profile = this.store.profile(session.profile_id);
-    if (!profile || profile.user_id !== session.user_id) {
-      throw new ApiError("CONTAINER_FAILED", `Session ${sessionId} has no workspace and its profile ${session.profile_id} no longer exists`);
-    }
-    if (!this.d.resolveEnv && Object.keys(profile.env).length) {
-      throw new ApiError("CONTAINER_FAILED", `Session ${sessionId} has no workspace and its environment cannot be resolved here`);
-    }
-    const env = this.d.resolveEnv ? this.d.resolveEnv(session.user_id, profile.env) : {};
-    return this.createForSession({ userId: session.user_id, sessionId, profile, env });
-  }
-
-  private limitOf(profile: ProfileRow | null): number {
-    return profile?.limits.max_concurrency ?? this.d.config.defaultMaxConcurrency;
-  }
-
-  /** Starts the row's container, or recreates it (same volume) when it vanished. Row is `starting`. */
-  private async bringUp(row: WorkspaceRow): Promise<WorkspaceRow> {
-    if (row.docker_id) {
-      try {
-        await this.container(row.docker_id).start();
-        return this.store.update(row.id, { status: "running", error: null, last_active_at: this.d.now() })!;
-      } catch (e) {
-        if (dockerStatus(e) === 304) return this.store.update(row.id, { status: "running", error: null, last_active_at: this.d.now() })!;
-        if (dockerStatus(e) !== 404) throw this.fail(row, e);
-        this.log.warn("workspace container vanished; recreating it on the same volume", { workspace: row.id, session: row.session_id });
-        this.store.update(row.id, { docker_id: null });
-      }
-    }
-    return this.provision(row);
-  }
-
-  /** Creates volume + container and starts it. The row is reserved (`starting`). */
-  private async provision(row: WorkspaceRow, env?: Record<string, string>): Promise<WorkspaceRow> {
-    const started = Date.now();
-    try {
-      env ??= row.env_ciphertext ? (JSON.parse(this.d.sealer.open(row.env_ciphertext, `workspace-env:${row.id}`)) as Record<string, string>) : {};
-      const c = await this.provisioner.up(row, env);
-      const up = this.store.update(row.id, { docker_id: c.id, status: "running", error: null, last_active_at: this.d.now() })!;
-      this.log.info("workspace started", { workspace: row.id, session: row.session_id, image: row.image, ms: Date.now() - started });
-      return up;
-    } catch (e) {
-      throw this.fail(row, e);
-    }
-  }
-
-  /** Marks the row failed and turns any error into CONTAINER_FAILED (ApiErrors pass through). */
-  private fail(row: WorkspaceRow, e: unknown): ApiError {
-    const err = this.toApiError(e, `Workspace container for image "${row.image}" could not start`);
-    this.store.update(row.id, { status: "failed", error: err.message });
-    this.log.warn("workspace failed to start", { workspace: row.id, session: row.session_id, error: err.message });
-    return err;
-  }
-
-  toApiError(e: unknown, what: string): ApiError {
-    if (e instanceof ApiError) return e;
-    if (isUnreachable(e)) {
-      return new ApiError("CONTAINER_FAILED", `Docker is not reachable at ${this.d.config.dockerHost} (${(e as Error).message}); start the engine or pass --docker-host (runcell doctor checks it)`);
-    }
-    return new ApiError("CONTAINER_FAILED", `${what}: ${dockerMessage(e)}`);
-  }
-
-  /** Runs a Docker call, mapping engine failures to CONTAINER_FAILED. */
-  private async guard<T>(fn: () => Promise<T>, what = "Docker call failed"): Promise<T> {
-    try {
-      return await fn();
-    } catch (e) {
-      throw this.toApiError(e, what);
-    }
-  }
-
-  async stop(ctrId: string): Promise<WorkspaceRow | null> {
-    return this.locks.run(ctrId, async () => {
-      const row = this.store.byId(ctrId);
-      if (!row) return null;
-      if (row.docker_id) {
-        await this.guard(async () => {
-          try {
-            await this.container(row.docker_id!).stop({ t: 2 });
-          } catch (e) {
-            if (dockerStatus(e) !== 304 && dockerStatus(e) !== 404) throw e;
-          }
-        }, "Could not stop the workspace container");
-      }
-      return row.status === "running" || row.status === "starting" ? this.store.update(row.id, { status: "stopped" }) : row;
-    });
-  }
-
-  /** Removes container, volume and row. Docker failures are logged; reconciliation finishes them. */
-  private async removeRow(id: string): Promise<boolean> {
-    return this.locks.run(id, async () => {
-      const row = this.store.byId(id);
-      if (!row) return false;
-      try {
-        await this.client
-          .getContainer(row.docker_id ?? row.name)
-          .remove({ force: true })
-          .catch((e) => {
-            if (dockerStatus(e) !== 404) throw e;
-          });
-        await this.client
-          .getVolume(row.volume)
-          .remove()
-          .catch((e) => {
-            if (dockerStatus(e) !== 404) throw e;
-          });
-      } catch (e) {
-        this.log.warn("could not remove workspace container or volume; reconciliation will retry", { workspace: id, error: dockerMessage(e) });
-      }
-      this.store.delete(id);
-      this.log.info("workspace removed", { workspace: id, session: row.session_id });
-      return true;
-    });
-  }
-
-  async removeForSession(sessionId: string): Promise<void> {
-    const row = this.store.bySession(sessionId);
-    if (row) await this.removeRow(row.id);
-  }
-
-  /** DELETE /v1/workspaces/:id: the caller's workspace, else NOT_FOUND. */
-  async remove(userId: string, ctrId: string): Promise<void> {
-    const row = this.store.byIdForUser(userId, ctrId);
-    if (!row || !(await this.removeRow(row.id))) throw Errors.notFound("Workspace", ctrId);
-  }
-
-  /** DELETE /admin/workspaces/:id. */
-  async removeById(ctrId: string): Promise<void> {
-    if (!(await this.removeRow(ctrId))) throw Errors.notFound("Workspace", ctrId);
-  }
-
-  // ------------------------------------------------------------------------------------------
-  // Queries
-
-  get(userId: string, ctrId: string): WorkspaceRow {
-    const row = this.store.byIdForUser(userId, ctrId);
-    if (!row) throw Errors.notFound("Workspace", ctrId);
-    return row;
-  }
-
-  byId(ctrId: string): WorkspaceRow | null {
-    return this.store.byId(ctrId);
-  }
-
-  forSession(sessionId: string): WorkspaceRow | null {
-    return this.store.bySession(sessionId);
-  }
-
-  list<T>(userId: string, p: PageParams, map: (r: WorkspaceRow) => T): Page<T> {
-    const { rows, limit } = this.store.page(eq(workspaces.user_id, userId), p);
-    return toPage(rows, limit, map);
-  }
-
-  listAll<T>(p: PageParams, map: (r: WorkspaceRow) => T): Page<T> {
-    const { rows, limit } = this.store.page(undefined, p);
-    return toPage(rows, limit, map);
   }
 
   // ------------------------------------------------------------------------------------------
@@ -340,9 +77,16 @@ export class Workspaces {
     return row.status === "running" && row.docker_id ? row : this.ensureRunning(sessionId);
   }
 
+  /**
+   * After an exec that died of a signal: was it the container? Docker records a killed container's
+   * state some tens of milliseconds after its processes die, so look a few times.
+   */
   private async assertAlive(row: WorkspaceRow) {
-    const st = await this.guard(() => isRunning(this.container(row.docker_id!)));
-    if (!st.running) throw this.markDead(row, st.detail);
+    for (let i = 0; i < 5; i++) {
+      const st = await this.guard(() => isRunning(this.container(row.docker_id!)));
+      if (!st.running) throw this.markDead(row, st.detail);
+      await Bun.sleep(60);
+    }
   }
 
   private markDead(row: WorkspaceRow, detail: string): ApiError {
@@ -366,7 +110,7 @@ export class Workspaces {
     return this.guard(async () => {
       const r = await checkChain(c, abs);
       if (!r.stat) throw Errors.notFound("File", abs);
-      if (r.stat.mode >= 2 ** 31) throw Errors.validation("path", `${abs} is a directory, not a file`);
+      if (entryType(r.stat.mode) === "dir") throw Errors.validation("path", `${abs} is a directory, not a file`);
       return readAll(c, r.path, this.maxFileBytes);
     }, `Could not read ${abs}`);
   }
@@ -417,32 +161,10 @@ export class Workspaces {
   }
 
   /** The reconcile (at start, then every 5 min) and idle-stop workers for services.ts. */
-  workers(): { name: string; start(): void; stop(): Promise<void> }[] {
-    const loop = (name: string, everyMs: number, runNow: boolean, fn: () => Promise<unknown>) => {
-      let timer: Timer | null = null;
-      let running: Promise<unknown> | null = null;
-      const tick = () => {
-        if (running) return;
-        running = fn()
-          .catch((e) => this.log.warn(`${name} failed`, { error: dockerMessage(e) }))
-          .finally(() => (running = null));
-      };
-      return {
-        name,
-        start() {
-          if (runNow) tick();
-          timer = setInterval(tick, everyMs);
-          timer.unref?.();
-        },
-        async stop() {
-          if (timer) clearInterval(timer);
-          await running;
-        },
-      };
-    };
+  workers() {
     return [
-      loop("workspace-reconcile", RECONCILE_EVERY_MS, true, () => this.reconcile()),
-      loop("workspace-idle-stop", idleCheckEveryMs(this.d.config.workspaceIdleTimeoutMs), false, () => this.stopIdle()),
+      intervalWorker(this.log, "workspace-reconcile", RECONCILE_EVERY_MS, true, () => this.reconcile()),
+      intervalWorker(this.log, "workspace-idle-stop", idleCheckEveryMs(this.d.config.workspaceIdleTimeoutMs), false, () => this.stopIdle()),
     ];
   }
 

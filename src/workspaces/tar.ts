@@ -136,6 +136,11 @@ export class TarEntryReader {
     }
   }
 
+  /** Skips the current entry's body (and its padding) to reach the next header. */
+  async skip(size: number): Promise<void> {
+    await this.take(padded(size));
+  }
+
   /** Stops reading (destroys the underlying HTTP response). */
   close() {
     Promise.resolve(this.it.return?.()).catch(() => {});

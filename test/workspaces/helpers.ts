@@ -11,7 +11,7 @@ import type { TestApp } from "../helpers/app.ts";
 
 export const docker = new Docker({ socketPath: "/var/run/docker.sock" });
 
-export function insertProfile(t: TestApp, userId: string, over: Partial<ProfileRow> & { limits?: Partial<ProfileLimits> } = {}): ProfileRow {
+export function insertProfile(t: TestApp, userId: string, over: Omit<Partial<ProfileRow>, "limits"> & { limits?: Partial<ProfileLimits> } = {}): ProfileRow {
   const now = Date.now();
   const row: ProfileRow = {
     id: newId("profile"),

@@ -6,14 +6,19 @@
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services.ts";
 import { Errors } from "../errors.ts";
-import { fileResponse } from "../file-response.ts";
+import { decodeWildcard, fileResponse } from "../file-response.ts";
 import { errorResponses } from "../schema.ts";
 
 export const signedFileRoutes = (s: Services) =>
   new Elysia({ prefix: "/files" }).get(
     "/:ctr/*",
     async ({ params, query }) => {
-      const path = params["*"];
+      let path: string;
+      try {
+        path = decodeWildcard(params["*"]);
+      } catch {
+        throw Errors.notFound("File");
+      }
       const row = s.workspaces.verifyFileUrl(params.ctr, path, query.exp, query.sig) ? s.workspaces.byId(params.ctr) : null;
       if (!row) throw Errors.notFound("File");
       return fileResponse(await s.workspaces.openDownload(row, path));

@@ -6,7 +6,7 @@ import { Elysia, t } from "elysia";
 import type { Services } from "../../services.ts";
 import type { WorkspaceRow } from "../../workspaces/store.ts";
 import { iso } from "../../lib/time.ts";
-import { fileResponse } from "../file-response.ts";
+import { decodeWildcard, fileResponse } from "../file-response.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
 import { errorResponses, ListOf, PageQuery, Timestamp } from "../schema.ts";
 
@@ -97,7 +97,7 @@ export const workspaceRoutes = (s: Services) =>
       "/:id/files/*",
       async ({ user, params }) => {
         const row = s.workspaces.get(user.id, params.id);
-        return fileResponse(await s.workspaces.openDownload(row, params["*"]));
+        return fileResponse(await s.workspaces.openDownload(row, decodeWildcard(params["*"])));
       },
       {
         response: { 200: t.Any({ description: "The file's bytes; Content-Type from the extension" }), ...errorResponses(400, 401, 404, 429, 502) },

@@ -1,0 +1,137 @@
+/** Docker exec in a real workspace: output, exit codes, stdin, caps, timeout, cancel, env. */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ApiError } from "../../src/http/errors.ts";
+import type { Workspaces } from "../../src/workspaces/service.ts";
+import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { createUser } from "../helpers/users.ts";
+import { insertProfile, newWorkspace, sweepInstance } from "./helpers.ts";
+
+const SECRET = "s3cr3t-" + crypto.randomUUID();
+let t: TestApp;
+let ws: Workspaces;
+let sessionId: string;
+let ctrId: string;
+
+const sh = (script: string, extra: Partial<Parameters<Workspaces["exec"]>[1]> = {}) => ws.exec(sessionId, { cmd: ["/bin/sh", "-c", script], ...extra });
+/** The test's `sleep 60` / `sleep 61` processes still alive in the workspace. */
+const strays = async () =>
+  (await sh("ps -o pid,args")).output
+    .split("\n")
+    .filter((l) => /^\s*\d+\s+sleep 6[01]$/.test(l));
+
+beforeAll(async () => {
+  t = await startTestApp();
+  ws = t.app.services.workspaces;
+  const u = await createUser(t);
+  const profile = insertProfile(t, u.id);
+  const made = await newWorkspace(t, u.id, profile, { API_TOKEN_FOR_TOOL: SECRET, PLAIN: "visible" });
+  sessionId = made.sessionId;
+  ctrId = made.ws.id;
+});
+
+afterAll(async () => {
+  await sweepInstance(ws.instanceId);
+  await t.stop();
+});
+
+describe("exec", () => {
+  test("round trip: combined stdout and stderr, exit code 0", async () => {
+    const r = await sh("echo out; echo err >&2");
+    expect(r.exitCode).toBe(0);
+    expect(r.output.split("\n").sort()).toEqual(["", "err", "out"]);
+    expect(r).toMatchObject({ truncated: false, timedOut: false, cancelled: false });
+  });
+
+  test("a non-zero exit is returned, not thrown", async () => {
+    expect((await sh("exit 3")).exitCode).toBe(3);
+    const missing = await ws.exec(sessionId, { cmd: ["no-such-command"] });
+    expect(missing.exitCode).toBe(127);
+    expect(missing.output).toContain("no-such-command");
+  });
+
+  test("argv is passed as is, never through a shell", async () => {
+    const r = await ws.exec(sessionId, { cmd: ["echo", "$HOME", "a b", "'q'"] });
+    expect(r.output).toBe("$HOME a b 'q'\n");
+  });
+
+  test("cwd defaults to /workspace; cwd and env can be set", async () => {
+    expect((await sh("pwd")).output).toBe("/workspace\n");
+    expect((await sh('pwd; echo "$X"', { cwd: "/tmp", env: { X: "from-exec" } })).output).toBe("/tmp\nfrom-exec\n");
+  });
+
+  test("stdin: text and binary", async () => {
+    expect((await sh("tr a-z A-Z", { stdin: "hello\n" })).output).toBe("HELLO\n");
+    const bytes = new Uint8Array(256).map((_, i) => i);
+    const r = await sh("wc -c; ", { stdin: bytes });
+    expect(r.output.trim()).toBe("256");
+    expect((await sh("cat", { stdin: "" })).output).toBe("");
+  });
+
+  test("output over the cap is truncated, keeping head and tail, and says so", async () => {
+    const r = await sh("i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done", { maxOutputBytes: 400 });
+    expect(r.truncated).toBe(true);
+    expect(r.exitCode).toBe(0);
+    expect(r.output.startsWith("line-0\nline-1\n")).toBe(true);
+    expect(r.output.endsWith("line-1999\n")).toBe(true);
+    expect(r.output).toMatch(/\[… \d+ bytes of output omitted …\]/);
+    expect(r.output.length).toBeLessThan(400 + 60);
+  });
+
+  test("a timeout kills the process", async () => {
+    const started = Date.now();
+    const r = await sh("sleep 60; echo never", { timeoutMs: 500 });
+    expect(r.timedOut).toBe(true);
+    expect(r.cancelled).toBe(false);
+    expect(r.output).not.toContain("never");
+    expect(Date.now() - started).toBeLessThan(2500);
+    expect(await strays()).toEqual([]);
+  });
+
+  test("an abort kills the running process tree within 2 s", async () => {
+    const ac = new AbortController();
+    const run = sh("sleep 61 & sleep 60; echo never", { signal: ac.signal });
+    await Bun.sleep(400);
+    expect((await strays()).length).toBe(2);
+    const aborted = Date.now();
+    ac.abort();
+    const r = await run;
+    expect(Date.now() - aborted).toBeLessThan(2000);
+    expect(r.cancelled).toBe(true);
+    expect(r.output).not.toContain("never");
+    expect(await strays()).toEqual([]);
+  });
+
+  test("an already aborted signal runs nothing", async () => {
+    const ac = new AbortController();
+    ac.abort();
+    const r = await sh("touch /workspace/should-not-exist", { signal: ac.signal });
+    expect(r.cancelled).toBe(true);
+    expect((await sh("ls /workspace/should-not-exist")).exitCode).not.toBe(0);
+  });
+
+  test("an exec marks the workspace active", async () => {
+    t.app.services.sqlite.run("UPDATE workspaces SET last_active_at = 1 WHERE id = ?", [ctrId]);
+    await sh("true");
+    expect(ws.byId(ctrId)!.last_active_at).toBeGreaterThan(Date.now() - 10_000);
+  });
+
+  test("cmd must be a non-empty array of strings", async () => {
+    for (const cmd of [[], [1], "ls"] as unknown as string[][]) {
+      const e = await ws.exec(sessionId, { cmd }).catch((x) => x);
+      expect(e).toBeInstanceOf(ApiError);
+      expect((e as ApiError).code).toBe("VALIDATION_FAILED");
+    }
+  });
+
+  test("profile env (secrets included) reaches the container and never the logs", async () => {
+    expect((await sh('echo "$PLAIN:$API_TOKEN_FOR_TOOL"')).output).toBe(`visible:${SECRET}\n`);
+    expect(t.logs.join("\n")).not.toContain(SECRET);
+    const raw = t.app.services.sqlite.query<{ env: Uint8Array }, [string]>("SELECT env_ciphertext AS env FROM workspaces WHERE id = ?").get(ctrId)!;
+    expect(Buffer.from(raw.env).toString("latin1")).not.toContain(SECRET);
+  });
+
+  test("a session without a workspace is CONTAINER_FAILED", async () => {
+    const e = await ws.exec("sess_missing", { cmd: ["true"] }).catch((x) => x);
+    expect((e as ApiError).code).toBe("CONTAINER_FAILED");
+  });
+});

@@ -1,0 +1,216 @@
+/** Workspace files: read/write/list, escapes refused, size cap, signed URLs. */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ApiError } from "../../src/http/errors.ts";
+import type { Workspaces } from "../../src/workspaces/service.ts";
+import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { createUser } from "../helpers/users.ts";
+import { docker, insertProfile, newWorkspace, sweepInstance } from "./helpers.ts";
+
+let offsetMs = 0;
+let t: TestApp;
+let ws: Workspaces;
+let sessionId: string;
+let ctrId: string;
+
+const sh = async (script: string) => {
+  const r = await ws.exec(sessionId, { cmd: ["/bin/sh", "-c", script] });
+  expect(r.exitCode).toBe(0);
+  return r.output;
+};
+const text = (b: Uint8Array) => new TextDecoder().decode(b);
+const codeOf = (p: Promise<unknown>) => p.then(() => "ok", (e) => (e instanceof ApiError ? e.code : String(e)));
+
+beforeAll(async () => {
+  t = await startTestApp({ now: () => Date.now() + offsetMs });
+  ws = t.app.services.workspaces;
+  const u = await createUser(t);
+  const made = await newWorkspace(t, u.id, insertProfile(t, u.id));
+  sessionId = made.sessionId;
+  ctrId = made.ws.id;
+  await sh(
+    "mkdir -p sub/deeper && echo inside > sub/f.txt && ln -s /etc etclink && ln -s /etc/passwd pw && ln -s ../../etc sub/up && ln -s sub sublink && ln -s sub/f.txt flink && ln -s missing dangling",
+  );
+});
+
+afterAll(async () => {
+  await sweepInstance(ws.instanceId);
+  await t.stop();
+});
+
+describe("read and write", () => {
+  test("write creates parent directories; read returns the bytes", async () => {
+    await ws.writeFile(sessionId, "a/b/c/hello.txt", "hello\n");
+    expect(text(await ws.readFile(sessionId, "/workspace/a/b/c/hello.txt"))).toBe("hello\n");
+    expect(await sh("cat a/b/c/hello.txt")).toBe("hello\n");
+  });
+
+  test("binary round trip and empty files", async () => {
+    const bytes = new Uint8Array(300_000).map((_, i) => (i * 31) % 256);
+    await ws.writeFile(sessionId, "bin.dat", bytes);
+    expect(Buffer.from(await ws.readFile(sessionId, "bin.dat")).equals(Buffer.from(bytes))).toBe(true);
+    await ws.writeFile(sessionId, "empty.txt", "");
+    expect((await ws.readFile(sessionId, "empty.txt")).byteLength).toBe(0);
+  });
+
+  test("overwriting keeps the file's mode", async () => {
+    await ws.writeFile(sessionId, "run.sh", "#!/bin/sh\necho one\n");
+    await sh("chmod 755 run.sh");
+    await ws.writeFile(sessionId, "run.sh", "#!/bin/sh\necho two\n");
+    expect(await sh("./run.sh")).toBe("two\n");
+  });
+
+  test("symlinks inside /workspace are followed", async () => {
+    expect(text(await ws.readFile(sessionId, "sublink/f.txt"))).toBe("inside\n");
+    expect(text(await ws.readFile(sessionId, "flink"))).toBe("inside\n");
+    await ws.writeFile(sessionId, "flink", "through the link\n");
+    expect(await sh("cat sub/f.txt; [ -L flink ] && echo still-a-link")).toBe("through the link\nstill-a-link\n");
+  });
+
+  test.each([
+    ["a missing file", "nope.txt", "NOT_FOUND"],
+    ["a missing directory", "nope/x.txt", "NOT_FOUND"],
+    ["a dangling symlink", "dangling", "NOT_FOUND"],
+    ["a directory", "sub", "VALIDATION_FAILED"],
+    ["the parent of /workspace", "../etc/passwd", "VALIDATION_FAILED"],
+    ["an absolute path elsewhere", "/etc/passwd", "VALIDATION_FAILED"],
+    ["a lexical escape", "/workspace/../etc/passwd", "VALIDATION_FAILED"],
+    ["a directory symlink out", "etclink/passwd", "VALIDATION_FAILED"],
+    ["a file symlink out", "pw", "VALIDATION_FAILED"],
+    ["a relative symlink out", "sub/up/passwd", "VALIDATION_FAILED"],
+  ])("reading %s → %s", async (_what, path, code) => {
+    expect(await codeOf(ws.readFile(sessionId, path))).toBe(code);
+  });
+
+  test("the error says what is wrong", async () => {
+    const e = (await ws.readFile(sessionId, "etclink/passwd").catch((x) => x)) as ApiError;
+    expect(e.message).toContain("/workspace/etclink is a symlink to /etc");
+    expect(e.details?.field).toBe("path");
+    const nf = (await ws.readFile(sessionId, "nope.txt").catch((x) => x)) as ApiError;
+    expect(nf.message).toContain("/workspace/nope.txt");
+  });
+
+  test.each([
+    ["through a directory symlink out", "etclink/evil"],
+    ["through a file symlink out", "pw"],
+    ["outside", "/tmp/x"],
+    ["onto a directory", "sub"],
+    ["onto /workspace itself", "/workspace"],
+  ])("writing %s is refused", async (_what, path) => {
+    expect(await codeOf(ws.writeFile(sessionId, path, "x"))).toBe("VALIDATION_FAILED");
+    expect(await sh("ls /etc/evil 2>/dev/null; true")).toBe("");
+  });
+
+  test("a file over the size cap is refused with its size", async () => {
+    const cap = ws.maxFileBytes;
+    ws.maxFileBytes = 1000;
+    try {
+      const e = (await ws.readFile(sessionId, "bin.dat").catch((x) => x)) as ApiError;
+      expect(e.code).toBe("VALIDATION_FAILED");
+      expect(e.details).toMatchObject({ size: 300_000, limit_bytes: 1000 });
+    } finally {
+      ws.maxFileBytes = cap;
+    }
+  });
+});
+
+describe("listing", () => {
+  test("types, sizes, times, dotfiles and odd names, sorted by name", async () => {
+    await sh("mkdir -p ls && cd ls && printf 12345 > 'b file.txt' && mkdir dir && ln -s dir link && touch .hidden \"$(printf 'new\\nline')\" && mkfifo pipe");
+    const l = await ws.listDir(sessionId, "ls");
+    expect(l.path).toBe("ls");
+    expect(l.next_cursor).toBeNull();
+    const by = Object.fromEntries(l.data.map((e) => [e.name, e]));
+    expect(l.data.map((e) => e.name)).toEqual([".hidden", "b file.txt", "dir", "link", "new\nline", "pipe"]);
+    expect(by["b file.txt"]).toMatchObject({ path: "ls/b file.txt", type: "file", size: 5 });
+    expect(by.dir).toMatchObject({ type: "dir", size: null });
+    expect(by.link!.type).toBe("symlink");
+    expect(by.pipe!.type).toBe("other");
+    expect(Math.abs(Date.parse(by["b file.txt"]!.modified!) - Date.now())).toBeLessThan(120_000);
+  });
+
+  test("pages with limit and cursor", async () => {
+    await sh("mkdir -p many && cd many && for i in 1 2 3 4 5; do touch f$i; done");
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let i = 0; i < 5; i++) {
+      const page = await ws.listDir(sessionId, "many", { limit: 2, cursor });
+      seen.push(...page.data.map((e) => e.name));
+      if (!page.next_cursor) break;
+      cursor = page.next_cursor;
+    }
+    expect(seen).toEqual(["f1", "f2", "f3", "f4", "f5"]);
+  });
+
+  test("the root, a missing directory, a file, and escapes", async () => {
+    expect((await ws.listDir(sessionId, "")).data.some((e) => e.name === "sub")).toBe(true);
+    expect(await codeOf(ws.listDir(sessionId, "nope"))).toBe("NOT_FOUND");
+    expect(await codeOf(ws.listDir(sessionId, "sub/f.txt"))).toBe("VALIDATION_FAILED");
+    expect(await codeOf(ws.listDir(sessionId, "etclink"))).toBe("VALIDATION_FAILED");
+    expect(await codeOf(ws.listDir(sessionId, ".."))).toBe("VALIDATION_FAILED");
+    expect((await ws.listDir(sessionId, "sublink")).data.map((e) => e.name)).toContain("f.txt");
+  });
+});
+
+describe("signed URLs", () => {
+  const local = (url: string) => url.replace(t.config.publicUrl, t.url);
+
+  test("a signed URL serves the file without credentials, with its content type", async () => {
+    await ws.writeFile(sessionId, "charts/plot.svg", "<svg xmlns='http://www.w3.org/2000/svg'/>");
+    const url = ws.signedFileUrl(ctrId, "/workspace/charts/plot.svg");
+    expect(url.startsWith(`${t.config.publicUrl}/files/${ctrId}/charts/plot.svg?exp=`)).toBe(true);
+    const res = await fetch(local(url));
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("image/svg+xml");
+    expect(res.headers.get("content-security-policy")).toContain("sandbox");
+    expect(await res.text()).toContain("<svg");
+  });
+
+  test("names that need encoding", async () => {
+    await ws.writeFile(sessionId, "my dir/résumé #1.txt", "ok");
+    const res = await fetch(local(ws.signedFileUrl(ctrId, "my dir/résumé #1.txt")));
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe("ok");
+  });
+
+  test("a wrong signature, another path or another workspace is 404", async () => {
+    const url = new URL(local(ws.signedFileUrl(ctrId, "sub/f.txt")));
+    const sig = url.searchParams.get("sig")!;
+    const bad = new URL(url);
+    bad.searchParams.set("sig", (sig[0] === "a" ? "b" : "a") + sig.slice(1));
+    const other = new URL(url);
+    other.pathname = other.pathname.replace("sub/f.txt", "bin.dat");
+    const noSig = new URL(url);
+    noSig.search = "";
+    for (const u of [bad, other, noSig, new URL(url.href.replace(ctrId, "ctr_01m7zzzzzzzzzzzzzzzzzzzzzz"))]) {
+      const res = await fetch(u);
+      expect(res.status).toBe(404);
+      expect((await res.json()).code).toBe("NOT_FOUND");
+    }
+    expect((await fetch(url)).status).toBe(200);
+  });
+
+  test("an expired URL is 404", async () => {
+    const url = local(ws.signedFileUrl(ctrId, "sub/f.txt", 60));
+    expect((await fetch(url)).status).toBe(200);
+    offsetMs = 61_000;
+    try {
+      expect((await fetch(url)).status).toBe(404);
+    } finally {
+      offsetMs = 0;
+    }
+  });
+
+  test("downloads and reads work while the workspace is stopped, without starting it", async () => {
+    const url = local(ws.signedFileUrl(ctrId, "sub/f.txt"));
+    await ws.stop(ctrId);
+    const dockerId = ws.byId(ctrId)!.docker_id!;
+    expect((await docker.getContainer(dockerId).inspect()).State.Running).toBe(false);
+    expect(await (await fetch(url)).text()).toBe("through the link\n");
+    expect(text(await ws.readFile(sessionId, "sub/f.txt"))).toBe("through the link\n");
+    expect((await docker.getContainer(dockerId).inspect()).State.Running).toBe(false);
+    expect(ws.byId(ctrId)!.status).toBe("stopped");
+    // Writing needs the container: it starts again.
+    await ws.writeFile(sessionId, "after-stop.txt", "x");
+    expect(ws.byId(ctrId)!.status).toBe("running");
+  });
+});

@@ -406,7 +406,7 @@ describe("service interface for the runtime", () => {
 
 test("the OpenAPI document describes the profile routes and their bodies", async () => {
   const doc = (await api(t, "GET", "/v1/openapi.json", alice.bearer)).body;
-  const post = doc.paths["/v1/profiles/"].post;
+  const post = doc.paths["/v1/profiles"].post;
   expect(post.tags).toEqual(["Profiles"]);
   expect(post.requestBody.content["application/json"].schema.properties.limits).toBeDefined();
   expect(Object.keys(post.responses)).toEqual(expect.arrayContaining(["201", "400", "401"]));

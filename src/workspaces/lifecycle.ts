@@ -6,7 +6,7 @@
  * URLs and the background workers on top.
  */
 import type Docker from "dockerode";
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
@@ -274,8 +274,9 @@ export class WorkspaceLifecycle {
     return toPage(rows, limit, map);
   }
 
-  listAll<T>(p: PageParams, map: (r: WorkspaceRow) => T): Page<T> {
-    const { rows, limit } = this.store.page(undefined, p);
+  listAll<T>(p: PageParams, map: (r: WorkspaceRow) => T, filter: { status?: WorkspaceRow["status"]; userId?: string } = {}): Page<T> {
+    const where = and(filter.status ? eq(workspaces.status, filter.status) : undefined, filter.userId ? eq(workspaces.user_id, filter.userId) : undefined);
+    const { rows, limit } = this.store.page(where, p);
     return toPage(rows, limit, map);
   }
 }

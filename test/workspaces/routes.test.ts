@@ -119,6 +119,7 @@ scenarios.push(
   S("admin delete without credential", "DELETE", () => `/admin/workspaces/${bobWs}`, "none", 401, "UNAUTHORIZED"),
   S("admin list with limit=0", "GET", () => "/admin/workspaces?limit=0", "admin", 400, "VALIDATION_FAILED", "limit"),
   S("admin delete of a missing workspace", "DELETE", () => "/admin/workspaces/ctr_01aaaaaaaaaaaaaaaaaaaaaaaa", "admin", 404, "NOT_FOUND"),
+  S("admin list with an unknown status", "GET", () => "/admin/workspaces?status=sleeping", "admin", 400, "VALIDATION_FAILED", "status"),
   S("admin list", "GET", () => "/admin/workspaces", "admin", 200),
 );
 
@@ -192,6 +193,9 @@ describe("workspace route scenarios", () => {
     const rec = all.body.data.find((w: { id: string }) => w.id === theirs);
     expect(rec).toMatchObject({ user_id: bob.id, volume: `runcell-${theirs}` });
     expect(all.body.data.some((w: { user_id: string }) => w.user_id === alice.id)).toBe(true);
+    const bobs = await api(t, "GET", `/admin/workspaces?user_id=${bob.id}&status=running`, headersFor("admin"));
+    expect(bobs.body.data.map((w: { id: string }) => w.id).sort()).toEqual([bobWs, theirs].sort());
+    expect((await api(t, "GET", "/admin/workspaces?status=failed", headersFor("admin"))).body.data).toEqual([]);
     expect((await api(t, "DELETE", `/admin/workspaces/${theirs}`, headersFor("admin"))).status).toBe(204);
     expect((await api(t, "DELETE", `/admin/workspaces/${theirs}`, headersFor("admin"))).status).toBe(404);
     expect(ws.byId(theirs)).toBeNull();

@@ -18,10 +18,14 @@ const detail = (summary: string) => ({ tags: ["Admin"], summary, security: ADMIN
 export const adminWorkspaceRoutes = (s: Services) =>
   new Elysia({ prefix: "/admin/workspaces" })
     .use(adminGuard(s.adminPassword))
-    .get("/", ({ query }) => s.workspaces.listAll(query, toAdmin), {
-      query: t.Object(PageQuery),
+    .get("/", ({ query }) => s.workspaces.listAll(query, toAdmin, { status: query.status, userId: query.user_id }), {
+      query: t.Object({
+        ...PageQuery,
+        status: t.Optional(t.UnionEnum(["starting", "running", "stopped", "failed"], { default: undefined, "x-field": "status" })),
+        user_id: t.Optional(t.String({ maxLength: 64, "x-field": "user_id" })),
+      }),
       response: { 200: ListOf(AdminWorkspace), ...errorResponses(400, 401, 429) },
-      detail: detail("Every user's workspaces, newest first"),
+      detail: detail("Every user's workspaces, newest first (?status=, ?user_id= filter)"),
     })
     .delete(
       "/:id",

@@ -17,7 +17,7 @@ export type Outcome =
   | { kind: "aborted" };
 
 export interface AttemptRequest {
-  url: string;
+  url: string | URL;
   body: string;
   headers: Record<string, string>;
 }
@@ -62,33 +62,53 @@ function networkError(e: unknown): string {
   return `network error: ${code}`;
 }
 
+/** Errors that prove nothing was sent: the next address may be tried. */
+const NOT_CONNECTED = /refused|unreach|EADDRNOTAVAIL/i;
+
+/** POSTs to the first address that accepts a connection. */
+async function send(targets: string[], init: RequestInit & { tls?: { serverName?: string; ca?: string } }): Promise<Response> {
+  for (let i = 0; ; i++) {
+    try {
+      return await fetch(targets[i]!, init);
+    } catch (e) {
+      const code = String((e as { code?: string }).code ?? "");
+      if (i + 1 >= targets.length || init.signal?.aborted || !NOT_CONNECTED.test(code)) throw e;
+    }
+  }
+}
+
 export async function attempt(req: AttemptRequest, opts: AttemptOptions): Promise<Outcome> {
-  const url = new URL(req.url);
-  const timeout = AbortSignal.timeout(opts.timeoutMs);
-  const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
+  const url = typeof req.url === "string" ? new URL(req.url) : req.url;
+  // One controller for both the attempt's deadline and our shutdown (cheaper than AbortSignal.any).
+  const ac = new AbortController();
+  const signal = ac.signal;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    ac.abort(new Error("timeout"));
+  }, opts.timeoutMs);
+  const onStop = () => ac.abort(opts.signal?.reason);
+  opts.signal?.addEventListener("abort", onStop, { once: true });
   const headers = { ...req.headers };
-  let target = url.href;
+  let targets = [url.href];
   let serverName: string | undefined;
 
   try {
     if (opts.net.guard) {
-      const [addr] = await checkedAddresses(url, opts.net, signal);
-      target = urlForAddress(url, addr!);
+      // IPv4 first (a host without IPv6 routes still delivers); every address already checked.
+      const addrs = (await checkedAddresses(url, opts.net, signal)).sort((a, b) => a.family - b.family);
+      targets = addrs.map((a) => urlForAddress(url, a));
       headers.host = url.host;
       const host = bareHost(url);
       if (url.protocol === "https:" && !isIpLiteral(host)) serverName = host;
     }
-    const res = await fetch(target, {
-      method: "POST",
-      body: req.body,
-      headers,
-      redirect: "manual",
-      signal,
-      tls: serverName || opts.ca ? { serverName, ca: opts.ca } : undefined,
-    });
+    const res = await send(targets, { method: "POST", body: req.body, headers, redirect: "manual", signal, tls: serverName || opts.ca ? { serverName, ca: opts.ca } : undefined });
     const status = res.status;
     if (status >= 200 && status < 300) {
-      await res.body?.cancel().catch(() => {});
+      // Drain a small body so the connection goes back to the pool; cut a large one short.
+      const len = Number(res.headers.get("content-length") ?? NaN);
+      if (len <= 65536) await res.arrayBuffer().catch(() => {});
+      else await res.body?.cancel().catch(() => {});
       return { kind: "delivered", status };
     }
     const snippet = await readSnippet(res);
@@ -100,11 +120,14 @@ export async function attempt(req: AttemptRequest, opts: AttemptOptions): Promis
     return { kind: "retry", status, error: text };
   } catch (e) {
     if (opts.signal?.aborted) return { kind: "aborted" };
-    if (timeout.aborted) return { kind: "retry", status: null, error: `timed out after ${opts.timeoutMs} ms` };
+    if (timedOut) return { kind: "retry", status: null, error: `timed out after ${opts.timeoutMs} ms` };
     if (e instanceof BlockedAddressError) {
       return { kind: "fail", status: null, error: `refused by the SSRF guard: ${e.message} (webhooks may only reach public addresses)` };
     }
     if (e instanceof ResolveError) return { kind: "retry", status: null, error: `DNS: ${e.message}` };
     return { kind: "retry", status: null, error: networkError(e) };
+  } finally {
+    clearTimeout(timer);
+    opts.signal?.removeEventListener("abort", onStop);
   }
 }

@@ -38,9 +38,13 @@ export function toRecord(r: Row): IntegrationRecord {
   return { id: r.id, type: "webhook", config: { url: r.url, has_secret: r.secret_ciphertext != null }, created_at: iso(r.created_at), updated_at: iso(r.updated_at) };
 }
 
+/** Delivery targets cached per integration (opened secret included); changed only through this class. */
+const TARGET_CACHE_MAX = 1000;
+
 export class Integrations {
   private byUserStmt;
   private byIdStmt;
+  private targets = new Map<string, { userId: string; url: string; secret: string | null }>();
 
   constructor(
     private db: DB,
@@ -97,6 +101,7 @@ export class Integrations {
     const existing = this.byUserStmt.get({ user_id: userId });
     const id = existing?.id ?? newId("integration");
     const sealed = secret == null ? null : this.sealer.seal(secret, aad(id, userId));
+    this.targets.delete(id);
     if (existing) {
       this.db.update(integrations).set({ url, secret_ciphertext: sealed, updated_at: now }).where(eq(integrations.id, id)).run();
     } else {
@@ -118,18 +123,20 @@ export class Integrations {
   }
 
   /** The user's webhook id, if any (synchronous; runs inside callers' transactions). */
-  idForUser(userId: string, db?: Pick<DB, "select">): string | null {
-    if (db && db !== this.db) {
-      return db.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, userId)).get()?.id ?? null;
-    }
+  idForUser(userId: string): string | null {
     return this.byUserStmt.get({ user_id: userId })?.id ?? null;
   }
 
   /** Where and how to deliver: the URL and the opened secret, or null when the integration is gone. */
   target(id: string, userId: string): { url: string; secret: string | null } | null {
+    const hit = this.targets.get(id);
+    if (hit && hit.userId === userId) return hit;
     const row = this.byIdStmt.get({ id, user_id: userId });
     if (!row) return null;
-    return { url: row.url, secret: row.secret_ciphertext ? this.sealer.open(row.secret_ciphertext, aad(row.id, userId)) : null };
+    const t = { userId, url: row.url, secret: row.secret_ciphertext ? this.sealer.open(row.secret_ciphertext, aad(row.id, userId)) : null };
+    if (this.targets.size >= TARGET_CACHE_MAX) this.targets.delete(this.targets.keys().next().value!);
+    this.targets.set(id, t);
+    return t;
   }
 
   /** Deletes the caller's integration and fails its pending deliveries. Twice → 404. */
@@ -138,6 +145,7 @@ export class Integrations {
       const row = tx.select({ id: integrations.id }).from(integrations).where(and(eq(integrations.id, id), eq(integrations.user_id, userId))).get();
       if (!row) throw Errors.notFound("Integration", id);
       tx.delete(integrations).where(eq(integrations.id, id)).run();
+      this.targets.delete(id);
       const failed = this.outbox.failForIntegration(id, `the webhook integration ${id} was deleted before this notification was delivered`, this.now());
       return { failed };
     });

@@ -27,15 +27,30 @@ export interface AttemptRecord {
   error: string | null;
 }
 
+/**
+ * The outcome of an attempt, to be written: `at` is the delivery/failure time, or for a retry the
+ * time of the next attempt; `release` gives the row back untouched (our own shutdown cut it short).
+ */
+export type Settlement =
+  | { kind: "delivered"; c: Claimed; at: number; record: AttemptRecord }
+  | { kind: "retry" | "failed"; c: Claimed; at: number; error: string; record: AttemptRecord }
+  | { kind: "release"; c: Claimed; at: number };
+
 /** Reason written when the final attempt was cut short by a crash (its outcome is unknown). */
 export const INTERRUPTED = "the last attempt was interrupted by a server restart; its outcome is unknown";
 
 type Row = { id: string; user_id: string; integration_id: string | null; payload: string; attempts: number; max_attempts: number };
 
+/** SQL for "the wait after failed attempt number <n>" from the schedule (the last wait repeats). */
+function waitSql(n: string, backoffMs: number[]): string {
+  const waits = backoffMs.map((w) => Math.max(0, Math.trunc(Number(w)) || 0));
+  if (waits.length <= 1) return String(waits[0] ?? 0);
+  return `(CASE ${n} ${waits.slice(0, -1).map((w, i) => `WHEN ${i + 1} THEN ${w}`).join(" ")} ELSE ${waits[waits.length - 1]} END)`;
+}
+
 export class Outbox {
-  private due: Statement<Row, [number, number, number]>;
-  private take: Statement<unknown, [number, string, number, number, string]>;
-  private abandon: Statement<unknown, [number, string, string]>;
+  private claimStmt: Statement<Row, [string, number, number, number]>;
+  private abandon: Statement<unknown, [number, string, number]>;
   private delivered: Statement<unknown, [number, string, string]>;
   private retry: Statement<unknown, [number, string, string, string]>;
   private failed: Statement<unknown, [number, string, string, string]>;
@@ -43,23 +58,28 @@ export class Outbox {
   private attemptRow: Statement<unknown, [string, number, number, number, number | null, string | null]>;
   private nextDue: Statement<{ at: number }, []>;
   private failByIntegration: Statement<unknown, [number, string, string]>;
-  private claimTx: (now: number, limit: number, leaseMs: number, waitAfter: (attempt: number) => number) => Claimed[];
-  /** Records the attempt and applies the row's new state in one transaction; true if the lease still held. */
-  private finishTx: (c: Claimed, a: AttemptRecord, apply: () => number) => boolean;
+  private stepTx: (settled: Settlement[], now: number, limit: number, leaseMs: number) => Claimed[];
 
-  constructor(private sqlite: Database) {
-    this.due = sqlite.prepare(
-      `SELECT id, user_id, integration_id, payload, attempts, max_attempts FROM notification_log
-       WHERE status = 'pending' AND next_attempt_at <= ?1 AND (lease_expires_at IS NULL OR lease_expires_at <= ?2)
-       ORDER BY next_attempt_at LIMIT ?3`,
-    );
-    this.take = sqlite.prepare(
-      `UPDATE notification_log SET attempts = ?1, lease_id = ?2, lease_expires_at = ?3, next_attempt_at = ?4
-       WHERE id = ?5 AND status = 'pending'`,
+  /** `backoffMs`: the waits after failed attempts 1, 2, …; the last one repeats. */
+  constructor(
+    private sqlite: Database,
+    backoffMs: number[],
+  ) {
+    // One statement claims a batch: it raises attempts and, if this attempt fails or the process
+    // dies during it, makes the row due again after the schedule's wait (SET sees the old values).
+    this.claimStmt = sqlite.prepare(
+      `UPDATE notification_log
+       SET attempts = attempts + 1, lease_id = ?1, lease_expires_at = ?2,
+           next_attempt_at = CASE WHEN attempts + 1 < max_attempts THEN ?3 + ${waitSql("attempts + 1", backoffMs)} ELSE ?3 END
+       WHERE id IN (SELECT id FROM notification_log
+                    WHERE status = 'pending' AND next_attempt_at <= ?3 AND attempts < max_attempts
+                      AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)
+                    ORDER BY next_attempt_at LIMIT ?4)
+       RETURNING id, user_id, integration_id, payload, attempts, max_attempts`,
     );
     this.abandon = sqlite.prepare(
       `UPDATE notification_log SET status = 'failed', failed_at = ?1, next_attempt_at = NULL, lease_id = NULL, lease_expires_at = NULL, last_error = ?2
-       WHERE id = ?3 AND status = 'pending'`,
+       WHERE status = 'pending' AND attempts >= max_attempts AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)`,
     );
     const done = `next_attempt_at = NULL, lease_id = NULL, lease_expires_at = NULL`;
     this.delivered = sqlite.prepare(
@@ -84,48 +104,43 @@ export class Outbox {
       `UPDATE notification_log SET status = 'failed', failed_at = ?1, next_attempt_at = NULL, lease_id = NULL, lease_expires_at = NULL, last_error = ?2
        WHERE integration_id = ?3 AND status = 'pending'`,
     );
-    this.claimTx = sqlite.transaction((now: number, limit: number, leaseMs: number, waitAfter: (attempt: number) => number) => {
-      const out: Claimed[] = [];
-      for (const r of this.due.all(now, now, limit)) {
-        if (r.attempts >= r.max_attempts) {
-          this.abandon.run(now, INTERRUPTED, r.id);
-          continue;
-        }
-        const attempt = r.attempts + 1;
-        const lease = crypto.randomUUID();
-        // If this attempt fails or the process dies during it, the row is due again at nextAt.
-        const nextAt = attempt < r.max_attempts ? now + waitAfter(attempt) : now;
-        this.take.run(attempt, lease, now + leaseMs, nextAt, r.id);
-        out.push({ id: r.id, user_id: r.user_id, integration_id: r.integration_id, payload: r.payload, attempt, max_attempts: r.max_attempts, lease });
-      }
-      return out;
-    }) as never;
-    this.finishTx = sqlite.transaction((c: Claimed, a: AttemptRecord, apply: () => number) => {
-      this.attemptRow.run(c.id, c.attempt, a.startedAt, Math.round(a.durationMs), a.statusCode, a.error);
-      return apply() > 0;
+    this.stepTx = sqlite.transaction((settled: Settlement[], now: number, limit: number, leaseMs: number) => {
+      for (const f of settled) this.settle(f);
+      if (limit <= 0) return [];
+      const lease = crypto.randomUUID();
+      return this.claimStmt.all(lease, now + leaseMs, now, limit).map(
+        (r): Claimed => ({ id: r.id, user_id: r.user_id, integration_id: r.integration_id, payload: r.payload, attempt: r.attempts, max_attempts: r.max_attempts, lease }),
+      );
     }) as never;
   }
 
-  /** Leases up to `limit` due rows, raising their attempt count before anything is sent. */
-  claim(now: number, limit: number, leaseMs: number, waitAfter: (attempt: number) => number): Claimed[] {
-    return limit > 0 ? this.claimTx(now, limit, leaseMs, waitAfter) : [];
+  /**
+   * One transaction per worker pass: records the outcomes of finished attempts, then leases up to
+   * `limit` due rows (raising their attempt count before anything is sent). Batching both keeps
+   * the outbox at a few commits per pass instead of two per delivery.
+   */
+  step(settled: Settlement[], now: number, limit: number, leaseMs: number): Claimed[] {
+    if (settled.length === 0 && limit <= 0) return [];
+    return this.stepTx(settled, now, limit, leaseMs);
   }
 
-  markDelivered(c: Claimed, now: number, a: AttemptRecord): boolean {
-    return this.finishTx(c, a, () => this.delivered.run(now, c.id, c.lease).changes);
+  /**
+   * Ends rows whose final attempt never reported back (the process died during it, or its lease
+   * ran out): the attempt count is spent and the outcome unknown, so they are failed, not retried.
+   */
+  abandonSpent(now: number): number {
+    return this.abandon.run(now, INTERRUPTED, now).changes;
   }
 
-  markRetry(c: Claimed, nextAt: number, error: string, a: AttemptRecord): boolean {
-    return this.finishTx(c, a, () => this.retry.run(nextAt, error, c.id, c.lease).changes);
-  }
-
-  markFailed(c: Claimed, now: number, error: string, a: AttemptRecord): boolean {
-    return this.finishTx(c, a, () => this.failed.run(now, error, c.id, c.lease).changes);
-  }
-
-  /** Gives a claimed row back untouched (the attempt was cut short by our own shutdown). */
-  release(c: Claimed, now: number) {
-    this.releaseOne.run(now, c.id, c.lease);
+  /** Applies one outcome; false when the lease no longer held (e.g. the integration was deleted meanwhile). */
+  private settle(f: Settlement): boolean {
+    const { c } = f;
+    if (f.kind === "release") return this.releaseOne.run(f.at, c.id, c.lease).changes > 0;
+    const a = f.record;
+    this.attemptRow.run(c.id, c.attempt, a.startedAt, Math.round(a.durationMs), a.statusCode, a.error);
+    if (f.kind === "delivered") return this.delivered.run(f.at, c.id, c.lease).changes > 0;
+    if (f.kind === "retry") return this.retry.run(f.at, f.error, c.id, c.lease).changes > 0;
+    return this.failed.run(f.at, f.error, c.id, c.lease).changes > 0;
   }
 
   /**

@@ -22,7 +22,10 @@ import { Outbox } from "./outbox.ts";
 import { buildPayload, type NotificationPayload, type Source, truncate, type Urgency, validateMessage, validateRef, validateUrgency } from "./payload.ts";
 import { DeliveryWorker } from "./worker.ts";
 
-/** A drizzle database or transaction (the orchestrator passes its transaction). */
+/**
+ * A drizzle database or transaction of `services.db` (the orchestrator passes its transaction).
+ * bun:sqlite is one synchronous connection, so our statements run inside that open transaction.
+ */
 export type Executor = Pick<DB, "select" | "insert">;
 
 export type NotificationStatus = "pending" | "delivered" | "failed";
@@ -78,7 +81,7 @@ export class Notifications {
   ) {
     const { db, sqlite, sealer, log, now, config } = deps;
     this.net = { guard: !config.allowPrivateWebhooks, resolve: systemResolver, classify: classifyAddress };
-    this.outbox = new Outbox(sqlite);
+    this.outbox = new Outbox(sqlite, config.webhook.backoffMs);
     this.integrations = new Integrations(db, sealer, this.outbox, this.net, now);
     this.worker = new DeliveryWorker({ outbox: this.outbox, integrations: this.integrations, log: log.child({ component: "notifications" }), now, schedule: config.webhook, net: this.net });
     this.insertStmt = db
@@ -117,7 +120,8 @@ export class Notifications {
     // so the caller's transaction (e.g. failing a task) never fails because of it.
     const message = validateMessage(input.source === "platform" && typeof input.message === "string" ? truncate(input.message) : input.message);
     const urgency = validateUrgency(input.urgency);
-    const integrationId = this.integrations.idForUser(input.userId, db as DB | undefined);
+    void db; // see below: the caller's transaction is the connection's open transaction
+    const integrationId = this.integrations.idForUser(input.userId);
     if (!integrationId) return null;
     const now = this.deps.now();
     const row = {
@@ -133,8 +137,9 @@ export class Notifications {
       next_attempt_at: now,
       created_at: now,
     };
-    if (db && db !== this.deps.db) db.insert(notificationLog).values({ ...row, status: "pending", attempts: 0 }).run();
-    else this.insertStmt.run(row);
+    // bun:sqlite has one connection and drizzle's transactions are synchronous BEGIN…COMMIT on it,
+    // so the prepared statement runs inside the caller's open transaction (and rolls back with it).
+    this.insertStmt.run(row);
     // A microtask runs after the caller's synchronous transaction has committed.
     queueMicrotask(() => this.worker.wake());
     return { id: row.id, status: "pending" };

@@ -1,8 +1,10 @@
 /**
- * The delivery worker. Woken by inserts (enqueue), by a timer set to the next stored due time, and
- * by croner every few seconds as a backstop; each wake claims due rows (leased, attempt count
- * raised first) and sends up to CONCURRENCY attempts at once. Nothing lives only in memory: the
- * rows say what is due and when, so a restart (even after kill -9) picks up where it stopped.
+ * The delivery worker. Woken by inserts (enqueue), by finished attempts, by a timer set to the next
+ * stored due time, and by croner every few seconds as a backstop. Each pass is one transaction:
+ * it writes the outcomes of the attempts that finished since the last pass, then claims due rows
+ * (leased, attempt count raised first) up to CONCURRENCY attempts in flight. Nothing lives only in
+ * memory: the rows say what is due and when, so a restart (even after kill -9) picks up where it
+ * stopped; an outcome not yet written when the process dies is an attempt still in flight.
  */
 import { Cron } from "croner";
 import type { Logger } from "../log.ts";
@@ -10,7 +12,7 @@ import { USER_AGENT } from "../version.ts";
 import { attempt, type Outcome } from "./deliver.ts";
 import type { NetworkPolicy } from "./guard.ts";
 import type { Integrations } from "./integrations.ts";
-import type { Claimed, Outbox } from "./outbox.ts";
+import type { Claimed, Outbox, Settlement } from "./outbox.ts";
 import { DELIVERY_HEADER, SIGNATURE_HEADER, signatureHeader } from "./sign.ts";
 
 export interface WebhookSchedule {
@@ -21,7 +23,7 @@ export interface WebhookSchedule {
   timeoutMs: number;
 }
 
-export const CONCURRENCY = 16;
+export const CONCURRENCY = 32;
 /** Backstop wake-up (seconds field of a croner pattern). */
 export const SWEEP_PATTERN = "*/5 * * * * *";
 /** Longest a timer sleeps before re-reading the table. */
@@ -40,9 +42,11 @@ export class DeliveryWorker {
   private timerAt = Infinity;
   private cron: Cron | null = null;
   private inflight = new Map<string, Promise<void>>();
+  /** Outcomes waiting for the next pass to write them. */
+  private settled: Settlement[] = [];
   private stopping = new AbortController();
-  /** Called after each finished attempt (tests and the benchmark observe progress). */
-  onSettled: ((id: string, outcome: Outcome["kind"]) => void) | null = null;
+  /** Called once each finished attempt's outcome is written (the benchmark observes progress). */
+  onSettled: ((id: string, outcome: Settlement["kind"]) => void) | null = null;
 
   constructor(
     private deps: {
@@ -67,7 +71,18 @@ export class DeliveryWorker {
     this.stopping = new AbortController();
     const released = this.deps.outbox.releaseStaleLeases();
     if (released) this.deps.log.info("notification deliveries resumed after a restart", { count: released });
-    this.cron = new Cron(SWEEP_PATTERN, { unref: true, protect: true }, () => this.wake());
+    this.cron = new Cron(SWEEP_PATTERN, { unref: true, protect: true }, () => this.sweep());
+    this.sweep();
+  }
+
+  /** Fails rows whose last attempt never reported back, then wakes the worker. */
+  private sweep() {
+    try {
+      const n = this.deps.outbox.abandonSpent(this.deps.now());
+      if (n) this.deps.log.warn("notifications failed: their last attempt was interrupted", { count: n });
+    } catch (e) {
+      this.deps.log.error("notification sweep failed", { err: e });
+    }
     this.wake();
   }
 
@@ -75,7 +90,8 @@ export class DeliveryWorker {
   wake() {
     if (!this.running || this.scheduled) return;
     this.scheduled = true;
-    queueMicrotask(() => {
+    // setImmediate, not a microtask: attempts finishing in the same I/O turn share one pass.
+    setImmediate(() => {
       this.scheduled = false;
       this.tick();
     });
@@ -83,23 +99,17 @@ export class DeliveryWorker {
 
   private tick() {
     if (!this.running) return;
-    const { outbox, now, schedule } = this.deps;
-    const free = CONCURRENCY - this.inflight.size;
+    const { outbox, now } = this.deps;
+    const settled = this.settled.splice(0);
     let claimed: Claimed[] = [];
-    if (free > 0) {
-      try {
-        claimed = outbox.claim(now(), free, this.leaseMs, (n) => waitAfter(schedule, n));
-      } catch (e) {
-        this.deps.log.error("claiming notifications failed", { err: e });
-      }
-      for (const c of claimed) {
-        const p = this.run(c).finally(() => {
-          this.inflight.delete(c.id);
-          this.wake();
-        });
-        this.inflight.set(c.id, p);
-      }
+    try {
+      claimed = outbox.step(settled, now(), CONCURRENCY - this.inflight.size, this.leaseMs);
+    } catch (e) {
+      // Rows stay leased; the lease expires (or the next start releases it) and they are retried.
+      this.deps.log.error("writing notification outcomes failed", { err: e, outcomes: settled.length });
     }
+    for (const f of settled) this.onSettled?.(f.c.id, f.kind);
+    for (const c of claimed) this.inflight.set(c.id, this.run(c));
     // Saturated: finishing attempts wake us. Otherwise sleep until the next stored due time.
     if (this.inflight.size < CONCURRENCY) this.armTimer();
   }
@@ -127,7 +137,7 @@ export class DeliveryWorker {
   }
 
   private async run(c: Claimed): Promise<void> {
-    const { outbox, integrations, log, now, schedule } = this.deps;
+    const { integrations, log, now, schedule } = this.deps;
     const startedAt = now();
     const t0 = performance.now();
     let outcome: Outcome;
@@ -148,35 +158,27 @@ export class DeliveryWorker {
       log.error("notification attempt crashed", { notification_id: c.id, err: e });
       outcome = { kind: "retry", status: null, error: "internal error during the attempt" };
     }
-    const record = {
-      startedAt,
-      durationMs: performance.now() - t0,
-      statusCode: outcome.kind === "aborted" ? null : outcome.status,
-      error: outcome.kind === "retry" || outcome.kind === "fail" ? outcome.error : null,
-    };
+    const at = now();
+    const record = { startedAt, durationMs: performance.now() - t0, statusCode: outcome.kind === "aborted" ? null : outcome.status, error: outcome.kind === "retry" || outcome.kind === "fail" ? outcome.error : null };
     const fields = { notification_id: c.id, user_id: c.user_id, integration_id: c.integration_id, attempt: c.attempt };
-    try {
-      if (outcome.kind === "delivered") {
-        outbox.markDelivered(c, now(), record);
-        log.debug("notification delivered", { ...fields, status: outcome.status });
-      } else if (outcome.kind === "aborted") {
-        outbox.release(c, now());
-      } else if (outcome.kind === "retry" && c.attempt < c.max_attempts) {
-        const nextAt = now() + waitAfter(schedule, c.attempt);
-        outbox.markRetry(c, nextAt, outcome.error, record);
-        log.info("notification attempt failed; will retry", { ...fields, error: outcome.error, retry_in_ms: nextAt - now() });
-      } else {
-        outbox.markFailed(c, now(), outcome.error, record);
-        log.warn("notification failed", { ...fields, error: outcome.error });
-      }
-    } catch (e) {
-      // The database is closing (shutdown) or broken; the lease expires and the row is retried.
-      log.error("recording a notification attempt failed", { ...fields, err: e });
+    if (outcome.kind === "delivered") {
+      this.settled.push({ kind: "delivered", c, at, record });
+      log.debug("notification delivered", { ...fields, status: outcome.status });
+    } else if (outcome.kind === "aborted") {
+      this.settled.push({ kind: "release", c, at });
+    } else if (outcome.kind === "retry" && c.attempt < c.max_attempts) {
+      const wait = waitAfter(schedule, c.attempt);
+      this.settled.push({ kind: "retry", c, at: at + wait, error: outcome.error, record });
+      log.info("notification attempt failed; will retry", { ...fields, error: outcome.error, retry_in_ms: wait });
+    } else {
+      this.settled.push({ kind: "failed", c, at, error: outcome.error, record });
+      log.warn("notification failed", { ...fields, error: outcome.error });
     }
-    this.onSettled?.(c.id, outcome.kind);
+    this.inflight.delete(c.id);
+    this.wake();
   }
 
-  /** Stops claiming, cuts in-flight attempts short (their rows are given back), and waits for them. */
+  /** Stops claiming, cuts in-flight attempts short (their rows are given back), writes every outcome. */
   async stop() {
     if (!this.running) return;
     this.running = false;
@@ -187,6 +189,12 @@ export class DeliveryWorker {
     this.timerAt = Infinity;
     this.stopping.abort(new Error("server shutting down"));
     await Promise.allSettled([...this.inflight.values()]);
+    const settled = this.settled.splice(0);
+    try {
+      this.deps.outbox.step(settled, this.deps.now(), 0, this.leaseMs);
+    } catch (e) {
+      this.deps.log.error("writing notification outcomes at shutdown failed", { err: e, outcomes: settled.length });
+    }
   }
 
   /** Attempts in flight right now. */

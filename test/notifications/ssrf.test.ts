@@ -204,6 +204,23 @@ describe("https to the checked address keeps the host name for SNI and certifica
     expect(seen.length).toBe(before);
   });
 
+  test("when the first checked address refuses the connection, the next one is tried", async () => {
+    const only2 = startReceiver({ hostname: "127.0.0.2" });
+    receivers.push(only2);
+    const both = {
+      guard: true,
+      resolve: async () => [
+        { address: "127.0.0.1", family: 4 as const },
+        { address: "127.0.0.2", family: 4 as const },
+      ],
+      classify: (a: string) => (a.startsWith("127.0.0.") ? null : classifyAddress(a)),
+    };
+    const out = await attempt({ url: `http://two.example.test:${only2.port}/in`, body: "{}", headers: {} }, { net: both, timeoutMs: 3000 });
+    expect(out).toEqual({ kind: "delivered", status: 200 });
+    expect(only2.received).toHaveLength(1);
+    expect(only2.received[0]!.headers.host).toBe(`two.example.test:${only2.port}`);
+  });
+
   test("a refused address never opens a connection, even with a port that answers", async () => {
     const port = await freePort();
     const out = await attempt({ url: `http://127.0.0.1:${port}/`, body: "{}", headers: {} }, { net: { ...net, classify: classifyAddress }, timeoutMs: 1000 });

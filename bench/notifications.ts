@@ -23,7 +23,7 @@ import { tempDir } from "../test/helpers/app.ts";
 import { freePort } from "../test/helpers/net.ts";
 
 const N = Number(process.env.BENCH_N ?? 1000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SECRET = "whsec_bench_secret";
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -126,12 +126,16 @@ rmSync(dir, { recursive: true, force: true });
 receiver.stop(true);
 baselineReceiver.stop(true);
 
+// A sequential loop is a ping-pong: on a busy machine every round trip waits for the scheduler,
+// so its rate is bimodal. Ratios are given against its median and, conservatively, its best round.
 const b = median(base);
+const best = Math.max(...base);
 const rounds = (xs: number[]) => xs.map((x) => x.toFixed(0)).join(", ");
-console.log(`\n1. Throughput, ${N} notifications to a local receiver (median of ${ROUNDS} interleaved rounds)`);
-console.log(`   baseline fetch loop             : ${b.toFixed(0)} POST/s   (rounds: ${rounds(base)})`);
-console.log(`   runcell, enqueued in one tx     : ${median(batch).toFixed(0)} deliveries/s = ${(median(batch) / b).toFixed(2)}× (rounds: ${rounds(batch)}; enqueue ${median(enqBatch).toFixed(1)} µs each)`);
-console.log(`   runcell, one commit per enqueue : ${median(single).toFixed(0)} deliveries/s = ${(median(single) / b).toFixed(2)}× (rounds: ${rounds(single)}; enqueue ${median(enqSingle).toFixed(1)} µs each)`);
+const vs = (x: number) => `${(x / b).toFixed(2)}× median, ${(x / best).toFixed(2)}× best`;
+console.log(`\n1. Throughput, ${N} notifications to a local receiver (${ROUNDS} interleaved rounds; medians)`);
+console.log(`   baseline fetch loop             : ${b.toFixed(0)} POST/s, best ${best.toFixed(0)}   (rounds: ${rounds(base)})`);
+console.log(`   runcell, enqueued in one tx     : ${median(batch).toFixed(0)} deliveries/s = ${vs(median(batch))}   (rounds: ${rounds(batch)}; enqueue ${median(enqBatch).toFixed(1)} µs each)`);
+console.log(`   runcell, one commit per enqueue : ${median(single).toFixed(0)} deliveries/s = ${vs(median(single))}   (rounds: ${rounds(single)}; enqueue ${median(enqSingle).toFixed(1)} µs each)`);
 console.log(`   goal ≥ 0.5×; rows not delivered: ${pending}; requests received: ${received}`);
 
 // ---------------------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ export interface AttemptRequest {
 export interface AttemptOptions {
   net: NetworkPolicy;
   timeoutMs: number;
-  /** Aborted by the worker at shutdown. */
-  signal?: AbortSignal;
+  /** The worker aborts it at shutdown (the attempt then reports `aborted`). */
+  controller?: AbortController;
   /** Extra trusted CA (PEM) for https receivers with a private CA (tests). */
   ca?: string;
 }
@@ -79,16 +79,14 @@ async function send(targets: string[], init: RequestInit & { tls?: { serverName?
 
 export async function attempt(req: AttemptRequest, opts: AttemptOptions): Promise<Outcome> {
   const url = typeof req.url === "string" ? new URL(req.url) : req.url;
-  // One controller for both the attempt's deadline and our shutdown (cheaper than AbortSignal.any).
-  const ac = new AbortController();
+  // One controller for both the attempt's deadline and the worker's shutdown.
+  const ac = opts.controller ?? new AbortController();
   const signal = ac.signal;
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
     ac.abort(new Error("timeout"));
   }, opts.timeoutMs);
-  const onStop = () => ac.abort(opts.signal?.reason);
-  opts.signal?.addEventListener("abort", onStop, { once: true });
   const headers = { ...req.headers };
   let targets = [url.href];
   let serverName: string | undefined;
@@ -119,8 +117,8 @@ export async function attempt(req: AttemptRequest, opts: AttemptOptions): Promis
     if (status >= 400 && status < 500 && status !== 408 && status !== 429) return { kind: "fail", status, error: text };
     return { kind: "retry", status, error: text };
   } catch (e) {
-    if (opts.signal?.aborted) return { kind: "aborted" };
     if (timedOut) return { kind: "retry", status: null, error: `timed out after ${opts.timeoutMs} ms` };
+    if (signal.aborted) return { kind: "aborted" };
     if (e instanceof BlockedAddressError) {
       return { kind: "fail", status: null, error: `refused by the SSRF guard: ${e.message} (webhooks may only reach public addresses)` };
     }
@@ -128,6 +126,5 @@ export async function attempt(req: AttemptRequest, opts: AttemptOptions): Promis
     return { kind: "retry", status: null, error: networkError(e) };
   } finally {
     clearTimeout(timer);
-    opts.signal?.removeEventListener("abort", onStop);
   }
 }

@@ -44,7 +44,8 @@ export class DeliveryWorker {
   private inflight = new Map<string, Promise<void>>();
   /** Outcomes waiting for the next pass to write them. */
   private settled: Settlement[] = [];
-  private stopping = new AbortController();
+  /** Controllers of the attempts in flight (aborted at shutdown). */
+  private controllers = new Set<AbortController>();
   /** Called once each finished attempt's outcome is written (the benchmark observes progress). */
   onSettled: ((id: string, outcome: Settlement["kind"]) => void) | null = null;
 
@@ -68,7 +69,6 @@ export class DeliveryWorker {
   start() {
     if (this.running) return;
     this.running = true;
-    this.stopping = new AbortController();
     const released = this.deps.outbox.releaseStaleLeases();
     if (released) this.deps.log.info("notification deliveries resumed after a restart", { count: released });
     this.cron = new Cron(SWEEP_PATTERN, { unref: true, protect: true }, () => this.sweep());
@@ -152,7 +152,13 @@ export class DeliveryWorker {
           [DELIVERY_HEADER]: c.id,
         };
         if (target.secret != null) headers[SIGNATURE_HEADER] = signatureHeader(target.secret, c.payload, now());
-        outcome = await attempt({ url: target.url, body: c.payload, headers }, { net: this.deps.net, timeoutMs: schedule.timeoutMs, signal: this.stopping.signal, ca: this.deps.ca });
+        const controller = new AbortController();
+        this.controllers.add(controller);
+        try {
+          outcome = await attempt({ url: target.url, body: c.payload, headers }, { net: this.deps.net, timeoutMs: schedule.timeoutMs, controller, ca: this.deps.ca });
+        } finally {
+          this.controllers.delete(controller);
+        }
       }
     } catch (e) {
       log.error("notification attempt crashed", { notification_id: c.id, err: e });
@@ -187,7 +193,7 @@ export class DeliveryWorker {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.timerAt = Infinity;
-    this.stopping.abort(new Error("server shutting down"));
+    for (const c of this.controllers) c.abort(new Error("server shutting down"));
     await Promise.allSettled([...this.inflight.values()]);
     const settled = this.settled.splice(0);
     try {

@@ -269,12 +269,13 @@ export class WorkspaceLifecycle {
     return this.store.bySession(sessionId);
   }
 
-  list<T>(userId: string, p: PageParams, map: (r: WorkspaceRow) => T): Page<T> {
+  /** The user's workspaces, newest first; `map` turns rows into records (default: the rows). */
+  list<T = WorkspaceRow>(userId: string, p: PageParams, map: (r: WorkspaceRow) => T = (r) => r as T): Page<T> {
     const { rows, limit } = this.store.page(eq(workspaces.user_id, userId), p);
     return toPage(rows, limit, map);
   }
 
-  listAll<T>(p: PageParams, map: (r: WorkspaceRow) => T, filter: { status?: WorkspaceRow["status"]; userId?: string } = {}): Page<T> {
+  listAll<T = WorkspaceRow>(p: PageParams, map: (r: WorkspaceRow) => T = (r) => r as T, filter: { status?: WorkspaceRow["status"]; userId?: string } = {}): Page<T> {
     const where = and(filter.status ? eq(workspaces.status, filter.status) : undefined, filter.userId ? eq(workspaces.user_id, filter.userId) : undefined);
     const { rows, limit } = this.store.page(where, p);
     return toPage(rows, limit, map);

@@ -31,9 +31,13 @@ export class ImagePuller {
   private inflight = new Map<string, Promise<void>>();
 
   constructor(
-    private docker: Docker,
+    private engine: { readonly client: Docker },
     private log: Logger,
   ) {}
+
+  private get docker(): Docker {
+    return this.engine.client;
+  }
 
   /** Pulls `image`; resolves when it is present, throws CONTAINER_FAILED when it cannot be had. */
   pull(image: string): Promise<void> {

@@ -46,21 +46,24 @@ export class WorkspaceLifecycle {
   readonly store: WorkspaceStore;
   readonly locks = new KeyedMutex();
   protected provisioner: Provisioner;
-  protected client: Docker;
   protected log: Logger;
 
   constructor(protected d: WorkspaceDeps) {
-    this.client = d.docker.client;
     this.log = d.log.child({ component: "workspaces" });
     this.store = new WorkspaceStore(d.db, d.now);
     this.instanceId = d.settings.get<string>(INSTANCE_SETTING) ?? this.newInstanceId();
-    this.provisioner = new Provisioner(this.client, new ImagePuller(this.client, this.log), this.log, this.instanceId);
+    this.provisioner = new Provisioner(d.docker, new ImagePuller(d.docker, this.log), this.log, this.instanceId);
   }
 
   private newInstanceId(): string {
     const id = randomHex(8);
     this.d.settings.set(INSTANCE_SETTING, id);
     return id;
+  }
+
+  /** The dockerode client (loaded on first use by DockerEngine). */
+  protected get client(): Docker {
+    return this.d.docker.client;
   }
 
   container(dockerId: string): Docker.Container {

@@ -16,11 +16,15 @@ export class Provisioner {
   private init = true;
 
   constructor(
-    private client: Docker,
+    private engine: { readonly client: Docker },
     private puller: ImagePuller,
     private log: Logger,
     private instanceId: string,
   ) {}
+
+  private get client(): Docker {
+    return this.engine.client;
+  }
 
   /** Creates (or reuses) the volume, creates the container and starts it. */
   async up(row: WorkspaceRow, env: Record<string, string>): Promise<Docker.Container> {

@@ -10,7 +10,6 @@ import { Accounts } from "./auth/accounts.ts";
 import { buildIdentity, type Identity } from "./auth/identity.ts";
 import { LoginThrottle } from "./auth/throttle.ts";
 import { Authenticator } from "./auth/authenticate.ts";
-import { warmPasswordHashing } from "./auth/passwords.ts";
 import { cookieOptions, LoginSessions } from "./auth/sessions.ts";
 import { ApiTokens } from "./auth/tokens.ts";
 import { Users } from "./auth/users.ts";
@@ -98,13 +97,6 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
     stop() {
       if (sweep.timer) clearInterval(sweep.timer);
     },
-  });
-  workers.push({
-    name: "password-hash-warmup",
-    start() {
-      void warmPasswordHashing();
-    },
-    stop() {},
   });
   workers.push({ name: "notification-delivery", start: () => notifications.worker.start(), stop: () => notifications.worker.stop() });
   workers.push({

@@ -12,7 +12,10 @@
  * the operator or by an earlier OAuth sign-in), else created — only while sign-up is open. A
  * provider failure during the exchange or the lookup is 502 BAD_GATEWAY.
  */
-import { ArcticFetchError, CodeChallengeMethod, generateCodeVerifier, generateState, OAuth2Client, OAuth2RequestError, UnexpectedErrorResponseBodyError, UnexpectedResponseError } from "arctic";
+// arctic is loaded on first use (only operators who configure OAuth need it).
+type Arctic = typeof import("arctic");
+let arcticModule: Arctic | null = null;
+const arctic = (): Arctic => (arcticModule ??= require("arctic") as Arctic);
 import { and, eq } from "drizzle-orm";
 import type { Config, OAuthProviderConfig } from "../config.ts";
 import type { DB } from "../db/client.ts";
@@ -109,6 +112,7 @@ export class OAuth {
   /** Begins a sign-in: the provider's authorize URL and the two flow cookies. */
   start(providerName: string, callbackURL?: unknown): { url: string; cookies: string[] } {
     const { name, cfg } = this.provider(providerName);
+    const { generateState, generateCodeVerifier, OAuth2Client, CodeChallengeMethod } = arctic();
     const state = generateState();
     const verifier = generateCodeVerifier();
     const client = new OAuth2Client(cfg.clientId, cfg.clientSecret, this.redirectUri(name));
@@ -165,6 +169,7 @@ export class OAuth {
   }
 
   private async exchange(name: ProviderName, cfg: OAuthProviderConfig, code: string, verifier: string): Promise<string> {
+    const { OAuth2Client, OAuth2RequestError, ArcticFetchError, UnexpectedResponseError, UnexpectedErrorResponseBodyError } = arctic();
     const client = new OAuth2Client(cfg.clientId, cfg.clientSecret, this.redirectUri(name));
     let data: Record<string, unknown>;
     try {

@@ -2,7 +2,7 @@
  * The Docker engine connection (dockerode over the local socket, tcp:// or ssh://) and a cached
  * reachability probe for /healthz and doctor. Workspace lifecycle lives in workspaces/service.ts.
  */
-import Docker from "dockerode";
+import type Docker from "dockerode";
 
 export function dockerOptions(host: string): Docker.DockerOptions {
   const u = new URL(host);
@@ -22,12 +22,21 @@ export function dockerOptions(host: string): Docker.DockerOptions {
 }
 
 export class DockerEngine {
-  readonly client: Docker;
+  private _client: Docker | null = null;
   private last: { ok: boolean; at: number; version?: string; error?: string } = { ok: false, at: 0 };
   private inflight: Promise<boolean> | null = null;
 
   constructor(readonly host: string) {
-    this.client = new Docker(dockerOptions(host));
+    dockerOptions(host); // validates the address now
+  }
+
+  /** dockerode is loaded on first use (it and its ssh/http stack cost ~100 ms of start-up). */
+  get client(): Docker {
+    if (!this._client) {
+      const Dockerode = require("dockerode") as typeof Docker;
+      this._client = new Dockerode(dockerOptions(this.host));
+    }
+    return this._client;
   }
 
   /** Pings the engine (at most once per `maxAgeMs`); never throws. */

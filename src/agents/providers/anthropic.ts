@@ -5,7 +5,10 @@
  * (input) and message_delta (output, cumulative). `base_url` may point at any server speaking
  * the Messages API (a proxy, a gateway).
  */
-import Anthropic, { APIConnectionError, APIError } from "@anthropic-ai/sdk";
+// Loaded on first use: the SDK costs tens of milliseconds of start-up for a server that may never call it.
+type Sdk = typeof import("@anthropic-ai/sdk");
+let sdk: Sdk | null = null;
+const load = (): Sdk => (sdk ??= require("@anthropic-ai/sdk") as Sdk);
 import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages/messages";
 import { abortError, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
@@ -17,7 +20,7 @@ import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, 
 // Passing apiKey explicitly keeps the SDK from reading ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN.
 const clients = new ClientCache(
   (baseURL, apiKey) =>
-    new Anthropic({ apiKey, baseURL, maxRetries: 0, ...(baseURL ? { defaultHeaders: { ...dropEnvHeaders("ANTHROPIC_CUSTOM_HEADERS"), "x-api-key": apiKey } } : {}) }),
+    new (load().default)({ apiKey, baseURL, maxRetries: 0, ...(baseURL ? { defaultHeaders: { ...dropEnvHeaders("ANTHROPIC_CUSTOM_HEADERS"), "x-api-key": apiKey } } : {}) }),
 );
 
 /** Our conversation as Messages API params (empty text blocks dropped: the API rejects them). */
@@ -57,10 +60,12 @@ const STOP: Record<string, StopReason> = { end_turn: "end_turn", tool_use: "tool
 /** Whatever the SDK threw, as a ModelError carrying Anthropic's own message. */
 export function anthropicError(e: unknown, baseUrl?: string | null): ModelError {
   if (e instanceof ModelError) return e;
-  if (e instanceof APIConnectionError) {
+  const APIConnectionError = sdk?.APIConnectionError;
+  const APIError = sdk?.APIError;
+  if (APIConnectionError && e instanceof APIConnectionError) {
     return new ModelError(connectionMessage(describeEndpoint(baseUrl ?? undefined, "api.anthropic.com"), e), { provider: "anthropic", retryable: true });
   }
-  if (e instanceof APIError) {
+  if (APIError && e instanceof APIError) {
     const msg = e.apiMessage ?? bodyMessage(e.error) ?? e.message;
     const type = e.type ?? undefined;
     // An error event inside a 200 stream has no status: its type says whether it is transient.

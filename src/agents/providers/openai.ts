@@ -5,7 +5,10 @@
  * ids, "stop" as the finish reason of a tool call, and arguments that are not valid JSON.
  */
 import { randomUUID } from "node:crypto";
-import OpenAI, { APIConnectionError, APIError } from "openai";
+// Loaded on first use: the SDK costs tens of milliseconds of start-up for a server that may never call it.
+type Sdk = typeof import("openai");
+let sdk: Sdk | null = null;
+const load = (): Sdk => (sdk ??= require("openai") as Sdk);
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { abortError, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
@@ -20,7 +23,7 @@ import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, 
  */
 const clients = new ClientCache(
   (baseURL, apiKey) =>
-    new OpenAI({
+    new (load().default)({
       apiKey,
       baseURL,
       maxRetries: 0,
@@ -98,10 +101,12 @@ export function openaiParams(req: ModelRequest): ChatCompletionCreateParamsStrea
 /** Whatever the SDK threw, as a ModelError carrying the server's own message. */
 export function openaiError(e: unknown, baseUrl?: string | null): ModelError {
   if (e instanceof ModelError) return e;
-  if (e instanceof APIConnectionError) {
+  const APIConnectionError = sdk?.APIConnectionError;
+  const APIError = sdk?.APIError;
+  if (APIConnectionError && e instanceof APIConnectionError) {
     return new ModelError(connectionMessage(describeEndpoint(baseUrl ?? undefined, "api.openai.com"), e), { provider: "openai", retryable: true });
   }
-  if (e instanceof APIError) {
+  if (APIError && e instanceof APIError) {
     const msg = bodyMessage(e.error) ?? e.message;
     const type = e.type ?? (typeof e.code === "string" ? e.code : undefined);
     // In-stream errors have no HTTP status; some servers (vLLM) put one in `code`.

@@ -1,4 +1,3 @@
-import { toOpenAPISchema } from "@elysiajs/openapi";
 import { Elysia } from "elysia";
 import { VERSION } from "../../version.ts";
 import docsHtml from "../../../web/docs.html" with { type: "text" };
@@ -56,6 +55,8 @@ export function docsRoutes(getRouter: () => Elysia<any, any, any, any, any, any,
   const spec = () => {
     if (cached) return cached;
     const router = getRouter();
+    // The generator is loaded on the first request for the document, not at start-up.
+    const { toOpenAPISchema } = require("@elysiajs/openapi") as typeof import("@elysiajs/openapi");
     const generated = toOpenAPISchema(router as never, { paths: ["/v1/openapi.json", "/docs"] });
     const paths = withJsonBodies(normalizePaths(generated.paths as Paths), router.routes as RouteInfo[]);
     const components = generated.components;

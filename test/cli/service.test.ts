@@ -19,7 +19,7 @@ describe("runcell service install", () => {
     const r = await runCli(["service", "install", "--unit-dir", dir, "--data-dir", "/srv/rc", "--", "--http", "0.0.0.0:7420"]);
     expect(r.code, r.stderr).toBe(0);
     const unit = readFileSync(join(dir, "runcell.service"), "utf8");
-    expect(unit).toMatch(/^ExecStart=\S*bun \S+\/src\/main\.ts serve --data-dir \/srv\/rc --http 0\.0\.0\.0:7420$/m);
+    expect(unit).toMatch(/^ExecStart=\S+ \S+\/src\/main\.ts serve --data-dir \/srv\/rc --http 0\.0\.0\.0:7420$/m);
     expect(unit).not.toContain("StateDirectory=");
     const dry = await runCli(["service", "install", "--dry-run"]);
     expect(dry.code).toBe(0);

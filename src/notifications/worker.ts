@@ -109,7 +109,14 @@ export class DeliveryWorker {
       this.deps.log.error("writing notification outcomes failed", { err: e, outcomes: settled.length });
     }
     for (const f of settled) this.onSettled?.(f.c.id, f.kind);
-    for (const c of claimed) this.inflight.set(c.id, this.run(c));
+    for (const c of claimed) {
+      // finally() runs after set() even when run() settles synchronously.
+      const p = this.run(c).finally(() => {
+        this.inflight.delete(c.id);
+        this.wake();
+      });
+      this.inflight.set(c.id, p);
+    }
     // Saturated: finishing attempts wake us. Otherwise sleep until the next stored due time.
     if (this.inflight.size < CONCURRENCY) this.armTimer();
   }
@@ -169,7 +176,7 @@ export class DeliveryWorker {
     const fields = { notification_id: c.id, user_id: c.user_id, integration_id: c.integration_id, attempt: c.attempt };
     if (outcome.kind === "delivered") {
       this.settled.push({ kind: "delivered", c, at, record });
-      log.debug("notification delivered", { ...fields, status: outcome.status });
+      if (log.enabled("debug")) log.debug("notification delivered", { ...fields, status: outcome.status });
     } else if (outcome.kind === "aborted") {
       this.settled.push({ kind: "release", c, at });
     } else if (outcome.kind === "retry" && c.attempt < c.max_attempts) {
@@ -180,8 +187,6 @@ export class DeliveryWorker {
       this.settled.push({ kind: "failed", c, at, error: outcome.error, record });
       log.warn("notification failed", { ...fields, error: outcome.error });
     }
-    this.inflight.delete(c.id);
-    this.wake();
   }
 
   /** Stops claiming, cuts in-flight attempts short (their rows are given back), writes every outcome. */

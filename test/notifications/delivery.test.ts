@@ -255,6 +255,25 @@ describe("delivery", () => {
     expect(rcv.received).toHaveLength(2);
   });
 
+  test("rows whose integration is gone fail with a reason and do not hold worker slots", async () => {
+    const u = await createUser(t);
+    const s = t.app.services;
+    const now = Date.now();
+    const ids = Array.from({ length: 40 }, (_, i) => `ntf_orphan${String(i).padStart(2, "0")}${"0".repeat(16)}`);
+    const ins = s.sqlite.prepare(
+      "INSERT INTO notification_log (id, user_id, integration_id, source, urgency, payload, status, attempts, max_attempts, next_attempt_at, created_at) VALUES (?, ?, 'int_gone', 'agent', 'normal', '{}', 'pending', 0, 3, ?, ?)",
+    );
+    for (const id of ids) ins.run(id, u.id, now, now);
+    t.app.services.notifications.worker.wake();
+    await waitFor(() => ids.every((id) => s.notifications.get(u.id, id).status === "failed"), { what: "40 orphans failed" });
+    expect(s.notifications.get(u.id, ids[0]!).last_error).toContain("integration was deleted");
+    expect(s.notifications.worker.busy).toBe(0);
+    // The worker still delivers afterwards.
+    const { rcv, u: v } = await setup(t, () => new Response("ok"));
+    expect((await final(t, v.id, await notify(t, v.bearer))).status).toBe("delivered");
+    expect(rcv.received).toHaveLength(1);
+  });
+
   test("enqueue without a webhook returns null and writes nothing; bad input throws VALIDATION_FAILED", async () => {
     const u = await createUser(t);
     const s = t.app.services;

@@ -4,9 +4,7 @@
  * cancelled), so a restart loses nothing: `recover` resumes running tasks from their last stored
  * step and starts queued ones. REST and WebSocket handlers both call these methods.
  */
-import { and, count, eq, inArray } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
-import { workspaces } from "../db/schema.ts";
 import { ApiError, Errors } from "../http/errors.ts";
 import type { ProfileRow, ProfilesDep, WorkspaceRow } from "./deps.ts";
 import { AgentLoop, type LoopDeps, type Outcome } from "./loop.ts";
@@ -63,22 +61,6 @@ export class Orchestrator {
     return { maxTurns, maxBudgetUsd };
   }
 
-  /** 429 when the session's container would have to start while its profile is at its limit. */
-  private checkConcurrency(session: SessionRow, profile: ProfileRow) {
-    const ws = this.d.db.select({ status: workspaces.status }).from(workspaces).where(eq(workspaces.session_id, session.id)).get();
-    if (ws && (ws.status === "running" || ws.status === "starting")) return;
-    const n = this.d.db
-      .select({ n: count() })
-      .from(workspaces)
-      .where(and(eq(workspaces.profile_id, profile.id), inArray(workspaces.status, ["starting", "running"])))
-      .get()!.n;
-    if (n >= profile.limits.max_concurrency) {
-      throw new ApiError("CONCURRENCY_LIMIT", `Profile ${profile.id} already has ${n} running workspaces (max_concurrency ${profile.limits.max_concurrency})`, {
-        max_concurrency: profile.limits.max_concurrency,
-      });
-    }
-  }
-
   /** Creates a session with its running workspace and publishes `session.ready`. */
   private async newSession(userId: string, profile: ProfileRow, title: string | null, hooks: SubmitHooks, withTask?: (tx: DB, session: SessionRow) => TaskRow) {
     const env = this.d.secrets.resolveEnv(userId, profile.env);
@@ -119,7 +101,7 @@ export class Orchestrator {
       }
       const profile = this.d.profiles.get(userId, session.profile_id);
       const { maxTurns, maxBudgetUsd } = this.limits(profile, input);
-      this.checkConcurrency(session, profile);
+      this.d.workspaces.assertRoom(session.id, profile);
       const task = this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, playbookId: input.playbook_id });
       this.d.sessions.setTitleIfEmpty(session.id, titleFrom(input.prompt));
       this.pump(session.id);

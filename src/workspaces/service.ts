@@ -36,6 +36,11 @@ export class Workspaces extends WorkspaceLifecycle {
     this.signer = new FileUrlSigner(loadSigningKey(d.settings, d.sealer), d.config.publicUrl, d.now);
   }
 
+  /** CONCURRENCY_LIMIT now if the session's next turn would start a container with no room. */
+  assertRoom(sessionId: string, profile: { id: string; limits: { max_concurrency: number } }) {
+    this.store.assertRoom(sessionId, profile.id, profile.limits.max_concurrency);
+  }
+
   // ------------------------------------------------------------------------------------------
   // Work inside the container
 

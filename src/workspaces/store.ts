@@ -60,6 +60,18 @@ export class WorkspaceStore {
     return tx.select({ n: count() }).from(workspaces).where(where).get()!.n;
   }
 
+  /**
+   * Throws CONCURRENCY_LIMIT when the session's workspace would have to start and the profile has
+   * no room: a pre-check so a task is refused before it is queued (reserve* stay the race-free
+   * decision when the container actually starts).
+   */
+  assertRoom(sessionId: string, profileId: string, limit: number) {
+    const ws = this.bySession(sessionId);
+    if (ws && (ACTIVE as string[]).includes(ws.status)) return;
+    const n = this.activeCount(this.db, profileId);
+    if (n >= limit) throw concurrencyLimit(profileId, n, limit);
+  }
+
   /** Inserts a `starting` row, or throws CONCURRENCY_LIMIT; returns the session's row if one exists. */
   reserveNew(row: NewWorkspaceRow, limit: number): { row: WorkspaceRow; created: boolean } {
     return this.db.transaction(

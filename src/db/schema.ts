@@ -151,8 +151,6 @@ export const sessions = sqliteTable(
     input_tokens: integer().notNull().default(0),
     output_tokens: integer().notNull().default(0),
     cost_usd: real().notNull().default(0),
-    /** Highest event seq written so far (events.seq is gap-free from 1). */
-    last_seq: integer().notNull().default(0),
     created_at: createdAt(),
     updated_at: updatedAt(),
   },

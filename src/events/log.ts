@@ -43,7 +43,6 @@ export class EventLog {
   private queue: Pending[] = [];
   private timer: Timer | null = null;
   private insert: Statement;
-  private bumpSeq: Statement;
   private maxSeqStmt: Statement<{ seq: number | null }, [string]>;
   private readStmt: Statement<StoredFrame, [string, number, number]>;
   private insertDebug: Statement;
@@ -56,7 +55,6 @@ export class EventLog {
     private opts: { maxBatch?: number; flushDelayMs?: number } = {},
   ) {
     this.insert = sqlite.prepare("INSERT INTO events (session_id, seq, type, task_id, frame, created_at) VALUES (?, ?, ?, ?, ?, ?)");
-    this.bumpSeq = sqlite.prepare("UPDATE sessions SET last_seq = ?, updated_at = ? WHERE id = ? AND last_seq < ?");
     this.maxSeqStmt = sqlite.prepare("SELECT MAX(seq) AS seq FROM events WHERE session_id = ?");
     this.readStmt = sqlite.prepare("SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?");
     this.insertDebug = sqlite.prepare("INSERT INTO debug_events (session_id, after_seq, type, task_id, frame, created_at) VALUES (?, ?, ?, ?, ?, ?)");
@@ -64,13 +62,7 @@ export class EventLog {
       "SELECT after_seq, type, task_id, frame FROM debug_events WHERE session_id = ? AND after_seq >= ? AND after_seq < ? ORDER BY id",
     );
     this.writeBatch = sqlite.transaction((rows: Pending[]) => {
-      const top = new Map<string, number>();
-      for (const r of rows) {
-        this.insert.run(r.session_id, r.seq, r.type, r.task_id, r.frame, r.created_at);
-        top.set(r.session_id, r.seq);
-      }
-      const at = this.now();
-      for (const [id, seq] of top) this.bumpSeq.run(seq, at, id, seq);
+      for (const r of rows) this.insert.run(r.session_id, r.seq, r.type, r.task_id, r.frame, r.created_at);
     });
   }
 

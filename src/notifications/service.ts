@@ -2,24 +2,24 @@
  * Notifications: the one entry point other modules call. `enqueue` writes the outbox row (inside
  * the caller's transaction when given one) and wakes the delivery worker once that transaction
  * has committed; `submit` is POST /v1/notifications; `taskFailed` / `playbookRunEnded` are the
- * platform's own notifications. Reads of the log for users and operators live here too.
+ * platform's own notifications. Reads of the log are in log.ts.
  */
 import type { Database } from "bun:sqlite";
-import { and, eq, sql, type SQL } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
-import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
+import type { Page, PageParams } from "../db/paginate.ts";
 import { notificationLog, tasks } from "../db/schema.ts";
 import { Errors } from "../http/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
-import { iso } from "../lib/time.ts";
 import { classifyAddress } from "./ip.ts";
 import { type NetworkPolicy, systemResolver } from "./guard.ts";
 import { Integrations } from "./integrations.ts";
+import { type AdminNotificationRecord, NotificationLog, type NotificationRecord, type NotificationStatus } from "./log.ts";
 import { Outbox } from "./outbox.ts";
-import { buildPayload, type NotificationPayload, type Source, truncate, type Urgency, validateMessage, validateRef, validateUrgency } from "./payload.ts";
+import { buildPayload, type Source, truncate, type Urgency, validateMessage, validateRef, validateUrgency } from "./payload.ts";
 import { DeliveryWorker } from "./worker.ts";
 
 /**
@@ -27,8 +27,7 @@ import { DeliveryWorker } from "./worker.ts";
  * bun:sqlite is one synchronous connection, so our statements run inside that open transaction.
  */
 export type Executor = Pick<DB, "select" | "insert">;
-
-export type NotificationStatus = "pending" | "delivered" | "failed";
+export type { AdminNotificationRecord, NotificationRecord, NotificationStatus };
 
 export interface EnqueueInput {
   userId: string;
@@ -39,33 +38,9 @@ export interface EnqueueInput {
   playbookId?: string | null;
 }
 
-export interface NotificationRecord {
-  id: string;
-  status: NotificationStatus;
-  attempts: number;
-  last_error: string | null;
-  payload: NotificationPayload;
-  created_at: string;
-  delivered_at: string | null;
-}
-
 /** What the Notify tool and POST /v1/notifications say when the user has no webhook. */
 export const NO_INTEGRATION_MESSAGE =
   "No webhook integration is configured, so there is nowhere to send notifications: configure one with POST /v1/integrations {\"type\":\"webhook\",\"config\":{\"url\":\"https://…\",\"secret\":\"…\"}}";
-
-type Row = typeof notificationLog.$inferSelect;
-
-function toRecord(r: Pick<Row, "id" | "status" | "attempts" | "last_error" | "payload" | "created_at" | "delivered_at">): NotificationRecord {
-  return {
-    id: r.id,
-    status: r.status,
-    attempts: r.attempts,
-    last_error: r.last_error,
-    payload: JSON.parse(r.payload) as NotificationPayload,
-    created_at: iso(r.created_at),
-    delivered_at: iso(r.delivered_at),
-  };
-}
 
 export class Notifications {
   /** Address policy shared by the configuration check and every delivery; tests replace its parts. */
@@ -73,6 +48,7 @@ export class Notifications {
   readonly outbox: Outbox;
   readonly integrations: Integrations;
   readonly worker: DeliveryWorker;
+  private reads: NotificationLog;
   private insertStmt;
   private taskOwned;
 
@@ -84,6 +60,7 @@ export class Notifications {
     this.outbox = new Outbox(sqlite, config.webhook.backoffMs);
     this.integrations = new Integrations(db, sealer, this.outbox, this.net, now);
     this.worker = new DeliveryWorker({ outbox: this.outbox, integrations: this.integrations, log: log.child({ component: "notifications" }), now, schedule: config.webhook, net: this.net });
+    this.reads = new NotificationLog(db);
     this.insertStmt = db
       .insert(notificationLog)
       .values({
@@ -184,26 +161,16 @@ export class Notifications {
     );
   }
 
-  private page(where: SQL | undefined, p: PageParams): { rows: Row[]; limit: number } {
-    const k = keyset(notificationLog.id, where, p);
-    return { rows: this.deps.db.select().from(notificationLog).where(k.where).orderBy(k.orderBy).limit(k.fetch).all(), limit: k.limit };
-  }
-
   list(userId: string, q: PageParams & { status?: NotificationStatus }): Page<NotificationRecord> {
-    const { rows, limit } = this.page(and(eq(notificationLog.user_id, userId), q.status ? eq(notificationLog.status, q.status) : undefined), q);
-    return toPage(rows, limit, toRecord);
+    return this.reads.list(userId, q);
   }
 
   get(userId: string, id: string): NotificationRecord {
-    const row = this.deps.db.select().from(notificationLog).where(and(eq(notificationLog.id, id), eq(notificationLog.user_id, userId))).get();
-    if (!row) throw Errors.notFound("Notification", id);
-    return toRecord(row);
+    return this.reads.get(userId, id);
   }
 
   /** GET /admin/notifications: every user's, with the owner. */
-  listAll(q: PageParams & { status?: NotificationStatus; user_id?: string }): Page<NotificationRecord & { user_id: string; failed_at: string | null }> {
-    const where = and(q.status ? eq(notificationLog.status, q.status) : undefined, q.user_id ? eq(notificationLog.user_id, q.user_id) : undefined);
-    const { rows, limit } = this.page(where, q);
-    return toPage(rows, limit, (r) => ({ ...toRecord(r), user_id: r.user_id, failed_at: iso(r.failed_at) }));
+  listAll(q: PageParams & { status?: NotificationStatus; user_id?: string }): Page<AdminNotificationRecord> {
+    return this.reads.listAll(q);
   }
 }

@@ -1,0 +1,67 @@
+/**
+ * Reading the notification log (the `notification_log` rows) for their owner and for operators:
+ * keyset pages newest first, optional status filter. Failed rows are the interface's
+ * notification log entries with `status=failed`.
+ */
+import { and, eq, type SQL } from "drizzle-orm";
+import type { DB } from "../db/client.ts";
+import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
+import { notificationLog } from "../db/schema.ts";
+import { Errors } from "../http/errors.ts";
+import { iso } from "../lib/time.ts";
+import type { NotificationPayload } from "./payload.ts";
+
+export type NotificationStatus = "pending" | "delivered" | "failed";
+
+export interface NotificationRecord {
+  id: string;
+  status: NotificationStatus;
+  attempts: number;
+  last_error: string | null;
+  payload: NotificationPayload;
+  created_at: string;
+  delivered_at: string | null;
+}
+
+export type AdminNotificationRecord = NotificationRecord & { user_id: string; failed_at: string | null };
+
+type Row = typeof notificationLog.$inferSelect;
+
+function toRecord(r: Pick<Row, "id" | "status" | "attempts" | "last_error" | "payload" | "created_at" | "delivered_at">): NotificationRecord {
+  return {
+    id: r.id,
+    status: r.status,
+    attempts: r.attempts,
+    last_error: r.last_error,
+    payload: JSON.parse(r.payload) as NotificationPayload,
+    created_at: iso(r.created_at),
+    delivered_at: iso(r.delivered_at),
+  };
+}
+
+export class NotificationLog {
+  constructor(private db: DB) {}
+
+  private page(where: SQL | undefined, p: PageParams): { rows: Row[]; limit: number } {
+    const k = keyset(notificationLog.id, where, p);
+    return { rows: this.db.select().from(notificationLog).where(k.where).orderBy(k.orderBy).limit(k.fetch).all(), limit: k.limit };
+  }
+
+  list(userId: string, q: PageParams & { status?: NotificationStatus }): Page<NotificationRecord> {
+    const { rows, limit } = this.page(and(eq(notificationLog.user_id, userId), q.status ? eq(notificationLog.status, q.status) : undefined), q);
+    return toPage(rows, limit, toRecord);
+  }
+
+  get(userId: string, id: string): NotificationRecord {
+    const row = this.db.select().from(notificationLog).where(and(eq(notificationLog.id, id), eq(notificationLog.user_id, userId))).get();
+    if (!row) throw Errors.notFound("Notification", id);
+    return toRecord(row);
+  }
+
+  /** GET /admin/notifications: every user's, with the owner. */
+  listAll(q: PageParams & { status?: NotificationStatus; user_id?: string }): Page<AdminNotificationRecord> {
+    const where = and(q.status ? eq(notificationLog.status, q.status) : undefined, q.user_id ? eq(notificationLog.user_id, q.user_id) : undefined);
+    const { rows, limit } = this.page(where, q);
+    return toPage(rows, limit, (r) => ({ ...toRecord(r), user_id: r.user_id, failed_at: iso(r.failed_at) }));
+  }
+}

@@ -1,26 +1,42 @@
 /**
  * Fan-out of session frames. `publish` appends a frame to the event log (which assigns its seq)
- * and hands the same serialized string to every subscriber of the session, so a frame is
- * serialized once however many sockets watch. `task:system_prompt` goes only to admin-role
- * subscribers, and is stored outside the gap-free sequence (EventLog.appendDebug) so that users
- * who may not see it see no hole in `seq`.
+ * and hands the same serialized string to every subscriber of the session. `task:system_prompt`
+ * goes only to admin-role subscribers, and is stored outside the gap-free sequence
+ * (EventLog.appendDebug) so that users who may not see it see no hole in `seq`.
+ *
+ * Two kinds of live delivery: a JS sink per subscription, or — for WebSockets — a native topic
+ * (Bun's `publish`, which writes one frame to every subscriber in one call and batches the
+ * writes). A socket joins the session's topic only once it is live, so native delivery never
+ * overtakes a replay.
  *
  * Replay without a gap or a duplicate at the seam: `attach` registers the subscription first (in
  * buffering mode, so live frames queue up), then reads the log; both happen in one synchronous
  * step, so every frame is either in the replayed rows or in the buffer. `goLive` then drains the
- * buffer, skipping anything at or below the last replayed seq.
+ * buffer, skipping anything at or below the last replayed seq, and (synchronously, so nothing is
+ * published in between) hands delivery over to the native topic if there is one.
  */
 import type { AppendResult, EventLog, StoredFrame } from "./log.ts";
 
 export const ADMIN_ONLY_TYPES = new Set(["task:system_prompt"]);
+
+/** Topic names for native fan-out: every viewer of a session, and its admin viewers. */
+export const sessionTopic = (sessionId: string) => `s:${sessionId}`;
+export const adminTopic = (sessionId: string) => `a:${sessionId}`;
 
 export interface FrameSink {
   /** Sends one serialized frame. Returns false when the subscriber must be dropped. */
   (json: string, seq: number, type: string): boolean | void;
 }
 
+/** Joins/leaves the native topics of a session (a WebSocket's subscribe/unsubscribe). */
+export interface NativeDelivery {
+  join(): void;
+  leave(): void;
+}
+
 export class Subscription {
   private buffering = true;
+  private native = false;
   private pending: { seq: number; type: string; json: string }[] = [];
   closed = false;
 
@@ -33,11 +49,12 @@ export class Subscription {
     /** Most frames held while a replay is being sent (then the subscriber is dropped). */
     private maxPending = 10_000,
     private onOverflow: () => void = () => {},
+    private delivery: NativeDelivery | null = null,
   ) {}
 
   /** Called by the hub for each live frame; seq -1 marks a debug frame (no seq of its own). */
   deliver(seq: number, type: string, json: string) {
-    if (this.closed) return;
+    if (this.closed || this.native) return;
     if (ADMIN_ONLY_TYPES.has(type) && !this.isAdmin) return;
     if (this.buffering) {
       this.pending.push({ seq, type, json });
@@ -59,18 +76,24 @@ export class Subscription {
       if (this.closed) return;
       if ((p.seq < 0 || p.seq > lastSentSeq) && this.sink(p.json, p.seq, p.type) === false) this.close();
     }
+    if (this.closed || !this.delivery || !this.hub.nativePublish) return;
+    this.native = true;
+    this.delivery.join();
   }
 
   close() {
     if (this.closed) return;
     this.closed = true;
     this.pending = [];
+    if (this.native) this.delivery?.leave();
     this.hub.unsubscribe(this);
   }
 }
 
 export class Hub {
   private subs = new Map<string, Set<Subscription>>();
+  /** Set by the WebSocket server once it runs: Bun's server.publish. */
+  nativePublish: ((topic: string, json: string) => void) | null = null;
 
   constructor(readonly log: EventLog) {}
 
@@ -78,11 +101,17 @@ export class Hub {
     const set = this.subs.get(sessionId);
     if (ADMIN_ONLY_TYPES.has(frame.type)) {
       const d = this.log.appendDebug(sessionId, frame);
-      if (set) for (const s of set) s.deliver(-1, frame.type, d.json);
+      if (set) {
+        this.nativePublish?.(adminTopic(sessionId), d.json);
+        for (const s of set) s.deliver(-1, frame.type, d.json);
+      }
       return { seq: -1, json: d.json };
     }
     const r = this.log.append(sessionId, frame);
-    if (set) for (const s of set) s.deliver(r.seq, frame.type, r.json);
+    if (set) {
+      this.nativePublish?.(sessionTopic(sessionId), r.json);
+      for (const s of set) s.deliver(r.seq, frame.type, r.json);
+    }
     return r;
   }
 
@@ -90,7 +119,7 @@ export class Hub {
    * Subscribes to a session. With `replayAfter` (a seq, 0 for everything) it returns the stored
    * frames after it, filtered for the subscriber's role, and the highest seq read; the
    * subscription stays buffering until `goLive(lastSeq)`. Without it the subscription is live at
-   * once.
+   * once. With `native`, live delivery moves to the session's topics when it goes live.
    */
   attach(opts: {
     sessionId: string;
@@ -100,8 +129,9 @@ export class Hub {
     replayAfter?: number;
     maxPending?: number;
     onOverflow?: () => void;
+    native?: NativeDelivery;
   }): { subscription: Subscription; replay: StoredFrame[]; lastSeq: number } {
-    const sub = new Subscription(opts.sessionId, opts.userId, opts.isAdmin, opts.sink, this, opts.maxPending, opts.onOverflow);
+    const sub = new Subscription(opts.sessionId, opts.userId, opts.isAdmin, opts.sink, this, opts.maxPending, opts.onOverflow, opts.native ?? null);
     let set = this.subs.get(opts.sessionId);
     if (!set) this.subs.set(opts.sessionId, (set = new Set()));
     set.add(sub);

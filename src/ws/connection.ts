@@ -2,11 +2,13 @@
  * One WebSocket connection: its caller, its session subscriptions, and sending with a bounded
  * backlog. A socket whose unsent data passes MAX_BACKLOG is closed with 1013 (try again later)
  * and can reconnect and `session.resume` from its last seq — a slow reader never slows the agent
- * or the other sockets. Replays pause on backpressure and continue on `drain`.
+ * or the other sockets. Direct sends count the bytes queued while stalled; frames fanned out
+ * through native topics are covered by the stream server's periodic backlog check. Replays pause
+ * on backpressure and continue on `drain`.
  */
 import type { ServerWebSocket } from "bun";
 import type { Principal } from "../auth/principal.ts";
-import type { Hub, Subscription } from "../events/hub.ts";
+import { adminTopic, type Hub, type NativeDelivery, sessionTopic, type Subscription } from "../events/hub.ts";
 import { ApiError } from "../http/errors.ts";
 
 export const MAX_BACKLOG = 4 * 1024 * 1024;
@@ -27,6 +29,8 @@ export interface SocketData {
   drainWaiters: (() => void)[] | null;
   /** Bytes queued since a send reported backpressure (-1: not stalled; a drain resets it). */
   stalledBytes: number;
+  /** Unsent bytes at the previous periodic backlog check. */
+  lastBuffered: number;
   closed: boolean;
 }
 
@@ -105,11 +109,26 @@ function addSubscription(ws: Socket, sessionId: string, sub: Subscription) {
   subs.set(sessionId, sub);
 }
 
+/** Once live, the socket gets the session's frames from Bun's native topics. */
+function nativeDelivery(ws: Socket, sessionId: string, isAdmin: boolean): NativeDelivery {
+  const topics = isAdmin ? [sessionTopic(sessionId), adminTopic(sessionId)] : [sessionTopic(sessionId)];
+  return {
+    join: () => {
+      for (const t of topics) ws.subscribe(t);
+    },
+    leave: () => {
+      if (ws.data.closed) return; // Bun drops a closed socket's topics itself.
+      for (const t of topics) ws.unsubscribe(t);
+    },
+  };
+}
+
 /** Live frames of the session from now on (no replay). Idempotent. */
 export function watch(ws: Socket, hub: Hub, sessionId: string) {
   const p = ws.data.principal!;
   if (ws.data.subs?.has(sessionId)) return;
-  const { subscription } = hub.attach({ sessionId, userId: p.user.id, isAdmin: p.user.role === "admin", sink: (json) => send(ws, json) });
+  const isAdmin = p.user.role === "admin";
+  const { subscription } = hub.attach({ sessionId, userId: p.user.id, isAdmin, sink: (json) => send(ws, json), native: nativeDelivery(ws, sessionId, isAdmin) });
   addSubscription(ws, sessionId, subscription);
 }
 
@@ -119,11 +138,13 @@ export function watch(ws: Socket, hub: Hub, sessionId: string) {
  */
 export async function replay(ws: Socket, hub: Hub, sessionId: string, after: number) {
   const p = ws.data.principal!;
+  const isAdmin = p.user.role === "admin";
   const { subscription, replay: rows, lastSeq } = hub.attach({
     sessionId,
     userId: p.user.id,
-    isAdmin: p.user.role === "admin",
+    isAdmin,
     sink: (json) => send(ws, json),
+    native: nativeDelivery(ws, sessionId, isAdmin),
     replayAfter: after,
     maxPending: MAX_PENDING_DURING_REPLAY,
     onOverflow: () => close(ws, CLOSE_TOO_SLOW, "too many live frames during replay: reconnect and session.resume"),

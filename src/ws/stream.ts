@@ -16,7 +16,7 @@ import { ApiError, errorResponse, Errors } from "../http/errors.ts";
 import type { RateLimiter } from "../http/ratelimit.ts";
 import { MAX_JSON_BODY } from "../http/parse.ts";
 import type { Logger } from "../log.ts";
-import { CLOSE_AUTH, close, dropSubscriptions, onDrain, replay, sendError, type Socket, type SocketData, watch } from "./connection.ts";
+import { CLOSE_AUTH, CLOSE_TOO_SLOW, close, dropSubscriptions, MAX_BACKLOG, onDrain, replay, sendError, type Socket, type SocketData, watch } from "./connection.ts";
 import { type ClientMessage, parseFrame, requestIdOf, validateClientMessage } from "./messages.ts";
 
 /** The /v1/stream WebSocket server, as the app's composition root sees it. */
@@ -51,6 +51,31 @@ export function createStreamServer(d: StreamDeps): StreamServer {
   /** `tok:<id>`, `login:<id>`, `usr:<id>` → sockets, for revocation. */
   const index = new Map<string, Set<Socket>>();
   let nextId = 1;
+
+  /**
+   * Frames fanned out by native topics bypass `send`, so a reader that stopped reading is found
+   * here: every BACKLOG_CHECK_MS, a socket over MAX_BACKLOG unsent bytes at two checks in a row,
+   * with no shrinking in between (no progress), is closed with 1013; past HARD_BACKLOG it is closed
+   * at once. One large frame to a reader that keeps up is over the limit at one check only.
+   * (Bun's own limit, above both, is the last resort.)
+   */
+  const BACKLOG_CHECK_MS = 200;
+  const HARD_BACKLOG = 8 * MAX_BACKLOG;
+  let backlogTimer: Timer | null = null;
+  const checkBacklogs = () => {
+    for (const ws of sockets) {
+      const buffered = ws.getBufferedAmount();
+      const previous = ws.data.lastBuffered;
+      ws.data.lastBuffered = buffered;
+      if (buffered > HARD_BACKLOG || (buffered > MAX_BACKLOG && previous > MAX_BACKLOG && buffered >= previous)) {
+        close(ws, CLOSE_TOO_SLOW, "send backlog exceeded: reconnect and session.resume");
+      }
+    }
+    if (sockets.size === 0 && backlogTimer) {
+      clearInterval(backlogTimer);
+      backlogTimer = null;
+    }
+  };
 
   const keysOf = (data: SocketData) => {
     const p = data.principal!;
@@ -97,7 +122,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
     maxPayloadLength: 16 * 1024 * 1024,
     // Our own limit (MAX_BACKLOG) decides; Bun's only has to be above it plus one large frame.
     backpressureLimit: 64 * 1024 * 1024,
-    closeOnBackpressureLimit: false,
+    closeOnBackpressureLimit: true,
     idleTimeout: 120,
     sendPings: true,
     perMessageDeflate: false,
@@ -108,6 +133,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         return;
       }
       sockets.add(ws);
+      backlogTimer ??= setInterval(checkBacklogs, BACKLOG_CHECK_MS);
       for (const k of keysOf(ws.data)) {
         let set = index.get(k);
         if (!set) index.set(k, (set = new Set()));
@@ -173,8 +199,10 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         subs: null,
         drainWaiters: null,
         stalledBytes: -1,
+        lastBuffered: 0,
         closed: false,
       };
+      d.hub.nativePublish ??= (topic, json) => void server.publish(topic, json);
       const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : undefined });
       if (!upgraded) {
         return errorResponse(new ApiError("VALIDATION_FAILED", "This endpoint speaks WebSocket only: send an Upgrade request", { field: "upgrade" }, 426), {
@@ -186,6 +214,8 @@ export function createStreamServer(d: StreamDeps): StreamServer {
     },
     closeAll(code, reason) {
       for (const ws of [...sockets]) close(ws, code, reason);
+      if (backlogTimer) clearInterval(backlogTimer);
+      backlogTimer = null;
     },
     revoke(key) {
       const k = key.tokenId ? `tok:${key.tokenId}` : key.loginSessionId ? `login:${key.loginSessionId}` : `usr:${key.userId}`;

@@ -40,4 +40,6 @@ export interface NotifyInput {
 
 export interface NotificationsDep {
   enqueue(input: NotifyInput, db?: DB): { id: string; status: "pending" } | null;
+  /** The platform notification for a failed task (one wording for every failure). */
+  taskFailed(t: { userId: string; taskId: string; playbookId?: string | null; code?: string | null; error: string }, db?: DB): unknown;
 }

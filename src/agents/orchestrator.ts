@@ -169,7 +169,7 @@ export class Orchestrator {
   private fail(task: TaskRow, code: string, message: string) {
     this.d.db.transaction((tx) => {
       this.d.tasks.update(task.id, { status: "failed", error_code: code, error_message: message, finished_at: this.d.now(), pending_tool_use_id: null }, tx);
-      this.d.notifications.enqueue({ userId: task.user_id, source: "platform", urgency: "normal", message: `Task ${task.id} failed (${code}): ${message}`, taskId: task.id }, tx);
+      this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, playbookId: task.playbook_id, code, error: message }, tx);
     });
     this.publish(task.session_id, { type: "task:failed", task_id: task.id, error: message, code });
   }

@@ -1,4 +1,5 @@
 import { Type } from "@sinclair/typebox";
+import { NO_INTEGRATION_MESSAGE } from "../../notifications/service.ts";
 import { fail, ok, type Tool } from "./types.ts";
 
 export const notifyTool: Tool = {
@@ -10,7 +11,7 @@ export const notifyTool: Tool = {
   }),
   async run(input, ctx) {
     const queued = ctx.notify({ message: input.message as string, urgency: (input.urgency as "low" | "normal" | "high" | undefined) ?? "normal" });
-    if (!queued) return fail("The user has no webhook integration configured, so the notification was not sent.");
+    if (!queued) return fail(`Not sent. ${NO_INTEGRATION_MESSAGE}`);
     return ok(`Notification queued (${queued.id}).`);
   },
 };

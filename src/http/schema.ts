@@ -55,3 +55,5 @@ export function jsonBody<T extends TSchema>(schema: T) {
     },
   };
 }
+
+export const NullableTimestamp = t.Union([Timestamp, t.Null()]);

@@ -8,13 +8,14 @@ import { adminCommand } from "./cli/admin.ts";
 import { doctorCommand } from "./cli/doctor.ts";
 import { imageCommand } from "./cli/image.ts";
 import { migrateCommand } from "./cli/migrate.ts";
+import { backupCommand } from "./cli/backup.ts";
 import { serveCommand } from "./cli/serve.ts";
 import { serviceCommand } from "./cli/service.ts";
 import { tokenCommand } from "./cli/token.ts";
 import { versionCommand } from "./cli/version.ts";
 import { VERSION } from "./version.ts";
 
-export const COMMANDS: Command[] = [serveCommand, migrateCommand, doctorCommand, versionCommand, adminCommand, tokenCommand, imageCommand, serviceCommand];
+export const COMMANDS: Command[] = [serveCommand, migrateCommand, doctorCommand, versionCommand, adminCommand, tokenCommand, imageCommand, backupCommand, serviceCommand];
 
 function mainHelp(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

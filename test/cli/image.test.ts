@@ -1,7 +1,7 @@
 /**
  * `runcell image build`: argument handling, the pieces of the debootstrap build, and the real
  * rootfs → docker import path (a tiny busybox root filesystem; the full debootstrap build takes
- * minutes and is run by hand, see docs/notes/workspaces.md).
+ * minutes and is run by hand, see docs/workspaces.md).
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";

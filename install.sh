@@ -6,7 +6,7 @@
 #   ./install.sh build [--no-docker]                              set up and build dist/runcell only
 #
 # From a release directory (a `runcell` binary next to this script, no sources) it installs that
-# binary instead of building. Needs: Debian/Ubuntu (apt) for Docker and test packages, Node+npm to
+# binary into /usr/local/bin (RUNCELL_INSTALL_DIR overrides) instead of building. Needs: Debian/Ubuntu (apt) for Docker and test packages, Node+npm to
 # install Bun when it is missing.
 set -euo pipefail
 
@@ -80,9 +80,10 @@ ensure_docker() {
 # --- Release directory: install the shipped binary -----------------------------------------------
 if [ -x "$HERE/runcell" ] && [ ! -f "$HERE/package.json" ]; then
   step "Installing the release binary"
-  DEST=/usr/local/bin
+  DEST="${RUNCELL_INSTALL_DIR:-/usr/local/bin}"
+  mkdir -p "$DEST" 2>/dev/null || true
   [ -w "$DEST" ] || [ -n "$SUDO" ] || { DEST="$HOME/.local/bin"; mkdir -p "$DEST"; }
-  $SUDO install -m 0755 "$HERE/runcell" "$DEST/runcell"
+  if [ -w "$DEST" ]; then install -m 0755 "$HERE/runcell" "$DEST/runcell"; else $SUDO install -m 0755 "$HERE/runcell" "$DEST/runcell"; fi
   ok "$DEST/runcell ($("$DEST/runcell" version))"
   ensure_docker
   case "$MODE" in
@@ -124,6 +125,7 @@ case "$MODE" in
     exec ./dist/runcell serve "${SERVE_ARGS[@]}"
     ;;
   test)
+    [ "$WITH_DOCKER" = "1" ] || die "the test suite runs real containers: it needs the Docker engine (drop --no-docker)"
     step "Test prerequisites"
     if ! command -v chromium >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1; then
       echo "    installing chromium and busybox-static (browser tests, test workspace image)"
@@ -133,8 +135,9 @@ case "$MODE" in
     if [ "$WITH_DOCKER" = "1" ]; then
       bash scripts/test-image.sh | sed 's/^/    /'
     fi
+    step "Type check (tsc --strict)"
+    bunx tsc --noEmit -p . && ok "no type errors"
     step "Test suite"
-    if [ "$WITH_DOCKER" = "0" ]; then export RUNCELL_TEST_NO_DOCKER=1; fi
     exec bun test
     ;;
 esac

@@ -170,3 +170,19 @@ describe("secrets", () => {
     expect(everything).not.toContain(value);
   });
 });
+
+describe("images", () => {
+  test("an image that cannot be had fails the task with CONTAINER_FAILED naming the image and the fix", async () => {
+    const r = await api(t, "POST", "/v1/profiles", user.bearer, { name: "missing image", model: { provider: "demo", name: "demo" }, image: "runcell-test/does-not-exist:latest", network: "none" });
+    expect(r.status).toBe(201);
+    const sub = await api(t, "POST", "/v1/tasks", user.bearer, { profile_id: r.body.id, prompt: "x" });
+    expect(sub.status).toBe(202);
+    const task = await waitTask(t, user, sub.body.task_id);
+    expect(task.status).toBe("failed");
+    expect(task.error.code).toBe("CONTAINER_FAILED");
+    expect(task.error.message).toContain("runcell-test/does-not-exist:latest");
+    expect(task.error.message).toMatch(/runcell image build|--workspace-image/);
+    const frames = await sessionFrames(t, user, sub.body.session_id);
+    expect(frames.at(-1)).toMatchObject({ type: "task:failed", code: "CONTAINER_FAILED" });
+  });
+});

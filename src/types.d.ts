@@ -3,3 +3,7 @@ declare module "*.sql" {
   const text: string;
   export default text;
 }
+declare module "*.css" {
+  const text: string;
+  export default text;
+}

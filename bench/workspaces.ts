@@ -64,6 +64,32 @@ async function ours(): Promise<number> {
   return ms;
 }
 
+// The frame itself, end to end: WebSocket session.start → session.ready (session row, workspace,
+// event log, fan-out), on a socket opened once.
+const wsProfile = s.profiles.create(user.id, { name: "bench", model: { provider: "demo", name: "demo" }, image: IMAGE, network: "none", limits: { max_concurrency: 50 } });
+const wsToken = (await s.tokens.create(user.id, "bench")).token;
+const socket = new WebSocket(`${app.url.replace(/^http/, "ws")}/v1/stream`, [`Bearer.${wsToken}`]);
+await new Promise((r) => socket.addEventListener("open", r, { once: true }));
+
+async function frame(): Promise<number> {
+  const t0 = performance.now();
+  const ready = new Promise<string>((resolve) => {
+    const on = (m: MessageEvent) => {
+      const f = JSON.parse(m.data as string);
+      if (f.type === "session.ready") {
+        socket.removeEventListener("message", on);
+        resolve(f.session_id);
+      }
+    };
+    socket.addEventListener("message", on);
+  });
+  socket.send(JSON.stringify({ type: "session.start", profile_id: wsProfile.id }));
+  const sid = await ready;
+  const ms = performance.now() - t0;
+  await s.orchestrator.deleteSession(user.id, sid);
+  return ms;
+}
+
 async function bare(): Promise<number> {
   const t0 = performance.now();
   const p = Bun.spawn(["docker", "run", "-d", "--network", "none", IMAGE, "sleep", "infinity"], { stdout: "pipe", stderr: "pipe" });
@@ -83,31 +109,34 @@ async function apiFloor(): Promise<number> {
   return ms;
 }
 
-const results = { ours: [] as number[], bare: [] as number[], api: [] as number[] };
+const results = { ours: [] as number[], bare: [] as number[], api: [] as number[], frame: [] as number[] };
 try {
   for (let i = 0; i < WARMUP; i++) {
     await bare();
     await ours();
     await apiFloor();
+    await frame();
   }
   for (let i = 0; i < N; i++) {
     // Rotate the order so neither side always runs right after the other's removal.
-    const order = [bare, ours, apiFloor];
+    const order = [bare, ours, apiFloor, frame];
     for (let k = 0; k < i % 3; k++) order.push(order.shift()!);
     for (const f of order) {
       const ms = await f();
-      (f === ours ? results.ours : f === bare ? results.bare : results.api).push(ms);
+      (f === ours ? results.ours : f === bare ? results.bare : f === frame ? results.frame : results.api).push(ms);
     }
   }
 } finally {
+  socket.close();
   await app.stop();
   rmSync(dir, { recursive: true, force: true });
 }
 
-const p50 = { ours: pct(results.ours, 0.5), bare: pct(results.bare, 0.5), api: pct(results.api, 0.5) };
+const p50 = { ours: pct(results.ours, 0.5), bare: pct(results.bare, 0.5), api: pct(results.api, 0.5), frame: pct(results.frame, 0.5) };
 console.log(`workspaces benchmark: ${N} rounds (+${WARMUP} warm-up), image ${IMAGE}, Docker ${(await docker.version()).Version}`);
 console.log(`  baseline  docker run -d … sleep infinity   p50 ${fmt(p50.bare)}   p90 ${fmt(pct(results.bare, 0.9))}`);
 console.log(`  session.ready (createForSession)         p50 ${fmt(p50.ours)}   p90 ${fmt(pct(results.ours, 0.9))}`);
+console.log(`  session.ready frame (WS session.start)    p50 ${fmt(p50.frame)}   p90 ${fmt(pct(results.frame, 0.9))}   ratio ${(p50.frame / p50.bare).toFixed(2)}× docker run`);
 console.log(`  context: Engine API create+start         p50 ${fmt(p50.api)}   p90 ${fmt(pct(results.api, 0.9))}`);
 console.log(`  ratio session.ready / docker run p50: ${(p50.ours / p50.bare).toFixed(2)}×   (goal ≤ 1.3×)`);
 console.log(`  ratio session.ready / API floor p50:  ${(p50.ours / p50.api).toFixed(2)}×`);

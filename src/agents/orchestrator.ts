@@ -113,9 +113,13 @@ export class Orchestrator {
     const r = await this.newSession(userId, profile, titleFrom(input.prompt), hooks, (tx, s) =>
       this.d.tasks.create({ userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, playbookId: input.playbook_id }, tx),
     );
-    if (r.error) this.fail(r.task!, r.error.code, r.error.message);
-    else this.pump(r.session.id);
-    return { task: this.d.tasks.byId(r.task!.id)!, session: r.session, created: true };
+    if (r.error) {
+      this.fail(r.task!, r.error.code, r.error.message);
+      return { task: this.d.tasks.byId(r.task!.id)!, session: r.session, created: true };
+    }
+    this.pump(r.session.id);
+    // The task as accepted (queued); the queue may already have started it.
+    return { task: r.task!, session: r.session, created: true };
   }
 
   /** Starts the session's next task unless one is running or waiting for input. */

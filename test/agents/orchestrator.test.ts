@@ -183,3 +183,15 @@ describe("agent runtime", () => {
     expect(types.at(-1)).toBe("task:done");
   });
 });
+
+test("POST /v1/tasks answers 202 {task_id, session_id, status: queued}, new session or not", async () => {
+  mock.reset();
+  mock.script(() => ({ text: "ok" }));
+  const first = await api(t, "POST", "/v1/tasks", user.bearer, { mode: "session", profile_id: profileId, prompt: "one" });
+  expect(first.status).toBe(202);
+  expect(Object.keys(first.body).sort()).toEqual(["session_id", "status", "task_id"]);
+  expect(first.body.status).toBe("queued");
+  const second = await api(t, "POST", "/v1/tasks", user.bearer, { session_id: first.body.session_id, prompt: "two" });
+  expect(second.body).toMatchObject({ session_id: first.body.session_id, status: "queued" });
+  await waitTask(t, user, second.body.task_id);
+});

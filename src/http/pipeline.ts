@@ -106,10 +106,10 @@ export function createPipeline(deps: PipelineDeps) {
       if (!SAFE_METHODS.has(req.method) && (auth.principal?.via === "cookie" || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
         throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
       }
-      if (LIMITED.test(path)) {
-        rl = limiter.take(ctx.principal ? `u:${ctx.principal.user.id}` : `ip:${ctx.ip}`);
-        if (!rl.ok) throw Errors.rateLimited(rl.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${rl.limit}`);
-      }
+      const key = ctx.principal ? `u:${ctx.principal.user.id}` : `ip:${ctx.ip}`;
+      // Every response reports the caller's bucket; only the API surfaces take from it.
+      rl = LIMITED.test(path) ? limiter.take(key) : limiter.peek(key);
+      if (!rl.ok) throw Errors.rateLimited(rl.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${rl.limit}`);
       response = await deps.handle(req);
     } catch (e) {
       if (e instanceof ApiError) response = errorResponse(e);

@@ -58,6 +58,14 @@ export class RateLimiter {
     };
   }
 
+  /** The caller's bucket as it stands, without taking a token (for responses that are not limited). */
+  peek(key: string): RateLimitResult {
+    const b = this.buckets.get(key);
+    const ratePerMs = this.perMinute / 60_000;
+    const tokens = b ? Math.min(this.burst, b.tokens + (this.now() - b.at) * ratePerMs) : this.burst;
+    return { ok: true, limit: this.burst, remaining: Math.floor(tokens), resetSec: Math.ceil((this.burst - tokens) / ratePerMs / 1000), retryAfterSec: 0 };
+  }
+
   /** Drops buckets that are full again (idle callers). */
   sweep() {
     const now = this.now();

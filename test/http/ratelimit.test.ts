@@ -139,3 +139,20 @@ describe("persisted settings against explicit configuration at start", () => {
     }
   });
 });
+
+test("every response carries the RateLimit headers; only the API surfaces take from the bucket", async () => {
+  const t = await startTestApp({ flags: ["--rate-limit-per-minute", "60", "--rate-limit-burst", "10"] });
+  try {
+    for (const path of ["/healthz", "/docs", "/"]) {
+      const r = await t.fetch(path);
+      expect(r.headers.get("ratelimit-limit")).toBe("10");
+      expect(r.headers.get("ratelimit-remaining")).toBe("10");
+      expect(r.headers.get("ratelimit-reset")).toBe("0");
+    }
+    const api = await t.fetch("/v1/api-tokens");
+    expect(api.headers.get("ratelimit-remaining")).toBe("9");
+    expect((await t.fetch("/healthz")).headers.get("ratelimit-remaining")).toBe("9");
+  } finally {
+    await t.stop();
+  }
+});

@@ -59,7 +59,7 @@ export interface Services extends Identity, Runtime {
   secrets: Secrets;
   /** Webhook integrations, the notification outbox and its delivery worker (src/notifications/). */
   notifications: Notifications;
-  authenticate(req: Request, path: string): Promise<Authenticated>;
+  authenticate(req: Request, path: string): Authenticated | Promise<Authenticated>;
   stream: StreamServer;
   workers: Worker[];
   start(): Promise<void>;

@@ -14,6 +14,8 @@ export interface Credentials {
   cookie: string | null;
 }
 
+const NOBODY: Authenticated = Object.freeze({ principal: null, error: "missing" });
+
 const toAuthUser = (u: UserRow): AuthUser => ({ id: u.id, email: u.email, name: u.name, role: u.role, created_at: u.created_at });
 
 export class Authenticator {
@@ -47,22 +49,19 @@ export class Authenticator {
     return { user: toAuthUser(valid.user), via: "cookie", loginSession: { id, user_id, expires_at, created_at } };
   }
 
-  async resolve(creds: Credentials): Promise<Authenticated> {
+  resolve(creds: Credentials): Authenticated | Promise<Authenticated> {
     if (creds.bearer !== null) {
-      const p = await this.fromToken(creds.bearer);
-      return p ? { principal: p, error: "missing" } : { principal: null, error: "invalid" };
+      return this.fromToken(creds.bearer).then((p): Authenticated => (p ? { principal: p, error: "missing" } : { principal: null, error: "invalid" }));
     }
     if (creds.cookie !== null) {
       const p = this.fromCookie(creds.cookie);
       return p ? { principal: p, error: "missing" } : { principal: null, error: "invalid" };
     }
-    return { principal: null, error: "missing" };
+    return NOBODY;
   }
 
-  authenticate(req: Request, path: string): Promise<Authenticated> {
-    if (path.startsWith("/admin/") || path === "/admin" || path === "/metrics") {
-      return Promise.resolve({ principal: null, error: "missing" });
-    }
+  authenticate(req: Request, path: string): Authenticated | Promise<Authenticated> {
+    if (path.startsWith("/admin/") || path === "/admin" || path === "/metrics") return NOBODY;
     return this.resolve(this.credentials(req));
   }
 }

@@ -21,8 +21,8 @@ export interface PipelineDeps {
   config: Config;
   log: Logger;
   limiter: RateLimiter;
-  /** Resolves the caller from the request's cookie or bearer token. */
-  authenticate(req: Request, path: string): Promise<Authenticated>;
+  /** Resolves the caller from the request's cookie or bearer token (a plain value when there is none). */
+  authenticate(req: Request, path: string): Authenticated | Promise<Authenticated>;
   /** The router. */
   handle(req: Request): Promise<Response>;
   /** The /v1/stream upgrade; returns a Response only when the upgrade was refused. */
@@ -70,11 +70,9 @@ export function isCrossSite(req: Request, publicOrigin: string): boolean {
   }
 }
 
-const SECURITY_HEADERS: Record<string, string> = {
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "same-origin",
-  "x-frame-options": "DENY",
-};
+/** On every response; pages (text/html) also get PAGE_HEADERS unless they set their own. */
+const NOSNIFF = "nosniff";
+const PAGE_HEADERS: Record<string, string> = { "referrer-policy": "same-origin", "x-frame-options": "DENY" };
 
 function rateLimitHeaders(rl: RateLimitResult): Record<string, string> {
   return { "ratelimit-limit": String(rl.limit), "ratelimit-remaining": String(rl.remaining), "ratelimit-reset": String(rl.resetSec) };
@@ -100,7 +98,8 @@ export function createPipeline(deps: PipelineDeps) {
     let response: Response;
     let rl: RateLimitResult | null = null;
     try {
-      const auth = await deps.authenticate(req, path);
+      const pending = deps.authenticate(req, path);
+      const auth = pending instanceof Promise ? await pending : pending;
       ctx.principal = auth.principal;
       ctx.authError = auth.error;
       if (!SAFE_METHODS.has(req.method) && (auth.principal?.via === "cookie" || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
@@ -109,6 +108,7 @@ export function createPipeline(deps: PipelineDeps) {
       const key = ctx.principal ? `u:${ctx.principal.user.id}` : `ip:${ctx.ip}`;
       // Every response reports the caller's bucket; only the API surfaces take from it.
       rl = LIMITED.test(path) ? limiter.take(key) : limiter.peek(key);
+      // (peek never refuses: only the API surfaces can answer 429)
       if (!rl.ok) throw Errors.rateLimited(rl.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${rl.limit}`);
       response = await deps.handle(req);
     } catch (e) {
@@ -121,7 +121,8 @@ export function createPipeline(deps: PipelineDeps) {
 
     const h = response.headers;
     h.set("x-request-id", ctx.id);
-    for (const k in SECURITY_HEADERS) if (!h.has(k)) h.set(k, SECURITY_HEADERS[k]!);
+    h.set("x-content-type-options", NOSNIFF);
+    if (h.get("content-type")?.startsWith("text/html")) for (const k in PAGE_HEADERS) if (!h.has(k)) h.set(k, PAGE_HEADERS[k]!);
     if (rl) for (const [k, v] of Object.entries(rateLimitHeaders(rl))) h.set(k, v);
     deps.onResponse?.(response.status);
 

@@ -59,6 +59,11 @@ export class DockerEngine {
     return this.inflight;
   }
 
+  /** Starts a background probe when the last one is older than `maxAgeMs` (no promise otherwise). */
+  refreshIfStale(maxAgeMs = 5000) {
+    if (Date.now() - this.last.at >= maxAgeMs && !this.inflight) void this.available(maxAgeMs);
+  }
+
   /** Last probe result without waiting (for the hot /healthz path). */
   get status() {
     return this.last;

@@ -31,3 +31,13 @@ describe("OpenAPI document", () => {
     expect(html).not.toMatch(/<script[^>]+src=/);
   });
 });
+
+test("pages are served with anti-framing and referrer headers; JSON with nosniff", async () => {
+  for (const path of ["/", "/docs", "/setup"]) {
+    const r = await t.fetch(path);
+    expect(r.headers.get("x-frame-options")).toBe("DENY");
+    expect(r.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(r.headers.get("referrer-policy")).toBeTruthy();
+  }
+  expect((await t.fetch("/healthz")).headers.get("x-content-type-options")).toBe("nosniff");
+});

@@ -112,3 +112,8 @@ describe("error shape", () => {
     expect(replaced.headers.get("x-request-id")).toMatch(/^req_/);
   });
 });
+
+test("every response has nosniff; HTML pages also refuse framing", async () => {
+  const json = await fetch(base + "/v1/nope");
+  expect(json.headers.get("x-content-type-options")).toBe("nosniff");
+});

@@ -12,9 +12,17 @@ const Health = t.Object({
 /** GET /healthz: no auth, no secrets; 503 only when the database does not answer. */
 export const healthRoutes = (s: Services) => {
   const ping = s.sqlite.prepare("SELECT 1 AS ok");
+  // Four possible bodies: serialized once (this route is what load balancers poll).
+  const bodies = new Map<string, string>();
+  const body = (db: "ok" | "error", docker: "ok" | "unavailable") => {
+    const key = db + docker;
+    let b = bodies.get(key);
+    if (!b) bodies.set(key, (b = JSON.stringify({ status: db === "ok" ? "ok" : "error", version: VERSION, db, docker })));
+    return b;
+  };
   return new Elysia().get(
     "/healthz",
-    ({ set }) => {
+    () => {
       let db: "ok" | "error" = "ok";
       try {
         ping.get();
@@ -22,10 +30,9 @@ export const healthRoutes = (s: Services) => {
         db = "error";
       }
       // Refresh the Docker probe in the background; answer from the last result.
-      void s.docker.available();
+      s.docker.refreshIfStale();
       const docker = s.docker.status.ok ? "ok" : "unavailable";
-      if (db !== "ok") set.status = 503;
-      return { status: db === "ok" ? "ok" : "error", version: VERSION, db, docker } as const;
+      return new Response(body(db, docker), { status: db === "ok" ? 200 : 503, headers: { "content-type": "application/json; charset=utf-8" } });
     },
     {
       response: { 200: Health, 503: Health },

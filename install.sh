@@ -77,6 +77,20 @@ ensure_docker() {
   die "the Docker engine does not answer after 30 s (see /var/log/runcell-dockerd.log); pass --no-docker to skip"
 }
 
+# --- The default workspace image (serve only; the tests build their own small one) -----------------
+ensure_workspace_image() {
+  step "Workspace image runcell/workspace:latest"
+  if [ "$WITH_DOCKER" = "0" ]; then ok "skipped (--no-docker)"; return; fi
+  if docker image inspect runcell/workspace:latest >/dev/null 2>&1; then ok "present"; return; fi
+  command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
+  echo "    building it locally: debootstrap of Debian, no registry (about a minute)"
+  if $SUDO "$1" image build 2>&1 | sed 's/^/    /'; then
+    ok "built"
+  else
+    echo "    !! could not build it now; tasks will explain, and \`runcell image build\` retries"
+  fi
+}
+
 # --- Release directory: install the shipped binary -----------------------------------------------
 if [ -x "$HERE/runcell" ] && [ ! -f "$HERE/package.json" ]; then
   step "Installing the release binary"
@@ -87,7 +101,7 @@ if [ -x "$HERE/runcell" ] && [ ! -f "$HERE/package.json" ]; then
   ok "$DEST/runcell ($("$DEST/runcell" version))"
   ensure_docker
   case "$MODE" in
-    serve) step "Starting runcell"; exec "$DEST/runcell" serve "${SERVE_ARGS[@]}" ;;
+    serve) ensure_workspace_image "$DEST/runcell"; step "Starting runcell"; exec "$DEST/runcell" serve "${SERVE_ARGS[@]}" ;;
     test) die "a release directory has no test suite; clone the repository to run ./install.sh test" ;;
     build) exit 0 ;;
   esac
@@ -121,6 +135,7 @@ bun run scripts/build.ts | sed 's/^/    /'
 case "$MODE" in
   build) exit 0 ;;
   serve)
+    ensure_workspace_image ./dist/runcell
     step "Starting runcell (Ctrl-C stops it)"
     exec ./dist/runcell serve "${SERVE_ARGS[@]}"
     ;;

@@ -137,7 +137,7 @@ export class TarEntryReader {
   }
 
   /** Skips the current entry's body (and its padding) to reach the next header. */
-  async skip(size: number): Promise<void> {
+  async discard(size: number): Promise<void> {
     await this.take(padded(size));
   }
 

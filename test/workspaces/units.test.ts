@@ -79,7 +79,7 @@ describe("tar reader", () => {
         if (format !== "ustar") {
           // Skip the first entry by hand and read the long-named one.
           const r3 = new TarEntryReader(chunked(tar, 333));
-          await r3.skip((await r3.next())!.size);
+          await r3.discard((await r3.next())!.size);
           const h = (await r3.next())!;
           expect(h.name).toBe(long);
           expect(h.size).toBe(body.length);

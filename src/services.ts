@@ -18,6 +18,7 @@ import { RateLimiter } from "./http/ratelimit.ts";
 import type { Logger } from "./log.ts";
 import { Sealer } from "./lib/sealer.ts";
 import { Settings } from "./lib/settings.ts";
+import { intervalWorker, type Worker } from "./lib/worker.ts";
 import { DockerEngine } from "./workspaces/docker.ts";
 import { Workspaces } from "./workspaces/service.ts";
 import { Profiles } from "./agents/profiles.ts";
@@ -26,11 +27,7 @@ import { Notifications } from "./notifications/service.ts";
 import type { StreamServer } from "./ws/stream.ts";
 import { buildRuntime, type Runtime } from "./agents/runtime.ts";
 
-export interface Worker {
-  name: string;
-  start(): void | Promise<void>;
-  stop(): void | Promise<void>;
-}
+export type { Worker } from "./lib/worker.ts";
 
 export interface Services extends Identity, Runtime {
   config: Config;
@@ -87,17 +84,7 @@ export function buildServices(input: { config: Config; log: Logger; handle: Data
 
   const workers: Worker[] = [];
   const identity = buildIdentity({ config, log, now, db, sqlite: handle.sqlite, settings, limiter, users, tokens, loginSessions, accounts, adminPassword, throttle, workers });
-  const sweep = { name: "ratelimit-sweep", timer: null as Timer | null };
-  workers.push({
-    name: sweep.name,
-    start() {
-      sweep.timer = setInterval(() => limiter.sweep(), 60_000);
-      sweep.timer.unref?.();
-    },
-    stop() {
-      if (sweep.timer) clearInterval(sweep.timer);
-    },
-  });
+  workers.push(intervalWorker(log, "ratelimit-sweep", 60_000, () => limiter.sweep()));
   workers.push({ name: "notification-delivery", start: () => notifications.worker.start(), stop: () => notifications.worker.stop() });
   workers.push({
     name: "docker-probe",

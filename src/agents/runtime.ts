@@ -13,6 +13,7 @@ import { Hub } from "../events/hub.ts";
 import { EventLog } from "../events/log.ts";
 import type { RateLimiter } from "../http/ratelimit.ts";
 import type { Logger } from "../log.ts";
+import type { Worker } from "../lib/worker.ts";
 import { createStreamServer, type StreamServer } from "../ws/stream.ts";
 import type { NotificationsDep, ProfilesDep, SecretsDep, WorkspacesDep } from "./deps.ts";
 import { Orchestrator } from "./orchestrator.ts";
@@ -46,7 +47,7 @@ export interface RuntimeInput {
   loginSessions: LoginSessions;
   /** Hook lists of the identity services, so revoked credentials close their sockets. */
   onUserDisabled?: ((userId: string) => void)[];
-  workers: { name: string; start(): void | Promise<void>; stop(): void | Promise<void> }[];
+  workers: Worker[];
 }
 
 export function buildRuntime(i: RuntimeInput): Runtime {

@@ -16,6 +16,7 @@ import type { DB } from "../db/client.ts";
 import type { RateLimiter } from "../http/ratelimit.ts";
 import type { Settings } from "../lib/settings.ts";
 import type { Logger } from "../log.ts";
+import { intervalWorker, type Worker } from "../lib/worker.ts";
 import type { Accounts } from "./accounts.ts";
 import { OAuth } from "./oauth.ts";
 import type { LoginSessions } from "./sessions.ts";
@@ -49,7 +50,7 @@ interface Deps {
   accounts: Accounts;
   adminPassword: AdminPassword;
   throttle: LoginThrottle;
-  workers: { name: string; start(): void | Promise<void>; stop(): void | Promise<void> }[];
+  workers: Worker[];
 }
 
 /** The admin password to store at start: --admin-password-file wins over RUNCELL_ADMIN_PASSWORD. */
@@ -66,21 +67,6 @@ export function configuredAdminPassword(config: Config, log?: Logger): { passwor
   }
   if (config.adminPassword) return { password: config.adminPassword, source: "RUNCELL_ADMIN_PASSWORD" };
   return null;
-}
-
-function interval(name: string, everyMs: number, run: () => void) {
-  let timer: Timer | null = null;
-  return {
-    name,
-    start() {
-      timer = setInterval(run, everyMs);
-      timer.unref?.();
-    },
-    stop() {
-      if (timer) clearInterval(timer);
-      timer = null;
-    },
-  };
 }
 
 export function buildIdentity(d: Deps): Identity {
@@ -118,9 +104,9 @@ export function buildIdentity(d: Deps): Identity {
     },
     stop() {},
   });
-  d.workers.push(interval("login-throttle-sweep", 60_000, () => d.throttle.sweep()));
+  d.workers.push(intervalWorker(d.log, "login-throttle-sweep", 60_000, () => d.throttle.sweep()));
   d.workers.push(
-    interval("login-session-purge", 3_600_000, () => {
+    intervalWorker(d.log, "login-session-purge", 3_600_000, () => {
       const n = d.loginSessions.purgeExpired();
       if (n) d.log.info("expired login sessions purged", { count: n });
     }),

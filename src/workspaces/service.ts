@@ -17,7 +17,7 @@ import { relativePath, resolveWorkspacePath, WORKSPACE_ROOT } from "./paths.ts";
 import { reconcile, type ReconcileReport } from "./reconcile.ts";
 import { FileUrlSigner, loadSigningKey } from "./signing.ts";
 import type { WorkspaceRow } from "./store.ts";
-import { intervalWorker } from "./worker.ts";
+import { intervalWorker } from "../lib/worker.ts";
 
 export type { ProfileRow, WorkspaceDeps, WorkspaceRow } from "./lifecycle.ts";
 
@@ -168,8 +168,8 @@ export class Workspaces extends WorkspaceLifecycle {
   /** The reconcile (at start, then every 5 min) and idle-stop workers for services.ts. */
   workers() {
     return [
-      intervalWorker(this.log, "workspace-reconcile", RECONCILE_EVERY_MS, true, () => this.reconcile()),
-      intervalWorker(this.log, "workspace-idle-stop", idleCheckEveryMs(this.d.config.workspaceIdleTimeoutMs), false, () => this.stopIdle()),
+      intervalWorker(this.log, "workspace-reconcile", RECONCILE_EVERY_MS, () => this.reconcile(), { runAtStart: true }),
+      intervalWorker(this.log, "workspace-idle-stop", idleCheckEveryMs(this.d.config.workspaceIdleTimeoutMs), () => this.stopIdle()),
     ];
   }
 

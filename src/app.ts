@@ -16,6 +16,7 @@ import { mountRoutes } from "./http/routes/index.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { buildServices, type Services } from "./services.ts";
 import { VERSION } from "./version.ts";
+import { CLOSE_GOING_AWAY } from "./ws/connection.ts";
 
 export interface AppOptions {
   logger?: Logger;
@@ -110,7 +111,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         if (srv) {
           // Stop accepting; in-flight requests get up to shutdownTimeout to finish.
           const drained = srv.stop(false);
-          services.stream.closeAll(1001, "server shutting down");
+          services.stream.closeAll(CLOSE_GOING_AWAY, "server shutting down");
           const timedOut = await Promise.race([
             drained.then(() => false),
             new Promise<boolean>((r) => setTimeout(() => r(true), config.shutdownTimeoutMs).unref?.()),

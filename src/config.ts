@@ -34,7 +34,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { flag: "admin-password-file", kind: "string", help: "file holding the /admin password (hashed into the database at start)" },
   { flag: "signup", kind: "enum", values: ["closed", "open"], default: "closed", help: "who may create an account: closed (admin/setup link only) or open" },
   { flag: "allow-private-webhooks", kind: "bool", default: false, help: "allow webhook URLs on loopback/private networks (SSRF guard off)" },
-  { flag: "trust-proxy", kind: "bool", default: false, help: "trust X-Forwarded-For / X-Forwarded-Proto from a reverse proxy" },
+  { flag: "trust-proxy", kind: "bool", default: false, help: "take the client address from X-Forwarded-For (its last entry), set by a reverse proxy" },
   { flag: "log-level", kind: "enum", values: ["debug", "info", "warn", "error"], default: "info", help: "minimum level of the JSON log lines" },
   { flag: "rate-limit-per-minute", kind: "int", default: 60, min: 1, max: 1_000_000_000, help: "requests per minute per caller (token bucket refill)" },
   { flag: "rate-limit-burst", kind: "int", default: 10, min: 1, max: 1_000_000_000, help: "token bucket size per caller" },

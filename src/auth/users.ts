@@ -106,7 +106,7 @@ export class Users {
       this.db.insert(users).values(row).run();
     } catch (e) {
       // Two sign-ups racing for one email: the unique index decides.
-      if (String((e as Error).message).includes("UNIQUE")) throw Errors.validation("email", "An account with this email already exists");
+      if (isUniqueViolation(e)) throw Errors.validation("email", "An account with this email already exists");
       throw e;
     }
     return this.byId(row.id)!;

@@ -1,8 +1,6 @@
 /** Reading a secret from the terminal without echoing it (for `runcell admin set-password`). */
 import { UsageError } from "./command.ts";
 
-export const stdinIsTerminal = () => process.stdin.isTTY === true;
-
 /** Prompts on stderr and reads one line from the terminal in raw mode, echoing nothing. */
 export function promptHidden(question: string): Promise<string> {
   const stdin = process.stdin;

@@ -48,8 +48,6 @@ export class ApiError extends Error {
   }
 }
 
-export const isApiError = (e: unknown): e is ApiError => e instanceof ApiError;
-
 /** Constructors for the errors the code raises most, so messages stay consistent. */
 export const Errors = {
   unauthorized: (message = "Missing or invalid credentials") => new ApiError("UNAUTHORIZED", message),

@@ -74,10 +74,6 @@ export function isCrossSite(req: Request, publicOrigin: string): boolean {
 const NOSNIFF = "nosniff";
 const PAGE_HEADERS: Record<string, string> = { "referrer-policy": "same-origin", "x-frame-options": "DENY" };
 
-function rateLimitHeaders(rl: RateLimitResult): Record<string, string> {
-  return { "ratelimit-limit": String(rl.limit), "ratelimit-remaining": String(rl.remaining), "ratelimit-reset": String(rl.resetSec) };
-}
-
 export function createPipeline(deps: PipelineDeps) {
   const { config, log, limiter } = deps;
   const publicOrigin = new URL(config.publicUrl).origin;
@@ -123,7 +119,11 @@ export function createPipeline(deps: PipelineDeps) {
     h.set("x-request-id", ctx.id);
     h.set("x-content-type-options", NOSNIFF);
     if (h.get("content-type")?.startsWith("text/html")) for (const k in PAGE_HEADERS) if (!h.has(k)) h.set(k, PAGE_HEADERS[k]!);
-    if (rl) for (const [k, v] of Object.entries(rateLimitHeaders(rl))) h.set(k, v);
+    if (rl) {
+      h.set("ratelimit-limit", String(rl.limit));
+      h.set("ratelimit-remaining", String(rl.remaining));
+      h.set("ratelimit-reset", String(rl.resetSec));
+    }
     deps.onResponse?.(response.status);
 
     if (log.enabled("info")) {

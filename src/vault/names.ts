@@ -11,8 +11,6 @@ export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
 /** Secrets per user. */
 export const SECRETS_PER_USER = 500;
 
-export const isSecretName = (name: unknown): name is string => typeof name === "string" && SECRET_NAME.test(name);
-
 /** Throws VALIDATION_FAILED on `field` unless `name` is a well-formed secret name. */
 export function checkSecretName(name: unknown, field: string): string {
   if (typeof name !== "string") throw Errors.validation(field, `${field} must be a string (a secret name)`, { reason: "expected string" });

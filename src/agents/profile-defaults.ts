@@ -5,8 +5,7 @@
  */
 import type { ModelConfig, ProfileLimits } from "../db/schema.ts";
 
-export const TOOLS = ["Bash", "Read", "Write", "Edit", "AskUserQuestion", "Notify"] as const;
-export type ToolName = (typeof TOOLS)[number];
+export { TOOL_NAMES, type ToolName } from "./tools/names.ts";
 
 export const PROVIDERS = ["anthropic", "openai", "demo"] as const;
 export type Provider = (typeof PROVIDERS)[number];

@@ -9,7 +9,7 @@ import type { TUnsafe } from "@sinclair/typebox";
 import { t } from "elysia";
 import { profiles } from "../db/schema.ts";
 import { Timestamp } from "../http/schema.ts";
-import { LIMIT_BOUNDS, LIMIT_KEYS, NETWORKS, PROVIDERS, TOOLS } from "./profile-defaults.ts";
+import { LIMIT_BOUNDS, LIMIT_KEYS, NETWORKS, PROVIDERS, TOOL_NAMES } from "./profile-defaults.ts";
 import { ENV_MAX_ENTRIES, SYSTEM_PROMPT_MAX } from "./profile-validate.ts";
 
 /** One of `values` (literals, not t.UnionEnum: that one carries a default Elysia would fill in). */
@@ -54,7 +54,7 @@ const limitSchema = (k: keyof typeof LIMIT_BOUNDS) => {
 };
 export const LimitsSchema = t.Object(Object.fromEntries(LIMIT_KEYS.map((k) => [k, limitSchema(k)])) as Record<keyof typeof LIMIT_BOUNDS, ReturnType<typeof limitSchema>>);
 
-export const ToolsSchema = t.Array(oneOf(TOOLS), { uniqueItems: true, description: "Tools the agent may use" });
+export const ToolsSchema = t.Array(oneOf(TOOL_NAMES), { uniqueItems: true, description: "Tools the agent may use" });
 export const NetworkSchema = oneOf(NETWORKS, { description: "Docker network mode of the workspace" });
 
 /** The API record: the drizzle row's columns without user_id, JSON columns typed, times as ISO strings. */

@@ -19,7 +19,7 @@ import {
   NETWORKS,
   PROVIDERS,
   type Provider,
-  TOOLS,
+  TOOL_NAMES,
   type ToolName,
 } from "./profile-defaults.ts";
 import { isImageReference } from "./image-ref.ts";
@@ -172,12 +172,12 @@ function image(v: unknown, fallback: string): string {
 }
 
 function tools(v: unknown): ToolName[] {
-  if (v === undefined) return [...TOOLS];
-  if (!Array.isArray(v)) throw bad("tools", `tools must be an array of tool names (${TOOLS.join(", ")})`, "expected array");
+  if (v === undefined) return [...TOOL_NAMES];
+  if (!Array.isArray(v)) throw bad("tools", `tools must be an array of tool names (${TOOL_NAMES.join(", ")})`, "expected array");
   const seen = new Set<string>();
   v.forEach((tool, i) => {
     const field = `tools[${i}]`;
-    if (typeof tool !== "string" || !(TOOLS as readonly string[]).includes(tool)) throw bad(field, `${field} must be one of ${TOOLS.join(", ")}`, "not allowed");
+    if (typeof tool !== "string" || !(TOOL_NAMES as readonly string[]).includes(tool)) throw bad(field, `${field} must be one of ${TOOL_NAMES.join(", ")}`, "not allowed");
     if (seen.has(tool)) throw bad(field, `${field}: ${tool} is listed twice`, "duplicate");
     seen.add(tool);
   });

@@ -3,7 +3,7 @@
  * semantics, pagination, and the service interface the runtime calls (get / toApi).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { DEFAULT_SYSTEM_PROMPT, TOOLS } from "../../src/agents/profile-defaults.ts";
+import { DEFAULT_SYSTEM_PROMPT, TOOL_NAMES } from "../../src/agents/profile-defaults.ts";
 import { ApiError } from "../../src/http/errors.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
@@ -94,7 +94,7 @@ describe("defaults", () => {
       system_prompt: DEFAULT_SYSTEM_PROMPT,
       model: { provider: "demo", name: "demo" },
       image: t.config.workspaceImage,
-      tools: [...TOOLS],
+      tools: [...TOOL_NAMES],
       env: {},
       limits: { max_turns: 50, max_budget_usd: 5, max_concurrency: 5, memory_mb: 2048, cpus: 1, pids: 1024 },
       network: "none",

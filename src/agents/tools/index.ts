@@ -6,11 +6,13 @@ import { bashTool } from "./bash.ts";
 import { editTool } from "./edit.ts";
 import { notifyTool } from "./notify.ts";
 import { readTool } from "./read.ts";
+import { TOOL_NAMES, type ToolName } from "./names.ts";
 import type { Tool } from "./types.ts";
 import { writeTool } from "./write.ts";
 
-export const TOOLS: Tool[] = [bashTool, readTool, writeTool, editTool, askUserTool, notifyTool];
-export const TOOL_NAMES = TOOLS.map((t) => t.name);
+/** Exhaustive over TOOL_NAMES: adding a name without its tool (or the reverse) does not compile. */
+const BY_NAME: Record<ToolName, Tool> = { Bash: bashTool, Read: readTool, Write: writeTool, Edit: editTool, AskUserQuestion: askUserTool, Notify: notifyTool };
+export const TOOLS: Tool[] = TOOL_NAMES.map((n) => BY_NAME[n]);
 export const ASK_USER = askUserTool.name;
 
 const byName = new Map(TOOLS.map((t) => [t.name, t]));

@@ -61,7 +61,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   }
 
   const services = buildServices({ config, log, handle, now: opts.now ?? Date.now });
-  const router = mountRoutes(createRouter(log), services);
+  const router = mountRoutes(createRouter(log, services.adminPassword), services);
   const pipeline = createPipeline({
     config,
     log,

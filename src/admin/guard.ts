@@ -8,14 +8,15 @@ import { Elysia } from "elysia";
 import { adminKeys } from "../auth/throttle.ts";
 import { requestContext } from "../http/context.ts";
 import { Errors } from "../http/errors.ts";
+import { authorizeOnce } from "../http/surfaces.ts";
 import type { AdminPassword } from "./password.ts";
 
 export const ADMIN_SECURITY: Record<string, string[]>[] = [{ adminPassword: [] }];
 
-export async function requireAdmin(adminPassword: AdminPassword, request: Request): Promise<void> {
+export async function requireAdmin(adminPassword: AdminPassword | null, request: Request): Promise<void> {
   const h = request.headers.get("authorization");
   const presented = h && /^bearer\s+/i.test(h) ? h.replace(/^bearer\s+/i, "") : null;
-  if (!adminPassword.isSet()) {
+  if (!adminPassword?.isSet()) {
     throw Errors.unauthorized("No admin password is set: run `runcell admin set-password` or start with --admin-password-file");
   }
   if (!presented) throw Errors.unauthorized("Missing credentials: send Authorization: Bearer <admin password>");
@@ -28,7 +29,6 @@ export async function requireAdmin(adminPassword: AdminPassword, request: Reques
   if (!ok) throw Errors.unauthorized("Invalid admin password");
 }
 
+/** Marks a module as admin-only; the check itself happens once per request (src/http/surfaces.ts). */
 export const adminGuard = (adminPassword: AdminPassword) =>
-  new Elysia().onTransform({ as: "scoped" }, async ({ request }) => {
-    await requireAdmin(adminPassword, request);
-  });
+  new Elysia().onTransform({ as: "scoped" }, ({ request }) => authorizeOnce(request, "admin", adminPassword));

@@ -8,6 +8,8 @@ export interface RequestContext {
   /** null: no credential or a rejected one (then `authError` says which). */
   principal: Principal | null;
   authError: "missing" | "invalid";
+  /** The surface's credential was checked (src/http/surfaces.ts). */
+  authorized?: boolean;
 }
 
 const contexts = new WeakMap<Request, RequestContext>();

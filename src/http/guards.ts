@@ -20,13 +20,9 @@ export function requirePrincipal(request: Request): Principal {
 
 /** Adds `principal` and `user` to every route of the module that uses it (401 otherwise). */
 export const userGuard = () =>
-  new Elysia()
-    // Credentials are checked before the body and query are validated, so an anonymous caller
-    // gets 401 (not a validation error that describes the route) whatever it sends.
-    .onTransform({ as: "scoped" }, ({ request }) => {
-      requirePrincipal(request);
-    })
-    .resolve({ as: "scoped" }, ({ request }) => {
+  // The router has already checked the credential before the body and query were read
+  // (src/http/surfaces.ts); this hands the caller to the handlers.
+  new Elysia().resolve({ as: "scoped" }, ({ request }) => {
     const principal = requirePrincipal(request);
     return { principal, user: principal.user };
   });

@@ -7,8 +7,9 @@ import { Elysia, ValidationError } from "elysia";
 import type { Logger } from "../log.ts";
 import { requestContext } from "./context.ts";
 import { ApiError, errorResponse, Errors } from "./errors.ts";
-import { requirePrincipal } from "./guards.ts";
 import { parseJsonBody } from "./parse.ts";
+import { authorizeOnce, surfaceOf } from "./surfaces.ts";
+import type { AdminPassword } from "../admin/password.ts";
 
 type ValueError = { path?: string; message?: string; schema?: Record<string, unknown>; value?: unknown };
 
@@ -34,17 +35,20 @@ export function validationToApiError(err: ValidationError): ApiError {
   return new ApiError("VALIDATION_FAILED", `Invalid ${field}: ${reason}`, details);
 }
 
-export function createRouter(log: Logger) {
+export function createRouter(log: Logger, adminPassword: AdminPassword | null = null) {
+  // Credentials before content: the surface's credential is checked by the first hook that runs —
+  // parse (requests with a body) or transform (the rest) — before anything is read or validated.
+  const authorize = (request: Request, path: string) => {
+    const surface = surfaceOf(path);
+    return surface ? authorizeOnce(request, surface, adminPassword) : undefined;
+  };
   return new Elysia({ name: "runcell" })
     .onParse({ as: "global" }, async ({ request, path }) => {
       if (request.method === "GET" || request.method === "HEAD") return undefined;
-      // Credentials before content: an anonymous caller gets 401, not a description of the body.
-      if (path.startsWith("/v1/")) requirePrincipal(request);
-      else if (path.startsWith("/admin/") && !request.headers.get("authorization")) {
-        throw Errors.unauthorized("Missing credentials: send Authorization: Bearer <admin password>");
-      }
+      await authorize(request, path);
       return (await parseJsonBody(request)) ?? null;
     })
+    .onTransform({ as: "global" }, ({ request, path }) => authorize(request, path))
     .onError({ as: "global" }, ({ code, error, request }) => {
       if (error instanceof ApiError) return errorResponse(error);
       if (code === "VALIDATION") return errorResponse(validationToApiError(error as ValidationError));

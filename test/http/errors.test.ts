@@ -62,8 +62,8 @@ describe("error shape", () => {
     ["text content type", () => post('{"name":"a"}', { "content-type": "text/plain" }), 415, "VALIDATION_FAILED", "content-type"],
     ["body over 1 MiB", () => post(JSON.stringify({ name: "x".repeat(1024 * 1024) })), 413, "VALIDATION_FAILED", "body"],
     ["chunked body over 1 MiB", () => post(new Blob(["{\"name\":\"", "y".repeat(1100 * 1024), "\"}"]).stream() as never), 413, "VALIDATION_FAILED", "body"],
-    ["query out of range", () => fetch(base + "/v1/things?limit=500"), 400, "VALIDATION_FAILED", "limit"],
-    ["query wrong type", () => fetch(base + "/v1/things?limit=abc"), 400, "VALIDATION_FAILED", "limit"],
+    ["query out of range", () => fetch(base + "/v1/things?limit=500", { headers: AUTH }), 400, "VALIDATION_FAILED", "limit"],
+    ["query wrong type", () => fetch(base + "/v1/things?limit=abc", { headers: AUTH }), 400, "VALIDATION_FAILED", "limit"],
   ] as const)("%s → %d %s", async (_name, send, status, code, field) => {
     const res = await send();
     expect(res.status).toBe(status);
@@ -88,12 +88,12 @@ describe("error shape", () => {
     const res = await post('{"name":"ok","size":2}');
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ ok: true, body: { name: "ok", size: 2 } });
-    const q = await fetch(base + "/v1/things?limit=7");
+    const q = await fetch(base + "/v1/things?limit=7", { headers: AUTH });
     expect(await q.json()).toEqual({ data: [], limit: 7 });
   });
 
   test("an unexpected failure is 500 INTERNAL_ERROR with the request id, never the cause", async () => {
-    const res = await fetch(base + "/v1/boom");
+    const res = await fetch(base + "/v1/boom", { headers: AUTH });
     expect(res.status).toBe(500);
     const id = res.headers.get("x-request-id")!;
     const text = await res.text();

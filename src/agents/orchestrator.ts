@@ -76,10 +76,7 @@ export class Orchestrator {
       ws = await this.d.workspaces.createForSession({ userId, sessionId: session.id, profile, env });
     } catch (e) {
       if (task && e instanceof ApiError && e.code === "CONTAINER_FAILED") return { session, task, workspace: null, error: e };
-      await this.d.workspaces.removeForSession(session.id).catch(() => {});
-      this.d.hub.closeSession(session.id);
-      this.d.hub.log.forget(session.id);
-      this.d.sessions.delete(session.id);
+      await this.purge(session.id, { tolerateWorkspaceError: true });
       throw e;
     }
     this.publish(session.id, { type: "session.ready", container_id: ws.id, container_name: ws.name, profile_id: profile.id });
@@ -217,7 +214,20 @@ export class Orchestrator {
       entry.ctl.abort("cancel");
       await Promise.race([entry.done, Bun.sleep(STOP_WAIT_MS)]);
     }
-    await this.d.workspaces.removeForSession(sessionId);
+    await this.purge(sessionId);
+  }
+
+  /**
+   * Removes a session's workspace, then its subscribers and rows (tasks, transcript and events
+   * cascade). A workspace that cannot be removed keeps the session (the caller can retry), unless
+   * the session is being rolled back anyway.
+   */
+  private async purge(sessionId: string, opts: { tolerateWorkspaceError?: boolean } = {}) {
+    try {
+      await this.d.workspaces.removeForSession(sessionId);
+    } catch (e) {
+      if (!opts.tolerateWorkspaceError) throw e;
+    }
     this.d.hub.closeSession(sessionId);
     this.d.hub.log.forget(sessionId);
     this.d.sessions.delete(sessionId);

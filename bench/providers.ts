@@ -7,7 +7,7 @@
  */
 import { anthropicParams } from "../src/agents/providers/anthropic.ts";
 import { openaiParams } from "../src/agents/providers/openai.ts";
-import { getProvider, type ModelRequest, type Provider } from "../src/agents/providers/types.ts";
+import { getProvider, type ModelRequest, type Provider } from "../src/agents/providers/index.ts";
 import { startMockAnthropic } from "../test/helpers/mock-anthropic.ts";
 import { startMockOpenAI } from "../test/helpers/mock-openai.ts";
 import type { MockProviderServer } from "../test/helpers/mock-provider.ts";

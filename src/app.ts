@@ -5,10 +5,9 @@
  * lifecycle entry points; stop() is what SIGTERM runs.
  */
 import type { Server } from "bun";
-import { chmodSync, existsSync, mkdirSync, statSync } from "node:fs";
-import { join } from "node:path";
 import type { Config } from "./config.ts";
 import { openDatabase } from "./db/client.ts";
+import { prepareDataDir } from "./db/data-dir.ts";
 import { migrate } from "./db/migrate.ts";
 import { createRouter } from "./http/router.ts";
 import { createPipeline } from "./http/pipeline.ts";
@@ -32,20 +31,6 @@ export interface App {
   readonly server: Server<unknown> | null;
   start(): Promise<void>;
   stop(): Promise<void>;
-}
-
-export const DB_FILE = "runcell.db";
-
-/** Creates the data dir with mode 0700 (or tightens a fresh one) and returns the database path. */
-export function prepareDataDir(dataDir: string): string {
-  if (!existsSync(dataDir)) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  else if (!statSync(dataDir).isDirectory()) throw new Error(`data dir ${dataDir} is not a directory`);
-  try {
-    if ((statSync(dataDir).mode & 0o077) !== 0) chmodSync(dataDir, 0o700);
-  } catch {
-    // Not ours to change (e.g. a mounted volume); doctor reports it.
-  }
-  return join(dataDir, DB_FILE);
 }
 
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<App> {

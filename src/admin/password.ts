@@ -6,11 +6,11 @@
  * call and a password changed by the CLI (another process) stops working at once. Failures are
  * throttled per client IP by the guard (src/admin/guard.ts) through `throttle`.
  */
-import type { LoginThrottle } from "../auth/throttle.ts";
+import { adminKeys, type LoginThrottle } from "../auth/throttle.ts";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import { sha256Hex } from "../lib/crypto.ts";
-import type { Settings } from "../lib/settings.ts";
+import type { Settings } from "../db/settings.ts";
 
 const KEY = "admin_password_hash";
 const CACHE_MS = 60_000;
@@ -43,6 +43,22 @@ export class AdminPassword {
     if (current && (await verifyPassword(current, password))) return "unchanged";
     await this.set(password);
     return "set";
+  }
+
+  /**
+   * The /admin/* and /metrics credential check: 401 without a password set (saying how to set
+   * one), without a presented one, or with a wrong one; wrong ones are throttled per client IP
+   * like sign-in (429 with Retry-After after 5).
+   */
+  async authorize(presented: string | null, ip: string): Promise<void> {
+    if (!this.isSet()) throw Errors.unauthorized("No admin password is set: run `runcell admin set-password` or start with --admin-password-file");
+    if (!presented) throw Errors.unauthorized("Missing credentials: send Authorization: Bearer <admin password>");
+    const check = async () => {
+      const ok = await this.verify(presented);
+      return { ok, value: ok };
+    };
+    const ok = this.throttle ? await this.throttle.attempt(adminKeys(ip), check, "admin password") : (await check()).value;
+    if (!ok) throw Errors.unauthorized("Invalid admin password");
   }
 
   async verify(presented: string): Promise<boolean> {

@@ -11,8 +11,8 @@
  * across restarts unless the operator also pins that option explicitly.
  */
 import type { Config } from "../config.ts";
-import type { RateLimiter } from "../http/ratelimit.ts";
-import type { Settings } from "../lib/settings.ts";
+import type { RateLimiter } from "../lib/ratelimit.ts";
+import type { Settings } from "../db/settings.ts";
 import type { Logger } from "../log.ts";
 
 export interface RuntimeSettings {

@@ -6,7 +6,7 @@
  */
 import type { Logger } from "../log.ts";
 import type { Hub } from "../events/hub.ts";
-import { ApiError } from "../http/errors.ts";
+import { AppError } from "../lib/errors.ts";
 import type { ProfileRow, SecretsDep, WorkspacesDep, NotificationsDep } from "./deps.ts";
 import { polishResultText } from "./polish.ts";
 import { costUsd } from "./pricing.ts";
@@ -53,7 +53,7 @@ export class AgentLoop {
     } catch (e) {
       if (signal.aborted) return signal.reason === "shutdown" ? "interrupted" : "cancelled";
       if (e instanceof ModelError) return { failed: { code: "MODEL_ERROR", message: scrub(e.message) } };
-      if (e instanceof ApiError) return { failed: { code: e.code, message: scrub(e.message) } };
+      if (e instanceof AppError) return { failed: { code: e.code, message: scrub(e.message) } };
       this.d.log.error("task crashed", { task_id: task.id, err: e });
       return { failed: { code: "INTERNAL_ERROR", message: `Internal error while running the task (task ${task.id})` } };
     }
@@ -178,8 +178,8 @@ export class AgentLoop {
       isError = r.isError;
     } catch (e) {
       if (signal.aborted) return this.stopTool(task, use, signal, "");
-      if (e instanceof ApiError && e.code === "CONTAINER_FAILED") throw e;
-      if (!(e instanceof ApiError)) throw e;
+      if (e instanceof AppError && e.code === "CONTAINER_FAILED") throw e;
+      if (!(e instanceof AppError)) throw e;
       output = e.message;
       isError = true;
     }

@@ -5,7 +5,7 @@
  * step and starts queued ones. REST and WebSocket handlers both call these methods.
  */
 import type { DB } from "../db/client.ts";
-import { ApiError, Errors } from "../http/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import type { ProfileRow, ProfilesDep, WorkspaceRow } from "./deps.ts";
 import { AgentLoop, type LoopDeps, type Outcome } from "./loop.ts";
 import { type SessionRow, titleFrom } from "./sessions.ts";
@@ -56,8 +56,8 @@ export class Orchestrator {
   private limits(profile: ProfileRow, input: SubmitInput) {
     const maxTurns = input.max_turns ?? profile.limits.max_turns;
     const maxBudgetUsd = input.max_budget_usd ?? profile.limits.max_budget_usd;
-    if (maxTurns <= 0) throw new ApiError("TURN_LIMIT_EXCEEDED", "max_turns is 0: the task could not make a single model request", { field: "max_turns", max_turns: maxTurns });
-    if (maxBudgetUsd <= 0) throw new ApiError("BUDGET_EXCEEDED", "max_budget_usd is 0: the task has no budget to spend", { field: "max_budget_usd", max_budget_usd: maxBudgetUsd });
+    if (maxTurns <= 0) throw new AppError("TURN_LIMIT_EXCEEDED", "max_turns is 0: the task could not make a single model request", { field: "max_turns", max_turns: maxTurns });
+    if (maxBudgetUsd <= 0) throw new AppError("BUDGET_EXCEEDED", "max_budget_usd is 0: the task has no budget to spend", { field: "max_budget_usd", max_budget_usd: maxBudgetUsd });
     return { maxTurns, maxBudgetUsd };
   }
 
@@ -75,7 +75,7 @@ export class Orchestrator {
     try {
       ws = await this.d.workspaces.createForSession({ userId, sessionId: session.id, profile, env });
     } catch (e) {
-      if (task && e instanceof ApiError && e.code === "CONTAINER_FAILED") return { session, task, workspace: null, error: e };
+      if (task && e instanceof AppError && e.code === "CONTAINER_FAILED") return { session, task, workspace: null, error: e };
       await this.purge(session.id, { tolerateWorkspaceError: true });
       throw e;
     }
@@ -144,10 +144,10 @@ export class Orchestrator {
       outcome = await this.loop.run(task, profile, ctl.signal);
     } catch (e) {
       outcome =
-        e instanceof ApiError
+        e instanceof AppError
           ? { failed: { code: e.code, message: e.code === "NOT_FOUND" ? `Profile ${task.profile_id} no longer exists` : e.message } }
           : { failed: { code: "INTERNAL_ERROR", message: "Internal error while starting the task" } };
-      if (!(e instanceof ApiError)) this.d.log.error("task failed to start", { task_id: task.id, err: e });
+      if (!(e instanceof AppError)) this.d.log.error("task failed to start", { task_id: task.id, err: e });
     }
     this.settle(task, outcome);
   }

@@ -6,7 +6,7 @@
  * the exact field: "model.base_url", "env.FOO", "limits.max_turns", "tools[2]"…
  */
 import type { EnvValue, ModelConfig, ProfileLimits } from "../db/schema.ts";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import { checkSecretName } from "../vault/names.ts";
 import {
   DEFAULT_MODEL_NAME,

@@ -8,7 +8,7 @@ import { changes, type DB } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type EnvValue, type ModelConfig, type ProfileLimits, profiles } from "../db/schema.ts";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import type { Config } from "../config.ts";
 import { iso } from "../lib/time.ts";
 import { LIMIT_BOUNDS, type ToolName } from "./profile-defaults.ts";

@@ -11,7 +11,7 @@ import type { ApiTokens } from "../auth/tokens.ts";
 import type { DB } from "../db/client.ts";
 import { Hub } from "../events/hub.ts";
 import { EventLog } from "../events/log.ts";
-import type { RateLimiter } from "../http/ratelimit.ts";
+import type { RateLimiter } from "../lib/ratelimit.ts";
 import type { Logger } from "../log.ts";
 import type { Worker } from "../lib/worker.ts";
 import { createStreamServer, type StreamServer } from "../ws/stream.ts";

@@ -5,7 +5,7 @@ import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { sessions, tasks, workspaces } from "../db/schema.ts";
 import type { EventLog } from "../events/log.ts";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import { ACTIVE_STATUSES, roundUsd } from "./tasks.ts";
 

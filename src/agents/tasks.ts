@@ -4,7 +4,7 @@ import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { tasks, type TaskStatus } from "../db/schema.ts";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 
 export type TaskRow = typeof tasks.$inferSelect;

@@ -2,7 +2,7 @@
  * Sign-up, sign-in and sign-out: the logic behind /api/auth/*, shared by the setup page and the
  * CLI. Route handlers only translate.
  */
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import type { Config } from "../config.ts";
 import { verifyPassword } from "./passwords.ts";
 import type { LoginSessions, LoginSessionRow } from "./sessions.ts";

@@ -3,8 +3,7 @@
  * (a bearer wins when both are sent). /admin/* is different: its bearer is the admin password,
  * checked by the admin guard, so no user principal is resolved there.
  */
-import type { Authenticated } from "../http/pipeline.ts";
-import type { AuthUser, Principal } from "./principal.ts";
+import type { Authenticated, AuthUser, Principal } from "./principal.ts";
 import { type CookieOptions, type LoginSessions, readCookie } from "./sessions.ts";
 import type { ApiTokens } from "./tokens.ts";
 import type { UserRow, Users } from "./users.ts";

@@ -21,7 +21,7 @@ import type { Config, OAuthProviderConfig } from "../config.ts";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { oauthAccounts, users } from "../db/schema.ts";
-import { ApiError, Errors } from "../http/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import { safeEqual, sha256Hex } from "../lib/crypto.ts";
 import type { Logger } from "../log.ts";
 import type { Accounts, ClientMeta, SignedIn } from "./accounts.ts";
@@ -148,7 +148,7 @@ export class OAuth {
     } catch (e) {
       if (!(e instanceof ProviderError)) throw e;
       this.log.warn("oauth provider failure", { provider: name, reason: e.reason, error: e.message });
-      throw new ApiError("BAD_GATEWAY", `${LABEL[name]} sign-in failed: ${e.message}`, { provider: name, reason: e.reason });
+      throw new AppError("BAD_GATEWAY", `${LABEL[name]} sign-in failed: ${e.message}`, { provider: name, reason: e.reason });
     }
     const user = await this.findOrCreateUser(name, identity);
     return { signedIn: this.accounts.sessionFor(user, meta), redirectTo: flow.redirectTo };

@@ -17,3 +17,9 @@ export interface Principal {
 }
 
 export const isAdmin = (p: Principal | null | undefined) => p?.user.role === "admin";
+
+/** A request's caller as resolved from its credential: `error` says why there is none. */
+export interface Authenticated {
+  principal: Principal | null;
+  error: "missing" | "invalid";
+}

@@ -10,7 +10,7 @@
 import { and, eq, sql } from "drizzle-orm";
 import { changes, type DB } from "../db/client.ts";
 import { settings } from "../db/schema.ts";
-import { ApiError, Errors } from "../http/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import { randomToken, safeEqual, sha256Hex } from "../lib/crypto.ts";
 import { iso } from "../lib/time.ts";
 import type { Accounts, ClientMeta, SignedIn } from "./accounts.ts";
@@ -90,7 +90,7 @@ export class SetupLinks {
       return this.accounts.sessionFor(user, meta);
     } catch (e) {
       // Nothing was created: put the link back so the operator can retry with other input.
-      if (e instanceof ApiError && this.required()) {
+      if (e instanceof AppError && this.required()) {
         this.db.insert(settings).values({ key: KEY, value: s, updated_at: this.now() }).onConflictDoNothing().run();
       }
       throw e;

@@ -8,7 +8,7 @@
  * Memory is bounded: at most `maxEntries` keys (least recently failed dropped first), and `sweep`
  * (run every minute) removes keys that are neither blocked nor remembered.
  */
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 
 export interface ThrottleOptions {
   /** Failures allowed before the first block. */

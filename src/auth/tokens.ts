@@ -11,7 +11,7 @@ import { changes, type DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { apiTokens } from "../db/schema.ts";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import { randomHex, sha256Hex } from "../lib/crypto.ts";
 import { iso } from "../lib/time.ts";
 

@@ -9,7 +9,7 @@ import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { users } from "../db/schema.ts";
-import { ApiError, Errors } from "../http/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import { hashPassword, PASSWORD_MAX, PASSWORD_MIN } from "./passwords.ts";
 
@@ -145,4 +145,4 @@ export class Users {
   }
 }
 
-export const isUniqueViolation = (e: unknown) => e instanceof Error && !(e instanceof ApiError) && e.message.includes("UNIQUE constraint failed");
+export const isUniqueViolation = (e: unknown) => e instanceof Error && !(e instanceof AppError) && e.message.includes("UNIQUE constraint failed");

@@ -7,9 +7,9 @@ import { AdminPassword } from "../admin/password.ts";
 import { Users } from "../auth/users.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { NewerDatabaseError } from "../db/migrate.ts";
-import { ApiError } from "../http/errors.ts";
+import { AppError } from "../lib/errors.ts";
 import { randomToken } from "../lib/crypto.ts";
-import { Settings } from "../lib/settings.ts";
+import { Settings } from "../db/settings.ts";
 import { type Command, failUsage, readStdin, UsageError } from "./command.ts";
 import { openDataDir } from "./open-db.ts";
 import { promptHidden } from "./prompt.ts";
@@ -18,7 +18,7 @@ const SUBCOMMANDS = "set-password, create-user";
 
 /** Validation failures of what the operator typed: the message, exit 1. */
 function report(cmd: string, e: unknown): number {
-  if (e instanceof ApiError || e instanceof NewerDatabaseError) {
+  if (e instanceof AppError || e instanceof NewerDatabaseError) {
     process.stderr.write(`runcell ${cmd}: ${e.message}\n`);
     return 1;
   }

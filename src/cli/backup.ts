@@ -4,7 +4,7 @@
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { DB_FILE } from "../app.ts";
+import { DB_FILE } from "../db/data-dir.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { openDatabase } from "../db/client.ts";
 import { KEY_FILE } from "../lib/sealer.ts";

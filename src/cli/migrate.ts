@@ -1,4 +1,4 @@
-import { prepareDataDir } from "../app.ts";
+import { prepareDataDir } from "../db/data-dir.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { openDatabase } from "../db/client.ts";
 import { migrate, migrationStatus } from "../db/migrate.ts";

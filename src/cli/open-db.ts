@@ -4,7 +4,7 @@
  * applies pending migrations, exactly like `serve` does. Safe next to a running server (WAL,
  * busy timeout).
  */
-import { prepareDataDir } from "../app.ts";
+import { prepareDataDir } from "../db/data-dir.ts";
 import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/client.ts";
 import { migrate } from "../db/migrate.ts";

@@ -7,7 +7,7 @@ import { ApiTokens } from "../auth/tokens.ts";
 import { Users } from "../auth/users.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { NewerDatabaseError } from "../db/migrate.ts";
-import { ApiError } from "../http/errors.ts";
+import { AppError } from "../lib/errors.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
 import { openDataDir } from "./open-db.ts";
 
@@ -48,7 +48,7 @@ async function create(argv: string[]): Promise<number> {
       handle.close();
     }
   } catch (e) {
-    if (e instanceof ApiError || e instanceof NewerDatabaseError) {
+    if (e instanceof AppError || e instanceof NewerDatabaseError) {
       process.stderr.write(`runcell ${cmd}: ${e.message}\n`);
       return 1;
     }

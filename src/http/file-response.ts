@@ -4,7 +4,7 @@
  * every file carries a CSP sandbox so a file from a workspace can never run script on our origin.
  */
 import type { Download } from "../workspaces/files.ts";
-import { Errors } from "./errors.ts";
+import { Errors } from "../lib/errors.ts";
 
 const INLINE = /^(image\/(png|jpeg|gif|webp|avif|bmp|x-icon|vnd\.microsoft\.icon|svg\+xml)|text\/(plain|markdown|csv)|application\/(json|pdf))(;|$)/;
 

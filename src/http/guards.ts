@@ -1,12 +1,28 @@
 /**
- * Route guards. `userGuard()` resolves the request's principal (set by the pipeline) or answers
- * 401; every /v1 route module applies it once. Admin routes use the admin guard in
- * src/admin/guard.ts.
+ * Who may call what, checked once per request before its body or query is read (so an anonymous
+ * caller gets 401, never a validation error that describes the route):
+ * - /v1/* (but the public OpenAPI and AsyncAPI documents) needs a user: a cookie or an API token,
+ *   resolved by the pipeline (`requirePrincipal`);
+ * - /admin/* and /metrics need the admin password as bearer (`requireAdmin`; user tokens and
+ *   cookies never open them).
+ * The router runs `authorizeOnce` from its first hook (parse or transform); the route guards
+ * (`userGuard`, `adminGuard`) ask again, and the request context makes every later ask free.
  */
 import { Elysia } from "elysia";
+import type { AdminPassword } from "../admin/password.ts";
 import type { Principal } from "../auth/principal.ts";
+import { Errors } from "../lib/errors.ts";
 import { requestContext } from "./context.ts";
-import { Errors } from "./errors.ts";
+
+export type Surface = "user" | "admin";
+
+const PUBLIC_V1 = new Set(["/v1/openapi.json", "/v1/asyncapi.json"]);
+
+export function surfaceOf(path: string): Surface | null {
+  if (path.startsWith("/v1/")) return PUBLIC_V1.has(path) ? null : "user";
+  if (path.startsWith("/admin/") || path === "/admin" || path === "/metrics") return "admin";
+  return null;
+}
 
 export function requirePrincipal(request: Request): Principal {
   const ctx = requestContext(request);
@@ -18,13 +34,31 @@ export function requirePrincipal(request: Request): Principal {
   );
 }
 
+export async function requireAdmin(adminPassword: AdminPassword | null, request: Request): Promise<void> {
+  const h = request.headers.get("authorization");
+  const presented = h && /^bearer\s+/i.test(h) ? h.replace(/^bearer\s+/i, "") : null;
+  if (!adminPassword) throw Errors.unauthorized("No admin password is set: run `runcell admin set-password` or start with --admin-password-file");
+  await adminPassword.authorize(presented, requestContext(request).ip);
+}
+
+export async function authorizeOnce(request: Request, surface: Surface, adminPassword: AdminPassword | null): Promise<void> {
+  const ctx = requestContext(request);
+  if (ctx.authorized) return;
+  if (surface === "user") requirePrincipal(request);
+  else await requireAdmin(adminPassword, request);
+  ctx.authorized = true;
+}
+
 /** Adds `principal` and `user` to every route of the module that uses it (401 otherwise). */
 export const userGuard = () =>
-  // The router has already checked the credential before the body and query were read
-  // (src/http/surfaces.ts); this hands the caller to the handlers.
   new Elysia().resolve({ as: "scoped" }, ({ request }) => {
     const principal = requirePrincipal(request);
     return { principal, user: principal.user };
   });
 
+/** Marks a module as admin-only; the check itself happens once per request (authorizeOnce). */
+export const adminGuard = (adminPassword: AdminPassword) =>
+  new Elysia().onTransform({ as: "scoped" }, ({ request }) => authorizeOnce(request, "admin", adminPassword));
+
 export const USER_SECURITY: Record<string, string[]>[] = [{ bearerToken: [] }, { cookieSession: [] }];
+export const ADMIN_SECURITY: Record<string, string[]>[] = [{ adminPassword: [] }];

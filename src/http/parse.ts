@@ -2,13 +2,14 @@
  * The JSON body parser every route shares: JSON only (415 otherwise), at most 1 MiB (413, also
  * for chunked bodies without Content-Length), malformed JSON is 400 VALIDATION_FAILED.
  */
-import { ApiError, Errors } from "./errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
+import { HttpErrors } from "./errors.ts";
 
 export const MAX_JSON_BODY = 1024 * 1024;
 
 export async function readBodyText(req: Request, limit = MAX_JSON_BODY): Promise<string> {
   const declared = Number(req.headers.get("content-length") ?? NaN);
-  if (declared > limit) throw Errors.payloadTooLarge(limit);
+  if (declared > limit) throw HttpErrors.payloadTooLarge(limit);
   if (!req.body) return "";
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -19,7 +20,7 @@ export async function readBodyText(req: Request, limit = MAX_JSON_BODY): Promise
     size += value.byteLength;
     if (size > limit) {
       reader.cancel().catch(() => {});
-      throw Errors.payloadTooLarge(limit);
+      throw HttpErrors.payloadTooLarge(limit);
     }
     chunks.push(value);
   }
@@ -35,13 +36,13 @@ export function isJsonContentType(ct: string | null): boolean {
 /** Parses a JSON request body; an empty body without a Content-Type is `undefined`. */
 export async function parseJsonBody(req: Request): Promise<unknown> {
   const ct = req.headers.get("content-type");
-  if (ct && !isJsonContentType(ct)) throw Errors.unsupportedMediaType(ct.split(";")[0]!.trim());
+  if (ct && !isJsonContentType(ct)) throw HttpErrors.unsupportedMediaType(ct.split(";")[0]!.trim());
   const text = await readBodyText(req);
   if (text.trim() === "") return undefined;
-  if (!ct) throw Errors.unsupportedMediaType(null);
+  if (!ct) throw HttpErrors.unsupportedMediaType(null);
   try {
     return JSON.parse(text);
   } catch (e) {
-    throw new ApiError("VALIDATION_FAILED", `Malformed JSON body: ${(e as Error).message}`, { field: "body" });
+    throw new AppError("VALIDATION_FAILED", `Malformed JSON body: ${(e as Error).message}`, { field: "body" });
   }
 }

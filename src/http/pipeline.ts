@@ -5,17 +5,13 @@
  * and writes one log line. The WebSocket upgrade of /v1/stream is handed to the stream module.
  */
 import type { Server } from "bun";
-import type { Principal } from "../auth/principal.ts";
+import type { Authenticated } from "../auth/principal.ts";
 import type { Config } from "../config.ts";
 import type { Logger } from "../log.ts";
 import { type RequestContext, requestIdFor, setRequestContext } from "./context.ts";
-import { ApiError, errorResponse, Errors } from "./errors.ts";
-import type { RateLimiter, RateLimitResult } from "./ratelimit.ts";
-
-export interface Authenticated {
-  principal: Principal | null;
-  error: "missing" | "invalid";
-}
+import { AppError, Errors } from "../lib/errors.ts";
+import { errorResponse } from "./errors.ts";
+import type { RateLimiter, RateLimitResult } from "../lib/ratelimit.ts";
 
 export interface PipelineDeps {
   config: Config;
@@ -108,7 +104,7 @@ export function createPipeline(deps: PipelineDeps) {
       if (!rl.ok) throw Errors.rateLimited(rl.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${rl.limit}`);
       response = await deps.handle(req);
     } catch (e) {
-      if (e instanceof ApiError) response = errorResponse(e);
+      if (e instanceof AppError) response = errorResponse(e);
       else {
         log.error("unhandled error in pipeline", { request_id: ctx.id, err: e });
         response = errorResponse(Errors.internal(ctx.id));

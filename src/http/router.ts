@@ -6,17 +6,18 @@
 import { Elysia, ValidationError } from "elysia";
 import type { Logger } from "../log.ts";
 import { requestContext } from "./context.ts";
-import { ApiError, errorResponse, Errors } from "./errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
+import { errorResponse } from "./errors.ts";
 import { parseJsonBody } from "./parse.ts";
-import { authorizeOnce, surfaceOf } from "./surfaces.ts";
+import { authorizeOnce, surfaceOf } from "./guards.ts";
 import type { AdminPassword } from "../admin/password.ts";
 
 type ValueError = { path?: string; message?: string; schema?: Record<string, unknown>; value?: unknown };
 
 /** Turns an Elysia validation error into VALIDATION_FAILED naming the field. */
-export function validationToApiError(err: ValidationError): ApiError {
+export function validationToApiError(err: ValidationError): AppError {
   if (err.type === "response") {
-    return new ApiError("INTERNAL_ERROR", "Internal server error: response failed its schema");
+    return new AppError("INTERNAL_ERROR", "Internal server error: response failed its schema");
   }
   const fieldOf = (ve: ValueError) =>
     (ve.path ? ve.path.replace(/^\//, "").replace(/\//g, ".") : "") || String(ve.schema?.["x-field"] ?? "") || (err.type === "body" ? "body" : err.type);
@@ -32,7 +33,7 @@ export function validationToApiError(err: ValidationError): ApiError {
   const details: Record<string, unknown> = { field, reason, in: err.type === "property" ? "query" : err.type };
   const fields = [...new Set(all.map(fieldOf))];
   if (fields.length > 1) details.fields = fields;
-  return new ApiError("VALIDATION_FAILED", `Invalid ${field}: ${reason}`, details);
+  return new AppError("VALIDATION_FAILED", `Invalid ${field}: ${reason}`, details);
 }
 
 export function createRouter(log: Logger, adminPassword: AdminPassword | null = null) {
@@ -50,13 +51,13 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
     })
     .onTransform({ as: "global" }, ({ request, path }) => authorize(request, path))
     .onError({ as: "global" }, ({ code, error, request }) => {
-      if (error instanceof ApiError) return errorResponse(error);
+      if (error instanceof AppError) return errorResponse(error);
       if (code === "VALIDATION") return errorResponse(validationToApiError(error as ValidationError));
-      if (code === "NOT_FOUND") return errorResponse(new ApiError("NOT_FOUND", `No route ${request.method} ${new URL(request.url).pathname}`));
+      if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", `No route ${request.method} ${new URL(request.url).pathname}`));
       if (code === "PARSE") {
         // Errors thrown by our parser arrive wrapped in Elysia's ParseError.
         const cause = (error as { cause?: unknown }).cause;
-        return errorResponse(cause instanceof ApiError ? cause : new ApiError("VALIDATION_FAILED", "Malformed request body", { field: "body" }));
+        return errorResponse(cause instanceof AppError ? cause : new AppError("VALIDATION_FAILED", "Malformed request body", { field: "body" }));
       }
       const id = requestContext(request).id;
       log.error("unhandled error", { request_id: id, code, err: error });

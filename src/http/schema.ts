@@ -4,7 +4,7 @@
  * would otherwise be dropped silently).
  */
 import { t, type TSchema } from "elysia";
-import { ApiError } from "./errors.ts";
+import { AppError } from "../lib/errors.ts";
 
 export const ErrorBodySchema = t.Object(
   {
@@ -48,10 +48,10 @@ export function jsonBody<T extends TSchema>(schema: T) {
     body: schema,
     transform({ body }: { body: unknown }) {
       if ((schema as { type?: string }).type === "object" && body !== undefined && (body === null || typeof body !== "object" || Array.isArray(body))) {
-        throw new ApiError("VALIDATION_FAILED", "Request body must be a JSON object", { field: "body", reason: "expected object" });
+        throw new AppError("VALIDATION_FAILED", "Request body must be a JSON object", { field: "body", reason: "expected object" });
       }
       const field = unknownField(schema, body, "");
-      if (field) throw new ApiError("VALIDATION_FAILED", `Unknown field "${field}"`, { field, reason: "unknown field" });
+      if (field) throw new AppError("VALIDATION_FAILED", `Unknown field "${field}"`, { field, reason: "unknown field" });
     },
   };
 }

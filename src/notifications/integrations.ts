@@ -10,7 +10,7 @@ import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { integrations } from "../db/schema.ts";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import { BlockedAddressError, checkedAddresses, type NetworkPolicy, parseWebhookUrl, ResolveError } from "./guard.ts";
 import type { Outbox } from "./outbox.ts";

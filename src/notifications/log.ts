@@ -7,7 +7,7 @@ import { and, eq, type SQL } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { notificationLog } from "../db/schema.ts";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import type { NotificationPayload } from "./payload.ts";
 

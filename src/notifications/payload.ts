@@ -3,7 +3,7 @@
  * sent_at, and task_id / playbook_id only when present. Built once when the notification is
  * created and stored as the exact JSON text that is sent and signed on every attempt.
  */
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 
 export const URGENCIES = ["low", "normal", "high"] as const;

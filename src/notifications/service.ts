@@ -11,7 +11,7 @@ import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import type { Page, PageParams } from "../db/paginate.ts";
 import { notificationLog, tasks } from "../db/schema.ts";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
 import { classifyAddress } from "./ip.ts";

@@ -2,7 +2,7 @@
  * Syntax and size rules of vault secrets, shared by the vault and by profile validation (a
  * profile's `env` and `model.api_key_secret` name secrets).
  */
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 
 /** Like an environment variable name: letter or underscore first, then letters, digits, underscores. */
 export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;

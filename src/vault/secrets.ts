@@ -9,7 +9,7 @@ import { and, eq, lt, or, sql } from "drizzle-orm";
 import { changes, type DB } from "../db/client.ts";
 import type { PageParams, Page } from "../db/paginate.ts";
 import { type EnvValue, type ModelConfig, secrets } from "../db/schema.ts";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
 import { iso } from "../lib/time.ts";

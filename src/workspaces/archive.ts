@@ -6,7 +6,7 @@
  * the container's root, which is exactly what the check needs.
  */
 import type Docker from "dockerode";
-import { ApiError, Errors } from "../http/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import { dockerMessage, dockerStatus } from "./docker.ts";
 import { componentPaths, insideWorkspace, WORKSPACE_ROOT } from "./paths.ts";
 import { TarEntryReader } from "./tar.ts";
@@ -44,7 +44,7 @@ export function decodeStat(header: string | undefined): PathStat | null {
 }
 
 const gone = (e: unknown) =>
-  new ApiError("CONTAINER_FAILED", `The workspace container is gone (${dockerMessage(e)}); it is recreated on the session's next turn`);
+  new AppError("CONTAINER_FAILED", `The workspace container is gone (${dockerMessage(e)}); it is recreated on the session's next turn`);
 
 /** Stats one absolute container path; null when it does not exist. */
 export async function statPath(container: Docker.Container, abs: string): Promise<PathStat | null> {
@@ -81,7 +81,7 @@ export async function checkChain(container: Docker.Container, abs: string, field
       if (dockerStatus(e) === 404) throw gone(e);
       throw e;
     }
-    throw new ApiError("CONTAINER_FAILED", `${WORKSPACE_ROOT} is missing in the workspace container`);
+    throw new AppError("CONTAINER_FAILED", `${WORKSPACE_ROOT} is missing in the workspace container`);
   }
   let target = abs;
   for (let i = 1; i < stats.length; i++) {
@@ -135,7 +135,7 @@ export async function readAll(container: Docker.Container, abs: string, maxBytes
   return out;
 }
 
-export function tooLarge(abs: string, size: number, maxBytes: number): ApiError {
+export function tooLarge(abs: string, size: number, maxBytes: number): AppError {
   const mb = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
   return Errors.validation("path", `${abs} is ${mb(size)}, over the ${mb(maxBytes)} limit for reading a workspace file; split or compress it in the workspace first`, {
     size,

@@ -11,7 +11,7 @@
  */
 import type Docker from "dockerode";
 import { posix } from "node:path";
-import { ApiError, Errors } from "../http/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import { checkChain, entryType, type EntryType, openFile, tooLarge } from "./archive.ts";
 import type { ExecOptions, ExecResult } from "./exec.ts";
 import { relativePath } from "./paths.ts";
@@ -64,7 +64,7 @@ fi`;
 
 const TYPES: Record<string, EntryType> = { f: "file", d: "dir", l: "symlink", o: "other" };
 
-function failed(what: string, r: ExecResult): ApiError {
+function failed(what: string, r: ExecResult): AppError {
   return Errors.validation("path", `${what}: ${r.output.trim() || `exit code ${r.exitCode}`}`);
 }
 

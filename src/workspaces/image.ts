@@ -4,7 +4,7 @@
  * had fails with CONTAINER_FAILED naming the image and the fix.
  */
 import type Docker from "dockerode";
-import { ApiError } from "../http/errors.ts";
+import { AppError } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import { dockerMessage } from "./docker.ts";
 
@@ -17,8 +17,8 @@ interface PullEvent {
   progressDetail?: { current?: number; total?: number };
 }
 
-export function imageUnavailable(image: string, reason: string): ApiError {
-  return new ApiError(
+export function imageUnavailable(image: string, reason: string): AppError {
+  return new AppError(
     "CONTAINER_FAILED",
     `Workspace image "${image}" is not on the Docker host and could not be pulled (${reason}). ` +
       "Fix: run `runcell image build` to build runcell/workspace:latest locally (no registry needed), " +

@@ -12,10 +12,10 @@ import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type EnvValue, type profiles, workspaces, type WorkspaceSpec } from "../db/schema.ts";
-import { ApiError, Errors } from "../http/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import { randomHex } from "../lib/crypto.ts";
 import type { Sealer } from "../lib/sealer.ts";
-import type { Settings } from "../lib/settings.ts";
+import type { Settings } from "../db/settings.ts";
 import type { Logger } from "../log.ts";
 import { type DockerEngine, dockerMessage, dockerStatus, isUnreachable } from "./docker.ts";
 import { isRunning } from "./exec.ts";
@@ -107,7 +107,7 @@ export class WorkspaceLifecycle {
     if (!found) return this.recreateForSession(sessionId);
     return this.locks.run(found.id, async () => {
       let row = this.store.byId(found.id);
-      if (!row) throw new ApiError("CONTAINER_FAILED", `The workspace of session ${sessionId} was removed`);
+      if (!row) throw new AppError("CONTAINER_FAILED", `The workspace of session ${sessionId} was removed`);
       if (row.status === "running" && row.docker_id) {
         const st = await this.guard(() => isRunning(this.container(row!.docker_id!)));
         if (st.running) {
@@ -127,10 +127,10 @@ export class WorkspaceLifecycle {
     if (!session) throw Errors.notFound("Session", sessionId);
     const profile = this.store.profile(session.profile_id);
     if (!profile || profile.user_id !== session.user_id) {
-      throw new ApiError("CONTAINER_FAILED", `Session ${sessionId} has no workspace and its profile ${session.profile_id} no longer exists`);
+      throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace and its profile ${session.profile_id} no longer exists`);
     }
     if (!this.d.resolveEnv && Object.keys(profile.env).length) {
-      throw new ApiError("CONTAINER_FAILED", `Session ${sessionId} has no workspace and its environment cannot be resolved here`);
+      throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace and its environment cannot be resolved here`);
     }
     const env = this.d.resolveEnv ? this.d.resolveEnv(session.user_id, profile.env) : {};
     return this.createForSession({ userId: session.user_id, sessionId, profile, env });
@@ -171,19 +171,19 @@ export class WorkspaceLifecycle {
   }
 
   /** Marks the row failed and turns any error into CONTAINER_FAILED (ApiErrors pass through). */
-  protected fail(row: WorkspaceRow, e: unknown): ApiError {
+  protected fail(row: WorkspaceRow, e: unknown): AppError {
     const err = this.toApiError(e, `Workspace container for image "${row.image}" could not start`);
     this.store.update(row.id, { status: "failed", error: err.message });
     this.log.warn("workspace failed to start", { workspace: row.id, session: row.session_id, error: err.message });
     return err;
   }
 
-  toApiError(e: unknown, what: string): ApiError {
-    if (e instanceof ApiError) return e;
+  toApiError(e: unknown, what: string): AppError {
+    if (e instanceof AppError) return e;
     if (isUnreachable(e)) {
-      return new ApiError("CONTAINER_FAILED", `Docker is not reachable at ${this.d.config.dockerHost} (${(e as Error).message}); start the engine or pass --docker-host (runcell doctor checks it)`);
+      return new AppError("CONTAINER_FAILED", `Docker is not reachable at ${this.d.config.dockerHost} (${(e as Error).message}); start the engine or pass --docker-host (runcell doctor checks it)`);
     }
-    return new ApiError("CONTAINER_FAILED", `${what}: ${dockerMessage(e)}`);
+    return new AppError("CONTAINER_FAILED", `${what}: ${dockerMessage(e)}`);
   }
 
   /** Runs a Docker call, mapping engine failures to CONTAINER_FAILED. */

@@ -5,7 +5,7 @@
  * `checkChain` (archive.ts), which asks Docker how each component resolves.
  */
 import { posix } from "node:path";
-import { Errors } from "../http/errors.ts";
+import { Errors } from "../lib/errors.ts";
 
 export const WORKSPACE_ROOT = "/workspace";
 const MAX_PATH = 4096;

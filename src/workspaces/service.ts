@@ -6,7 +6,7 @@
  * the background workers (idle stop, reconciliation).
  */
 import type Docker from "dockerode";
-import { ApiError, Errors } from "../http/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import { checkChain, entryType, readAll } from "./archive.ts";
 import { dockerMessage } from "./docker.ts";
 import { ContainerNotRunning, type ExecOptions, type ExecResult, isRunning, runExec } from "./exec.ts";
@@ -78,7 +78,7 @@ export class Workspaces extends WorkspaceLifecycle {
 
   private async runningRow(sessionId: string): Promise<WorkspaceRow> {
     const row = this.store.bySession(sessionId);
-    if (!row) throw new ApiError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
+    if (!row) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
     return row.status === "running" && row.docker_id ? row : this.ensureRunning(sessionId);
   }
 
@@ -94,23 +94,23 @@ export class Workspaces extends WorkspaceLifecycle {
     }
   }
 
-  private markDead(row: WorkspaceRow, detail: string): ApiError {
+  private markDead(row: WorkspaceRow, detail: string): AppError {
     const message = `The workspace container stopped unexpectedly (${detail}); it is restarted on the session's next turn`;
     if (this.store.byId(row.id)) this.store.update(row.id, { status: "failed", error: message });
     this.log.warn("workspace container died", { workspace: row.id, session: row.session_id, detail });
-    return new ApiError("CONTAINER_FAILED", message);
+    return new AppError("CONTAINER_FAILED", message);
   }
 
   /** The row's container for archive access (running or stopped). */
   private containerOf(row: WorkspaceRow): Docker.Container {
-    if (!row.docker_id) throw new ApiError("CONTAINER_FAILED", `Workspace ${row.id} has no container (${row.error ?? row.status}); it is created on the session's next turn`);
+    if (!row.docker_id) throw new AppError("CONTAINER_FAILED", `Workspace ${row.id} has no container (${row.error ?? row.status}); it is created on the session's next turn`);
     return this.container(row.docker_id);
   }
 
   async readFile(sessionId: string, path: string): Promise<Uint8Array> {
     const abs = resolveWorkspacePath(path);
     const row = this.store.bySession(sessionId);
-    if (!row) throw new ApiError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
+    if (!row) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
     const c = this.containerOf(row);
     return this.guard(async () => {
       const r = await checkChain(c, abs);

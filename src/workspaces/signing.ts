@@ -8,7 +8,7 @@
  */
 import { hmacSha256Hex, randomBytes, safeEqual } from "../lib/crypto.ts";
 import type { Sealer } from "../lib/sealer.ts";
-import type { Settings } from "../lib/settings.ts";
+import type { Settings } from "../db/settings.ts";
 
 export const SIGNING_KEY_SETTING = "workspaces.file_url_key";
 const AAD = "settings:" + SIGNING_KEY_SETTING;

@@ -8,7 +8,7 @@ import { and, count, desc, eq, inArray, lt, ne, sql, type SQL } from "drizzle-or
 import type { DB } from "../db/client.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
 import { profiles, sessions, workspaces } from "../db/schema.ts";
-import { ApiError } from "../http/errors.ts";
+import { AppError } from "../lib/errors.ts";
 
 export type WorkspaceRow = typeof workspaces.$inferSelect;
 export type NewWorkspaceRow = typeof workspaces.$inferInsert;
@@ -16,8 +16,8 @@ export type WorkspaceStatus = WorkspaceRow["status"];
 
 const ACTIVE: WorkspaceStatus[] = ["starting", "running"];
 
-export function concurrencyLimit(profileId: string, active: number, limit: number): ApiError {
-  return new ApiError(
+export function concurrencyLimit(profileId: string, active: number, limit: number): AppError {
+  return new AppError(
     "CONCURRENCY_LIMIT",
     `Profile ${profileId} already has ${active} running workspace${active === 1 ? "" : "s"} (max_concurrency ${limit}); ` +
       "wait for one to finish or go idle, delete one, or raise the profile's limits.max_concurrency",

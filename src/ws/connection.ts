@@ -9,7 +9,7 @@
 import type { ServerWebSocket } from "bun";
 import type { Principal } from "../auth/principal.ts";
 import { adminTopic, type Hub, type NativeDelivery, sessionTopic, type Subscription } from "../events/hub.ts";
-import { ApiError } from "../http/errors.ts";
+import { AppError } from "../lib/errors.ts";
 
 export const MAX_BACKLOG = 4 * 1024 * 1024;
 export const MAX_SUBSCRIPTIONS = 200;
@@ -61,7 +61,7 @@ export function send(ws: Socket, json: string): boolean {
   return true;
 }
 
-export function sendError(ws: Socket, err: ApiError, requestId?: string) {
+export function sendError(ws: Socket, err: AppError, requestId?: string) {
   const frame: Record<string, unknown> = { type: "error", code: err.code, message: err.message };
   if (requestId !== undefined) frame.request_id = requestId;
   if (err.details) frame.details = err.details;
@@ -104,7 +104,7 @@ function addSubscription(ws: Socket, sessionId: string, sub: Subscription) {
   subs.get(sessionId)?.close();
   if (!subs.has(sessionId) && subs.size >= MAX_SUBSCRIPTIONS) {
     sub.close();
-    throw new ApiError("VALIDATION_FAILED", `A socket can watch at most ${MAX_SUBSCRIPTIONS} sessions`, { field: "session_id" });
+    throw new AppError("VALIDATION_FAILED", `A socket can watch at most ${MAX_SUBSCRIPTIONS} sessions`, { field: "session_id" });
   }
   subs.set(sessionId, sub);
 }

@@ -4,7 +4,7 @@
  */
 import { type Static, Type as T } from "@sinclair/typebox";
 import { TypeCompiler } from "@sinclair/typebox/compiler";
-import { ApiError } from "../http/errors.ts";
+import { AppError } from "../lib/errors.ts";
 
 const RequestId = T.Optional(T.String({ maxLength: 200 }));
 const Prompt = T.String({ minLength: 1, maxLength: 100_000 });
@@ -45,22 +45,22 @@ export function parseFrame(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (e) {
-    throw new ApiError("VALIDATION_FAILED", `Malformed JSON: ${(e as Error).message}`, { field: "frame" });
+    throw new AppError("VALIDATION_FAILED", `Malformed JSON: ${(e as Error).message}`, { field: "frame" });
   }
 }
 
 export function validateClientMessage(value: unknown): ClientMessage {
-  if (!value || typeof value !== "object" || Array.isArray(value)) throw new ApiError("VALIDATION_FAILED", "A message must be a JSON object with a type", { field: "frame" });
+  if (!value || typeof value !== "object" || Array.isArray(value)) throw new AppError("VALIDATION_FAILED", "A message must be a JSON object with a type", { field: "frame" });
   const type = (value as { type?: unknown }).type;
-  if (typeof type !== "string") throw new ApiError("VALIDATION_FAILED", "Missing message type", { field: "type" });
+  if (typeof type !== "string") throw new AppError("VALIDATION_FAILED", "Missing message type", { field: "type" });
   const checker = checkers[type as ClientMessageType];
   if (!checker) {
-    throw new ApiError("VALIDATION_FAILED", `Unknown message type "${type.slice(0, 60)}" (expected one of ${Object.keys(CLIENT_MESSAGES).join(", ")})`, { field: "type" });
+    throw new AppError("VALIDATION_FAILED", `Unknown message type "${type.slice(0, 60)}" (expected one of ${Object.keys(CLIENT_MESSAGES).join(", ")})`, { field: "type" });
   }
   if (!checker.Check(value)) {
     const err = checker.Errors(value).First();
     const field = err?.path.replace(/^\//, "").replace(/\//g, ".") || "frame";
-    throw new ApiError("VALIDATION_FAILED", `Invalid ${field}: ${err?.message ?? "invalid value"}`, { field });
+    throw new AppError("VALIDATION_FAILED", `Invalid ${field}: ${err?.message ?? "invalid value"}`, { field });
   }
   return value as ClientMessage;
 }

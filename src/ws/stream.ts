@@ -5,15 +5,16 @@
  * `ws.data`, and every frame of a session is serialized once by the hub.
  */
 import type { Server, WebSocketHandler } from "bun";
-import type { Authenticated } from "../http/pipeline.ts";
+import type { Authenticated } from "../auth/principal.ts";
 import type { Authenticator } from "../auth/authenticate.ts";
 import type { Orchestrator } from "../agents/orchestrator.ts";
 import type { AgentSessions } from "../agents/sessions.ts";
 import type { Hub } from "../events/hub.ts";
 import { isCrossSite } from "../http/pipeline.ts";
 import type { RequestContext } from "../http/context.ts";
-import { ApiError, errorResponse, Errors } from "../http/errors.ts";
-import type { RateLimiter } from "../http/ratelimit.ts";
+import { AppError, Errors } from "../lib/errors.ts";
+import { errorResponse } from "../http/errors.ts";
+import type { RateLimiter } from "../lib/ratelimit.ts";
 import { MAX_JSON_BODY } from "../http/parse.ts";
 import type { Logger } from "../log.ts";
 import { CLOSE_AUTH, CLOSE_TOO_SLOW, close, dropSubscriptions, MAX_BACKLOG, onDrain, replay, sendError, type Socket, type SocketData, watch } from "./connection.ts";
@@ -149,13 +150,13 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         if (size > MAX_JSON_BODY) {
           // Not parsed; its request_id is still echoed so the client can match the refusal.
           requestId = /"request_id"\s*:\s*"([^"\\]{0,200})"/.exec(text)?.[1];
-          throw new ApiError("VALIDATION_FAILED", `Frame is larger than ${MAX_JSON_BODY} bytes`, { field: "frame", limit_bytes: MAX_JSON_BODY });
+          throw new AppError("VALIDATION_FAILED", `Frame is larger than ${MAX_JSON_BODY} bytes`, { field: "frame", limit_bytes: MAX_JSON_BODY });
         }
         const value = parseFrame(text);
         requestId = requestIdOf(value);
         await dispatch(ws, validateClientMessage(value));
       } catch (e) {
-        if (e instanceof ApiError) sendError(ws, e, requestId);
+        if (e instanceof AppError) sendError(ws, e, requestId);
         else {
           d.log.error("stream message failed", { socket: ws.data.id, err: e });
           sendError(ws, Errors.internal(ws.data.requestId), requestId);
@@ -205,7 +206,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
       d.hub.nativePublish ??= (topic, json) => void server.publish(topic, json);
       const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : undefined });
       if (!upgraded) {
-        return errorResponse(new ApiError("VALIDATION_FAILED", "This endpoint speaks WebSocket only: send an Upgrade request", { field: "upgrade" }, 426), {
+        return errorResponse(new AppError("VALIDATION_FAILED", "This endpoint speaks WebSocket only: send an Upgrade request", { field: "upgrade" }, 426), {
           upgrade: "websocket",
         });
       }

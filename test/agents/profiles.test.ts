@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { DEFAULT_SYSTEM_PROMPT, TOOL_NAMES } from "../../src/agents/profile-defaults.ts";
-import { ApiError } from "../../src/http/errors.ts";
+import { AppError } from "../../src/lib/errors.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 
@@ -399,8 +399,8 @@ describe("service interface for the runtime", () => {
     } catch (e) {
       err = e;
     }
-    expect(err).toBeInstanceOf(ApiError);
-    expect((err as ApiError).code).toBe("NOT_FOUND");
+    expect(err).toBeInstanceOf(AppError);
+    expect((err as AppError).code).toBe("NOT_FOUND");
   });
 });
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Elysia, t } from "elysia";
 import { parseArgs, resolveConfig } from "../../src/config.ts";
 import { createPipeline } from "../../src/http/pipeline.ts";
-import { RateLimiter } from "../../src/http/ratelimit.ts";
+import { RateLimiter } from "../../src/lib/ratelimit.ts";
 import { createRouter } from "../../src/http/router.ts";
 import { jsonBody, PageQuery } from "../../src/http/schema.ts";
 import { createLogger } from "../../src/log.ts";

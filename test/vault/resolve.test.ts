@@ -5,7 +5,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import type { ModelConfig } from "../../src/db/schema.ts";
-import { ApiError } from "../../src/http/errors.ts";
+import { AppError } from "../../src/lib/errors.ts";
 import { startTestApp, tempDir, type TestApp } from "../helpers/app.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 
@@ -34,14 +34,14 @@ afterEach(() => {
   }
 });
 
-function thrown(fn: () => unknown): ApiError {
+function thrown(fn: () => unknown): AppError {
   try {
     fn();
   } catch (e) {
-    if (e instanceof ApiError) return e;
+    if (e instanceof AppError) return e;
     throw e;
   }
-  throw new Error("expected an ApiError");
+  throw new Error("expected an AppError");
 }
 
 describe("resolveEnv", () => {

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { ApiError } from "../../src/http/errors.ts";
+import { AppError } from "../../src/lib/errors.ts";
 import { KEY_FILE } from "../../src/lib/sealer.ts";
 import { SECRETS_PER_USER } from "../../src/vault/names.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
@@ -216,10 +216,10 @@ describe("at rest", () => {
       } catch (e) {
         err = e;
       }
-      expect(err).toBeInstanceOf(ApiError);
-      expect((err as ApiError).code).toBe("VALIDATION_FAILED");
-      expect((err as ApiError).details).toMatchObject({ field: "env.X", reason: "undecryptable secret" });
-      expect(JSON.stringify((err as ApiError).toBody())).not.toContain(v);
+      expect(err).toBeInstanceOf(AppError);
+      expect((err as AppError).code).toBe("VALIDATION_FAILED");
+      expect((err as AppError).details).toMatchObject({ field: "env.X", reason: "undecryptable secret" });
+      expect(JSON.stringify((err as AppError).toBody())).not.toContain(v);
     }
     expect(s.valuesFor(bob.id)).not.toContain(v);
     expect(s.valuesFor(alice.id)).toContain(v);

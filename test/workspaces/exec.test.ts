@@ -1,6 +1,6 @@
 /** Docker exec in a real workspace: output, exit codes, stdin, caps, timeout, cancel, env. */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ApiError } from "../../src/http/errors.ts";
+import { AppError } from "../../src/lib/errors.ts";
 import type { Workspaces } from "../../src/workspaces/service.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { createUser } from "../helpers/users.ts";
@@ -118,8 +118,8 @@ describe("exec", () => {
   test("cmd must be a non-empty array of strings", async () => {
     for (const cmd of [[], [1], "ls"] as unknown as string[][]) {
       const e = await ws.exec(sessionId, { cmd }).catch((x) => x);
-      expect(e).toBeInstanceOf(ApiError);
-      expect((e as ApiError).code).toBe("VALIDATION_FAILED");
+      expect(e).toBeInstanceOf(AppError);
+      expect((e as AppError).code).toBe("VALIDATION_FAILED");
     }
   });
 
@@ -132,6 +132,6 @@ describe("exec", () => {
 
   test("a session without a workspace is CONTAINER_FAILED", async () => {
     const e = await ws.exec("sess_missing", { cmd: ["true"] }).catch((x) => x);
-    expect((e as ApiError).code).toBe("CONTAINER_FAILED");
+    expect((e as AppError).code).toBe("CONTAINER_FAILED");
   });
 });

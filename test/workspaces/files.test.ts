@@ -1,6 +1,6 @@
 /** Workspace files: read/write/list, escapes refused, size cap, signed URLs. */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ApiError } from "../../src/http/errors.ts";
+import { AppError } from "../../src/lib/errors.ts";
 import type { Workspaces } from "../../src/workspaces/service.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { createUser } from "../helpers/users.ts";
@@ -18,7 +18,7 @@ const sh = async (script: string) => {
   return r.output;
 };
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
-const codeOf = (p: Promise<unknown>) => p.then(() => "ok", (e) => (e instanceof ApiError ? e.code : String(e)));
+const codeOf = (p: Promise<unknown>) => p.then(() => "ok", (e) => (e instanceof AppError ? e.code : String(e)));
 
 beforeAll(async () => {
   t = await startTestApp({ now: () => Date.now() + offsetMs });
@@ -82,10 +82,10 @@ describe("read and write", () => {
   });
 
   test("the error says what is wrong", async () => {
-    const e = (await ws.readFile(sessionId, "etclink/passwd").catch((x) => x)) as ApiError;
+    const e = (await ws.readFile(sessionId, "etclink/passwd").catch((x) => x)) as AppError;
     expect(e.message).toContain("/workspace/etclink is a symlink to /etc");
     expect(e.details?.field).toBe("path");
-    const nf = (await ws.readFile(sessionId, "nope.txt").catch((x) => x)) as ApiError;
+    const nf = (await ws.readFile(sessionId, "nope.txt").catch((x) => x)) as AppError;
     expect(nf.message).toContain("/workspace/nope.txt");
   });
 
@@ -104,7 +104,7 @@ describe("read and write", () => {
     const cap = ws.maxFileBytes;
     ws.maxFileBytes = 1000;
     try {
-      const e = (await ws.readFile(sessionId, "bin.dat").catch((x) => x)) as ApiError;
+      const e = (await ws.readFile(sessionId, "bin.dat").catch((x) => x)) as AppError;
       expect(e.code).toBe("VALIDATION_FAILED");
       expect(e.details).toMatchObject({ size: 300_000, limit_bytes: 1000 });
     } finally {

@@ -1,6 +1,6 @@
 /** Workspace lifecycle against the real dockerd: hardening, concurrency, idle stop, failures, reconciliation. */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ApiError } from "../../src/http/errors.ts";
+import { AppError } from "../../src/lib/errors.ts";
 import type { ProfileRow, Workspaces } from "../../src/workspaces/service.ts";
 import { CAP_ADD, LABEL_INSTANCE, LABEL_SESSION, LABEL_WORKSPACE } from "../../src/workspaces/spec.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
@@ -13,7 +13,7 @@ let ws: Workspaces;
 let user: TestUser;
 let profile: ProfileRow;
 
-const errOf = (p: Promise<unknown>) => p.then(() => null, (e) => e as ApiError);
+const errOf = (p: Promise<unknown>) => p.then(() => null, (e) => e as AppError);
 const sh = (sessionId: string, script: string) => ws.exec(sessionId, { cmd: ["/bin/sh", "-c", script] });
 const inspect = (dockerId: string) => docker.getContainer(dockerId).inspect();
 
@@ -89,7 +89,7 @@ describe("per-profile concurrency", () => {
     const sessions = Array.from({ length: 20 }, () => insertSession(t, user.id, limited.id));
     const results = await Promise.allSettled(sessions.map((sessionId) => ws.createForSession({ userId: user.id, sessionId, profile: limited, env: {} })));
     const ok = results.filter((r) => r.status === "fulfilled");
-    const refused = results.filter((r) => r.status === "rejected").map((r) => (r as PromiseRejectedResult).reason as ApiError);
+    const refused = results.filter((r) => r.status === "rejected").map((r) => (r as PromiseRejectedResult).reason as AppError);
     expect(ok.length).toBe(5);
     expect(refused.length).toBe(15);
     for (const e of refused) {

@@ -3,7 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ApiError } from "../../src/http/errors.ts";
+import { AppError } from "../../src/lib/errors.ts";
 import { entryType } from "../../src/workspaces/archive.ts";
 import { KeyedMutex } from "../../src/workspaces/mutex.ts";
 import { CappedOutput, Demuxer } from "../../src/workspaces/output.ts";
@@ -33,9 +33,9 @@ describe("workspace paths", () => {
     } catch (e) {
       err = e;
     }
-    expect(err).toBeInstanceOf(ApiError);
-    expect((err as ApiError).code).toBe("VALIDATION_FAILED");
-    expect((err as ApiError).details?.field).toBe("file_path");
+    expect(err).toBeInstanceOf(AppError);
+    expect((err as AppError).code).toBe("VALIDATION_FAILED");
+    expect((err as AppError).details?.field).toBe("file_path");
   });
 
   test("relative paths and components", () => {

@@ -4,12 +4,10 @@
  * tool calls go to `onEvent` as they arrive, and the whole message comes back at the end.
  *
  * Implementations: ./anthropic.ts (Messages API), ./openai.ts (Chat Completions, any compatible
- * base_url), ./demo.ts (offline, deterministic). Retries live in ./retry.ts.
+ * base_url), ./demo.ts (offline, deterministic); the registry is ./index.ts. Retries live in
+ * ./retry.ts.
  */
-import { AnthropicProvider } from "./anthropic.ts";
-import { DemoProvider } from "./demo.ts";
 import type { ProviderName } from "./model-error.ts";
-import { OpenAIProvider } from "./openai.ts";
 
 export { abortError, isAbortError, ModelError, type ModelErrorInit, type ProviderName } from "./model-error.ts";
 
@@ -61,16 +59,4 @@ export interface Provider {
   readonly name: ProviderName;
   /** Streams one model response; calls onEvent for each text delta (as it arrives) and each completed tool call. */
   complete(req: ModelRequest, onEvent: (e: StreamEvent) => void): Promise<ModelResponse>;
-}
-
-const providers: Record<ProviderName, Provider> = {
-  anthropic: new AnthropicProvider(),
-  openai: new OpenAIProvider(),
-  demo: new DemoProvider(),
-};
-
-export function getProvider(name: ProviderName): Provider {
-  const p = providers[name];
-  if (!p) throw new Error(`Unknown model provider "${name}" (expected anthropic, openai or demo)`);
-  return p;
 }

@@ -4,7 +4,7 @@
  * against flags and the environment at start).
  */
 import { Elysia, t } from "elysia";
-import { ADMIN_SECURITY, adminGuard } from "../../admin/guard.ts";
+import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
 import type { Services } from "../../services.ts";
 import { errorResponses, jsonBody } from "../schema.ts";
 

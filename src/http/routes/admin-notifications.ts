@@ -1,5 +1,5 @@
 import { Elysia, t } from "elysia";
-import { ADMIN_SECURITY, adminGuard } from "../../admin/guard.ts";
+import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
 import type { Services } from "../../services.ts";
 import { errorResponses, ListOf, PageQuery, Timestamp } from "../schema.ts";
 import { NotificationRecord, StatusQuery } from "./notifications.ts";

@@ -1,6 +1,6 @@
 /** GET /admin/stats (JSON counts) and GET /metrics (Prometheus text), both behind the admin password. */
 import { Elysia, t } from "elysia";
-import { ADMIN_SECURITY, adminGuard } from "../../admin/guard.ts";
+import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
 import { PROMETHEUS_CONTENT_TYPE, renderMetrics } from "../../admin/metrics.ts";
 import type { Services } from "../../services.ts";
 import { errorResponses } from "../schema.ts";

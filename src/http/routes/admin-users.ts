@@ -3,10 +3,10 @@
  * the admin password (src/admin/guard.ts); user tokens and cookies never open it.
  */
 import { Elysia, t } from "elysia";
-import { ADMIN_SECURITY, adminGuard } from "../../admin/guard.ts";
+import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
 import { adminUser } from "../../auth/users.ts";
 import type { Services } from "../../services.ts";
-import { Errors } from "../errors.ts";
+import { Errors } from "../../lib/errors.ts";
 import { errorResponses, jsonBody, ListOf, PageQuery, Timestamp } from "../schema.ts";
 
 // default: undefined — t.UnionEnum otherwise carries its first value as a default that Elysia fills in.

@@ -1,6 +1,6 @@
 /** /admin/workspaces: every user's workspaces, and removing one. */
 import { Elysia, t } from "elysia";
-import { ADMIN_SECURITY, adminGuard } from "../../admin/guard.ts";
+import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
 import { iso } from "../../lib/time.ts";
 import type { Services } from "../../services.ts";
 import type { WorkspaceRow } from "../../workspaces/store.ts";

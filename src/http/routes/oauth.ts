@@ -9,7 +9,8 @@ import { Elysia, t } from "elysia";
 import { ABSOLUTE_MS, sessionCookie } from "../../auth/sessions.ts";
 import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
-import { ApiError, errorResponse } from "../errors.ts";
+import { AppError } from "../../lib/errors.ts";
+import { errorResponse } from "../errors.ts";
 import { errorResponses, jsonBody } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Auth"], summary, description, security: [] });
@@ -60,7 +61,7 @@ export const oauthRoutes = (s: Services) => {
           headers.append("set-cookie", sessionCookie(cookie, signedIn.token, Math.floor(ABSOLUTE_MS / 1000)));
           return new Response(null, { status: 302, headers });
         } catch (e) {
-          if (!(e instanceof ApiError)) throw e;
+          if (!(e instanceof AppError)) throw e;
           const res = errorResponse(e, { "cache-control": "no-store" });
           for (const c of clear) res.headers.append("set-cookie", c);
           return res;

@@ -5,7 +5,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services.ts";
-import { Errors } from "../errors.ts";
+import { Errors } from "../../lib/errors.ts";
 import { decodeWildcard, fileResponse } from "../file-response.ts";
 import { errorResponses } from "../schema.ts";
 

@@ -1,7 +1,7 @@
 /** The anthropic provider (official SDK) against a local server speaking the Messages API SSE format. */
 import { describe, expect, test } from "bun:test";
 import { AnthropicProvider, toAnthropicMessages } from "../../../src/agents/providers/anthropic.ts";
-import { getProvider, ModelError } from "../../../src/agents/providers/types.ts";
+import { getProvider, ModelError } from "../../../src/agents/providers/index.ts";
 import { startMockAnthropic, toolResults } from "../../helpers/mock-anthropic.ts";
 import { FAST_RETRIES, providerScenarios, request, run } from "./scenarios.ts";
 

@@ -1,7 +1,7 @@
 /** The offline demo model: deterministic, one Bash call per prompt, then a streamed answer quoting the output. */
 import { describe, expect, test } from "bun:test";
 import { DEMO_COMMAND, DemoProvider } from "../../../src/agents/providers/demo.ts";
-import { type ChatMessage, getProvider, type ModelRequest, type StreamEvent } from "../../../src/agents/providers/types.ts";
+import { type ChatMessage, getProvider, type ModelRequest, type StreamEvent } from "../../../src/agents/providers/index.ts";
 import { BASH_SPEC } from "./scenarios.ts";
 
 const p = getProvider("demo");

@@ -1,7 +1,7 @@
 /** The openai provider (official SDK) against a local server speaking Chat Completions SSE, as OpenAI and compatible servers do. */
 import { describe, expect, test } from "bun:test";
 import { OpenAIProvider, openaiParams, TOOL_ERROR_PREFIX, toOpenAIMessages, usesMaxCompletionTokens } from "../../../src/agents/providers/openai.ts";
-import { type ChatMessage, getProvider, ModelError } from "../../../src/agents/providers/types.ts";
+import { type ChatMessage, getProvider, ModelError } from "../../../src/agents/providers/index.ts";
 import { startMockOpenAI, toolMessages } from "../../helpers/mock-openai.ts";
 import { providerScenarios, request, run } from "./scenarios.ts";
 

@@ -1,7 +1,7 @@
 /** The retry policy's arithmetic, and Retry-After honoured (and capped) against a real server. */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { backoffDelay, DEFAULT_RETRY_POLICY, parseRetryAfter, retryableStatus, retryPolicy, setRetryPolicy } from "../../../src/agents/providers/retry.ts";
-import { getProvider } from "../../../src/agents/providers/types.ts";
+import { getProvider } from "../../../src/agents/providers/index.ts";
 import { startMockAnthropic } from "../../helpers/mock-anthropic.ts";
 import type { MockProviderServer } from "../../helpers/mock-provider.ts";
 import { FAST_RETRIES, request, run } from "./scenarios.ts";

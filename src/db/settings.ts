@@ -1,7 +1,7 @@
 /** Typed access to the `settings` table (run-time settings the operator changes). */
 import { eq } from "drizzle-orm";
-import type { DB } from "../db/client.ts";
-import { settings } from "../db/schema.ts";
+import type { DB } from "./client.ts";
+import { settings } from "./schema.ts";
 
 export class Settings {
   constructor(private db: DB) {}

@@ -86,7 +86,7 @@ async function frame(): Promise<number> {
   socket.send(JSON.stringify({ type: "session.start", profile_id: wsProfile.id }));
   const sid = await ready;
   const ms = performance.now() - t0;
-  await s.orchestrator.deleteSession(user.id, sid);
+  await s.sessionLifecycle.delete(user.id, sid);
   return ms;
 }
 

@@ -1,21 +1,53 @@
 /**
- * The composition root. createApp(config) opens the data dir and the database (migrating it),
- * builds every service once (src/services.ts), mounts the routes, and owns everything long-lived:
- * the HTTP/WebSocket server and the background workers. start() and stop() are the only
- * lifecycle entry points; stop() is what SIGTERM runs.
+ * The composition root: the only place that builds and wires long-lived things. createApp(config)
+ * opens the data dir and the database (migrating it), builds every service once in dependency
+ * order, wires the cross-cutting hooks (a disabled user, a deleted token, a deleted session), builds
+ * the two transports beside each other — the HTTP router with its pipeline and the /v1/stream
+ * WebSocket server — and owns the background workers. start() listens and starts the workers in
+ * order; stop() (what SIGTERM runs) drains requests, closes sockets, stops the workers in reverse
+ * and closes the database.
  */
 import type { Server } from "bun";
+import { HttpMetrics } from "./admin/metrics.ts";
+import { AdminPassword } from "./admin/password.ts";
+import { RuntimeConfig } from "./admin/runtime-config.ts";
+import { Stats } from "./admin/stats.ts";
+import { Orchestrator } from "./agents/orchestrator.ts";
+import { Profiles } from "./agents/profiles.ts";
+import { SessionLifecycle } from "./agents/session-lifecycle.ts";
+import { AgentSessions } from "./agents/sessions.ts";
+import { Tasks } from "./agents/tasks.ts";
+import { Transcript } from "./agents/transcript.ts";
+import { Accounts } from "./auth/accounts.ts";
+import { Authenticator } from "./auth/authenticate.ts";
+import { OAuth } from "./auth/oauth.ts";
+import { cookieOptions, LoginSessions } from "./auth/sessions.ts";
+import { SetupLinks } from "./auth/setup.ts";
+import { LoginThrottle } from "./auth/throttle.ts";
+import { ApiTokens } from "./auth/tokens.ts";
+import { Users } from "./auth/users.ts";
 import type { Config } from "./config.ts";
 import { openDatabase } from "./db/client.ts";
 import { prepareDataDir } from "./db/data-dir.ts";
 import { migrate } from "./db/migrate.ts";
-import { createRouter } from "./http/router.ts";
+import { Settings } from "./db/settings.ts";
+import { Hub } from "./events/hub.ts";
+import { EventLog } from "./events/log.ts";
 import { createPipeline } from "./http/pipeline.ts";
+import { createRouter } from "./http/router.ts";
 import { mountRoutes } from "./http/routes/index.ts";
+import { RateLimiter } from "./lib/ratelimit.ts";
+import { Sealer } from "./lib/sealer.ts";
+import { intervalWorker, type Worker } from "./lib/worker.ts";
 import { createLogger, type Logger } from "./log.ts";
-import { buildServices, type Services } from "./services.ts";
+import { Notifications } from "./notifications/service.ts";
+import type { Services } from "./services.ts";
+import { Secrets } from "./vault/secrets.ts";
 import { VERSION } from "./version.ts";
+import { DockerEngine } from "./workspaces/docker.ts";
+import { Workspaces } from "./workspaces/service.ts";
 import { CLOSE_GOING_AWAY } from "./ws/connection.ts";
+import { createStreamServer, type StreamServer } from "./ws/stream.ts";
 
 export interface AppOptions {
   logger?: Logger;
@@ -26,6 +58,8 @@ export interface AppOptions {
 export interface App {
   readonly config: Config;
   readonly services: Services;
+  /** The /v1/stream WebSocket server. */
+  readonly stream: StreamServer;
   /** Base URL of the running server (after start). */
   readonly url: string;
   readonly server: Server<unknown> | null;
@@ -35,6 +69,9 @@ export interface App {
 
 export async function createApp(config: Config, opts: AppOptions = {}): Promise<App> {
   const log = opts.logger ?? createLogger({ level: config.logLevel });
+  const now = opts.now ?? Date.now;
+
+  // Storage ---------------------------------------------------------------------------------
   const dbPath = prepareDataDir(config.dataDir);
   const handle = openDatabase(dbPath);
   try {
@@ -44,18 +81,100 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     handle.close();
     throw e;
   }
+  const { db, sqlite } = handle;
+  const settings = new Settings(db);
+  const sealer = Sealer.fromDataDir(config.dataDir);
+  const limiter = new RateLimiter(config.rateLimit.perMinute, config.rateLimit.burst);
 
-  const services = buildServices({ config, log, handle, now: opts.now ?? Date.now });
-  const router = mountRoutes(createRouter(log, services.adminPassword), services);
+  // Identity and the operator ---------------------------------------------------------------
+  const users = new Users(db, now);
+  const tokens = new ApiTokens(db, now);
+  const loginSessions = new LoginSessions(db, now);
+  const throttle = new LoginThrottle(now);
+  const accounts = new Accounts(config, users, loginSessions, throttle);
+  const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl));
+  const adminPassword = new AdminPassword(settings, now, throttle);
+  const runtimeConfig = new RuntimeConfig(config, settings, limiter, log);
+  const setup = new SetupLinks(db, users, accounts, config.publicUrl, now);
+  const oauth = new OAuth(config, db, users, accounts, now, log);
+  const stats = new Stats(sqlite, now);
+  const httpMetrics = new HttpMetrics();
+
+  // Agents ----------------------------------------------------------------------------------
+  const secrets = new Secrets(db, sealer, log, now);
+  const profiles = new Profiles(db, config, now);
+  const docker = new DockerEngine(config.dockerHost);
+  const workspaces = new Workspaces({ db, docker, settings, sealer, log, config, now, resolveEnv: (userId, env) => secrets.resolveEnv(userId, env) });
+  const notifications = new Notifications({ db, sqlite, sealer, log, now, config });
+  const eventLog = new EventLog(sqlite, now);
+  eventLog.onDropped = (f, err) => log.warn("event not stored: its session is gone", { session_id: f.session_id, seq: f.seq, type: f.type, err: err.message });
+  const hub = new Hub(eventLog);
+  const transcript = new Transcript(db, now);
+  const tasks = new Tasks(db, now);
+  const agentSessions = new AgentSessions(db, now, eventLog);
+  const sessionLifecycle = new SessionLifecycle({ db, hub, eventLog, sessions: agentSessions, profiles, secrets, workspaces });
+  const orchestrator = new Orchestrator({ log, now, db, hub, eventLog, tasks, sessions: agentSessions, transcript, profiles, secrets, workspaces, notifications, lifecycle: sessionLifecycle });
+
+  const services: Services = {
+    config, log, now, db, sqlite, settings, sealer, limiter,
+    users, tokens, loginSessions, throttle, accounts, authenticator, setup, oauth,
+    adminPassword, runtimeConfig, stats, httpMetrics,
+    secrets, profiles, docker, workspaces, eventLog, hub, transcript, tasks, agentSessions, sessionLifecycle, orchestrator,
+    notifications,
+  };
+
+  // Transports: the HTTP router behind its pipeline, and the WebSocket stream ----------------
+  const router = mountRoutes(createRouter(log, adminPassword), services);
+  const stream = createStreamServer({ log, publicUrl: config.publicUrl, authenticator, limiter, hub, orchestrator, agentSessions, sessionLifecycle });
   const pipeline = createPipeline({
     config,
     log,
-    limiter: services.limiter,
-    authenticate: (req, path) => services.authenticate(req, path),
+    limiter,
+    authenticate: (req, path) => authenticator.authenticate(req, path),
     handle: (req) => router.handle(req),
-    upgrade: (req, server, ctx) => services.stream.upgrade(req, server, ctx),
-    onResponse: (status) => services.httpMetrics.observe(status),
+    upgrade: (req, server, ctx) => stream.upgrade(req, server, ctx),
+    onResponse: (status) => httpMetrics.observe(status),
   });
+
+  // Hooks -------------------------------------------------------------------------------------
+  // A disabled user loses every way in at once: cookie sessions deleted, cached token
+  // verifications dropped (the per-request checks refuse the tokens from the next request on),
+  // open sockets closed.
+  users.onDisabled.push((userId) => {
+    loginSessions.deleteAllForUser(userId);
+    tokens.evictUser(userId);
+    stream.revoke({ userId });
+    log.info("user disabled: sessions revoked", { user_id: userId });
+  });
+  // A revoked credential closes the sockets it opened (4001).
+  tokens.onRevoke.push((tokenId) => stream.revoke({ tokenId }));
+  loginSessions.onRevokeSession.push((loginSessionId) => stream.revoke({ loginSessionId }));
+  loginSessions.onRevokeUser.push((userId) => stream.revoke({ userId }));
+  // A session being deleted first stops its running task.
+  sessionLifecycle.onDelete.push((sessionId) => orchestrator.stopSession(sessionId));
+
+  // Background work, started in this order and stopped in reverse ----------------------------
+  const workers: Worker[] = [
+    { name: "admin-password", start: () => adminPassword.applyConfigured(config, log), stop() {} },
+    intervalWorker(log, "login-throttle-sweep", 60_000, () => throttle.sweep()),
+    intervalWorker(log, "login-session-purge", 3_600_000, () => {
+      const n = loginSessions.purgeExpired();
+      if (n) log.info("expired login sessions purged", { count: n });
+    }),
+    intervalWorker(log, "ratelimit-sweep", 60_000, () => limiter.sweep()),
+    { name: "notification-delivery", start: () => notifications.worker.start(), stop: () => notifications.worker.stop() },
+    { name: "docker-probe", start: () => void docker.available(0), stop() {} },
+    ...workspaces.workers(),
+    // After the workspace reconciliation: resume interrupted tasks, start queued ones.
+    {
+      name: "agent-runtime",
+      start: () => orchestrator.recover(),
+      stop: async () => {
+        await orchestrator.stop();
+        eventLog.flush();
+      },
+    },
+  ];
 
   let server: Server<unknown> | null = null;
   let url = "";
@@ -64,6 +183,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   return {
     config,
     services,
+    stream,
     get url() {
       return url;
     },
@@ -71,7 +191,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       return server;
     },
     async start() {
-      server = Bun.serve({
+      const srv = Bun.serve({
         hostname: config.host,
         port: config.port,
         development: false,
@@ -79,14 +199,16 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         maxRequestBodySize: 8 * 1024 * 1024,
         idleTimeout: 60,
         fetch: pipeline,
-        websocket: services.stream.handlers,
+        websocket: stream.handlers,
         error(err) {
           log.error("server error", { err });
           return new Response(JSON.stringify({ error: "Internal server error", code: "INTERNAL_ERROR" }), { status: 500, headers: { "content-type": "application/json" } });
         },
       });
-      url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${server.port}`;
-      await services.start();
+      server = srv;
+      hub.useNativePublish((topic, json) => void srv.publish(topic, json));
+      url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${srv.port}`;
+      for (const w of workers) await w.start();
       log.info("runcell listening", { version: VERSION, url, public_url: config.publicUrl, data_dir: config.dataDir });
     },
     stop() {
@@ -96,7 +218,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         if (srv) {
           // Stop accepting; in-flight requests get up to shutdownTimeout to finish.
           const drained = srv.stop(false);
-          services.stream.closeAll(CLOSE_GOING_AWAY, "server shutting down");
+          stream.closeAll(CLOSE_GOING_AWAY, "server shutting down");
           const timedOut = await Promise.race([
             drained.then(() => false),
             new Promise<boolean>((r) => setTimeout(() => r(true), config.shutdownTimeoutMs).unref?.()),
@@ -106,7 +228,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
             await srv.stop(true);
           }
         }
-        await services.stop();
+        hub.useNativePublish(null);
+        for (const w of [...workers].reverse()) {
+          try {
+            await w.stop();
+          } catch (e) {
+            log.error("worker failed to stop", { worker: w.name, err: e });
+          }
+        }
         handle.close();
         log.info("stopped");
       })();

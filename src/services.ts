@@ -1,35 +1,41 @@
 /**
- * Builds every service exactly once, wired to each other. Route modules, the WebSocket handler
- * and the CLI receive this object; nothing else constructs services.
+ * The catalogue of domain services, as the transports (src/http routes, the src/ws stream) and
+ * the tests see them. A type only: src/app.ts builds every service exactly once, in dependency
+ * order, and hands this object out.
  */
 import type { Database } from "bun:sqlite";
+import type { AdminPassword } from "./admin/password.ts";
+import type { HttpMetrics } from "./admin/metrics.ts";
+import type { RuntimeConfig } from "./admin/runtime-config.ts";
+import type { Stats } from "./admin/stats.ts";
+import type { Orchestrator } from "./agents/orchestrator.ts";
+import type { Profiles } from "./agents/profiles.ts";
+import type { SessionLifecycle } from "./agents/session-lifecycle.ts";
+import type { AgentSessions } from "./agents/sessions.ts";
+import type { Tasks } from "./agents/tasks.ts";
+import type { Transcript } from "./agents/transcript.ts";
+import type { Accounts } from "./auth/accounts.ts";
+import type { Authenticator } from "./auth/authenticate.ts";
+import type { OAuth } from "./auth/oauth.ts";
+import type { LoginSessions } from "./auth/sessions.ts";
+import type { SetupLinks } from "./auth/setup.ts";
+import type { LoginThrottle } from "./auth/throttle.ts";
+import type { ApiTokens } from "./auth/tokens.ts";
+import type { Users } from "./auth/users.ts";
 import type { Config } from "./config.ts";
-import type { DatabaseHandle, DB } from "./db/client.ts";
-import { AdminPassword } from "./admin/password.ts";
-import { Accounts } from "./auth/accounts.ts";
-import { buildIdentity, type Identity } from "./auth/identity.ts";
-import { LoginThrottle } from "./auth/throttle.ts";
-import { Authenticator } from "./auth/authenticate.ts";
-import { cookieOptions, LoginSessions } from "./auth/sessions.ts";
-import { ApiTokens } from "./auth/tokens.ts";
-import { Users } from "./auth/users.ts";
-import type { Authenticated } from "./auth/principal.ts";
-import { RateLimiter } from "./lib/ratelimit.ts";
+import type { DB } from "./db/client.ts";
+import type { Settings } from "./db/settings.ts";
+import type { Hub } from "./events/hub.ts";
+import type { EventLog } from "./events/log.ts";
+import type { RateLimiter } from "./lib/ratelimit.ts";
+import type { Sealer } from "./lib/sealer.ts";
 import type { Logger } from "./log.ts";
-import { Sealer } from "./lib/sealer.ts";
-import { Settings } from "./db/settings.ts";
-import { intervalWorker, type Worker } from "./lib/worker.ts";
-import { DockerEngine } from "./workspaces/docker.ts";
-import { Workspaces } from "./workspaces/service.ts";
-import { Profiles } from "./agents/profiles.ts";
-import { Secrets } from "./vault/secrets.ts";
-import { Notifications } from "./notifications/service.ts";
-import type { StreamServer } from "./ws/stream.ts";
-import { buildRuntime, type Runtime } from "./agents/runtime.ts";
+import type { Notifications } from "./notifications/service.ts";
+import type { Secrets } from "./vault/secrets.ts";
+import type { DockerEngine } from "./workspaces/docker.ts";
+import type { Workspaces } from "./workspaces/service.ts";
 
-export type { Worker } from "./lib/worker.ts";
-
-export interface Services extends Identity, Runtime {
+export interface Services {
   config: Config;
   log: Logger;
   now: () => number;
@@ -38,118 +44,46 @@ export interface Services extends Identity, Runtime {
   settings: Settings;
   /** AES-256-GCM for secrets at rest (key file in the data dir). */
   sealer: Sealer;
-  docker: DockerEngine;
-  /** One hardened container + volume per session (src/workspaces/). */
-  workspaces: Workspaces;
+  /** Per-caller token buckets (REST requests and stream frames). */
   limiter: RateLimiter;
+
+  // Identity (src/auth/)
   users: Users;
   tokens: ApiTokens;
   loginSessions: LoginSessions;
-  accounts: Accounts;
-  authenticator: Authenticator;
-  adminPassword: AdminPassword;
   /** Failed sign-in / admin-password attempts (per account and per IP). */
   throttle: LoginThrottle;
-  /** Agent profiles (src/agents/profiles.ts). */
-  profiles: Profiles;
-  /** The secrets vault (src/vault/secrets.ts). */
+  accounts: Accounts;
+  authenticator: Authenticator;
+  /** First-run `/setup#<token>` links. */
+  setup: SetupLinks;
+  oauth: OAuth;
+
+  // Operator (src/admin/)
+  adminPassword: AdminPassword;
+  /** PATCH /admin/config: rate limit, default concurrency, sign-up; persisted, applied live. */
+  runtimeConfig: RuntimeConfig;
+  stats: Stats;
+  /** HTTP responses by status class (fed by the pipeline, read by /metrics). */
+  httpMetrics: HttpMetrics;
+
+  // Agents (src/agents/, src/vault/, src/workspaces/, src/events/)
+  /** The secrets vault. */
   secrets: Secrets;
-  /** Webhook integrations, the notification outbox and its delivery worker (src/notifications/). */
+  profiles: Profiles;
+  docker: DockerEngine;
+  /** One hardened container + volume per session. */
+  workspaces: Workspaces;
+  eventLog: EventLog;
+  hub: Hub;
+  transcript: Transcript;
+  tasks: Tasks;
+  agentSessions: AgentSessions;
+  /** Session creation (with its workspace) and deletion. */
+  sessionLifecycle: SessionLifecycle;
+  /** The task queue: submit, run, cancel, answer, recover. */
+  orchestrator: Orchestrator;
+
+  /** Webhook integrations, the notification outbox and its delivery worker. */
   notifications: Notifications;
-  authenticate(req: Request, path: string): Authenticated | Promise<Authenticated>;
-  stream: StreamServer;
-  workers: Worker[];
-  start(): Promise<void>;
-  stop(): Promise<void>;
-}
-
-export function buildServices(input: { config: Config; log: Logger; handle: DatabaseHandle; now: () => number }): Services {
-  const { config, log, handle, now } = input;
-  const db = handle.db;
-  const settings = new Settings(db);
-  const sealer = Sealer.fromDataDir(config.dataDir);
-  const limiter = new RateLimiter(config.rateLimit.perMinute, config.rateLimit.burst);
-  const docker = new DockerEngine(config.dockerHost);
-  const users = new Users(db, now);
-  const tokens = new ApiTokens(db, now);
-  const loginSessions = new LoginSessions(db, now);
-  const throttle = new LoginThrottle(now);
-  const accounts = new Accounts(config, users, loginSessions, throttle);
-  const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl));
-  const adminPassword = new AdminPassword(settings, now, throttle);
-  const profiles = new Profiles(db, config, now);
-  const secrets = new Secrets(db, sealer, log, now);
-  const workspaces = new Workspaces({ db, docker, settings, sealer, log, config, now, resolveEnv: (userId, env) => secrets.resolveEnv(userId, env) });
-  const notifications = new Notifications({ db, sqlite: handle.sqlite, sealer, log, now, config });
-
-  const workers: Worker[] = [];
-  const identity = buildIdentity({ config, log, now, db, sqlite: handle.sqlite, settings, limiter, users, tokens, loginSessions, accounts, adminPassword, throttle, workers });
-  workers.push(intervalWorker(log, "ratelimit-sweep", 60_000, () => limiter.sweep()));
-  workers.push({ name: "notification-delivery", start: () => notifications.worker.start(), stop: () => notifications.worker.stop() });
-  workers.push({
-    name: "docker-probe",
-    start() {
-      void docker.available(0);
-    },
-    stop() {},
-  });
-  workers.push(...workspaces.workers());
-  // After the workspace reconciliation: resume interrupted tasks, start queued ones.
-  const runtime = buildRuntime({
-    log,
-    now,
-    db,
-    sqlite: handle.sqlite,
-    publicUrl: config.publicUrl,
-    profiles,
-    secrets,
-    workspaces,
-    notifications,
-    authenticator,
-    limiter,
-    tokens,
-    loginSessions,
-    onUserDisabled: users.onDisabled,
-    workers,
-  });
-
-  const services: Services = {
-    config,
-    log,
-    now,
-    db,
-    sqlite: handle.sqlite,
-    settings,
-    sealer,
-    docker,
-    workspaces,
-    limiter,
-    users,
-    tokens,
-    loginSessions,
-    accounts,
-    authenticator,
-    adminPassword,
-    throttle,
-    ...identity,
-    profiles,
-    secrets,
-    notifications,
-    ...runtime,
-    authenticate: (req, path) => authenticator.authenticate(req, path),
-    workers,
-    async start() {
-      for (const w of workers) await w.start();
-    },
-    async stop() {
-      for (const w of [...workers].reverse()) {
-        try {
-          await w.stop();
-        } catch (e) {
-          log.error("worker failed to stop", { worker: w.name, err: e });
-        }
-      }
-    },
-  };
-  return services;
 }

@@ -6,7 +6,10 @@
  * call and a password changed by the CLI (another process) stops working at once. Failures are
  * throttled per client IP by the guard (src/admin/guard.ts) through `throttle`.
  */
+import { readFileSync, statSync } from "node:fs";
 import { adminKeys, type LoginThrottle } from "../auth/throttle.ts";
+import { type Config, ConfigError } from "../config.ts";
+import type { Logger } from "../log.ts";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
 import { Errors } from "../lib/errors.ts";
 import { sha256Hex } from "../lib/crypto.ts";
@@ -61,6 +64,25 @@ export class AdminPassword {
     if (!ok) throw Errors.unauthorized("Invalid admin password");
   }
 
+  /**
+   * At start: stores the password from --admin-password-file or RUNCELL_ADMIN_PASSWORD (unless it
+   * is already the current one); warns when none is set anywhere. A bad one is a ConfigError.
+   */
+  async applyConfigured(config: Config, log: Logger): Promise<void> {
+    let configured;
+    try {
+      configured = configuredAdminPassword(config, log);
+      if (!configured) {
+        if (!this.isSet()) log.warn("no admin password is set: /admin/* answers 401 until `runcell admin set-password` or --admin-password-file");
+        return;
+      }
+      if ((await this.ensure(configured.password)) === "set") log.info("admin password stored", { source: configured.source });
+    } catch (e) {
+      const source = configured?.source ?? (config.adminPasswordFile ? `--admin-password-file ${config.adminPasswordFile}` : "RUNCELL_ADMIN_PASSWORD");
+      throw new ConfigError(`admin password from ${source}: ${(e as Error).message}`);
+    }
+  }
+
   async verify(presented: string): Promise<boolean> {
     const current = this.settings.get<string>(KEY);
     if (!current) return false;
@@ -74,4 +96,20 @@ export class AdminPassword {
     }
     return ok;
   }
+}
+
+/** The admin password to store at start: --admin-password-file wins over RUNCELL_ADMIN_PASSWORD. */
+export function configuredAdminPassword(config: Config, log?: Logger): { password: string; source: string } | null {
+  if (config.adminPasswordFile) {
+    const file = config.adminPasswordFile;
+    const password = readFileSync(file, "utf8").replace(/\r?\n$/, "");
+    try {
+      if ((statSync(file).mode & 0o077) !== 0) log?.warn("the admin password file is readable by other users: chmod 600 it", { file });
+    } catch {
+      // Unreadable metadata is not worth failing the start for.
+    }
+    return { password, source: "--admin-password-file" };
+  }
+  if (config.adminPassword) return { password: config.adminPassword, source: "RUNCELL_ADMIN_PASSWORD" };
+  return null;
 }

@@ -6,6 +6,7 @@
  */
 import type { Logger } from "../log.ts";
 import type { Hub } from "../events/hub.ts";
+import type { EventLog } from "../events/log.ts";
 import { AppError } from "../lib/errors.ts";
 import type { ProfileRow, SecretsDep, WorkspacesDep, NotificationsDep } from "./deps.ts";
 import { polishResultText } from "./polish.ts";
@@ -27,6 +28,8 @@ export type Outcome = "completed" | "waiting" | "cancelled" | "interrupted" | { 
 export interface LoopDeps {
   log: Logger;
   hub: Hub;
+  /** Flushed before a side effect, so its tool_use frame is durable first. */
+  eventLog: EventLog;
   tasks: Tasks;
   sessions: AgentSessions;
   transcript: Transcript;
@@ -153,7 +156,7 @@ export class AgentLoop {
         this.emit(task, { type: "task:ask_user", questions: flattenQuestions(use.input) });
       }
       tasks.update(task.id, { status: "waiting_input", pending_tool_use_id: use.id });
-      this.d.hub.log.flush();
+      this.d.eventLog.flush();
       return true;
     }
     this.emit(task, { type: "task:tool_use", tool: use.name, tool_use_id: use.id, input: use.input });
@@ -161,7 +164,7 @@ export class AgentLoop {
     if (invalid) return this.finishTool(task, use, invalid, true);
     // Durable before side effects: the tool_use frame and the in-flight marker.
     tasks.update(task.id, { pending_tool_use_id: use.id });
-    this.d.hub.log.flush();
+    this.d.eventLog.flush();
     const tool = toolByName(use.name)!;
     let output: string;
     let isError: boolean;

@@ -1,13 +1,15 @@
 /**
- * Task lifecycle. Tasks run one at a time per session, in submission order; the queue is the
+ * The task queue. Tasks run one at a time per session, in submission order; the queue is the
  * `tasks` table itself (status queued → running → waiting_input ⇄ running → completed | failed |
  * cancelled), so a restart loses nothing: `recover` resumes running tasks from their last stored
- * step and starts queued ones. REST and WebSocket handlers both call these methods.
+ * step and starts queued ones. A task without a session opens one (session-lifecycle.ts). REST and
+ * WebSocket handlers both call these methods.
  */
 import type { DB } from "../db/client.ts";
 import { AppError, Errors } from "../lib/errors.ts";
-import type { ProfileRow, ProfilesDep, WorkspaceRow } from "./deps.ts";
+import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { AgentLoop, type LoopDeps, type Outcome } from "./loop.ts";
+import type { SessionHooks, SessionLifecycle } from "./session-lifecycle.ts";
 import { type SessionRow, titleFrom } from "./sessions.ts";
 import { FINAL_STATUSES, type TaskRow } from "./tasks.ts";
 import { ASK_USER } from "./tools/index.ts";
@@ -15,6 +17,7 @@ import { ASK_USER } from "./tools/index.ts";
 export interface OrchestratorDeps extends LoopDeps {
   db: DB;
   profiles: ProfilesDep;
+  lifecycle: SessionLifecycle;
 }
 
 export interface SubmitInput {
@@ -27,10 +30,7 @@ export interface SubmitInput {
   playbook_id?: string | null;
 }
 
-export interface SubmitHooks {
-  /** Called synchronously once a new session exists, before `session.ready` is published. */
-  onSession?: (sessionId: string) => void;
-}
+export type SubmitHooks = SessionHooks;
 
 interface Running {
   taskId: string;
@@ -61,34 +61,6 @@ export class Orchestrator {
     return { maxTurns, maxBudgetUsd };
   }
 
-  /** Creates a session with its running workspace and publishes `session.ready`. */
-  private async newSession(userId: string, profile: ProfileRow, title: string | null, hooks: SubmitHooks, withTask?: (tx: DB, session: SessionRow) => TaskRow) {
-    const env = this.d.secrets.resolveEnv(userId, profile.env);
-    let task: TaskRow | undefined;
-    const session = this.d.db.transaction((tx) => {
-      const s = this.d.sessions.create(userId, profile.id, title, tx);
-      if (withTask) task = withTask(tx, s);
-      return s;
-    });
-    hooks.onSession?.(session.id);
-    let ws: WorkspaceRow;
-    try {
-      ws = await this.d.workspaces.createForSession({ userId, sessionId: session.id, profile, env });
-    } catch (e) {
-      if (task && e instanceof AppError && e.code === "CONTAINER_FAILED") return { session, task, workspace: null, error: e };
-      await this.purge(session.id, { tolerateWorkspaceError: true });
-      throw e;
-    }
-    this.publish(session.id, { type: "session.ready", container_id: ws.id, container_name: ws.name, profile_id: profile.id });
-    return { session, task, workspace: ws, error: null };
-  }
-
-  async startSession(userId: string, profileId: string, hooks: SubmitHooks = {}) {
-    const profile = this.d.profiles.get(userId, profileId);
-    const r = await this.newSession(userId, profile, null, hooks);
-    return { session: r.session, workspace: r.workspace! };
-  }
-
   async submit(userId: string, input: SubmitInput, hooks: SubmitHooks = {}): Promise<{ task: TaskRow; session: SessionRow; created: boolean }> {
     if (input.mode !== undefined && input.mode !== "session") throw Errors.validation("mode", `mode "${input.mode}" is not supported; use "session"`);
     if (input.session_id) {
@@ -107,7 +79,7 @@ export class Orchestrator {
     if (!input.profile_id) throw Errors.validation("profile_id", "profile_id is required when no session_id is given");
     const profile = this.d.profiles.get(userId, input.profile_id);
     const { maxTurns, maxBudgetUsd } = this.limits(profile, input);
-    const r = await this.newSession(userId, profile, titleFrom(input.prompt), hooks, (tx, s) =>
+    const r = await this.d.lifecycle.open(userId, profile, titleFrom(input.prompt), hooks, (tx, s) =>
       this.d.tasks.create({ userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, playbookId: input.playbook_id }, tx),
     );
     if (r.error) {
@@ -206,31 +178,12 @@ export class Orchestrator {
     return this.d.tasks.byId(task.id)!;
   }
 
-  /** Cancels the session's work, removes its workspace (container and volume) and its records. */
-  async deleteSession(userId: string, sessionId: string) {
-    this.d.sessions.get(userId, sessionId);
+  /** Stops the session's running task (it ends cancelled), waiting a few seconds for it; before a session is deleted. */
+  async stopSession(sessionId: string) {
     const entry = this.running.get(sessionId);
-    if (entry) {
-      entry.ctl.abort("cancel");
-      await Promise.race([entry.done, Bun.sleep(STOP_WAIT_MS)]);
-    }
-    await this.purge(sessionId);
-  }
-
-  /**
-   * Removes a session's workspace, then its subscribers and rows (tasks, transcript and events
-   * cascade). A workspace that cannot be removed keeps the session (the caller can retry), unless
-   * the session is being rolled back anyway.
-   */
-  private async purge(sessionId: string, opts: { tolerateWorkspaceError?: boolean } = {}) {
-    try {
-      await this.d.workspaces.removeForSession(sessionId);
-    } catch (e) {
-      if (!opts.tolerateWorkspaceError) throw e;
-    }
-    this.d.hub.closeSession(sessionId);
-    this.d.hub.log.forget(sessionId);
-    this.d.sessions.delete(sessionId);
+    if (!entry) return;
+    entry.ctl.abort("cancel");
+    await Promise.race([entry.done, Bun.sleep(STOP_WAIT_MS)]);
   }
 
   /** At start: resume running tasks from their last step and start queued ones. */
@@ -246,7 +199,7 @@ export class Orchestrator {
     const entries = [...this.running.values()];
     for (const e of entries) e.ctl.abort("shutdown");
     await Promise.race([Promise.allSettled(entries.map((e) => e.done)), Bun.sleep(STOP_WAIT_MS)]);
-    this.d.hub.log.flush();
+    this.d.eventLog.flush();
   }
 
   /** Resolves once no task of the session is running in this process (tests, shutdown). */

@@ -1,10 +1,7 @@
 import type { Database } from "bun:sqlite";
-import { MIGRATIONS } from "./migrations.ts";
+import { type Migration, MIGRATIONS } from "./migrations.ts";
 
-export interface Migration {
-  tag: string;
-  sql: string;
-}
+export type { Migration };
 
 export class NewerDatabaseError extends Error {
   constructor(public readonly tag: string) {

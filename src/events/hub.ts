@@ -92,10 +92,15 @@ export class Subscription {
 
 export class Hub {
   private subs = new Map<string, Set<Subscription>>();
-  /** Set by the WebSocket server once it runs: Bun's server.publish. */
+  /** Bun's server.publish, once the server runs (set by the app: `useNativePublish`). */
   nativePublish: ((topic: string, json: string) => void) | null = null;
 
-  constructor(readonly log: EventLog) {}
+  constructor(private log: EventLog) {}
+
+  /** Hands native topic fan-out to the running server (src/app.ts wires it at start). */
+  useNativePublish(publish: ((topic: string, json: string) => void) | null) {
+    this.nativePublish = publish;
+  }
 
   publish(sessionId: string, frame: { type: string; task_id?: string | null } & Record<string, unknown>): AppendResult {
     const set = this.subs.get(sessionId);

@@ -8,6 +8,7 @@ import type { Server, WebSocketHandler } from "bun";
 import type { Authenticated } from "../auth/principal.ts";
 import type { Authenticator } from "../auth/authenticate.ts";
 import type { Orchestrator } from "../agents/orchestrator.ts";
+import type { SessionLifecycle } from "../agents/session-lifecycle.ts";
 import type { AgentSessions } from "../agents/sessions.ts";
 import type { Hub } from "../events/hub.ts";
 import { isCrossSite } from "../http/pipeline.ts";
@@ -38,6 +39,7 @@ export interface StreamDeps {
   hub: Hub;
   orchestrator: Orchestrator;
   agentSessions: AgentSessions;
+  sessionLifecycle: SessionLifecycle;
 }
 
 const bearerProtocol = (req: Request) =>
@@ -104,7 +106,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         return;
       }
       case "session.start":
-        await d.orchestrator.startSession(user.id, msg.profile_id, { onSession: (sid) => watch(ws, d.hub, sid) });
+        await d.sessionLifecycle.start(user.id, msg.profile_id, { onSession: (sid) => watch(ws, d.hub, sid) });
         return;
       case "session.resume":
         d.agentSessions.get(user.id, msg.session_id);
@@ -203,7 +205,6 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         lastBuffered: 0,
         closed: false,
       };
-      d.hub.nativePublish ??= (topic, json) => void server.publish(topic, json);
       const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : undefined });
       if (!upgraded) {
         return errorResponse(new AppError("VALIDATION_FAILED", "This endpoint speaks WebSocket only: send an Upgrade request", { field: "upgrade" }, 426), {

@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { rmSync } from "node:fs";
 import type { ModelConfig } from "../../src/db/schema.ts";
 import { AppError } from "../../src/lib/errors.ts";
+import { statusOf } from "../../src/http/errors.ts";
 import { startTestApp, tempDir, type TestApp } from "../helpers/app.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 
@@ -54,7 +55,7 @@ describe("resolveEnv", () => {
   test("a missing secret is VALIDATION_FAILED on env.<NAME>, naming the secret and no value", () => {
     const e = thrown(() => t.app.services.secrets.resolveEnv(alice.id, { GITHUB_TOKEN: { secret: "GH_TOKEN" }, NPM_TOKEN: { secret: "NPM" } }));
     expect(e.code).toBe("VALIDATION_FAILED");
-    expect(e.status).toBe(400);
+    expect(statusOf(e)).toBe(400);
     expect(e.details).toMatchObject({ field: "env.NPM_TOKEN", secret_name: "NPM" });
     expect(e.message).toContain('"NPM"');
     expect(JSON.stringify(e.toBody())).not.toContain(GH);

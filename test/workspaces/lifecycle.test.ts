@@ -1,6 +1,7 @@
 /** Workspace lifecycle against the real dockerd: hardening, concurrency, idle stop, failures, reconciliation. */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { AppError } from "../../src/lib/errors.ts";
+import { statusOf } from "../../src/http/errors.ts";
 import type { ProfileRow, Workspaces } from "../../src/workspaces/service.ts";
 import { CAP_ADD, LABEL_INSTANCE, LABEL_SESSION, LABEL_WORKSPACE } from "../../src/workspaces/spec.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
@@ -94,7 +95,7 @@ describe("per-profile concurrency", () => {
     expect(refused.length).toBe(15);
     for (const e of refused) {
       expect(e.code).toBe("CONCURRENCY_LIMIT");
-      expect(e.status).toBe(429);
+      expect(statusOf(e)).toBe(429);
     }
     const mine = new Set(sessions);
     const containers = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`${LABEL_INSTANCE}=${ws.instanceId}`] }) });
@@ -199,7 +200,7 @@ describe("failures", () => {
     const sessionId = insertSession(t, user.id, bad.id);
     const e = await errOf(ws.createForSession({ userId: user.id, sessionId, profile: bad, env: {} }));
     expect(e?.code).toBe("CONTAINER_FAILED");
-    expect(e?.status).toBe(502);
+    expect(statusOf(e!)).toBe(502);
     expect(e?.message).toContain(image);
     expect(e?.message).toContain("runcell image build");
     expect(e?.message).toContain("--workspace-image");

@@ -207,7 +207,7 @@ describe("backpressure", () => {
     const tokens = fast.frames.filter((f) => f.type === "task:token" && f.task_id === done.task_id);
     expect(tokens.length).toBe(320);
     // The server gave up on the slow socket (it is closed from the server side with 1013).
-    await waitFor(() => t.app.services.stream!.size === 1, { timeoutMs: 10_000, what: "slow socket closed" });
+    await waitFor(() => t.app.stream.size === 1, { timeoutMs: 10_000, what: "slow socket closed" });
     sock.resume();
     const rest = await new Promise<Buffer>((r) => {
       const parts: Buffer[] = [];

@@ -29,7 +29,7 @@ export const sessionRoutes = (s: Services) =>
     .post(
       "/",
       async ({ user, body, set }) => {
-        const { session } = await s.orchestrator.startSession(user.id, body.profile_id);
+        const { session } = await s.sessionLifecycle.start(user.id, body.profile_id);
         set.status = 201;
         return s.agentSessions.record(s.agentSessions.byId(session.id)!);
       },
@@ -67,7 +67,7 @@ export const sessionRoutes = (s: Services) =>
     .delete(
       "/:id",
       async ({ user, params, set }) => {
-        await s.orchestrator.deleteSession(user.id, params.id);
+        await s.sessionLifecycle.delete(user.id, params.id);
         set.status = 204;
       },
       { response: { 204: t.Void(), ...errorResponses(401, 404) }, detail: detail("Delete a session, its transcript and its workspace (container and volume)") },

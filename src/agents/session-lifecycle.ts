@@ -1,0 +1,99 @@
+/**
+ * Sessions as things with a container: opening one (the row, its running workspace, the
+ * `session.ready` frame) and deleting one (its running work stopped through `onDelete`, then the
+ * workspace, the subscribers and the rows). The task queue (orchestrator.ts) opens a session when
+ * a task arrives without one; REST and the stream open one for `session.start`.
+ */
+import type { DB } from "../db/client.ts";
+import type { EventLog } from "../events/log.ts";
+import type { Hub } from "../events/hub.ts";
+import { AppError } from "../lib/errors.ts";
+import type { ProfileRow, ProfilesDep, SecretsDep, WorkspaceRow, WorkspacesDep } from "./deps.ts";
+import type { AgentSessions, SessionRow } from "./sessions.ts";
+import type { TaskRow } from "./tasks.ts";
+
+export interface SessionHooks {
+  /** Called synchronously once a new session exists, before `session.ready` is published. */
+  onSession?: (sessionId: string) => void;
+}
+
+export interface OpenedSession {
+  session: SessionRow;
+  task: TaskRow | undefined;
+  workspace: WorkspaceRow | null;
+  /** Set when the workspace could not start and a task was created with the session: the caller fails that task. */
+  error: AppError | null;
+}
+
+export interface SessionLifecycleDeps {
+  db: DB;
+  hub: Hub;
+  eventLog: EventLog;
+  sessions: AgentSessions;
+  profiles: ProfilesDep;
+  secrets: SecretsDep;
+  workspaces: WorkspacesDep;
+}
+
+export class SessionLifecycle {
+  /** Run before a session is purged (the task queue stops the session's running task). */
+  onDelete: ((sessionId: string) => Promise<void>)[] = [];
+
+  constructor(private d: SessionLifecycleDeps) {}
+
+  /**
+   * Creates a session (and, with `withTask`, its first task in the same transaction) with its
+   * running workspace, and publishes `session.ready`. A workspace that cannot start rolls the
+   * session back — unless a task came with it, which then fails with the error (`error`).
+   */
+  async open(userId: string, profile: ProfileRow, title: string | null, hooks: SessionHooks = {}, withTask?: (tx: DB, session: SessionRow) => TaskRow): Promise<OpenedSession> {
+    const env = this.d.secrets.resolveEnv(userId, profile.env);
+    let task: TaskRow | undefined;
+    const session = this.d.db.transaction((tx) => {
+      const s = this.d.sessions.create(userId, profile.id, title, tx);
+      if (withTask) task = withTask(tx, s);
+      return s;
+    });
+    hooks.onSession?.(session.id);
+    let ws: WorkspaceRow;
+    try {
+      ws = await this.d.workspaces.createForSession({ userId, sessionId: session.id, profile, env });
+    } catch (e) {
+      if (task && e instanceof AppError && e.code === "CONTAINER_FAILED") return { session, task, workspace: null, error: e };
+      await this.purge(session.id, { tolerateWorkspaceError: true });
+      throw e;
+    }
+    this.d.hub.publish(session.id, { type: "session.ready", container_id: ws.id, container_name: ws.name, profile_id: profile.id });
+    return { session, task, workspace: ws, error: null };
+  }
+
+  /** `session.start` / `POST /v1/sessions`: a session and its workspace, without a task. */
+  async start(userId: string, profileId: string, hooks: SessionHooks = {}): Promise<{ session: SessionRow; workspace: WorkspaceRow }> {
+    const profile = this.d.profiles.get(userId, profileId);
+    const r = await this.open(userId, profile, null, hooks);
+    return { session: r.session, workspace: r.workspace! };
+  }
+
+  /** Stops the session's work, then removes its workspace (container and volume) and its records. */
+  async delete(userId: string, sessionId: string): Promise<void> {
+    this.d.sessions.get(userId, sessionId);
+    for (const stop of this.onDelete) await stop(sessionId);
+    await this.purge(sessionId);
+  }
+
+  /**
+   * Removes a session's workspace, then its subscribers and rows (tasks, transcript and events
+   * cascade). A workspace that cannot be removed keeps the session (the caller can retry), unless
+   * the session is being rolled back anyway.
+   */
+  private async purge(sessionId: string, opts: { tolerateWorkspaceError?: boolean } = {}) {
+    try {
+      await this.d.workspaces.removeForSession(sessionId);
+    } catch (e) {
+      if (!opts.tolerateWorkspaceError) throw e;
+    }
+    this.d.hub.closeSession(sessionId);
+    this.d.eventLog.forget(sessionId);
+    this.d.sessions.delete(sessionId);
+  }
+}

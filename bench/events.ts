@@ -24,7 +24,7 @@ const newSession = () => {
   h.sqlite.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, 'usr_b', 'prof_b', 0, 0)", [id]);
   return id;
 };
-const frame = (i: number) => ({ type: "task:token", task_id: "task_bench", text: `token ${i} ` });
+const frame = (i: number) => ({ type: "task:token" as const, task_id: "task_bench", text: `token ${i} ` });
 
 function raw(): number {
   const sid = newSession();

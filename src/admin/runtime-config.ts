@@ -14,18 +14,9 @@ import type { Config } from "../config.ts";
 import type { RateLimiter } from "../lib/ratelimit.ts";
 import type { Settings } from "../db/settings.ts";
 import type { Logger } from "../log.ts";
+import type { RuntimePatch, RuntimeSettings } from "../schema/admin.ts";
 
-export interface RuntimeSettings {
-  rate_limit: { per_minute: number; burst: number };
-  default_max_concurrency: number;
-  signup: "closed" | "open";
-}
-
-export interface RuntimePatch {
-  rate_limit?: { per_minute?: number; burst?: number };
-  default_max_concurrency?: number;
-  signup?: "closed" | "open";
-}
+export type { RuntimePatch, RuntimeSettings };
 
 const KEY = "runtime_config";
 

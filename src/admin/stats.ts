@@ -4,28 +4,12 @@
  * so dashboards and alerts see stable keys.
  */
 import type { Database } from "bun:sqlite";
-import { notificationLog, tasks, workspaces } from "../db/schema.ts";
+import { NOTIFICATION_STATUSES, TASK_STATUSES, WORKSPACE_STATUSES } from "../db/schema.ts";
+import type { StatsRecord } from "../schema/admin.ts";
 import { COMMIT, VERSION } from "../version.ts";
 
 type Counts<K extends string> = { total: number } & Record<K, number>;
-type TaskStatus = (typeof tasks.status.enumValues)[number];
-type WorkspaceStatus = (typeof workspaces.status.enumValues)[number];
-type NotificationStatus = (typeof notificationLog.status.enumValues)[number];
-
-export interface StatsRecord {
-  version: string;
-  commit: string;
-  started_at: string;
-  uptime_seconds: number;
-  users: { total: number; admins: number; disabled: number };
-  login_sessions: { active: number };
-  api_tokens: { total: number };
-  profiles: { total: number };
-  sessions: { total: number };
-  tasks: Counts<TaskStatus>;
-  workspaces: Counts<WorkspaceStatus>;
-  notifications: Counts<NotificationStatus>;
-}
+export type { StatsRecord };
 
 interface Totals {
   users: number;
@@ -85,9 +69,9 @@ export class Stats {
       api_tokens: { total: t.api_tokens },
       profiles: { total: t.profiles },
       sessions: { total: t.sessions },
-      tasks: this.counts(this.byStatus.tasks, tasks.status.enumValues),
-      workspaces: this.counts(this.byStatus.workspaces, workspaces.status.enumValues),
-      notifications: this.counts(this.byStatus.notifications, notificationLog.status.enumValues),
+      tasks: this.counts(this.byStatus.tasks, TASK_STATUSES),
+      workspaces: this.counts(this.byStatus.workspaces, WORKSPACE_STATUSES),
+      notifications: this.counts(this.byStatus.notifications, NOTIFICATION_STATUSES),
     };
   }
 }

@@ -4,11 +4,10 @@
  * lets a unit test supply a local implementation.
  */
 import type { DB } from "../db/client.ts";
-import type { EnvValue, ModelConfig, profiles, workspaces } from "../db/schema.ts";
+import type { EnvValue, ModelConfig, ProfileRow, WorkspaceRow } from "../db/schema.ts";
 import type { WorkspaceOps } from "./tools/types.ts";
 
-export type ProfileRow = typeof profiles.$inferSelect;
-export type WorkspaceRow = typeof workspaces.$inferSelect;
+export type { ProfileRow, WorkspaceRow };
 
 export interface ProfilesDep {
   get(userId: string, profileId: string): ProfileRow;

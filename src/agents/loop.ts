@@ -5,9 +5,10 @@
  * every step is stored before the next begins. Limits are checked before each model request.
  */
 import type { Logger } from "../log.ts";
+import type { FrameInput, TaskFrameInput } from "../schema/stream.ts";
 import type { Hub } from "../events/hub.ts";
 import type { EventLog } from "../events/log.ts";
-import { AppError } from "../lib/errors.ts";
+import { AppError, type ErrorCode } from "../lib/errors.ts";
 import type { ProfileRow, SecretsDep, WorkspacesDep, NotificationsDep } from "./deps.ts";
 import { polishResultText } from "./polish.ts";
 import { costUsd } from "./pricing.ts";
@@ -23,7 +24,7 @@ import type { Transcript } from "./transcript.ts";
 export const MAX_OUTPUT_TOKENS = 8192;
 const INTERRUPTED = "[interrupted: the server restarted while this tool was running; it may or may not have completed]";
 
-export type Outcome = "completed" | "waiting" | "cancelled" | "interrupted" | { failed: { code: string; message: string } };
+export type Outcome = "completed" | "waiting" | "cancelled" | "interrupted" | { failed: { code: ErrorCode; message: string } };
 
 export interface LoopDeps {
   log: Logger;
@@ -44,8 +45,8 @@ type ToolUse = Extract<ContentBlock, { type: "tool_use" }>;
 export class AgentLoop {
   constructor(private d: LoopDeps) {}
 
-  private emit(task: TaskRow, frame: { type: string } & Record<string, unknown>) {
-    this.d.hub.publish(task.session_id, { task_id: task.id, ...frame });
+  private emit(task: TaskRow, frame: TaskFrameInput) {
+    this.d.hub.publish(task.session_id, { task_id: task.id, ...frame } as FrameInput);
   }
 
   /** Runs until the task completes, waits for input, or is stopped. Never throws. */

@@ -6,12 +6,14 @@
  * WebSocket handlers both call these methods.
  */
 import type { DB } from "../db/client.ts";
-import { AppError, Errors } from "../lib/errors.ts";
+import { FINAL_TASK_STATUSES } from "../db/schema.ts";
+import type { FrameInput } from "../schema/stream.ts";
+import { AppError, type ErrorCode, Errors } from "../lib/errors.ts";
 import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { AgentLoop, type LoopDeps, type Outcome } from "./loop.ts";
 import type { SessionHooks, SessionLifecycle } from "./session-lifecycle.ts";
 import { type SessionRow, titleFrom } from "./sessions.ts";
-import { FINAL_STATUSES, type TaskRow } from "./tasks.ts";
+import type { TaskRow } from "./tasks.ts";
 import { ASK_USER } from "./tools/index.ts";
 
 export interface OrchestratorDeps extends LoopDeps {
@@ -49,7 +51,7 @@ export class Orchestrator {
     this.loop = new AgentLoop(d);
   }
 
-  private publish(sessionId: string, frame: { type: string } & Record<string, unknown>) {
+  private publish(sessionId: string, frame: FrameInput) {
     this.d.hub.publish(sessionId, frame);
   }
 
@@ -139,7 +141,7 @@ export class Orchestrator {
   }
 
   /** Marks the task failed and queues the platform notification in the same transaction. */
-  private fail(task: TaskRow, code: string, message: string) {
+  private fail(task: TaskRow, code: ErrorCode, message: string) {
     this.d.db.transaction((tx) => {
       this.d.tasks.update(task.id, { status: "failed", error_code: code, error_message: message, finished_at: this.d.now(), pending_tool_use_id: null }, tx);
       this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, playbookId: task.playbook_id, code, error: message }, tx);
@@ -149,7 +151,7 @@ export class Orchestrator {
 
   cancel(userId: string, taskId: string): TaskRow {
     const task = this.d.tasks.get(userId, taskId);
-    if (FINAL_STATUSES.includes(task.status)) return task;
+    if ((FINAL_TASK_STATUSES as readonly string[]).includes(task.status)) return task;
     if (task.status === "running") {
       const entry = this.running.get(task.session_id);
       if (entry?.taskId === task.id) {

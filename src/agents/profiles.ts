@@ -4,45 +4,22 @@
  * answers NOT_FOUND exactly like a missing one. The runtime calls `get` + `toApi`.
  */
 import { and, eq, sql } from "drizzle-orm";
+import type { Config } from "../config.ts";
 import { changes, type DB } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { type EnvValue, type ModelConfig, type ProfileLimits, profiles } from "../db/schema.ts";
+import { type ModelConfig, type ProfileRow, profiles } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
-import type { Config } from "../config.ts";
 import { iso } from "../lib/time.ts";
-import { LIMIT_BOUNDS, type ToolName } from "./profile-defaults.ts";
-import { mergeProfilePatch, normalizeProfile, type ProfileDefaults, type ProfileFields } from "./profile-validate.ts";
+import { type Model, ProfilePatchBody, type ProfileRecord } from "../schema/profile.ts";
+import { check } from "../schema/validate.ts";
+import { clampConcurrency, mergeProfilePatch, normalizeProfile, type ProfileDefaults, type ProfileFields } from "./profile-rules.ts";
 
-export type ProfileRow = typeof profiles.$inferSelect;
-
-/** A profile's model as the API shows it: optional fields are omitted when unset, never null. */
-export interface ApiModel {
-  provider: ModelConfig["provider"];
-  name: string;
-  base_url?: string;
-  api_key_secret?: string;
-  pricing?: { input_per_mtok: number; output_per_mtok: number };
-}
-
-/** The API record of a profile. */
-export interface ProfileRecord {
-  id: string;
-  name: string;
-  system_prompt: string;
-  model: ApiModel;
-  image: string;
-  tools: ToolName[];
-  env: Record<string, EnvValue>;
-  limits: ProfileLimits;
-  network: "none" | "bridge";
-  created_at: string;
-  updated_at: string;
-}
+export type { ProfileRow };
 
 /** The model config without empty optional fields. */
-export function cleanModel(m: ModelConfig): ApiModel {
-  const out: ApiModel = { provider: m.provider, name: m.name };
+export function cleanModel(m: ModelConfig): Model {
+  const out: Model = { provider: m.provider, name: m.name };
   if (m.base_url) out.base_url = m.base_url;
   if (m.api_key_secret) out.api_key_secret = m.api_key_secret;
   if (m.pricing) out.pricing = { input_per_mtok: m.pricing.input_per_mtok, output_per_mtok: m.pricing.output_per_mtok };
@@ -55,7 +32,7 @@ function fieldsOf(row: ProfileRow): ProfileFields {
     system_prompt: row.system_prompt,
     model: cleanModel(row.model),
     image: row.image,
-    tools: row.tools as ToolName[],
+    tools: row.tools as ProfileFields["tools"],
     env: row.env,
     limits: row.limits,
     network: row.network,
@@ -84,9 +61,7 @@ export class Profiles {
    * which updates the shared config live).
    */
   currentDefaults(): ProfileDefaults {
-    const b = LIMIT_BOUNDS.max_concurrency;
-    const maxConcurrency = Math.min(b.max, Math.max(b.min, Math.trunc(this.config.defaultMaxConcurrency)));
-    return { image: this.config.workspaceImage, maxConcurrency, env: process.env };
+    return { image: this.config.workspaceImage, maxConcurrency: clampConcurrency(this.config.defaultMaxConcurrency), env: process.env };
   }
 
   /** The caller's profile; NOT_FOUND when missing or someone else's. */
@@ -123,7 +98,8 @@ export class Profiles {
   /** Validates a PATCH against the caller's profile without storing it. */
   validatePatch(userId: string, profileId: string, patch: unknown): { current: ProfileRow; fields: ProfileFields } {
     const current = this.get(userId, profileId);
-    return { current, fields: normalizeProfile(mergeProfilePatch(fieldsOf(current), patch), this.currentDefaults()) };
+    const body = check(ProfilePatchBody, patch);
+    return { current, fields: normalizeProfile(mergeProfilePatch(fieldsOf(current), body), this.currentDefaults()) };
   }
 
   /** Applies a PATCH (semantics in mergeProfilePatch); a patch that changes nothing writes nothing. */

@@ -3,26 +3,14 @@ import { and, eq, inArray, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { sessions, tasks, workspaces } from "../db/schema.ts";
+import { ACTIVE_TASK_STATUSES, type SessionRow, sessions, tasks, workspaces } from "../db/schema.ts";
 import type { EventLog } from "../events/log.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
-import { ACTIVE_STATUSES, roundUsd } from "./tasks.ts";
+import type { SessionRecord } from "../schema/session.ts";
+import { roundUsd } from "./tasks.ts";
 
-export type SessionRow = typeof sessions.$inferSelect;
-
-export interface SessionRecord {
-  id: string;
-  profile_id: string;
-  container_id: string | null;
-  status: "active" | "idle";
-  title: string | null;
-  input_tokens: number;
-  output_tokens: number;
-  cost_usd: number;
-  created_at: string;
-  updated_at: string;
-}
+export type { SessionRecord, SessionRow };
 
 export const titleFrom = (prompt: string) => {
   const line = prompt.trim().split("\n")[0]!.trim();
@@ -78,7 +66,7 @@ export class AgentSessions {
     const ids = rows.map((r) => r.id);
     const ctr = new Map(this.db.select({ sid: workspaces.session_id, id: workspaces.id }).from(workspaces).where(inArray(workspaces.session_id, ids)).all().map((w) => [w.sid, w.id]));
     const active = new Set(
-      this.db.selectDistinct({ sid: tasks.session_id }).from(tasks).where(and(inArray(tasks.session_id, ids), inArray(tasks.status, ACTIVE_STATUSES))).all().map((r) => r.sid),
+      this.db.selectDistinct({ sid: tasks.session_id }).from(tasks).where(and(inArray(tasks.session_id, ids), inArray(tasks.status, ACTIVE_TASK_STATUSES))).all().map((r) => r.sid),
     );
     return rows.map((s) => ({
       id: s.id,

@@ -3,33 +3,12 @@ import { and, asc, eq, inArray, type SQL, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { tasks, type TaskStatus } from "../db/schema.ts";
+import { ACTIVE_TASK_STATUSES, type TaskRow, tasks, type TaskStatus } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
+import type { TaskRecord } from "../schema/task.ts";
 
-export type TaskRow = typeof tasks.$inferSelect;
-export const ACTIVE_STATUSES: TaskStatus[] = ["queued", "running", "waiting_input"];
-export const FINAL_STATUSES: TaskStatus[] = ["completed", "failed", "cancelled"];
-
-export interface TaskRecord {
-  id: string;
-  session_id: string;
-  profile_id: string;
-  playbook_id: string | null;
-  prompt: string;
-  status: TaskStatus;
-  error: { code: string; message: string } | null;
-  result_text: string | null;
-  input_tokens: number;
-  output_tokens: number;
-  cost_usd: number;
-  turns: number;
-  max_turns: number;
-  max_budget_usd: number;
-  created_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-}
+export type { TaskRecord, TaskRow };
 
 export function taskRecord(t: TaskRow): TaskRecord {
   return {
@@ -67,7 +46,7 @@ export class Tasks {
     this.nextStmt = db
       .select()
       .from(tasks)
-      .where(and(eq(tasks.session_id, sql.placeholder("sid")), inArray(tasks.status, ACTIVE_STATUSES)))
+      .where(and(eq(tasks.session_id, sql.placeholder("sid")), inArray(tasks.status, ACTIVE_TASK_STATUSES)))
       .orderBy(asc(tasks.id))
       .limit(1)
       .prepare();
@@ -149,6 +128,6 @@ export class Tasks {
   }
 
   activeInSession(sessionId: string): TaskRow[] {
-    return this.db.select().from(tasks).where(and(eq(tasks.session_id, sessionId), inArray(tasks.status, ACTIVE_STATUSES))).all();
+    return this.db.select().from(tasks).where(and(eq(tasks.session_id, sessionId), inArray(tasks.status, ACTIVE_TASK_STATUSES))).all();
   }
 }

@@ -14,6 +14,7 @@ import { apiTokens } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
 import { randomHex, sha256Hex } from "../lib/crypto.ts";
 import { iso } from "../lib/time.ts";
+import type { CreatedToken, TokenRecord } from "../schema/api-token.ts";
 
 const TOKEN_SHAPE = /^rc_[0-9a-f]{64}$/;
 const CACHE_TTL_MS = 60_000;
@@ -47,12 +48,6 @@ interface CacheEntry extends VerifiedToken {
   expires: number;
 }
 
-export interface TokenRecord {
-  id: string;
-  name: string;
-  created_at: string;
-  last_used_at: string | null;
-}
 
 export class ApiTokens {
   private cache = new Map<string, CacheEntry>();
@@ -80,7 +75,7 @@ export class ApiTokens {
       .prepare();
   }
 
-  async create(userId: string, name: unknown): Promise<TokenRecord & { token: string }> {
+  async create(userId: string, name: unknown): Promise<CreatedToken> {
     if (typeof name !== "string" || !name.trim()) throw Errors.validation("name", "name is required");
     if (name.length > 100) throw Errors.validation("name", "name must be at most 100 characters");
     const token = mintTokenString();
@@ -94,7 +89,7 @@ export class ApiTokens {
       last_used_at: null,
     };
     this.db.insert(apiTokens).values(row).run();
-    return { id: row.id, name: row.name, token, created_at: iso(row.created_at), last_used_at: null };
+    return { id: row.id, name: row.name, token, created_at: iso(row.created_at) };
   }
 
   /** Returns the owner of a valid token, or null. Never throws for a bad token. */

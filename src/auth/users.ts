@@ -8,21 +8,14 @@ import { count, eq, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { users } from "../db/schema.ts";
+import { type Role, type UserRow, users } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
+import type { AdminUser, PublicUser } from "../schema/user.ts";
 import { hashPassword, PASSWORD_MAX, PASSWORD_MIN } from "./passwords.ts";
 
-export type UserRow = typeof users.$inferSelect;
-export type Role = UserRow["role"];
-
-export interface PublicUser {
-  id: string;
-  email: string;
-  name: string;
-  role: Role;
-  created_at: string;
-}
+export type { UserRow };
+export type { Role };
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
@@ -54,13 +47,6 @@ export function validateName(name: unknown, fallback: string): string {
 
 export function publicUser(u: { id: string; email: string; name: string; role: Role; created_at: number }): PublicUser {
   return { id: u.id, email: u.email, name: u.name, role: u.role, created_at: iso(u.created_at) };
-}
-
-/** The record /admin/users returns. */
-export interface AdminUser extends PublicUser {
-  disabled: boolean;
-  email_verified: boolean;
-  updated_at: string;
 }
 
 export function adminUser(u: UserRow): AdminUser {

@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { isImageReference } from "../agents/image-ref.ts";
+import { isImageReference } from "../lib/image-ref.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { aptMirror, buildImage, DEFAULT_MIRROR, DEFAULT_SUITE, DEFAULT_TAG, PACKAGES } from "../workspaces/build-image.ts";
 import { DockerEngine } from "../workspaces/docker.ts";

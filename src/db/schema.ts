@@ -5,6 +5,34 @@
  */
 import { blob, index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
+// ---------------------------------------------------------------------------------------------
+// Enumerations: each written once, here; the columns, the API schemas (src/schema/) and the
+// TypeScript types all derive from these.
+
+export const ROLES = ["user", "admin"] as const;
+export const OAUTH_PROVIDERS = ["github", "google"] as const;
+export const MODEL_PROVIDERS = ["anthropic", "openai", "demo"] as const;
+export const NETWORKS = ["none", "bridge"] as const;
+export const WORKSPACE_STATUSES = ["starting", "running", "stopped", "failed"] as const;
+export const TASK_STATUSES = ["queued", "running", "waiting_input", "completed", "failed", "cancelled"] as const;
+/** A task in one of these is still to run, running, or waiting for the user's answer. */
+export const ACTIVE_TASK_STATUSES = ["queued", "running", "waiting_input"] as const satisfies readonly TaskStatus[];
+export const FINAL_TASK_STATUSES = ["completed", "failed", "cancelled"] as const satisfies readonly TaskStatus[];
+export const STEP_ROLES = ["user", "assistant", "tool_result"] as const;
+export const INTEGRATION_TYPES = ["webhook"] as const;
+export const NOTIFICATION_SOURCES = ["agent", "platform"] as const;
+export const URGENCIES = ["low", "normal", "high"] as const;
+export const NOTIFICATION_STATUSES = ["pending", "delivered", "failed"] as const;
+
+export type Role = (typeof ROLES)[number];
+export type ModelProvider = (typeof MODEL_PROVIDERS)[number];
+export type Network = (typeof NETWORKS)[number];
+export type WorkspaceStatus = (typeof WORKSPACE_STATUSES)[number];
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+export type Urgency = (typeof URGENCIES)[number];
+export type NotificationSource = (typeof NOTIFICATION_SOURCES)[number];
+export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number];
+
 const id = () => text().primaryKey();
 const ms = () => integer();
 const createdAt = () => integer().notNull();
@@ -31,7 +59,7 @@ export const users = sqliteTable("users", {
   name: text().notNull(),
   /** argon2id PHC string; null for accounts that only sign in through OAuth. */
   password_hash: text(),
-  role: text({ enum: ["user", "admin"] }).notNull().default("user"),
+  role: text({ enum: ROLES }).notNull().default("user"),
   disabled: bool().notNull().default(false),
   email_verified: bool().notNull().default(false),
   created_at: createdAt(),
@@ -43,7 +71,7 @@ export const oauthAccounts = sqliteTable(
   {
     id: id(),
     user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
-    provider: text({ enum: ["github", "google"] }).notNull(),
+    provider: text({ enum: OAUTH_PROVIDERS }).notNull(),
     provider_account_id: text().notNull(),
     email: text(),
     created_at: createdAt(),
@@ -102,7 +130,7 @@ export const secrets = sqliteTable(
 );
 
 export type ModelConfig = {
-  provider: "anthropic" | "openai" | "demo";
+  provider: ModelProvider;
   name: string;
   base_url?: string | null;
   api_key_secret?: string | null;
@@ -130,7 +158,7 @@ export const profiles = sqliteTable(
     tools: json<string[]>().notNull(),
     env: json<Record<string, EnvValue>>().notNull(),
     limits: json<ProfileLimits>().notNull(),
-    network: text({ enum: ["none", "bridge"] }).notNull(),
+    network: text({ enum: NETWORKS }).notNull(),
     created_at: createdAt(),
     updated_at: updatedAt(),
   },
@@ -157,7 +185,7 @@ export const sessions = sqliteTable(
   (t) => [index("sessions_user").on(t.user_id, t.id)],
 );
 
-export type WorkspaceSpec = { network: "none" | "bridge"; memory_mb: number; cpus: number; pids: number };
+export type WorkspaceSpec = { network: Network; memory_mb: number; cpus: number; pids: number };
 
 export const workspaces = sqliteTable(
   "workspaces",
@@ -175,7 +203,7 @@ export const workspaces = sqliteTable(
     spec: json<WorkspaceSpec>().notNull(),
     /** AES-256-GCM sealed JSON of the container environment (its values may be secrets). */
     env_ciphertext: blob({ mode: "buffer" }),
-    status: text({ enum: ["starting", "running", "stopped", "failed"] }).notNull(),
+    status: text({ enum: WORKSPACE_STATUSES }).notNull(),
     error: text(),
     last_active_at: ms().notNull(),
     created_at: createdAt(),
@@ -183,8 +211,6 @@ export const workspaces = sqliteTable(
   },
   (t) => [uniqueIndex("workspaces_session").on(t.session_id), index("workspaces_user").on(t.user_id, t.id), index("workspaces_profile_status").on(t.profile_id, t.status)],
 );
-
-export type TaskStatus = "queued" | "running" | "waiting_input" | "completed" | "failed" | "cancelled";
 
 export const tasks = sqliteTable(
   "tasks",
@@ -196,7 +222,7 @@ export const tasks = sqliteTable(
     playbook_id: text(),
     mode: text().notNull().default("session"),
     prompt: text().notNull(),
-    status: text({ enum: ["queued", "running", "waiting_input", "completed", "failed", "cancelled"] }).notNull(),
+    status: text({ enum: TASK_STATUSES }).notNull(),
     error_code: text(),
     error_message: text(),
     result_text: text(),
@@ -226,7 +252,7 @@ export const messages = sqliteTable(
     id: integer().primaryKey({ autoIncrement: true }),
     session_id: text().notNull().references(() => sessions.id, { onDelete: "cascade" }),
     task_id: text().notNull(),
-    role: text({ enum: ["user", "assistant", "tool_result"] }).notNull(),
+    role: text({ enum: STEP_ROLES }).notNull(),
     content: json<unknown>().notNull(),
     created_at: createdAt(),
   },
@@ -273,7 +299,7 @@ export const debugEvents = sqliteTable(
 export const integrations = sqliteTable("integrations", {
   id: id(),
   user_id: text().notNull().unique().references(() => users.id, { onDelete: "cascade" }),
-  type: text({ enum: ["webhook"] }).notNull(),
+  type: text({ enum: INTEGRATION_TYPES }).notNull(),
   url: text().notNull(),
   /** AES-256-GCM sealed webhook secret, null when none is set. */
   secret_ciphertext: blob({ mode: "buffer" }),
@@ -292,13 +318,13 @@ export const notificationLog = sqliteTable(
     id: id(),
     user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
     integration_id: text(),
-    source: text({ enum: ["agent", "platform"] }).notNull(),
-    urgency: text({ enum: ["low", "normal", "high"] }).notNull(),
+    source: text({ enum: NOTIFICATION_SOURCES }).notNull(),
+    urgency: text({ enum: URGENCIES }).notNull(),
     task_id: text(),
     playbook_id: text(),
     /** The exact JSON body sent (and signed). */
     payload: text().notNull(),
-    status: text({ enum: ["pending", "delivered", "failed"] }).notNull(),
+    status: text({ enum: NOTIFICATION_STATUSES }).notNull(),
     attempts: integer().notNull().default(0),
     max_attempts: integer().notNull(),
     next_attempt_at: ms(),
@@ -326,3 +352,15 @@ export const notificationAttempts = sqliteTable(
   },
   (t) => [index("notification_attempts_ntf").on(t.notification_id)],
 );
+
+// ---------------------------------------------------------------------------------------------
+// Row types, named once
+
+export type UserRow = typeof users.$inferSelect;
+export type ProfileRow = typeof profiles.$inferSelect;
+export type SessionRow = typeof sessions.$inferSelect;
+export type WorkspaceRow = typeof workspaces.$inferSelect;
+export type NewWorkspaceRow = typeof workspaces.$inferInsert;
+export type TaskRow = typeof tasks.$inferSelect;
+export type NotificationRow = typeof notificationLog.$inferSelect;
+export type IntegrationRow = typeof integrations.$inferSelect;

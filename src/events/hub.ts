@@ -15,6 +15,7 @@
  * buffer, skipping anything at or below the last replayed seq, and (synchronously, so nothing is
  * published in between) hands delivery over to the native topic if there is one.
  */
+import type { FrameInput } from "../schema/stream.ts";
 import type { AppendResult, EventLog, StoredFrame } from "./log.ts";
 
 export const ADMIN_ONLY_TYPES = new Set(["task:system_prompt"]);
@@ -102,7 +103,7 @@ export class Hub {
     this.nativePublish = publish;
   }
 
-  publish(sessionId: string, frame: { type: string; task_id?: string | null } & Record<string, unknown>): AppendResult {
+  publish(sessionId: string, frame: FrameInput): AppendResult {
     const set = this.subs.get(sessionId);
     if (ADMIN_ONLY_TYPES.has(frame.type)) {
       const d = this.log.appendDebug(sessionId, frame);

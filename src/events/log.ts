@@ -7,6 +7,7 @@
  * that was already published.
  */
 import type { Database, Statement } from "bun:sqlite";
+import type { FrameInput } from "../schema/stream.ts";
 
 export interface StoredFrame {
   /** null for an admin-only debug frame (it has `after_seq` instead). */
@@ -77,9 +78,9 @@ export class EventLog {
    * Assigns the next seq and queues the frame for writing. `frame` must have `type`; `seq` is
    * inserted right after `type`/`session_id`/`task_id` in the JSON.
    */
-  append(sessionId: string, frame: { type: string; task_id?: string | null } & Record<string, unknown>): AppendResult {
+  append(sessionId: string, frame: FrameInput): AppendResult {
     const seq = this.nextSeq(sessionId);
-    const { type, task_id, ...rest } = frame;
+    const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
     const ordered = task_id === undefined ? { type, session_id: sessionId, seq, ...rest } : { type, session_id: sessionId, task_id, seq, ...rest };
     const json = JSON.stringify(ordered);
     this.queue.push({ session_id: sessionId, seq, type, task_id: task_id ?? null, frame: json, created_at: this.now() });
@@ -92,9 +93,9 @@ export class EventLog {
    * Stores an admin-only debug frame. It takes no seq (the shared sequence stays gap-free for
    * users who may not see it): it carries `after_seq`, the seq of the frame it follows.
    */
-  appendDebug(sessionId: string, frame: { type: string; task_id?: string | null } & Record<string, unknown>): { json: string; afterSeq: number } {
+  appendDebug(sessionId: string, frame: FrameInput): { json: string; afterSeq: number } {
     const afterSeq = this.last(sessionId);
-    const { type, task_id, ...rest } = frame;
+    const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
     const json = JSON.stringify({ type, session_id: sessionId, task_id: task_id ?? null, after_seq: afterSeq, ...rest });
     this.insertDebug.run(sessionId, afterSeq, type, task_id ?? null, json, this.now());
     return { json, afterSeq };

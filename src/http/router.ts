@@ -3,37 +3,26 @@
  * from one list (src/http/routes/index.ts). It never listens itself; the pipeline calls
  * `handle`.
  */
+import type { ValueError } from "@sinclair/typebox/errors";
 import { Elysia, ValidationError } from "elysia";
 import type { Logger } from "../log.ts";
 import { requestContext } from "./context.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { errorResponse } from "./errors.ts";
 import { parseJsonBody } from "./parse.ts";
+import { describe, fieldOf } from "../schema/validate.ts";
 import { authorizeOnce, surfaceOf } from "./guards.ts";
 import type { AdminPassword } from "../admin/password.ts";
 
-type ValueError = { path?: string; message?: string; schema?: Record<string, unknown>; value?: unknown };
-
-/** Turns an Elysia validation error into VALIDATION_FAILED naming the field. */
-export function validationToApiError(err: ValidationError): AppError {
-  if (err.type === "response") {
-    return new AppError("INTERNAL_ERROR", "Internal server error: response failed its schema");
-  }
-  const fieldOf = (ve: ValueError) =>
-    (ve.path ? ve.path.replace(/^\//, "").replace(/\//g, ".") : "") || String(ve.schema?.["x-field"] ?? "") || (err.type === "body" ? "body" : err.type);
-  let all: ValueError[] = [];
-  try {
-    all = (err.all as ValueError[]) ?? [];
-  } catch {
-    all = [];
-  }
-  const first = (err.valueError as ValueError | undefined) ?? all[0] ?? {};
-  const field = fieldOf(first);
-  const reason = first.message ?? "invalid value";
-  const details: Record<string, unknown> = { field, reason, in: err.type === "property" ? "query" : err.type };
-  const fields = [...new Set(all.map(fieldOf))];
-  if (fields.length > 1) details.fields = fields;
-  return new AppError("VALIDATION_FAILED", `Invalid ${field}: ${reason}`, details);
+/** Turns an Elysia validation error (query, params, a body that passed no jsonBody) into VALIDATION_FAILED naming the field. */
+export function validationToAppError(err: ValidationError): AppError {
+  if (err.type === "response") return new AppError("INTERNAL_ERROR", "Internal server error: response failed its schema");
+  const where = err.type === "property" ? "query" : err.type;
+  const first = (err.valueError ?? (err.all as ValueError[] | undefined)?.[0]) as ValueError | undefined;
+  if (!first) return new AppError("VALIDATION_FAILED", `Invalid ${where}`, { field: where, in: where });
+  const field = fieldOf(first.path, "") || String((first.schema as { "x-field"?: string })["x-field"] ?? "") || (where === "body" ? "body" : where);
+  const { message, reason } = describe(first, field);
+  return new AppError("VALIDATION_FAILED", message, { field, reason, in: where });
 }
 
 export function createRouter(log: Logger, adminPassword: AdminPassword | null = null) {
@@ -52,7 +41,7 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
     .onTransform({ as: "global" }, ({ request, path }) => authorize(request, path))
     .onError({ as: "global" }, ({ code, error, request }) => {
       if (error instanceof AppError) return errorResponse(error);
-      if (code === "VALIDATION") return errorResponse(validationToApiError(error as ValidationError));
+      if (code === "VALIDATION") return errorResponse(validationToAppError(error as ValidationError));
       if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", `No route ${request.method} ${new URL(request.url).pathname}`));
       if (code === "PARSE") {
         // Errors thrown by our parser arrive wrapped in Elysia's ParseError.

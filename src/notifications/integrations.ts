@@ -9,28 +9,22 @@ import type { Sealer } from "../lib/sealer.ts";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { integrations } from "../db/schema.ts";
+import { type IntegrationRow, integrations } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
+import { type IntegrationRecord, SECRET_MAX } from "../schema/integration.ts";
 import { BlockedAddressError, checkedAddresses, type NetworkPolicy, parseWebhookUrl, ResolveError } from "./guard.ts";
 import type { Outbox } from "./outbox.ts";
 
-export const SECRET_MAX = 512;
-
-export interface IntegrationRecord {
-  id: string;
-  type: "webhook";
-  config: { url: string; has_secret: boolean };
-  created_at: string;
-  updated_at: string;
-}
+export { SECRET_MAX };
+export type { IntegrationRecord };
 
 export interface IntegrationInput {
   type?: unknown;
   config?: { url?: unknown; secret?: unknown } | null;
 }
 
-type Row = typeof integrations.$inferSelect;
+type Row = IntegrationRow;
 
 const aad = (id: string, userId: string) => `integration:${id}:${userId}`;
 

@@ -6,26 +6,14 @@
 import { and, eq, type SQL } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { notificationLog } from "../db/schema.ts";
+import { notificationLog, type NotificationRow, type NotificationStatus } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
-import type { NotificationPayload } from "./payload.ts";
+import type { AdminNotificationRecord, NotificationPayload, NotificationRecord } from "../schema/notification.ts";
 
-export type NotificationStatus = "pending" | "delivered" | "failed";
+export type { AdminNotificationRecord, NotificationRecord, NotificationStatus };
 
-export interface NotificationRecord {
-  id: string;
-  status: NotificationStatus;
-  attempts: number;
-  last_error: string | null;
-  payload: NotificationPayload;
-  created_at: string;
-  delivered_at: string | null;
-}
-
-export type AdminNotificationRecord = NotificationRecord & { user_id: string; failed_at: string | null };
-
-type Row = typeof notificationLog.$inferSelect;
+type Row = NotificationRow;
 
 function toRecord(r: Pick<Row, "id" | "status" | "attempts" | "last_error" | "payload" | "created_at" | "delivered_at">): NotificationRecord {
   return {

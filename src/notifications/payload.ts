@@ -4,24 +4,13 @@
  * created and stored as the exact JSON text that is sent and signed on every attempt.
  */
 import { Errors } from "../lib/errors.ts";
+import { type NotificationSource, URGENCIES, type Urgency } from "../db/schema.ts";
 import { iso } from "../lib/time.ts";
+import { MESSAGE_MAX, type NotificationPayload } from "../schema/notification.ts";
 
-export const URGENCIES = ["low", "normal", "high"] as const;
-export type Urgency = (typeof URGENCIES)[number];
-export type Source = "agent" | "platform";
-
-/** Longest message accepted (JavaScript string length, i.e. UTF-16 code units). */
-export const MESSAGE_MAX = 4000;
-
-export interface NotificationPayload {
-  channel: "webhook";
-  urgency: Urgency;
-  message: string;
-  source: Source;
-  sent_at: string;
-  task_id?: string;
-  playbook_id?: string;
-}
+export { MESSAGE_MAX, URGENCIES };
+export type { NotificationPayload, Urgency };
+export type Source = NotificationSource;
 
 const TASK_ID = /^task_[0-9a-z]{26}$/;
 const PLAYBOOK_ID = /^pb_[0-9a-z]{26}$/;

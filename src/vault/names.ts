@@ -1,15 +1,12 @@
 /**
- * Syntax and size rules of vault secrets, shared by the vault and by profile validation (a
- * profile's `env` and `model.api_key_secret` name secrets).
+ * The rules of vault secrets a schema cannot state (the syntax is src/schema/secret.ts): a value's
+ * size in UTF-8 bytes, no NUL; and the name check with the field it belongs to (a profile's `env`
+ * and `model.api_key_secret` name secrets too).
  */
 import { Errors } from "../lib/errors.ts";
+import { SECRET_NAME, SECRET_VALUE_MAX_BYTES } from "../schema/secret.ts";
 
-/** Like an environment variable name: letter or underscore first, then letters, digits, underscores. */
-export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
-/** Largest value, in UTF-8 bytes (a PEM key or a service-account JSON fits comfortably). */
-export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
-/** Secrets per user. */
-export const SECRETS_PER_USER = 500;
+export { SECRET_NAME, SECRET_VALUE_MAX_BYTES, SECRETS_PER_USER } from "../schema/secret.ts";
 
 /** Throws VALIDATION_FAILED on `field` unless `name` is a well-formed secret name. */
 export function checkSecretName(name: unknown, field: string): string {

@@ -13,14 +13,11 @@ import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
 import { iso } from "../lib/time.ts";
+import type { SecretRecord } from "../schema/secret.ts";
 import { checkSecretName, checkSecretValue, SECRETS_PER_USER } from "./names.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 
-export interface SecretRecord {
-  name: string;
-  created_at: string;
-  updated_at: string;
-}
+export type { SecretRecord };
 
 /** Server environment variable that holds each provider's key when a profile names no secret. */
 export const PROVIDER_ENV_KEY: Record<ModelConfig["provider"], string | null> = {

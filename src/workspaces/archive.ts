@@ -9,9 +9,8 @@ import type Docker from "dockerode";
 import { AppError, Errors } from "../lib/errors.ts";
 import { dockerMessage, dockerStatus } from "./docker.ts";
 import { componentPaths, insideWorkspace, WORKSPACE_ROOT } from "./paths.ts";
+import type { EntryType } from "../schema/workspace.ts";
 import { TarEntryReader } from "./tar.ts";
-
-export type EntryType = "file" | "dir" | "symlink" | "other";
 
 export interface PathStat {
   name: string;

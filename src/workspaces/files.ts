@@ -12,32 +12,16 @@
 import type Docker from "dockerode";
 import { posix } from "node:path";
 import { AppError, Errors } from "../lib/errors.ts";
-import { checkChain, entryType, type EntryType, openFile, tooLarge } from "./archive.ts";
+import type { DirEntry, DirListing, EntryType } from "../schema/workspace.ts";
+import { checkChain, entryType, openFile, tooLarge } from "./archive.ts";
 import type { ExecOptions, ExecResult } from "./exec.ts";
 import { relativePath } from "./paths.ts";
-import type { WorkspaceRow } from "./store.ts";
+import type { WorkspaceRow } from "../db/schema.ts";
 
 /** What the file helpers need from the service. */
 export interface FileHost {
   container(dockerId: string): Docker.Container;
   execIn(row: WorkspaceRow, opts: ExecOptions): Promise<ExecResult>;
-}
-
-export interface DirEntry {
-  name: string;
-  /** Relative to /workspace. */
-  path: string;
-  type: EntryType;
-  size: number | null;
-  /** ISO 8601, or null when the image cannot tell. */
-  modified: string | null;
-}
-
-export interface DirListing {
-  /** The directory, relative to /workspace ("" is the root). */
-  path: string;
-  data: DirEntry[];
-  next_cursor: string | null;
 }
 
 export interface Download {

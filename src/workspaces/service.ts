@@ -1,44 +1,177 @@
 /**
  * The workspace service (`s.workspaces`): one hardened Docker container per agent session
  * (`ctr_…`, Docker name `runcell-<ctr id>`) with a named volume at /workspace that outlives
- * container restarts and idle stops and is removed with the session. Lifecycle and queries come
- * from lifecycle.ts; this adds what runs inside the container (exec, files), signed file URLs and
- * the background workers (idle stop, reconciliation).
+ * container restarts and idle stops and is removed with the session. One module, split by
+ * concern: the rows and the concurrency rule (store.ts), the container lifecycle (lifecycle.ts),
+ * commands inside the container (exec.ts), files (files.ts, archive.ts), signed file URLs
+ * (signing.ts) and the background work (idle.ts, reconcile.ts). This class composes them and is
+ * what the rest of runcell calls.
  */
 import type Docker from "dockerode";
+import { and, eq } from "drizzle-orm";
+import type { Config } from "../config.ts";
+import type { DB } from "../db/client.ts";
+import { type Page, type PageParams, toPage } from "../db/paginate.ts";
+import { type EnvValue, type WorkspaceRow, workspaces, type WorkspaceStatus } from "../db/schema.ts";
+import type { Settings } from "../db/settings.ts";
+import { randomHex } from "../lib/crypto.ts";
 import { AppError, Errors } from "../lib/errors.ts";
+import type { Sealer } from "../lib/sealer.ts";
+import { iso } from "../lib/time.ts";
+import { intervalWorker } from "../lib/worker.ts";
+import type { Logger } from "../log.ts";
+import type { AdminWorkspaceRecord, DirListing, WorkspaceRecord } from "../schema/workspace.ts";
 import { checkChain, entryType, readAll } from "./archive.ts";
-import { dockerMessage } from "./docker.ts";
+import { type DockerEngine, dockerMessage } from "./docker.ts";
 import { ContainerNotRunning, type ExecOptions, type ExecResult, isRunning, runExec } from "./exec.ts";
-import { type DirListing, type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
+import { type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
 import { idleCheckEveryMs, stopIdle } from "./idle.ts";
-import { WorkspaceLifecycle, type WorkspaceDeps } from "./lifecycle.ts";
+import { ImagePuller } from "./image.ts";
+import { Lifecycle } from "./lifecycle.ts";
+import { KeyedMutex } from "./mutex.ts";
 import { relativePath, resolveWorkspacePath, WORKSPACE_ROOT } from "./paths.ts";
+import { Provisioner } from "./provision.ts";
 import { reconcile, type ReconcileReport } from "./reconcile.ts";
 import { FileUrlSigner, loadSigningKey } from "./signing.ts";
-import type { WorkspaceRow } from "./store.ts";
-import { intervalWorker } from "../lib/worker.ts";
+import { WorkspaceStore } from "./store.ts";
 
-export type { ProfileRow, WorkspaceDeps, WorkspaceRow } from "./lifecycle.ts";
+export type { ProfileRow, WorkspaceRow } from "../db/schema.ts";
 
 /** Largest file readFile / downloads hand out (bytes). */
 export const MAX_FILE_BYTES = 100 * 1024 * 1024;
 export const RECONCILE_EVERY_MS = 5 * 60_000;
+export const INSTANCE_SETTING = "workspaces.instance_id";
 
-export class Workspaces extends WorkspaceLifecycle {
+export interface WorkspaceDeps {
+  db: DB;
+  docker: DockerEngine;
+  settings: Settings;
+  sealer: Sealer;
+  log: Logger;
+  config: Pick<Config, "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHost">;
+  now: () => number;
+  /** Resolves a profile's env (secrets included) when a deleted workspace must be recreated. */
+  resolveEnv?: (userId: string, env: Record<string, EnvValue>) => Record<string, string>;
+}
+
+export function workspaceRecord(r: WorkspaceRow): WorkspaceRecord {
+  return {
+    id: r.id,
+    name: r.name,
+    session_id: r.session_id,
+    profile_id: r.profile_id,
+    image: r.image,
+    status: r.status,
+    error: r.error,
+    last_active_at: iso(r.last_active_at),
+    created_at: iso(r.created_at),
+  };
+}
+
+export function adminWorkspaceRecord(r: WorkspaceRow): AdminWorkspaceRecord {
+  return { ...workspaceRecord(r), user_id: r.user_id, docker_id: r.docker_id, volume: r.volume, updated_at: iso(r.updated_at) };
+}
+
+export class Workspaces {
+  /** This data dir's id: the `runcell.instance` label of every container and volume it makes. */
+  readonly instanceId: string;
+  readonly store: WorkspaceStore;
+  readonly locks = new KeyedMutex();
   /** Running execs per workspace: the idle stop never stops a container that is working. */
   readonly inflight = new Map<string, number>();
   maxFileBytes = MAX_FILE_BYTES;
+  private lifecycle: Lifecycle;
   private signer: FileUrlSigner;
+  private log: Logger;
 
-  constructor(d: WorkspaceDeps) {
-    super(d);
+  constructor(private d: WorkspaceDeps) {
+    this.log = d.log.child({ component: "workspaces" });
+    this.store = new WorkspaceStore(d.db, d.now);
+    this.instanceId = d.settings.get<string>(INSTANCE_SETTING) ?? this.newInstanceId();
+    const provisioner = new Provisioner(d.docker, new ImagePuller(d.docker, this.log), this.log, this.instanceId);
+    this.lifecycle = new Lifecycle({ ...d, log: this.log, store: this.store, locks: this.locks, provisioner });
     this.signer = new FileUrlSigner(loadSigningKey(d.settings, d.sealer), d.config.publicUrl, d.now);
+  }
+
+  private newInstanceId(): string {
+    const id = randomHex(8);
+    this.d.settings.set(INSTANCE_SETTING, id);
+    return id;
+  }
+
+  /** The dockerode client (loaded on first use by DockerEngine). */
+  private get client(): Docker {
+    return this.d.docker.client;
+  }
+
+  container(dockerId: string): Docker.Container {
+    return this.client.getContainer(dockerId);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Lifecycle (lifecycle.ts)
+
+  createForSession(input: Parameters<Lifecycle["createForSession"]>[0]): Promise<WorkspaceRow> {
+    return this.lifecycle.createForSession(input);
+  }
+
+  ensureRunning(sessionId: string): Promise<WorkspaceRow> {
+    return this.lifecycle.ensureRunning(sessionId);
+  }
+
+  stop(ctrId: string): Promise<WorkspaceRow | null> {
+    return this.lifecycle.stop(ctrId);
+  }
+
+  async removeForSession(sessionId: string): Promise<void> {
+    const row = this.store.bySession(sessionId);
+    if (row) await this.lifecycle.remove(row.id);
+  }
+
+  /** DELETE /v1/workspaces/:id: the caller's workspace, else NOT_FOUND. */
+  async remove(userId: string, ctrId: string): Promise<void> {
+    const row = this.store.byIdForUser(userId, ctrId);
+    if (!row || !(await this.lifecycle.remove(row.id))) throw Errors.notFound("Workspace", ctrId);
+  }
+
+  /** DELETE /admin/workspaces/:id. */
+  async removeById(ctrId: string): Promise<void> {
+    if (!(await this.lifecycle.remove(ctrId))) throw Errors.notFound("Workspace", ctrId);
   }
 
   /** CONCURRENCY_LIMIT now if the session's next turn would start a container with no room. */
   assertRoom(sessionId: string, profile: { id: string; limits: { max_concurrency: number } }) {
     this.store.assertRoom(sessionId, profile.id, profile.limits.max_concurrency);
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Records
+
+  get(userId: string, ctrId: string): WorkspaceRow {
+    const row = this.store.byIdForUser(userId, ctrId);
+    if (!row) throw Errors.notFound("Workspace", ctrId);
+    return row;
+  }
+
+  byId(ctrId: string): WorkspaceRow | null {
+    return this.store.byId(ctrId);
+  }
+
+  forSession(sessionId: string): WorkspaceRow | null {
+    return this.store.bySession(sessionId);
+  }
+
+  /** The user's workspaces, newest first. */
+  list(userId: string, p: PageParams): Page<WorkspaceRecord> {
+    const { rows, limit } = this.store.page(eq(workspaces.user_id, userId), p);
+    return toPage(rows, limit, workspaceRecord);
+  }
+
+  /** Every user's (GET /admin/workspaces), optionally by status and owner. */
+  listAll(p: PageParams, filter: { status?: WorkspaceStatus; userId?: string } = {}): Page<AdminWorkspaceRecord> {
+    const where = and(filter.status ? eq(workspaces.status, filter.status) : undefined, filter.userId ? eq(workspaces.user_id, filter.userId) : undefined);
+    const { rows, limit } = this.store.page(where, p);
+    return toPage(rows, limit, adminWorkspaceRecord);
   }
 
   // ------------------------------------------------------------------------------------------
@@ -58,7 +191,7 @@ export class Workspaces extends WorkspaceLifecycle {
           if (!r.timedOut && !r.cancelled && (r.exitCode === null || r.exitCode >= 128)) await this.assertAlive(row);
           return r;
         } catch (e) {
-          if (!(e instanceof ContainerNotRunning)) throw this.toApiError(e, "Command could not run in the workspace");
+          if (!(e instanceof ContainerNotRunning)) throw this.lifecycle.toAppError(e, "Command could not run in the workspace");
           const fresh = this.store.byId(row.id);
           // Stopped for idleness between our check and the exec: start it and run once more.
           if (attempt === 0 && fresh?.status === "stopped" && !fresh.error) {
@@ -88,7 +221,7 @@ export class Workspaces extends WorkspaceLifecycle {
    */
   private async assertAlive(row: WorkspaceRow) {
     for (let i = 0; i < 5; i++) {
-      const st = await this.guard(() => isRunning(this.container(row.docker_id!)));
+      const st = await this.lifecycle.guard(() => isRunning(this.container(row.docker_id!)));
       if (!st.running) throw this.markDead(row, st.detail);
       await Bun.sleep(60);
     }
@@ -112,7 +245,7 @@ export class Workspaces extends WorkspaceLifecycle {
     const row = this.store.bySession(sessionId);
     if (!row) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
     const c = this.containerOf(row);
-    return this.guard(async () => {
+    return this.lifecycle.guard(async () => {
       const r = await checkChain(c, abs);
       if (!r.stat) throw Errors.notFound("File", abs);
       if (entryType(r.stat.mode) === "dir") throw Errors.validation("path", `${abs} is a directory, not a file`);
@@ -124,21 +257,21 @@ export class Workspaces extends WorkspaceLifecycle {
     const abs = resolveWorkspacePath(path);
     if (abs === WORKSPACE_ROOT) throw Errors.validation("path", `${WORKSPACE_ROOT} is a directory, not a file`);
     const row = await this.runningRow(sessionId);
-    await this.guard(() => writeViaExec(this, row, abs, data), `Could not write ${abs}`);
+    await this.lifecycle.guard(() => writeViaExec(this, row, abs, data), `Could not write ${abs}`);
     this.store.touch(row.id);
   }
 
   async listDir(sessionId: string, path: string, page: { limit?: number; cursor?: string } = {}): Promise<DirListing> {
     const abs = resolveWorkspacePath(path);
     const row = await this.runningRow(sessionId);
-    return this.guard(() => listDirectory(this, row, abs, page), `Could not list ${abs}`);
+    return this.lifecycle.guard(() => listDirectory(this, row, abs, page), `Could not list ${abs}`);
   }
 
   /** Opens a workspace file for streaming (downloads, signed URLs); never starts the container. */
   async openDownload(row: WorkspaceRow, path: string): Promise<Download> {
     const abs = resolveWorkspacePath(path);
     const c = this.containerOf(row);
-    return this.guard(() => openDownload(c, abs, this.maxFileBytes), `Could not read ${abs}`);
+    return this.lifecycle.guard(() => openDownload(c, abs, this.maxFileBytes), `Could not read ${abs}`);
   }
 
   /** Runs an exec for the file helpers (no activity bookkeeping; callers do it). */
@@ -153,19 +286,19 @@ export class Workspaces extends WorkspaceLifecycle {
 
   /** Stops workspaces idle longer than the configured timeout; returns their ids. */
   stopIdle(): Promise<string[]> {
-    return stopIdle({ ...this.bg(), inflight: this.inflight, now: this.d.now, idleMs: this.d.config.workspaceIdleTimeoutMs });
+    return stopIdle({ ...this.background(), inflight: this.inflight, now: this.d.now, idleMs: this.d.config.workspaceIdleTimeoutMs });
   }
 
   /** Reconciles records with Docker (this instance's labels only). */
   reconcile(): Promise<ReconcileReport> {
-    return reconcile({ ...this.bg(), instanceId: this.instanceId });
+    return reconcile({ ...this.background(), instanceId: this.instanceId });
   }
 
-  private bg() {
+  private background() {
     return { client: this.client, store: this.store, locks: this.locks, log: this.log };
   }
 
-  /** The reconcile (at start, then every 5 min) and idle-stop workers for services.ts. */
+  /** The reconcile (at start, then every 5 min) and idle-stop workers (started by the app). */
   workers() {
     return [
       intervalWorker(this.log, "workspace-reconcile", RECONCILE_EVERY_MS, () => this.reconcile(), { runAtStart: true }),

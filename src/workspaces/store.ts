@@ -7,11 +7,10 @@
 import { and, count, desc, eq, inArray, lt, ne, sql, type SQL } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
-import { profiles, sessions, workspaces } from "../db/schema.ts";
+import { type NewWorkspaceRow, profiles, sessions, type WorkspaceRow, workspaces } from "../db/schema.ts";
 import { AppError } from "../lib/errors.ts";
 
-export type WorkspaceRow = typeof workspaces.$inferSelect;
-export type NewWorkspaceRow = typeof workspaces.$inferInsert;
+export type { NewWorkspaceRow, WorkspaceRow };
 export type WorkspaceStatus = WorkspaceRow["status"];
 
 const ACTIVE: WorkspaceStatus[] = ["starting", "running"];

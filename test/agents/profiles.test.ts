@@ -3,7 +3,8 @@
  * semantics, pagination, and the service interface the runtime calls (get / toApi).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { DEFAULT_SYSTEM_PROMPT, TOOL_NAMES } from "../../src/agents/profile-defaults.ts";
+import { DEFAULT_SYSTEM_PROMPT } from "../../src/agents/profile-rules.ts";
+import { TOOL_NAMES } from "../../src/schema/profile.ts";
 import { AppError } from "../../src/lib/errors.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";

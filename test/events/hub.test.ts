@@ -28,8 +28,8 @@ afterEach(() => h.close());
 describe("event log", () => {
   test("gap-free per-session seq, stored as the exact frame sent", () => {
     const a1 = log.append("sess_a", { type: "task:token", task_id: "task_1", text: "hi" });
-    const b1 = log.append("sess_b", { type: "task:token", text: "x" });
-    const a2 = log.append("sess_a", { type: "turn.done", task_id: "task_1", result_text: "hi" });
+    const b1 = log.append("sess_b", { type: "task:token", task_id: "t", text: "x" });
+    const a2 = log.append("sess_a", { type: "turn.done", task_id: "task_1", result_text: "hi", input_tokens: 1, output_tokens: 1, cost_usd: 0 });
     expect([a1.seq, a2.seq, b1.seq]).toEqual([1, 2, 1]);
     expect(JSON.parse(a1.json)).toEqual({ type: "task:token", session_id: "sess_a", task_id: "task_1", seq: 1, text: "hi" });
     const rows = log.read("sess_a");
@@ -37,19 +37,19 @@ describe("event log", () => {
   });
 
   test("batches writes and continues the sequence after a restart", async () => {
-    for (let i = 0; i < 1000; i++) log.append("sess_a", { type: "task:token", text: String(i) });
+    for (let i = 0; i < 1000; i++) log.append("sess_a", { type: "task:token", task_id: "t", text: String(i) });
     expect(h.sqlite.query("SELECT COUNT(*) AS n FROM events").get()).toEqual({ n: 512 });
     await Bun.sleep(20);
     expect(h.sqlite.query("SELECT COUNT(*) AS n FROM events").get()).toEqual({ n: 1000 });
     const fresh = new EventLog(h.sqlite, Date.now);
-    expect(fresh.append("sess_a", { type: "task:token", text: "next" }).seq).toBe(1001);
+    expect(fresh.append("sess_a", { type: "task:token", task_id: "t", text: "next" }).seq).toBe(1001);
   });
 
   test("a frame for a deleted session does not lose the rest of its batch", () => {
     const dropped: number[] = [];
     log.onDropped = (f) => dropped.push(f.seq);
-    log.append("sess_a", { type: "x" });
-    log.append("sess_b", { type: "x" });
+    log.append("sess_a", { type: "task:token", task_id: "t", text: "x" });
+    log.append("sess_b", { type: "task:token", task_id: "t", text: "x" });
     h.sqlite.run("DELETE FROM sessions WHERE id = 'sess_b'");
     log.flush();
     expect(dropped).toEqual([1]);
@@ -65,7 +65,7 @@ describe("hub", () => {
     hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: (j) => void got.admin!.push(j) });
     hub.attach({ sessionId: "sess_b", userId: "usr_1", isAdmin: true, sink: (j) => void got.other!.push(j) });
     hub.publish("sess_a", { type: "task:token", task_id: "t", text: "a" });
-    hub.publish("sess_a", { type: "task:system_prompt", task_id: "t", system_prompt: "secret sauce" });
+    hub.publish("sess_a", { type: "task:system_prompt", task_id: "t", system_prompt: "secret sauce", model: "demo", provider: "demo", tools: [] });
     hub.publish("sess_a", { type: "task:token", task_id: "t", text: "b" });
     expect(got.u1).toHaveLength(2);
     expect(got.u1).toEqual(got.u2!);
@@ -74,7 +74,7 @@ describe("hub", () => {
     expect(got.u1![0]).toBe(got.admin![0]!);
     // The debug frame takes no seq: the sequence users see has no hole.
     expect(got.u1!.map((j) => JSON.parse(j).seq)).toEqual([1, 2]);
-    expect(JSON.parse(got.admin![1]!)).toEqual({ type: "task:system_prompt", session_id: "sess_a", task_id: "t", after_seq: 1, system_prompt: "secret sauce" });
+    expect(JSON.parse(got.admin![1]!)).toEqual({ type: "task:system_prompt", session_id: "sess_a", task_id: "t", after_seq: 1, system_prompt: "secret sauce", model: "demo", provider: "demo", tools: [] });
     // Replays merge it back at its place, for admins only.
     const admin = hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: () => true, replayAfter: 0 });
     expect(admin.replay.map((r) => r.type)).toEqual(["task:token", "task:system_prompt", "task:token"]);
@@ -86,27 +86,27 @@ describe("hub", () => {
   });
 
   test("replay then live: no gap and no duplicate at the seam", () => {
-    for (let i = 0; i < 50; i++) hub.publish("sess_a", { type: "task:token", text: String(i) });
+    for (let i = 0; i < 50; i++) hub.publish("sess_a", { type: "task:token", task_id: "t", text: String(i) });
     const seen: number[] = [];
     const { subscription, replay, lastSeq } = hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (_j, seq) => void seen.push(seq), replayAfter: 10 });
     // Frames published while the replay is being sent are buffered…
-    for (let i = 0; i < 5; i++) hub.publish("sess_a", { type: "task:token", text: "live" });
+    for (let i = 0; i < 5; i++) hub.publish("sess_a", { type: "task:token", task_id: "t", text: "live" });
     expect(seen).toEqual([]);
     for (const r of replay) seen.push(r.seq!);
     subscription.goLive(lastSeq);
-    hub.publish("sess_a", { type: "task:token", text: "after" });
+    hub.publish("sess_a", { type: "task:token", task_id: "t", text: "after" });
     expect(seen).toEqual(Array.from({ length: 46 }, (_, i) => i + 11));
   });
 
   test("a sink that refuses is dropped; overflow while buffering drops too", () => {
     let n = 0;
     hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => ++n < 3 });
-    for (let i = 0; i < 10; i++) hub.publish("sess_a", { type: "x" });
+    for (let i = 0; i < 10; i++) hub.publish("sess_a", { type: "task:token", task_id: "t", text: "x" });
     expect(n).toBe(3);
     expect(hub.subscriberCount("sess_a")).toBe(0);
     let overflowed = false;
     hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => true, replayAfter: 0, maxPending: 5, onOverflow: () => (overflowed = true) });
-    for (let i = 0; i < 6; i++) hub.publish("sess_a", { type: "x" });
+    for (let i = 0; i < 6; i++) hub.publish("sess_a", { type: "task:token", task_id: "t", text: "x" });
     expect(overflowed).toBe(true);
     expect(hub.subscriberCount("sess_a")).toBe(0);
   });

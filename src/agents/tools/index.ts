@@ -6,7 +6,7 @@ import { bashTool } from "./bash.ts";
 import { editTool } from "./edit.ts";
 import { notifyTool } from "./notify.ts";
 import { readTool } from "./read.ts";
-import { TOOL_NAMES, type ToolName } from "./names.ts";
+import { TOOL_NAMES, type ToolName } from "../../schema/profile.ts";
 import type { Tool } from "./types.ts";
 import { writeTool } from "./write.ts";
 

@@ -1,26 +1,16 @@
 /**
  * /admin/users: list every account, create one (any role), change role or disable. Bearer =
- * the admin password (src/admin/guard.ts); user tokens and cookies never open it.
+ * the admin password (src/http/guards.ts); user tokens and cookies never open it.
  */
 import { Elysia, t } from "elysia";
-import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
 import { adminUser } from "../../auth/users.ts";
-import type { Services } from "../../services.ts";
 import { Errors } from "../../lib/errors.ts";
-import { errorResponses, jsonBody, ListOf, PageQuery, Timestamp } from "../schema.ts";
+import { ListOf } from "../../schema/common.ts";
+import { AdminUser, AdminUserCreateBody, AdminUserPatchBody } from "../../schema/user.ts";
+import type { Services } from "../../services.ts";
+import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
+import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
 
-// default: undefined — t.UnionEnum otherwise carries its first value as a default that Elysia fills in.
-const Role = t.UnionEnum(["user", "admin"], { default: undefined });
-export const AdminUserSchema = t.Object({
-  id: t.String(),
-  email: t.String(),
-  name: t.String(),
-  role: Role,
-  disabled: t.Boolean(),
-  email_verified: t.Boolean(),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-});
 const detail = (summary: string, description?: string) => ({ tags: ["Admin"], summary, description, security: ADMIN_SECURITY });
 
 export const adminUserRoutes = (s: Services) =>
@@ -28,7 +18,7 @@ export const adminUserRoutes = (s: Services) =>
     .use(adminGuard(s.adminPassword))
     .get("", ({ query }) => s.users.list(query), {
       query: t.Object(PageQuery),
-      response: { 200: ListOf(AdminUserSchema), ...errorResponses(400, 401, 429) },
+      response: { 200: ListOf(AdminUser), ...errorResponses(400, 401, 429) },
       detail: detail("List every account, newest first"),
     })
     .post(
@@ -40,15 +30,8 @@ export const adminUserRoutes = (s: Services) =>
         return adminUser(user);
       },
       {
-        ...jsonBody(
-          t.Object({
-            email: t.String({ maxLength: 254 }),
-            password: t.String({ description: "8 to 256 characters" }),
-            name: t.Optional(t.String({ maxLength: 200 })),
-            role: t.Optional(Role),
-          }),
-        ),
-        response: { 201: AdminUserSchema, ...errorResponses(400, 401, 415, 429) },
+        ...jsonBody(AdminUserCreateBody),
+        response: { 201: AdminUser, ...errorResponses(400, 401, 415, 429) },
         detail: detail("Create an account", "role defaults to user. A duplicate email is 400 on details.field = email."),
       },
     )
@@ -61,8 +44,8 @@ export const adminUserRoutes = (s: Services) =>
         return adminUser(user);
       },
       {
-        ...jsonBody(t.Object({ role: t.Optional(Role), disabled: t.Optional(t.Boolean()) })),
-        response: { 200: AdminUserSchema, ...errorResponses(400, 401, 404, 415, 429) },
+        ...jsonBody(AdminUserPatchBody),
+        response: { 200: AdminUser, ...errorResponses(400, 401, 404, 415, 429) },
         detail: detail(
           "Change an account's role or disable it",
           "Disabling takes effect at once everywhere: cookie sessions are deleted, API tokens are refused from the next request, open WebSockets are closed. Enabling again restores the tokens; the user signs in again.",

@@ -1,9 +1,11 @@
+/** /v1/api-tokens: create (the only time the plaintext is shown), list, delete. Logic in src/auth/tokens.ts. */
 import { Elysia, t } from "elysia";
+import { CreatedToken, TokenCreateBody, TokenRecord } from "../../schema/api-token.ts";
+import { ListOf } from "../../schema/common.ts";
 import type { Services } from "../../services.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, ListOf, PageQuery, Timestamp } from "../schema.ts";
+import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
 
-const TokenRecord = t.Object({ id: t.String(), name: t.String(), created_at: Timestamp, last_used_at: t.Union([Timestamp, t.Null()]) });
 const detail = (summary: string) => ({ tags: ["API tokens"], summary, security: USER_SECURITY });
 
 export const apiTokenRoutes = (s: Services) =>
@@ -12,13 +14,12 @@ export const apiTokenRoutes = (s: Services) =>
     .post(
       "",
       async ({ user, body, set }) => {
-        const created = await s.tokens.create(user.id, body.name);
         set.status = 201;
-        return { id: created.id, name: created.name, token: created.token, created_at: created.created_at };
+        return s.tokens.create(user.id, body.name);
       },
       {
-        ...jsonBody(t.Object({ name: t.String({ minLength: 1, maxLength: 100 }) })),
-        response: { 201: t.Object({ id: t.String(), name: t.String(), token: t.String(), created_at: Timestamp }), ...errorResponses(400, 401, 429) },
+        ...jsonBody(TokenCreateBody),
+        response: { 201: CreatedToken, ...errorResponses(400, 401, 429) },
         detail: detail("Create an API token (the only time its plaintext is returned)"),
       },
     )

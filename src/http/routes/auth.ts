@@ -3,21 +3,20 @@
  * client works against runcell.
  */
 import { Elysia, t } from "elysia";
-import type { SignedIn } from "../../auth/accounts.ts";
+import type { SignedIn as SignedInResult } from "../../auth/accounts.ts";
 import { clearSessionCookie, publicSession, sessionCookie, ABSOLUTE_MS } from "../../auth/sessions.ts";
 import { publicUser } from "../../auth/users.ts";
+import { LoginSessionRecord, PublicUser, SignedIn, SignInBody, SignUpBody } from "../../schema/user.ts";
 import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
 import { errorResponses } from "../schema.ts";
 
-const User = t.Object({ id: t.String(), email: t.String(), name: t.String(), role: t.UnionEnum(["user", "admin"]), created_at: t.String() });
-const Session = t.Object({ id: t.String(), user_id: t.String(), expires_at: t.String(), created_at: t.String() });
 const detail = (summary: string) => ({ tags: ["Auth"], summary, security: [] });
 
 export const authRoutes = (s: Services) => {
   const cookie = s.authenticator.cookie;
   const meta = (request: Request) => ({ ip: requestContext(request).ip, userAgent: request.headers.get("user-agent") });
-  const answer = (set: { headers: Record<string, unknown> }, r: SignedIn, remember: boolean) => {
+  const answer = (set: { headers: Record<string, unknown> }, r: SignedInResult, remember: boolean) => {
     set.headers["set-cookie"] = sessionCookie(cookie, r.token, remember ? Math.floor(ABSOLUTE_MS / 1000) : null);
     return { token: r.token, user: publicUser(r.user) };
   };
@@ -27,8 +26,8 @@ export const authRoutes = (s: Services) => {
       "/sign-up/email",
       async ({ body, request, set }) => answer(set, await s.accounts.signUp(body, meta(request)), true),
       {
-        body: t.Object({ name: t.Optional(t.String()), email: t.String(), password: t.String() }),
-        response: { 200: t.Object({ token: t.String(), user: User }), ...errorResponses(400, 403, 429) },
+        body: SignUpBody,
+        response: { 200: SignedIn, ...errorResponses(400, 403, 429) },
         detail: detail("Create an account (403 while sign-up is closed)"),
       },
     )
@@ -36,8 +35,8 @@ export const authRoutes = (s: Services) => {
       "/sign-in/email",
       async ({ body, request, set }) => ({ redirect: false, ...answer(set, await s.accounts.signIn(body, meta(request)), body.rememberMe !== false) }),
       {
-        body: t.Object({ email: t.String(), password: t.String(), rememberMe: t.Optional(t.Boolean()) }),
-        response: { 200: t.Object({ redirect: t.Boolean(), token: t.String(), user: User }), ...errorResponses(400, 401, 403, 429) },
+        body: SignInBody,
+        response: { 200: t.Object({ redirect: t.Boolean(), ...SignedIn.properties }), ...errorResponses(400, 401, 403, 429) },
         detail: detail("Sign in with email and password; sets the session cookie"),
       },
     )
@@ -58,7 +57,7 @@ export const authRoutes = (s: Services) => {
         return { session: publicSession(p.loginSession), user: publicUser(p.user) };
       },
       {
-        response: { 200: t.Union([t.Object({ session: Session, user: User }), t.Null()]) },
+        response: { 200: t.Union([t.Object({ session: LoginSessionRecord, user: PublicUser }), t.Null()]) },
         detail: { tags: ["Auth"], summary: "The current cookie session and its user, or null", security: [{ cookieSession: [] }] },
       },
     );

@@ -1,16 +1,11 @@
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, ListOf, PageQuery, Timestamp } from "../schema.ts";
+import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
+import { ListOf } from "../../schema/common.ts";
+import { IntegrationBody, IntegrationRecord } from "../../schema/integration.ts";
+import { Queued } from "../../schema/notification.ts";
 
-export const IntegrationRecord = t.Object({
-  id: t.String({ examples: ["int_01jd4x0v9k8m2n3p4q5r6s7t8v"] }),
-  type: t.Literal("webhook"),
-  config: t.Object({ url: t.String(), has_secret: t.Boolean({ description: "Whether deliveries are signed; the secret itself is never returned" }) }),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-});
-const Queued = t.Object({ id: t.String({ examples: ["ntf_01jd4x0v9k8m2n3p4q5r6s7t8v"] }), status: t.Literal("pending") });
 const detail = (summary: string, description?: string) => ({ tags: ["Integrations"], summary, description, security: USER_SECURITY });
 
 export const integrationRoutes = (s: Services) =>
@@ -24,15 +19,7 @@ export const integrationRoutes = (s: Services) =>
         return record;
       },
       {
-        ...jsonBody(
-          t.Object({
-            type: t.String({ description: 'Only "webhook"' }),
-            config: t.Object({
-              url: t.String({ maxLength: 2048, description: "http(s) URL that receives the POSTs; must resolve to public addresses" }),
-              secret: t.Optional(t.String({ maxLength: 512, description: "HMAC key for X-Service-Signature; write-only" })),
-            }),
-          }),
-        ),
+        ...jsonBody(IntegrationBody),
         response: { 200: IntegrationRecord, 201: IntegrationRecord, ...errorResponses(400, 401, 429) },
         detail: detail(
           "Configure your webhook (one per user; a second POST replaces it and answers 200)",

@@ -1,9 +1,10 @@
-/** /v1/profiles: CRUD over the caller's agent profiles. Logic lives in src/agents/profiles.ts. */
+/** /v1/profiles: CRUD over the caller's agent profiles. Logic in src/agents/profiles.ts, shapes in src/schema/profile.ts. */
 import { Elysia, t } from "elysia";
-import { ProfileCreateBody, ProfilePatchBody, ProfileSchema } from "../../agents/profile-schema.ts";
+import { ListOf } from "../../schema/common.ts";
+import { ProfileCreateBody, ProfilePatchBody, ProfileRecord } from "../../schema/profile.ts";
 import type { Services } from "../../services.ts";
 import { requirePrincipal, USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, ListOf, PageQuery } from "../schema.ts";
+import { errorResponses, PageQuery } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Profiles"], summary, description, security: USER_SECURITY });
 
@@ -19,36 +20,29 @@ export const profileRoutes = (s: Services) => {
       },
       {
         body: ProfileCreateBody,
-        // The shared parser (1 MiB cap) still runs first; "json" makes OpenAPI name the content type.
-        parse: "json",
-        // Credentials first (401 before 400), then the exact field-level validation.
-        transform({ body, request }) {
-          requirePrincipal(request);
-          jsonBody(ProfileCreateBody).transform({ body });
+        // The schema and the rules a schema cannot state, with the exact field, before Elysia's own pass.
+        transform({ body }) {
           p.validateCreate(body);
         },
-        response: { 201: ProfileSchema, ...errorResponses(400, 401, 413, 429) },
+        response: { 201: ProfileRecord, ...errorResponses(400, 401, 413, 429) },
         detail: detail("Create a profile", "Every field is optional; omitted fields get the documented defaults."),
       },
     )
     .get("/", ({ user, query }) => p.list(user.id, query), {
       query: t.Object(PageQuery),
-      response: { 200: ListOf(ProfileSchema), ...errorResponses(400, 401, 429) },
+      response: { 200: ListOf(ProfileRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your profiles, newest first"),
     })
     .get("/:id", ({ user, params }) => p.toApi(p.get(user.id, params.id)), {
-      response: { 200: ProfileSchema, ...errorResponses(401, 404, 429) },
+      response: { 200: ProfileRecord, ...errorResponses(401, 404, 429) },
       detail: detail("Get a profile"),
     })
     .patch("/:id", ({ user, params, body }) => p.toApi(p.update(user.id, params.id, body)), {
       body: ProfilePatchBody,
-      parse: "json",
       transform({ body, request, params }) {
-        const { user } = requirePrincipal(request);
-        jsonBody(ProfilePatchBody).transform({ body });
-        p.validatePatch(user.id, params.id, body);
+        p.validatePatch(requirePrincipal(request).user.id, params.id, body);
       },
-      response: { 200: ProfileSchema, ...errorResponses(400, 401, 404, 413, 429) },
+      response: { 200: ProfileRecord, ...errorResponses(400, 401, 404, 413, 429) },
       detail: detail(
         "Update a profile",
         "Top-level fields replace (env and tools as a whole); limits merge shallowly; model merges shallowly while the provider stays the same (null removes base_url, api_key_secret or pricing), and starts over when the provider changes.",

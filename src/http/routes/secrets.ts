@@ -1,17 +1,13 @@
 /** /v1/secrets: the encrypted vault. Values go in and never come out through the API. */
 import { Elysia, t } from "elysia";
-import { createSelectSchema } from "drizzle-typebox";
-import { secrets } from "../../db/schema.ts";
+import { ListOf } from "../../schema/common.ts";
+import { SecretNameParam, SecretPutBody, SecretRecord } from "../../schema/secret.ts";
 import type { Services } from "../../services.ts";
-import { checkSecretName, checkSecretValue, SECRET_VALUE_MAX_BYTES } from "../../vault/names.ts";
-import { requirePrincipal, USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, ListOf, PageQuery, Timestamp } from "../schema.ts";
+import { checkSecretName, checkSecretValue } from "../../vault/names.ts";
+import { USER_SECURITY, userGuard } from "../guards.ts";
+import { check } from "../../schema/validate.ts";
+import { errorResponses, PageQuery } from "../schema.ts";
 
-/** The listed record: the drizzle row's columns without owner and ciphertext, times as ISO strings. */
-const { name: nameColumn } = createSelectSchema(secrets).properties;
-const SecretRecord = t.Object({ name: nameColumn, created_at: Timestamp, updated_at: Timestamp }, { title: "Secret" });
-const PutBody = t.Object({ value: t.String({ description: `The secret (1 to ${SECRET_VALUE_MAX_BYTES} bytes); write-only` }) });
-const NameParam = t.Object({ name: t.String({ description: "Secret name: 1–64 letters, digits, underscores; not starting with a digit", examples: ["GITHUB_TOKEN"] }) });
 const detail = (summary: string, description?: string) => ({ tags: ["Secrets"], summary, description, security: USER_SECURITY });
 
 export const secretRoutes = (s: Services) =>
@@ -24,14 +20,12 @@ export const secretRoutes = (s: Services) =>
         set.status = 204;
       },
       {
-        params: NameParam,
-        body: PutBody,
-        parse: "json",
-        transform({ body, params, request }) {
-          requirePrincipal(request);
+        params: SecretNameParam,
+        body: SecretPutBody,
+        // The name first (it is in the path), then the body with the shared validator, then the value's own rules.
+        transform({ body, params }) {
           checkSecretName(params.name, "name");
-          jsonBody(PutBody).transform({ body });
-          checkSecretValue((body as { value?: unknown } | null)?.value);
+          checkSecretValue(check(SecretPutBody, body).value);
         },
         response: { 204: t.Void(), ...errorResponses(400, 401, 413, 429) },
         detail: detail("Create or replace a secret", "Encrypted at rest (AES-256-GCM). The value is never returned, logged or put in events."),
@@ -48,5 +42,5 @@ export const secretRoutes = (s: Services) =>
         s.secrets.delete(user.id, params.name);
         set.status = 204;
       },
-      { params: NameParam, response: { 204: t.Void(), ...errorResponses(400, 401, 404, 429) }, detail: detail("Delete a secret") },
+      { params: SecretNameParam, response: { 204: t.Void(), ...errorResponses(400, 401, 404, 429) }, detail: detail("Delete a secret") },
     );

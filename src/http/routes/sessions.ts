@@ -1,27 +1,14 @@
 /** /v1/sessions: conversations, their persisted transcript, and deletion (with the workspace). */
 import { Elysia, t } from "elysia";
 import { isAdmin } from "../../auth/principal.ts";
+import { ListOf } from "../../schema/common.ts";
+import { SessionCreateBody, SessionRecord } from "../../schema/session.ts";
+import { TranscriptFrame } from "../../schema/stream.ts";
 import type { Services } from "../../services.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, ListOf, PageQuery, Timestamp } from "../schema.ts";
+import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
 
-export const SessionRecord = t.Object(
-  {
-    id: t.String(),
-    profile_id: t.String(),
-    container_id: t.Union([t.String(), t.Null()]),
-    status: t.UnionEnum(["active", "idle"]),
-    title: t.Union([t.String(), t.Null()]),
-    input_tokens: t.Integer(),
-    output_tokens: t.Integer(),
-    cost_usd: t.Number(),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { title: "Session" },
-);
-const Frame = t.Object({ type: t.String(), seq: t.Integer(), session_id: t.String() }, { additionalProperties: true });
-const detail = (summary: string) => ({ tags: ["Sessions"], summary, security: USER_SECURITY });
+const detail = (summary: string, description?: string) => ({ tags: ["Sessions"], summary, description, security: USER_SECURITY });
 
 export const sessionRoutes = (s: Services) =>
   new Elysia({ prefix: "/v1/sessions" })
@@ -34,7 +21,7 @@ export const sessionRoutes = (s: Services) =>
         return s.agentSessions.record(s.agentSessions.byId(session.id)!);
       },
       {
-        ...jsonBody(t.Object({ profile_id: t.String() })),
+        ...jsonBody(SessionCreateBody),
         response: { 201: SessionRecord, ...errorResponses(400, 401, 404, 429, 502) },
         detail: detail("Start a session (its workspace container) without a task; like session.start"),
       },
@@ -60,8 +47,11 @@ export const sessionRoutes = (s: Services) =>
           cursor: t.Optional(t.Integer({ minimum: 0, "x-field": "cursor", description: "next_cursor of the previous page (same as after)" })),
           limit: t.Optional(t.Integer({ minimum: 1, maximum: 1000, "x-field": "limit", description: "Page size (1–1000, default 100)" })),
         }),
-        response: { 200: t.Object({ data: t.Array(Frame), next_cursor: t.Union([t.String(), t.Null()]) }), ...errorResponses(400, 401, 404) },
-        detail: detail("The persisted transcript: the frames the stream sent, each with its seq, oldest first"),
+        response: { 200: ListOf(TranscriptFrame), ...errorResponses(400, 401, 404) },
+        detail: detail(
+          "The persisted transcript: the frames the stream sent, each with its seq, oldest first",
+          "The frames are the stream's server events (see /v1/asyncapi.json), stored exactly as they were sent.",
+        ),
       },
     )
     .delete(

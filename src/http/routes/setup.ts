@@ -9,6 +9,7 @@ import { Elysia, t } from "elysia";
 import { ABSOLUTE_MS, sessionCookie } from "../../auth/sessions.ts";
 import { publicUser } from "../../auth/users.ts";
 import { sha256Base64 } from "../../lib/crypto.ts";
+import { SetupBody, SignedIn } from "../../schema/user.ts";
 import type { Services } from "../../services.ts";
 import setupHtml from "../../../web/setup.html" with { type: "text" };
 import { requestContext } from "../context.ts";
@@ -27,7 +28,6 @@ const CSP = [
   "frame-ancestors 'none'",
 ].join("; ");
 
-const User = t.Object({ id: t.String(), email: t.String(), name: t.String(), role: t.UnionEnum(["user", "admin"]), created_at: t.String() });
 const detail = (summary: string, description?: string) => ({ tags: ["Auth"], summary, description, security: [] });
 
 export const setupRoutes = (s: Services) =>
@@ -54,15 +54,8 @@ export const setupRoutes = (s: Services) =>
         return { token: r.token, user: publicUser(r.user) };
       },
       {
-        ...jsonBody(
-          t.Object({
-            token: t.String({ minLength: 1, maxLength: 200, description: "The part after # of the setup link" }),
-            email: t.String({ maxLength: 254 }),
-            password: t.String({ description: "8 to 256 characters" }),
-            name: t.Optional(t.String({ maxLength: 200 })),
-          }),
-        ),
-        response: { 201: t.Object({ token: t.String(), user: User }), ...errorResponses(400, 401, 403, 415, 429) },
+        ...jsonBody(SetupBody),
+        response: { 201: SignedIn, ...errorResponses(400, 401, 403, 415, 429) },
         detail: detail(
           "Create the first (admin) account with the setup link",
           "Only while the server has no account. The token comes from the `/setup#<token>` link `runcell serve` prints (valid 30 minutes, single use). 401 for an unknown, used or expired token; 403 once an account exists.",

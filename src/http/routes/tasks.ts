@@ -1,30 +1,11 @@
-/** /v1/tasks: submit (202), read, list, cancel, answer. Logic lives in the orchestrator. */
-import { createSelectSchema } from "drizzle-typebox";
+/** /v1/tasks: submit (202), read, list, cancel, answer. Logic lives in the task queue (src/agents/orchestrator.ts). */
 import { Elysia, t } from "elysia";
 import { taskRecord } from "../../agents/tasks.ts";
-import { tasks } from "../../db/schema.ts";
+import { ListOf } from "../../schema/common.ts";
+import { AnswerBody, SubmitBody, TaskAccepted, TaskRecord, TaskStatus } from "../../schema/task.ts";
 import type { Services } from "../../services.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, ListOf, NullableTimestamp, PageQuery, Timestamp } from "../schema.ts";
-
-const TaskRow = createSelectSchema(tasks, { created_at: Timestamp, started_at: NullableTimestamp, finished_at: NullableTimestamp });
-export const TaskRecord = t.Composite(
-  [
-    t.Pick(TaskRow, ["id", "session_id", "profile_id", "playbook_id", "prompt", "status", "result_text", "input_tokens", "output_tokens", "cost_usd", "turns", "max_turns", "max_budget_usd", "created_at", "started_at", "finished_at"]),
-    t.Object({ error: t.Union([t.Object({ code: t.String(), message: t.String() }), t.Null()]) }),
-  ],
-  { title: "Task" },
-);
-const TaskStatus = TaskRow.properties.status;
-
-export const SubmitBody = t.Object({
-  mode: t.Optional(t.String({ description: 'Only "session" is supported' })),
-  profile_id: t.Optional(t.String({ description: "Required when session_id is absent" })),
-  session_id: t.Optional(t.String({ description: "Continue this session; absent: a new session is created" })),
-  prompt: t.String({ minLength: 1, maxLength: 100_000 }),
-  max_turns: t.Optional(t.Integer({ minimum: 0, maximum: 10_000, description: "Defaults to the profile's limits.max_turns" })),
-  max_budget_usd: t.Optional(t.Number({ minimum: 0, maximum: 100_000, description: "Defaults to the profile's limits.max_budget_usd" })),
-});
+import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
 
 const detail = (summary: string) => ({ tags: ["Tasks"], summary, security: USER_SECURITY });
 
@@ -40,7 +21,7 @@ export const taskRoutes = (s: Services) =>
       },
       {
         ...jsonBody(SubmitBody),
-        response: { 202: t.Object({ task_id: t.String(), session_id: t.String(), status: TaskStatus }), ...errorResponses(400, 401, 402, 404, 422, 429, 502) },
+        response: { 202: TaskAccepted, ...errorResponses(400, 401, 402, 404, 422, 429, 502) },
         detail: detail("Submit a prompt; creates a session when none is given"),
       },
     )
@@ -68,7 +49,7 @@ export const taskRoutes = (s: Services) =>
         return taskRecord(s.orchestrator.answer(user.id, params.id, body.answer));
       },
       {
-        ...jsonBody(t.Object({ answer: t.String({ minLength: 1, maxLength: 100_000 }) })),
+        ...jsonBody(AnswerBody),
         response: { 202: TaskRecord, ...errorResponses(400, 401, 404) },
         detail: detail("Answer the agent's question (task:ask_user)"),
       },

@@ -4,59 +4,24 @@
  */
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services.ts";
-import type { WorkspaceRow } from "../../workspaces/store.ts";
-import { iso } from "../../lib/time.ts";
+import { ListOf } from "../../schema/common.ts";
+import { DirListing, WorkspaceRecord } from "../../schema/workspace.ts";
+import { workspaceRecord } from "../../workspaces/service.ts";
 import { decodeWildcard, fileResponse } from "../file-response.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, ListOf, PageQuery, Timestamp } from "../schema.ts";
-
-export const WorkspaceRecord = t.Object(
-  {
-    id: t.String({ description: "ctr_…" }),
-    name: t.String({ description: "Docker container name" }),
-    session_id: t.String(),
-    profile_id: t.String(),
-    image: t.String(),
-    status: t.UnionEnum(["starting", "running", "stopped", "failed"]),
-    error: t.Union([t.String(), t.Null()], { description: "Why it is stopped or failed, when known" }),
-    last_active_at: Timestamp,
-    created_at: Timestamp,
-  },
-  { title: "Workspace" },
-);
-
-export const toWorkspaceRecord = (r: WorkspaceRow) => ({
-  id: r.id,
-  name: r.name,
-  session_id: r.session_id,
-  profile_id: r.profile_id,
-  image: r.image,
-  status: r.status,
-  error: r.error,
-  last_active_at: iso(r.last_active_at),
-  created_at: iso(r.created_at),
-});
-
-const DirEntry = t.Object({
-  name: t.String(),
-  path: t.String({ description: "Relative to /workspace" }),
-  type: t.UnionEnum(["file", "dir", "symlink", "other"]),
-  size: t.Union([t.Integer(), t.Null()]),
-  modified: t.Union([Timestamp, t.Null()]),
-});
-const DirListing = t.Object({ path: t.String({ description: "The directory, relative to /workspace" }), data: t.Array(DirEntry), next_cursor: t.Union([t.String(), t.Null()]) });
+import { errorResponses, PageQuery } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Workspaces"], summary, description, security: USER_SECURITY });
 
 export const workspaceRoutes = (s: Services) =>
   new Elysia({ prefix: "/v1/workspaces" })
     .use(userGuard())
-    .get("/", ({ user, query }) => s.workspaces.list(user.id, query, toWorkspaceRecord), {
+    .get("/", ({ user, query }) => s.workspaces.list(user.id, query), {
       query: t.Object(PageQuery),
       response: { 200: ListOf(WorkspaceRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your workspaces, newest first"),
     })
-    .get("/:id", ({ user, params }) => toWorkspaceRecord(s.workspaces.get(user.id, params.id)), {
+    .get("/:id", ({ user, params }) => workspaceRecord(s.workspaces.get(user.id, params.id)), {
       response: { 200: WorkspaceRecord, ...errorResponses(401, 404, 429) },
       detail: detail("Get a workspace"),
     })

@@ -1,6 +1,6 @@
 /** Docker image reference syntax accepted for a profile's `image`. */
 import { expect, test } from "bun:test";
-import { isImageReference } from "../../src/agents/image-ref.ts";
+import { isImageReference } from "../../src/lib/image-ref.ts";
 
 test.each([
   "busybox",

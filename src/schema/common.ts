@@ -1,0 +1,80 @@
+/**
+ * Pieces every API schema shares: timestamps, nullable fields, literal unions, list envelopes,
+ * the error body, and `recordColumns`, which takes an API record's fields from its drizzle table
+ * (drizzle-typebox) so a column's type is written once. Plain TypeBox (the same package Elysia
+ * and drizzle-typebox use): the domain, the routes, the stream and the OpenAPI and AsyncAPI
+ * documents all read these schemas.
+ */
+import { CloneType, type SchemaOptions, type Static, type TObject, type TProperties, type TSchema, Type as T } from "@sinclair/typebox";
+import { type BuildSchema, createSelectSchema } from "drizzle-typebox";
+import type { Table } from "drizzle-orm";
+import { ERROR_CODES } from "../lib/errors.ts";
+
+export { T, type Static, type TSchema };
+
+/** ISO 8601 UTC with milliseconds, the API's timestamp format. */
+export const Timestamp = T.String({ format: "date-time", examples: ["2026-11-22T03:16:17.123Z"] });
+export const Nullable = <S extends TSchema>(s: S, options: { description?: string } = {}) => T.Union([s, T.Null()], options);
+export const NullableTimestamp = Nullable(Timestamp);
+
+/**
+ * One of `values`, as a union of literals (also what the drizzle enum columns give). Not Elysia's
+ * UnionEnum: that one carries a default that Elysia fills into a missing optional field.
+ */
+export const OneOf = <const V extends readonly string[]>(values: V, options: SchemaOptions = {}) =>
+  T.Union(
+    values.map((v) => T.Literal(v)),
+    options,
+  ) as unknown as ReturnType<typeof T.Unsafe<V[number]>>;
+
+/** Closes every plain object inside `schema` (those that say nothing about additional properties); mutates, so it gets a clone. */
+function strict<S extends TSchema>(schema: S): S {
+  const o = schema as Record<string, unknown>;
+  if (o.type === "object" && o.properties && o.additionalProperties === undefined && !o.patternProperties) o.additionalProperties = false;
+  for (const child of Object.values((o.properties as Record<string, TSchema>) ?? {})) strict(child);
+  if (o.items && typeof o.items === "object") strict(o.items as TSchema);
+  for (const k of ["anyOf", "allOf", "oneOf"]) if (Array.isArray(o[k])) (o[k] as TSchema[]).forEach(strict);
+  return schema;
+}
+
+/**
+ * A request body: an object that refuses fields it does not know, at every depth (a misspelled
+ * optional field would otherwise be dropped silently).
+ */
+export const Body = <P extends TProperties>(properties: P, options: { title?: string; description?: string } = {}) =>
+  closed(T.Object(properties, { ...options, additionalProperties: false }));
+
+/** A copy of `schema` in which every plain object refuses unknown fields. */
+export const closed = <S extends TSchema>(schema: S): S => strict(CloneType(schema));
+
+export const ListOf = <S extends TSchema>(item: S) => T.Object({ data: T.Array(item), next_cursor: Nullable(T.String()) });
+export type List<S extends TSchema> = { data: Static<S>[]; next_cursor: string | null };
+
+export const ErrorBody = T.Object(
+  {
+    error: T.String({ description: "Human-readable message" }),
+    code: OneOf(ERROR_CODES, { description: "One of the interface's error codes" }),
+    details: T.Optional(T.Record(T.String(), T.Unknown(), { description: "Context, e.g. field: the rejected input" })),
+  },
+  { $id: "#/components/schemas/Error", title: "Error" },
+);
+
+/** drizzle-typebox bounds every integer and real column by SQLite's range; that is noise in an API document. */
+const SQLITE_BOUNDS = new Set([9007199254740991, -9007199254740991, 140737488355327, -140737488355328]);
+function tidy(s: TSchema): TSchema {
+  const o = s as Record<string, unknown>;
+  if (SQLITE_BOUNDS.has(o.minimum as number)) delete o.minimum;
+  if (SQLITE_BOUNDS.has(o.maximum as number)) delete o.maximum;
+  for (const k of ["anyOf", "allOf"]) if (Array.isArray(o[k])) (o[k] as TSchema[]).forEach(tidy);
+  return s;
+}
+
+type ColumnProps<TB extends Table> = BuildSchema<"select", TB["_"]["columns"], undefined>["properties"];
+
+/** The TypeBox properties of `keys` columns of a drizzle table (drizzle-typebox), for an API record. */
+export function recordColumns<TB extends Table, K extends keyof ColumnProps<TB> & string>(table: TB, keys: readonly K[]): Pick<ColumnProps<TB>, K> {
+  const all = (createSelectSchema(table) as unknown as TObject).properties;
+  const out: Record<string, TSchema> = {};
+  for (const k of keys) out[k] = tidy(all[k]!);
+  return out as Pick<ColumnProps<TB>, K>;
+}

@@ -1,0 +1,44 @@
+/**
+ * Tasks: the record, the status enum, and the submit shape — written once here and used by
+ * `POST /v1/tasks`, the stream's `task.submit` and `session.turn` (src/schema/stream.ts) and the
+ * task queue's input type.
+ */
+import { TASK_STATUSES, tasks } from "../db/schema.ts";
+import { Body, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
+
+export const TaskStatus = OneOf(TASK_STATUSES);
+
+export const PROMPT_MAX = 100_000;
+export const Prompt = T.String({ minLength: 1, maxLength: PROMPT_MAX });
+
+/** The fields of a submission (POST /v1/tasks body; task.submit adds `type` and `request_id`). */
+export const SubmitFields = {
+  mode: T.Optional(T.String({ description: 'Only "session" is supported' })),
+  profile_id: T.Optional(T.String({ description: "Required when session_id is absent" })),
+  session_id: T.Optional(T.String({ description: "Continue this session; absent: a new session is created" })),
+  prompt: Prompt,
+  max_turns: T.Optional(T.Integer({ minimum: 0, maximum: 10_000, description: "Defaults to the profile's limits.max_turns" })),
+  max_budget_usd: T.Optional(T.Number({ minimum: 0, maximum: 100_000, description: "Defaults to the profile's limits.max_budget_usd" })),
+};
+export const SubmitBody = Body(SubmitFields, { title: "TaskSubmit" });
+export type Submit = Static<typeof SubmitBody>;
+
+export const TaskAccepted = T.Object({ task_id: T.String(), session_id: T.String(), status: TaskStatus }, { title: "TaskAccepted" });
+
+export const TaskError = Nullable(T.Object({ code: T.String(), message: T.String() }), { description: "Why it failed (null unless failed)" });
+
+export const TaskRecord = T.Object(
+  {
+    ...recordColumns(tasks, ["id", "session_id", "profile_id", "playbook_id", "prompt"]),
+    status: TaskStatus,
+    error: TaskError,
+    ...recordColumns(tasks, ["result_text", "input_tokens", "output_tokens", "cost_usd", "turns", "max_turns", "max_budget_usd"]),
+    created_at: Timestamp,
+    started_at: NullableTimestamp,
+    finished_at: NullableTimestamp,
+  },
+  { title: "Task" },
+);
+export type TaskRecord = Static<typeof TaskRecord>;
+
+export const AnswerBody = Body({ answer: T.String({ minLength: 1, maxLength: PROMPT_MAX }) });

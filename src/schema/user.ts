@@ -1,0 +1,41 @@
+/** Accounts and cookie sessions as the API shows them (/api/auth/*, /admin/users). */
+import { loginSessions, ROLES, users } from "../db/schema.ts";
+import { Body, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
+
+export const Role = OneOf(ROLES);
+
+const account = recordColumns(users, ["id", "email", "name", "role"]);
+
+/** The user record of /api/auth/* (better-auth's `user`). */
+export const PublicUser = T.Object({ ...account, created_at: Timestamp }, { title: "User" });
+export type PublicUser = Static<typeof PublicUser>;
+
+/** The record /admin/users returns. */
+export const AdminUser = T.Object({ ...account, ...recordColumns(users, ["disabled", "email_verified"]), created_at: Timestamp, updated_at: Timestamp }, { title: "AdminUser" });
+export type AdminUser = Static<typeof AdminUser>;
+
+/** A cookie session (better-auth's `session`). */
+export const LoginSessionRecord = T.Object({ ...recordColumns(loginSessions, ["id", "user_id"]), expires_at: Timestamp, created_at: Timestamp }, { title: "LoginSession" });
+export type LoginSessionRecord = Static<typeof LoginSessionRecord>;
+
+export const SignedIn = T.Object({ token: T.String({ description: "The session token (also set as the cookie)" }), user: PublicUser });
+
+// better-auth's client sends fields of its own (callbackURL, image…): these bodies let them pass.
+export const SignUpBody = T.Object({ name: T.Optional(T.String()), email: T.String(), password: T.String() });
+export const SignInBody = T.Object({ email: T.String(), password: T.String(), rememberMe: T.Optional(T.Boolean()) });
+
+export const SetupBody = Body({
+  token: T.String({ minLength: 1, maxLength: 200, description: "The part after # of the setup link" }),
+  email: T.String({ maxLength: 254 }),
+  password: T.String({ description: "8 to 256 characters" }),
+  name: T.Optional(T.String({ maxLength: 200 })),
+});
+
+export const AdminUserCreateBody = Body({
+  email: T.String({ maxLength: 254 }),
+  password: T.String({ description: "8 to 256 characters" }),
+  name: T.Optional(T.String({ maxLength: 200 })),
+  role: T.Optional(Role),
+});
+
+export const AdminUserPatchBody = Body({ role: T.Optional(Role), disabled: T.Optional(T.Boolean()) });

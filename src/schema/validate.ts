@@ -1,0 +1,132 @@
+/**
+ * The one validator: a value against a schema, or VALIDATION_FAILED naming the first bad field the
+ * way the API names fields — `model.base_url`, `env.FOO`, `tools[2]`, `body` for the whole value —
+ * with a sentence a person can act on. Route bodies, stream messages and profiles all use it; the
+ * router phrases Elysia's own (query, params) errors with `describe` too.
+ */
+import type { TSchema, Static } from "@sinclair/typebox";
+import { TypeCompiler, type TypeCheck } from "@sinclair/typebox/compiler";
+import { type ValueError, ValueErrorType } from "@sinclair/typebox/errors";
+import { AppError } from "../lib/errors.ts";
+
+const compiled = new WeakMap<TSchema, TypeCheck<TSchema>>();
+
+function compile<S extends TSchema>(schema: S): TypeCheck<S> {
+  let c = compiled.get(schema);
+  if (!c) compiled.set(schema, (c = TypeCompiler.Compile(schema)));
+  return c as TypeCheck<S>;
+}
+
+/** A JSON-pointer path (`/tools/2/name`) as the API names fields (`tools[2].name`); `root` for "". */
+export function fieldOf(path: string, root = "body"): string {
+  if (!path || path === "/") return root;
+  let out = "";
+  for (const raw of path.replace(/^\//, "").split("/")) {
+    const seg = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    out += /^\d+$/.test(seg) ? `[${seg}]` : out ? `.${seg}` : seg;
+  }
+  return out;
+}
+
+const TYPE_NAMES: Partial<Record<ValueErrorType, string>> = {
+  [ValueErrorType.String]: "a string",
+  [ValueErrorType.Number]: "a number",
+  [ValueErrorType.Integer]: "an integer",
+  [ValueErrorType.Boolean]: "true or false",
+  [ValueErrorType.Object]: "an object",
+  [ValueErrorType.Array]: "an array",
+  [ValueErrorType.Null]: "null",
+};
+
+/** The literal values of a union of literals, if that is what `schema` is. */
+function literals(schema: TSchema): string[] | null {
+  const any = (schema as { anyOf?: { const?: unknown }[] }).anyOf;
+  if (!any || !any.every((s) => typeof s.const === "string")) return null;
+  return any.map((s) => s.const as string);
+}
+
+/** A sentence for one TypeBox error: the field, then what it must be. */
+export function describe(e: Pick<ValueError, "type" | "schema" | "message" | "value">, field: string): { message: string; reason: string } {
+  const s = e.schema as Record<string, unknown>;
+  const hint = typeof s["x-hint"] === "string" ? ` (${s["x-hint"]})` : "";
+  const say = (what: string, reason: string) => ({ message: `${field} ${what}${hint}`, reason });
+  const typeName = TYPE_NAMES[e.type];
+  if (typeName) return say(e.value === null ? `must not be null` : `must be ${typeName}`, e.value === null ? "null" : `expected ${typeName.replace(/^an? /, "")}`);
+  switch (e.type) {
+    case ValueErrorType.ObjectRequiredProperty:
+      return say("is required", "required");
+    case ValueErrorType.ObjectAdditionalProperties:
+      return { message: `Unknown field "${field}"`, reason: "unknown field" };
+    case ValueErrorType.StringMaxLength:
+      return say(`must be at most ${s.maxLength} characters`, "too long");
+    case ValueErrorType.StringMinLength:
+      return say(s.minLength === 1 ? "must not be empty" : `must be at least ${s.minLength} characters`, s.minLength === 1 ? "empty" : "too short");
+    case ValueErrorType.StringPattern:
+    case ValueErrorType.StringFormat:
+      return say(`is not valid`, "invalid format");
+    case ValueErrorType.NumberMaximum:
+    case ValueErrorType.IntegerMaximum:
+      return say(`must be at most ${s.maximum}`, "too large");
+    case ValueErrorType.NumberMinimum:
+    case ValueErrorType.IntegerMinimum:
+      return say(`must be at least ${s.minimum}`, "too small");
+    case ValueErrorType.NumberExclusiveMinimum:
+    case ValueErrorType.IntegerExclusiveMinimum:
+      return say(`must be greater than ${s.exclusiveMinimum}`, "too small");
+    case ValueErrorType.ArrayMaxItems:
+      return say(`may hold at most ${s.maxItems} items`, "too many");
+    case ValueErrorType.ArrayUniqueItems:
+      return say(`lists a value twice`, "duplicate");
+    case ValueErrorType.ObjectMaxProperties:
+      return say(`may hold at most ${s.maxProperties} entries`, "too many");
+    case ValueErrorType.Literal:
+      return say(`must be ${JSON.stringify(s.const)}`, "not allowed");
+    case ValueErrorType.Union: {
+      const values = literals(e.schema);
+      if (values) return say(`must be one of ${values.join(", ")}`, "not allowed");
+      return say(e.value === null ? "must not be null" : "has the wrong type or shape", e.value === null ? "null" : "invalid value");
+    }
+    default:
+      return say(`is invalid: ${e.message}`, "invalid value");
+  }
+}
+
+/** In a nullable field (`X | null`) holding a non-null value, the error is X's: descend into it. */
+function throughNullable(e: ValueError): ValueError {
+  const variants = (e.schema as { anyOf?: TSchema[] }).anyOf;
+  if (e.type !== ValueErrorType.Union || e.value === null || variants?.length !== 2) return e;
+  const i = variants.findIndex((v) => (v as { type?: string }).type === "null");
+  if (i < 0) return e;
+  const inner = e.errors[1 - i]?.First();
+  return inner ? throughNullable(inner) : e;
+}
+
+/** Field and sentence for the first error of `value` against a compiled schema. */
+function firstError(check: TypeCheck<TSchema>, value: unknown, root: string): AppError {
+  const found = check.Errors(value).First();
+  const e = found && throughNullable(found);
+  if (!e) return new AppError("VALIDATION_FAILED", `${root} is invalid`, { field: root, reason: "invalid value" });
+  let path = e.path;
+  // A duplicate in a unique list: name the second occurrence (tools[1]).
+  if (e.type === ValueErrorType.ArrayUniqueItems && Array.isArray(e.value)) {
+    const seen = new Set<string>();
+    const i = e.value.findIndex((v) => {
+      const k = JSON.stringify(v);
+      return seen.has(k) || !seen.add(k);
+    });
+    if (i >= 0) path = `${path}/${i}`;
+  }
+  const field = fieldOf(path, root);
+  const { message, reason } = e.type === ValueErrorType.Object && !path && root === "body" ? { message: "Request body must be a JSON object", reason: "expected object" } : describe(e, field);
+  return new AppError("VALIDATION_FAILED", message, { field, reason });
+}
+
+/** `value` typed by `schema`, or VALIDATION_FAILED naming the first bad field (relative to `root`). */
+export function check<S extends TSchema>(schema: S, value: unknown, root = "body"): Static<S> {
+  const c = compile(schema);
+  if (c.Check(value)) return value as Static<S>;
+  throw firstError(c as TypeCheck<TSchema>, value, root);
+}
+
+/** True when `value` matches `schema` (no error built). */
+export const matches = (schema: TSchema, value: unknown): boolean => compile(schema).Check(value);

@@ -14,6 +14,8 @@ export const OAUTH_PROVIDERS = ["github", "google"] as const;
 export const MODEL_PROVIDERS = ["anthropic", "openai", "demo"] as const;
 export const NETWORKS = ["none", "bridge"] as const;
 export const WORKSPACE_STATUSES = ["starting", "running", "stopped", "failed"] as const;
+/** A workspace in one of these counts against its profile's concurrency. */
+export const ACTIVE_WORKSPACE_STATUSES = ["starting", "running"] as const satisfies readonly WorkspaceStatus[];
 export const TASK_STATUSES = ["queued", "running", "waiting_input", "completed", "failed", "cancelled"] as const;
 /** A task in one of these is still to run, running, or waiting for the user's answer. */
 export const ACTIVE_TASK_STATUSES = ["queued", "running", "waiting_input"] as const satisfies readonly TaskStatus[];

@@ -7,13 +7,12 @@
 import { and, count, desc, eq, inArray, lt, ne, sql, type SQL } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
-import { type NewWorkspaceRow, profiles, sessions, type WorkspaceRow, workspaces } from "../db/schema.ts";
+import { ACTIVE_WORKSPACE_STATUSES, type NewWorkspaceRow, profiles, sessions, type WorkspaceRow, workspaces, type WorkspaceStatus } from "../db/schema.ts";
 import { AppError } from "../lib/errors.ts";
 
-export type { NewWorkspaceRow, WorkspaceRow };
-export type WorkspaceStatus = WorkspaceRow["status"];
+export type { NewWorkspaceRow, WorkspaceRow, WorkspaceStatus };
 
-const ACTIVE: WorkspaceStatus[] = ["starting", "running"];
+const ACTIVE: readonly WorkspaceStatus[] = ACTIVE_WORKSPACE_STATUSES;
 
 export function concurrencyLimit(profileId: string, active: number, limit: number): AppError {
   return new AppError(

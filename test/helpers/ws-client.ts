@@ -1,8 +1,12 @@
 /**
  * A WebSocket test client on the `ws` library (a real, independent client implementation):
- * records every frame, waits for frames or the close, and reports refused upgrades.
+ * records every frame, waits for frames or the close, and reports refused upgrades. Every frame
+ * it receives is checked against the protocol's ServerFrame union (src/schema/stream.ts): a frame
+ * the union does not describe fails the waiting test.
  */
 import WebSocket from "ws";
+import { ServerFrame } from "../../src/schema/stream.ts";
+import { check } from "../../src/schema/validate.ts";
 
 export interface Closed {
   code: number;
@@ -11,12 +15,20 @@ export interface Closed {
 
 export class WsClient {
   readonly frames: any[] = [];
+  /** Frames that do not match the ServerFrame union, with why. */
+  readonly invalid: { frame: unknown; error: string; field: unknown }[] = [];
   closed: Closed | null = null;
   private waiters: (() => void)[] = [];
 
   private constructor(readonly ws: WebSocket) {
     ws.on("message", (data) => {
-      this.frames.push(JSON.parse(data.toString()));
+      const frame = JSON.parse(data.toString());
+      try {
+        check(ServerFrame, frame, "frame");
+      } catch (e) {
+        this.invalid.push({ frame, error: (e as Error).message, field: (e as { details?: { field?: unknown } }).details?.field });
+      }
+      this.frames.push(frame);
       this.notify();
     });
     ws.on("close", (code, reason) => {
@@ -53,6 +65,7 @@ export class WsClient {
   async waitFor(pred: (f: any) => boolean, timeoutMs = 15_000, from = 0): Promise<any> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
+      if (this.invalid.length) throw new Error(`a frame does not match the protocol: ${JSON.stringify(this.invalid[0])}`);
       const f = this.frames.slice(from).find(pred);
       if (f) return f;
       if (this.closed) throw new Error(`socket closed (${this.closed.code} ${this.closed.reason}) while waiting; frames: ${JSON.stringify(this.frames.slice(-5))}`);

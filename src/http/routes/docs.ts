@@ -1,4 +1,5 @@
 import { Elysia } from "elysia";
+import { asyncApiDocument } from "../../schema/asyncapi.ts";
 import { VERSION } from "../../version.ts";
 import docsHtml from "../../../web/docs.html" with { type: "text" };
 
@@ -57,7 +58,7 @@ export function docsRoutes(getRouter: () => Elysia<any, any, any, any, any, any,
     const router = getRouter();
     // The generator is loaded on the first request for the document, not at start-up.
     const { toOpenAPISchema } = require("@elysiajs/openapi") as typeof import("@elysiajs/openapi");
-    const generated = toOpenAPISchema(router as never, { paths: ["/v1/openapi.json", "/docs"] });
+    const generated = toOpenAPISchema(router as never, { paths: ["/v1/openapi.json", "/v1/asyncapi.json", "/docs"] });
     const paths = withJsonBodies(normalizePaths(generated.paths as Paths), router.routes as RouteInfo[]);
     const components = generated.components;
     cached = JSON.stringify({
@@ -66,7 +67,7 @@ export function docsRoutes(getRouter: () => Elysia<any, any, any, any, any, any,
         title: "runcell API",
         version: VERSION,
         description:
-          "Self-hosted agent platform. All errors use {error, code, details?}. Lists are {data, next_cursor}, newest first, ?limit=1..100 and ?cursor=. Every response carries X-Request-Id and RateLimit-* headers.",
+          "Self-hosted agent platform. All errors use {error, code, details?}. Lists are {data, next_cursor}, newest first, ?limit=1..100 and ?cursor=. Every response carries X-Request-Id and RateLimit-* headers. The WebSocket stream (/v1/stream) is described by the AsyncAPI 3 document at /v1/asyncapi.json.",
       },
       servers: [{ url: publicUrl }],
       tags: TAGS,
@@ -83,7 +84,13 @@ export function docsRoutes(getRouter: () => Elysia<any, any, any, any, any, any,
     });
     return cached;
   };
+  let asyncApi: string | null = null;
   return new Elysia()
+    .get(
+      "/v1/asyncapi.json",
+      () => new Response((asyncApi ??= JSON.stringify(asyncApiDocument({ publicUrl, version: VERSION }))), { headers: { "content-type": "application/json; charset=utf-8" } }),
+      { detail: { hide: true } },
+    )
     .get("/v1/openapi.json", () => new Response(spec(), { headers: { "content-type": "application/json; charset=utf-8" } }), {
       detail: { hide: true },
     })

@@ -1,13 +1,15 @@
 /**
- * /v1/profiles on a real app: credentials, ownership, every validated field, defaults, PATCH
- * semantics, pagination, and the service interface the runtime calls (get / toApi).
+ * /v1/profiles on a real app: the route scenario table (credentials, someone else's profile, every
+ * validated field on POST and PATCH, success), defaults, PATCH semantics, pagination, and the
+ * service interface the runtime calls (get / toApi).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { DEFAULT_SYSTEM_PROMPT } from "../../src/agents/profile-rules.ts";
-import { TOOL_NAMES } from "../../src/schema/profile.ts";
-import { AppError } from "../../src/lib/errors.ts";
-import { startTestApp, type TestApp } from "../helpers/app.ts";
-import { api, createUser, type TestUser } from "../helpers/users.ts";
+import { DEFAULT_SYSTEM_PROMPT } from "../../../src/agents/profile-rules.ts";
+import { TOOL_NAMES } from "../../../src/schema/profile.ts";
+import { AppError } from "../../../src/lib/errors.ts";
+import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
+import { api, createUser, type TestUser } from "../../helpers/users.ts";
 
 let t: TestApp;
 let alice: TestUser;
@@ -18,50 +20,104 @@ beforeAll(async () => {
   t = await startTestApp();
   [alice, bob] = await Promise.all([createUser(t), createUser(t)]);
   bobProfile = (await api(t, "POST", "/v1/profiles", bob.bearer, { name: "bob's" })).body.id;
+  a = await actors(t);
 });
 afterAll(() => t.stop());
 
 const create = (body: unknown, who: TestUser = alice) => api(t, "POST", "/v1/profiles", who.bearer, body);
 
+/** Bad profile bodies and the field each one names (POST and PATCH both refuse them). */
+const cases: [string, unknown, string][] = [
+  ["body not an object", [1], "body"],
+  ["unknown field", { nme: "x" }, "nme"],
+  ["name not a string", { name: 5 }, "name"],
+  ["name empty", { name: "   " }, "name"],
+  ["name too long", { name: "x".repeat(101) }, "name"],
+  ["name with a control character", { name: "a\nb" }, "name"],
+  ["name null", { name: null }, "name"],
+  ["system_prompt empty", { system_prompt: " \n" }, "system_prompt"],
+  ["system_prompt too long", { system_prompt: "x".repeat(100_001) }, "system_prompt"],
+  ["model not an object", { model: "claude" }, "model"],
+  ["model without provider", { model: { name: "gpt-4o" } }, "model.provider"],
+  ["unknown provider", { model: { provider: "gemini" } }, "model.provider"],
+  ["unknown model field", { model: { provider: "openai", temperature: 1 } }, "model.temperature"],
+  ["model name with a space", { model: { provider: "openai", name: "gpt 4" } }, "model.name"],
+  ["model name not a string", { model: { provider: "openai", name: 4 } }, "model.name"],
+  ["base_url not a URL", { model: { provider: "openai", base_url: "localhost:11434" } }, "model.base_url"],
+  ["base_url not http(s)", { model: { provider: "openai", base_url: "ftp://example.com/v1" } }, "model.base_url"],
+  ["base_url with credentials", { model: { provider: "openai", base_url: "https://user:pw@example.com/v1" } }, "model.base_url"],
+  ["base_url with a query", { model: { provider: "openai", base_url: "https://example.com/v1?key=1" } }, "model.base_url"],
+  ["base_url on demo", { model: { provider: "demo", base_url: "https://example.com" } }, "model.base_url"],
+  ["api_key_secret malformed", { model: { provider: "anthropic", api_key_secret: "my-key" } }, "model.api_key_secret"],
+  ["api_key_secret on demo", { model: { provider: "demo", api_key_secret: "K" } }, "model.api_key_secret"],
+  ["pricing not an object", { model: { provider: "openai", pricing: 3 } }, "model.pricing"],
+  ["pricing negative", { model: { provider: "openai", pricing: { input_per_mtok: -1, output_per_mtok: 1 } } }, "model.pricing.input_per_mtok"],
+  ["pricing incomplete", { model: { provider: "openai", pricing: { input_per_mtok: 1 } } }, "model.pricing.output_per_mtok"],
+  ["pricing not a number", { model: { provider: "openai", pricing: { input_per_mtok: 1, output_per_mtok: "2" } } }, "model.pricing.output_per_mtok"],
+  ["pricing unknown field", { model: { provider: "openai", pricing: { input_per_mtok: 1, output_per_mtok: 1, cached: 0 } } }, "model.pricing.cached"],
+  ["image uppercase", { image: "Ubuntu:22.04" }, "image"],
+  ["image with a space", { image: "debian bookworm" }, "image"],
+  ["image empty tag", { image: "debian:" }, "image"],
+  ["image bad digest", { image: "debian@sha256:abc" }, "image"],
+  ["image too long", { image: "a/".repeat(300) + "b" }, "image"],
+  ["tools not an array", { tools: "Bash" }, "tools"],
+  ["unknown tool", { tools: ["Bash", "Read", "Browse"] }, "tools[2]"],
+  ["tool not a string", { tools: [7] }, "tools[0]"],
+  ["duplicate tool", { tools: ["Bash", "Bash"] }, "tools[1]"],
+  ["env not an object", { env: ["A=1"] }, "env"],
+  ["env name starting with a digit", { env: { "1FOO": "x" } }, "env.1FOO"],
+  ["env name with a dash", { env: { "MY-VAR": "x" } }, "env.MY-VAR"],
+  ["env name reserved (prefix)", { env: { RUNCELL_SESSION: "x" } }, "env.RUNCELL_SESSION"],
+  ["env name reserved (exact)", { env: { HOSTNAME: "x" } }, "env.HOSTNAME"],
+  ["env value a number", { env: { PORT: 8080 } }, "env.PORT"],
+  ["env value with NUL", { env: { A: "a\u0000b" } }, "env.A"],
+  ["env value too long", { env: { A: "x".repeat(32 * 1024 + 1) } }, "env.A"],
+  ["env secret ref malformed", { env: { TOKEN: { secret: "not valid" } } }, "env.TOKEN"],
+  ["env secret ref with extra key", { env: { TOKEN: { secret: "T", default: "x" } } }, "env.TOKEN"],
+  ["env too many", { env: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`V${i}`, "x"])) }, "env"],
+  ["limits not an object", { limits: 5 }, "limits"],
+  ["unknown limit", { limits: { max_tokens: 5 } }, "limits.max_tokens"],
+  ["max_turns zero", { limits: { max_turns: 0 } }, "limits.max_turns"],
+  ["max_turns fractional", { limits: { max_turns: 2.5 } }, "limits.max_turns"],
+  ["max_turns too high", { limits: { max_turns: 1001 } }, "limits.max_turns"],
+  ["max_budget_usd zero", { limits: { max_budget_usd: 0 } }, "limits.max_budget_usd"],
+  ["max_budget_usd a string", { limits: { max_budget_usd: "5" } }, "limits.max_budget_usd"],
+  ["max_concurrency too high", { limits: { max_concurrency: 1001 } }, "limits.max_concurrency"],
+  ["memory_mb too low", { limits: { memory_mb: 16 } }, "limits.memory_mb"],
+  ["cpus too low", { limits: { cpus: 0.01 } }, "limits.cpus"],
+  ["cpus too high", { limits: { cpus: 65 } }, "limits.cpus"],
+  ["pids too high", { limits: { pids: 100_000 } }, "limits.pids"],
+  ["network unknown", { network: "host" }, "network"],
+];
+
+const bad = cases.map(([name, body, field]) => ({ name, body, field }));
+let a: Actors;
+
+/** A profile of `user`, made through the API. */
+const profileOf = async (_a: Actors, user: TestUser) => (await api(t, "POST", "/v1/profiles", user.bearer, { name: "table" })).body.id as string;
+
+routeTable("/v1/profiles", () => a, [
+  { route: "POST /v1/profiles", body: () => ({ name: "made by the table" }), invalid: bad, success: 201, check: (r) => expect(r.body.name).toBe("made by the table") },
+  { route: "GET /v1/profiles", query: "limit=5", invalid: [{ name: "limit=0", query: "limit=0", field: "limit" }], success: 200, viaCookie: true },
+  { route: "GET /v1/profiles/:id", record: profileOf, success: 200, check: (r, _a, id) => expect(r.body.id).toBe(id) },
+  {
+    route: "PATCH /v1/profiles/:id",
+    record: profileOf,
+    body: () => ({ name: "renamed" }),
+    invalid: bad.filter((c) => !c.name.startsWith("model without")),
+    success: 200,
+    check: (r) => expect(r.body.name).toBe("renamed"),
+  },
+  { route: "DELETE /v1/profiles/:id", record: profileOf, success: 204 },
+]);
+
 describe("credentials and ownership", () => {
-  const routes = (id: () => string) =>
-    [
-      ["POST", () => "/v1/profiles", { name: "x" }],
-      ["GET", () => "/v1/profiles", undefined],
-      ["GET", () => `/v1/profiles/${id()}`, undefined],
-      ["PATCH", () => `/v1/profiles/${id()}`, { name: "y" }],
-      ["DELETE", () => `/v1/profiles/${id()}`, undefined],
-    ] as const;
-
-  test.each(routes(() => bobProfile))("%s without a credential → 401", async (method, path, body) => {
-    const r = await api(t, method, path(), {}, body);
-    expect(r.status).toBe(401);
-    expect(r.body.code).toBe("UNAUTHORIZED");
-  });
-
-  test.each(routes(() => bobProfile))("%s with a bad token → 401", async (method, path, body) => {
-    const r = await api(t, method, path(), { authorization: "Bearer rc_" + "0".repeat(64) }, body);
-    expect(r.status).toBe(401);
-    expect(r.body.code).toBe("UNAUTHORIZED");
-  });
-
   test("an anonymous request with an invalid body is still 401, not 400", async () => {
     const r = await api(t, "POST", "/v1/profiles", {}, { tools: ["Nope"] });
     expect(r.status).toBe(401);
   });
 
-  test.each([
-    ["GET", undefined],
-    ["PATCH", { name: "stolen" }],
-    ["DELETE", undefined],
-  ] as const)("%s of someone else's profile → 404 like a missing one", async (method, body) => {
-    const theirs = await api(t, method, `/v1/profiles/${bobProfile}`, alice.bearer, body);
-    const missing = await api(t, method, `/v1/profiles/prof_00000000000000000000000000`, alice.bearer, body);
-    expect(theirs.status).toBe(404);
-    expect(theirs.body.code).toBe("NOT_FOUND");
-    expect(missing.status).toBe(404);
-    expect(Object.keys(theirs.body).sort()).toEqual(Object.keys(missing.body).sort());
-    // Bob's profile is untouched.
+  test("someone else's profile is untouched by the table's attempts", async () => {
     const still = await api(t, "GET", `/v1/profiles/${bobProfile}`, bob.bearer);
     expect(still.status).toBe(200);
     expect(still.body.name).toBe("bob's");
@@ -162,89 +218,11 @@ describe("defaults", () => {
 });
 
 describe("validation", () => {
-  const cases: [string, unknown, string][] = [
-    ["body not an object", [1], "body"],
-    ["unknown field", { nme: "x" }, "nme"],
-    ["name not a string", { name: 5 }, "name"],
-    ["name empty", { name: "   " }, "name"],
-    ["name too long", { name: "x".repeat(101) }, "name"],
-    ["name with a control character", { name: "a\nb" }, "name"],
-    ["name null", { name: null }, "name"],
-    ["system_prompt empty", { system_prompt: " \n" }, "system_prompt"],
-    ["system_prompt too long", { system_prompt: "x".repeat(100_001) }, "system_prompt"],
-    ["model not an object", { model: "claude" }, "model"],
-    ["model without provider", { model: { name: "gpt-4o" } }, "model.provider"],
-    ["unknown provider", { model: { provider: "gemini" } }, "model.provider"],
-    ["unknown model field", { model: { provider: "openai", temperature: 1 } }, "model.temperature"],
-    ["model name with a space", { model: { provider: "openai", name: "gpt 4" } }, "model.name"],
-    ["model name not a string", { model: { provider: "openai", name: 4 } }, "model.name"],
-    ["base_url not a URL", { model: { provider: "openai", base_url: "localhost:11434" } }, "model.base_url"],
-    ["base_url not http(s)", { model: { provider: "openai", base_url: "ftp://example.com/v1" } }, "model.base_url"],
-    ["base_url with credentials", { model: { provider: "openai", base_url: "https://user:pw@example.com/v1" } }, "model.base_url"],
-    ["base_url with a query", { model: { provider: "openai", base_url: "https://example.com/v1?key=1" } }, "model.base_url"],
-    ["base_url on demo", { model: { provider: "demo", base_url: "https://example.com" } }, "model.base_url"],
-    ["api_key_secret malformed", { model: { provider: "anthropic", api_key_secret: "my-key" } }, "model.api_key_secret"],
-    ["api_key_secret on demo", { model: { provider: "demo", api_key_secret: "K" } }, "model.api_key_secret"],
-    ["pricing not an object", { model: { provider: "openai", pricing: 3 } }, "model.pricing"],
-    ["pricing negative", { model: { provider: "openai", pricing: { input_per_mtok: -1, output_per_mtok: 1 } } }, "model.pricing.input_per_mtok"],
-    ["pricing incomplete", { model: { provider: "openai", pricing: { input_per_mtok: 1 } } }, "model.pricing.output_per_mtok"],
-    ["pricing not a number", { model: { provider: "openai", pricing: { input_per_mtok: 1, output_per_mtok: "2" } } }, "model.pricing.output_per_mtok"],
-    ["pricing unknown field", { model: { provider: "openai", pricing: { input_per_mtok: 1, output_per_mtok: 1, cached: 0 } } }, "model.pricing.cached"],
-    ["image uppercase", { image: "Ubuntu:22.04" }, "image"],
-    ["image with a space", { image: "debian bookworm" }, "image"],
-    ["image empty tag", { image: "debian:" }, "image"],
-    ["image bad digest", { image: "debian@sha256:abc" }, "image"],
-    ["image too long", { image: "a/".repeat(300) + "b" }, "image"],
-    ["tools not an array", { tools: "Bash" }, "tools"],
-    ["unknown tool", { tools: ["Bash", "Read", "Browse"] }, "tools[2]"],
-    ["tool not a string", { tools: [7] }, "tools[0]"],
-    ["duplicate tool", { tools: ["Bash", "Bash"] }, "tools[1]"],
-    ["env not an object", { env: ["A=1"] }, "env"],
-    ["env name starting with a digit", { env: { "1FOO": "x" } }, "env.1FOO"],
-    ["env name with a dash", { env: { "MY-VAR": "x" } }, "env.MY-VAR"],
-    ["env name reserved (prefix)", { env: { RUNCELL_SESSION: "x" } }, "env.RUNCELL_SESSION"],
-    ["env name reserved (exact)", { env: { HOSTNAME: "x" } }, "env.HOSTNAME"],
-    ["env value a number", { env: { PORT: 8080 } }, "env.PORT"],
-    ["env value with NUL", { env: { A: "a\u0000b" } }, "env.A"],
-    ["env value too long", { env: { A: "x".repeat(32 * 1024 + 1) } }, "env.A"],
-    ["env secret ref malformed", { env: { TOKEN: { secret: "not valid" } } }, "env.TOKEN"],
-    ["env secret ref with extra key", { env: { TOKEN: { secret: "T", default: "x" } } }, "env.TOKEN"],
-    ["env too many", { env: Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`V${i}`, "x"])) }, "env"],
-    ["limits not an object", { limits: 5 }, "limits"],
-    ["unknown limit", { limits: { max_tokens: 5 } }, "limits.max_tokens"],
-    ["max_turns zero", { limits: { max_turns: 0 } }, "limits.max_turns"],
-    ["max_turns fractional", { limits: { max_turns: 2.5 } }, "limits.max_turns"],
-    ["max_turns too high", { limits: { max_turns: 1001 } }, "limits.max_turns"],
-    ["max_budget_usd zero", { limits: { max_budget_usd: 0 } }, "limits.max_budget_usd"],
-    ["max_budget_usd a string", { limits: { max_budget_usd: "5" } }, "limits.max_budget_usd"],
-    ["max_concurrency too high", { limits: { max_concurrency: 1001 } }, "limits.max_concurrency"],
-    ["memory_mb too low", { limits: { memory_mb: 16 } }, "limits.memory_mb"],
-    ["cpus too low", { limits: { cpus: 0.01 } }, "limits.cpus"],
-    ["cpus too high", { limits: { cpus: 65 } }, "limits.cpus"],
-    ["pids too high", { limits: { pids: 100_000 } }, "limits.pids"],
-    ["network unknown", { network: "host" }, "network"],
-  ];
-
-  test.each(cases)("POST: %s → 400", async (_name, body, field) => {
-    const r = await create(body);
-    expect(r.status).toBe(400);
-    expect(r.body.code).toBe("VALIDATION_FAILED");
-    expect(r.body.details.field).toBe(field);
-    expect(typeof r.body.error).toBe("string");
-  });
-
-  test.each(cases.filter(([name]) => !name.startsWith("model without")))("PATCH: %s → 400", async (_name, body, field) => {
-    const r = await api(t, "PATCH", `/v1/profiles/${patchTarget}`, alice.bearer, body);
-    expect(r.status).toBe(400);
-    expect(r.body.details.field).toBe(field);
-  });
-
-  let patchTarget = "";
-  beforeAll(async () => {
-    patchTarget = (await create({ name: "patch target" })).body.id;
-  });
-
-  test("nothing invalid was stored", async () => {
+  test("a refused PATCH stores nothing", async () => {
+    const patchTarget = (await create({ name: "patch target" })).body.id;
+    for (const [name, body] of cases.filter(([n]) => !n.startsWith("model without"))) {
+      expect((await api(t, "PATCH", `/v1/profiles/${patchTarget}`, alice.bearer, body)).status, name).toBe(400);
+    }
     const r = await api(t, "GET", `/v1/profiles/${patchTarget}`, alice.bearer);
     expect(r.body.name).toBe("patch target");
     expect(r.body.updated_at).toBe(r.body.created_at);

@@ -1,0 +1,90 @@
+/**
+ * /v1/sessions: the route scenario table (credentials, someone else's session, bad input,
+ * success), on a real app with real workspaces for the routes that start one.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createProfile } from "../../helpers/agent.ts";
+import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { startMockAnthropic, type MockProviderServer } from "../../helpers/mock-anthropic.ts";
+import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
+import { api, type TestUser } from "../../helpers/users.ts";
+
+let t: TestApp;
+let mock: MockProviderServer;
+let a: Actors;
+const profiles = new Map<string, string>();
+
+beforeAll(async () => {
+  t = await startTestApp();
+  mock = startMockAnthropic().script(() => ({ text: "ok" }));
+  a = await actors(t);
+  for (const u of [a.owner, a.other]) profiles.set(u.id, await createProfile(t, u, { mock }));
+});
+afterAll(async () => {
+  await t.stop();
+  await mock.stop();
+});
+
+/** A session row of `user` with one stored frame (no workspace: the routes read and delete rows). */
+async function session(_a: Actors, user: TestUser): Promise<string> {
+  const s = t.app.services;
+  const row = s.agentSessions.create(user.id, profiles.get(user.id)!, "a title");
+  s.hub.publish(row.id, { type: "task:token", task_id: "task_00000000000000000000000000", text: "hi" });
+  return row.id;
+}
+
+routeTable("/v1/sessions", () => a, [
+  {
+    route: "POST /v1/sessions",
+    body: () => ({ profile_id: profiles.get(a.owner.id) }),
+    invalid: [
+      { name: "no profile_id", body: {}, field: "profile_id" },
+      { name: "a profile_id that is not a string", body: { profile_id: 7 }, field: "profile_id" },
+      { name: "an unknown field", body: { profile_id: "prof_x", title: "t" }, field: "title" },
+    ],
+    success: 201,
+    check: (r) => {
+      expect(r.body.id).toMatch(/^sess_/);
+      expect(r.body.container_id).toMatch(/^ctr_/);
+      expect(r.body.status).toBe("idle");
+    },
+  },
+  { route: "GET /v1/sessions", query: "limit=10", invalid: [{ name: "limit=101", query: "limit=101", field: "limit" }], success: 200, check: (r) => expect(r.body.data.length).toBeGreaterThan(0) },
+  { route: "GET /v1/sessions/:id", record: session, success: 200, check: (r, _a, id) => expect([r.body.id, r.body.title, r.body.container_id]).toEqual([id, "a title", null]) },
+  {
+    route: "GET /v1/sessions/:id/events",
+    record: session,
+    query: "after=0",
+    invalid: [
+      { name: "a negative after", query: "after=-1", field: "after" },
+      { name: "limit=0", query: "limit=0", field: "limit" },
+      { name: "a non-numeric cursor", query: "cursor=abc", field: "cursor" },
+    ],
+    success: 200,
+    check: (r, _a, id) => {
+      expect(r.body.data).toHaveLength(1);
+      expect(r.body.data[0]).toMatchObject({ type: "task:token", session_id: id, seq: 1, text: "hi" });
+      expect(r.body.next_cursor).toBeNull();
+    },
+  },
+  {
+    route: "DELETE /v1/sessions/:id",
+    record: session,
+    success: 204,
+    check: async (_r, _a, id) => expect((await api(t, "GET", `/v1/sessions/${id}`, a.owner.bearer)).status).toBe(404),
+  },
+]);
+
+test("POST /v1/sessions with someone else's profile → 404, like a missing one", async () => {
+  const theirs = await api(t, "POST", "/v1/sessions", a.owner.bearer, { profile_id: profiles.get(a.other.id) });
+  const none = await api(t, "POST", "/v1/sessions", a.owner.bearer, { profile_id: "prof_00000000000000000000000000" });
+  expect([theirs.status, none.status]).toEqual([404, 404]);
+  expect(theirs.body.error.replace(profiles.get(a.other.id)!, ":id")).toBe(none.body.error.replace("prof_00000000000000000000000000", ":id"));
+});
+
+test("DELETE twice → 404 the second time", async () => {
+  const id = await session(a, a.owner);
+  expect((await api(t, "DELETE", `/v1/sessions/${id}`, a.owner.bearer)).status).toBe(204);
+  const again = await api(t, "DELETE", `/v1/sessions/${id}`, a.owner.bearer);
+  expect([again.status, again.body.code]).toEqual([404, "NOT_FOUND"]);
+});

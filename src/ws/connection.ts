@@ -10,6 +10,7 @@ import type { ServerWebSocket } from "bun";
 import type { Principal } from "../auth/principal.ts";
 import { adminTopic, type Hub, type NativeDelivery, sessionTopic, type Subscription } from "../events/hub.ts";
 import { AppError } from "../lib/errors.ts";
+import type { FrameOf } from "../schema/stream.ts";
 
 export const MAX_BACKLOG = 4 * 1024 * 1024;
 export const MAX_SUBSCRIPTIONS = 200;
@@ -62,7 +63,7 @@ export function send(ws: Socket, json: string): boolean {
 }
 
 export function sendError(ws: Socket, err: AppError, requestId?: string) {
-  const frame: Record<string, unknown> = { type: "error", code: err.code, message: err.message };
+  const frame: FrameOf<"error"> = { type: "error", code: err.code, message: err.message };
   if (requestId !== undefined) frame.request_id = requestId;
   if (err.details) frame.details = err.details;
   send(ws, JSON.stringify(frame));
@@ -150,7 +151,7 @@ export async function replay(ws: Socket, hub: Hub, sessionId: string, after: num
     onOverflow: () => close(ws, CLOSE_TOO_SLOW, "too many live frames during replay: reconnect and session.resume"),
   });
   addSubscription(ws, sessionId, subscription);
-  if (!send(ws, JSON.stringify({ type: "session.replay_start", session_id: sessionId, after }))) return;
+  if (!send(ws, JSON.stringify({ type: "session.replay_start", session_id: sessionId, after } satisfies FrameOf<"session.replay_start">))) return;
   for (const row of rows) {
     if (ws.data.closed || subscription.closed) return;
     const r = ws.send(row.frame);
@@ -158,6 +159,6 @@ export async function replay(ws: Socket, hub: Hub, sessionId: string, after: num
     if (r === -1) await drained(ws);
   }
   if (ws.data.closed || subscription.closed) return;
-  if (!send(ws, JSON.stringify({ type: "session.replay_end", session_id: sessionId, last_seq: lastSeq }))) return;
+  if (!send(ws, JSON.stringify({ type: "session.replay_end", session_id: sessionId, last_seq: lastSeq } satisfies FrameOf<"session.replay_end">))) return;
   subscription.goLive(lastSeq);
 }

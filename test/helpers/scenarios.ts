@@ -34,7 +34,7 @@ export async function actors(t: TestApp): Promise<Actors> {
     t,
     owner,
     other,
-    headers(who) {
+    headers(who): Record<string, string> {
       switch (who) {
         case "anonymous":
           return {};
@@ -68,6 +68,8 @@ export interface RouteCase {
   route: string;
   /** Creates the record the route acts on, owned by `user`; returns its id. Routes with `:id` need it. */
   record?: (a: Actors, user: TestUser) => Promise<string>;
+  /** A record in the state the success needs, when that costs more than `record` (e.g. a task waiting for an answer). */
+  successRecord?: (a: Actors, user: TestUser) => Promise<string>;
   /** An id no record has (same shape as a real one); default: the record's prefix and zeros. */
   missing?: string;
   /** A valid body (given the record's id). */

@@ -8,6 +8,7 @@
 import type { DB } from "../db/client.ts";
 import { FINAL_TASK_STATUSES } from "../db/schema.ts";
 import type { FrameInput } from "../schema/stream.ts";
+import type { Submit } from "../schema/task.ts";
 import { AppError, type ErrorCode, Errors } from "../lib/errors.ts";
 import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { AgentLoop, type LoopDeps, type Outcome } from "./loop.ts";
@@ -22,15 +23,8 @@ export interface OrchestratorDeps extends LoopDeps {
   lifecycle: SessionLifecycle;
 }
 
-export interface SubmitInput {
-  mode?: string;
-  profile_id?: string;
-  session_id?: string;
-  prompt: string;
-  max_turns?: number;
-  max_budget_usd?: number;
-  playbook_id?: string | null;
-}
+/** A submission (schema/task.ts: POST /v1/tasks, task.submit, session.turn), and the playbook run it belongs to. */
+export type SubmitInput = Submit & { playbook_id?: string | null };
 
 export type SubmitHooks = SessionHooks;
 

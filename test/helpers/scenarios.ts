@@ -81,13 +81,16 @@ export interface RouteCase {
   success: number;
   /** Extra checks on the successful answer. */
   check?: (res: { status: number; headers: Headers; body: any }, a: Actors, id: string | undefined) => void | Promise<void>;
-  /** Default: admin for /admin/* and /metrics, user for /v1/*, else public. */
+  /** Default: admin for /admin/* and /metrics, user for /v1/* (but its public documents), else public. */
   surface?: Surface;
   /** Send the success request with the owner's cookie instead of the token. */
   viaCookie?: boolean;
 }
 
-const surfaceOf = (path: string): Surface => (path.startsWith("/admin") || path === "/metrics" ? "admin" : path.startsWith("/v1/") ? "user" : "public");
+/** The documents under /v1 are public (src/http/guards.ts). */
+const PUBLIC_V1 = new Set(["/v1/openapi.json", "/v1/asyncapi.json"]);
+const surfaceOf = (path: string): Surface =>
+  path.startsWith("/admin") || path === "/metrics" ? "admin" : path.startsWith("/v1/") && !PUBLIC_V1.has(path) ? "user" : "public";
 
 function split(route: string): { method: string; path: string } {
   const [method, path] = route.split(" ");

@@ -1,102 +1,123 @@
 /**
- * /v1/api-tokens: the route scenario table (no credential, bad credential, someone else's record,
- * bad input, success) and the token lifecycle (create → use → delete → 401 on the very next
- * request, also past the verification cache).
+ * /v1/api-tokens: the route scenario table (credentials, someone else's token, bad input,
+ * success), credentials that are not one (malformed or unknown token, a bad cookie), and the token
+ * lifecycle (create → use → delete → 401 on the very next request, also past the verification cache).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { isWellFormedToken, mintTokenString } from "../../../src/auth/tokens.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api, createUser, type TestUser } from "../../helpers/users.ts";
 
 let t: TestApp;
+let a: Actors;
 let alice: TestUser;
 let bob: TestUser;
 
 beforeAll(async () => {
   t = await startTestApp();
   [alice, bob] = await Promise.all([createUser(t), createUser(t)]);
+  a = await actors(t);
 });
 afterAll(() => t.stop());
 
-type Creds = "none" | "malformed token" | "unknown token" | "bad cookie" | "token" | "cookie";
-const headersFor = (c: Creds, u: TestUser): Record<string, string> => {
-  switch (c) {
-    case "none":
-      return {};
-    case "malformed token":
-      return { authorization: `Bearer rc_${"0".repeat(64)}` };
-    case "unknown token":
-      return { authorization: `Bearer ${mintTokenString()}` };
-    case "bad cookie":
-      return { cookie: "runcell.session_token=not-a-session", origin: t.url };
-    case "token":
-      return { authorization: `Bearer ${u.token}` };
-    case "cookie":
-      return { cookie: u.cookie, origin: t.url };
-  }
-};
+const headersFor = (c: "token" | "cookie", u: TestUser): Record<string, string> => (c === "token" ? { authorization: `Bearer ${u.token}` } : { cookie: u.cookie, origin: t.url });
 
-interface Scenario {
-  name: string;
-  method: string;
-  path: () => string;
-  creds: Creds;
-  body?: unknown;
-  status: number;
-  code?: string;
-  field?: string;
+/** A token of `user`, made through the service; its id. */
+const token = async (_a: Actors, user: TestUser) => (await t.app.services.tokens.create(user.id, "x")).id;
+
+/** What POST answers: the plaintext once, and the record. */
+function expectCreated(body: any) {
+  expect(body.token).toMatch(/^rc_[0-9a-f]{64}$/);
+  expect(isWellFormedToken(body.token)).toBe(true);
+  expect(body.id).toMatch(/^tok_[0-9a-z]{26}$/);
+  expect(Object.keys(body).sort()).toEqual(["created_at", "id", "name", "token"]);
 }
 
-const scenarios: Scenario[] = [];
-for (const creds of ["none", "malformed token", "unknown token", "bad cookie"] as const) {
-  scenarios.push(
-    { name: `POST with ${creds}`, method: "POST", path: () => "/v1/api-tokens", creds, body: { name: "x" }, status: 401, code: "UNAUTHORIZED" },
-    { name: `GET with ${creds}`, method: "GET", path: () => "/v1/api-tokens", creds, status: 401, code: "UNAUTHORIZED" },
-    { name: `DELETE with ${creds}`, method: "DELETE", path: () => `/v1/api-tokens/${alice.tokenId}`, creds, status: 401, code: "UNAUTHORIZED" },
+routeTable("/v1/api-tokens", () => a, [
+  {
+    route: "POST /v1/api-tokens",
+    body: () => ({ name: "ci" }),
+    invalid: [
+      { name: "no name", body: {}, field: "name" },
+      { name: "an empty name", body: { name: "" }, field: "name" },
+      { name: "a 101-character name", body: { name: "n".repeat(101) }, field: "name" },
+      { name: "an unknown field", body: { name: "x", scope: "all" }, field: "scope" },
+    ],
+    success: 201,
+    check: async (r) => {
+      expectCreated(r.body);
+      expect(r.body.name).toBe("ci");
+      // The new token is a working credential of the owner.
+      const mine = await api(t, "GET", "/v1/api-tokens?limit=100", { authorization: `Bearer ${r.body.token}` });
+      expect(mine.status).toBe(200);
+      expect(mine.body.data.map((x: { id: string }) => x.id)).toContain(a.owner.tokenId);
+    },
+  },
+  {
+    route: "GET /v1/api-tokens",
+    query: "limit=100",
+    invalid: [
+      { name: "limit=0", query: "limit=0", field: "limit" },
+      { name: "limit=101", query: "limit=101", field: "limit" },
+    ],
+    success: 200,
+    viaCookie: true,
+    check: (r) => {
+      expect(r.body.next_cursor).toBeNull();
+      const ids = r.body.data.map((x: { id: string }) => x.id);
+      expect(ids).toContain(a.owner.tokenId);
+      // Only the caller's own tokens, and never the token itself.
+      expect(ids).not.toContain(a.other.tokenId);
+      for (const rec of r.body.data) expect(Object.keys(rec).sort()).toEqual(["created_at", "id", "last_used_at", "name"]);
+    },
+  },
+  {
+    route: "DELETE /v1/api-tokens/:id",
+    record: token,
+    success: 204,
+    check: (r, _a, id) => {
+      expect(r.body).toBeNull();
+      expect(t.app.services.tokens.list(a.owner.id, { limit: 100 }).data.map((x) => x.id)).not.toContain(id);
+    },
+  },
+]);
+
+describe("credentials that are not one", () => {
+  const bad = {
+    "a malformed token": () => ({ authorization: `Bearer rc_${"0".repeat(64)}` }),
+    "an unknown token": () => ({ authorization: `Bearer ${mintTokenString()}` }),
+    "a bad cookie": () => ({ cookie: "runcell.session_token=not-a-session", origin: t.url }),
+  };
+  const routes = [
+    ["POST", () => "/v1/api-tokens", { name: "x" }],
+    ["GET", () => "/v1/api-tokens", undefined],
+    ["DELETE", () => `/v1/api-tokens/${alice.tokenId}`, undefined],
+  ] as const;
+  test.each(Object.keys(bad).flatMap((creds) => routes.map(([method, path, body]) => [method, creds as keyof typeof bad, path, body] as const)))(
+    "%s with %s → 401",
+    async (method, creds, path, body) => {
+      const r = await api(t, method, path(), bad[creds](), body);
+      expect(r.status).toBe(401);
+      expect(r.body.code).toBe("UNAUTHORIZED");
+    },
   );
-}
-scenarios.push(
-  { name: "anonymous POST with a bad body is still 401 (credentials first)", method: "POST", path: () => "/v1/api-tokens", creds: "none", body: { nope: 1 }, status: 401, code: "UNAUTHORIZED" },
-  { name: "DELETE someone else's token", method: "DELETE", path: () => `/v1/api-tokens/${bob.tokenId}`, creds: "token", status: 404, code: "NOT_FOUND" },
-  { name: "DELETE a token that never existed", method: "DELETE", path: () => "/v1/api-tokens/tok_01aaaaaaaaaaaaaaaaaaaaaaaa", creds: "cookie", status: 404, code: "NOT_FOUND" },
-  { name: "POST without name", method: "POST", path: () => "/v1/api-tokens", creds: "token", body: {}, status: 400, code: "VALIDATION_FAILED", field: "name" },
-  { name: "POST with an empty name", method: "POST", path: () => "/v1/api-tokens", creds: "token", body: { name: "" }, status: 400, code: "VALIDATION_FAILED", field: "name" },
-  { name: "POST with a 101-character name", method: "POST", path: () => "/v1/api-tokens", creds: "cookie", body: { name: "n".repeat(101) }, status: 400, code: "VALIDATION_FAILED", field: "name" },
-  { name: "POST with an unknown field", method: "POST", path: () => "/v1/api-tokens", creds: "token", body: { name: "x", scope: "all" }, status: 400, code: "VALIDATION_FAILED", field: "scope" },
-  { name: "GET with limit=0", method: "GET", path: () => "/v1/api-tokens?limit=0", creds: "token", status: 400, code: "VALIDATION_FAILED", field: "limit" },
-  { name: "POST with a token", method: "POST", path: () => "/v1/api-tokens", creds: "token", body: { name: "ci" }, status: 201 },
-  { name: "POST with a cookie", method: "POST", path: () => "/v1/api-tokens", creds: "cookie", body: { name: "laptop" }, status: 201 },
-  { name: "GET with a token", method: "GET", path: () => "/v1/api-tokens", creds: "token", status: 200 },
-  { name: "GET with a cookie", method: "GET", path: () => "/v1/api-tokens", creds: "cookie", status: 200 },
-);
 
-describe("/v1/api-tokens scenarios", () => {
-  test.each(scenarios.map((s) => [s.name, s] as const))("%s", async (_n, s) => {
-    const r = await api(t, s.method, s.path(), headersFor(s.creds, alice), s.body);
-    expect(r.status).toBe(s.status);
-    if (s.code) expect(r.body.code).toBe(s.code);
-    if (s.field) expect(r.body.details.field).toBe(s.field);
-    if (s.status === 201) {
-      expect(r.body.token).toMatch(/^rc_[0-9a-f]{64}$/);
-      expect(isWellFormedToken(r.body.token)).toBe(true);
-      expect(r.body.id).toMatch(/^tok_/);
-      expect(Object.keys(r.body).sort()).toEqual(["created_at", "id", "name", "token"]);
-    }
-    if (s.status === 200) {
-      expect(r.body.next_cursor === null || typeof r.body.next_cursor === "string").toBe(true);
-      for (const rec of r.body.data) {
-        expect(Object.keys(rec).sort()).toEqual(["created_at", "id", "last_used_at", "name"]);
-      }
-      // Only the caller's own tokens.
-      expect(r.body.data.map((x: { id: string }) => x.id)).not.toContain(bob.tokenId);
-    }
+  test("an anonymous POST with a bad body is still 401 (credentials first)", async () => {
+    const r = await api(t, "POST", "/v1/api-tokens", {}, { nope: 1 });
+    expect(r.status).toBe(401);
+    expect(r.body.code).toBe("UNAUTHORIZED");
   });
 
-  test("a 404 for someone else's token has exactly the body of a missing one", async () => {
-    const other = await api(t, "DELETE", `/v1/api-tokens/${bob.tokenId}`, headersFor("token", alice));
-    const missing = await api(t, "DELETE", `/v1/api-tokens/${bob.tokenId.slice(0, -1)}x`, headersFor("token", alice));
-    expect(other.body.code).toBe(missing.body.code);
-    expect(other.body.error.replace(bob.tokenId, "ID")).toBe(missing.body.error.replace(/tok_\w+/, "ID"));
+  test("the token and the cookie both create and list", async () => {
+    for (const c of ["token", "cookie"] as const) {
+      const created = await api(t, "POST", "/v1/api-tokens", headersFor(c, alice), { name: `via-${c}` });
+      expect(created.status).toBe(201);
+      expectCreated(created.body);
+      const list = await api(t, "GET", "/v1/api-tokens?limit=100", headersFor(c, alice));
+      expect(list.status).toBe(200);
+      expect(list.body.data.map((x: { id: string }) => x.id)).toContain(created.body.id);
+    }
   });
 });
 

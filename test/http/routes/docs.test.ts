@@ -1,13 +1,66 @@
+/**
+ * The API documents and their viewer: GET /v1/openapi.json, GET /v1/asyncapi.json and GET /docs are
+ * public (the scenario table's success rows; they sit under /v1/ but need no credential, and a bad
+ * one is not looked at); the OpenAPI document is generated from the route schemas; /docs renders
+ * offline; pages carry the anti-framing headers.
+ */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { VERSION } from "../../../src/version.ts";
+import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
+import { api } from "../../helpers/users.ts";
 
 let t: TestApp;
+let a: Actors;
 let spec: any;
 beforeAll(async () => {
   t = await startTestApp();
+  a = await actors(t);
   spec = await (await t.fetch("/v1/openapi.json")).json();
 });
 afterAll(() => t.stop());
+
+// The two documents are under /v1/, where the helper would expect a user: they are public.
+routeTable("API documents", () => a, [
+  {
+    route: "GET /v1/openapi.json",
+    surface: "public",
+    success: 200,
+    check: (r) => {
+      expect(r.headers.get("content-type")).toBe("application/json; charset=utf-8");
+      expect(r.body).toMatchObject({ openapi: "3.0.3", info: { title: "runcell API", version: VERSION }, servers: [{ url: t.config.publicUrl }] });
+    },
+  },
+  {
+    route: "GET /v1/asyncapi.json",
+    surface: "public",
+    success: 200,
+    check: (r) => {
+      expect(r.headers.get("content-type")).toBe("application/json; charset=utf-8");
+      expect(r.body.asyncapi).toMatch(/^3\./);
+      expect(r.body.info.version).toBe(VERSION);
+    },
+  },
+  {
+    route: "GET /docs",
+    success: 200,
+    check: (r) => {
+      expect(r.headers.get("content-type")).toBe("text/html; charset=utf-8");
+      expect(r.body).toContain("/v1/openapi.json");
+    },
+  },
+]);
+
+test("a credential is not looked at on the documents: a bad token, a user's token or the admin password get the same answer", async () => {
+  for (const path of ["/v1/openapi.json", "/v1/asyncapi.json", "/docs"]) {
+    const anonymous = await api(t, "GET", path);
+    for (const headers of [{ authorization: "Bearer rc_not-a-token" }, { cookie: "runcell.session_token=not-a-session" }, a.headers("owner"), a.headers("admin")]) {
+      const r = await api(t, "GET", path, headers);
+      expect(r.status, `${path} with ${JSON.stringify(headers)}`).toBe(200);
+      expect(r.body).toEqual(anonymous.body);
+    }
+  }
+});
 
 describe("OpenAPI document", () => {
   test("is generated from the route schemas: every resource, no trailing slashes", () => {

@@ -1,18 +1,20 @@
 /**
- * /v1/secrets on a real app: credentials, validation, create/replace/list/delete, ownership, and
- * the at-rest guarantees (ciphertext only, AAD bound to owner and name, key file 0600, values
- * never in responses or logs).
+ * /v1/secrets on a real app: the route scenario table (credentials, someone else's secret, bad
+ * names and values, success), create/replace/list/delete, ownership, and the at-rest guarantees
+ * (ciphertext only, AAD bound to owner and name, key file 0600, values never in responses or logs).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { AppError } from "../../src/lib/errors.ts";
-import { KEY_FILE } from "../../src/lib/sealer.ts";
-import { SECRETS_PER_USER } from "../../src/vault/names.ts";
-import { startTestApp, type TestApp } from "../helpers/app.ts";
-import { api, createUser, type TestUser } from "../helpers/users.ts";
+import { AppError } from "../../../src/lib/errors.ts";
+import { KEY_FILE } from "../../../src/lib/sealer.ts";
+import { SECRETS_PER_USER } from "../../../src/vault/names.ts";
+import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
+import { api, createUser, type TestUser } from "../../helpers/users.ts";
 
 let t: TestApp;
+let a: Actors;
 let alice: TestUser;
 let bob: TestUser;
 /** Every value stored in this file: none may ever appear in a response or a log line. */
@@ -35,23 +37,99 @@ async function call(method: string, path: string, who: TestUser | Record<string,
 beforeAll(async () => {
   t = await startTestApp();
   [alice, bob] = await Promise.all([createUser(t), createUser(t)]);
+  a = await actors(t);
+  t.app.services.secrets.put(a.other.id, "OTHERS_ONLY", value("others"));
 });
 afterAll(() => t.stop());
 
+let stored = 0;
+/** A secret of `user` (through the service), by name. */
+async function secret(_a: Actors, user: TestUser): Promise<string> {
+  const name = `TABLE_${++stored}`;
+  t.app.services.secrets.put(user.id, name, value(name));
+  return name;
+}
+
+/** The last value the table's PUT sent (its success check reads it back). */
+let lastPut = "";
+/** Malformed names: each is refused on `name`, on PUT as on DELETE. */
+const BAD_NAMES: [string, string][] = [
+  ["a name starting with a digit", "1TOKEN"],
+  ["a name with a dash", "MY-TOKEN"],
+  ["a name of 65 characters", "A".repeat(65)],
+  ["a name not in ASCII", "TÖKEN"],
+];
+
+// PUT is keyed by a name in the caller's own namespace and creates what is missing, so "someone
+// else's secret" cannot answer 404 there: the table's PUT row uses a fixed name (the ownership
+// test below and "same names are independent" cover it), and its bad names are the test.each below.
+routeTable("/v1/secrets", () => a, [
+  {
+    route: "PUT /v1/secrets/TABLE_PUT",
+    body: () => ({ value: (lastPut = value("put")) }),
+    invalid: [
+      { name: "no value", body: {}, field: "value" },
+      { name: "a value that is not a string", body: { value: 42 }, field: "value" },
+      { name: "an empty value", body: { value: "" }, field: "value" },
+      { name: "a value over 64 KiB", body: { value: "x".repeat(64 * 1024 + 1) }, field: "value" },
+      { name: "a value over 64 KiB in UTF-8 bytes", body: { value: "é".repeat(32 * 1024 + 1) }, field: "value" },
+      { name: "a value with NUL", body: { value: "a\u0000b" }, field: "value" },
+      { name: "an unknown field", body: { value: "x", note: "y" }, field: "note" },
+      { name: "a body that is not an object", body: ["x"], field: "body" },
+    ],
+    success: 204,
+    check: (r) => {
+      expect(r.body).toBeNull();
+      expect(t.app.services.secrets.resolveEnv(a.owner.id, { T: { secret: "TABLE_PUT" } })).toEqual({ T: lastPut });
+    },
+  },
+  {
+    route: "GET /v1/secrets",
+    query: "limit=100",
+    invalid: [
+      { name: "limit=0", query: "limit=0", field: "limit" },
+      { name: "limit=101", query: "limit=101", field: "limit" },
+      { name: "a cursor that is not a next_cursor", query: "cursor=garbage", field: "cursor" },
+    ],
+    success: 200,
+    check: (r) => {
+      bodies.push(JSON.stringify(r.body));
+      expect(r.body.next_cursor).toBeNull();
+      expect(r.body.data.length).toBeGreaterThan(0);
+      for (const rec of r.body.data) expect(Object.keys(rec).sort()).toEqual(["created_at", "name", "updated_at"]);
+      // Only the caller's own.
+      expect(r.body.data.map((s: { name: string }) => s.name)).not.toContain("OTHERS_ONLY");
+    },
+  },
+  {
+    route: "DELETE /v1/secrets/:id",
+    record: secret,
+    missing: "NEVER_SET",
+    invalid: BAD_NAMES.map(([name, id]) => ({ name, id, field: "name" })),
+    success: 204,
+    check: (r, _a, name) => {
+      expect(r.body).toBeNull();
+      expect(t.app.services.secrets.list(a.owner.id, { limit: 100 }).data.map((s) => s.name)).not.toContain(name);
+    },
+  },
+]);
+
+test.each(BAD_NAMES)("PUT /v1/secrets/:name with %s → 400 on name", async (_what, name) => {
+  const r = await call("PUT", `/v1/secrets/${encodeURIComponent(name)}`, alice, { value: "x" });
+  expect(r.status).toBe(400);
+  expect(r.body.code).toBe("VALIDATION_FAILED");
+  expect(r.body.details.field).toBe("name");
+});
+
 describe("credentials", () => {
-  const routes = [
+  test.each([
     ["PUT", "/v1/secrets/TOKEN", { value: "x" }],
     ["GET", "/v1/secrets", undefined],
     ["DELETE", "/v1/secrets/TOKEN", undefined],
-  ] as const;
-  test.each(routes)("%s %s without a credential → 401", async (method, path, body) => {
-    const r = await call(method, path, {}, body);
-    expect(r.status).toBe(401);
-    expect(r.body.code).toBe("UNAUTHORIZED");
-  });
-  test.each(routes)("%s %s with a bad token → 401", async (method, path, body) => {
+  ] as const)("%s %s with a token that matches no user → 401", async (method, path, body) => {
     const r = await call(method, path, { authorization: "Bearer rc_" + "f".repeat(64) }, body);
     expect(r.status).toBe(401);
+    expect(r.body.code).toBe("UNAUTHORIZED");
   });
   test("an anonymous PUT with a bad name and value is 401, not 400", async () => {
     expect((await call("PUT", "/v1/secrets/1bad", {}, { value: 5 })).status).toBe(401);
@@ -59,26 +137,6 @@ describe("credentials", () => {
 });
 
 describe("validation", () => {
-  test.each([
-    ["name starting with a digit", "1TOKEN", { value: "x" }, "name"],
-    ["name with a dash", "MY-TOKEN", { value: "x" }, "name"],
-    ["name too long", "A".repeat(65), { value: "x" }, "name"],
-    ["name not ASCII", "TÖKEN", { value: "x" }, "name"],
-    ["value missing", "TOKEN", {}, "value"],
-    ["value not a string", "TOKEN", { value: 42 }, "value"],
-    ["value empty", "TOKEN", { value: "" }, "value"],
-    ["value over 64 KiB", "TOKEN", { value: "x".repeat(64 * 1024 + 1) }, "value"],
-    ["value over 64 KiB in UTF-8 bytes", "TOKEN", { value: "é".repeat(32 * 1024 + 1) }, "value"],
-    ["value with NUL", "TOKEN", { value: "a\u0000b" }, "value"],
-    ["unknown field", "TOKEN", { value: "x", note: "y" }, "note"],
-    ["body not an object", "TOKEN", ["x"], "body"],
-  ])("PUT: %s → 400", async (_name, name, body, field) => {
-    const r = await call("PUT", `/v1/secrets/${encodeURIComponent(name)}`, alice, body);
-    expect(r.status).toBe(400);
-    expect(r.body.code).toBe("VALIDATION_FAILED");
-    expect(r.body.details.field).toBe(field);
-  });
-
   test("a value of exactly 64 KiB is accepted", async () => {
     const prefix = value("big");
     const v = prefix + "x".repeat(64 * 1024 - prefix.length);
@@ -86,14 +144,6 @@ describe("validation", () => {
     expect(Buffer.byteLength(v)).toBe(64 * 1024);
     expect((await call("PUT", "/v1/secrets/BIG", alice, { value: v })).status).toBe(204);
     expect((await call("DELETE", "/v1/secrets/BIG", alice)).status).toBe(204);
-  });
-
-  test("DELETE with a malformed name → 400; bad list queries → 400", async () => {
-    expect((await call("DELETE", "/v1/secrets/not-valid", alice)).body.details.field).toBe("name");
-    expect((await call("GET", "/v1/secrets?limit=101", alice)).body.details.field).toBe("limit");
-    const badCursor = await call("GET", "/v1/secrets?cursor=garbage", alice);
-    expect(badCursor.status).toBe(400);
-    expect(badCursor.body.details.field).toBe("cursor");
   });
 
   test("nothing was stored by the invalid requests", async () => {

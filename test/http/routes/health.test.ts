@@ -1,0 +1,57 @@
+/**
+ * GET /healthz: public (the scenario table's success row; a credential changes nothing), the body
+ * is exactly {status, version, db, docker}; an unreachable Docker engine is reported but is not a
+ * failure, a database that does not answer is (503).
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { VERSION } from "../../../src/version.ts";
+import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
+import { api } from "../../helpers/users.ts";
+
+let t: TestApp;
+let a: Actors;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  a = await actors(t);
+  // /healthz answers from the last Docker probe; make sure there has been one.
+  expect(await t.app.services.docker.available(0)).toBe(true);
+});
+afterAll(() => t.stop());
+
+routeTable("/healthz", () => a, [
+  {
+    route: "GET /healthz",
+    success: 200,
+    check: (r) => {
+      expect(r.body).toEqual({ status: "ok", version: VERSION, db: "ok", docker: "ok" });
+      expect(r.headers.get("content-type")).toBe("application/json; charset=utf-8");
+    },
+  },
+]);
+
+test("a credential changes nothing: a bad token, a user's token and the admin password get the same answer", async () => {
+  const anonymous = await api(t, "GET", "/healthz");
+  for (const headers of [{ authorization: "Bearer rc_not-a-token" }, a.headers("owner"), a.headers("admin")]) {
+    const r = await api(t, "GET", "/healthz", headers);
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual(anonymous.body);
+  }
+});
+
+test("Docker unreachable: still 200, docker unavailable; the database closed: 503, status and db error", async () => {
+  const bare = await startTestApp({ flags: ["--docker-host", "tcp://127.0.0.1:9"] });
+  try {
+    expect(await bare.app.services.docker.available(0)).toBe(false);
+    const noDocker = await api(bare, "GET", "/healthz");
+    expect(noDocker.status).toBe(200);
+    expect(noDocker.body).toEqual({ status: "ok", version: VERSION, db: "ok", docker: "unavailable" });
+    bare.app.services.sqlite.close(true);
+    const noDb = await api(bare, "GET", "/healthz");
+    expect(noDb.status).toBe(503);
+    expect(noDb.body).toEqual({ status: "error", version: VERSION, db: "error", docker: "unavailable" });
+  } finally {
+    await bare.stop();
+  }
+});

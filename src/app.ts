@@ -41,6 +41,9 @@ import { Sealer } from "./lib/sealer.ts";
 import { intervalWorker, type Worker } from "./lib/worker.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { Notifications } from "./notifications/service.ts";
+import { PlaybookRuns } from "./playbooks/runs.ts";
+import { PlaybookScheduler } from "./playbooks/scheduler.ts";
+import { Playbooks } from "./playbooks/service.ts";
 import type { Services } from "./services.ts";
 import { Secrets } from "./vault/secrets.ts";
 import { VERSION } from "./version.ts";
@@ -113,14 +116,19 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const tasks = new Tasks(db, now);
   const agentSessions = new AgentSessions(db, now, eventLog);
   const sessionLifecycle = new SessionLifecycle({ db, hub, eventLog, sessions: agentSessions, profiles, secrets, workspaces });
-  const orchestrator = new Orchestrator({ log, now, db, hub, eventLog, tasks, sessions: agentSessions, transcript, profiles, secrets, workspaces, notifications, lifecycle: sessionLifecycle });
+  const orchestrator = new Orchestrator({
+    log, now, db, hub, eventLog, tasks, sessions: agentSessions, transcript, profiles, secrets, workspaces, notifications, lifecycle: sessionLifecycle,
+    playbookName: (id: string): string | null => playbooks.nameOf(id),
+  });
+  const playbooks: Playbooks = new Playbooks({ db, sealer, log, now, publicUrl: config.publicUrl, runs: new PlaybookRuns(sqlite), profiles, orchestrator, notifications });
+  const scheduler = new PlaybookScheduler(playbooks, log, now);
 
   const services: Services = {
     config, log, now, db, sqlite, settings, sealer, limiter,
     users, tokens, loginSessions, throttle, accounts, authenticator, setup, oauth,
     adminPassword, runtimeConfig, stats, httpMetrics,
     secrets, profiles, docker, workspaces, eventLog, hub, transcript, tasks, agentSessions, sessionLifecycle, orchestrator,
-    notifications,
+    notifications, playbooks,
   };
 
   // Transports: the HTTP router behind its pipeline, and the WebSocket stream ----------------
@@ -152,6 +160,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   loginSessions.onRevokeUser.push((userId) => stream.revoke({ userId }));
   // A session being deleted first stops its running task.
   sessionLifecycle.onDelete.push((sessionId) => orchestrator.stopSession(sessionId));
+  // A changed schedule re-arms the scheduler; a deleted profile's playbooks stop.
+  playbooks.onScheduleChange.push(() => scheduler.rearm());
+  profiles.onDelete.push((profileId, userId) => playbooks.disableForProfile(profileId, userId));
 
   // Background work, started in this order and stopped in reverse ----------------------------
   const workers: Worker[] = [
@@ -174,6 +185,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         eventLog.flush();
       },
     },
+    // After the recovery: due schedule slots (also those missed while stopped) fire once each.
+    { name: "playbook-scheduler", start: () => scheduler.start(), stop: () => scheduler.stop() },
   ];
 
   let server: Server<unknown> | null = null;

@@ -27,10 +27,17 @@ const TOKEN_SHAPE = /\brc_[0-9a-fA-F]{8,}/g;
 const BEARER_SHAPE = /\b(Bearer)[ .]+[^\s",;]+/gi;
 const QUERY_SECRET = /([?&](?:token|access_token|api_key|key|sig|secret|code|state|password)=)[^&#\s"]*/gi;
 const SETUP_FRAGMENT = /(\/setup#)[A-Za-z0-9_-]+/g;
+/** The secret of a playbook trigger URL: /hooks/playbooks/<pb_id>/<secret>. */
+const TRIGGER_SECRET = /(\/hooks\/playbooks\/[^/\s"?#]+\/)[^/\s"?#]+/g;
 
 export function redactString(s: string): string {
-  if (s.length > 0 && !/rc_|earer|[?&]|\/setup#/.test(s)) return s;
-  return s.replace(TOKEN_SHAPE, "rc_" + REDACTED).replace(BEARER_SHAPE, "$1 " + REDACTED).replace(QUERY_SECRET, "$1" + REDACTED).replace(SETUP_FRAGMENT, "$1" + REDACTED);
+  if (s.length > 0 && !/rc_|earer|[?&]|\/setup#|\/hooks\//.test(s)) return s;
+  return s
+    .replace(TOKEN_SHAPE, "rc_" + REDACTED)
+    .replace(BEARER_SHAPE, "$1 " + REDACTED)
+    .replace(QUERY_SECRET, "$1" + REDACTED)
+    .replace(SETUP_FRAGMENT, "$1" + REDACTED)
+    .replace(TRIGGER_SECRET, "$1" + REDACTED);
 }
 
 export function redact(value: unknown, depth = 0): unknown {

@@ -31,6 +31,7 @@ import type { RateLimiter } from "./lib/ratelimit.ts";
 import type { Sealer } from "./lib/sealer.ts";
 import type { Logger } from "./log.ts";
 import type { Notifications } from "./notifications/service.ts";
+import type { Playbooks } from "./playbooks/service.ts";
 import type { Secrets } from "./vault/secrets.ts";
 import type { DockerEngine } from "./workspaces/docker.ts";
 import type { Workspaces } from "./workspaces/service.ts";
@@ -86,4 +87,7 @@ export interface Services {
 
   /** Webhook integrations, the notification outbox and its delivery worker. */
   notifications: Notifications;
+
+  /** Saved prompts run on demand, on a schedule, or from a trigger URL (src/playbooks/). */
+  playbooks: Playbooks;
 }

@@ -41,4 +41,9 @@ export interface NotificationsDep {
   enqueue(input: NotifyInput, db?: DB): { id: string; status: "pending" } | null;
   /** The platform notification for a failed task (one wording for every failure). */
   taskFailed(t: { userId: string; taskId: string; playbookId?: string | null; code?: string | null; error: string }, db?: DB): unknown;
+  /** The platform notification at the end of a playbook run. */
+  playbookRunEnded(
+    r: { userId: string; playbookId: string; taskId: string; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null },
+    db?: DB,
+  ): unknown;
 }

@@ -19,7 +19,8 @@ import type { AgentSessions } from "./sessions.ts";
 import type { Tasks, TaskRow } from "./tasks.ts";
 import { ASK_USER, invalidInput, toolByName, toolSpecs } from "./tools/index.ts";
 import { flattenQuestions } from "./tools/ask.ts";
-import type { Transcript } from "./transcript.ts";
+import type { StoredStep, Transcript } from "./transcript.ts";
+import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 
 export const MAX_OUTPUT_TOKENS = 8192;
 const INTERRUPTED = "[interrupted: the server restarted while this tool was running; it may or may not have completed]";
@@ -41,6 +42,10 @@ export interface LoopDeps {
 }
 
 type ToolUse = Extract<ContentBlock, { type: "tool_use" }>;
+/** What a tool call did to the run: ran, paused for an answer, started a new chain, or ended the run. */
+type ToolStep = "ran" | "waiting" | { chained: number } | { ended: string };
+
+const NOT_RUN_AFTER_CHAIN = "[not run: the run continued in a new chain (or ended) before this call]";
 
 export class AgentLoop {
   constructor(private d: LoopDeps) {}
@@ -75,15 +80,34 @@ export class AgentLoop {
     }
     const workspace = await this.d.workspaces.ensureRunning(task.session_id);
     const provider = getProvider(profile.model.provider);
-    const tools = toolSpecs(profile.tools);
+    const profileTools = toolSpecs(profile.tools);
+    const complete = (text: string): Outcome => {
+      const resultText = polishResultText(text, (rel) => this.d.workspaces.signedFileUrl(workspace.id, rel));
+      const done = tasks.byId(task.id)!;
+      tasks.update(task.id, { result_text: resultText });
+      this.emit(task, {
+        type: "turn.done",
+        result_text: resultText,
+        input_tokens: done.input_tokens,
+        output_tokens: done.output_tokens,
+        cost_usd: Math.round(done.cost_usd * 1e6) / 1e6,
+      });
+      return "completed";
+    };
 
     for (;;) {
       // Tool calls of the last step that have no result yet (fresh, resumed, or after an answer).
       const pending = transcript.pendingToolUses(steps, task.id);
-      for (const use of pending) {
-        const paused = await this.runTool(task, profile, use, signal, scrub);
-        if (paused) return "waiting";
+      for (let i = 0; i < pending.length; i++) {
+        const use = pending[i]!;
+        const step = use.name === CONTINUE_TOOL && task.max_continuations > 0 ? this.continueChain(task, use, steps) : await this.runTool(task, profile, use, signal, scrub);
+        if (step === "waiting") return "waiting";
         if (signal.aborted) throw signal.reason;
+        if (step === "ran") continue;
+        // A new chain starts (or the run ends): the rest of this message's calls do not run.
+        for (const rest of pending.slice(i + 1)) this.finishTool(task, rest, NOT_RUN_AFTER_CHAIN, true);
+        if ("ended" in step) return complete(step.ended);
+        break;
       }
       if (pending.length) steps = transcript.steps(task.session_id);
       const current = tasks.byId(task.id)!;
@@ -95,12 +119,14 @@ export class AgentLoop {
       }
       tasks.update(task.id, { turns: current.turns + 1 });
 
+      // ContinueInNewChain is offered while the run has continuations left.
+      const continuing = current.max_continuations > 0 && transcript.chains(steps, task.id) < current.max_continuations;
       const response = await provider.complete(
         {
           model: profile.model.name,
           system: profile.system_prompt,
           messages: transcript.history(steps),
-          tools,
+          tools: continuing ? [...profileTools, continueToolSpec] : profileTools,
           maxTokens: MAX_OUTPUT_TOKENS,
           baseUrl: profile.model.base_url,
           apiKey,
@@ -123,42 +149,60 @@ export class AgentLoop {
       steps = transcript.steps(task.session_id);
 
       const uses = content.filter((b): b is ToolUse => b.type === "tool_use");
-      if (uses.length === 0) {
-        const text = content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join("");
-        const resultText = polishResultText(text, (rel) => this.d.workspaces.signedFileUrl(workspace.id, rel));
-        const done = tasks.byId(task.id)!;
-        tasks.update(task.id, { result_text: resultText });
-        this.emit(task, {
-          type: "turn.done",
-          result_text: resultText,
-          input_tokens: done.input_tokens,
-          output_tokens: done.output_tokens,
-          cost_usd: Math.round(done.cost_usd * 1e6) / 1e6,
-        });
-        return "completed";
-      }
+      if (uses.length === 0) return complete(content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join(""));
     }
   }
 
-  /** Runs one tool call and stores its result. Returns true when the task now waits for input. */
-  private async runTool(task: TaskRow, profile: ProfileRow, use: ToolUse, signal: AbortSignal, scrub: Scrubber): Promise<boolean> {
+  /**
+   * ContinueInNewChain: with a continuation left, the call's result and the next chain's first
+   * message are stored together and `turn.continuing` is emitted; the loop's next model request
+   * sees only the new chain. With none left, the run ends and its result says so.
+   */
+  private continueChain(task: TaskRow, use: ToolUse, steps: StoredStep[]): ToolStep {
+    const max = task.max_continuations;
+    this.emit(task, { type: "task:tool_use", tool: use.name, tool_use_id: use.id, input: use.input });
+    const handoff = handoffOf(use.input);
+    if (!handoff) {
+      this.finishTool(task, use, `Invalid input for ${CONTINUE_TOOL}: handoff must be a non-empty string of at most ${HANDOFF_MAX} characters`, true);
+      return "ran";
+    }
+    const used = this.d.transcript.chains(steps, task.id);
+    if (used >= max) {
+      this.finishTool(task, use, `Not continued: the run's ${max} continuation${max === 1 ? " is" : "s are"} used up; the run ends with this hand-off note as its result.`, false);
+      return { ended: exhaustedResult(handoff, max) };
+    }
+    const n = used + 1;
+    const output = `Continuing in a new chain (${n} of ${max}).`;
+    this.d.transcript.addChain(task.session_id, task.id, { type: "tool_result", tool_use_id: use.id, content: output }, chainPrompt(task.prompt, handoff, n, max));
+    this.d.tasks.update(task.id, { pending_tool_use_id: null });
+    this.emit(task, { type: "task:tool_result", tool: use.name, tool_use_id: use.id, output, is_error: false });
+    this.emit(task, { type: "turn.continuing", continuation: n, max_continuations: max });
+    return { chained: n };
+  }
+
+  /** Runs one tool call and stores its result ("waiting": the task now waits for an answer). */
+  private async runTool(task: TaskRow, profile: ProfileRow, use: ToolUse, signal: AbortSignal, scrub: Scrubber): Promise<ToolStep> {
     const { tasks, transcript } = this.d;
     const current = tasks.byId(task.id)!;
     if (current.pending_tool_use_id === use.id && use.name !== ASK_USER) {
       // It was running when the server stopped.
-      this.finishTool(task, use, INTERRUPTED, true);
-      return false;
+      return this.finishTool(task, use, INTERRUPTED, true);
     }
     const enabled = profile.tools.includes(use.name);
     const invalid = enabled ? invalidInput(use.name, use.input) : null;
     if (use.name === ASK_USER && enabled && !invalid) {
-      if (current.pending_tool_use_id !== use.id) {
+      const questions = flattenQuestions(use.input);
+      const asking = current.pending_tool_use_id !== use.id;
+      if (asking) {
         this.emit(task, { type: "task:tool_use", tool: use.name, tool_use_id: use.id, input: use.input });
-        this.emit(task, { type: "task:ask_user", questions: flattenQuestions(use.input) });
+        this.emit(task, { type: "task:ask_user", questions });
       }
-      tasks.update(task.id, { status: "waiting_input", pending_tool_use_id: use.id });
+      const dueAt = current.answer_timeout_ms ? (asking ? this.d.now() + current.answer_timeout_ms : current.answer_due_at) : null;
+      tasks.update(task.id, { status: "waiting_input", pending_tool_use_id: use.id, answer_due_at: dueAt });
+      // Nobody watches a scheduled or triggered run: its owner hears of the question on the webhook.
+      if (asking && (task.trigger === "schedule" || task.trigger === "hook")) this.notifyQuestion(task, questions, dueAt);
       this.d.eventLog.flush();
-      return true;
+      return "waiting";
     }
     this.emit(task, { type: "task:tool_use", tool: use.name, tool_use_id: use.id, input: use.input });
     if (!enabled) return this.finishTool(task, use, `Tool ${use.name} is not enabled for this agent (enabled: ${profile.tools.join(", ")})`, true);
@@ -188,8 +232,20 @@ export class AgentLoop {
       isError = true;
     }
     if (signal.aborted) return this.stopTool(task, use, signal, scrub(output));
-    this.finishTool(task, use, scrub(output), isError);
-    return false;
+    return this.finishTool(task, use, scrub(output), isError);
+  }
+
+  private notifyQuestion(task: TaskRow, questions: { question: string }[], dueAt: number | null) {
+    const asked = questions.map((q) => q.question).join(" / ");
+    const until = dueAt ? ` It fails if unanswered by ${new Date(dueAt).toISOString()}.` : "";
+    this.d.notifications.enqueue({
+      userId: task.user_id,
+      source: "platform",
+      urgency: "high",
+      taskId: task.id,
+      playbookId: task.playbook_id,
+      message: `Playbook run ${task.id} is waiting for your answer: ${asked} — answer with POST /v1/tasks/${task.id}/answer or in the dashboard.${until}`,
+    });
   }
 
   /**
@@ -203,10 +259,10 @@ export class AgentLoop {
     throw signal.reason;
   }
 
-  private finishTool(task: TaskRow, use: ToolUse, output: string, isError: boolean): false {
+  private finishTool(task: TaskRow, use: ToolUse, output: string, isError: boolean): "ran" {
     this.d.transcript.addToolResult(task.session_id, task.id, { type: "tool_result", tool_use_id: use.id, content: output, ...(isError ? { is_error: true } : {}) });
     this.d.tasks.update(task.id, { pending_tool_use_id: null });
     this.emit(task, { type: "task:tool_result", tool: use.name, tool_use_id: use.id, output, is_error: isError });
-    return false;
+    return "ran";
   }
 }

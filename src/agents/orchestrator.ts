@@ -9,24 +9,32 @@ import type { DB } from "../db/client.ts";
 import { FINAL_TASK_STATUSES } from "../db/schema.ts";
 import type { FrameInput } from "../schema/stream.ts";
 import type { Submit } from "../schema/task.ts";
+import { DueTimer } from "../lib/due-timer.ts";
 import { AppError, type ErrorCode, Errors } from "../lib/errors.ts";
 import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { AgentLoop, type LoopDeps, type Outcome } from "./loop.ts";
 import type { SessionHooks, SessionLifecycle } from "./session-lifecycle.ts";
 import { type SessionRow, titleFrom } from "./sessions.ts";
-import type { TaskRow } from "./tasks.ts";
+import { roundUsd, type RunOptions, type TaskRow } from "./tasks.ts";
+
+export type { RunOptions };
 import { ASK_USER } from "./tools/index.ts";
 
 export interface OrchestratorDeps extends LoopDeps {
   db: DB;
   profiles: ProfilesDep;
   lifecycle: SessionLifecycle;
+  /** A playbook's name for the notification at the end of its runs (wired by the app). */
+  playbookName?: (playbookId: string) => string | null;
 }
 
-/** A submission (schema/task.ts: POST /v1/tasks, task.submit, session.turn), and the playbook run it belongs to. */
-export type SubmitInput = Submit & { playbook_id?: string | null };
+/** A submission (schema/task.ts: POST /v1/tasks, task.submit, session.turn), and the playbook run it is, if any. */
+export type SubmitInput = Submit & { run?: RunOptions | null };
 
-export type SubmitHooks = SessionHooks;
+export interface SubmitHooks extends SessionHooks {
+  /** Runs inside the transaction that creates a new session and its task (a scheduler claims its slot there). */
+  inTransaction?: (tx: DB, task: TaskRow) => void;
+}
 
 interface Running {
   taskId: string;
@@ -40,9 +48,12 @@ export class Orchestrator {
   private running = new Map<string, Running>();
   private stopped = false;
   private loop: AgentLoop;
+  /** Wakes at the earliest answer_due_at of a waiting task. */
+  private answerTimer: DueTimer;
 
   constructor(private d: OrchestratorDeps) {
     this.loop = new AgentLoop(d);
+    this.answerTimer = new DueTimer(() => this.expireAnswers(), d.now);
   }
 
   private publish(sessionId: string, frame: FrameInput) {
@@ -67,7 +78,7 @@ export class Orchestrator {
       const profile = this.d.profiles.get(userId, session.profile_id);
       const { maxTurns, maxBudgetUsd } = this.limits(profile, input);
       this.d.workspaces.assertRoom(session.id, profile);
-      const task = this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, playbookId: input.playbook_id });
+      const task = this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run });
       this.d.sessions.setTitleIfEmpty(session.id, titleFrom(input.prompt));
       this.pump(session.id);
       return { task, session, created: false };
@@ -75,9 +86,11 @@ export class Orchestrator {
     if (!input.profile_id) throw Errors.validation("profile_id", "profile_id is required when no session_id is given");
     const profile = this.d.profiles.get(userId, input.profile_id);
     const { maxTurns, maxBudgetUsd } = this.limits(profile, input);
-    const r = await this.d.lifecycle.open(userId, profile, titleFrom(input.prompt), hooks, (tx, s) =>
-      this.d.tasks.create({ userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, playbookId: input.playbook_id }, tx),
-    );
+    const r = await this.d.lifecycle.open(userId, profile, titleFrom(input.prompt), hooks, (tx, s) => {
+      const task = this.d.tasks.create({ userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run }, tx);
+      hooks.inTransaction?.(tx, task);
+      return task;
+    });
     if (r.error) {
       this.fail(r.task!, r.error.code, r.error.message);
       return { task: this.d.tasks.byId(r.task!.id)!, session: r.session, created: true };
@@ -121,26 +134,55 @@ export class Orchestrator {
   }
 
   private settle(task: TaskRow, outcome: Outcome) {
-    if (outcome === "waiting" || outcome === "interrupted") return;
-    if (outcome === "completed") {
-      this.d.tasks.update(task.id, { status: "completed", finished_at: this.d.now(), pending_tool_use_id: null });
-      this.publish(task.session_id, { type: "task:done", task_id: task.id, status: "completed" });
-    } else if (outcome === "cancelled") this.finishCancelled(task);
+    if (outcome === "interrupted") return;
+    if (outcome === "waiting") return this.answerTimer.arm(this.d.tasks.byId(task.id)?.answer_due_at ?? null);
+    if (outcome === "completed") this.finish(task, "completed");
+    else if (outcome === "cancelled") this.finish(task, "cancelled");
     else this.fail(task, outcome.failed.code, outcome.failed.message);
   }
 
-  private finishCancelled(task: TaskRow) {
-    this.d.tasks.update(task.id, { status: "cancelled", finished_at: this.d.now(), pending_tool_use_id: null });
-    this.publish(task.session_id, { type: "task:done", task_id: task.id, status: "cancelled" });
+  /** Ends the task completed or cancelled (a playbook run also notifies its owner, in the same transaction). */
+  private finish(task: TaskRow, status: "completed" | "cancelled") {
+    this.d.db.transaction((tx) => {
+      this.d.tasks.update(task.id, { status, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null }, tx);
+      if (task.playbook_id) this.runEnded(task, status, null, tx);
+    });
+    this.publish(task.session_id, { type: "task:done", task_id: task.id, status });
   }
 
   /** Marks the task failed and queues the platform notification in the same transaction. */
   private fail(task: TaskRow, code: ErrorCode, message: string) {
     this.d.db.transaction((tx) => {
-      this.d.tasks.update(task.id, { status: "failed", error_code: code, error_message: message, finished_at: this.d.now(), pending_tool_use_id: null }, tx);
-      this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, playbookId: task.playbook_id, code, error: message }, tx);
+      this.d.tasks.update(task.id, { status: "failed", error_code: code, error_message: message, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null }, tx);
+      if (task.playbook_id) this.runEnded(task, "failed", `${code}: ${message}`, tx);
+      else this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, code, error: message }, tx);
     });
     this.publish(task.session_id, { type: "task:failed", task_id: task.id, error: message, code });
+  }
+
+  /** The platform notification at the end of every playbook run: status, cost and (failed) why. */
+  private runEnded(task: TaskRow, status: "completed" | "cancelled" | "failed", why: string | null, tx: DB) {
+    const t = this.d.tasks.byId(task.id) ?? task;
+    const cost = `cost $${roundUsd(t.cost_usd)}, ${t.turns} model request${t.turns === 1 ? "" : "s"}`;
+    this.d.notifications.playbookRunEnded(
+      { userId: t.user_id, playbookId: t.playbook_id!, taskId: t.id, playbookName: this.d.playbookName?.(t.playbook_id!) ?? null, status, detail: why ? `${why} (${cost})` : cost },
+      tx,
+    );
+  }
+
+  /** Fails the tasks whose question waited past their answer_timeout; re-arms for the next one. */
+  expireAnswers() {
+    const now = this.d.now();
+    for (const task of this.d.tasks.answersDue(now)) {
+      const message = `No answer within the playbook's answer_timeout (${Math.round((task.answer_timeout_ms ?? 0) / 1000)} s): the run ends`;
+      if (task.pending_tool_use_id) {
+        this.d.transcript.addToolResult(task.session_id, task.id, { type: "tool_result", tool_use_id: task.pending_tool_use_id, content: `[${message}]`, is_error: true });
+        this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: task.pending_tool_use_id, output: `[${message}]`, is_error: true });
+      }
+      this.fail(task, "TURN_LIMIT_EXCEEDED", message);
+      this.pump(task.session_id);
+    }
+    this.answerTimer.reset(this.d.tasks.nextAnswerDue());
   }
 
   cancel(userId: string, taskId: string): TaskRow {
@@ -157,7 +199,7 @@ export class Orchestrator {
       this.d.transcript.addToolResult(task.session_id, task.id, { type: "tool_result", tool_use_id: task.pending_tool_use_id, content: "[cancelled by the user]", is_error: true });
       this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: task.pending_tool_use_id, output: "[cancelled by the user]", is_error: true });
     }
-    this.finishCancelled(task);
+    this.finish(task, "cancelled");
     this.pump(task.session_id);
     return this.d.tasks.byId(task.id)!;
   }
@@ -168,7 +210,7 @@ export class Orchestrator {
       throw Errors.validation("task_id", `Task ${task.id} is not waiting for an answer (status ${task.status})`, { status: task.status });
     }
     this.d.transcript.addToolResult(task.session_id, task.id, { type: "tool_result", tool_use_id: task.pending_tool_use_id, content: answer });
-    this.d.tasks.update(task.id, { status: "running", pending_tool_use_id: null });
+    this.d.tasks.update(task.id, { status: "running", pending_tool_use_id: null, answer_due_at: null });
     this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: task.pending_tool_use_id, output: answer, is_error: false });
     this.pump(task.session_id);
     return this.d.tasks.byId(task.id)!;
@@ -182,16 +224,18 @@ export class Orchestrator {
     await Promise.race([entry.done, Bun.sleep(STOP_WAIT_MS)]);
   }
 
-  /** At start: resume running tasks from their last step and start queued ones. */
+  /** At start: resume running tasks from their last step and start queued ones; watch answer timeouts. */
   recover() {
     const sessions = this.d.tasks.sessionsWithWork();
     if (sessions.length) this.d.log.info("resuming tasks", { sessions: sessions.length });
     for (const sid of sessions) this.pump(sid);
+    this.answerTimer.reset(this.d.tasks.nextAnswerDue());
   }
 
   /** On shutdown: stop every loop, leaving its task `running` for `recover` at the next start. */
   async stop() {
     this.stopped = true;
+    this.answerTimer.stop();
     const entries = [...this.running.values()];
     for (const e of entries) e.ctl.abort("shutdown");
     await Promise.race([Promise.allSettled(entries.map((e) => e.done)), Bun.sleep(STOP_WAIT_MS)]);

@@ -41,6 +41,8 @@ function fieldsOf(row: ProfileRow): ProfileFields {
 
 export class Profiles {
   private byIdStmt;
+  /** Called after a profile is deleted (its playbooks are disabled). */
+  onDelete: ((profileId: string, userId: string) => void)[] = [];
 
   constructor(
     private db: DB,
@@ -121,5 +123,6 @@ export class Profiles {
     if (!isId("profile", profileId)) throw Errors.notFound("Profile", profileId);
     const res = this.db.delete(profiles).where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId))).run();
     if (changes(res) === 0) throw Errors.notFound("Profile", profileId);
+    for (const f of this.onDelete) f(profileId, userId);
   }
 }

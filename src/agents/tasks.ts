@@ -1,9 +1,9 @@
 /** Task rows: creation, state changes, the API record, owner-scoped lookups and lists. */
-import { and, asc, eq, inArray, type SQL, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, lte, min, type SQL, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { ACTIVE_TASK_STATUSES, type TaskRow, tasks, type TaskStatus } from "../db/schema.ts";
+import { ACTIVE_TASK_STATUSES, type RunTrigger, type TaskRow, tasks, type TaskStatus } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import type { TaskRecord } from "../schema/task.ts";
@@ -17,6 +17,7 @@ export function taskRecord(t: TaskRow): TaskRecord {
     profile_id: t.profile_id,
     playbook_id: t.playbook_id,
     prompt: t.prompt,
+    trigger: t.trigger,
     status: t.status,
     error: t.error_code ? { code: t.error_code, message: t.error_message ?? "" } : null,
     result_text: t.result_text,
@@ -33,6 +34,16 @@ export function taskRecord(t: TaskRow): TaskRecord {
 }
 
 export const roundUsd = (n: number) => Math.round(n * 1e6) / 1e6;
+
+/** What makes a task a playbook run. */
+export interface RunOptions {
+  playbookId: string;
+  trigger: RunTrigger;
+  maxContinuations: number;
+  answerTimeoutMs: number | null;
+  /** The schedule slot (scheduled runs). */
+  scheduledFor?: number | null;
+}
 
 export class Tasks {
   private byIdStmt;
@@ -59,14 +70,20 @@ export class Tasks {
     prompt: string;
     maxTurns: number;
     maxBudgetUsd: number;
-    playbookId?: string | null;
+    run?: RunOptions | null;
   }, db: DB = this.db): TaskRow {
+    const run = input.run;
     const row: TaskRow = {
       id: newId("task"),
       user_id: input.userId,
       session_id: input.sessionId,
       profile_id: input.profileId,
-      playbook_id: input.playbookId ?? null,
+      playbook_id: run?.playbookId ?? null,
+      trigger: run?.trigger ?? null,
+      max_continuations: run?.maxContinuations ?? 0,
+      answer_timeout_ms: run?.answerTimeoutMs ?? null,
+      scheduled_for: run?.scheduledFor ?? null,
+      answer_due_at: null,
       mode: "session",
       prompt: input.prompt,
       status: "queued",
@@ -90,6 +107,17 @@ export class Tasks {
 
   byId(id: string): TaskRow | undefined {
     return this.byIdStmt.get({ id });
+  }
+
+  /** Waiting tasks whose question is past its answer_due_at. */
+  answersDue(now: number): TaskRow[] {
+    return this.db.select().from(tasks).where(and(eq(tasks.status, "waiting_input"), lte(tasks.answer_due_at, now))).all();
+  }
+
+  /** The earliest answer_due_at of a waiting task, or null. */
+  nextAnswerDue(): number | null {
+    const r = this.db.select({ at: min(tasks.answer_due_at) }).from(tasks).where(eq(tasks.status, "waiting_input")).get();
+    return r?.at ?? null;
   }
 
   /** The caller's task, or NOT_FOUND (also for someone else's). */

@@ -17,7 +17,8 @@ type ToolUseBlock = Extract<ContentBlock, { type: "tool_use" }>;
 export interface StoredStep {
   id: number;
   task_id: string;
-  role: "user" | "assistant" | "tool_result";
+  /** `chain`: a fresh model context starts here; its content is `{ text }`, the chain's first user message. */
+  role: "user" | "assistant" | "tool_result" | "chain";
   content: unknown;
 }
 
@@ -54,6 +55,24 @@ export class Transcript {
     this.insert(sessionId, taskId, "tool_result", block);
   }
 
+  /**
+   * Ends a chain and starts the next (a playbook continuation): the continue call's result and the
+   * new chain's first message, in one transaction, so a restart resumes in exactly one of the two.
+   */
+  addChain(sessionId: string, taskId: string, result: ToolResultBlock, text: string) {
+    this.db.transaction(() => {
+      this.insert(sessionId, taskId, "tool_result", result);
+      this.insert(sessionId, taskId, "chain", { text });
+    });
+  }
+
+  /** How many chains the task has started (its continuations). */
+  chains(steps: StoredStep[], taskId: string): number {
+    let n = 0;
+    for (const s of steps) if (s.role === "chain" && s.task_id === taskId) n++;
+    return n;
+  }
+
   private insert(sessionId: string, taskId: string, role: StoredStep["role"], content: unknown) {
     this.db.insert(messages).values({ session_id: sessionId, task_id: taskId, role, content, created_at: this.now() }).run();
   }
@@ -81,8 +100,16 @@ export class Transcript {
     return uses.filter((u) => !done.has(u.id));
   }
 
-  /** A well-formed provider conversation from the stored steps. */
+  /** A well-formed provider conversation from the stored steps (of the current chain only). */
   history(steps: StoredStep[]): ChatMessage[] {
+    let start = 0;
+    for (let i = steps.length - 1; i >= 0; i--) {
+      if (steps[i]!.role === "chain") {
+        start = i;
+        break;
+      }
+    }
+    if (start > 0) steps = steps.slice(start);
     const out: ChatMessage[] = [];
     const pushUser = (blocks: ContentBlock[]) => {
       const prev = out[out.length - 1];
@@ -92,6 +119,7 @@ export class Transcript {
     for (let i = 0; i < steps.length; i++) {
       const step = steps[i]!;
       if (step.role === "user") pushUser(step.content as ContentBlock[]);
+      else if (step.role === "chain") pushUser([{ type: "text", text: (step.content as { text: string }).text }]);
       else if (step.role === "assistant") {
         const content = step.content as ContentBlock[];
         if (content.length === 0) continue;

@@ -20,7 +20,12 @@ export const TASK_STATUSES = ["queued", "running", "waiting_input", "completed",
 /** A task in one of these is still to run, running, or waiting for the user's answer. */
 export const ACTIVE_TASK_STATUSES = ["queued", "running", "waiting_input"] as const satisfies readonly TaskStatus[];
 export const FINAL_TASK_STATUSES = ["completed", "failed", "cancelled"] as const satisfies readonly TaskStatus[];
-export const STEP_ROLES = ["user", "assistant", "tool_result"] as const;
+/** How a task came to run: null for a task submitted to a session, else how its playbook ran. */
+export const RUN_TRIGGERS = ["manual", "schedule", "hook"] as const;
+/** A playbook run that never became a task: skipped (the previous run was still going) or refused (a limit). */
+export const MISSED_RUN_STATUSES = ["skipped", "failed"] as const;
+/** Steps of the model conversation; `chain` starts a fresh model context (a playbook's continuation). */
+export const STEP_ROLES = ["user", "assistant", "tool_result", "chain"] as const;
 export const INTEGRATION_TYPES = ["webhook"] as const;
 export const NOTIFICATION_SOURCES = ["agent", "platform"] as const;
 export const URGENCIES = ["low", "normal", "high"] as const;
@@ -31,6 +36,7 @@ export type ModelProvider = (typeof MODEL_PROVIDERS)[number];
 export type Network = (typeof NETWORKS)[number];
 export type WorkspaceStatus = (typeof WORKSPACE_STATUSES)[number];
 export type TaskStatus = (typeof TASK_STATUSES)[number];
+export type RunTrigger = (typeof RUN_TRIGGERS)[number];
 export type Urgency = (typeof URGENCIES)[number];
 export type NotificationSource = (typeof NOTIFICATION_SOURCES)[number];
 export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number];
@@ -236,11 +242,27 @@ export const tasks = sqliteTable(
     max_budget_usd: real().notNull(),
     /** Pending AskUserQuestion: the tool_use id waiting for an answer. */
     pending_tool_use_id: text(),
+    /** A playbook run: how it was started (null for other tasks). */
+    trigger: text({ enum: RUN_TRIGGERS }),
+    /** Fresh-context chains this task may start (playbook runs); those it started are its `chain` steps. */
+    max_continuations: integer().notNull().default(0),
+    /** The schedule slot a scheduled run was due at. */
+    scheduled_for: ms(),
+    /** How long an unanswered question may wait before the task fails (a playbook's answer_timeout). */
+    answer_timeout_ms: integer(),
+    /** When the pending question times out (set while waiting_input with an answer_timeout). */
+    answer_due_at: ms(),
     created_at: createdAt(),
     started_at: ms(),
     finished_at: ms(),
   },
-  (t) => [index("tasks_user").on(t.user_id, t.id), index("tasks_session").on(t.session_id, t.id), index("tasks_status").on(t.status)],
+  (t) => [
+    index("tasks_user").on(t.user_id, t.id),
+    index("tasks_session").on(t.session_id, t.id),
+    index("tasks_status").on(t.status),
+    index("tasks_playbook").on(t.playbook_id, t.id),
+    index("tasks_answer_due").on(t.answer_due_at),
+  ],
 );
 
 /**
@@ -293,6 +315,58 @@ export const debugEvents = sqliteTable(
     created_at: createdAt(),
   },
   (t) => [index("debug_events_session").on(t.session_id, t.after_seq)],
+);
+
+// ---------------------------------------------------------------------------------------------
+// Playbooks
+
+/**
+ * Saved prompts run on demand, on a cron schedule, or from a secret inbound URL. `next_run_at` is
+ * the next due slot of an enabled schedule (null otherwise): the scheduler wakes on the earliest
+ * one, and claims a slot by moving it forward in the transaction that creates the run's task.
+ */
+export const playbooks = sqliteTable(
+  "playbooks",
+  {
+    id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    /** No foreign key: a run of a deleted profile fails with a clear error. */
+    profile_id: text().notNull(),
+    name: text().notNull(),
+    prompt: text().notNull(),
+    max_continuations: integer().notNull().default(0),
+    /** Per-run limits; null: the profile's. */
+    max_turns: integer(),
+    max_budget_usd: real(),
+    schedule: text(),
+    timezone: text().notNull().default("UTC"),
+    enabled: bool().notNull().default(true),
+    answer_timeout_ms: integer(),
+    /** AES-256-GCM sealed secret of the inbound trigger URL (its owner can read the URL again). */
+    trigger_ciphertext: blob({ mode: "buffer" }).notNull(),
+    next_run_at: ms(),
+    created_at: createdAt(),
+    updated_at: updatedAt(),
+  },
+  (t) => [index("playbooks_user").on(t.user_id, t.id), index("playbooks_due").on(t.next_run_at)],
+);
+
+/** Playbook runs that never became a task (skipped while the previous run still ran, or refused by a limit). */
+export const missedRuns = sqliteTable(
+  "playbook_missed_runs",
+  {
+    id: integer().primaryKey({ autoIncrement: true }),
+    playbook_id: text().notNull().references(() => playbooks.id, { onDelete: "cascade" }),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    trigger: text({ enum: RUN_TRIGGERS }).notNull(),
+    status: text({ enum: MISSED_RUN_STATUSES }).notNull(),
+    error_code: text(),
+    error_message: text(),
+    /** The schedule slot it was due at (schedule runs). */
+    scheduled_for: ms(),
+    created_at: createdAt(),
+  },
+  (t) => [index("playbook_missed_runs_playbook").on(t.playbook_id, t.id)],
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -366,3 +440,5 @@ export type NewWorkspaceRow = typeof workspaces.$inferInsert;
 export type TaskRow = typeof tasks.$inferSelect;
 export type NotificationRow = typeof notificationLog.$inferSelect;
 export type IntegrationRow = typeof integrations.$inferSelect;
+export type PlaybookRow = typeof playbooks.$inferSelect;
+export type MissedRunRow = typeof missedRuns.$inferSelect;

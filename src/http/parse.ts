@@ -33,11 +33,11 @@ export function isJsonContentType(ct: string | null): boolean {
   return base === "application/json" || (base.startsWith("application/") && base.endsWith("+json"));
 }
 
-/** Parses a JSON request body; an empty body without a Content-Type is `undefined`. */
-export async function parseJsonBody(req: Request): Promise<unknown> {
+/** Parses a JSON request body (at most `limit` bytes); an empty body without a Content-Type is `undefined`. */
+export async function parseJsonBody(req: Request, limit = MAX_JSON_BODY): Promise<unknown> {
   const ct = req.headers.get("content-type");
   if (ct && !isJsonContentType(ct)) throw HttpErrors.unsupportedMediaType(ct.split(";")[0]!.trim());
-  const text = await readBodyText(req);
+  const text = await readBodyText(req, limit);
   if (text.trim() === "") return undefined;
   if (!ct) throw HttpErrors.unsupportedMediaType(null);
   try {

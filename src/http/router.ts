@@ -9,7 +9,11 @@ import type { Logger } from "../log.ts";
 import { requestContext } from "./context.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { errorResponse } from "./errors.ts";
-import { parseJsonBody } from "./parse.ts";
+import { MAX_JSON_BODY, parseJsonBody } from "./parse.ts";
+import { redactString } from "../log.ts";
+
+/** Trigger bodies (POST /hooks/…) are smaller than the rest. */
+const HOOK_BODY_MAX = 64 * 1024;
 import { describe, fieldOf } from "../schema/validate.ts";
 import { authorizeOnce, surfaceOf } from "./guards.ts";
 import type { AdminPassword } from "../admin/password.ts";
@@ -36,13 +40,13 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
     .onParse({ as: "global" }, async ({ request, path }) => {
       if (request.method === "GET" || request.method === "HEAD") return undefined;
       await authorize(request, path);
-      return (await parseJsonBody(request)) ?? null;
+      return (await parseJsonBody(request, path.startsWith("/hooks/") ? HOOK_BODY_MAX : MAX_JSON_BODY)) ?? null;
     })
     .onTransform({ as: "global" }, ({ request, path }) => authorize(request, path))
     .onError({ as: "global" }, ({ code, error, request }) => {
       if (error instanceof AppError) return errorResponse(error);
       if (code === "VALIDATION") return errorResponse(validationToAppError(error as ValidationError));
-      if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", `No route ${request.method} ${new URL(request.url).pathname}`));
+      if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", `No route ${request.method} ${redactString(new URL(request.url).pathname)}`));
       if (code === "PARSE") {
         // Errors thrown by our parser arrive wrapped in Elysia's ParseError.
         const cause = (error as { cause?: unknown }).cause;

@@ -150,13 +150,13 @@ export class Notifications {
 
   /** The platform's notification for a finished playbook run (completed, failed or cancelled). */
   playbookRunEnded(
-    r: { userId: string; playbookId: string; taskId: string; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null },
+    r: { userId: string; playbookId: string; taskId?: string | null; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null },
     db?: Executor,
   ) {
     const name = r.playbookName ? `"${r.playbookName}" (${r.playbookId})` : r.playbookId;
     const tail = r.detail ? ` — ${r.detail}` : "";
     return this.enqueue(
-      { userId: r.userId, source: "platform", urgency: r.status === "failed" ? "high" : "normal", taskId: r.taskId, playbookId: r.playbookId, message: truncate(`Playbook ${name} run ${r.status}${tail}`) },
+      { userId: r.userId, source: "platform", urgency: r.status === "failed" ? "high" : "normal", taskId: r.taskId ?? null, playbookId: r.playbookId, message: truncate(`Playbook ${name} run ${r.status}${tail}`) },
       db,
     );
   }

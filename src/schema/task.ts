@@ -3,7 +3,7 @@
  * `POST /v1/tasks`, the stream's `task.submit` and `session.turn` (src/schema/stream.ts) and the
  * task queue's input type.
  */
-import { TASK_STATUSES, tasks } from "../db/schema.ts";
+import { RUN_TRIGGERS, TASK_STATUSES, tasks } from "../db/schema.ts";
 import { Body, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
 
 export const TaskStatus = OneOf(TASK_STATUSES);
@@ -30,6 +30,7 @@ export const TaskError = Nullable(T.Object({ code: T.String(), message: T.String
 export const TaskRecord = T.Object(
   {
     ...recordColumns(tasks, ["id", "session_id", "profile_id", "playbook_id", "prompt"]),
+    trigger: Nullable(OneOf(RUN_TRIGGERS), { description: "How a playbook run started (manual, schedule, hook); null for other tasks" }),
     status: TaskStatus,
     error: TaskError,
     ...recordColumns(tasks, ["result_text", "input_tokens", "output_tokens", "cost_usd", "turns", "max_turns", "max_budget_usd"]),

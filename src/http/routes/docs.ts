@@ -13,6 +13,7 @@ const TAGS = [
   { name: "Tasks", description: "Prompts submitted to an agent" },
   { name: "Sessions", description: "Conversations and their transcripts" },
   { name: "Workspaces", description: "The Docker container of each session" },
+  { name: "Playbooks", description: "Saved prompts run on demand, on a schedule, or from a trigger URL" },
   { name: "Integrations", description: "The outbound webhook" },
   { name: "Notifications", description: "Notifications and their delivery log" },
   { name: "Admin", description: "Operator surface (Bearer admin password)" },

@@ -21,11 +21,13 @@ import { adminWorkspaceRoutes } from "./admin-workspaces.ts";
 import { taskRoutes } from "./tasks.ts";
 import { sessionRoutes } from "./sessions.ts";
 import { webRoutes } from "./web.ts";
+import { playbookRoutes } from "./playbooks.ts";
+import { hookRoutes } from "./hooks.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Router = Elysia<any, any, any, any, any, any, any>;
 
-const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, oauthRoutes, setupRoutes, apiTokenRoutes, adminUserRoutes, adminConfigRoutes, adminStatsRoutes, profileRoutes, secretRoutes, integrationRoutes, notificationRoutes, adminNotificationRoutes, workspaceRoutes, signedFileRoutes, adminWorkspaceRoutes, taskRoutes, sessionRoutes, webRoutes];
+const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, oauthRoutes, setupRoutes, apiTokenRoutes, adminUserRoutes, adminConfigRoutes, adminStatsRoutes, profileRoutes, secretRoutes, integrationRoutes, notificationRoutes, adminNotificationRoutes, workspaceRoutes, signedFileRoutes, adminWorkspaceRoutes, taskRoutes, sessionRoutes, playbookRoutes, hookRoutes, webRoutes];
 
 export function mountRoutes(router: Router, s: Services): Router {
   for (const m of MODULES) router = router.use(m(s));

@@ -1,0 +1,33 @@
+/**
+ * POST /hooks/playbooks/<pb_id>/<secret>: runs a playbook from outside (CI, cron elsewhere, a
+ * form). No credential: the secret in the path is one. A wrong secret, an unknown or a disabled
+ * playbook answer the same 404. Rate-limited per client address (the pipeline) and per playbook
+ * (here), with a body of at most 64 KiB (the router's parser).
+ */
+import { Elysia } from "elysia";
+import { Errors } from "../../lib/errors.ts";
+import { HookAccepted, RunBody } from "../../schema/playbook.ts";
+import type { Services } from "../../services.ts";
+import { errorResponses, jsonBody } from "../schema.ts";
+
+export const hookRoutes = (s: Services) =>
+  new Elysia({ prefix: "/hooks/playbooks" }).post(
+    "/:id/:secret",
+    async ({ params, body, set }) => {
+      const rl = s.limiter.take(`hook:${params.id}`);
+      if (!rl.ok) throw Errors.rateLimited(rl.retryAfterSec, "Too many triggers of this playbook");
+      const r = await s.playbooks.trigger(params.id, params.secret, body?.input);
+      set.status = 202;
+      return r;
+    },
+    {
+      ...jsonBody(RunBody),
+      response: { 202: HookAccepted, ...errorResponses(400, 404, 413, 415, 429, 502) },
+      detail: {
+        tags: ["Playbooks"],
+        summary: "Run a playbook from its trigger URL (the URL is the credential)",
+        description: "The URL comes from the playbook's trigger_url. Optional JSON body {input} (at most 64 KiB). A wrong secret, an unknown or a disabled playbook all answer 404.",
+        security: [],
+      },
+    },
+  );

@@ -1,0 +1,98 @@
+/**
+ * A playbook's runs: its tasks (`tasks.playbook_id`) and the slots that never became a task
+ * (`playbook_missed_runs`: skipped while the previous run still went, or refused by a limit), in
+ * one list, newest first, keyset-paged on (created_at, key).
+ */
+import type { Database, Statement } from "bun:sqlite";
+import { ACTIVE_TASK_STATUSES, type MissedRunRow, type RunTrigger } from "../db/schema.ts";
+import type { Page } from "../db/paginate.ts";
+import { Errors, type ErrorCode } from "../lib/errors.ts";
+import { iso } from "../lib/time.ts";
+import type { PlaybookRun } from "../schema/playbook.ts";
+
+interface RunRow {
+  key: string;
+  task_id: string | null;
+  session_id: string | null;
+  trigger: RunTrigger | null;
+  status: PlaybookRun["status"];
+  error_code: string | null;
+  error_message: string | null;
+  input_tokens: number;
+  output_tokens: number;
+  cost_usd: number;
+  scheduled_for: number | null;
+  created_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+const UNION = `SELECT * FROM (
+  SELECT t.id AS key, t.id AS task_id, t.session_id, t.trigger, t.status, t.error_code, t.error_message, t.input_tokens, t.output_tokens,
+         t.cost_usd, t.scheduled_for, t.created_at, t.started_at, t.finished_at AS ended_at
+    FROM tasks t WHERE t.playbook_id = ?1
+  UNION ALL
+  SELECT printf('m%019d', m.id), NULL, NULL, m.trigger, m.status, m.error_code, m.error_message, 0, 0, 0, m.scheduled_for, m.created_at, NULL, m.created_at
+    FROM playbook_missed_runs m WHERE m.playbook_id = ?1
+)`;
+
+const toRun = (r: RunRow): PlaybookRun => ({
+  task_id: r.task_id,
+  session_id: r.session_id,
+  trigger: r.trigger ?? "manual",
+  status: r.status,
+  error: r.error_code ? { code: r.error_code, message: r.error_message ?? "" } : null,
+  input_tokens: r.input_tokens,
+  output_tokens: r.output_tokens,
+  cost_usd: Math.round(r.cost_usd * 1e6) / 1e6,
+  scheduled_for: iso(r.scheduled_for),
+  created_at: iso(r.created_at),
+  started_at: iso(r.started_at),
+  ended_at: iso(r.ended_at),
+});
+
+const CURSOR = /^(\d{1,15})\.([A-Za-z0-9_]{1,64})$/;
+
+export class PlaybookRuns {
+  private firstPage: Statement<RunRow, [string, number]>;
+  private nextPage: Statement<RunRow, [string, number, number, string]>;
+  private activeStmt: Statement<{ n: number }, [string]>;
+  private insertMissed: Statement;
+
+  constructor(private sqlite: Database) {
+    this.firstPage = sqlite.prepare(`${UNION} ORDER BY created_at DESC, key DESC LIMIT ?2`);
+    this.nextPage = sqlite.prepare(`${UNION} WHERE created_at < ?3 OR (created_at = ?3 AND key < ?4) ORDER BY created_at DESC, key DESC LIMIT ?2`);
+    this.activeStmt = sqlite.prepare(`SELECT count(*) AS n FROM tasks WHERE playbook_id = ? AND status IN (${ACTIVE_TASK_STATUSES.map((s) => `'${s}'`).join(",")})`);
+    this.insertMissed = sqlite.prepare(
+      "INSERT INTO playbook_missed_runs (playbook_id, user_id, trigger, status, error_code, error_message, scheduled_for, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    );
+  }
+
+  /** Newest first; `cursor` is the previous page's next_cursor. */
+  list(playbookId: string, p: { limit?: number; cursor?: string }): Page<PlaybookRun> {
+    const limit = p.limit ?? 20;
+    let rows: RunRow[];
+    if (p.cursor) {
+      const m = CURSOR.exec(p.cursor);
+      if (!m) throw Errors.validation("cursor", "cursor is not a next_cursor of this list");
+      rows = this.nextPage.all(playbookId, limit + 1, Number(m[1]), m[2]!);
+    } else rows = this.firstPage.all(playbookId, limit + 1);
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    return { data: page.map(toRun), next_cursor: rows.length > limit && last ? `${last.created_at}.${last.key}` : null };
+  }
+
+  recent(playbookId: string, n: number): PlaybookRun[] {
+    return this.firstPage.all(playbookId, n).map(toRun);
+  }
+
+  /** Whether a run of the playbook is still queued, running or waiting for an answer. */
+  hasActive(playbookId: string): boolean {
+    return this.activeStmt.get(playbookId)!.n > 0;
+  }
+
+  /** Records a slot that did not become a task (synchronous: runs inside the caller's transaction). */
+  recordMissed(r: { playbookId: string; userId: string; trigger: RunTrigger; status: MissedRunRow["status"]; code?: ErrorCode | null; message?: string | null; scheduledFor?: number | null; at: number }) {
+    this.insertMissed.run(r.playbookId, r.userId, r.trigger, r.status, r.code ?? null, r.message ?? null, r.scheduledFor ?? null, r.at);
+  }
+}

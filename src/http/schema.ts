@@ -4,7 +4,8 @@
  * responses each route documents, and `jsonBody`, which checks a JSON body with the shared
  * validator before Elysia's own pass, so REST and the stream word their 400s the same way.
  */
-import { t, type TSchema } from "elysia";
+import type { TNull, TSchema, TUnion } from "@sinclair/typebox";
+import { t } from "elysia";
 import { closed, ErrorBody } from "../schema/common.ts";
 import { check } from "../schema/validate.ts";
 
@@ -20,11 +21,15 @@ export const errorResponses = (...statuses: number[]) => Object.fromEntries(stat
  * Route options for a JSON body: `schema`, closed to unknown fields at every depth, documented and
  * checked by the shared validator before Elysia's own pass.
  */
-export function jsonBody<S extends TSchema>(schema: S) {
+export function jsonBody<S extends TSchema>(schema: S): { body: S; transform(ctx: { body: unknown }): void };
+/** With `optional`, an empty body is accepted too (the handler sees null). */
+export function jsonBody<S extends TSchema>(schema: S, opts: { optional: true }): { body: TUnion<[S, TNull]>; transform(ctx: { body: unknown }): void };
+export function jsonBody<S extends TSchema>(schema: S, opts: { optional?: boolean } = {}) {
   const body = closed(schema);
   return {
-    body,
+    body: opts.optional ? t.Union([body, t.Null()]) : body,
     transform({ body: value }: { body: unknown }) {
+      if (opts.optional && (value === undefined || value === null)) return;
       check(body, value);
     },
   };

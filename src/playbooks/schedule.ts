@@ -28,12 +28,41 @@ export function checkSchedule(expr: string, tz: string): string {
   return expr;
 }
 
+/**
+ * Parsed patterns, shared by the playbooks that use the same one, each with the last answer of
+ * nextSlot: for any `after` in [from, next) the next slot is `next` again (croner's search costs
+ * tens of µs; a thousand playbooks on one pattern due in one second ask the same question).
+ */
+interface Parsed {
+  cron: Cron;
+  from: number;
+  next: number | null;
+}
+const parsed = new Map<string, Parsed>();
+const PARSED_MAX = 1000;
+
+function entry(expr: string, tz: string): Parsed {
+  const key = `${tz}\n${expr}`;
+  let p = parsed.get(key);
+  if (!p) {
+    if (parsed.size >= PARSED_MAX) parsed.delete(parsed.keys().next().value!);
+    parsed.set(key, (p = { cron: new Cron(expr, { timezone: tz, paused: true }), from: Infinity, next: null }));
+  }
+  return p;
+}
+
+const cron = (expr: string, tz: string) => entry(expr, tz).cron;
+
 /** The first slot strictly after `after` (ms), or null. */
 export function nextSlot(expr: string, tz: string, after: number): number | null {
-  return new Cron(expr, { timezone: tz, paused: true }).nextRun(new Date(after))?.getTime() ?? null;
+  const p = entry(expr, tz);
+  if (p.next !== null && p.from <= after && after < p.next) return p.next;
+  p.from = after;
+  p.next = p.cron.nextRun(new Date(after))?.getTime() ?? null;
+  return p.next;
 }
 
 /** The next `n` slots after `after`, as ms (for previews). */
 export function nextSlots(expr: string, tz: string, after: number, n: number): number[] {
-  return new Cron(expr, { timezone: tz, paused: true }).nextRuns(n, new Date(after)).map((d) => d.getTime());
+  return cron(expr, tz).nextRuns(n, new Date(after)).map((d) => d.getTime());
 }

@@ -52,11 +52,25 @@ class AlreadyClaimed extends Error {}
 
 export class Playbooks {
   private byIdStmt;
+  private claimStmt;
+  private dueStmt;
   /** Called after any change to what is scheduled (the scheduler re-arms). */
   onScheduleChange: (() => void)[] = [];
 
   constructor(private d: PlaybookDeps) {
     this.byIdStmt = d.db.select().from(playbooks).where(eq(playbooks.id, sql.placeholder("id"))).prepare();
+    this.claimStmt = d.db
+      .update(playbooks)
+      .set({ next_run_at: sql`${sql.placeholder("next")}` })
+      .where(and(eq(playbooks.id, sql.placeholder("id")), eq(playbooks.next_run_at, sql.placeholder("due"))))
+      .prepare();
+    this.dueStmt = d.db
+      .select()
+      .from(playbooks)
+      .where(and(isNotNull(playbooks.next_run_at), lte(playbooks.next_run_at, sql.placeholder("now"))))
+      .orderBy(playbooks.next_run_at)
+      .limit(sql.placeholder("limit"))
+      .prepare();
   }
 
   // ------------------------------------------------------------------------------------------
@@ -118,9 +132,9 @@ export class Playbooks {
   }
 
   create(userId: string, body: PlaybookCreate): PlaybookRecord {
-    this.d.profiles.get(userId, body.profile_id);
     const timezone = checkTimezone(body.timezone ?? "UTC");
     const schedule = body.schedule == null ? null : checkSchedule(body.schedule, timezone);
+    this.d.profiles.get(userId, body.profile_id);
     const now = this.d.now();
     const id = newId("playbook");
     const fields = {
@@ -152,10 +166,10 @@ export class Playbooks {
   /** PATCH: the fields given replace (null clears schedule, limits and answer_timeout). */
   update(userId: string, id: string, patch: PlaybookPatch): PlaybookRecord {
     const cur = this.own(userId, id);
-    if (patch.profile_id !== undefined && patch.profile_id !== cur.profile_id) this.d.profiles.get(userId, patch.profile_id);
     const timezone = patch.timezone !== undefined ? checkTimezone(patch.timezone) : cur.timezone;
     const schedule = patch.schedule === undefined ? cur.schedule : patch.schedule === null ? null : checkSchedule(patch.schedule, timezone);
     if (patch.timezone !== undefined && schedule) checkSchedule(schedule, timezone);
+    if (patch.profile_id !== undefined && patch.profile_id !== cur.profile_id) this.d.profiles.get(userId, patch.profile_id);
     const next = {
       name: patch.name?.trim() ?? cur.name,
       profile_id: patch.profile_id ?? cur.profile_id,
@@ -246,7 +260,7 @@ export class Playbooks {
 
   /** Enabled schedules due at or before `now`, earliest first. */
   due(now: number, limit: number): PlaybookRow[] {
-    return this.d.db.select().from(playbooks).where(and(isNotNull(playbooks.next_run_at), lte(playbooks.next_run_at, now))).orderBy(playbooks.next_run_at).limit(limit).all();
+    return this.dueStmt.all({ now, limit });
   }
 
   /** The earliest due time of any schedule, or null. */
@@ -267,7 +281,7 @@ export class Playbooks {
     if (due === null) return Promise.resolve();
     const now = this.d.now();
     const next = this.nextRun(row, now);
-    const claim = () => changes(this.d.db.update(playbooks).set({ next_run_at: next }).where(and(eq(playbooks.id, row.id), eq(playbooks.next_run_at, due))).run()) === 1;
+    const claim = () => changes(this.claimStmt.run({ id: row.id, due, next })) === 1;
     const missed = (status: "skipped" | "failed", code: AppError["code"] | null, message: string) =>
       this.d.runs.recordMissed({ playbookId: row.id, userId: row.user_id, trigger: "schedule", status, code, message, scheduledFor: due, at: this.d.now() });
 

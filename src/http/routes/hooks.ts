@@ -21,7 +21,7 @@ export const hookRoutes = (s: Services) =>
       return r;
     },
     {
-      ...jsonBody(RunBody),
+      ...jsonBody(RunBody, { optional: true }),
       response: { 202: HookAccepted, ...errorResponses(400, 404, 413, 415, 429, 502) },
       detail: {
         tags: ["Playbooks"],

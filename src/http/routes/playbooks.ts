@@ -56,7 +56,7 @@ export const playbookRoutes = (s: Services) =>
         return r;
       },
       {
-        ...jsonBody(RunBody),
+        ...jsonBody(RunBody, { optional: true }),
         response: { 202: RunAccepted, ...errorResponses(400, 401, 402, 404, 422, 429, 502) },
         detail: detail(
           "Run a playbook now",

@@ -107,7 +107,13 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const secrets = new Secrets(db, sealer, log, now);
   const profiles = new Profiles(db, config, now);
   const docker = new DockerEngine(config.dockerHost);
-  const workspaces = new Workspaces({ db, docker, settings, sealer, log, config, now, resolveEnv: (userId, env) => secrets.resolveEnv(userId, env) });
+  const workspaces: Workspaces = new Workspaces({
+    db, docker, settings, sealer, log, config, now,
+    envFor: (row): Record<string, string> => {
+      const profile = profiles.byIdAny(row.profile_id);
+      return profile && profile.user_id === row.user_id ? secrets.resolveEnv(row.user_id, profile.env) : {};
+    },
+  });
   const notifications = new Notifications({ db, sqlite, sealer, log, now, config });
   const eventLog = new EventLog(sqlite, now);
   eventLog.onDropped = (f, err) => log.warn("event not stored: its session is gone", { session_id: f.session_id, seq: f.seq, type: f.type, err: err.message });

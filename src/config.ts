@@ -9,7 +9,7 @@ import { formatDuration, parseDuration } from "./lib/time.ts";
 
 export class ConfigError extends Error {}
 
-type Kind = "string" | "int" | "bool" | "duration" | "durations" | "url" | "listen" | "enum";
+type Kind = "string" | "int" | "number" | "bool" | "duration" | "durations" | "url" | "listen" | "enum" | "list";
 
 interface OptionSpec {
   /** Flag name without dashes; env is RUNCELL_<FLAG_IN_SNAKE_UPPER>, file key is flag_in_snake. */
@@ -55,7 +55,42 @@ export const OPTIONS: readonly OptionSpec[] = [
   { flag: "webhook-backoff", kind: "durations", default: [5000, 15000, 45000], help: "waits between attempts (comma list; the last repeats)" },
   { flag: "webhook-timeout", kind: "duration", default: 10_000, min: 100, help: "timeout of one delivery attempt" },
   { flag: "shutdown-timeout", kind: "duration", default: 10_000, min: 0, help: "how long SIGTERM waits for in-flight requests" },
+  { flag: "allow-model-hosts", kind: "list", default: [], help: "hosts (or host:port) on loopback/private networks every user's profiles may use as model.base_url, e.g. a local Ollama (admins may use any)" },
+  { flag: "max-sockets-per-caller", kind: "int", default: 20, min: 1, max: 10_000, help: "open /v1/stream sockets per user (one more is refused with close code 4029)" },
+  { flag: "audit-retention", kind: "duration", default: 90 * 86_400_000, min: 3_600_000, help: "how long audit log rows are kept" },
+  // Operator policy: what each non-admin user may consume (per-user overrides: PATCH /admin/users/:id).
+  { flag: "max-profiles-per-user", kind: "int", default: 50, min: 0, max: 1_000_000, help: "profiles per user" },
+  { flag: "max-running-workspaces-per-user", kind: "int", default: 10, min: 0, max: 100_000, help: "running workspaces per user across all their profiles" },
+  { flag: "max-memory-mb", kind: "int", default: 4096, min: 64, max: 262_144, help: "ceiling of a profile's limits.memory_mb" },
+  { flag: "max-cpus", kind: "number", default: 2, min: 0.1, max: 64, help: "ceiling of a profile's limits.cpus" },
+  { flag: "max-pids", kind: "int", default: 4096, min: 32, max: 65_536, help: "ceiling of a profile's limits.pids" },
+  { flag: "max-profile-concurrency", kind: "int", default: 10, min: 1, max: 1000, help: "ceiling of a profile's limits.max_concurrency" },
+  { flag: "max-turns", kind: "int", default: 200, min: 1, max: 1000, help: "ceiling of a profile's (and a task's) max_turns" },
+  { flag: "max-task-budget-usd", kind: "number", default: 20, min: 0.01, max: 10_000, help: "ceiling of a profile's (and a task's) max_budget_usd" },
+  { flag: "allowed-images", kind: "list", default: [], help: "image patterns non-admin profiles may use (* matches anything); empty: the workspace image only" },
+  { flag: "allow-bridge-network", kind: "bool", default: false, help: "let non-admin profiles use network: bridge (workspaces reach the network)" },
+  { flag: "monthly-spend-usd", kind: "number", default: 0, min: 0, max: 1_000_000, help: "per-user monthly spend cap on the server's own provider keys (0: no cap)" },
+  { flag: "workspace-disk-mb", kind: "int", default: 10_240, min: 0, max: 10_000_000, help: "disk cap per workspace volume, checked every minute (0: no cap)" },
 ];
+
+/** The operator's policy defaults (src/admin/policy.ts applies them, with per-user overrides). */
+export interface PolicyDefaults {
+  maxProfiles: number;
+  maxRunningWorkspaces: number;
+  maxMemoryMb: number;
+  maxCpus: number;
+  maxPids: number;
+  maxConcurrency: number;
+  maxTurns: number;
+  maxBudgetUsd: number;
+  /** Image patterns; empty: the workspace image only. */
+  allowedImages: string[];
+  allowBridgeNetwork: boolean;
+  /** 0: no cap. */
+  monthlySpendUsd: number;
+  /** 0: no cap. */
+  workspaceDiskMb: number;
+}
 
 export interface OAuthProviderConfig {
   clientId: string;
@@ -87,6 +122,11 @@ export interface Config {
   google: OAuthProviderConfig | null;
   webhook: { attempts: number; backoffMs: number[]; timeoutMs: number };
   shutdownTimeoutMs: number;
+  /** Loopback/private model hosts every user may use (`host` or `host:port`). */
+  allowModelHosts: string[];
+  maxSocketsPerCaller: number;
+  auditRetentionMs: number;
+  policy: PolicyDefaults;
   /** Where each explicitly set option came from (flag, env name or file key); defaults are absent. */
   sources?: Readonly<Record<string, string>>;
 }
@@ -106,6 +146,10 @@ function convert(spec: OptionSpec, raw: unknown, origin: string): unknown {
     if (["0", "false", "no", "off"].includes(s)) return false;
     return bad(`expected true or false, got "${raw}"`);
   }
+  if (spec.kind === "list") {
+    const parts = Array.isArray(raw) ? raw.map(String) : String(raw).split(",");
+    return parts.map((p) => p.trim()).filter(Boolean);
+  }
   if (spec.kind === "durations") {
     const parts = Array.isArray(raw) ? raw.map(String) : String(raw).split(",");
     const out = parts.map((p) => parseDuration(p));
@@ -118,6 +162,13 @@ function convert(spec: OptionSpec, raw: unknown, origin: string): unknown {
     case "int": {
       if (!/^-?\d+$/.test(s.trim())) bad(`expected an integer, got "${s}"`);
       const n = Number(s);
+      if (spec.min != null && n < spec.min) bad(`must be at least ${spec.min}, got ${n}`);
+      if (spec.max != null && n > spec.max) bad(`must be at most ${spec.max}, got ${n}`);
+      return n;
+    }
+    case "number": {
+      const n = Number(s);
+      if (s.trim() === "" || !Number.isFinite(n)) bad(`expected a number, got "${s}"`);
       if (spec.min != null && n < spec.min) bad(`must be at least ${spec.min}, got ${n}`);
       if (spec.max != null && n > spec.max) bad(`must be at most ${spec.max}, got ${n}`);
       return n;
@@ -279,6 +330,23 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     google: oauth("google", "userinfo-url"),
     webhook: { attempts: get("webhook-attempts"), backoffMs: get("webhook-backoff"), timeoutMs: get("webhook-timeout") },
     shutdownTimeoutMs: get("shutdown-timeout"),
+    allowModelHosts: get<string[]>("allow-model-hosts").map((h) => h.toLowerCase()),
+    maxSocketsPerCaller: get("max-sockets-per-caller"),
+    auditRetentionMs: get("audit-retention"),
+    policy: {
+      maxProfiles: get("max-profiles-per-user"),
+      maxRunningWorkspaces: get("max-running-workspaces-per-user"),
+      maxMemoryMb: get("max-memory-mb"),
+      maxCpus: get("max-cpus"),
+      maxPids: get("max-pids"),
+      maxConcurrency: get("max-profile-concurrency"),
+      maxTurns: get("max-turns"),
+      maxBudgetUsd: get("max-task-budget-usd"),
+      allowedImages: get("allowed-images"),
+      allowBridgeNetwork: get("allow-bridge-network"),
+      monthlySpendUsd: get("monthly-spend-usd"),
+      workspaceDiskMb: get("workspace-disk-mb"),
+    },
     sources,
   };
 }
@@ -289,7 +357,9 @@ export function optionsHelp(): string {
     const def =
       o.default === undefined || o.secret
         ? ""
-        : ` (default ${o.kind === "duration" ? formatDuration(o.default as number) : o.kind === "durations" ? (o.default as number[]).map(formatDuration).join(",") : String(o.default)})`;
+        : o.kind === "list" && (o.default as string[]).length === 0
+          ? ""
+          : ` (default ${o.kind === "duration" ? formatDuration(o.default as number) : o.kind === "durations" || o.kind === "list" ? (o.default as (number | string)[]).map((d) => (typeof d === "number" ? formatDuration(d) : d)).join(",") : String(o.default)})`;
     const arg = o.kind === "bool" ? "" : o.kind === "enum" ? ` ${o.values!.join("|")}` : ` <${o.kind === "listen" ? "host:port" : o.kind}>`;
     return `  --${o.flag}${arg}\n      ${o.help}${def}  [${envName(o.flag)}]`;
   }).join("\n");

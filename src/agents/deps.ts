@@ -20,7 +20,7 @@ export interface SecretsDep {
 }
 
 export interface WorkspacesDep extends WorkspaceOps {
-  createForSession(input: { userId: string; sessionId: string; profile: ProfileRow; env: Record<string, string> }): Promise<WorkspaceRow>;
+  createForSession(input: { userId: string; sessionId: string; profile: ProfileRow }): Promise<WorkspaceRow>;
   ensureRunning(sessionId: string): Promise<WorkspaceRow>;
   /** Throws CONCURRENCY_LIMIT when the session's workspace would have to start with no room. */
   assertRoom(sessionId: string, profile: ProfileRow): void;

@@ -66,6 +66,11 @@ export class Profiles {
     return { image: this.config.workspaceImage, maxConcurrency: clampConcurrency(this.config.defaultMaxConcurrency), env: process.env };
   }
 
+  /** A profile by id whoever owns it (the workspace's environment, resolved per exec). */
+  byIdAny(profileId: string): ProfileRow | undefined {
+    return this.db.select().from(profiles).where(eq(profiles.id, profileId)).get();
+  }
+
   /** The caller's profile; NOT_FOUND when missing or someone else's. */
   get(userId: string, profileId: string): ProfileRow {
     const row = isId("profile", profileId) ? this.byIdStmt.get({ id: profileId, user_id: userId }) : undefined;

@@ -47,7 +47,8 @@ export class SessionLifecycle {
    * session back — unless a task came with it, which then fails with the error (`error`).
    */
   async open(userId: string, profile: ProfileRow, title: string | null, hooks: SessionHooks = {}, withTask?: (tx: DB, session: SessionRow) => TaskRow): Promise<OpenedSession> {
-    const env = this.d.secrets.resolveEnv(userId, profile.env);
+    // The env reaches the workspace per exec; a secret it names that is missing is refused now.
+    this.d.secrets.resolveEnv(userId, profile.env);
     let task: TaskRow | undefined;
     const session = this.d.db.transaction((tx) => {
       const s = this.d.sessions.create(userId, profile.id, title, tx);
@@ -57,7 +58,7 @@ export class SessionLifecycle {
     hooks.onSession?.(session.id);
     let ws: WorkspaceRow;
     try {
-      ws = await this.d.workspaces.createForSession({ userId, sessionId: session.id, profile, env });
+      ws = await this.d.workspaces.createForSession({ userId, sessionId: session.id, profile });
     } catch (e) {
       if (task && e instanceof AppError && e.code === "CONTAINER_FAILED") return { session, task, workspace: null, error: e };
       await this.purge(session.id, { tolerateWorkspaceError: true });

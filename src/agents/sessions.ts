@@ -30,7 +30,7 @@ export class AgentSessions {
 
   create(userId: string, profileId: string, title: string | null, db: DB = this.db): SessionRow {
     const now = this.now();
-    const row: SessionRow = { id: newId("session"), user_id: userId, profile_id: profileId, title, input_tokens: 0, output_tokens: 0, cost_usd: 0, created_at: now, updated_at: now };
+    const row: SessionRow = { id: newId("session"), user_id: userId, profile_id: profileId, title, input_tokens: 0, output_tokens: 0, cost_usd: 0, seq_reserved: 0, created_at: now, updated_at: now };
     db.insert(sessions).values(row).run();
     return row;
   }

@@ -71,6 +71,8 @@ export class Tasks {
     maxTurns: number;
     maxBudgetUsd: number;
     run?: RunOptions | null;
+    /** Paid with the server's own provider key (the monthly spend cap counts it). */
+    serverPaid?: boolean;
   }, db: DB = this.db): TaskRow {
     const run = input.run;
     const row: TaskRow = {
@@ -83,6 +85,7 @@ export class Tasks {
       max_continuations: run?.maxContinuations ?? 0,
       answer_timeout_ms: run?.answerTimeoutMs ?? null,
       scheduled_for: run?.scheduledFor ?? null,
+      server_paid: input.serverPaid ?? false,
       answer_due_at: null,
       mode: "session",
       prompt: input.prompt,

@@ -18,6 +18,7 @@ export const PREFIX = {
   integration: "int",
   notification: "ntf",
   oauth: "oac",
+  audit: "aud",
 } as const;
 export type IdKind = keyof typeof PREFIX;
 

@@ -30,6 +30,7 @@ export const INTEGRATION_TYPES = ["webhook"] as const;
 export const NOTIFICATION_SOURCES = ["agent", "platform"] as const;
 export const URGENCIES = ["low", "normal", "high"] as const;
 export const NOTIFICATION_STATUSES = ["pending", "delivered", "failed"] as const;
+export const AUDIT_ACTORS = ["user", "admin", "system", "anonymous"] as const;
 
 export type Role = (typeof ROLES)[number];
 export type ModelProvider = (typeof MODEL_PROVIDERS)[number];
@@ -70,6 +71,8 @@ export const users = sqliteTable("users", {
   role: text({ enum: ROLES }).notNull().default("user"),
   disabled: bool().notNull().default(false),
   email_verified: bool().notNull().default(false),
+  /** The operator's overrides of the policy for this user (PATCH /admin/users/:id); null: the defaults. */
+  policy: json<PolicyOverrides>(),
   created_at: createdAt(),
   updated_at: updatedAt(),
 });
@@ -154,6 +157,22 @@ export type ProfileLimits = {
 };
 export type EnvValue = string | { secret: string };
 
+/** Per-user overrides of the operator's policy (src/admin/policy.ts); every field optional. */
+export type PolicyOverrides = Partial<{
+  max_profiles: number;
+  max_running_workspaces: number;
+  max_memory_mb: number;
+  max_cpus: number;
+  max_pids: number;
+  max_concurrency: number;
+  max_turns: number;
+  max_budget_usd: number;
+  allowed_images: string[];
+  allow_bridge_network: boolean;
+  monthly_spend_usd: number;
+  workspace_disk_mb: number;
+}>;
+
 export const profiles = sqliteTable(
   "profiles",
   {
@@ -187,6 +206,11 @@ export const sessions = sqliteTable(
     input_tokens: integer().notNull().default(0),
     output_tokens: integer().notNull().default(0),
     cost_usd: real().notNull().default(0),
+    /**
+     * The event log's high-water mark: seqs up to here may have been sent. It is stored before a
+     * block of seqs is handed out, so after a crash numbering resumes above every seq ever sent.
+     */
+    seq_reserved: integer().notNull().default(0),
     created_at: createdAt(),
     updated_at: updatedAt(),
   },
@@ -209,8 +233,9 @@ export const workspaces = sqliteTable(
     volume: text().notNull(),
     /** The container's shape at creation (network, limits): a vanished container is recreated the same. */
     spec: json<WorkspaceSpec>().notNull(),
-    /** AES-256-GCM sealed JSON of the container environment (its values may be secrets). */
-    env_ciphertext: blob({ mode: "buffer" }),
+    /** The volume's size at the last disk check (bytes), when it was taken. */
+    disk_bytes: integer(),
+    disk_checked_at: ms(),
     status: text({ enum: WORKSPACE_STATUSES }).notNull(),
     error: text(),
     last_active_at: ms().notNull(),
@@ -246,6 +271,8 @@ export const tasks = sqliteTable(
     trigger: text({ enum: RUN_TRIGGERS }),
     /** Fresh-context chains this task may start (playbook runs); those it started are its `chain` steps. */
     max_continuations: integer().notNull().default(0),
+    /** Its model requests are paid with the server's own provider key (counted against the monthly spend cap). */
+    server_paid: bool().notNull().default(false),
     /** The schedule slot a scheduled run was due at. */
     scheduled_for: ms(),
     /** How long an unanswered question may wait before the task fails (a playbook's answer_timeout). */
@@ -315,6 +342,27 @@ export const debugEvents = sqliteTable(
     created_at: createdAt(),
   },
   (t) => [index("debug_events_session").on(t.session_id, t.after_seq)],
+);
+
+// ---------------------------------------------------------------------------------------------
+// Audit
+
+/** Security-relevant actions (sign-ins, tokens, roles, secrets by name, settings…), kept for the retention period. */
+export const auditLog = sqliteTable(
+  "audit_log",
+  {
+    id: id(),
+    at: ms().notNull(),
+    /** Who did it: a user, the operator (admin password), the system, or an anonymous caller. */
+    actor: text({ enum: AUDIT_ACTORS }).notNull(),
+    /** The acting user (or, for sign-in failures and admin actions, the user acted on); no foreign key: rows outlive users. */
+    user_id: text(),
+    action: text().notNull(),
+    target_id: text(),
+    ip: text(),
+    details: json<Record<string, unknown>>(),
+  },
+  (t) => [index("audit_log_user").on(t.user_id, t.id), index("audit_log_action").on(t.action, t.id), index("audit_log_at").on(t.at)],
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -441,4 +489,5 @@ export type TaskRow = typeof tasks.$inferSelect;
 export type NotificationRow = typeof notificationLog.$inferSelect;
 export type IntegrationRow = typeof integrations.$inferSelect;
 export type PlaybookRow = typeof playbooks.$inferSelect;
+export type AuditRow = typeof auditLog.$inferSelect;
 export type MissedRunRow = typeof missedRuns.$inferSelect;

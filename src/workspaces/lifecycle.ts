@@ -7,9 +7,8 @@
 import type Docker from "dockerode";
 import type { Config } from "../config.ts";
 import { newId } from "../db/ids.ts";
-import type { EnvValue, ProfileRow, WorkspaceRow, WorkspaceSpec } from "../db/schema.ts";
+import type { ProfileRow, WorkspaceRow, WorkspaceSpec } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
-import type { Sealer } from "../lib/sealer.ts";
 import type { Logger } from "../log.ts";
 import { type DockerEngine, dockerMessage, dockerStatus, isUnreachable } from "./docker.ts";
 import { isRunning } from "./exec.ts";
@@ -22,12 +21,9 @@ export interface LifecycleDeps {
   store: WorkspaceStore;
   locks: KeyedMutex;
   provisioner: Provisioner;
-  sealer: Sealer;
   log: Logger;
   config: Pick<Config, "workspaceImage" | "defaultMaxConcurrency" | "dockerHost">;
   now: () => number;
-  /** Resolves a profile's env (secrets included) when a deleted workspace must be recreated. */
-  resolveEnv?: (userId: string, env: Record<string, EnvValue>) => Record<string, string>;
 }
 
 export class Lifecycle {
@@ -41,7 +37,8 @@ export class Lifecycle {
     return this.client.getContainer(dockerId);
   }
 
-  async createForSession(input: { userId: string; sessionId: string; profile: ProfileRow; env: Record<string, string> }): Promise<WorkspaceRow> {
+  /** The session's container (its environment comes per exec: the container itself carries none). */
+  async createForSession(input: { userId: string; sessionId: string; profile: ProfileRow }): Promise<WorkspaceRow> {
     const { profile } = input;
     const id = newId("container");
     const now = this.d.now();
@@ -57,7 +54,8 @@ export class Lifecycle {
         docker_id: null,
         volume: `runcell-${id}`,
         spec,
-        env_ciphertext: this.d.sealer.seal(JSON.stringify(input.env), `workspace-env:${id}`),
+        disk_bytes: null,
+        disk_checked_at: null,
         status: "starting",
         error: null,
         last_active_at: now,
@@ -67,7 +65,7 @@ export class Lifecycle {
       this.limitOf(profile),
     );
     if (!created) return this.ensureRunning(input.sessionId);
-    return this.d.locks.run(row.id, () => this.provision(row, input.env));
+    return this.d.locks.run(row.id, () => this.provision(row));
   }
 
   async ensureRunning(sessionId: string): Promise<WorkspaceRow> {
@@ -98,11 +96,7 @@ export class Lifecycle {
     if (!profile || profile.user_id !== session.user_id) {
       throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace and its profile ${session.profile_id} no longer exists`);
     }
-    if (!this.d.resolveEnv && Object.keys(profile.env).length) {
-      throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace and its environment cannot be resolved here`);
-    }
-    const env = this.d.resolveEnv ? this.d.resolveEnv(session.user_id, profile.env) : {};
-    return this.createForSession({ userId: session.user_id, sessionId, profile, env });
+    return this.createForSession({ userId: session.user_id, sessionId, profile });
   }
 
   private limitOf(profile: ProfileRow | null): number {
@@ -127,11 +121,10 @@ export class Lifecycle {
   }
 
   /** Creates volume + container and starts it. The row is reserved (`starting`). */
-  private async provision(row: WorkspaceRow, env?: Record<string, string>): Promise<WorkspaceRow> {
+  private async provision(row: WorkspaceRow): Promise<WorkspaceRow> {
     const started = Date.now();
     try {
-      env ??= row.env_ciphertext ? (JSON.parse(this.d.sealer.open(row.env_ciphertext, `workspace-env:${row.id}`)) as Record<string, string>) : {};
-      const c = await this.d.provisioner.up(row, env);
+      const c = await this.d.provisioner.up(row);
       const up = this.d.store.update(row.id, { docker_id: c.id, status: "running", error: null, last_active_at: this.d.now() })!;
       this.d.log.info("workspace started", { workspace: row.id, session: row.session_id, image: row.image, ms: Date.now() - started });
       return up;

@@ -27,9 +27,9 @@ export class Provisioner {
   }
 
   /** Creates (or reuses) the volume, creates the container and starts it. */
-  async up(row: WorkspaceRow, env: Record<string, string>): Promise<Docker.Container> {
+  async up(row: WorkspaceRow): Promise<Docker.Container> {
     await this.client.createVolume({ Name: row.volume, Labels: labelsFor({ ctrId: row.id, sessionId: row.session_id, instanceId: this.instanceId }) });
-    let c = await this.create(row, env);
+    let c = await this.create(row);
     try {
       await c.start();
       return c;
@@ -38,7 +38,7 @@ export class Provisioner {
       if (!this.init || !/docker-init|init binary|init-path/i.test(dockerMessage(e))) throw e;
       this.log.warn("Docker engine has no init binary; workspaces run without one", { error: dockerMessage(e) });
       this.init = false;
-      c = await this.create(row, env);
+      c = await this.create(row);
       try {
         await c.start();
         return c;
@@ -49,7 +49,7 @@ export class Provisioner {
     }
   }
 
-  private async create(row: WorkspaceRow, env: Record<string, string>): Promise<Docker.Container> {
+  private async create(row: WorkspaceRow): Promise<Docker.Container> {
     const opts = containerOptions({
       ctrId: row.id,
       sessionId: row.session_id,
@@ -58,7 +58,6 @@ export class Provisioner {
       volume: row.volume,
       image: row.image,
       spec: row.spec,
-      env,
       init: this.init,
     });
     try {

@@ -12,7 +12,7 @@ import { and, eq } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import type { DB } from "../db/client.ts";
 import { type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { type EnvValue, type WorkspaceRow, workspaces, type WorkspaceStatus } from "../db/schema.ts";
+import { type WorkspaceRow, workspaces, type WorkspaceStatus } from "../db/schema.ts";
 import type { Settings } from "../db/settings.ts";
 import { randomHex } from "../lib/crypto.ts";
 import { AppError, Errors } from "../lib/errors.ts";
@@ -50,8 +50,12 @@ export interface WorkspaceDeps {
   log: Logger;
   config: Pick<Config, "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHost">;
   now: () => number;
-  /** Resolves a profile's env (secrets included) when a deleted workspace must be recreated. */
-  resolveEnv?: (userId: string, env: Record<string, EnvValue>) => Record<string, string>;
+  /**
+   * The environment of a command in the workspace: its profile's env with vault secrets resolved
+   * now (wired by the app). Called at every exec, so a changed or deleted secret applies at the
+   * next tool call and the container itself never holds a value.
+   */
+  envFor?: (row: WorkspaceRow) => Record<string, string>;
 }
 
 export function workspaceRecord(r: WorkspaceRow): WorkspaceRecord {
@@ -185,9 +189,11 @@ export class Workspaces {
     this.inflight.set(row.id, (this.inflight.get(row.id) ?? 0) + 1);
     this.store.touch(row.id);
     try {
+      const env = this.d.envFor?.(row);
+      const withEnv: ExecOptions = env && Object.keys(env).length ? { ...opts, env: { ...env, ...opts.env } } : opts;
       for (let attempt = 0; ; attempt++) {
         try {
-          const r = await runExec(this.container(row.docker_id!), opts, (e) => this.log.warn("could not kill an exec", { workspace: row.id, error: dockerMessage(e) }));
+          const r = await runExec(this.container(row.docker_id!), withEnv, (e) => this.log.warn("could not kill an exec", { workspace: row.id, error: dockerMessage(e) }));
           if (!r.timedOut && !r.cancelled && (r.exitCode === null || r.exitCode >= 128)) await this.assertAlive(row);
           return r;
         } catch (e) {

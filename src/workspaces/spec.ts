@@ -32,7 +32,6 @@ export interface ContainerInput {
   volume: string;
   image: string;
   spec: WorkspaceSpec;
-  env: Record<string, string>;
   /** docker-init as PID 1 (turned off only for an engine without an init binary). */
   init: boolean;
 }
@@ -49,7 +48,9 @@ export function containerOptions(i: ContainerInput): Docker.ContainerCreateOptio
     Entrypoint: IDLE_COMMAND,
     Cmd: [],
     WorkingDir: WORKSPACE_ROOT,
-    Env: Object.entries(i.env).map(([k, v]) => `${k}=${v}`),
+    // No environment of the profile here: it is resolved at every exec (secrets included), so a
+    // changed or deleted secret applies at the next tool call and values never show in `docker inspect`.
+    Env: [],
     Labels: labelsFor(i),
     AttachStdin: false,
     AttachStdout: false,

@@ -30,6 +30,8 @@ export interface TestAppOptions {
   now?: () => number;
   /** Keep the data dir after stop (restart tests). */
   keepDataDir?: boolean;
+  /** "defaults": the operator policy as shipped (security tests); else opened wide (OPEN_POLICY). */
+  policy?: "open" | "defaults";
 }
 
 /** Removes every container and volume a test instance created (they carry its instance label). */
@@ -46,6 +48,26 @@ export function tempDir(prefix = "runcell-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
+/**
+ * The operator policy opened wide for the suite at large (its own tests in test/security/ start
+ * apps with the defaults): models on loopback (the local provider servers), any image and network,
+ * the schema's own bounds as ceilings.
+ */
+export const OPEN_POLICY = [
+  "--allow-model-hosts", "127.0.0.1,localhost",
+  "--allowed-images", "*",
+  "--allow-bridge-network",
+  "--max-profiles-per-user", "1000000",
+  "--max-running-workspaces-per-user", "100000",
+  "--max-memory-mb", "262144",
+  "--max-cpus", "64",
+  "--max-pids", "65536",
+  "--max-profile-concurrency", "1000",
+  "--max-turns", "1000",
+  "--max-task-budget-usd", "10000",
+  "--max-sockets-per-caller", "10000",
+];
+
 export function testConfig(opts: TestAppOptions & { port: number; dataDir: string }): Config {
   const flags = [
     "--http", `127.0.0.1:${opts.port}`,
@@ -55,6 +77,7 @@ export function testConfig(opts: TestAppOptions & { port: number; dataDir: strin
     "--workspace-image", process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest",
     "--allow-private-webhooks",
     "--log-level", "debug",
+    ...(opts.policy === "defaults" ? [] : OPEN_POLICY),
     ...(opts.flags ?? []),
   ];
   return resolveConfig(parseArgs(flags).flags, opts.env ?? {});

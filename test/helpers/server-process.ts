@@ -3,6 +3,7 @@
  * `kill -9` — and start it again on the same data dir.
  */
 import { join } from "node:path";
+import { OPEN_POLICY } from "./app.ts";
 import { freePort, waitFor } from "./net.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
@@ -27,6 +28,7 @@ export async function spawnServer(opts: { dataDir: string; port?: number; flags?
       "--rate-limit-burst", "1000000",
       "--workspace-image", process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest",
       "--allow-private-webhooks",
+      ...OPEN_POLICY,
       ...(opts.flags ?? []),
     ],
     { cwd: ROOT, env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root", ...opts.env }, stdout: "pipe", stderr: "pipe" },

@@ -39,10 +39,11 @@ export function insertSession(t: TestApp, userId: string, profileId: string): st
   return id;
 }
 
-/** A session with a running workspace. */
+/** A session with a running workspace; `env` becomes the profile's (its commands get it per exec). */
 export async function newWorkspace(t: TestApp, userId: string, profile: ProfileRow, env: Record<string, string> = {}) {
+  if (Object.keys(env).length) t.app.services.sqlite.run("UPDATE profiles SET env = ? WHERE id = ?", [JSON.stringify(env), profile.id]);
   const sessionId = insertSession(t, userId, profile.id);
-  const ws = await t.app.services.workspaces.createForSession({ userId, sessionId, profile, env });
+  const ws = await t.app.services.workspaces.createForSession({ userId, sessionId, profile })
   return { sessionId, ws };
 }
 

@@ -88,7 +88,7 @@ describe("per-profile concurrency", () => {
   test("20 parallel starts → exactly 5 run, the rest 429 before anything is created", async () => {
     const limited = insertProfile(t, user.id, { limits: { max_concurrency: 5 } });
     const sessions = Array.from({ length: 20 }, () => insertSession(t, user.id, limited.id));
-    const results = await Promise.allSettled(sessions.map((sessionId) => ws.createForSession({ userId: user.id, sessionId, profile: limited, env: {} })));
+    const results = await Promise.allSettled(sessions.map((sessionId) => ws.createForSession({ userId: user.id, sessionId, profile: limited })));
     const ok = results.filter((r) => r.status === "fulfilled");
     const refused = results.filter((r) => r.status === "rejected").map((r) => (r as PromiseRejectedResult).reason as AppError);
     expect(ok.length).toBe(5);
@@ -198,7 +198,7 @@ describe("failures", () => {
     const image = `runcell-test/absent-${crypto.randomUUID().slice(0, 8)}:latest`;
     const bad = insertProfile(t, user.id, { image });
     const sessionId = insertSession(t, user.id, bad.id);
-    const e = await errOf(ws.createForSession({ userId: user.id, sessionId, profile: bad, env: {} }));
+    const e = await errOf(ws.createForSession({ userId: user.id, sessionId, profile: bad }));
     expect(e?.code).toBe("CONTAINER_FAILED");
     expect(statusOf(e!)).toBe(502);
     expect(e?.message).toContain(image);
@@ -213,7 +213,7 @@ describe("failures", () => {
 
   test("a deleted workspace is recreated from the session's profile on the next turn", async () => {
     const withEnv = insertProfile(t, user.id, { env: { GREETING: "hello from the profile" } });
-    const { sessionId, ws: row } = await newWorkspace(t, user.id, withEnv, { GREETING: "hello from the profile" });
+    const { sessionId, ws: row } = await newWorkspace(t, user.id, withEnv);
     await ws.remove(user.id, row.id);
     expect(await errOf(ws.remove(user.id, row.id))).toMatchObject({ code: "NOT_FOUND" });
     const fresh = await ws.ensureRunning(sessionId);

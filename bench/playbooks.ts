@@ -156,9 +156,9 @@ async function triggerLatency() {
   const app = await createApp(config, { logger: silentLogger });
   await app.start();
   const s = app.services;
-  const user = await s.users.create({ email: `bench-${Date.now()}@example.com`, name: "bench", password: "correct horse battery" });
+  const user = await s.users.create({ email: `bench-${Date.now()}@example.com`, name: "bench", password: "correct horse battery", role: "admin" });
   const token = (await s.tokens.create(user.id, "bench")).token;
-  const profile = s.profiles.create(user.id, { name: "bench", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: IMAGE, network: "none", limits: { max_concurrency: 1000 } });
+  const profile = await s.profiles.create(user.id, { name: "bench", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: IMAGE, network: "none", limits: { max_concurrency: 1000 } });
   const pb = s.playbooks.create(user.id, { name: "bench", profile_id: profile.id, prompt: "hi" });
   const hookUrl = pb.trigger_url.replace(config.publicUrl, app.url);
   const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };

@@ -31,10 +31,10 @@ function report(name: string, ours: number, base: number) {
 }
 
 try {
-  const user = await s.users.create({ email: "bench@example.com", name: "bench", password: "correct horse battery" });
+  const user = await s.users.create({ email: "bench@example.com", name: "bench", password: "correct horse battery", role: "admin" });
   for (let i = 0; i < 50; i++) s.secrets.put(user.id, `SECRET_${i}`, `value-${i}-${crypto.randomUUID()}`);
   const env = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`VAR_${i}`, { secret: `SECRET_${i}` }]));
-  const profile = s.profiles.create(user.id, { env });
+  const profile = await s.profiles.create(user.id, { env });
 
   const key = Buffer.from(readFileSync(join(dataDir, "secret.key"), "utf8").trim(), "base64");
   const decrypt = (buf: Uint8Array, aad: string) => {

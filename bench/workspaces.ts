@@ -32,7 +32,7 @@ await app.start();
 const s = app.services;
 const docker = new Docker({ socketPath: "/var/run/docker.sock" });
 
-const user = await s.users.create({ email: `bench-${Date.now()}@example.com`, name: "bench", password: "correct horse battery" });
+const user = await s.users.create({ email: `bench-${Date.now()}@example.com`, name: "bench", password: "correct horse battery", role: "admin" });
 const now = Date.now();
 const profile: ProfileRow = {
   id: newId("profile"),
@@ -66,7 +66,7 @@ async function ours(): Promise<number> {
 
 // The frame itself, end to end: WebSocket session.start → session.ready (session row, workspace,
 // event log, fan-out), on a socket opened once.
-const wsProfile = s.profiles.create(user.id, { name: "bench", model: { provider: "demo", name: "demo" }, image: IMAGE, network: "none", limits: { max_concurrency: 50 } });
+const wsProfile = await s.profiles.create(user.id, { name: "bench", model: { provider: "demo", name: "demo" }, image: IMAGE, network: "none", limits: { max_concurrency: 50 } });
 const wsToken = (await s.tokens.create(user.id, "bench")).token;
 const socket = new WebSocket(`${app.url.replace(/^http/, "ws")}/v1/stream`, [`Bearer.${wsToken}`]);
 await new Promise((r) => socket.addEventListener("open", r, { once: true }));

@@ -8,11 +8,14 @@
  * and closes the database.
  */
 import type { Server } from "bun";
+import { Audit } from "./admin/audit.ts";
 import { HttpMetrics } from "./admin/metrics.ts";
 import { AdminPassword } from "./admin/password.ts";
 import { RuntimeConfig } from "./admin/runtime-config.ts";
 import { Stats } from "./admin/stats.ts";
 import { Orchestrator } from "./agents/orchestrator.ts";
+import { ModelNetwork } from "./agents/model-network.ts";
+import { UsageReports } from "./agents/usage.ts";
 import { Profiles } from "./agents/profiles.ts";
 import { SessionLifecycle } from "./agents/session-lifecycle.ts";
 import { AgentSessions } from "./agents/sessions.ts";
@@ -49,6 +52,7 @@ import { Secrets } from "./vault/secrets.ts";
 import { VERSION } from "./version.ts";
 import { DockerEngine } from "./workspaces/docker.ts";
 import { Workspaces } from "./workspaces/service.ts";
+import { Policies } from "./admin/policy.ts";
 import { CLOSE_GOING_AWAY } from "./ws/connection.ts";
 import { createStreamServer, type StreamServer } from "./ws/stream.ts";
 
@@ -86,35 +90,38 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   }
   const { db, sqlite } = handle;
   const settings = new Settings(db);
+  const audit = new Audit(db, now, log.child({ component: "audit" }));
   const sealer = Sealer.fromDataDir(config.dataDir);
   const limiter = new RateLimiter(config.rateLimit.perMinute, config.rateLimit.burst);
 
   // Identity and the operator ---------------------------------------------------------------
-  const users = new Users(db, now);
-  const tokens = new ApiTokens(db, now);
+  const users = new Users(db, now, audit);
+  const tokens = new ApiTokens(db, now, undefined, audit);
   const loginSessions = new LoginSessions(db, now);
   const throttle = new LoginThrottle(now);
-  const accounts = new Accounts(config, users, loginSessions, throttle);
+  const accounts = new Accounts(config, users, loginSessions, throttle, audit);
   const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl));
-  const adminPassword = new AdminPassword(settings, now, throttle);
-  const runtimeConfig = new RuntimeConfig(config, settings, limiter, log);
-  const setup = new SetupLinks(db, users, accounts, config.publicUrl, now);
-  const oauth = new OAuth(config, db, users, accounts, now, log);
+  const adminPassword = new AdminPassword(settings, now, throttle, audit);
+  const runtimeConfig = new RuntimeConfig(config, settings, limiter, log, audit);
+  const setup = new SetupLinks(db, users, accounts, config.publicUrl, now, audit);
+  const oauth = new OAuth(config, db, users, accounts, now, log, audit);
   const stats = new Stats(sqlite, now);
   const httpMetrics = new HttpMetrics();
 
   // Agents ----------------------------------------------------------------------------------
-  const secrets = new Secrets(db, sealer, log, now);
-  const profiles = new Profiles(db, config, now);
+  const secrets = new Secrets(db, sealer, log, now, audit);
+  const policy = new Policies({ config, sqlite, users, now });
+  const modelNet = new ModelNetwork({ allowHosts: config.allowModelHosts, isAdmin: (id) => users.byId(id)?.role === "admin" });
+  const profiles = new Profiles(db, config, now, { policy, modelNet });
   const docker = new DockerEngine(config.dockerHost);
   const workspaces: Workspaces = new Workspaces({
-    db, docker, settings, sealer, log, config, now,
+    db, docker, settings, sealer, log, config, now, policy,
     envFor: (row): Record<string, string> => {
       const profile = profiles.byIdAny(row.profile_id);
       return profile && profile.user_id === row.user_id ? secrets.resolveEnv(row.user_id, profile.env) : {};
     },
   });
-  const notifications = new Notifications({ db, sqlite, sealer, log, now, config });
+  const notifications = new Notifications({ db, sqlite, sealer, log, now, config, audit });
   const eventLog = new EventLog(sqlite, now);
   eventLog.onDropped = (f, err) => log.warn("event not stored: its session is gone", { session_id: f.session_id, seq: f.seq, type: f.type, err: err.message });
   const hub = new Hub(eventLog);
@@ -124,27 +131,34 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const sessionLifecycle = new SessionLifecycle({ db, hub, eventLog, sessions: agentSessions, profiles, secrets, workspaces });
   const orchestrator = new Orchestrator({
     log, now, db, hub, eventLog, tasks, sessions: agentSessions, transcript, profiles, secrets, workspaces, notifications, lifecycle: sessionLifecycle,
+    policy, modelNet, spend: policy,
     playbookName: (id: string): string | null => playbooks.nameOf(id),
   });
-  const playbooks: Playbooks = new Playbooks({ db, sealer, log, now, publicUrl: config.publicUrl, runs: new PlaybookRuns(sqlite), profiles, orchestrator, notifications });
+  const playbooks: Playbooks = new Playbooks({
+    db, sealer, log, now, publicUrl: config.publicUrl, runs: new PlaybookRuns(sqlite), profiles, orchestrator, notifications, audit,
+    ownerDisabled: (userId) => users.byId(userId)?.disabled ?? true,
+  });
   const scheduler = new PlaybookScheduler(playbooks, log, now);
 
   const services: Services = {
     config, log, now, db, sqlite, settings, sealer, limiter,
     users, tokens, loginSessions, throttle, accounts, authenticator, setup, oauth,
-    adminPassword, runtimeConfig, stats, httpMetrics,
+    adminPassword, runtimeConfig, stats, httpMetrics, audit, policy, usage: new UsageReports(sqlite, now),
     secrets, profiles, docker, workspaces, eventLog, hub, transcript, tasks, agentSessions, sessionLifecycle, orchestrator,
     notifications, playbooks,
   };
 
   // Transports: the HTTP router behind its pipeline, and the WebSocket stream ----------------
   const router = mountRoutes(createRouter(log, adminPassword), services);
-  const stream = createStreamServer({ log, publicUrl: config.publicUrl, authenticator, limiter, hub, orchestrator, agentSessions, sessionLifecycle });
+  const stream = createStreamServer({
+    log, publicUrl: config.publicUrl, authenticator, limiter, hub, orchestrator, agentSessions, sessionLifecycle,
+    maxSocketsPerCaller: config.maxSocketsPerCaller,
+  });
   const pipeline = createPipeline({
     config,
     log,
     limiter,
-    authenticate: (req, path) => authenticator.authenticate(req, path),
+    authenticate: (req, path, opts) => authenticator.authenticate(req, path, opts),
     handle: (req) => router.handle(req),
     upgrade: (req, server, ctx) => stream.upgrade(req, server, ctx),
     onResponse: (status) => httpMetrics.observe(status),
@@ -153,13 +167,18 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // Hooks -------------------------------------------------------------------------------------
   // A disabled user loses every way in at once: cookie sessions deleted, cached token
   // verifications dropped (the per-request checks refuse the tokens from the next request on),
-  // open sockets closed.
-  users.onDisabled.push((userId) => {
+  // open sockets closed. Then their work stops, before the admin's request is answered:
+  // schedules held, queued tasks failed, running ones cancelled, workspaces stopped.
+  users.onDisabled.push(async (userId) => {
     loginSessions.deleteAllForUser(userId);
     tokens.evictUser(userId);
     stream.revoke({ userId });
-    log.info("user disabled: sessions revoked", { user_id: userId });
+    const held = playbooks.holdForUser(userId);
+    const tasksEnded = await orchestrator.stopUser(userId);
+    const stopped = await workspaces.stopForUser(userId);
+    log.info("user disabled: sessions revoked, work stopped", { user_id: userId, tasks_ended: tasksEnded, workspaces_stopped: stopped.length, schedules_held: held });
   });
+  users.onEnabled.push((userId) => void playbooks.resumeForUser(userId));
   // A revoked credential closes the sockets it opened (4001).
   tokens.onRevoke.push((tokenId) => stream.revoke({ tokenId }));
   loginSessions.onRevokeSession.push((loginSessionId) => stream.revoke({ loginSessionId }));
@@ -179,6 +198,16 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       if (n) log.info("expired login sessions purged", { count: n });
     }),
     intervalWorker(log, "ratelimit-sweep", 60_000, () => limiter.sweep()),
+    intervalWorker(
+      log,
+      "audit-purge",
+      3_600_000,
+      () => {
+        const n = audit.purge(now() - config.auditRetentionMs);
+        if (n) log.info("old audit log rows purged", { count: n, retention_ms: config.auditRetentionMs });
+      },
+      { runAtStart: true },
+    ),
     { name: "notification-delivery", start: () => notifications.worker.start(), stop: () => notifications.worker.stop() },
     { name: "docker-probe", start: () => void docker.available(0), stop() {} },
     ...workspaces.workers(),
@@ -188,7 +217,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       start: () => orchestrator.recover(),
       stop: async () => {
         await orchestrator.stop();
-        eventLog.flush();
+        // Everything handed out is stored now: unused reserved seqs are given back (no gap at the next start).
+        eventLog.settle();
       },
     },
     // After the recovery: due schedule slots (also those missed while stopped) fire once each.

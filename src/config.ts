@@ -230,7 +230,7 @@ export function parseArgs(argv: string[], commandFlags: Record<string, boolean> 
     let [name, value] = arg.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
     const negated = name.startsWith("no-") && (specByFlag.get(name.slice(3))?.kind === "bool" || commandFlags[name.slice(3)] === false);
     if (negated) name = name.slice(3);
-    if (name in commandFlags) {
+    if (Object.hasOwn(commandFlags, name)) {
       if (commandFlags[name]) {
         if (value === undefined) value = argv[++i];
         if (value === undefined) throw new ConfigError(`--${name} needs a value`);

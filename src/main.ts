@@ -1,10 +1,11 @@
 #!/usr/bin/env bun
 /**
- * runcell's command line: serve · migrate · doctor · version · admin · token · image · service.
+ * runcell's command line: serve · migrate · doctor · version · admin · token · audit · image · service.
  * Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration.
  */
 import { type Command, commandHelp, wantsHelp } from "./cli/command.ts";
 import { adminCommand } from "./cli/admin.ts";
+import { auditCommand } from "./cli/audit.ts";
 import { doctorCommand } from "./cli/doctor.ts";
 import { imageCommand } from "./cli/image.ts";
 import { migrateCommand } from "./cli/migrate.ts";
@@ -15,7 +16,7 @@ import { tokenCommand } from "./cli/token.ts";
 import { versionCommand } from "./cli/version.ts";
 import { VERSION } from "./version.ts";
 
-export const COMMANDS: Command[] = [serveCommand, migrateCommand, doctorCommand, versionCommand, adminCommand, tokenCommand, imageCommand, backupCommand, serviceCommand];
+export const COMMANDS: Command[] = [serveCommand, migrateCommand, doctorCommand, versionCommand, adminCommand, tokenCommand, auditCommand, imageCommand, backupCommand, serviceCommand];
 
 function mainHelp(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

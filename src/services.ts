@@ -4,6 +4,9 @@
  * order, and hands this object out.
  */
 import type { Database } from "bun:sqlite";
+import type { Audit } from "./admin/audit.ts";
+import type { Policies } from "./admin/policy.ts";
+import type { UsageReports } from "./agents/usage.ts";
 import type { AdminPassword } from "./admin/password.ts";
 import type { HttpMetrics } from "./admin/metrics.ts";
 import type { RuntimeConfig } from "./admin/runtime-config.ts";
@@ -67,6 +70,12 @@ export interface Services {
   stats: Stats;
   /** HTTP responses by status class (fed by the pipeline, read by /metrics). */
   httpMetrics: HttpMetrics;
+  /** The audit log: security-relevant actions, kept for --audit-retention (src/admin/audit.ts). */
+  audit: Audit;
+  /** The operator's policy and each user's use of it (src/admin/policy.ts). */
+  policy: Policies;
+  /** Usage reports (GET /v1/usage). */
+  usage: UsageReports;
 
   // Agents (src/agents/, src/vault/, src/workspaces/, src/events/)
   /** The secrets vault. */

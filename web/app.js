@@ -325,7 +325,19 @@ function askCard(f) {
   return box;
 }
 
-/** Safe, minimal markdown: code fences, images (same-origin or http/https), links, text. */
+/** Whether a URL points at this origin (the only images the CSP lets load: signed workspace files). */
+const sameOrigin = (url) => {
+  try {
+    return new URL(url, location.href).origin === location.origin;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * Safe, minimal markdown: code fences, images (same-origin; one hosted elsewhere is shown as a link,
+ * never fetched), links, text.
+ */
 function renderMarkdown(text) {
   const out = [];
   const parts = String(text ?? "").split(/^(```[^\n]*\n[\s\S]*?^```)$/m);
@@ -341,7 +353,8 @@ function renderMarkdown(text) {
       const url = m[3];
       const safe = /^(https?:\/\/|\/)/.test(url) && !url.startsWith("//");
       if (!safe) out.push(m[0]);
-      else if (m[1]) out.push(el("img", { src: url, alt: m[2] }));
+      else if (m[1] && sameOrigin(url)) out.push(el("img", { src: url, alt: m[2] }));
+      else if (m[1]) out.push(el("a", { class: "external-image", href: url, target: "_blank", rel: "noopener noreferrer" }, `[image: ${m[2] || url}]`));
       else out.push(el("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, m[2]));
     }
     out.push(part.slice(last));

@@ -14,6 +14,7 @@ import { hashPassword, verifyPassword } from "../auth/passwords.ts";
 import { Errors } from "../lib/errors.ts";
 import { sha256Hex } from "../lib/crypto.ts";
 import type { Settings } from "../db/settings.ts";
+import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 
 const KEY = "admin_password_hash";
 const CACHE_MS = 60_000;
@@ -27,24 +28,28 @@ export class AdminPassword {
     private now: () => number,
     /** Failed admin-password attempts, per client IP (the guard uses it). */
     readonly throttle?: LoginThrottle,
+    private audit?: AuditSink,
   ) {}
 
   isSet(): boolean {
     return !!this.settings.get<string>(KEY);
   }
 
-  async set(password: string) {
+  /** Audited as admin.password_changed (actor: the operator unless `origin` says; `source`: where it came from). */
+  async set(password: string, origin: AuditOrigin & { source?: string } = {}) {
     if (password.length < ADMIN_PASSWORD_MIN) throw Errors.validation("password", `the admin password must be at least ${ADMIN_PASSWORD_MIN} characters`);
     if (password.length > 256) throw Errors.validation("password", "the admin password must be at most 256 characters");
     this.settings.set(KEY, await hashPassword(password));
     this.verified.clear();
+    const { source, ...by } = origin;
+    this.audit?.record({ ...by, actor: by.actor ?? "admin", action: "admin.password_changed", details: source ? { source } : undefined });
   }
 
   /** Stores `password` unless it is already the current one (a restart with the same file). */
-  async ensure(password: string): Promise<"unchanged" | "set"> {
+  async ensure(password: string, origin: AuditOrigin & { source?: string } = {}): Promise<"unchanged" | "set"> {
     const current = this.settings.get<string>(KEY);
     if (current && (await verifyPassword(current, password))) return "unchanged";
-    await this.set(password);
+    await this.set(password, origin);
     return "set";
   }
 
@@ -76,7 +81,7 @@ export class AdminPassword {
         if (!this.isSet()) log.warn("no admin password is set: /admin/* answers 401 until `runcell admin set-password` or --admin-password-file");
         return;
       }
-      if ((await this.ensure(configured.password)) === "set") log.info("admin password stored", { source: configured.source });
+      if ((await this.ensure(configured.password, { actor: "system", source: configured.source })) === "set") log.info("admin password stored", { source: configured.source });
     } catch (e) {
       const source = configured?.source ?? (config.adminPasswordFile ? `--admin-password-file ${config.adminPasswordFile}` : "RUNCELL_ADMIN_PASSWORD");
       throw new ConfigError(`admin password from ${source}: ${(e as Error).message}`);

@@ -1,6 +1,6 @@
 /**
  * The settings an operator changes at run time through `PATCH /admin/config`: the rate limit,
- * the default per-profile concurrency and who may sign up. They are persisted in `settings`
+ * the default per-profile concurrency, who may sign up and the policy (src/admin/policy.ts). They are persisted in `settings`
  * (key `runtime_config`, only the fields ever patched) and applied live by writing them into the
  * shared `Config` object (every module reads `config.rateLimit`, `config.defaultMaxConcurrency`
  * and `config.signup` at use time) and reconfiguring the rate limiter.
@@ -15,10 +15,17 @@ import type { RateLimiter } from "../lib/ratelimit.ts";
 import type { Settings } from "../db/settings.ts";
 import type { Logger } from "../log.ts";
 import type { RuntimePatch, RuntimeSettings } from "../schema/admin.ts";
+import { applyPolicy, POLICY_KEYS, POLICY_OPTIONS, policyOf } from "./policy.ts";
+import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 
 export type { RuntimePatch, RuntimeSettings };
 
 const KEY = "runtime_config";
+
+/** The dotted paths of a patch's leaves ("rate_limit.burst"), and the value at such a path. */
+const leafPaths = (o: object, prefix = ""): string[] =>
+  Object.entries(o).flatMap(([k, v]) => (v === undefined ? [] : v !== null && typeof v === "object" && !Array.isArray(v) ? leafPaths(v, `${prefix}${k}.`) : [prefix + k]));
+const valueAt = (o: unknown, path: string): unknown => path.split(".").reduce<unknown>((v, k) => (v !== null && typeof v === "object" ? (v as Record<string, unknown>)[k] : undefined), o);
 
 export class RuntimeConfig {
   /** Called after every change (start and PATCH) with the effective settings. */
@@ -29,13 +36,14 @@ export class RuntimeConfig {
     private settings: Settings,
     private limiter: RateLimiter,
     private log: Logger,
+    private audit?: AuditSink,
   ) {
     this.applyAtStart();
   }
 
   get(): RuntimeSettings {
     const c = this.config;
-    return { rate_limit: { per_minute: c.rateLimit.perMinute, burst: c.rateLimit.burst }, default_max_concurrency: c.defaultMaxConcurrency, signup: c.signup };
+    return { rate_limit: { per_minute: c.rateLimit.perMinute, burst: c.rateLimit.burst }, default_max_concurrency: c.defaultMaxConcurrency, signup: c.signup, policy: policyOf(c.policy) };
   }
 
   private persisted(): RuntimePatch {
@@ -64,6 +72,9 @@ export class RuntimeConfig {
     effective.rate_limit.burst = pick("rate_limit.burst", "rate-limit-burst", effective.rate_limit.burst, saved.rate_limit?.burst);
     effective.default_max_concurrency = pick("default_max_concurrency", "default-max-concurrency", effective.default_max_concurrency, saved.default_max_concurrency);
     effective.signup = pick("signup", "signup", effective.signup, saved.signup);
+    for (const k of POLICY_KEYS) {
+      (effective.policy as Record<string, unknown>)[k] = pick(`policy.${k}`, POLICY_OPTIONS[k].flag, effective.policy[k], saved.policy?.[k]);
+    }
     this.apply(effective);
   }
 
@@ -71,24 +82,34 @@ export class RuntimeConfig {
     this.config.rateLimit = { perMinute: s.rate_limit.per_minute, burst: s.rate_limit.burst };
     this.config.defaultMaxConcurrency = s.default_max_concurrency;
     this.config.signup = s.signup;
+    applyPolicy(this.config.policy, s.policy);
     this.limiter.configure(s.rate_limit.per_minute, s.rate_limit.burst);
     for (const f of this.onChange) f(this.get());
   }
 
-  /** Applies a (validated) patch live and persists it. Returns the effective settings. */
-  patch(p: RuntimePatch): RuntimeSettings {
+  /**
+   * Applies a (validated) patch live and persists it. Returns the effective settings. Audited as
+   * admin.config_changed with each field sent, `{from, to}` (actor: the operator unless `origin` says).
+   */
+  patch(p: RuntimePatch, origin: AuditOrigin = {}): RuntimeSettings {
+    const before = this.get();
     const next = this.get();
     if (p.rate_limit?.per_minute !== undefined) next.rate_limit.per_minute = p.rate_limit.per_minute;
     if (p.rate_limit?.burst !== undefined) next.rate_limit.burst = p.rate_limit.burst;
     if (p.default_max_concurrency !== undefined) next.default_max_concurrency = p.default_max_concurrency;
     if (p.signup !== undefined) next.signup = p.signup;
+    if (p.policy) next.policy = { ...next.policy, ...p.policy };
 
     const saved = this.persisted();
-    const merged: RuntimePatch = { ...saved, ...p, rate_limit: { ...saved.rate_limit, ...p.rate_limit } };
+    const merged: RuntimePatch = { ...saved, ...p, rate_limit: { ...saved.rate_limit, ...p.rate_limit }, policy: { ...saved.policy, ...p.policy } };
     if (!merged.rate_limit || Object.keys(merged.rate_limit).length === 0) delete merged.rate_limit;
+    if (!merged.policy || Object.keys(merged.policy).length === 0) delete merged.policy;
     this.settings.set(KEY, merged);
     this.apply(next);
     this.log.info("runtime configuration changed", { changed: p, effective: this.get() });
-    return this.get();
+    const after = this.get();
+    const changes = Object.fromEntries(leafPaths(p).map((path) => [path, { from: valueAt(before, path) ?? null, to: valueAt(after, path) ?? null }]));
+    this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action: "admin.config_changed", details: { changes } });
+    return after;
   }
 }

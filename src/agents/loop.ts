@@ -20,6 +20,7 @@ import type { Tasks, TaskRow } from "./tasks.ts";
 import { ASK_USER, invalidInput, toolByName, toolSpecs } from "./tools/index.ts";
 import { flattenQuestions } from "./tools/ask.ts";
 import type { StoredStep, Transcript } from "./transcript.ts";
+import { type ModelRoute, quietModelMessage } from "./model-network.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 
 export const MAX_OUTPUT_TOKENS = 8192;
@@ -39,6 +40,10 @@ export interface LoopDeps {
   workspaces: WorkspacesDep;
   notifications: NotificationsDep;
   now: () => number;
+  /** The monthly spend cap on the server's own keys, checked before each request they pay for. */
+  spend?: { assertSpend(userId: string): void };
+  /** Where the profile's model requests may go (the SSRF guard of a user's base_url). */
+  modelNet?: { route(userId: string, baseUrl: string | null | undefined): Promise<ModelRoute> };
 }
 
 type ToolUse = Extract<ContentBlock, { type: "tool_use" }>;
@@ -57,18 +62,20 @@ export class AgentLoop {
   /** Runs until the task completes, waits for input, or is stopped. Never throws. */
   async run(task: TaskRow, profile: ProfileRow, signal: AbortSignal): Promise<Outcome> {
     const scrub = makeScrubber(this.d.secrets.valuesFor(task.user_id));
+    let route: ModelRoute = { quiet: false };
     try {
-      return await this.loop(task, profile, signal, scrub);
+      route = (await this.d.modelNet?.route(task.user_id, profile.model.base_url)) ?? route;
+      return await this.loop(task, profile, signal, scrub, route);
     } catch (e) {
       if (signal.aborted) return signal.reason === "shutdown" ? "interrupted" : "cancelled";
-      if (e instanceof ModelError) return { failed: { code: "MODEL_ERROR", message: scrub(e.message) } };
+      if (e instanceof ModelError) return { failed: { code: "MODEL_ERROR", message: route.quiet ? quietModelMessage(e.status) : scrub(e.message) } };
       if (e instanceof AppError) return { failed: { code: e.code, message: scrub(e.message) } };
       this.d.log.error("task crashed", { task_id: task.id, err: e });
       return { failed: { code: "INTERNAL_ERROR", message: `Internal error while running the task (task ${task.id})` } };
     }
   }
 
-  private async loop(task: TaskRow, profile: ProfileRow, signal: AbortSignal, scrub: Scrubber): Promise<Outcome> {
+  private async loop(task: TaskRow, profile: ProfileRow, signal: AbortSignal, scrub: Scrubber, route: ModelRoute): Promise<Outcome> {
     const { tasks, transcript } = this.d;
     // Vault or server environment; a missing key fails in the provider with a message saying how to fix it.
     const apiKey = this.d.secrets.resolveApiKey(task.user_id, profile.model);
@@ -94,6 +101,9 @@ export class AgentLoop {
       });
       return "completed";
     };
+    // Stopped after storing its final answer, before being marked completed: no new model request.
+    const answered = transcript.finalAnswer(steps, task.id);
+    if (answered !== null) return complete(answered);
 
     for (;;) {
       // Tool calls of the last step that have no result yet (fresh, resumed, or after an answer).
@@ -117,10 +127,15 @@ export class AgentLoop {
       if (current.cost_usd >= current.max_budget_usd) {
         return { failed: { code: "BUDGET_EXCEEDED", message: `Task reached max_budget_usd ($${current.max_budget_usd}) before finishing` } };
       }
+      if (current.server_paid) this.d.spend?.assertSpend(task.user_id);
       tasks.update(task.id, { turns: current.turns + 1 });
 
       // ContinueInNewChain is offered while the run has continuations left.
       const continuing = current.max_continuations > 0 && transcript.chains(steps, task.id) < current.max_continuations;
+      // Secrets set or rotated during the task are scrubbed from here on; a token split across
+      // chunks is held back until it is clear whether it begins a secret.
+      scrub.add(this.d.secrets.valuesFor(task.user_id));
+      const tokens = scrub.stream();
       const response = await provider.complete(
         {
           model: profile.model.name,
@@ -130,12 +145,17 @@ export class AgentLoop {
           maxTokens: MAX_OUTPUT_TOKENS,
           baseUrl: profile.model.base_url,
           apiKey,
+          fetch: route.fetch,
           signal,
         },
         (e) => {
-          if (e.type === "text" && e.text) this.emit(task, { type: "task:token", text: scrub(e.text) });
+          if (e.type !== "text" || !e.text) return;
+          const text = tokens.push(e.text);
+          if (text) this.emit(task, { type: "task:token", text });
         },
       );
+      const tail = tokens.flush();
+      if (tail) this.emit(task, { type: "task:token", text: tail });
       const content = scrubDeep(response.content, scrub);
       const cost = costUsd(profile.model, response.usage);
       const totals = tasks.byId(task.id)!;

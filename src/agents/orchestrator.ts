@@ -24,6 +24,11 @@ export interface OrchestratorDeps extends LoopDeps {
   db: DB;
   profiles: ProfilesDep;
   lifecycle: SessionLifecycle;
+  /** The operator's policy: task limits within the ceilings, the monthly spend (wired by the app). */
+  policy?: {
+    checkSubmit(userId: string, explicit: { max_turns?: number; max_budget_usd?: number }, serverPaid: boolean): void;
+    clampTask(userId: string, t: { maxTurns: number; maxBudgetUsd: number }): { maxTurns: number; maxBudgetUsd: number };
+  };
   /** A playbook's name for the notification at the end of its runs (wired by the app). */
   playbookName?: (playbookId: string) => string | null;
 }
@@ -44,6 +49,9 @@ interface Running {
 
 const STOP_WAIT_MS = 5000;
 
+/** Whether a profile's model requests are paid with the server's own provider key (the monthly spend cap counts them). */
+export const serverPaid = (p: ProfileRow) => p.model.provider !== "demo" && !p.model.api_key_secret && !p.model.base_url;
+
 export class Orchestrator {
   private running = new Map<string, Running>();
   private stopped = false;
@@ -60,9 +68,11 @@ export class Orchestrator {
     this.d.hub.publish(sessionId, frame);
   }
 
-  private limits(profile: ProfileRow, input: SubmitInput) {
-    const maxTurns = input.max_turns ?? profile.limits.max_turns;
-    const maxBudgetUsd = input.max_budget_usd ?? profile.limits.max_budget_usd;
+  /** The task's limits (the request's or the profile's, within the operator's ceilings), after the policy's checks. */
+  private limits(userId: string, profile: ProfileRow, input: SubmitInput) {
+    this.d.policy?.checkSubmit(userId, { max_turns: input.max_turns, max_budget_usd: input.max_budget_usd }, serverPaid(profile));
+    const asked = { maxTurns: input.max_turns ?? profile.limits.max_turns, maxBudgetUsd: input.max_budget_usd ?? profile.limits.max_budget_usd };
+    const { maxTurns, maxBudgetUsd } = this.d.policy?.clampTask(userId, asked) ?? asked;
     if (maxTurns <= 0) throw new AppError("TURN_LIMIT_EXCEEDED", "max_turns is 0: the task could not make a single model request", { field: "max_turns", max_turns: maxTurns });
     if (maxBudgetUsd <= 0) throw new AppError("BUDGET_EXCEEDED", "max_budget_usd is 0: the task has no budget to spend", { field: "max_budget_usd", max_budget_usd: maxBudgetUsd });
     return { maxTurns, maxBudgetUsd };
@@ -76,18 +86,18 @@ export class Orchestrator {
         throw Errors.validation("profile_id", `Session ${session.id} belongs to profile ${session.profile_id}; omit profile_id or use that one`);
       }
       const profile = this.d.profiles.get(userId, session.profile_id);
-      const { maxTurns, maxBudgetUsd } = this.limits(profile, input);
+      const { maxTurns, maxBudgetUsd } = this.limits(userId, profile, input);
       this.d.workspaces.assertRoom(session.id, profile);
-      const task = this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run });
+      const task = this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) });
       this.d.sessions.setTitleIfEmpty(session.id, titleFrom(input.prompt));
       this.pump(session.id);
       return { task, session, created: false };
     }
     if (!input.profile_id) throw Errors.validation("profile_id", "profile_id is required when no session_id is given");
     const profile = this.d.profiles.get(userId, input.profile_id);
-    const { maxTurns, maxBudgetUsd } = this.limits(profile, input);
+    const { maxTurns, maxBudgetUsd } = this.limits(userId, profile, input);
     const r = await this.d.lifecycle.open(userId, profile, titleFrom(input.prompt), hooks, (tx, s) => {
-      const task = this.d.tasks.create({ userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run }, tx);
+      const task = this.d.tasks.create({ userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) }, tx);
       hooks.inTransaction?.(tx, task);
       return task;
     });
@@ -222,6 +232,30 @@ export class Orchestrator {
     if (!entry) return;
     entry.ctl.abort("cancel");
     await Promise.race([entry.done, Bun.sleep(STOP_WAIT_MS)]);
+  }
+
+  /**
+   * A disabled account: its queued tasks fail (FORBIDDEN), questions waiting for an answer are
+   * cancelled, running tasks are cancelled (waiting a few seconds for each to end). Returns how
+   * many tasks it ended.
+   */
+  async stopUser(userId: string, reason = "The account was disabled"): Promise<number> {
+    const active = this.d.tasks.activeForUser(userId);
+    // Queued first, so a cancelled task's session does not start its next one.
+    for (const t of active.filter((t) => t.status === "queued")) this.fail(t, "FORBIDDEN", `${reason}: the task did not run`);
+    const waits: Promise<unknown>[] = [];
+    for (const t of active) {
+      if (t.status === "waiting_input") this.cancel(userId, t.id);
+      else if (t.status === "running") {
+        const entry = this.running.get(t.session_id);
+        if (entry?.taskId === t.id) {
+          entry.ctl.abort("cancel");
+          waits.push(entry.done);
+        } else this.finish(t, "cancelled");
+      }
+    }
+    await Promise.race([Promise.allSettled(waits), Bun.sleep(STOP_WAIT_MS)]);
+    return active.length;
   }
 
   /** At start: resume running tasks from their last step and start queued ones; watch answer timeouts. */

@@ -2,11 +2,11 @@
  * `turn.done.result_text`: the model's final text with markdown normalised (LF line endings, no
  * trailing spaces, runs of blank lines collapsed, unclosed code fences closed) and every image
  * reference to a workspace file — `![alt](chart.png)`, `![alt](/workspace/chart.png)`,
- * `<img src="…">` — rewritten to a signed URL. Images hosted elsewhere and anything inside code
- * fences are left alone. Streamed `task:token` text stays raw.
+ * `<img src="…">` — rewritten to a signed URL. Images hosted elsewhere, paths the signer refuses and
+ * anything inside code fences are left alone. Streamed `task:token` text stays raw.
  */
 
-/** Returns the signed URL for a path relative to /workspace, or null to leave it untouched. */
+/** Returns the signed URL for a path relative to /workspace, or null to leave it untouched (it may throw: the link is then left as well). */
 export type Signer = (relativePath: string) => string | null;
 
 const FENCE = /^\s{0,3}(`{3,}|~{3,})/;
@@ -35,15 +35,28 @@ export function workspaceRelative(ref: string): string | null {
   return parts.length ? parts.join("/") : null;
 }
 
+/**
+ * The signed URL for an image reference, or null to leave it as written: not a workspace file, or
+ * a path the signer refuses (a NUL byte, longer than the workspace allows…) — a bad link in the
+ * answer never fails a finished task.
+ */
+function signedRef(ref: string, sign: Signer): string | null {
+  const rel = workspaceRelative(ref);
+  if (!rel) return null;
+  try {
+    return sign(rel);
+  } catch {
+    return null;
+  }
+}
+
 function rewriteImages(line: string, sign: Signer): string {
   const md = line.replace(/(!\[[^\]]*\]\()(\s*<?[^)\s>]+>?)((?:\s+"[^"]*")?\s*\))/g, (all, open: string, ref: string, close: string) => {
-    const rel = workspaceRelative(ref);
-    const url = rel ? sign(rel) : null;
+    const url = signedRef(ref, sign);
     return url ? `${open}${url}${close}` : all;
   });
   return md.replace(/(<img\b[^>]*?\bsrc\s*=\s*)(["'])(.*?)\2/gi, (all, open: string, q: string, ref: string) => {
-    const rel = workspaceRelative(ref);
-    const url = rel ? sign(rel) : null;
+    const url = signedRef(ref, sign);
     return url ? `${open}${q}${url.replace(/&/g, "&amp;")}${q}` : all;
   });
 }

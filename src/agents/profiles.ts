@@ -49,6 +49,11 @@ export class Profiles {
     /** Read at call time: PATCH /admin/config changes defaultMaxConcurrency live. */
     private config: Pick<Config, "workspaceImage" | "defaultMaxConcurrency">,
     private now: () => number,
+    /** The operator's policy and the model-network rule, checked when a profile is saved (wired by the app). */
+    private guards: {
+      policy?: { checkProfile(userId: string, fields: ProfileFields, isNew: boolean): void };
+      modelNet?: { check(userId: string, baseUrl: string | null | undefined): Promise<void> };
+    } = {},
   ) {
     this.byIdStmt = db
       .select()
@@ -82,9 +87,16 @@ export class Profiles {
     return { id: row.id, ...fieldsOf(row), model: cleanModel(row.model), created_at: iso(row.created_at), updated_at: iso(row.updated_at) };
   }
 
-  /** Validates `input` (see profile-validate.ts), fills defaults and stores the profile. */
-  create(userId: string, input: unknown): ProfileRow {
+  /** What the owner may save: the operator's policy, and where the model URL may point. */
+  private async allowed(userId: string, fields: ProfileFields, isNew: boolean) {
+    this.guards.policy?.checkProfile(userId, fields, isNew);
+    await this.guards.modelNet?.check(userId, fields.model.base_url);
+  }
+
+  /** Validates `input` (schema, rules, policy), fills defaults and stores the profile. */
+  async create(userId: string, input: unknown): Promise<ProfileRow> {
     const fields = this.validateCreate(input);
+    await this.allowed(userId, fields, true);
     const at = this.now();
     const row: ProfileRow = { id: newId("profile"), user_id: userId, ...fields, created_at: at, updated_at: at };
     this.db.insert(profiles).values(row).run();
@@ -110,9 +122,10 @@ export class Profiles {
   }
 
   /** Applies a PATCH (semantics in mergeProfilePatch); a patch that changes nothing writes nothing. */
-  update(userId: string, profileId: string, patch: unknown): ProfileRow {
+  async update(userId: string, profileId: string, patch: unknown): Promise<ProfileRow> {
     const { current, fields } = this.validatePatch(userId, profileId, patch);
     if (Bun.deepEquals(fields, fieldsOf(current))) return current;
+    await this.allowed(userId, fields, false);
     const updated_at = Math.max(this.now(), current.updated_at);
     const res = this.db
       .update(profiles)

@@ -2,24 +2,93 @@
  * Defence in depth for the vault: a secret's value reaches the workspace as an environment
  * variable, so a command could print it. Everything that leaves the container on its way to
  * events, the transcript or the model passes through a scrubber that replaces every secret value
- * of the user with a placeholder.
+ * of the user with a placeholder. Values added during a task (a secret set or rotated meanwhile)
+ * join the set, and none leaves it: a deleted secret's value may still sit in the workspace.
+ *
+ * Streamed text is scrubbed across chunk boundaries: `stream()` holds back the tail of what it has
+ * seen that could be the beginning of a secret, until the next chunk shows whether it is one (or
+ * `flush()` at the end of the model response).
  */
 export const SCRUBBED = "[redacted secret]";
 
-export type Scrubber = (text: string) => string;
+export interface StreamScrub {
+  /** The part of the text so far that is safe to send now. */
+  push(text: string): string;
+  /** What was held back, scrubbed (call at the end of the stream). */
+  flush(): string;
+}
 
-export function makeScrubber(values: string[]): Scrubber {
-  const secrets = [...new Set(values.filter((v) => v.length >= 4))].sort((a, b) => b.length - a.length);
-  if (secrets.length === 0) return (t) => t;
-  return (text) => {
+export interface Scrubber {
+  (text: string): string;
+  /** Adds values to scrub from now on. */
+  add(values: string[]): void;
+  stream(): StreamScrub;
+}
+
+/** Values shorter than this are not scrubbed (they would mangle ordinary text). */
+const MIN_LENGTH = 4;
+
+export function makeScrubber(initial: string[]): Scrubber {
+  let secrets: string[] = [];
+  const known = new Set<string>();
+  const add = (values: string[]) => {
+    let changed = false;
+    for (const v of values) {
+      if (v.length < MIN_LENGTH || known.has(v)) continue;
+      known.add(v);
+      changed = true;
+    }
+    if (changed) secrets = [...known].sort((a, b) => b.length - a.length);
+  };
+  add(initial);
+  const scrub = ((text: string) => {
     let out = text;
     for (const s of secrets) if (out.includes(s)) out = out.split(s).join(SCRUBBED);
     return out;
+  }) as Scrubber;
+  scrub.add = add;
+  scrub.stream = () => {
+    let held = "";
+    return {
+      push(text) {
+        // `held` is raw text. Cut where the earliest tail that is a proper prefix of some secret
+        // begins (it may still become one: a shorter secret inside it is not replaced yet, or the
+        // rest of the longer one would leak), and never inside a complete occurrence.
+        const all = held + text;
+        let cut = all.length;
+        for (const s of secrets) {
+          for (let n = Math.min(s.length - 1, all.length); n > all.length - cut; n--) {
+            if (all.endsWith(s.slice(0, n))) {
+              cut = all.length - n;
+              break;
+            }
+          }
+        }
+        for (let moved = true; moved; ) {
+          moved = false;
+          for (const s of secrets) {
+            const i = all.indexOf(s, Math.max(0, cut - s.length + 1));
+            if (i !== -1 && i < cut) {
+              cut = i;
+              moved = true;
+            }
+          }
+        }
+        held = all.slice(cut);
+        return scrub(all.slice(0, cut));
+      },
+      flush() {
+        const rest = scrub(held);
+        held = "";
+        return rest;
+      },
+    };
   };
+  return scrub;
 }
 
 /** Scrubs every string inside a JSON-like value. */
-export function scrubDeep<T>(value: T, scrub: Scrubber): T {
+export function scrubDeep<T>(value: T, scrub: (text: string) => string): T {
   if (typeof value === "string") return scrub(value) as T;
   if (Array.isArray(value)) return value.map((v) => scrubDeep(v, scrub)) as T;
   if (value && typeof value === "object") {

@@ -158,6 +158,11 @@ export class Tasks {
     return toPage(rows, k.limit, taskRecord);
   }
 
+  /** The user's queued, running and waiting tasks, oldest first. */
+  activeForUser(userId: string): TaskRow[] {
+    return this.db.select().from(tasks).where(and(eq(tasks.user_id, userId), inArray(tasks.status, ACTIVE_TASK_STATUSES))).orderBy(tasks.id).all();
+  }
+
   activeInSession(sessionId: string): TaskRow[] {
     return this.db.select().from(tasks).where(and(eq(tasks.session_id, sessionId), inArray(tasks.status, ACTIVE_TASK_STATUSES))).all();
   }

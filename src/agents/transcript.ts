@@ -83,6 +83,23 @@ export class Transcript {
   }
 
   /**
+   * The text of the task's final answer when its last stored step is an assistant message without
+   * tool calls (the server stopped after storing it, before the task was marked completed); else
+   * null. A recovered task completes from it instead of asking the model again.
+   */
+  finalAnswer(steps: StoredStep[], taskId: string): string | null {
+    for (let i = steps.length - 1; i >= 0; i--) {
+      const step = steps[i]!;
+      if (step.task_id !== taskId) continue;
+      if (step.role !== "assistant") return null;
+      const content = step.content as ContentBlock[];
+      if (content.some((b) => b.type === "tool_use")) return null;
+      return content.map((b) => (b.type === "text" ? b.text : "")).join("");
+    }
+    return null;
+  }
+
+  /**
    * Tool calls of the task's latest assistant step that have no result yet, in order — what a
    * resumed task must still execute (or report as interrupted).
    */

@@ -2,8 +2,9 @@
  * Sign-up, sign-in and sign-out: the logic behind /api/auth/*, shared by the setup page and the
  * CLI. Route handlers only translate.
  */
-import { Errors } from "../lib/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import type { Config } from "../config.ts";
+import type { AuditSink } from "../schema/audit.ts";
 import { verifyPassword } from "./passwords.ts";
 import type { LoginSessions, LoginSessionRow } from "./sessions.ts";
 import { type LoginThrottle, signInKeys } from "./throttle.ts";
@@ -20,12 +21,16 @@ export interface ClientMeta {
   userAgent?: string | null;
 }
 
+/** The client's user agent for an audit row's details (bounded; absent when unknown). */
+export const userAgentDetail = (meta: ClientMeta) => (meta.userAgent ? { user_agent: meta.userAgent.slice(0, 200) } : {});
+
 export class Accounts {
   constructor(
     private config: Config,
     private users: Users,
     private sessions: LoginSessions,
     private throttle?: LoginThrottle,
+    private audit?: AuditSink,
   ) {}
 
   /**
@@ -39,12 +44,15 @@ export class Accounts {
   async signUp(input: { name?: unknown; email: unknown; password: unknown }, meta: ClientMeta): Promise<SignedIn> {
     if (this.signupMode() !== "open") throw Errors.forbidden("Sign-up is closed on this server: ask the operator for an account");
     const user = await this.users.create({ email: input.email, name: input.name, password: input.password, role: "user" });
-    return { ...this.sessions.create(user.id, meta), user };
+    const signedIn = { ...this.sessions.create(user.id, meta), user };
+    this.audit?.record({ action: "auth.sign_up", actor: "user", user_id: user.id, target_id: user.id, ip: meta.ip, details: { method: "password", email: user.email, ...userAgentDetail(meta) } });
+    return signedIn;
   }
 
   /**
    * Same 401 (and the same work) for an unknown email and a wrong password. Throttled per account
-   * and per client IP (src/auth/throttle.ts): 429 with Retry-After after 5 failures.
+   * and per client IP (src/auth/throttle.ts): 429 with Retry-After after 5 failures. Audited:
+   * auth.sign_in, or auth.sign_in_failed naming the email tried (never the password) and why.
    */
   async signIn(input: { email: unknown; password: unknown }, meta: ClientMeta): Promise<SignedIn> {
     const email = typeof input.email === "string" ? normalizeEmail(input.email) : "";
@@ -54,10 +62,32 @@ export class Accounts {
       const ok = await verifyPassword(user?.password_hash, password);
       return { ok: !!user && ok, value: ok };
     };
-    const ok = this.throttle ? await this.throttle.attempt(signInKeys(email, meta.ip), check) : (await check()).value;
-    if (!user || !ok) throw Errors.unauthorized("Invalid email or password");
-    if (user.disabled) throw Errors.forbidden("This account is disabled");
-    return { ...this.sessions.create(user.id, meta), user };
+    const failed = (reason: "unknown_account" | "wrong_password" | "disabled" | "throttled") =>
+      this.audit?.record({
+        action: "auth.sign_in_failed",
+        actor: "anonymous",
+        user_id: user?.id ?? null,
+        ip: meta.ip,
+        details: { method: "password", email: email.slice(0, 320), reason, ...userAgentDetail(meta) },
+      });
+    let ok: boolean;
+    try {
+      ok = this.throttle ? await this.throttle.attempt(signInKeys(email, meta.ip), check) : (await check()).value;
+    } catch (e) {
+      if (e instanceof AppError && e.code === "RATE_LIMITED") failed("throttled");
+      throw e;
+    }
+    if (!user || !ok) {
+      failed(user ? "wrong_password" : "unknown_account");
+      throw Errors.unauthorized("Invalid email or password");
+    }
+    if (user.disabled) {
+      failed("disabled");
+      throw Errors.forbidden("This account is disabled");
+    }
+    const signedIn = { ...this.sessions.create(user.id, meta), user };
+    this.audit?.record({ action: "auth.sign_in", actor: "user", user_id: user.id, target_id: signedIn.session.id, ip: meta.ip, details: { method: "password", ...userAgentDetail(meta) } });
+    return signedIn;
   }
 
   /** A new login session for a user found another way (setup link, OAuth). */

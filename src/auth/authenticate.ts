@@ -5,7 +5,7 @@
  */
 import type { Authenticated, AuthUser, Principal } from "./principal.ts";
 import { type CookieOptions, type LoginSessions, readCookie } from "./sessions.ts";
-import type { ApiTokens } from "./tokens.ts";
+import type { ApiTokens, VerifyOptions } from "./tokens.ts";
 import type { UserRow, Users } from "./users.ts";
 
 export interface Credentials {
@@ -31,9 +31,12 @@ export class Authenticator {
     return { bearer, cookie: readCookie(req.headers.get("cookie"), this.cookie.name) };
   }
 
-  /** The principal for an API token, or null (unknown, deleted, disabled user). */
-  async fromToken(token: string): Promise<Principal | null> {
-    const verified = await this.tokens.verify(token);
+  /**
+   * The principal for an API token, or null (unknown, deleted, disabled user). `opts.beforeCompare`
+   * runs (and may throw) before a bcrypt compare is spent on it.
+   */
+  async fromToken(token: string, opts?: VerifyOptions): Promise<Principal | null> {
+    const verified = await this.tokens.verify(token, opts);
     if (!verified) return null;
     const user = this.users.byId(verified.userId);
     if (!user || user.disabled) return null;
@@ -48,9 +51,9 @@ export class Authenticator {
     return { user: toAuthUser(valid.user), via: "cookie", loginSession: { id, user_id, expires_at, created_at } };
   }
 
-  resolve(creds: Credentials): Authenticated | Promise<Authenticated> {
+  resolve(creds: Credentials, opts?: VerifyOptions): Authenticated | Promise<Authenticated> {
     if (creds.bearer !== null) {
-      return this.fromToken(creds.bearer).then((p): Authenticated => (p ? { principal: p, error: "missing" } : { principal: null, error: "invalid" }));
+      return this.fromToken(creds.bearer, opts).then((p): Authenticated => (p ? { principal: p, error: "missing" } : { principal: null, error: "invalid" }));
     }
     if (creds.cookie !== null) {
       const p = this.fromCookie(creds.cookie);
@@ -59,8 +62,8 @@ export class Authenticator {
     return NOBODY;
   }
 
-  authenticate(req: Request, path: string): Authenticated | Promise<Authenticated> {
+  authenticate(req: Request, path: string, opts?: VerifyOptions): Authenticated | Promise<Authenticated> {
     if (path.startsWith("/admin/") || path === "/admin" || path === "/metrics") return NOBODY;
-    return this.resolve(this.credentials(req));
+    return this.resolve(this.credentials(req), opts);
   }
 }

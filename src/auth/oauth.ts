@@ -23,8 +23,9 @@ import { newId } from "../db/ids.ts";
 import { oauthAccounts, users } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { safeEqual, sha256Hex } from "../lib/crypto.ts";
-import type { Logger } from "../log.ts";
-import type { Accounts, ClientMeta, SignedIn } from "./accounts.ts";
+import { type Logger, redactString } from "../log.ts";
+import type { AuditSink } from "../schema/audit.ts";
+import { type Accounts, type ClientMeta, type SignedIn, userAgentDetail } from "./accounts.ts";
 import { PROVIDER_SPECS, PROVIDER_TIMEOUT_MS, PROVIDERS, ProviderError, type ProviderIdentity, type ProviderName } from "./oauth-providers.ts";
 import { readCookie } from "./sessions.ts";
 import { isUniqueViolation, normalizeEmail, type UserRow, type Users } from "./users.ts";
@@ -40,14 +41,44 @@ interface Pending {
   expires: number;
 }
 
-/** `callbackURL` reduced to a same-origin path; anything else (other origin, scheme, junk) is "/". */
+/**
+ * Whether a path, as sent in a Location header, can only be read as a path on this origin: it
+ * starts with exactly one "/" and not "//" or "/\\" (a browser's other host) — also once its
+ * tabs and newlines are dropped, its backslashes read as slashes and it is percent-decoded (again
+ * and again, for a proxy or client that decodes twice).
+ */
+function isLocalPath(path: string): boolean {
+  let s = path;
+  for (let round = 0; round < 4; round++) {
+    const probe = s.replace(/[\t\n\r]/g, "").replace(/\\/g, "/");
+    if (!probe.startsWith("/") || probe.startsWith("//") || /[\u0000-\u001f\u007f]/.test(s)) return false;
+    let next: string;
+    try {
+      next = decodeURIComponent(s);
+    } catch {
+      return false;
+    }
+    if (next === s) return true;
+    s = next;
+  }
+  return false;
+}
+
+/**
+ * `callbackURL` reduced to a same-origin path; anything else (other origin, scheme, a path a
+ * browser could read as another host such as `/.//evil.example`, control characters, backslashes,
+ * junk) is "/".
+ */
 export function safeRedirectPath(input: unknown, publicUrl: string): string {
   if (typeof input !== "string" || input === "" || input.length > 2048) return "/";
+  // Browsers drop tabs and newlines and read "\\" as "/": such input is refused, not repaired.
+  if (/[\u0000-\u001f\u007f\\]/.test(input)) return "/";
   try {
     const base = new URL(publicUrl);
     const u = new URL(input, base.origin + "/");
     if (u.origin !== base.origin) return "/";
-    return u.pathname + u.search + u.hash;
+    const path = u.pathname + u.search + u.hash;
+    return isLocalPath(path) ? path : "/";
   } catch {
     return "/";
   }
@@ -74,6 +105,7 @@ export class OAuth {
     private accounts: Accounts,
     private now: () => number,
     private log: Logger,
+    private audit?: AuditSink,
   ) {
     this.secure = config.publicUrl.startsWith("https://");
     const prefix = this.secure ? "__Secure-" : "";
@@ -125,7 +157,12 @@ export class OAuth {
     return { url: url.toString(), cookies: [this.cookie(this.stateCookie, state, maxAge), this.cookie(this.verifierCookie, verifier, maxAge)] };
   }
 
-  /** Completes a sign-in from the provider's redirect; the caller sets the session cookie. */
+  /**
+   * Completes a sign-in from the provider's redirect; the caller sets the session cookie. Audited:
+   * auth.sign_in (or auth.sign_up for a new account, auth.oauth_linked when an existing account is
+   * linked), and every refusal after the provider is known as auth.sign_in_failed with the
+   * provider's email when it was read.
+   */
   async callback(
     providerName: string,
     query: { code?: string; state?: string; error?: string },
@@ -133,6 +170,37 @@ export class OAuth {
     meta: ClientMeta,
   ): Promise<{ signedIn: SignedIn; redirectTo: string }> {
     const { name, cfg } = this.provider(providerName);
+    const seen: { email?: string; userId?: string } = {};
+    try {
+      return await this.complete(name, cfg, query, cookieHeader, meta, seen);
+    } catch (e) {
+      if (e instanceof AppError) {
+        this.audit?.record({
+          action: "auth.sign_in_failed",
+          actor: "anonymous",
+          user_id: seen.userId ?? null,
+          ip: meta.ip,
+          details: {
+            method: name,
+            ...(seen.email ? { email: seen.email.slice(0, 320) } : {}),
+            reason: e.code,
+            error: redactString(e.message.slice(0, 300)),
+            ...userAgentDetail(meta),
+          },
+        });
+      }
+      throw e;
+    }
+  }
+
+  private async complete(
+    name: ProviderName,
+    cfg: OAuthProviderConfig,
+    query: { code?: string; state?: string; error?: string },
+    cookieHeader: string | null,
+    meta: ClientMeta,
+    seen: { email?: string; userId?: string },
+  ): Promise<{ signedIn: SignedIn; redirectTo: string }> {
     const flow = this.consumeState(name, query.state, readCookie(cookieHeader, this.stateCookie));
     if (query.error) {
       throw Errors.unauthorized(`${LABEL[name]} did not authorize the sign-in (${String(query.error).slice(0, 100)})`);
@@ -150,8 +218,19 @@ export class OAuth {
       this.log.warn("oauth provider failure", { provider: name, reason: e.reason, error: e.message });
       throw new AppError("BAD_GATEWAY", `${LABEL[name]} sign-in failed: ${e.message}`, { provider: name, reason: e.reason });
     }
-    const user = await this.findOrCreateUser(name, identity);
-    return { signedIn: this.accounts.sessionFor(user, meta), redirectTo: flow.redirectTo };
+    if (identity.email) seen.email = normalizeEmail(identity.email);
+    const { user, created } = await this.findOrCreateUser(name, identity, meta, seen);
+    seen.userId = user.id;
+    const signedIn = this.accounts.sessionFor(user, meta);
+    this.audit?.record({
+      action: created ? "auth.sign_up" : "auth.sign_in",
+      actor: "user",
+      user_id: user.id,
+      target_id: created ? user.id : signedIn.session.id,
+      ip: meta.ip,
+      details: { method: name, ...(created ? { email: user.email } : {}), ...userAgentDetail(meta) },
+    });
+    return { signedIn, redirectTo: flow.redirectTo };
   }
 
   /** The state must match the cookie and be pending for this provider; it is spent at once. */
@@ -198,20 +277,23 @@ export class OAuth {
       .get()?.user;
   }
 
-  private async findOrCreateUser(provider: ProviderName, id: ProviderIdentity): Promise<UserRow> {
+  private async findOrCreateUser(provider: ProviderName, id: ProviderIdentity, meta: ClientMeta, seen: { userId?: string }): Promise<{ user: UserRow; created: boolean }> {
     const known = this.linked(provider, id.accountId);
-    if (known) return known;
+    if (known) return { user: known, created: false };
     if (!id.email || !id.emailVerified) {
       throw Errors.forbidden(`Your ${LABEL[provider]} account has no verified primary email address: verify one with ${LABEL[provider]}, then sign in again`);
     }
     const email = normalizeEmail(id.email);
     let user = this.users.byEmail(email);
+    let created = false;
+    if (user) seen.userId = user.id;
     if (!user) {
       if (this.config.signup !== "open") {
         throw Errors.forbidden(`Sign-up is closed on this server and no account uses ${email}: ask the operator for one`);
       }
       try {
         user = await this.users.create({ email, name: id.name, password: null, role: "user", emailVerified: true });
+        created = true;
       } catch (e) {
         user = this.users.byEmail(email);
         if (!user) throw e;
@@ -221,14 +303,18 @@ export class OAuth {
       // own the mailbox (account pre-hijacking), so the provider's word does not link to it.
       throw Errors.forbidden(`An account with ${email} already exists but its address was never verified: sign in with its password instead`);
     }
+    const linkId = newId("oauth");
     try {
-      this.db.insert(oauthAccounts).values({ id: newId("oauth"), user_id: user.id, provider, provider_account_id: id.accountId, email, created_at: this.now() }).run();
+      this.db.insert(oauthAccounts).values({ id: linkId, user_id: user.id, provider, provider_account_id: id.accountId, email, created_at: this.now() }).run();
       this.log.info("oauth account linked", { provider, user_id: user.id });
     } catch (e) {
       // The same provider account linked by a concurrent callback: use that link.
       if (!isUniqueViolation(e)) throw e;
-      return this.linked(provider, id.accountId) ?? user;
+      return { user: this.linked(provider, id.accountId) ?? user, created: false };
     }
-    return this.users.byId(user.id)!;
+    if (!created) {
+      this.audit?.record({ action: "auth.oauth_linked", actor: "user", user_id: user.id, target_id: linkId, ip: meta.ip, details: { provider, email, ...userAgentDetail(meta) } });
+    }
+    return { user: this.users.byId(user.id)!, created };
   }
 }

@@ -42,13 +42,25 @@ export function clearSessionCookie(opts: CookieOptions): string {
   return sessionCookie(opts, "", 0);
 }
 
-/** Reads one cookie from a Cookie header without allocating a map. */
+/**
+ * Reads one cookie from a Cookie header without allocating a map. A value that is not valid
+ * percent-encoding (`%E0%A4%A`) is returned as sent: it matches no session, state or verifier, so
+ * it is refused like any other bad credential instead of throwing.
+ */
 export function readCookie(header: string | null, name: string): string | null {
   if (!header) return null;
   for (const part of header.split(";")) {
     const eqAt = part.indexOf("=");
     if (eqAt < 0) continue;
-    if (part.slice(0, eqAt).trim() === name) return decodeURIComponent(part.slice(eqAt + 1).trim());
+    if (part.slice(0, eqAt).trim() === name) {
+      const raw = part.slice(eqAt + 1).trim();
+      if (!raw.includes("%")) return raw;
+      try {
+        return decodeURIComponent(raw);
+      } catch {
+        return raw;
+      }
+    }
   }
   return null;
 }

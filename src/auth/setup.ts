@@ -13,7 +13,8 @@ import { settings } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { randomToken, safeEqual, sha256Hex } from "../lib/crypto.ts";
 import { iso } from "../lib/time.ts";
-import type { Accounts, ClientMeta, SignedIn } from "./accounts.ts";
+import type { AuditSink } from "../schema/audit.ts";
+import { type Accounts, type ClientMeta, type SignedIn, userAgentDetail } from "./accounts.ts";
 import { validateEmail, validateName, validatePassword, type Users } from "./users.ts";
 
 export const SETUP_TTL_MS = 30 * 60_000;
@@ -37,6 +38,7 @@ export class SetupLinks {
     private accounts: Accounts,
     private publicUrl: string,
     private now: () => number,
+    private audit?: AuditSink,
   ) {}
 
   /** True while the server has no account. */
@@ -68,7 +70,7 @@ export class SetupLinks {
   /**
    * Creates the first account (role admin) for a valid token and signs it in. Errors: bad input
    * 400 (the token is not spent), an unknown, used or expired token 401, a server that already
-   * has an account 403.
+   * has an account 403. Audited as auth.setup.
    */
   async complete(input: { token: string; email: unknown; password: unknown; name?: unknown }, meta: ClientMeta): Promise<SignedIn> {
     const email = validateEmail(input.email);
@@ -87,7 +89,9 @@ export class SetupLinks {
     if (changes(spent) !== 1) throw Errors.unauthorized("This setup link has already been used");
     try {
       const user = await this.users.create({ email, name, password, role: "admin", emailVerified: true });
-      return this.accounts.sessionFor(user, meta);
+      const signedIn = this.accounts.sessionFor(user, meta);
+      this.audit?.record({ action: "auth.setup", actor: "user", user_id: user.id, target_id: user.id, ip: meta.ip, details: { email, role: user.role, ...userAgentDetail(meta) } });
+      return signedIn;
     } catch (e) {
       // Nothing was created: put the link back so the operator can retry with other input.
       if (e instanceof AppError && this.required()) {

@@ -4,10 +4,14 @@
  * database read. Stored as the interface says: bcrypt (cost 10) of the whole token, next to a
  * non-secret lookup prefix (the first 16 hex) with a unique index, so verifying costs one indexed
  * read and at most one bcrypt compare. Verified tokens are cached for up to 60 s under the
- * SHA-256 of the token; deleting a token evicts it at once.
+ * SHA-256 of the token; deleting a token evicts it at once. Refused tokens (well-formed, but no
+ * such lookup or a failed compare) are cached the same way for 60 s, so a forged token that reuses
+ * a real token's lookup prefix costs one bcrypt compare, not one per request; and the caller can
+ * pass a `beforeCompare` hook (the rate limit of the client's address) that runs, and may throw,
+ * before any compare is spent.
  */
 import { and, eq, sql } from "drizzle-orm";
-import { changes, type DB } from "../db/client.ts";
+import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { apiTokens } from "../db/schema.ts";
@@ -15,10 +19,13 @@ import { Errors } from "../lib/errors.ts";
 import { randomHex, sha256Hex } from "../lib/crypto.ts";
 import { iso } from "../lib/time.ts";
 import type { CreatedToken, TokenRecord } from "../schema/api-token.ts";
+import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 
 const TOKEN_SHAPE = /^rc_[0-9a-f]{64}$/;
 const CACHE_TTL_MS = 60_000;
 const CACHE_MAX = 10_000;
+const REFUSED_TTL_MS = 60_000;
+const REFUSED_MAX = 10_000;
 const LAST_USED_EVERY_MS = 60_000;
 
 function crc32Hex(s: string): string {
@@ -48,9 +55,20 @@ interface CacheEntry extends VerifiedToken {
   expires: number;
 }
 
+export interface VerifyOptions {
+  /**
+   * Runs just before a bcrypt compare would be spent on this token (not on a cache hit, a cached
+   * refusal, a malformed token or an unknown lookup); throwing refuses the verification without
+   * the compare (the rate limit of the caller's address).
+   */
+  beforeCompare?: () => void;
+}
+
 
 export class ApiTokens {
   private cache = new Map<string, CacheEntry>();
+  /** SHA-256 of a refused token → when the refusal expires. */
+  private refused = new Map<string, number>();
   private inflight = new Map<string, Promise<VerifiedToken | null>>();
   private lastUsedWritten = new Map<string, number>();
   private byLookup;
@@ -62,6 +80,7 @@ export class ApiTokens {
     private db: DB,
     private now: () => number,
     private bcryptCost = 10,
+    private audit?: AuditSink,
   ) {
     this.byLookup = db
       .select({ id: apiTokens.id, user_id: apiTokens.user_id, token_hash: apiTokens.token_hash })
@@ -75,7 +94,8 @@ export class ApiTokens {
       .prepare();
   }
 
-  async create(userId: string, name: unknown): Promise<CreatedToken> {
+  /** Audited as token.created (the name, never the token; actor: the owner unless `origin` says). */
+  async create(userId: string, name: unknown, origin: AuditOrigin = {}): Promise<CreatedToken> {
     if (typeof name !== "string" || !name.trim()) throw Errors.validation("name", "name is required");
     if (name.length > 100) throw Errors.validation("name", "name must be at most 100 characters");
     const token = mintTokenString();
@@ -89,11 +109,15 @@ export class ApiTokens {
       last_used_at: null,
     };
     this.db.insert(apiTokens).values(row).run();
+    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "token.created", user_id: userId, target_id: row.id, details: { name: row.name } });
     return { id: row.id, name: row.name, token, created_at: iso(row.created_at) };
   }
 
-  /** Returns the owner of a valid token, or null. Never throws for a bad token. */
-  async verify(token: string): Promise<VerifiedToken | null> {
+  /**
+   * Returns the owner of a valid token, or null. Never throws for a bad token; only
+   * `opts.beforeCompare` may throw (and then no compare is spent).
+   */
+  async verify(token: string, opts: VerifyOptions = {}): Promise<VerifiedToken | null> {
     if (!isWellFormedToken(token)) return null;
     const key = sha256Hex(token);
     const now = this.now();
@@ -103,23 +127,43 @@ export class ApiTokens {
       return { tokenId: hit.tokenId, userId: hit.userId };
     }
     if (hit) this.cache.delete(key);
+    const refusedUntil = this.refused.get(key);
+    if (refusedUntil !== undefined) {
+      if (refusedUntil > now) return null;
+      this.refused.delete(key);
+    }
     // Concurrent first uses of one token share a single bcrypt compare.
     const pending = this.inflight.get(key);
     if (pending) return pending;
-    const p = this.verifySlow(token, key, now).finally(() => this.inflight.delete(key));
+    const row = this.byLookup.get({ lookup: lookupOf(token) });
+    if (!row) {
+      this.refuse(key, now);
+      return null;
+    }
+    opts.beforeCompare?.();
+    const p = this.verifySlow(token, row, key, now).finally(() => this.inflight.delete(key));
     this.inflight.set(key, p);
     return p;
   }
 
-  private async verifySlow(token: string, key: string, now: number): Promise<VerifiedToken | null> {
-    const row = this.byLookup.get({ lookup: lookupOf(token) });
-    if (!row || !(await Bun.password.verify(token, row.token_hash, "bcrypt"))) return null;
+  private async verifySlow(token: string, row: { id: string; user_id: string; token_hash: string }, key: string, now: number): Promise<VerifiedToken | null> {
+    if (!(await Bun.password.verify(token, row.token_hash, "bcrypt"))) {
+      this.refuse(key, now);
+      return null;
+    }
     // Deleted while bcrypt ran: do not cache it.
     if (!this.byLookup.get({ lookup: lookupOf(token) })) return null;
     if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(key, { tokenId: row.id, userId: row.user_id, expires: now + CACHE_TTL_MS });
     this.touch(row.id, now);
     return { tokenId: row.id, userId: row.user_id };
+  }
+
+  /** Remembers a refused token for REFUSED_TTL_MS; the oldest entry goes first when full. */
+  private refuse(key: string, now: number) {
+    this.refused.delete(key);
+    if (this.refused.size >= REFUSED_MAX) this.refused.delete(this.refused.keys().next().value!);
+    this.refused.set(key, now + REFUSED_TTL_MS);
   }
 
   /** last_used_at is written at most once a minute per token. */
@@ -142,10 +186,11 @@ export class ApiTokens {
     return toPage(rows, k.limit, (r) => ({ id: r.id, name: r.name, created_at: iso(r.created_at), last_used_at: iso(r.last_used_at) }));
   }
 
-  /** Deletes the caller's token; someone else's or a missing one is NOT_FOUND. */
-  delete(userId: string, tokenId: string) {
-    const res = this.db.delete(apiTokens).where(and(eq(apiTokens.id, tokenId), eq(apiTokens.user_id, userId))).run();
-    if (changes(res) === 0) throw Errors.notFound("API token", tokenId);
+  /** Deletes the caller's token; someone else's or a missing one is NOT_FOUND. Audited as token.deleted. */
+  delete(userId: string, tokenId: string, origin: AuditOrigin = {}) {
+    const [gone] = this.db.delete(apiTokens).where(and(eq(apiTokens.id, tokenId), eq(apiTokens.user_id, userId))).returning({ name: apiTokens.name }).all();
+    if (!gone) throw Errors.notFound("API token", tokenId);
+    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "token.deleted", user_id: userId, target_id: tokenId, details: { name: gone.name } });
     this.evict(tokenId);
   }
 

@@ -8,9 +8,10 @@ import { count, eq, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { type Role, type UserRow, users } from "../db/schema.ts";
+import { type PolicyOverrides, type Role, type UserRow, users } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
+import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 import type { AdminUser, PublicUser } from "../schema/user.ts";
 import { hashPassword, PASSWORD_MAX, PASSWORD_MIN } from "./passwords.ts";
 
@@ -50,18 +51,21 @@ export function publicUser(u: { id: string; email: string; name: string; role: R
 }
 
 export function adminUser(u: UserRow): AdminUser {
-  return { ...publicUser(u), disabled: u.disabled, email_verified: u.email_verified, updated_at: iso(u.updated_at) };
+  return { ...publicUser(u), disabled: u.disabled, email_verified: u.email_verified, policy: u.policy ?? null, updated_at: iso(u.updated_at) };
 }
 
 export class Users {
   private byIdStmt;
   private byEmailStmt;
   /** Called with the id of a user who was just disabled (sessions, tokens and sockets close). */
-  onDisabled: ((userId: string) => void)[] = [];
+  onDisabled: ((userId: string) => void | Promise<void>)[] = [];
+  /** Called with the id of a user who was just enabled again (held schedules resume). */
+  onEnabled: ((userId: string) => void | Promise<void>)[] = [];
 
   constructor(
     private db: DB,
     private now: () => number,
+    private audit?: AuditSink,
   ) {
     this.byIdStmt = db.select().from(users).where(eq(users.id, sql.placeholder("id"))).prepare();
     this.byEmailStmt = db.select().from(users).where(eq(users.email, sql.placeholder("email"))).prepare();
@@ -79,8 +83,12 @@ export class Users {
     return this.db.select({ n: count() }).from(users).get()!.n;
   }
 
-  /** Creates an account; validates every field. A password of null makes an OAuth-only account. */
-  async create(input: { email: unknown; name?: unknown; password: unknown | null; role?: Role; emailVerified?: boolean }): Promise<UserRow> {
+  /**
+   * Creates an account; validates every field. A password of null makes an OAuth-only account.
+   * With `origin` (the operator: /admin/users, the CLI) it is audited as user.created; sign-up,
+   * setup and OAuth audit their own actions.
+   */
+  async create(input: { email: unknown; name?: unknown; password: unknown | null; role?: Role; emailVerified?: boolean }, origin?: AuditOrigin): Promise<UserRow> {
     const email = validateEmail(input.email);
     const password = input.password === null ? null : validatePassword(input.password);
     const name = validateName(input.name, email.split("@")[0]!);
@@ -95,12 +103,15 @@ export class Users {
       if (isUniqueViolation(e)) throw Errors.validation("email", "An account with this email already exists");
       throw e;
     }
+    if (origin) this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action: "user.created", user_id: row.id, target_id: row.id, details: { email, role: row.role } });
     return this.byId(row.id)!;
   }
 
-  async setPassword(id: string, password: unknown) {
+  /** Audited as user.password_changed (actor: the user themself unless `origin` says otherwise). */
+  async setPassword(id: string, password: unknown, origin: AuditOrigin = {}) {
     const hash = await hashPassword(validatePassword(password));
     this.db.update(users).set({ password_hash: hash, updated_at: this.now() }).where(eq(users.id, id)).run();
+    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "user.password_changed", user_id: id, target_id: id });
   }
 
   update(id: string, patch: Partial<Pick<UserRow, "role" | "disabled" | "name" | "email_verified">>) {
@@ -117,18 +128,44 @@ export class Users {
   /**
    * The admin change of role and/or disabled. Unknown id: NOT_FOUND. Disabling an enabled user
    * runs the `onDisabled` hooks after the row is written (the per-request checks already refuse
-   * the user from then on; the hooks close what is open).
+   * the user from then on; the hooks close what is open). Each actual change is audited
+   * (user.role_changed, user.disabled, user.enabled; actor: the operator unless `origin` says).
    */
-  adminPatch(id: string, patch: { role?: Role; disabled?: boolean }): UserRow {
+  async adminPatch(id: string, patch: AdminUserPatch, origin: AuditOrigin = {}): Promise<UserRow> {
     const before = this.byId(id);
     if (!before) throw Errors.notFound("User", id);
-    const set: Partial<Pick<UserRow, "role" | "disabled">> = {};
+    const set: Partial<Pick<UserRow, "role" | "disabled" | "policy">> = {};
     if (patch.role !== undefined) set.role = patch.role;
     if (patch.disabled !== undefined) set.disabled = patch.disabled;
+    if (patch.policy !== undefined) set.policy = mergeOverrides(before.policy, patch.policy);
     if (Object.keys(set).length) this.update(id, set);
-    if (patch.disabled === true && !before.disabled) for (const f of this.onDisabled) f(id);
+    const audit = (action: "user.role_changed" | "user.disabled" | "user.enabled" | "user.policy_changed", details?: Record<string, unknown>) =>
+      this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action, user_id: id, target_id: id, details });
+    if (patch.role !== undefined && patch.role !== before.role) audit("user.role_changed", { from: before.role, to: patch.role });
+    if (patch.disabled !== undefined && patch.disabled !== before.disabled) audit(patch.disabled ? "user.disabled" : "user.enabled");
+    if (set.policy !== undefined && JSON.stringify(set.policy) !== JSON.stringify(before.policy)) audit("user.policy_changed", { from: before.policy, to: set.policy });
+    if (patch.disabled === true && !before.disabled) for (const f of this.onDisabled) await f(id);
+    if (patch.disabled === false && before.disabled) for (const f of this.onEnabled) await f(id);
     return this.byId(id)!;
   }
+}
+
+export interface AdminUserPatch {
+  role?: Role;
+  disabled?: boolean;
+  /** Overrides to merge: a field set to null goes back to the operator's setting; null clears them all. */
+  policy?: Record<string, unknown> | null;
+}
+
+/** The user's overrides after a patch (null when none are left). */
+export function mergeOverrides(current: PolicyOverrides | null, patch: Record<string, unknown> | null): PolicyOverrides | null {
+  if (patch === null) return null;
+  const next: Record<string, unknown> = { ...(current ?? {}) };
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete next[k];
+    else next[k] = v;
+  }
+  return Object.keys(next).length ? (next as PolicyOverrides) : null;
 }
 
 export const isUniqueViolation = (e: unknown) => e instanceof Error && !(e instanceof AppError) && e.message.includes("UNIQUE constraint failed");

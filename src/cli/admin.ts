@@ -1,8 +1,9 @@
 /**
  * `runcell admin set-password [--stdin]` and `runcell admin create-user --email E [--name N]
  * [--role admin|user] [--password-stdin]`: operator tasks done on the data dir's database
- * directly (a running server sees the change at once).
+ * directly (a running server sees the change at once). Both are audited (actor admin, via cli).
  */
+import { Audit } from "../admin/audit.ts";
 import { AdminPassword } from "../admin/password.ts";
 import { Users } from "../auth/users.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
@@ -54,7 +55,7 @@ async function setPassword(argv: string[]): Promise<number> {
   try {
     const handle = openDataDir(config);
     try {
-      await new AdminPassword(new Settings(handle.db), Date.now).set(password);
+      await new AdminPassword(new Settings(handle.db), Date.now, undefined, new Audit(handle.db, Date.now)).set(password, { actor: "admin", via: "cli" });
     } finally {
       handle.close();
     }
@@ -94,7 +95,7 @@ async function createUser(argv: string[]): Promise<number> {
   try {
     const handle = openDataDir(config);
     try {
-      const user = await new Users(handle.db, Date.now).create({ email, name, password, role, emailVerified: true });
+      const user = await new Users(handle.db, Date.now, new Audit(handle.db, Date.now)).create({ email, name, password, role, emailVerified: true }, { actor: "admin", via: "cli" });
       console.log(`created user ${user.id} ${user.email} (role ${user.role})`);
       if (generated) {
         console.log(`password: ${password}`);

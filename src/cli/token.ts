@@ -3,6 +3,7 @@
  * data dir's database. The token alone goes to stdout (so `TOKEN=$(runcell token create …)`
  * works); what was created goes to stderr. It is shown only this once.
  */
+import { Audit } from "../admin/audit.ts";
 import { ApiTokens } from "../auth/tokens.ts";
 import { Users } from "../auth/users.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
@@ -41,7 +42,7 @@ async function create(argv: string[]): Promise<number> {
         process.stderr.write(`runcell ${cmd}: ${user.email} is disabled; enable it first (PATCH /admin/users/${user.id})\n`);
         return 1;
       }
-      const created = await new ApiTokens(handle.db, Date.now).create(user.id, name);
+      const created = await new ApiTokens(handle.db, Date.now, undefined, new Audit(handle.db, Date.now)).create(user.id, name, { actor: "admin", via: "cli" });
       process.stdout.write(created.token + "\n");
       process.stderr.write(`created API token ${created.id} "${created.name}" for ${user.email}; it is shown only this once\n`);
     } finally {

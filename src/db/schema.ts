@@ -310,7 +310,7 @@ export const messages = sqliteTable(
   (t) => [index("messages_session").on(t.session_id, t.id)],
 );
 
-/** Every frame the stream sent for a session, in order, with a gap-free per-session seq. */
+/** Every frame the stream sent for a session, in order, with a per-session seq never given twice (gap-free short of a crash; sessions.seq_reserved). */
 export const events = sqliteTable(
   "events",
   {

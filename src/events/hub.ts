@@ -1,6 +1,7 @@
 /**
  * Fan-out of session frames. `publish` appends a frame to the event log (which assigns its seq)
- * and hands the same serialized string to every subscriber of the session. `task:system_prompt`
+ * and hands the same serialized string to every subscriber of the session; before it does, the
+ * log reserves that seq (EventLog.reserve), since the frame may not be stored yet. `task:system_prompt`
  * goes only to admin-role subscribers, and is stored outside the gap-free sequence
  * (EventLog.appendDebug) so that users who may not see it see no hole in `seq`.
  *
@@ -10,13 +11,19 @@
  * overtakes a replay.
  *
  * Replay without a gap or a duplicate at the seam: `attach` registers the subscription first (in
- * buffering mode, so live frames queue up), then reads the log; both happen in one synchronous
- * step, so every frame is either in the replayed rows or in the buffer. `goLive` then drains the
- * buffer, skipping anything at or below the last replayed seq, and (synchronously, so nothing is
- * published in between) hands delivery over to the native topic if there is one.
+ * buffering mode, so live frames queue up) and, in the same synchronous step, takes the replay's
+ * bound (the highest seq assigned so far), so every frame is either at or below the bound (in the
+ * replay) or in the buffer. The replay is then read page by page (`Replay.next`, at most
+ * `pageSize` rows at a time, each read flushing the log first) up to that bound, however many
+ * frames are published meanwhile. `goLive` then drains the buffer, skipping anything at or below
+ * the last replayed seq, and (synchronously, so nothing is published in between) hands delivery
+ * over to the native topic if there is one.
  */
 import type { FrameInput } from "../schema/stream.ts";
-import type { AppendResult, EventLog, StoredFrame } from "./log.ts";
+import type { AppendResult, EventLog, ReadBound, StoredFrame } from "./log.ts";
+
+/** Rows read from the log at a time for a replay. */
+export const REPLAY_PAGE = 1000;
 
 export const ADMIN_ONLY_TYPES = new Set(["task:system_prompt"]);
 
@@ -115,6 +122,8 @@ export class Hub {
     }
     const r = this.log.append(sessionId, frame);
     if (set) {
+      // The frame leaves before its batch is written: its seq must survive a crash unused.
+      this.log.reserve(sessionId, r.seq);
       this.nativePublish?.(sessionTopic(sessionId), r.json);
       for (const s of set) s.deliver(r.seq, frame.type, r.json);
     }
@@ -122,10 +131,12 @@ export class Hub {
   }
 
   /**
-   * Subscribes to a session. With `replayAfter` (a seq, 0 for everything) it returns the stored
-   * frames after it, filtered for the subscriber's role, and the highest seq read; the
-   * subscription stays buffering until `goLive(lastSeq)`. Without it the subscription is live at
-   * once. With `native`, live delivery moves to the session's topics when it goes live.
+   * Subscribes to a session. With `replayAfter` (a seq, 0 for everything) it returns the first
+   * page of the stored frames after it (`replay`, filtered for the subscriber's role, at most
+   * `pageSize` rows), the highest seq read so far (`lastSeq`), and `cursor` for the following
+   * pages; the subscription stays buffering until `goLive(cursor.lastSeq)` once the cursor is
+   * done. Without it the subscription is live at once. With `native`, live delivery moves to the
+   * session's topics when it goes live.
    */
   attach(opts: {
     sessionId: string;
@@ -133,22 +144,23 @@ export class Hub {
     isAdmin: boolean;
     sink: FrameSink;
     replayAfter?: number;
+    pageSize?: number;
     maxPending?: number;
     onOverflow?: () => void;
     native?: NativeDelivery;
-  }): { subscription: Subscription; replay: StoredFrame[]; lastSeq: number } {
+  }): { subscription: Subscription; replay: StoredFrame[]; lastSeq: number; cursor: Replay | null } {
     const sub = new Subscription(opts.sessionId, opts.userId, opts.isAdmin, opts.sink, this, opts.maxPending, opts.onOverflow, opts.native ?? null);
     let set = this.subs.get(opts.sessionId);
     if (!set) this.subs.set(opts.sessionId, (set = new Set()));
     set.add(sub);
     if (opts.replayAfter === undefined) {
       sub.goLive(0);
-      return { subscription: sub, replay: [], lastSeq: this.log.last(opts.sessionId) };
+      return { subscription: sub, replay: [], lastSeq: this.log.last(opts.sessionId), cursor: null };
     }
-    const replay = this.log.read(opts.sessionId, opts.replayAfter, undefined, opts.isAdmin);
-    let lastSeq = opts.replayAfter;
-    for (const r of replay) if (r.seq !== null) lastSeq = r.seq;
-    return { subscription: sub, replay, lastSeq };
+    // Taken in the same synchronous step as the registration: the seam.
+    const cursor = new Replay(this.log, opts.sessionId, opts.replayAfter, this.log.bound(opts.sessionId, opts.isAdmin), opts.isAdmin, opts.pageSize ?? REPLAY_PAGE);
+    const replay = cursor.next();
+    return { subscription: sub, replay, lastSeq: cursor.lastSeq, cursor };
   }
 
   unsubscribe(sub: Subscription) {
@@ -168,5 +180,35 @@ export class Hub {
     let n = 0;
     for (const set of this.subs.values()) n += set.size;
     return n;
+  }
+}
+
+/** A replay read page by page, up to the bound taken when its subscription was registered. */
+export class Replay {
+  /** Highest seq read so far (`after` until a frame is read). */
+  lastSeq: number;
+  done = false;
+  private from: number;
+
+  constructor(
+    private log: EventLog,
+    readonly sessionId: string,
+    after: number,
+    private bound: ReadBound,
+    private withDebug: boolean,
+    private pageSize: number,
+  ) {
+    this.lastSeq = after;
+    this.from = after;
+  }
+
+  /** The next page ([] once done). */
+  next(): StoredFrame[] {
+    if (this.done) return [];
+    const { rows, more } = this.log.readPage(this.sessionId, this.from, this.bound, this.pageSize, this.withDebug);
+    for (const r of rows) if (r.seq !== null) this.lastSeq = r.seq;
+    if (more) this.from = this.lastSeq;
+    else this.done = true;
+    return rows;
   }
 }

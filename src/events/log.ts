@@ -1,10 +1,19 @@
 /**
- * The per-session event log. Every frame the stream sends for a session gets the next gap-free
- * `seq` of that session and is stored as the exact JSON sent to clients. Appends are batched:
- * frames are queued in memory and written in one transaction per batch (at most `maxBatch`
- * frames, or after `flushDelayMs`), which is what makes thousands of token events a second cheap.
- * `flush()` writes the queue synchronously; readers call it first, so a read never misses a frame
- * that was already published.
+ * The per-session event log. Every frame the stream sends for a session gets the next `seq` of
+ * that session and is stored as the exact JSON sent to clients. Appends are batched: frames are
+ * queued in memory and written in one transaction per batch (at most `maxBatch` frames, or after
+ * `flushDelayMs`), which is what makes thousands of token events a second cheap. `flush()` writes
+ * the queue synchronously; readers call it first, so a read never misses a frame that was already
+ * published.
+ *
+ * A seq is never given to two frames, not even across a crash. A frame can reach a socket before
+ * its batch is written, so a `kill -9` may lose frames a client has seen. Before a seq leaves the
+ * log unstored (`reserve`, which the hub calls before handing a frame to subscribers), a
+ * high-water mark at or above it is stored synchronously in `sessions.seq_reserved`, a block at a
+ * time (64 seqs, doubling up to 1024 while blocks run out within a second); after a restart a
+ * session's numbering continues above max(MAX(seq), seq_reserved). A crash can leave a gap, never
+ * a reuse. Frames nobody was handed before they were stored reserve nothing, and a clean shutdown
+ * (`settle`) gives unused reservations back, so the sequence stays gap-free short of a crash.
  */
 import type { Database, Statement } from "bun:sqlite";
 import type { FrameInput } from "../schema/stream.ts";
@@ -39,15 +48,41 @@ export interface AppendResult {
   json: string;
 }
 
+/** First block of seqs reserved ahead, and the largest (blocks double while used up within a second). */
+export const SEQ_BLOCK_MIN = 64;
+export const SEQ_BLOCK_MAX = 1024;
+
+interface SeqState {
+  /** Highest seq assigned. */
+  last: number;
+  /** Highest seq covered by the stored mark (sessions.seq_reserved). */
+  reserved: number;
+  /** Size of the next block, and when the last one was reserved (performance.now()). */
+  block: number;
+  reservedAt: number;
+}
+
+/** Where a paged read stops: the highest seq, and (admins' debug frames) the highest debug row id. */
+export interface ReadBound {
+  seq: number;
+  debugId: number;
+}
+
 export class EventLog {
-  private lastSeq = new Map<string, number>();
+  private seqs = new Map<string, SeqState>();
   private queue: Pending[] = [];
   private timer: Timer | null = null;
   private insert: Statement;
   private maxSeqStmt: Statement<{ seq: number | null }, [string]>;
+  private reservedStmt: Statement<{ seq_reserved: number }, [string]>;
+  private reserveStmt: Statement<unknown, [number, string, number]>;
+  private releaseStmt: Statement<unknown, [number, string, number]>;
   private readStmt: Statement<StoredFrame, [string, number, number]>;
+  private readRangeStmt: Statement<StoredFrame, [string, number, number, number]>;
+  private maxDebugIdStmt: Statement<{ id: number | null }, []>;
   private insertDebug: Statement;
   private readDebugStmt: Statement<DebugRow, [string, number, number]>;
+  private readDebugBoundedStmt: Statement<DebugRow, [string, number, number, number]>;
   private writeBatch: (rows: Pending[]) => void;
 
   constructor(
@@ -57,21 +92,52 @@ export class EventLog {
   ) {
     this.insert = sqlite.prepare("INSERT INTO events (session_id, seq, type, task_id, frame, created_at) VALUES (?, ?, ?, ?, ?, ?)");
     this.maxSeqStmt = sqlite.prepare("SELECT MAX(seq) AS seq FROM events WHERE session_id = ?");
+    this.reservedStmt = sqlite.prepare("SELECT seq_reserved FROM sessions WHERE id = ?");
+    this.reserveStmt = sqlite.prepare("UPDATE sessions SET seq_reserved = ? WHERE id = ? AND seq_reserved < ?");
+    this.releaseStmt = sqlite.prepare("UPDATE sessions SET seq_reserved = ? WHERE id = ? AND seq_reserved = ?");
     this.readStmt = sqlite.prepare("SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?");
+    this.readRangeStmt = sqlite.prepare("SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?");
+    this.maxDebugIdStmt = sqlite.prepare("SELECT MAX(id) AS id FROM debug_events");
     this.insertDebug = sqlite.prepare("INSERT INTO debug_events (session_id, after_seq, type, task_id, frame, created_at) VALUES (?, ?, ?, ?, ?, ?)");
     this.readDebugStmt = sqlite.prepare(
       "SELECT after_seq, type, task_id, frame FROM debug_events WHERE session_id = ? AND after_seq >= ? AND after_seq < ? ORDER BY id",
+    );
+    this.readDebugBoundedStmt = sqlite.prepare(
+      "SELECT after_seq, type, task_id, frame FROM debug_events WHERE session_id = ? AND after_seq >= ? AND after_seq < ? AND id <= ? ORDER BY id",
     );
     this.writeBatch = sqlite.transaction((rows: Pending[]) => {
       for (const r of rows) this.insert.run(r.session_id, r.seq, r.type, r.task_id, r.frame, r.created_at);
     });
   }
 
-  private nextSeq(sessionId: string): number {
-    let last = this.lastSeq.get(sessionId);
-    if (last === undefined) last = this.maxSeqStmt.get(sessionId)?.seq ?? 0;
-    this.lastSeq.set(sessionId, last + 1);
-    return last + 1;
+  /** The session's counter; at first use (after a start) it continues above everything stored or reserved. */
+  private state(sessionId: string): SeqState {
+    let s = this.seqs.get(sessionId);
+    if (!s) {
+      const stored = this.maxSeqStmt.get(sessionId)?.seq ?? 0;
+      const reserved = this.reservedStmt.get(sessionId)?.seq_reserved ?? 0;
+      const last = Math.max(stored, reserved);
+      s = { last, reserved: last, block: SEQ_BLOCK_MIN, reservedAt: -Infinity };
+      this.seqs.set(sessionId, s);
+    }
+    return s;
+  }
+
+  /**
+   * Call before `seq` leaves the log while it may not be stored yet (a frame handed to a
+   * subscriber): makes sure the stored high-water mark covers it, writing a new mark synchronously
+   * when it does not. One write per block; the block doubles (up to SEQ_BLOCK_MAX) while each one
+   * is used up within a second, and starts over at SEQ_BLOCK_MIN otherwise.
+   */
+  reserve(sessionId: string, seq: number) {
+    const s = this.state(sessionId);
+    if (seq <= s.reserved) return;
+    const now = performance.now();
+    s.block = now - s.reservedAt < 1000 ? Math.min(s.block * 2, SEQ_BLOCK_MAX) : SEQ_BLOCK_MIN;
+    s.reservedAt = now;
+    const mark = Math.max(seq, s.last) + s.block - 1;
+    this.reserveStmt.run(mark, sessionId, mark);
+    s.reserved = mark;
   }
 
   /**
@@ -79,7 +145,8 @@ export class EventLog {
    * inserted right after `type`/`session_id`/`task_id` in the JSON.
    */
   append(sessionId: string, frame: FrameInput): AppendResult {
-    const seq = this.nextSeq(sessionId);
+    const state = this.state(sessionId);
+    const seq = ++state.last;
     const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
     const ordered = task_id === undefined ? { type, session_id: sessionId, seq, ...rest } : { type, session_id: sessionId, task_id, seq, ...rest };
     const json = JSON.stringify(ordered);
@@ -94,6 +161,8 @@ export class EventLog {
    * users who may not see it): it carries `after_seq`, the seq of the frame it follows.
    */
   appendDebug(sessionId: string, frame: FrameInput): { json: string; afterSeq: number } {
+    // Stored now, so the frame it follows is stored first: `after_seq` never names a seq a crash could reuse.
+    this.flush();
     const afterSeq = this.last(sessionId);
     const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
     const json = JSON.stringify({ type, session_id: sessionId, task_id: task_id ?? null, after_seq: afterSeq, ...rest });
@@ -137,25 +206,64 @@ export class EventLog {
     if (!withDebug) return rows;
     const upTo = rows.length === limit ? rows[rows.length - 1]!.seq! : Number.MAX_SAFE_INTEGER;
     const debug = this.readDebugStmt.all(sessionId, after, upTo);
-    if (debug.length === 0) return rows;
-    const merged: StoredFrame[] = [];
-    let j = 0;
-    for (const row of rows) {
-      while (j < debug.length && debug[j]!.after_seq < row.seq!) merged.push({ ...debug[j++]!, seq: null });
-      merged.push(row);
-    }
-    while (j < debug.length) merged.push({ ...debug[j++]!, seq: null });
-    return merged;
+    return debug.length ? merge(rows, debug) : rows;
+  }
+
+  /**
+   * One page of a replay: frames with `after` < seq <= `bound.seq`, in order, at most `limit` of
+   * them, flushing first. With `withDebug`, the admin-only debug frames among them are merged in
+   * at their place (only those stored by the time `bound` was taken, so a debug frame published
+   * since, which a live subscriber gets anyway, is not read twice). `more` says whether a next
+   * page may follow (`after` = the last seq of this one).
+   */
+  readPage(sessionId: string, after: number, bound: ReadBound, limit: number, withDebug = false): { rows: StoredFrame[]; more: boolean } {
+    this.flush();
+    const rows = this.readRangeStmt.all(sessionId, after, bound.seq, limit);
+    const more = rows.length === limit;
+    if (!withDebug) return { rows, more };
+    const upTo = more ? rows[rows.length - 1]!.seq! : Number.MAX_SAFE_INTEGER;
+    const debug = this.readDebugBoundedStmt.all(sessionId, after, upTo, bound.debugId);
+    return { rows: debug.length ? merge(rows, debug) : rows, more };
+  }
+
+  /** What a replay taken now must cover: every seq assigned so far, every debug frame stored so far. */
+  bound(sessionId: string, withDebug = false): ReadBound {
+    return { seq: this.last(sessionId), debugId: withDebug ? (this.maxDebugIdStmt.get()?.id ?? 0) : 0 };
   }
 
   /** Highest seq assigned so far for the session (flushed or not). */
   last(sessionId: string): number {
-    return this.lastSeq.get(sessionId) ?? this.maxSeqStmt.get(sessionId)?.seq ?? 0;
+    return this.state(sessionId).last;
+  }
+
+  /**
+   * Clean shutdown: writes the queue, then gives back the seqs reserved but not used (every seq
+   * handed out is stored now), so the next start continues without a gap.
+   */
+  settle() {
+    this.flush();
+    for (const [sessionId, s] of this.seqs) {
+      if (s.reserved <= s.last) continue;
+      this.releaseStmt.run(s.last, sessionId, s.reserved);
+      s.reserved = s.last;
+    }
   }
 
   /** Forgets a deleted session's counter. */
   forget(sessionId: string) {
     this.flush();
-    this.lastSeq.delete(sessionId);
+    this.seqs.delete(sessionId);
   }
+}
+
+/** Stored frames with the debug frames placed after the frame each one follows. */
+function merge(rows: StoredFrame[], debug: DebugRow[]): StoredFrame[] {
+  const merged: StoredFrame[] = [];
+  let j = 0;
+  for (const row of rows) {
+    while (j < debug.length && debug[j]!.after_seq < row.seq!) merged.push({ ...debug[j++]!, seq: null });
+    merged.push(row);
+  }
+  while (j < debug.length) merged.push({ ...debug[j++]!, seq: null });
+  return merged;
 }

@@ -1,6 +1,7 @@
 /**
  * The outer request pipeline around the Elysia router. It runs for every request, before routing:
- * request id, client IP, caller resolution (cookie or API token, once), CSRF origin check, rate
+ * request id, client IP, caller resolution (cookie or API token, once; a token that would cost a
+ * bcrypt compare is paid for from the client address's bucket first), CSRF origin check, rate
  * limit, then the router; on the way out it adds X-Request-Id, RateLimit-* and security headers
  * and writes one log line. The WebSocket upgrade of /v1/stream is handed to the stream module.
  */
@@ -17,8 +18,11 @@ export interface PipelineDeps {
   config: Config;
   log: Logger;
   limiter: RateLimiter;
-  /** Resolves the caller from the request's cookie or bearer token (a plain value when there is none). */
-  authenticate(req: Request, path: string): Authenticated | Promise<Authenticated>;
+  /**
+   * Resolves the caller from the request's cookie or bearer token (a plain value when there is
+   * none). `beforeCompare` runs, and may throw, before a bcrypt compare is spent on a token.
+   */
+  authenticate(req: Request, path: string, opts: { beforeCompare: () => void }): Authenticated | Promise<Authenticated>;
   /** The router. */
   handle(req: Request): Promise<Response>;
   /** The /v1/stream upgrade; returns a Response only when the upgrade was refused. */
@@ -81,7 +85,14 @@ export function createPipeline(deps: PipelineDeps) {
     setRequestContext(req, ctx);
 
     if (path === "/v1/stream" && deps.upgrade) {
-      const refused = await deps.upgrade(req, server, ctx);
+      let refused: Response | undefined;
+      try {
+        refused = await deps.upgrade(req, server, ctx);
+      } catch (e) {
+        // Never Bun's generic error page: the interface's error body, like any other answer.
+        if (!(e instanceof AppError)) log.error("unhandled error in stream upgrade", { request_id: ctx.id, err: e });
+        refused = errorResponse(e instanceof AppError ? e : Errors.internal(ctx.id));
+      }
       if (!refused) return undefined;
       refused.headers.set("x-request-id", ctx.id);
       return refused;
@@ -89,8 +100,16 @@ export function createPipeline(deps: PipelineDeps) {
 
     let response: Response;
     let rl: RateLimitResult | null = null;
+    const limited = (r: RateLimitResult) => Errors.rateLimited(r.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${r.limit}`);
+    // A token that is not in the verified cache costs a bcrypt compare: the client's address pays
+    // for it from its own bucket first, on every path, and an empty bucket refuses it uncompared.
+    const charged: { ip: RateLimitResult | null } = { ip: null };
+    const beforeCompare = () => {
+      const r = (charged.ip = limiter.take(`ip:${ctx.ip}`));
+      if (!r.ok) throw limited(r);
+    };
     try {
-      const pending = deps.authenticate(req, path);
+      const pending = deps.authenticate(req, path, { beforeCompare });
       const auth = pending instanceof Promise ? await pending : pending;
       ctx.principal = auth.principal;
       ctx.authError = auth.error;
@@ -98,12 +117,15 @@ export function createPipeline(deps: PipelineDeps) {
         throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
       }
       const key = ctx.principal ? `u:${ctx.principal.user.id}` : `ip:${ctx.ip}`;
-      // Every response reports the caller's bucket; only the API surfaces take from it.
-      rl = LIMITED.test(path) ? limiter.take(key) : limiter.peek(key);
+      // Every response reports the caller's bucket; only the API surfaces take from it (an
+      // anonymous caller whose address already paid for a compare is not charged twice).
+      if (!ctx.principal && charged.ip) rl = charged.ip;
+      else rl = LIMITED.test(path) ? limiter.take(key) : limiter.peek(key);
       // (peek never refuses: only the API surfaces can answer 429)
-      if (!rl.ok) throw Errors.rateLimited(rl.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${rl.limit}`);
+      if (!rl.ok) throw limited(rl);
       response = await deps.handle(req);
     } catch (e) {
+      rl ??= charged.ip;
       if (e instanceof AppError) response = errorResponse(e);
       else {
         log.error("unhandled error in pipeline", { request_id: ctx.id, err: e });

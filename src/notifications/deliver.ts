@@ -8,8 +8,8 @@
  * any other 4xx, a 3xx, or a refused address is `fail` (retrying cannot help); `aborted` means
  * our own shutdown cut the attempt short.
  */
-import { bareHost, BlockedAddressError, checkedAddresses, type NetworkPolicy, ResolveError, urlForAddress } from "./guard.ts";
-import { isIpLiteral } from "./ip.ts";
+import { bareHost, BlockedAddressError, checkedAddresses, type NetworkPolicy, ResolveError, urlForAddress } from "../lib/ssrf.ts";
+import { isIpLiteral } from "../lib/ip.ts";
 
 export type Outcome =
   | { kind: "delivered"; status: number }

@@ -12,8 +12,9 @@ import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type IntegrationRow, integrations } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
+import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 import { type IntegrationRecord, SECRET_MAX } from "../schema/integration.ts";
-import { BlockedAddressError, checkedAddresses, type NetworkPolicy, parseWebhookUrl, ResolveError } from "./guard.ts";
+import { BlockedAddressError, checkedAddresses, type NetworkPolicy, parseWebhookUrl, ResolveError } from "../lib/ssrf.ts";
 import type { Outbox } from "./outbox.ts";
 
 export { SECRET_MAX };
@@ -46,6 +47,7 @@ export class Integrations {
     private outbox: Outbox,
     private net: NetworkPolicy,
     private now: () => number,
+    private audit?: AuditSink,
   ) {
     this.byUserStmt = db.select().from(integrations).where(eq(integrations.user_id, sql.placeholder("user_id"))).prepare();
     this.byIdStmt = db
@@ -87,8 +89,11 @@ export class Integrations {
     return { url: parsed.url.href, secret };
   }
 
-  /** Creates or replaces the user's webhook. `created` is false when it replaced one. */
-  async upsert(userId: string, input: IntegrationInput): Promise<{ record: IntegrationRecord; created: boolean }> {
+  /**
+   * Creates or replaces the user's webhook. `created` is false when it replaced one. Audited as
+   * integration.changed with the URL's origin only (a webhook's path or query is often its secret).
+   */
+  async upsert(userId: string, input: IntegrationInput, origin: AuditOrigin = {}): Promise<{ record: IntegrationRecord; created: boolean }> {
     const { url, secret } = await this.validate(input);
     const now = this.now();
     // Synchronous from here on: no other request interleaves between the read and the write.
@@ -101,6 +106,14 @@ export class Integrations {
     } else {
       this.db.insert(integrations).values({ id, user_id: userId, type: "webhook", url, secret_ciphertext: sealed, created_at: now, updated_at: now }).run();
     }
+    this.audit?.record({
+      ...origin,
+      actor: origin.actor ?? "user",
+      action: "integration.changed",
+      user_id: userId,
+      target_id: id,
+      details: { type: "webhook", created: !existing, url_origin: new URL(url).origin, has_secret: secret != null },
+    });
     return { record: toRecord(this.byIdStmt.get({ id, user_id: userId })!), created: !existing };
   }
 
@@ -133,9 +146,9 @@ export class Integrations {
     return t;
   }
 
-  /** Deletes the caller's integration and fails its pending deliveries. Twice → 404. */
-  delete(userId: string, id: string): { failed: number } {
-    return this.db.transaction((tx) => {
+  /** Deletes the caller's integration and fails its pending deliveries. Twice → 404. Audited as integration.deleted. */
+  delete(userId: string, id: string, origin: AuditOrigin = {}): { failed: number } {
+    const out = this.db.transaction((tx) => {
       const row = tx.select({ id: integrations.id }).from(integrations).where(and(eq(integrations.id, id), eq(integrations.user_id, userId))).get();
       if (!row) throw Errors.notFound("Integration", id);
       tx.delete(integrations).where(eq(integrations.id, id)).run();
@@ -143,5 +156,7 @@ export class Integrations {
       const failed = this.outbox.failForIntegration(id, `the webhook integration ${id} was deleted before this notification was delivered`, this.now());
       return { failed };
     });
+    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "integration.deleted", user_id: userId, target_id: id, details: { failed_deliveries: out.failed } });
+    return out;
   }
 }

@@ -14,8 +14,9 @@ import { notificationLog, tasks } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
-import { classifyAddress } from "./ip.ts";
-import { type NetworkPolicy, systemResolver } from "./guard.ts";
+import { classifyAddress } from "../lib/ip.ts";
+import type { AuditSink } from "../schema/audit.ts";
+import { type NetworkPolicy, systemResolver } from "../lib/ssrf.ts";
 import { Integrations } from "./integrations.ts";
 import { type AdminNotificationRecord, NotificationLog, type NotificationRecord, type NotificationStatus } from "./log.ts";
 import { Outbox } from "./outbox.ts";
@@ -53,12 +54,12 @@ export class Notifications {
   private taskOwned;
 
   constructor(
-    private deps: { db: DB; sqlite: Database; sealer: Sealer; log: Logger; now: () => number; config: Pick<Config, "allowPrivateWebhooks" | "webhook"> },
+    private deps: { db: DB; sqlite: Database; sealer: Sealer; log: Logger; now: () => number; config: Pick<Config, "allowPrivateWebhooks" | "webhook">; audit?: AuditSink },
   ) {
     const { db, sqlite, sealer, log, now, config } = deps;
     this.net = { guard: !config.allowPrivateWebhooks, resolve: systemResolver, classify: classifyAddress };
     this.outbox = new Outbox(sqlite, config.webhook.backoffMs);
-    this.integrations = new Integrations(db, sealer, this.outbox, this.net, now);
+    this.integrations = new Integrations(db, sealer, this.outbox, this.net, now, deps.audit);
     this.worker = new DeliveryWorker({ outbox: this.outbox, integrations: this.integrations, log: log.child({ component: "notifications" }), now, schedule: config.webhook, net: this.net });
     this.reads = new NotificationLog(db);
     this.insertStmt = db

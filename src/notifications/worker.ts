@@ -10,7 +10,7 @@ import { Cron } from "croner";
 import type { Logger } from "../log.ts";
 import { USER_AGENT } from "../version.ts";
 import { attempt, type Outcome } from "./deliver.ts";
-import type { NetworkPolicy } from "./guard.ts";
+import type { NetworkPolicy } from "../lib/ssrf.ts";
 import type { Integrations } from "./integrations.ts";
 import type { Claimed, Outbox, Settlement } from "./outbox.ts";
 import { DELIVERY_HEADER, SIGNATURE_HEADER, signatureHeader } from "./sign.ts";

@@ -18,6 +18,7 @@ import { AppError, Errors } from "../lib/errors.ts";
 import type { Sealer } from "../lib/sealer.ts";
 import { iso } from "../lib/time.ts";
 import type { Logger } from "../log.ts";
+import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 import { INPUT_MAX_BYTES, LAST_RUNS, type PlaybookCreate, type PlaybookPatch, type PlaybookRecord, type PlaybookRun } from "../schema/playbook.ts";
 import type { PlaybookRuns } from "./runs.ts";
 import { checkSchedule, checkTimezone, nextSlot } from "./schedule.ts";
@@ -34,6 +35,10 @@ export interface PlaybookDeps {
   notifications: {
     playbookRunEnded(r: { userId: string; playbookId: string; taskId?: string | null; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null }): unknown;
   };
+  /** The audit log (trigger rotations). */
+  audit?: AuditSink;
+  /** Whether the owner's account is disabled (its trigger URLs answer 404; wired by the app). */
+  ownerDisabled?: (userId: string) => boolean;
 }
 
 const aad = (id: string, userId: string) => `playbook-trigger:${id}:${userId}`;
@@ -199,14 +204,40 @@ export class Playbooks {
     this.changed();
   }
 
-  /** A new trigger secret: the old URL answers 404 from now on. */
-  rotateTrigger(userId: string, id: string): PlaybookRecord {
+  /** A new trigger secret: the old URL answers 404 from now on. Audited as playbook.trigger_rotated (never the secret). */
+  rotateTrigger(userId: string, id: string, origin: AuditOrigin = {}): PlaybookRecord {
     const cur = this.own(userId, id);
     const trigger_ciphertext = this.d.sealer.seal(randomToken(32), aad(cur.id, userId));
     const updated_at = Math.max(this.d.now(), cur.updated_at);
     this.d.db.update(playbooks).set({ trigger_ciphertext, updated_at }).where(eq(playbooks.id, id)).run();
     this.d.log.info("playbook trigger rotated", { playbook_id: id, user_id: userId });
+    this.d.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "playbook.trigger_rotated", user_id: userId, target_id: id, details: { name: cur.name } });
     return this.record({ ...cur, trigger_ciphertext, updated_at });
+  }
+
+  /**
+   * A disabled account's schedules are held: no slot is due while it stays disabled (the playbooks
+   * keep `enabled`; their trigger URLs answer 404). Returns how many were held.
+   */
+  holdForUser(userId: string): number {
+    const res = this.d.db.update(playbooks).set({ next_run_at: null }).where(and(eq(playbooks.user_id, userId), isNotNull(playbooks.next_run_at))).run();
+    if (changes(res)) {
+      this.d.log.info("schedules of a disabled user held", { user_id: userId, count: changes(res) });
+      this.changed();
+    }
+    return changes(res);
+  }
+
+  /** The account enabled again: its enabled schedules continue from now (slots while held are not run). */
+  resumeForUser(userId: string): number {
+    const now = this.d.now();
+    const rows = this.d.db.select().from(playbooks).where(and(eq(playbooks.user_id, userId), eq(playbooks.enabled, true), isNotNull(playbooks.schedule))).all();
+    for (const row of rows) this.d.db.update(playbooks).set({ next_run_at: this.nextRun(row, now) }).where(eq(playbooks.id, row.id)).run();
+    if (rows.length) {
+      this.d.log.info("schedules of a re-enabled user resumed", { user_id: userId, count: rows.length });
+      this.changed();
+    }
+    return rows.length;
   }
 
   /** A deleted profile's playbooks stop: disabled, unscheduled. */
@@ -253,7 +284,7 @@ export class Playbooks {
     const row = this.byId(id);
     const expected = row ? this.d.sealer.open(row.trigger_ciphertext, aad(row.id, row.user_id)) : "x".repeat(43);
     const ok = safeEqual(expected, secret);
-    if (!row || !ok || !row.enabled) throw Errors.notFound("Playbook");
+    if (!row || !ok || !row.enabled || this.d.ownerDisabled?.(row.user_id)) throw Errors.notFound("Playbook");
     const { task } = await this.start(row, "hook", input);
     return { task_id: task.id };
   }

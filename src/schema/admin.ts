@@ -1,6 +1,7 @@
 /** The operator's records: run-time settings (/admin/config) and counts (/admin/stats). */
 import { NOTIFICATION_STATUSES, TASK_STATUSES, WORKSPACE_STATUSES } from "../db/schema.ts";
 import { Body, OneOf, type Static, T } from "./common.ts";
+import { Policy, PolicyPatch } from "./policy.ts";
 
 export const SIGNUP_MODES = ["closed", "open"] as const;
 const Signup = OneOf(SIGNUP_MODES, { description: "closed: only the operator creates accounts; open: anyone may sign up as user" });
@@ -10,6 +11,7 @@ export const RuntimeSettings = T.Object(
     rate_limit: T.Object({ per_minute: T.Integer(), burst: T.Integer() }),
     default_max_concurrency: T.Integer(),
     signup: Signup,
+    policy: Policy,
   },
   { title: "RuntimeSettings" },
 );
@@ -27,6 +29,7 @@ export const RuntimePatch = Body({
   ),
   default_max_concurrency: T.Optional(T.Integer({ minimum: 1, maximum: 1000, description: "Running workspaces per profile unless the profile says otherwise" })),
   signup: T.Optional(Signup),
+  policy: T.Optional(PolicyPatch),
 });
 export type RuntimePatch = Static<typeof RuntimePatch>;
 

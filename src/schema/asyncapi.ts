@@ -42,7 +42,7 @@ export function asyncApiDocument(opts: { publicUrl: string; version: string }): 
       title: "runcell stream",
       version: opts.version,
       description:
-        "The WebSocket stream of agent execution at /v1/stream. Each frame is one JSON message with a `type`. Frames of a session carry `session_id` and a `seq` that is never given to two frames; frames of a task also carry `task_id`. A client message may carry `request_id`, echoed on the error frame it causes. Close code 4001: authentication failed; 1013: the reader fell too far behind (reconnect and session.resume); 1001: the server is shutting down. This document describes the server: it receives the client messages and sends the server frames.",
+        "The WebSocket stream of agent execution at /v1/stream. Each frame is one JSON message with a `type`. Frames of a session carry `session_id` and a `seq` that is never given to two frames; frames of a task also carry `task_id`. A client message may carry `request_id`, echoed on the error frame it causes. Every client message counts against the caller's rate limit (an error frame RATE_LIMITED when exceeded). Close code 4001: authentication failed; 4029: the caller already holds the most sockets allowed (--max-sockets-per-caller, default 20); 1013: the reader fell too far behind (reconnect and session.resume; a reader that does not take its backlog within 5 s is dropped without the close frame); 1001: the server is shutting down. This document describes the server: it receives the client messages and sends the server frames.",
     },
     defaultContentType: "application/json",
     servers: {

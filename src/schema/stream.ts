@@ -120,7 +120,11 @@ export const ErrorFrame = T.Object(
     request_id: T.Optional(T.String({ description: "The request_id of the client message that caused it" })),
     details: T.Optional(T.Record(T.String(), T.Unknown())),
   },
-  { title: "error", description: "A client message was refused; the socket stays open." },
+  {
+    title: "error",
+    description:
+      "A client message was refused; the socket stays open. RATE_LIMITED: every client message takes a token from the caller's rate-limit bucket (shared with the REST API); details.retry_after says in how many seconds one is back.",
+  },
 );
 
 export const SERVER_FRAMES = [...PERSISTED_FRAMES, TaskSystemPrompt, ReplayStart, ReplayEnd, ErrorFrame] as const;

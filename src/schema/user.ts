@@ -1,6 +1,7 @@
 /** Accounts and cookie sessions as the API shows them (/api/auth/*, /admin/users). */
 import { loginSessions, ROLES, users } from "../db/schema.ts";
 import { Body, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
+import { PolicyOverridePatch, PolicyPatch } from "./policy.ts";
 
 export const Role = OneOf(ROLES);
 
@@ -11,7 +12,16 @@ export const PublicUser = T.Object({ ...account, created_at: Timestamp }, { titl
 export type PublicUser = Static<typeof PublicUser>;
 
 /** The record /admin/users returns. */
-export const AdminUser = T.Object({ ...account, ...recordColumns(users, ["disabled", "email_verified"]), created_at: Timestamp, updated_at: Timestamp }, { title: "AdminUser" });
+export const AdminUser = T.Object(
+  {
+    ...account,
+    ...recordColumns(users, ["disabled", "email_verified"]),
+    policy: T.Union([PolicyPatch, T.Null()], { description: "The operator's overrides of the policy for this user (null: the server's settings apply)" }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { title: "AdminUser" },
+);
 export type AdminUser = Static<typeof AdminUser>;
 
 /** A cookie session (better-auth's `session`). */
@@ -38,4 +48,8 @@ export const AdminUserCreateBody = Body({
   role: T.Optional(Role),
 });
 
-export const AdminUserPatchBody = Body({ role: T.Optional(Role), disabled: T.Optional(T.Boolean()) });
+export const AdminUserPatchBody = Body({
+  role: T.Optional(Role),
+  disabled: T.Optional(T.Boolean()),
+  policy: T.Optional(T.Union([PolicyOverridePatch, T.Null()], { description: "Overrides merged into the user's: a field set to null goes back to the server's setting; null clears them all" })),
+});

@@ -13,6 +13,7 @@ import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
 import { iso } from "../lib/time.ts";
+import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 import type { SecretRecord } from "../schema/secret.ts";
 import { checkSecretName, checkSecretValue, SECRETS_PER_USER } from "./names.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
@@ -44,6 +45,7 @@ export class Secrets {
     private sealer: Sealer,
     private log: Logger,
     private now: () => number,
+    private audit?: AuditSink,
   ) {
     this.oneStmt = db
       .select({ ciphertext: secrets.ciphertext })
@@ -57,8 +59,8 @@ export class Secrets {
       .prepare();
   }
 
-  /** Creates or replaces a secret. Returns whether it was created. */
-  put(userId: string, name: unknown, value: unknown): { created: boolean } {
+  /** Creates or replaces a secret. Returns whether it was created. Audited as secret.set (the name only). */
+  put(userId: string, name: unknown, value: unknown, origin: AuditOrigin = {}): { created: boolean } {
     const n = checkSecretName(name, "name");
     const v = checkSecretValue(value);
     const sealed = this.sealer.seal(v, aadFor(userId, n));
@@ -75,6 +77,7 @@ export class Secrets {
       return !exists;
     });
     this.log.info(created ? "secret created" : "secret replaced", { user_id: userId, secret_name: n });
+    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "secret.set", user_id: userId, target_id: n, details: { name: n, created } });
     return { created };
   }
 
@@ -102,12 +105,13 @@ export class Secrets {
     };
   }
 
-  /** Deletes the caller's secret; a missing one (or deleted twice) is NOT_FOUND. */
-  delete(userId: string, name: unknown): void {
+  /** Deletes the caller's secret; a missing one (or deleted twice) is NOT_FOUND. Audited as secret.deleted. */
+  delete(userId: string, name: unknown, origin: AuditOrigin = {}): void {
     const n = checkSecretName(name, "name");
     const res = this.db.delete(secrets).where(and(eq(secrets.user_id, userId), eq(secrets.name, n))).run();
     if (changes(res) === 0) throw Errors.notFound("Secret", n);
     this.log.info("secret deleted", { user_id: userId, secret_name: n });
+    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "secret.deleted", user_id: userId, target_id: n, details: { name: n } });
   }
 
   /**

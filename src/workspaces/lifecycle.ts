@@ -14,7 +14,7 @@ import { type DockerEngine, dockerMessage, dockerStatus, isUnreachable } from ".
 import { isRunning } from "./exec.ts";
 import type { KeyedMutex } from "./mutex.ts";
 import type { Provisioner } from "./provision.ts";
-import type { WorkspaceStore } from "./store.ts";
+import type { RoomLimits, WorkspaceStore } from "./store.ts";
 
 export interface LifecycleDeps {
   docker: DockerEngine;
@@ -24,6 +24,13 @@ export interface LifecycleDeps {
   log: Logger;
   config: Pick<Config, "workspaceImage" | "defaultMaxConcurrency" | "dockerHost">;
   now: () => number;
+  /** The operator's policy: the user's running-workspace cap and the container ceilings (wired by the app). */
+  policy?: WorkspacePolicy;
+}
+
+export interface WorkspacePolicy {
+  runningLimit(userId: string): number | null;
+  clampSpec(userId: string, spec: WorkspaceSpec): WorkspaceSpec;
 }
 
 export class Lifecycle {
@@ -42,7 +49,8 @@ export class Lifecycle {
     const { profile } = input;
     const id = newId("container");
     const now = this.d.now();
-    const spec: WorkspaceSpec = { network: profile.network, memory_mb: profile.limits.memory_mb, cpus: profile.limits.cpus, pids: profile.limits.pids };
+    const asked: WorkspaceSpec = { network: profile.network, memory_mb: profile.limits.memory_mb, cpus: profile.limits.cpus, pids: profile.limits.pids };
+    const spec = this.d.policy?.clampSpec(input.userId, asked) ?? asked;
     const { row, created } = this.d.store.reserveNew(
       {
         id,
@@ -62,7 +70,7 @@ export class Lifecycle {
         created_at: now,
         updated_at: now,
       },
-      this.limitOf(profile),
+      this.limitsOf(input.userId, profile),
     );
     if (!created) return this.ensureRunning(input.sessionId);
     return this.d.locks.run(row.id, () => this.provision(row));
@@ -83,7 +91,7 @@ export class Lifecycle {
         }
         row = store.update(row.id, { status: "stopped", error: `container was not running (${st.detail})` })!;
       }
-      row = store.reserveRestart(row.id, row.profile_id, this.limitOf(store.profile(row.profile_id)));
+      row = store.reserveRestart(row.id, row.profile_id, row.user_id, this.limitsOf(row.user_id, store.profile(row.profile_id)));
       return this.bringUp(row);
     });
   }
@@ -99,8 +107,9 @@ export class Lifecycle {
     return this.createForSession({ userId: session.user_id, sessionId, profile });
   }
 
-  private limitOf(profile: ProfileRow | null): number {
-    return profile?.limits.max_concurrency ?? this.d.config.defaultMaxConcurrency;
+  /** The profile's max_concurrency and the user's running-workspace cap. */
+  limitsOf(userId: string, profile: { limits: { max_concurrency: number } } | null): RoomLimits {
+    return { profile: profile?.limits.max_concurrency ?? this.d.config.defaultMaxConcurrency, user: this.d.policy?.runningLimit(userId) ?? null };
   }
 
   /** Starts the row's container, or recreates it (same volume) when it vanished. Row is `starting`. */

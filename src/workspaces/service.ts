@@ -25,9 +25,10 @@ import { checkChain, entryType, readAll } from "./archive.ts";
 import { type DockerEngine, dockerMessage } from "./docker.ts";
 import { ContainerNotRunning, type ExecOptions, type ExecResult, isRunning, runExec } from "./exec.ts";
 import { type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
+import { checkDisk, DISK_CHECK_EVERY_MS, type DiskReport } from "./disk.ts";
 import { idleCheckEveryMs, stopIdle } from "./idle.ts";
 import { ImagePuller } from "./image.ts";
-import { Lifecycle } from "./lifecycle.ts";
+import { Lifecycle, type WorkspacePolicy } from "./lifecycle.ts";
 import { KeyedMutex } from "./mutex.ts";
 import { relativePath, resolveWorkspacePath, WORKSPACE_ROOT } from "./paths.ts";
 import { Provisioner } from "./provision.ts";
@@ -56,6 +57,8 @@ export interface WorkspaceDeps {
    * next tool call and the container itself never holds a value.
    */
   envFor?: (row: WorkspaceRow) => Record<string, string>;
+  /** The operator's policy (running workspaces per user, container ceilings, disk cap; wired by the app). */
+  policy?: WorkspacePolicy & { diskCapBytes(userId: string): number | null };
 }
 
 export function workspaceRecord(r: WorkspaceRow): WorkspaceRecord {
@@ -138,14 +141,28 @@ export class Workspaces {
     if (!row || !(await this.lifecycle.remove(row.id))) throw Errors.notFound("Workspace", ctrId);
   }
 
+  /** Stops every running workspace of the user (a disabled account); volumes stay. Returns their ids. */
+  async stopForUser(userId: string): Promise<string[]> {
+    const stopped: string[] = [];
+    for (const row of this.store.activeForUser(userId)) {
+      try {
+        await this.lifecycle.stop(row.id);
+        stopped.push(row.id);
+      } catch (e) {
+        this.log.warn("could not stop a workspace of a disabled user", { workspace: row.id, error: e instanceof Error ? e.message : String(e) });
+      }
+    }
+    return stopped;
+  }
+
   /** DELETE /admin/workspaces/:id. */
   async removeById(ctrId: string): Promise<void> {
     if (!(await this.lifecycle.remove(ctrId))) throw Errors.notFound("Workspace", ctrId);
   }
 
   /** CONCURRENCY_LIMIT now if the session's next turn would start a container with no room. */
-  assertRoom(sessionId: string, profile: { id: string; limits: { max_concurrency: number } }) {
-    this.store.assertRoom(sessionId, profile.id, profile.limits.max_concurrency);
+  assertRoom(sessionId: string, profile: { id: string; user_id: string; limits: { max_concurrency: number } }) {
+    this.store.assertRoom(sessionId, profile.id, profile.user_id, this.lifecycle.limitsOf(profile.user_id, profile));
   }
 
   // ------------------------------------------------------------------------------------------
@@ -234,6 +251,9 @@ export class Workspaces {
   }
 
   private markDead(row: WorkspaceRow, detail: string): AppError {
+    // Stopped on purpose (the disk cap): its own message says why.
+    const fresh = this.store.byId(row.id);
+    if (fresh?.status === "failed" && fresh.error) return new AppError("CONTAINER_FAILED", fresh.error);
     const message = `The workspace container stopped unexpectedly (${detail}); it is restarted on the session's next turn`;
     if (this.store.byId(row.id)) this.store.update(row.id, { status: "failed", error: message });
     this.log.warn("workspace container died", { workspace: row.id, session: row.session_id, detail });
@@ -300,6 +320,13 @@ export class Workspaces {
     return reconcile({ ...this.background(), instanceId: this.instanceId });
   }
 
+  /** Measures running workspaces' volumes; stops those over their owner's disk cap. */
+  checkDisk(): Promise<DiskReport> {
+    const policy = this.d.policy;
+    if (!policy) return Promise.resolve({ checked: 0, stopped: [] });
+    return checkDisk({ ...this.background(), now: this.d.now, capBytes: (userId) => policy.diskCapBytes(userId) });
+  }
+
   private background() {
     return { client: this.client, store: this.store, locks: this.locks, log: this.log };
   }
@@ -309,6 +336,7 @@ export class Workspaces {
     return [
       intervalWorker(this.log, "workspace-reconcile", RECONCILE_EVERY_MS, () => this.reconcile(), { runAtStart: true }),
       intervalWorker(this.log, "workspace-idle-stop", idleCheckEveryMs(this.d.config.workspaceIdleTimeoutMs), () => this.stopIdle()),
+      intervalWorker(this.log, "workspace-disk-check", DISK_CHECK_EVERY_MS, () => this.checkDisk()),
     ];
   }
 

@@ -23,6 +23,22 @@ export function concurrencyLimit(profileId: string, active: number, limit: numbe
   );
 }
 
+/** CONCURRENCY_LIMIT for a user at the operator's max_running_workspaces. */
+export function userRunningLimit(active: number, limit: number): AppError {
+  return new AppError(
+    "CONCURRENCY_LIMIT",
+    `You already have ${active} running workspace${active === 1 ? "" : "s"}, the most this server allows per user (max_running_workspaces ${limit}); ` +
+      "wait for one to finish or go idle, or stop or delete one",
+    { limit: "max_running_workspaces", max: limit },
+  );
+}
+
+/** The limits a reservation must stay within: the profile's max_concurrency and the user's running cap (null: none). */
+export interface RoomLimits {
+  profile: number;
+  user: number | null;
+}
+
 export class WorkspaceStore {
   private bySessionStmt;
   private byIdStmt;
@@ -58,26 +74,39 @@ export class WorkspaceStore {
     return tx.select({ n: count() }).from(workspaces).where(where).get()!.n;
   }
 
+  private userActiveCount(tx: DB, userId: string, except?: string): number {
+    const where = and(eq(workspaces.user_id, userId), inArray(workspaces.status, ACTIVE), except ? ne(workspaces.id, except) : undefined);
+    return tx.select({ n: count() }).from(workspaces).where(where).get()!.n;
+  }
+
+  /** Throws CONCURRENCY_LIMIT when one more active workspace would exceed the profile's or the user's limit. */
+  private checkRoom(tx: DB, profileId: string, userId: string, limits: RoomLimits, except?: string) {
+    const n = this.activeCount(tx, profileId, except);
+    if (n >= limits.profile) throw concurrencyLimit(profileId, n, limits.profile);
+    if (limits.user !== null) {
+      const u = this.userActiveCount(tx, userId, except);
+      if (u >= limits.user) throw userRunningLimit(u, limits.user);
+    }
+  }
+
   /**
    * Throws CONCURRENCY_LIMIT when the session's workspace would have to start and the profile has
    * no room: a pre-check so a task is refused before it is queued (reserve* stay the race-free
    * decision when the container actually starts).
    */
-  assertRoom(sessionId: string, profileId: string, limit: number) {
+  assertRoom(sessionId: string, profileId: string, userId: string, limits: RoomLimits) {
     const ws = this.bySession(sessionId);
     if (ws && (ACTIVE as string[]).includes(ws.status)) return;
-    const n = this.activeCount(this.db, profileId);
-    if (n >= limit) throw concurrencyLimit(profileId, n, limit);
+    this.checkRoom(this.db, profileId, userId, limits);
   }
 
   /** Inserts a `starting` row, or throws CONCURRENCY_LIMIT; returns the session's row if one exists. */
-  reserveNew(row: NewWorkspaceRow, limit: number): { row: WorkspaceRow; created: boolean } {
+  reserveNew(row: NewWorkspaceRow, limits: RoomLimits): { row: WorkspaceRow; created: boolean } {
     return this.db.transaction(
       (tx) => {
         const existing = tx.select().from(workspaces).where(eq(workspaces.session_id, row.session_id)).get();
         if (existing) return { row: existing, created: false };
-        const n = this.activeCount(tx, row.profile_id);
-        if (n >= limit) throw concurrencyLimit(row.profile_id, n, limit);
+        this.checkRoom(tx, row.profile_id, row.user_id, limits);
         tx.insert(workspaces).values(row).run();
         return { row: tx.select().from(workspaces).where(eq(workspaces.id, row.id)).get()!, created: true };
       },
@@ -86,11 +115,10 @@ export class WorkspaceStore {
   }
 
   /** Flips a stopped/failed row to `starting`, or throws CONCURRENCY_LIMIT. */
-  reserveRestart(id: string, profileId: string, limit: number): WorkspaceRow {
+  reserveRestart(id: string, profileId: string, userId: string, limits: RoomLimits): WorkspaceRow {
     return this.db.transaction(
       (tx) => {
-        const n = this.activeCount(tx, profileId, id);
-        if (n >= limit) throw concurrencyLimit(profileId, n, limit);
+        this.checkRoom(tx, profileId, userId, limits, id);
         tx.update(workspaces).set({ status: "starting", updated_at: this.now() }).where(eq(workspaces.id, id)).run();
         return tx.select().from(workspaces).where(eq(workspaces.id, id)).get()!;
       },
@@ -98,7 +126,7 @@ export class WorkspaceStore {
     );
   }
 
-  update(id: string, set: Partial<Pick<WorkspaceRow, "status" | "docker_id" | "error" | "last_active_at">>): WorkspaceRow | null {
+  update(id: string, set: Partial<Pick<WorkspaceRow, "status" | "docker_id" | "error" | "last_active_at" | "disk_bytes" | "disk_checked_at">>): WorkspaceRow | null {
     this.db.update(workspaces).set({ ...set, updated_at: this.now() }).where(eq(workspaces.id, id)).run();
     return this.byId(id);
   }
@@ -119,6 +147,16 @@ export class WorkspaceStore {
   /** Every row (reconciliation). */
   all(): WorkspaceRow[] {
     return this.db.select().from(workspaces).orderBy(desc(workspaces.id)).all();
+  }
+
+  /** The user's starting and running rows. */
+  activeForUser(userId: string): WorkspaceRow[] {
+    return this.db.select().from(workspaces).where(and(eq(workspaces.user_id, userId), inArray(workspaces.status, ACTIVE))).all();
+  }
+
+  /** Running rows (the disk check). */
+  running(): WorkspaceRow[] {
+    return this.db.select().from(workspaces).where(eq(workspaces.status, "running")).all();
   }
 
   /** Running rows untouched since `cutoff`. */

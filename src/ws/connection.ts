@@ -3,8 +3,14 @@
  * backlog. A socket whose unsent data passes MAX_BACKLOG is closed with 1013 (try again later)
  * and can reconnect and `session.resume` from its last seq — a slow reader never slows the agent
  * or the other sockets. Direct sends count the bytes queued while stalled; frames fanned out
- * through native topics are covered by the stream server's periodic backlog check. Replays pause
- * on backpressure and continue on `drain`.
+ * through native topics are covered by the stream server's periodic backlog check. Replays are
+ * read page by page and pause on backpressure, continuing on `drain`.
+ *
+ * Closing a socket that has a backlog: once Bun's `close()` is called the socket is out of our
+ * hands (and `terminate()` does nothing), and a close frame queued behind data its reader does not
+ * read keeps the connection and the backlog until the close handshake times out (~15 s). So such
+ * a socket gets nothing more, and its close frame is sent once the backlog has drained; a reader
+ * that has not drained it within CLOSE_GRACE_MS is terminated.
  */
 import type { ServerWebSocket } from "bun";
 import type { Principal } from "../auth/principal.ts";
@@ -17,8 +23,12 @@ export const MAX_SUBSCRIPTIONS = 200;
 /** Live frames held for one subscription while its replay is being sent. */
 export const MAX_PENDING_DURING_REPLAY = 20_000;
 export const CLOSE_AUTH = 4001;
+/** One socket more than --max-sockets-per-caller: closed right after it opened. */
+export const CLOSE_TOO_MANY_SOCKETS = 4029;
 export const CLOSE_TOO_SLOW = 1013;
 export const CLOSE_GOING_AWAY = 1001;
+/** How long a closed socket's backlog may take to drain before the connection is terminated. */
+export const CLOSE_GRACE_MS = 5000;
 
 export interface SocketData {
   id: number;
@@ -33,6 +43,12 @@ export interface SocketData {
   /** Unsent bytes at the previous periodic backlog check. */
   lastBuffered: number;
   closed: boolean;
+  /** Counted against its caller's socket cap (from open until Bun's close handler). */
+  counted: boolean;
+  /** A close waiting for the backlog to drain (sent then), with the timer that terminates instead. */
+  pendingClose: { code: number; reason: string; timer: Timer } | null;
+  /** Called once when the server decides to close the socket (the stream server stops counting it as open). */
+  onClosing: (() => void) | null;
 }
 
 export type Socket = ServerWebSocket<SocketData>;
@@ -69,16 +85,72 @@ export function sendError(ws: Socket, err: AppError, requestId?: string) {
   send(ws, JSON.stringify(frame));
 }
 
-export function close(ws: Socket, code: number, reason: string) {
+/**
+ * Closes the socket with `code`: at once when nothing waits to be sent (or `now`), else once the
+ * backlog has drained (`onDrain`, or the stream server's periodic check calling `finishClose`),
+ * terminating the connection if that takes longer than CLOSE_GRACE_MS.
+ */
+export function close(ws: Socket, code: number, reason: string, now = false) {
   const d = ws.data;
   if (d.closed) return;
   d.closed = true;
   dropSubscriptions(ws);
+  const onClosing = d.onClosing;
+  d.onClosing = null;
+  onClosing?.();
+  if (!now && backlog(ws) > 0) {
+    const timer = setTimeout(() => terminate(ws), CLOSE_GRACE_MS);
+    timer.unref?.();
+    d.pendingClose = { code, reason, timer };
+    return;
+  }
+  closeNow(ws, code, reason);
+}
+
+function backlog(ws: Socket): number {
+  try {
+    return ws.getBufferedAmount();
+  } catch {
+    return 0;
+  }
+}
+
+function closeNow(ws: Socket, code: number, reason: string) {
   try {
     ws.close(code, reason);
   } catch {
     // Already closing.
   }
+}
+
+/** Sends a pending close frame once the backlog has drained (or at once with `force`). */
+export function finishClose(ws: Socket, force = false) {
+  const p = ws.data.pendingClose;
+  if (!p || (!force && backlog(ws) > 0)) return;
+  clearTimeout(p.timer);
+  ws.data.pendingClose = null;
+  closeNow(ws, p.code, p.reason);
+}
+
+/** The reader did not take its backlog in time: drop the connection without a close handshake. */
+function terminate(ws: Socket) {
+  if (!ws.data.pendingClose) return;
+  ws.data.pendingClose = null;
+  try {
+    ws.terminate();
+  } catch {
+    // Already gone.
+  }
+}
+
+/** The connection is gone (Bun's close handler): no close of ours is pending any more. */
+export function onClosed(ws: Socket) {
+  const d = ws.data;
+  d.closed = true;
+  if (d.pendingClose) clearTimeout(d.pendingClose.timer);
+  d.pendingClose = null;
+  d.onClosing = null;
+  dropSubscriptions(ws);
 }
 
 export function dropSubscriptions(ws: Socket) {
@@ -98,6 +170,7 @@ export function onDrain(ws: Socket) {
   const waiters = ws.data.drainWaiters;
   ws.data.drainWaiters = null;
   if (waiters) for (const w of waiters) w();
+  if (ws.data.pendingClose) finishClose(ws);
 }
 
 function addSubscription(ws: Socket, sessionId: string, sub: Subscription) {
@@ -134,13 +207,14 @@ export function watch(ws: Socket, hub: Hub, sessionId: string) {
 }
 
 /**
- * session.replay_start, every stored frame after `after` in order, session.replay_end, then live
- * frames — no gap and no duplicate at the seam (see Hub.attach).
+ * session.replay_start, every stored frame after `after` in order (read from the log a page at a
+ * time), session.replay_end, then live frames — no gap and no duplicate at the seam (see
+ * Hub.attach).
  */
 export async function replay(ws: Socket, hub: Hub, sessionId: string, after: number) {
   const p = ws.data.principal!;
   const isAdmin = p.user.role === "admin";
-  const { subscription, replay: rows, lastSeq } = hub.attach({
+  const { subscription, replay: firstPage, cursor } = hub.attach({
     sessionId,
     userId: p.user.id,
     isAdmin,
@@ -152,13 +226,16 @@ export async function replay(ws: Socket, hub: Hub, sessionId: string, after: num
   });
   addSubscription(ws, sessionId, subscription);
   if (!send(ws, JSON.stringify({ type: "session.replay_start", session_id: sessionId, after } satisfies FrameOf<"session.replay_start">))) return;
-  for (const row of rows) {
+  for (let rows = firstPage; rows.length > 0; rows = cursor!.next()) {
+    for (const row of rows) {
+      if (ws.data.closed || subscription.closed) return;
+      const r = ws.send(row.frame);
+      if (r === 0) return close(ws, CLOSE_TOO_SLOW, "send failed during replay");
+      if (r === -1) await drained(ws);
+    }
     if (ws.data.closed || subscription.closed) return;
-    const r = ws.send(row.frame);
-    if (r === 0) return close(ws, CLOSE_TOO_SLOW, "send failed during replay");
-    if (r === -1) await drained(ws);
   }
-  if (ws.data.closed || subscription.closed) return;
+  const lastSeq = cursor!.lastSeq;
   if (!send(ws, JSON.stringify({ type: "session.replay_end", session_id: sessionId, last_seq: lastSeq } satisfies FrameOf<"session.replay_end">))) return;
   subscription.goLive(lastSeq);
 }

@@ -27,7 +27,8 @@ export function validateClientMessage(value: unknown): ClientMessage {
   if (!value || typeof value !== "object" || Array.isArray(value)) throw new AppError("VALIDATION_FAILED", "A message must be a JSON object with a type", { field: "frame" });
   const type = (value as { type?: unknown }).type;
   if (typeof type !== "string") throw new AppError("VALIDATION_FAILED", "Missing message type", { field: "type" });
-  const schema = CLIENT_MESSAGES[type as ClientMessageType];
+  // Own entries only: "constructor", "__proto__" or "toString" must not find Object.prototype's.
+  const schema = Object.hasOwn(CLIENT_MESSAGES, type) ? CLIENT_MESSAGES[type as ClientMessageType] : undefined;
   if (!schema) {
     throw new AppError("VALIDATION_FAILED", `Unknown message type "${type.slice(0, 60)}" (expected one of ${Object.keys(CLIENT_MESSAGES).join(", ")})`, { field: "type" });
   }

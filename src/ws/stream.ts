@@ -3,6 +3,11 @@
  * `?token=`, `Authorization` header, or the session cookie), then frames in, service calls out.
  * It runs on Bun's native WebSocket server (not Elysia's wrapper): per-socket state lives on
  * `ws.data`, and every frame of a session is serialized once by the hub.
+ *
+ * Limits per caller: the upgrade and every client frame take a token from the caller's rate-limit
+ * bucket (the one REST uses, `u:<user id>`; an empty bucket answers a RATE_LIMITED error frame and
+ * the socket stays open), and a caller holds at most `maxSocketsPerCaller` sockets (one more is
+ * closed right after it opens, with 4029).
  */
 import type { Server, WebSocketHandler } from "bun";
 import type { Authenticated } from "../auth/principal.ts";
@@ -15,10 +20,24 @@ import { isCrossSite } from "../http/pipeline.ts";
 import type { RequestContext } from "../http/context.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { errorResponse } from "../http/errors.ts";
-import type { RateLimiter } from "../lib/ratelimit.ts";
+import type { RateLimiter, RateLimitResult } from "../lib/ratelimit.ts";
 import { MAX_JSON_BODY } from "../http/parse.ts";
 import type { Logger } from "../log.ts";
-import { CLOSE_AUTH, CLOSE_TOO_SLOW, close, dropSubscriptions, MAX_BACKLOG, onDrain, replay, sendError, type Socket, type SocketData, watch } from "./connection.ts";
+import {
+  CLOSE_AUTH,
+  CLOSE_TOO_MANY_SOCKETS,
+  CLOSE_TOO_SLOW,
+  close,
+  finishClose,
+  MAX_BACKLOG,
+  onClosed,
+  onDrain,
+  replay,
+  sendError,
+  type Socket,
+  type SocketData,
+  watch,
+} from "./connection.ts";
 import { type ClientMessage, parseFrame, requestIdOf, validateClientMessage } from "./messages.ts";
 
 /** The /v1/stream WebSocket server, as the app's composition root sees it. */
@@ -28,7 +47,10 @@ export interface StreamServer {
   closeAll(code: number, reason: string): void;
   /** Closes with 4001 every socket authenticated by this credential or owned by this user. */
   revoke(key: { tokenId?: string; loginSessionId?: string; userId?: string }): void;
+  /** Open sockets (not counting those being closed). */
   readonly size: number;
+  /** Sockets the server closed whose close frame still waits for their backlog to drain. */
+  readonly closing: number;
 }
 
 export interface StreamDeps {
@@ -40,6 +62,8 @@ export interface StreamDeps {
   orchestrator: Orchestrator;
   agentSessions: AgentSessions;
   sessionLifecycle: SessionLifecycle;
+  /** Sockets one user may hold open at once (--max-sockets-per-caller). */
+  maxSocketsPerCaller: number;
 }
 
 const bearerProtocol = (req: Request) =>
@@ -48,11 +72,27 @@ const bearerProtocol = (req: Request) =>
     .map((p) => p.trim())
     .find((p) => p.startsWith("Bearer."));
 
+/** A request_id found in a frame's text without parsing it (a refused frame still names its request). */
+const requestIdIn = (text: string) => /"request_id"\s*:\s*"([^"\\]{0,200})"/.exec(text)?.[1];
+
+function tryParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
 export function createStreamServer(d: StreamDeps): StreamServer {
   const publicOrigin = new URL(d.publicUrl).origin;
+  /** Open sockets. */
   const sockets = new Set<Socket>();
-  /** `tok:<id>`, `login:<id>`, `usr:<id>` → sockets, for revocation. */
+  /** Sockets closed by the server, their close frame waiting for the backlog to drain. */
+  const closing = new Set<Socket>();
+  /** `tok:<id>`, `login:<id>`, `usr:<id>` → open sockets, for revocation. */
   const index = new Map<string, Set<Socket>>();
+  /** user id → sockets the server holds for that user (open or closing). */
+  const perCaller = new Map<string, number>();
   let nextId = 1;
 
   /**
@@ -60,7 +100,8 @@ export function createStreamServer(d: StreamDeps): StreamServer {
    * here: every BACKLOG_CHECK_MS, a socket over MAX_BACKLOG unsent bytes at two checks in a row,
    * with no shrinking in between (no progress), is closed with 1013; past HARD_BACKLOG it is closed
    * at once. One large frame to a reader that keeps up is over the limit at one check only.
-   * (Bun's own limit, above both, is the last resort.)
+   * (Bun's own limit, above both, is the last resort.) The same check sends the close frame of a
+   * closing socket whose backlog has drained.
    */
   const BACKLOG_CHECK_MS = 200;
   const HARD_BACKLOG = 8 * MAX_BACKLOG;
@@ -74,7 +115,8 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         close(ws, CLOSE_TOO_SLOW, "send backlog exceeded: reconnect and session.resume");
       }
     }
-    if (sockets.size === 0 && backlogTimer) {
+    for (const ws of closing) finishClose(ws);
+    if (sockets.size === 0 && closing.size === 0 && backlogTimer) {
       clearInterval(backlogTimer);
       backlogTimer = null;
     }
@@ -85,12 +127,39 @@ export function createStreamServer(d: StreamDeps): StreamServer {
     return [`usr:${p.user.id}`, p.tokenId ? `tok:${p.tokenId}` : `login:${p.loginSession?.id}`];
   };
 
-  async function authenticate(req: Request, protocol: string | undefined): Promise<{ auth: Authenticated; viaCookie: boolean }> {
+  /** No longer open: out of the open set and the revocation index (closing, or gone). */
+  const detach = (ws: Socket, stillHeld: boolean) => {
+    if (!sockets.delete(ws)) return;
+    for (const k of keysOf(ws.data)) {
+      const set = index.get(k);
+      set?.delete(ws);
+      if (set?.size === 0) index.delete(k);
+    }
+    if (stillHeld) closing.add(ws);
+  };
+
+  /**
+   * A token that would cost a bcrypt compare is paid for from the client address's bucket first
+   * (`charged`), like on REST: an empty bucket refuses it with RATE_LIMITED, uncompared.
+   */
+  async function authenticate(
+    req: Request,
+    protocol: string | undefined,
+    ctx: RequestContext,
+  ): Promise<{ auth: Authenticated; viaCookie: boolean; charged: RateLimitResult | null }> {
     const creds = d.authenticator.credentials(req);
     const query = new URL(req.url).searchParams.get("token");
     const bearer = protocol ? protocol.slice("Bearer.".length) : (query ?? creds.bearer);
-    if (bearer !== null && bearer !== undefined) return { auth: await d.authenticator.resolve({ bearer, cookie: null }), viaCookie: false };
-    return { auth: await d.authenticator.resolve({ bearer: null, cookie: creds.cookie }), viaCookie: creds.cookie !== null };
+    if (bearer !== null && bearer !== undefined) {
+      let charged: RateLimitResult | null = null;
+      const beforeCompare = () => {
+        const r = (charged = d.limiter.take(`ip:${ctx.ip}`));
+        if (!r.ok) throw Errors.rateLimited(r.retryAfterSec);
+      };
+      const auth = await d.authenticator.resolve({ bearer, cookie: null }, { beforeCompare });
+      return { auth, viaCookie: false, charged };
+    }
+    return { auth: await d.authenticator.resolve({ bearer: null, cookie: creds.cookie }), viaCookie: creds.cookie !== null, charged: null };
   }
 
   async function dispatch(ws: Socket, msg: ClientMessage) {
@@ -135,6 +204,17 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         ws.close(CLOSE_AUTH, ws.data.authError === "invalid" ? "authentication failed: invalid credential" : "authentication failed: no credential");
         return;
       }
+      const userId = ws.data.principal.user.id;
+      const held = perCaller.get(userId) ?? 0;
+      if (held >= d.maxSocketsPerCaller) {
+        ws.data.closed = true;
+        ws.close(CLOSE_TOO_MANY_SOCKETS, `too many open sockets: at most ${d.maxSocketsPerCaller} per caller; close one first`);
+        d.log.info("stream refused: too many sockets", { request_id: ws.data.requestId, user_id: userId, open: held, max: d.maxSocketsPerCaller });
+        return;
+      }
+      perCaller.set(userId, held + 1);
+      ws.data.counted = true;
+      ws.data.onClosing = () => detach(ws, true);
       sockets.add(ws);
       backlogTimer ??= setInterval(checkBacklogs, BACKLOG_CHECK_MS);
       for (const k of keysOf(ws.data)) {
@@ -149,9 +229,15 @@ export function createStreamServer(d: StreamDeps): StreamServer {
       let requestId: string | undefined;
       try {
         const text = typeof raw === "string" ? raw : Buffer.from(raw).toString("utf8");
+        // Every frame takes from the caller's bucket, like a REST request.
+        const rl = d.limiter.take(`u:${ws.data.principal.user.id}`);
+        if (!rl.ok) {
+          requestId = size > MAX_JSON_BODY ? requestIdIn(text) : requestIdOf(tryParse(text)) ?? requestIdIn(text);
+          throw Errors.rateLimited(rl.retryAfterSec, `Too many messages: slow down and retry in ${rl.retryAfterSec} s`);
+        }
         if (size > MAX_JSON_BODY) {
           // Not parsed; its request_id is still echoed so the client can match the refusal.
-          requestId = /"request_id"\s*:\s*"([^"\\]{0,200})"/.exec(text)?.[1];
+          requestId = requestIdIn(text);
           throw new AppError("VALIDATION_FAILED", `Frame is larger than ${MAX_JSON_BODY} bytes`, { field: "frame", limit_bytes: MAX_JSON_BODY });
         }
         const value = parseFrame(text);
@@ -169,14 +255,15 @@ export function createStreamServer(d: StreamDeps): StreamServer {
       onDrain(ws);
     },
     close(ws) {
-      ws.data.closed = true;
-      dropSubscriptions(ws);
-      if (!sockets.delete(ws)) return;
-      for (const k of keysOf(ws.data)) {
-        const set = index.get(k);
-        set?.delete(ws);
-        if (set?.size === 0) index.delete(k);
-      }
+      onClosed(ws);
+      if (!ws.data.counted) return;
+      ws.data.counted = false;
+      detach(ws, false);
+      closing.delete(ws);
+      const userId = ws.data.principal!.user.id;
+      const held = (perCaller.get(userId) ?? 1) - 1;
+      if (held > 0) perCaller.set(userId, held);
+      else perCaller.delete(userId);
     },
   };
 
@@ -185,13 +272,24 @@ export function createStreamServer(d: StreamDeps): StreamServer {
     get size() {
       return sockets.size;
     },
+    get closing() {
+      return closing.size;
+    },
     async upgrade(req, server, ctx) {
       const protocol = bearerProtocol(req);
-      const { auth, viaCookie } = await authenticate(req, protocol);
+      let authenticated: Awaited<ReturnType<typeof authenticate>>;
+      try {
+        authenticated = await authenticate(req, protocol, ctx);
+      } catch (e) {
+        if (e instanceof AppError) return errorResponse(e);
+        throw e;
+      }
+      const { auth, viaCookie, charged } = authenticated;
       if (viaCookie && isCrossSite(req, publicOrigin)) {
         return errorResponse(Errors.forbidden("Cross-site WebSocket refused: the Origin is not this server's"));
       }
-      const rl = d.limiter.take(auth.principal ? `u:${auth.principal.user.id}` : `ip:${ctx.ip}`);
+      // An anonymous caller whose address already paid for a compare is not charged twice.
+      const rl = !auth.principal && charged ? charged : d.limiter.take(auth.principal ? `u:${auth.principal.user.id}` : `ip:${ctx.ip}`);
       if (!rl.ok) return errorResponse(Errors.rateLimited(rl.retryAfterSec));
       const data: SocketData = {
         id: nextId++,
@@ -204,6 +302,9 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         stalledBytes: -1,
         lastBuffered: 0,
         closed: false,
+        counted: false,
+        pendingClose: null,
+        onClosing: null,
       };
       const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : undefined });
       if (!upgraded) {
@@ -215,7 +316,8 @@ export function createStreamServer(d: StreamDeps): StreamServer {
       return undefined;
     },
     closeAll(code, reason) {
-      for (const ws of [...sockets]) close(ws, code, reason);
+      for (const ws of [...closing]) finishClose(ws, true);
+      for (const ws of [...sockets]) close(ws, code, reason, true);
       if (backlogTimer) clearInterval(backlogTimer);
       backlogTimer = null;
     },

@@ -47,6 +47,7 @@ const routes: { name: string; method: string; path: () => string; body?: unknown
   { name: "GET /admin/workspaces", method: "GET", path: () => "/admin/workspaces" },
   { name: "DELETE /admin/workspaces/:id", method: "DELETE", path: () => `/admin/workspaces/ctr_${"0".repeat(26)}` },
   { name: "GET /admin/notifications", method: "GET", path: () => "/admin/notifications" },
+  { name: "GET /admin/audit", method: "GET", path: () => "/admin/audit" },
 ];
 
 describe("who may call /admin/*", () => {
@@ -111,7 +112,7 @@ describe("a disabled user", () => {
     expect((await api(t, "GET", "/v1/api-tokens", u.bearer)).status).toBe(200);
     expect((await api(t, "GET", "/v1/api-tokens", { cookie: signedIn })).status).toBe(200);
     const seen: string[] = [];
-    t.app.services.users.onDisabled.push((id) => seen.push(id));
+    t.app.services.users.onDisabled.push((id) => void seen.push(id));
 
     const r = await api(t, "PATCH", `/admin/users/${u.id}`, creds("admin"), { disabled: true });
     expect(r.status).toBe(200);

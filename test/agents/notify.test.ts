@@ -60,7 +60,7 @@ test("Notify (source agent) and a failed task (source platform) are delivered, s
   expect(agent).toMatchObject({ channel: "webhook", urgency: "high", message: "Report is ready", task_id: ok.task_id });
   expect(platform).toMatchObject({ channel: "webhook", source: "platform", task_id: bad.task_id });
   expect(platform.message).toContain("MODEL_ERROR");
-  expect(platform.message).toContain("prompt is too long");
+  expect(platform.message).toContain("HTTP 400");
   for (const r of got) {
     expect(r.hmacOk).toBe(true);
     expect(r.stripeOk).toBe(true);

@@ -111,13 +111,13 @@ describe("persisted settings against explicit configuration at start", () => {
     };
     try {
       const first = await boot([]);
-      expect(first.app.services.runtimeConfig.get()).toEqual({ rate_limit: { per_minute: 60, burst: 10 }, default_max_concurrency: 5, signup: "closed" });
+      expect(first.app.services.runtimeConfig.get()).toMatchObject({ rate_limit: { per_minute: 60, burst: 10 }, default_max_concurrency: 5, signup: "closed" });
       first.app.services.runtimeConfig.patch({ rate_limit: { per_minute: 30, burst: 4 }, signup: "open", default_max_concurrency: 9 });
       await first.app.stop();
 
       // Nothing explicit: the saved values apply, to the limiter as well.
       const second = await boot([]);
-      expect(second.app.services.runtimeConfig.get()).toEqual({ rate_limit: { per_minute: 30, burst: 4 }, default_max_concurrency: 9, signup: "open" });
+      expect(second.app.services.runtimeConfig.get()).toMatchObject({ rate_limit: { per_minute: 30, burst: 4 }, default_max_concurrency: 9, signup: "open" });
       expect(second.app.services.limiter.settings).toEqual({ per_minute: 30, burst: 4 });
       expect(second.app.services.config.signup).toBe("open");
       expect(second.logs.some((l) => l.includes("overridden"))).toBe(false);
@@ -125,7 +125,7 @@ describe("persisted settings against explicit configuration at start", () => {
 
       // Explicit flag and env win, each with a warning naming where it came from.
       const third = await boot(["--rate-limit-burst", "50"], { RUNCELL_SIGNUP: "closed" });
-      expect(third.app.services.runtimeConfig.get()).toEqual({ rate_limit: { per_minute: 30, burst: 50 }, default_max_concurrency: 9, signup: "closed" });
+      expect(third.app.services.runtimeConfig.get()).toMatchObject({ rate_limit: { per_minute: 30, burst: 50 }, default_max_concurrency: 9, signup: "closed" });
       expect(third.app.services.limiter.settings).toEqual({ per_minute: 30, burst: 50 });
       const warnings = third.logs.filter((l) => l.includes("overridden by explicit configuration")).map((l) => JSON.parse(l));
       expect(warnings.map((w) => [w.setting, w.set_by]).sort()).toEqual([

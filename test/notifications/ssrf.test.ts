@@ -9,8 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { attempt } from "../../src/notifications/deliver.ts";
-import type { ResolvedAddress } from "../../src/notifications/guard.ts";
-import { classifyAddress } from "../../src/notifications/ip.ts";
+import type { ResolvedAddress } from "../../src/lib/ssrf.ts";
+import { classifyAddress } from "../../src/lib/ip.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { freePort, waitFor } from "../helpers/net.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
@@ -87,7 +87,7 @@ describe("refused at configuration time", () => {
   });
 
   test("localhost through the real system resolver is refused", async () => {
-    t.app.services.notifications.net.resolve = (await import("../../src/notifications/guard.ts")).systemResolver;
+    t.app.services.notifications.net.resolve = (await import("../../src/lib/ssrf.ts")).systemResolver;
     const res = await configure("http://localhost:7420/hook");
     expect(res.status).toBe(400);
     expect(res.body.details).toMatchObject({ field: "config.url", reason: "loopback" });

@@ -97,7 +97,7 @@ describe("authentication", () => {
     const carol = await createUser(t);
     const a = await open(carol);
     const b = await WsClient.connect(stream, { headers: { cookie: carol.cookie, origin: t.url } });
-    t.app.services.users.adminPatch(carol.id, { disabled: true });
+    await t.app.services.users.adminPatch(carol.id, { disabled: true });
     expect((await a.waitClose()).code).toBe(4001);
     expect((await b.waitClose()).code).toBe(4001);
     const refused = await open(carol);

@@ -19,8 +19,14 @@ import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, 
 // the classic `x-api-key`, so those get both — and never the operator's ANTHROPIC_CUSTOM_HEADERS.
 // Passing apiKey explicitly keeps the SDK from reading ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN.
 const clients = new ClientCache(
-  (baseURL, apiKey) =>
-    new (load().default)({ apiKey, baseURL, maxRetries: 0, ...(baseURL ? { defaultHeaders: { ...dropEnvHeaders("ANTHROPIC_CUSTOM_HEADERS"), "x-api-key": apiKey } } : {}) }),
+  (baseURL, apiKey, fetchImpl) =>
+    new (load().default)({
+      apiKey,
+      baseURL,
+      maxRetries: 0,
+      ...(fetchImpl ? { fetch: fetchImpl } : {}),
+      ...(baseURL ? { defaultHeaders: { ...dropEnvHeaders("ANTHROPIC_CUSTOM_HEADERS"), "x-api-key": apiKey } } : {}),
+    }),
 );
 
 /** Our conversation as Messages API params (empty text blocks dropped: the API rejects them). */
@@ -87,7 +93,7 @@ export class AnthropicProvider implements Provider {
 
   private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void): Promise<ModelResponse> {
     const baseUrl = req.baseUrl || undefined;
-    const client = clients.get(baseUrl, resolveApiKey("anthropic", "ANTHROPIC_API_KEY", req.apiKey, baseUrl));
+    const client = clients.get(baseUrl, resolveApiKey("anthropic", "ANTHROPIC_API_KEY", req.apiKey, baseUrl), req.fetch);
     const stream = await client.messages.create(anthropicParams(req), { signal: req.signal });
     const blocks: Block[] = [];
     let input = 0;
@@ -151,6 +157,6 @@ export class AnthropicProvider implements Provider {
         if (b.text) content.push({ type: "text", text: b.text });
       } else content.push({ type: "tool_use", id: b.id, name: b.name, input: parseToolArguments(b.json) });
     }
-    return { content, stopReason: (stop && STOP[stop]) || "other", usage: { input_tokens: input, output_tokens: output } };
+    return { content, stopReason: (stop && Object.hasOwn(STOP, stop) && STOP[stop]) || "other", usage: { input_tokens: input, output_tokens: output } };
   }
 }

@@ -22,11 +22,12 @@ import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, 
  * OPENAI_CUSTOM_HEADERS (kept for the operator's endpoint, dropped for a profile's base_url).
  */
 const clients = new ClientCache(
-  (baseURL, apiKey) =>
+  (baseURL, apiKey, fetchImpl) =>
     new (load().default)({
       apiKey,
       baseURL,
       maxRetries: 0,
+      ...(fetchImpl ? { fetch: fetchImpl } : {}),
       adminAPIKey: null,
       ...(baseURL || apiKey !== process.env.OPENAI_API_KEY ? { organization: null, project: null } : {}),
       ...(baseURL ? { defaultHeaders: dropEnvHeaders("OPENAI_CUSTOM_HEADERS") } : {}),
@@ -143,7 +144,7 @@ export class OpenAIProvider implements Provider {
 
   private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void): Promise<ModelResponse> {
     const baseUrl = req.baseUrl || undefined;
-    const client = clients.get(baseUrl, resolveApiKey("openai", "OPENAI_API_KEY", req.apiKey, baseUrl));
+    const client = clients.get(baseUrl, resolveApiKey("openai", "OPENAI_API_KEY", req.apiKey, baseUrl), req.fetch);
     const stream = await client.chat.completions.create(openaiParams(req), { signal: req.signal });
     const parts: Part[] = [];
     const slots = new Map<number | string, Slot>();

@@ -1,19 +1,28 @@
 /** What the two SDK-backed providers share: client reuse, key lookup, tool-argument parsing, endpoint names. */
 import { ModelError, type ProviderName } from "./model-error.ts";
 
-/** A small cache of SDK clients keyed by (base URL, key), so connections are reused between turns. */
+/**
+ * A small cache of SDK clients keyed by (base URL, key, fetch), so connections are reused between
+ * turns. `fetch` is the network route of the request (the SSRF-guarded one for users' base URLs).
+ */
 export class ClientCache<C> {
   private readonly clients = new Map<string, C>();
+  private readonly fetches = new Map<typeof fetch, number>();
   constructor(
-    private readonly make: (baseUrl: string | undefined, apiKey: string) => C,
+    private readonly make: (baseUrl: string | undefined, apiKey: string, fetchImpl: typeof fetch | undefined) => C,
     private readonly max = 32,
   ) {}
 
-  get(baseUrl: string | undefined, apiKey: string): C {
-    const key = `${baseUrl ?? ""}\n${apiKey}`;
+  get(baseUrl: string | undefined, apiKey: string, fetchImpl?: typeof fetch): C {
+    let route = 0;
+    if (fetchImpl) {
+      route = this.fetches.get(fetchImpl) ?? this.fetches.size + 1;
+      this.fetches.set(fetchImpl, route);
+    }
+    const key = `${baseUrl ?? ""}\n${apiKey}\n${route}`;
     let c = this.clients.get(key);
     if (c) return c;
-    c = this.make(baseUrl, apiKey);
+    c = this.make(baseUrl, apiKey, fetchImpl);
     if (this.clients.size >= this.max) this.clients.delete(this.clients.keys().next().value!);
     this.clients.set(key, c);
     return c;

@@ -38,6 +38,8 @@ export interface ModelRequest {
   baseUrl?: string | null;
   /** Falls back to ANTHROPIC_API_KEY / OPENAI_API_KEY from the server's environment. */
   apiKey?: string | null;
+  /** How requests go out (the SSRF-guarded fetch for a user's base_url); default: global fetch. */
+  fetch?: typeof fetch;
   /** Aborting stops the stream (and any retry wait) promptly; `complete` then rejects with the signal's reason. */
   signal?: AbortSignal;
 }

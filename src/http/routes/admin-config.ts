@@ -6,6 +6,7 @@
 import { Elysia } from "elysia";
 import { RuntimePatch, RuntimeSettings } from "../../schema/admin.ts";
 import type { Services } from "../../services.ts";
+import { requestContext } from "../context.ts";
 import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
 import { errorResponses, jsonBody } from "../schema.ts";
 
@@ -18,7 +19,7 @@ export const adminConfigRoutes = (s: Services) =>
       response: { 200: RuntimeSettings, ...errorResponses(401, 429) },
       detail: detail("The run-time settings in effect"),
     })
-    .patch("", ({ body }) => s.runtimeConfig.patch(body), {
+    .patch("", ({ body, request }) => s.runtimeConfig.patch(body, { actor: "admin", ip: requestContext(request).ip }), {
       ...jsonBody(RuntimePatch),
       response: { 200: RuntimeSettings, ...errorResponses(400, 401, 415, 429) },
       detail: detail(

@@ -8,6 +8,7 @@ import { Errors } from "../../lib/errors.ts";
 import { ListOf } from "../../schema/common.ts";
 import { AdminUser, AdminUserCreateBody, AdminUserPatchBody } from "../../schema/user.ts";
 import type { Services } from "../../services.ts";
+import { requestContext } from "../context.ts";
 import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
 import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
 
@@ -23,8 +24,11 @@ export const adminUserRoutes = (s: Services) =>
     })
     .post(
       "",
-      async ({ body, set }) => {
-        const user = await s.users.create({ email: body.email, password: body.password, name: body.name, role: body.role ?? "user", emailVerified: true });
+      async ({ body, request, set }) => {
+        const user = await s.users.create(
+          { email: body.email, password: body.password, name: body.name, role: body.role ?? "user", emailVerified: true },
+          { actor: "admin", ip: requestContext(request).ip },
+        );
         s.log.info("admin created a user", { user_id: user.id, role: user.role });
         set.status = 201;
         return adminUser(user);
@@ -37,18 +41,18 @@ export const adminUserRoutes = (s: Services) =>
     )
     .patch(
       "/:id",
-      ({ params, body }) => {
-        if (body.role === undefined && body.disabled === undefined) throw Errors.validation("body", "Send role and/or disabled");
-        const user = s.users.adminPatch(params.id, body);
-        s.log.info("admin changed a user", { user_id: user.id, ...body });
+      async ({ params, body, request }) => {
+        if (body.role === undefined && body.disabled === undefined && body.policy === undefined) throw Errors.validation("body", "Send role, disabled and/or policy");
+        const user = await s.users.adminPatch(params.id, body, { actor: "admin", ip: requestContext(request).ip });
+        s.log.info("admin changed a user", { user_id: user.id, role: body.role, disabled: body.disabled, policy: body.policy });
         return adminUser(user);
       },
       {
         ...jsonBody(AdminUserPatchBody),
         response: { 200: AdminUser, ...errorResponses(400, 401, 404, 415, 429) },
         detail: detail(
-          "Change an account's role or disable it",
-          "Disabling takes effect at once everywhere: cookie sessions are deleted, API tokens are refused from the next request, open WebSockets are closed. Enabling again restores the tokens; the user signs in again.",
+          "Change an account's role, disable it, or override the policy for it",
+          "Disabling takes effect at once everywhere, before the answer: cookie sessions are deleted, API tokens are refused from the next request, open WebSockets are closed, queued tasks fail (FORBIDDEN), running and waiting tasks are cancelled, workspaces are stopped (their files kept) and schedules are held (trigger URLs answer 404). Enabling again restores the tokens and resumes the schedules from now; the user signs in again. `policy` merges overrides of the operator's policy (a field set to null returns to the server's setting; null clears all).",
         ),
       },
     );

@@ -3,6 +3,7 @@ import { Elysia, t } from "elysia";
 import { CreatedToken, TokenCreateBody, TokenRecord } from "../../schema/api-token.ts";
 import { ListOf } from "../../schema/common.ts";
 import type { Services } from "../../services.ts";
+import { requestContext } from "../context.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
 import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
 
@@ -13,9 +14,9 @@ export const apiTokenRoutes = (s: Services) =>
     .use(userGuard())
     .post(
       "",
-      async ({ user, body, set }) => {
+      async ({ user, body, request, set }) => {
         set.status = 201;
-        return s.tokens.create(user.id, body.name);
+        return s.tokens.create(user.id, body.name, { ip: requestContext(request).ip });
       },
       {
         ...jsonBody(TokenCreateBody),
@@ -30,8 +31,8 @@ export const apiTokenRoutes = (s: Services) =>
     })
     .delete(
       "/:id",
-      ({ user, params, set }) => {
-        s.tokens.delete(user.id, params.id);
+      ({ user, params, request, set }) => {
+        s.tokens.delete(user.id, params.id, { ip: requestContext(request).ip });
         set.status = 204;
       },
       { response: { 204: t.Void(), ...errorResponses(401, 404, 429) }, detail: detail("Delete a token; requests with it are refused at once") },

@@ -7,6 +7,7 @@ const docsPage = docsHtml as unknown as string;
 
 const TAGS = [
   { name: "Auth", description: "Cookie sessions (better-auth compatible paths)" },
+  { name: "Account", description: "You: your limits on this server and your use of them" },
   { name: "API tokens", description: "rc_ tokens for scripts and integrations" },
   { name: "Profiles", description: "How an agent is configured" },
   { name: "Secrets", description: "Encrypted vault; values are never returned" },

@@ -11,10 +11,13 @@ import { adminStatsRoutes } from "./admin-stats.ts";
 import { docsRoutes } from "./docs.ts";
 import { healthRoutes } from "./health.ts";
 import { profileRoutes } from "./profiles.ts";
+import { meRoutes } from "./me.ts";
+import { usageRoutes } from "./usage.ts";
 import { secretRoutes } from "./secrets.ts";
 import { integrationRoutes } from "./integrations.ts";
 import { notificationRoutes } from "./notifications.ts";
 import { adminNotificationRoutes } from "./admin-notifications.ts";
+import { adminAuditRoutes } from "./admin-audit.ts";
 import { workspaceRoutes } from "./workspaces.ts";
 import { signedFileRoutes } from "./signed-files.ts";
 import { adminWorkspaceRoutes } from "./admin-workspaces.ts";
@@ -27,7 +30,7 @@ import { hookRoutes } from "./hooks.ts";
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Router = Elysia<any, any, any, any, any, any, any>;
 
-const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, oauthRoutes, setupRoutes, apiTokenRoutes, adminUserRoutes, adminConfigRoutes, adminStatsRoutes, profileRoutes, secretRoutes, integrationRoutes, notificationRoutes, adminNotificationRoutes, workspaceRoutes, signedFileRoutes, adminWorkspaceRoutes, taskRoutes, sessionRoutes, playbookRoutes, hookRoutes, webRoutes];
+const MODULES: ((s: Services) => Router)[] = [healthRoutes, authRoutes, oauthRoutes, setupRoutes, apiTokenRoutes, meRoutes, usageRoutes, adminUserRoutes, adminConfigRoutes, adminStatsRoutes, profileRoutes, secretRoutes, integrationRoutes, notificationRoutes, adminNotificationRoutes, adminAuditRoutes, workspaceRoutes, signedFileRoutes, adminWorkspaceRoutes, taskRoutes, sessionRoutes, playbookRoutes, hookRoutes, webRoutes];
 
 export function mountRoutes(router: Router, s: Services): Router {
   for (const m of MODULES) router = router.use(m(s));

@@ -1,5 +1,6 @@
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services.ts";
+import { requestContext } from "../context.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
 import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
 import { ListOf } from "../../schema/common.ts";
@@ -13,8 +14,8 @@ export const integrationRoutes = (s: Services) =>
     .use(userGuard())
     .post(
       "/",
-      async ({ user, body, set }) => {
-        const { record, created } = await s.notifications.integrations.upsert(user.id, body);
+      async ({ user, body, request, set }) => {
+        const { record, created } = await s.notifications.integrations.upsert(user.id, body, { ip: requestContext(request).ip });
         set.status = created ? 201 : 200;
         return record;
       },
@@ -38,8 +39,8 @@ export const integrationRoutes = (s: Services) =>
     })
     .delete(
       "/:id",
-      ({ user, params, set }) => {
-        s.notifications.integrations.delete(user.id, params.id);
+      ({ user, params, request, set }) => {
+        s.notifications.integrations.delete(user.id, params.id, { ip: requestContext(request).ip });
         set.status = 204;
       },
       {

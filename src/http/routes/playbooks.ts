@@ -6,6 +6,7 @@ import { Elysia, t } from "elysia";
 import { ListOf } from "../../schema/common.ts";
 import { PlaybookCreateBody, PlaybookPatchBody, PlaybookRecord, PlaybookRun, RunAccepted, RunBody } from "../../schema/playbook.ts";
 import type { Services } from "../../services.ts";
+import { requestContext } from "../context.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
 import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
 
@@ -69,7 +70,7 @@ export const playbookRoutes = (s: Services) =>
       response: { 200: ListOf(PlaybookRun), ...errorResponses(400, 401, 404, 429) },
       detail: detail("A playbook's runs, newest first", "Runs are tasks; a schedule slot that did not start a task shows as skipped (the previous run was still going) or failed (refused by a limit), with task_id null."),
     })
-    .post("/:id/rotate-trigger", ({ user, params }) => s.playbooks.rotateTrigger(user.id, params.id), {
+    .post("/:id/rotate-trigger", ({ user, params, request }) => s.playbooks.rotateTrigger(user.id, params.id, { ip: requestContext(request).ip }), {
       response: { 200: PlaybookRecord, ...errorResponses(401, 404, 429) },
       detail: detail("Replace the trigger URL's secret", "The old trigger URL answers 404 from now on."),
     });

@@ -14,9 +14,10 @@ export const profileRoutes = (s: Services) => {
     .use(userGuard())
     .post(
       "/",
-      ({ user, body, set }) => {
+      async ({ user, body, set }) => {
+        const row = await p.create(user.id, body);
         set.status = 201;
-        return p.toApi(p.create(user.id, body));
+        return p.toApi(row);
       },
       {
         body: ProfileCreateBody,
@@ -37,7 +38,7 @@ export const profileRoutes = (s: Services) => {
       response: { 200: ProfileRecord, ...errorResponses(401, 404, 429) },
       detail: detail("Get a profile"),
     })
-    .patch("/:id", ({ user, params, body }) => p.toApi(p.update(user.id, params.id, body)), {
+    .patch("/:id", async ({ user, params, body }) => p.toApi(await p.update(user.id, params.id, body)), {
       body: ProfilePatchBody,
       transform({ body, request, params }) {
         p.validatePatch(requirePrincipal(request).user.id, params.id, body);

@@ -3,6 +3,7 @@ import { Elysia, t } from "elysia";
 import { ListOf } from "../../schema/common.ts";
 import { SecretNameParam, SecretPutBody, SecretRecord } from "../../schema/secret.ts";
 import type { Services } from "../../services.ts";
+import { requestContext } from "../context.ts";
 import { checkSecretName, checkSecretValue } from "../../vault/names.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
 import { check } from "../../schema/validate.ts";
@@ -15,8 +16,8 @@ export const secretRoutes = (s: Services) =>
     .use(userGuard())
     .put(
       "/:name",
-      ({ user, params, body, set }) => {
-        s.secrets.put(user.id, params.name, body.value);
+      ({ user, params, body, request, set }) => {
+        s.secrets.put(user.id, params.name, body.value, { ip: requestContext(request).ip });
         set.status = 204;
       },
       {
@@ -38,8 +39,8 @@ export const secretRoutes = (s: Services) =>
     })
     .delete(
       "/:name",
-      ({ user, params, set }) => {
-        s.secrets.delete(user.id, params.name);
+      ({ user, params, request, set }) => {
+        s.secrets.delete(user.id, params.name, { ip: requestContext(request).ip });
         set.status = 204;
       },
       { params: SecretNameParam, response: { 204: t.Void(), ...errorResponses(400, 401, 404, 429) }, detail: detail("Delete a secret") },

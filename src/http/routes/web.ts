@@ -1,7 +1,8 @@
 /**
  * The built-in dashboard (web/index.html, app.js, app.css), embedded in the binary. Its CSP lets
- * only its own script and stylesheet run and lets it talk only to this origin; images may also
- * come from http(s) (results can show images hosted elsewhere).
+ * only its own script and stylesheet run and lets it talk only to this origin; images, too, come
+ * only from this origin (signed workspace files) or data: URLs — an image URL elsewhere is a way
+ * out for a prompt-injected agent's data, so the dashboard shows such images as links.
  */
 import { Elysia } from "elysia";
 import { VERSION } from "../../version.ts";
@@ -14,7 +15,7 @@ const CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",
-  "img-src 'self' data: https: http:",
+  "img-src 'self' data:",
   "connect-src 'self'",
   "form-action 'self'",
   "base-uri 'none'",

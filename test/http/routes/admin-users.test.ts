@@ -37,7 +37,7 @@ routeTable("/admin/users", () => a, [
     check: (r) => {
       const emails = r.body.data.map((u: { email: string }) => u.email);
       expect(emails).toEqual(expect.arrayContaining([a.owner.email, a.other.email, TAKEN]));
-      for (const u of r.body.data) expect(Object.keys(u).sort()).toEqual(["created_at", "disabled", "email", "email_verified", "id", "name", "role", "updated_at"]);
+      for (const u of r.body.data) expect(Object.keys(u).sort()).toEqual(["created_at", "disabled", "email", "email_verified", "id", "name", "policy", "role", "updated_at"]);
     },
   },
   {
@@ -67,6 +67,8 @@ routeTable("/admin/users", () => a, [
       { name: "a bad role", body: { role: "owner" }, field: "role" },
       { name: "disabled not a boolean", body: { disabled: "yes" }, field: "disabled" },
       { name: "an unknown field", body: { email: "x@example.com" }, field: "email" },
+      { name: "an unknown policy field", body: { policy: { max_gpus: 2 } }, field: "policy.max_gpus" },
+      { name: "a policy value out of bounds", body: { policy: { max_cpus: 0 } }, field: "policy.max_cpus" },
     ],
     success: 200,
     check: (r, _a, id) => expect(r.body).toMatchObject({ id, role: "admin", disabled: false }),
@@ -74,6 +76,23 @@ routeTable("/admin/users", () => a, [
 ]);
 
 describe("what the routes do", () => {
+  test("PATCH policy merges overrides (null returns a field to the server's setting; null clears all), shows them, audits the change, and GET /v1/me reflects them", async () => {
+    const u = a.other;
+    const set = await api(t, "PATCH", `/admin/users/${u.id}`, a.headers("admin"), { policy: { max_profiles: 2, max_cpus: 1.5 } });
+    expect(set.status).toBe(200);
+    expect(set.body.policy).toEqual({ max_profiles: 2, max_cpus: 1.5 });
+    const me = await api(t, "GET", "/v1/me", a.headers("other"));
+    expect(me.status).toBe(200);
+    expect(me.body).toMatchObject({ id: u.id, limits: { max_profiles: 2, max_cpus: 1.5, exempt: false }, usage: { profiles: expect.any(Number), running_workspaces: 0, month_spend_usd: 0 } });
+    const merged = await api(t, "PATCH", `/admin/users/${u.id}`, a.headers("admin"), { policy: { max_profiles: null, max_turns: 5 } });
+    expect(merged.body.policy).toEqual({ max_cpus: 1.5, max_turns: 5 });
+    const audit = await api(t, "GET", `/admin/audit?action=user.policy_changed&user_id=${u.id}`, a.headers("admin"));
+    expect(audit.body.data[0].details).toEqual({ from: { max_profiles: 2, max_cpus: 1.5 }, to: { max_cpus: 1.5, max_turns: 5 } });
+    const cleared = await api(t, "PATCH", `/admin/users/${u.id}`, a.headers("admin"), { policy: null });
+    expect(cleared.body.policy).toBeNull();
+    expect((await api(t, "GET", "/v1/me", a.headers("other"))).body.limits.max_cpus).toBe(t.app.services.config.policy.maxCpus);
+  });
+
   test("GET lists every account, newest first, in pages", async () => {
     const first = await api(t, "GET", "/admin/users?limit=1", a.headers("admin"));
     expect(first.status).toBe(200);

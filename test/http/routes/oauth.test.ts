@@ -331,13 +331,13 @@ describe("refusals", () => {
 
   test("a disabled user cannot sign in through OAuth (403)", async () => {
     const user = t.app.services.users.byEmail("octo@example.com")!;
-    t.app.services.users.adminPatch(user.id, { disabled: true });
+    await t.app.services.users.adminPatch(user.id, { disabled: true });
     try {
       const r = await roundTrip(github);
       expect(r.status).toBe(403);
       noSession(r);
     } finally {
-      t.app.services.users.adminPatch(user.id, { disabled: false });
+      await t.app.services.users.adminPatch(user.id, { disabled: false });
     }
   });
 

@@ -1,9 +1,10 @@
 /**
- * The webhook SSRF guard. A webhook URL is checked when it is configured (every address its host
- * resolves to must be public) and again at every delivery attempt on the addresses resolved then,
- * and the connection goes to exactly the address that was checked (so a DNS answer that changes
- * between the check and the connect — DNS rebinding — cannot slip through). With
- * `--allow-private-webhooks` (config.allowPrivateWebhooks) the address checks are off.
+ * The SSRF guard, shared by webhooks (src/notifications/) and model base URLs
+ * (src/agents/model-network.ts). A URL is checked when it is configured (every address its host
+ * resolves to must be public) and again at every connection on the addresses resolved then, and
+ * the connection goes to exactly the address that was checked (so a DNS answer that changes
+ * between the check and the connect — DNS rebinding — cannot slip through). Operators lift it with
+ * `--allow-private-webhooks` (webhooks) or `--allow-model-hosts` (named model hosts).
  */
 import { lookup } from "node:dns/promises";
 import { type BlockReason, classifyAddress, isIpLiteral, REASON_TEXT } from "./ip.ts";
@@ -118,4 +119,34 @@ export function parseWebhookUrl(raw: string): { url: URL } | { error: string } {
 export function urlForAddress(url: URL, a: ResolvedAddress): string {
   const host = a.family === 6 ? `[${a.address}]` : a.address;
   return `${url.protocol}//${host}${url.port ? `:${url.port}` : ""}${url.pathname}${url.search}`;
+}
+
+/**
+ * A fetch that connects only to checked addresses: the URL's host is resolved, every address must
+ * pass the policy (else BlockedAddressError, before any connection), and the request goes to the
+ * first checked address that accepts it, with the Host header and TLS server name of the URL.
+ * Redirects are never followed.
+ */
+export function guardedFetch(net: NetworkPolicy, opts: { ca?: string } = {}): typeof fetch {
+  const NOT_CONNECTED = /refused|unreach|EADDRNOTAVAIL/i;
+  const f = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+    const req = input instanceof Request ? input : null;
+    const url = new URL(req ? req.url : String(input));
+    const addrs = (await checkedAddresses(url, net, init.signal ?? undefined)).sort((a, b) => a.family - b.family);
+    const headers = new Headers(req?.headers ?? undefined);
+    new Headers(init.headers).forEach((v, k) => headers.set(k, v));
+    headers.set("host", url.host);
+    const host = bareHost(url);
+    const tls = url.protocol === "https:" && !isIpLiteral(host) ? { serverName: host, ...(opts.ca ? { ca: opts.ca } : {}) } : opts.ca ? { ca: opts.ca } : undefined;
+    const body = init.body ?? (req && req.body ? await req.arrayBuffer() : undefined);
+    for (let i = 0; ; i++) {
+      try {
+        return await fetch(urlForAddress(url, addrs[i]!), { ...init, method: init.method ?? req?.method, body, headers, redirect: "manual", ...(tls ? { tls } : {}) } as RequestInit);
+      } catch (e) {
+        const code = String((e as { code?: string }).code ?? "");
+        if (i + 1 >= addrs.length || init.signal?.aborted || !NOT_CONNECTED.test(code)) throw e;
+      }
+    }
+  };
+  return f as typeof fetch;
 }

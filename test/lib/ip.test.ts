@@ -1,7 +1,7 @@
 /** The SSRF guard's address classes, including the IPv6 forms that carry an IPv4 address. */
 import { describe, expect, test } from "bun:test";
-import { parseWebhookUrl } from "../../src/notifications/guard.ts";
-import { classifyAddress, parseIPv6 } from "../../src/notifications/ip.ts";
+import { parseWebhookUrl } from "../../src/lib/ssrf.ts";
+import { classifyAddress, parseIPv6 } from "../../src/lib/ip.ts";
 
 describe("classifyAddress", () => {
   test.each([

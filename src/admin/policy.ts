@@ -1,0 +1,181 @@
+/**
+ * The operator's policy: what each user may consume, so sign-up can be opened safely. The
+ * operator's settings (flags / environment / config file, changed live with PATCH /admin/config)
+ * with per-user overrides (PATCH /admin/users/:id `policy`). Admins are exempt from everything but
+ * the disk cap. Checked where the consumption starts: a profile saved (ceilings, image, network,
+ * count), a task submitted (its limits, the monthly spend), a workspace reserved (running ones per
+ * user), a model request made (the monthly spend); and watched for disk (src/workspaces/disk.ts).
+ * Violations answer the interface's codes and name the limit in `details.limit`.
+ */
+import type { Database, Statement } from "bun:sqlite";
+import type { Config, PolicyDefaults } from "../config.ts";
+import type { PolicyOverrides, UserRow, WorkspaceSpec } from "../db/schema.ts";
+import { AppError, Errors } from "../lib/errors.ts";
+import type { Policy, PolicyKey, Usage } from "../schema/policy.ts";
+
+/** Each policy field, its Config key and its option (for the precedence rule of RuntimeConfig). */
+export const POLICY_OPTIONS: Record<PolicyKey, { key: keyof PolicyDefaults; flag: string }> = {
+  max_profiles: { key: "maxProfiles", flag: "max-profiles-per-user" },
+  max_running_workspaces: { key: "maxRunningWorkspaces", flag: "max-running-workspaces-per-user" },
+  max_memory_mb: { key: "maxMemoryMb", flag: "max-memory-mb" },
+  max_cpus: { key: "maxCpus", flag: "max-cpus" },
+  max_pids: { key: "maxPids", flag: "max-pids" },
+  max_concurrency: { key: "maxConcurrency", flag: "max-profile-concurrency" },
+  max_turns: { key: "maxTurns", flag: "max-turns" },
+  max_budget_usd: { key: "maxBudgetUsd", flag: "max-task-budget-usd" },
+  allowed_images: { key: "allowedImages", flag: "allowed-images" },
+  allow_bridge_network: { key: "allowBridgeNetwork", flag: "allow-bridge-network" },
+  monthly_spend_usd: { key: "monthlySpendUsd", flag: "monthly-spend-usd" },
+  workspace_disk_mb: { key: "workspaceDiskMb", flag: "workspace-disk-mb" },
+};
+export const POLICY_KEYS = Object.keys(POLICY_OPTIONS) as PolicyKey[];
+
+/** The operator's settings as the API shows them. */
+export function policyOf(p: PolicyDefaults): Policy {
+  const out = {} as Record<PolicyKey, unknown>;
+  for (const k of POLICY_KEYS) out[k] = p[POLICY_OPTIONS[k].key];
+  return out as Policy;
+}
+
+/** Writes API-shaped settings into the shared config (read at use time everywhere). */
+export function applyPolicy(target: PolicyDefaults, p: Partial<Policy>) {
+  for (const k of POLICY_KEYS) if (p[k] !== undefined) (target as unknown as Record<string, unknown>)[POLICY_OPTIONS[k].key] = p[k];
+}
+
+/** `*` matches any run of characters; the rest is literal. */
+const globRe = (pattern: string) => new RegExp(`^${pattern.split("*").map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`);
+
+export interface EffectivePolicy extends Policy {
+  exempt: boolean;
+}
+
+const limitError = (code: AppError["code"], message: string, details: Record<string, unknown>) => new AppError(code, message, details);
+
+export class Policies {
+  private profilesStmt: Statement<{ n: number }, [string]>;
+  private runningStmt: Statement<{ n: number }, [string]>;
+  private spendStmt: Statement<{ usd: number | null }, [string, number]>;
+
+  constructor(
+    private d: { config: Pick<Config, "policy" | "workspaceImage">; sqlite: Database; users: { byId(id: string): UserRow | undefined }; now: () => number },
+  ) {
+    this.profilesStmt = d.sqlite.prepare("SELECT count(*) AS n FROM profiles WHERE user_id = ?");
+    this.runningStmt = d.sqlite.prepare("SELECT count(*) AS n FROM workspaces WHERE user_id = ? AND status IN ('starting', 'running')");
+    this.spendStmt = d.sqlite.prepare("SELECT sum(cost_usd) AS usd FROM tasks WHERE user_id = ? AND server_paid = 1 AND created_at >= ?");
+  }
+
+  /** The user's policy: the operator's settings with the user's overrides; admins are exempt. */
+  forUser(userId: string): EffectivePolicy {
+    const user = this.d.users.byId(userId);
+    const base = policyOf(this.d.config.policy);
+    const overrides: PolicyOverrides = user?.policy ?? {};
+    return { ...base, ...overrides, exempt: user?.role === "admin" };
+  }
+
+  /** The images a policy allows (the server's workspace image when it names none). */
+  imageAllowed(p: Policy, image: string): boolean {
+    const patterns = p.allowed_images.length ? p.allowed_images : [this.d.config.workspaceImage];
+    return patterns.some((pat) => globRe(pat).test(image));
+  }
+
+  /** A profile about to be saved: its limits within the ceilings, an allowed image and network; a new one within the count. */
+  checkProfile(userId: string, f: { image: string; network: string; limits: { memory_mb: number; cpus: number; pids: number; max_concurrency: number; max_turns: number; max_budget_usd: number } }, isNew: boolean) {
+    const p = this.forUser(userId);
+    if (p.exempt) return;
+    if (isNew) {
+      const n = this.profilesStmt.get(userId)!.n;
+      if (n >= p.max_profiles) {
+        throw Errors.validation("profile", `You have ${n} profiles, the most this server allows (max_profiles ${p.max_profiles}): delete one first`, { limit: "max_profiles", max: p.max_profiles });
+      }
+    }
+    const ceilings: [keyof typeof f.limits, PolicyKey][] = [
+      ["memory_mb", "max_memory_mb"],
+      ["cpus", "max_cpus"],
+      ["pids", "max_pids"],
+      ["max_concurrency", "max_concurrency"],
+      ["max_turns", "max_turns"],
+      ["max_budget_usd", "max_budget_usd"],
+    ];
+    for (const [field, limit] of ceilings) {
+      const max = p[limit] as number;
+      if (f.limits[field] > max) throw Errors.validation(`limits.${field}`, `limits.${field} must be at most ${max} on this server (${limit})`, { limit, max });
+    }
+    if (!this.imageAllowed(p, f.image)) {
+      const allowed = p.allowed_images.length ? p.allowed_images.join(", ") : this.d.config.workspaceImage;
+      throw Errors.validation("image", `image ${f.image} is not allowed on this server (allowed_images: ${allowed})`, { limit: "allowed_images", allowed: p.allowed_images.length ? p.allowed_images : [this.d.config.workspaceImage] });
+    }
+    if (f.network === "bridge" && !p.allow_bridge_network) {
+      throw Errors.validation("network", 'network "bridge" is not allowed on this server (allow_bridge_network is off): workspaces run without a network', { limit: "allow_bridge_network" });
+    }
+  }
+
+  /** A task about to be submitted: explicit limits within the ceilings; the monthly spend when the server pays. */
+  checkSubmit(userId: string, explicit: { max_turns?: number; max_budget_usd?: number }, serverPaid: boolean) {
+    const p = this.forUser(userId);
+    if (p.exempt) return;
+    if (explicit.max_turns !== undefined && explicit.max_turns > p.max_turns) {
+      throw Errors.validation("max_turns", `max_turns must be at most ${p.max_turns} on this server (max_turns)`, { limit: "max_turns", max: p.max_turns });
+    }
+    if (explicit.max_budget_usd !== undefined && explicit.max_budget_usd > p.max_budget_usd) {
+      throw Errors.validation("max_budget_usd", `max_budget_usd must be at most ${p.max_budget_usd} on this server (max_budget_usd)`, { limit: "max_budget_usd", max: p.max_budget_usd });
+    }
+    if (serverPaid) this.assertSpend(userId, p);
+  }
+
+  /** The task limits in effect: the profile's (or the request's), within the ceilings. */
+  clampTask(userId: string, t: { maxTurns: number; maxBudgetUsd: number }): { maxTurns: number; maxBudgetUsd: number } {
+    const p = this.forUser(userId);
+    if (p.exempt) return t;
+    return { maxTurns: Math.min(t.maxTurns, p.max_turns), maxBudgetUsd: Math.min(t.maxBudgetUsd, p.max_budget_usd) };
+  }
+
+  /** A container's shape within the ceilings (a profile saved before the operator lowered them). */
+  clampSpec(userId: string, s: WorkspaceSpec): WorkspaceSpec {
+    const p = this.forUser(userId);
+    if (p.exempt) return s;
+    return { network: s.network === "bridge" && !p.allow_bridge_network ? "none" : s.network, memory_mb: Math.min(s.memory_mb, p.max_memory_mb), cpus: Math.min(s.cpus, p.max_cpus), pids: Math.min(s.pids, p.max_pids) };
+  }
+
+  /** Running workspaces the user may have (null: no limit). */
+  runningLimit(userId: string): number | null {
+    const p = this.forUser(userId);
+    return p.exempt ? null : p.max_running_workspaces;
+  }
+
+  /** The disk cap of the user's workspaces in bytes (null: none); it binds admins too. */
+  diskCapBytes(userId: string): number | null {
+    const mb = this.forUser(userId).workspace_disk_mb;
+    return mb > 0 ? mb * 1024 * 1024 : null;
+  }
+
+  private monthStart(): number {
+    const d = new Date(this.d.now());
+    return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+  }
+
+  monthSpend(userId: string): number {
+    return Math.round((this.spendStmt.get(userId, this.monthStart())!.usd ?? 0) * 1e6) / 1e6;
+  }
+
+  /** 402 BUDGET_EXCEEDED when the user's monthly spend on the server's keys has reached the cap. */
+  assertSpend(userId: string, p: EffectivePolicy = this.forUser(userId)) {
+    if (p.exempt || p.monthly_spend_usd <= 0) return;
+    const spent = this.monthSpend(userId);
+    if (spent >= p.monthly_spend_usd) {
+      throw limitError(
+        "BUDGET_EXCEEDED",
+        `This month's spend on the server's model keys ($${spent}) has reached your cap of $${p.monthly_spend_usd} (monthly_spend_usd): use a profile with your own key (model.api_key_secret), or ask the operator`,
+        { limit: "monthly_spend_usd", max: p.monthly_spend_usd, spent },
+      );
+    }
+  }
+
+  /** GET /v1/me's limits and usage. */
+  me(userId: string): { limits: EffectivePolicy; usage: Usage } {
+    return { limits: this.forUser(userId), usage: this.usage(userId) };
+  }
+
+  usage(userId: string): Usage {
+    return { profiles: this.profilesStmt.get(userId)!.n, running_workspaces: this.runningStmt.get(userId)!.n, month_spend_usd: this.monthSpend(userId) };
+  }
+}

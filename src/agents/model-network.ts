@@ -1,0 +1,95 @@
+/**
+ * Where a profile's model requests may go. Its provider's own endpoint: anywhere. A custom
+ * `model.base_url` of a user: only to public addresses — checked when the profile is saved, and
+ * again at every request on the addresses resolved then, connecting to exactly the checked
+ * address (the SSRF guard of src/lib/ssrf.ts, the webhooks' own). Loopback and private model
+ * servers (a local Ollama, vLLM) are for admin-role users' profiles, or for the hosts the operator
+ * names with `--allow-model-hosts`; errors from those never echo the server's answer, so a model
+ * URL cannot be used to read or probe internal services.
+ */
+import { Errors } from "../lib/errors.ts";
+import { classifyAddress, isIpLiteral } from "../lib/ip.ts";
+import { bareHost, BlockedAddressError, checkedAddresses, guardedFetch, type NetworkPolicy, ResolveError, systemResolver } from "../lib/ssrf.ts";
+
+export interface ModelRoute {
+  /** The fetch the provider must use (undefined: the global one). */
+  fetch?: typeof fetch;
+  /** Errors from this server are reported without its answer (a loopback or private host). */
+  quiet: boolean;
+}
+
+export interface ModelNetworkDeps {
+  /** `host` or `host:port` entries (lower case) every user may use. */
+  allowHosts: string[];
+  isAdmin(userId: string): boolean;
+  /** Address policy (tests may substitute the resolver). */
+  net?: NetworkPolicy;
+}
+
+const PUBLIC: ModelRoute = { quiet: false };
+
+export class ModelNetwork {
+  private net: NetworkPolicy;
+  private guarded: typeof fetch;
+
+  constructor(private d: ModelNetworkDeps) {
+    this.net = d.net ?? { guard: true, resolve: systemResolver, classify: classifyAddress };
+    this.guarded = guardedFetch(this.net);
+  }
+
+  /** Whether the operator listed this URL's host (with or without its port). */
+  private listed(u: URL): boolean {
+    const host = bareHost(u).toLowerCase();
+    const port = u.port || (u.protocol === "https:" ? "443" : "80");
+    return this.d.allowHosts.includes(host) || this.d.allowHosts.includes(`${host}:${port}`);
+  }
+
+  private exempt(userId: string, u: URL): boolean {
+    return this.listed(u) || this.d.isAdmin(userId);
+  }
+
+  /**
+   * When a profile is saved: VALIDATION_FAILED on model.base_url for an address the owner may not
+   * use. A host that does not resolve yet is accepted (every request checks again).
+   */
+  async check(userId: string, baseUrl: string | null | undefined): Promise<void> {
+    if (!baseUrl) return;
+    const u = new URL(baseUrl);
+    if (this.exempt(userId, u)) return;
+    try {
+      await checkedAddresses(u, this.net);
+    } catch (e) {
+      const hint = "model servers on loopback or private networks are for admins, or for the hosts the operator allows with --allow-model-hosts";
+      if (e instanceof BlockedAddressError) throw Errors.validation("model.base_url", `model.base_url is refused: ${e.message}; ${hint}`, { reason: e.reason });
+      // A name that does not resolve now may later: the request-time check decides then.
+      if (e instanceof ResolveError) return;
+      throw e;
+    }
+  }
+
+  /** How the next request of `userId`'s profile to `baseUrl` goes out. */
+  async route(userId: string, baseUrl: string | null | undefined): Promise<ModelRoute> {
+    if (!baseUrl) return PUBLIC;
+    const u = new URL(baseUrl);
+    if (!this.exempt(userId, u)) return { fetch: this.guarded, quiet: false };
+    return { quiet: await this.isPrivate(u) };
+  }
+
+  /** Whether a host resolves to any loopback, private or otherwise non-public address. */
+  private async isPrivate(u: URL): Promise<boolean> {
+    const host = bareHost(u);
+    if (isIpLiteral(host)) return classifyAddress(host) !== null;
+    try {
+      return (await this.net.resolve(host)).some((a) => classifyAddress(a.address) !== null);
+    } catch {
+      return true;
+    }
+  }
+}
+
+/** A model failure from a quiet (private) host: what happened, not what it said. */
+export function quietModelMessage(status: number | undefined): string {
+  return status
+    ? `The model server answered HTTP ${status} (its answer is not shown for servers on private networks)`
+    : "The model server could not be reached or sent an invalid response (details are not shown for servers on private networks)";
+}

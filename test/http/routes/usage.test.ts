@@ -1,0 +1,90 @@
+/**
+ * GET /v1/usage: the route table (401, bad ranges and groupings → 400 on the field, success), and
+ * the figures: tasks seeded at known times and costs are summed per UTC day (every day of the
+ * range, zeros included) and per profile (most expensive first, deleted profiles named null),
+ * never counting another user's tasks.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { newId } from "../../../src/db/ids.ts";
+import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
+import { api } from "../../helpers/users.ts";
+
+let t: TestApp;
+let a: Actors;
+const DAY = 86_400_000;
+const NOW = Date.UTC(2026, 10, 23, 12, 0, 0);
+
+function seedTask(userId: string, profileId: string, at: number, cost: number, input = 100, output = 10) {
+  const sessionId = newId("session");
+  const s = t.app.services.sqlite;
+  s.prepare("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?)").run(sessionId, userId, profileId, at, at);
+  s.prepare(
+    "INSERT INTO tasks (id, user_id, session_id, profile_id, prompt, status, input_tokens, output_tokens, cost_usd, turns, max_turns, max_budget_usd, created_at) VALUES (?, ?, ?, ?, 'x', 'completed', ?, ?, ?, 1, 10, 5, ?)",
+  ).run(newId("task"), userId, sessionId, profileId, input, output, cost, at);
+}
+
+let alpha: string;
+let beta: string;
+
+beforeAll(async () => {
+  t = await startTestApp({ now: () => NOW });
+  a = await actors(t);
+  const mk = async (name: string) => (await api(t, "POST", "/v1/profiles", a.headers("owner"), { name, model: { provider: "demo" } })).body.id as string;
+  alpha = await mk("alpha");
+  beta = await mk("beta");
+  seedTask(a.owner.id, alpha, NOW - 2 * DAY, 0.5);
+  seedTask(a.owner.id, alpha, NOW - 2 * DAY + 3_600_000, 0.25);
+  seedTask(a.owner.id, beta, NOW - 1 * DAY, 1.0, 1000, 50);
+  seedTask(a.owner.id, "prof_deleted0000000000000000", NOW - 40 * DAY, 2.0);
+  seedTask(a.other.id, alpha, NOW - 1 * DAY, 99);
+});
+afterAll(() => t.stop());
+
+routeTable("/v1/usage", () => a, [
+  {
+    route: "GET /v1/usage",
+    invalid: [
+      { name: "from not a date", query: "from=yesterday", field: "from" },
+      { name: "to not a date", query: "to=2026-13-45", field: "to" },
+      { name: "from after to", query: "from=2026-11-10&to=2026-11-01", field: "from" },
+      { name: "a range over 366 days", query: "from=2024-01-01&to=2026-01-01", field: "from" },
+      { name: "an unknown grouping", query: "group_by=week", field: "group_by" },
+    ],
+    success: 200,
+    check: (r) => {
+      expect(r.body.group_by).toBe("day");
+      expect(r.body.data).toHaveLength(31);
+    },
+  },
+]);
+
+describe("the figures", () => {
+  test("per day: every UTC day of the range in order, zeros included; another user's tasks never counted", async () => {
+    const r = await api(t, "GET", "/v1/usage?from=2026-11-20&to=2026-11-23", a.headers("owner"));
+    expect(r.status).toBe(200);
+    expect(r.body.data.map((b: { key: string; cost_usd: number; tasks: number }) => [b.key, b.tasks, b.cost_usd])).toEqual([
+      ["2026-11-20", 0, 0],
+      ["2026-11-21", 2, 0.75],
+      ["2026-11-22", 1, 1],
+    ]);
+    expect(r.body.totals).toEqual({ tasks: 3, input_tokens: 1200, output_tokens: 70, cost_usd: 1.75 });
+    expect(r.body.from).toBe("2026-11-20T00:00:00.000Z");
+  });
+
+  test("per profile: most expensive first, with names; a deleted profile's name is null", async () => {
+    const r = await api(t, "GET", "/v1/usage?group_by=profile&from=2026-10-01&to=2026-11-24", a.headers("owner"));
+    expect(r.body.data.map((b: { key: string; profile_name: string | null; cost_usd: number }) => [b.profile_name, b.cost_usd])).toEqual([
+      [null, 2],
+      ["beta", 1],
+      ["alpha", 0.75],
+    ]);
+    expect(r.body.totals.cost_usd).toBe(3.75);
+  });
+
+  test("the default range is the last 30 days to now", async () => {
+    const r = await api(t, "GET", "/v1/usage", a.headers("owner"));
+    expect(r.body.to).toBe(new Date(NOW).toISOString());
+    expect(r.body.totals.cost_usd).toBe(1.75);
+  });
+});

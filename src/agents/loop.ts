@@ -231,6 +231,9 @@ export class AgentLoop {
     tasks.update(task.id, { pending_tool_use_id: use.id });
     this.d.eventLog.flush();
     const tool = toolByName(use.name)!;
+    // The workspace resolves the vault at every exec: a secret set or rotated since the model
+    // request (or during the command) must be scrubbed from this output too.
+    scrub.add(this.d.secrets.valuesFor(task.user_id));
     let output: string;
     let isError: boolean;
     try {
@@ -251,6 +254,7 @@ export class AgentLoop {
       output = e.message;
       isError = true;
     }
+    scrub.add(this.d.secrets.valuesFor(task.user_id));
     if (signal.aborted) return this.stopTool(task, use, signal, scrub(output));
     return this.finishTool(task, use, scrub(output), isError);
   }

@@ -103,6 +103,8 @@ interface Row {
   setup?: (u: TestUser) => Promise<Ctx | undefined>;
   /** Brings the user to the server's setting (e.g. 50 profiles, one running workspace). */
   fill?: (u: TestUser, ctx: Ctx | undefined) => Promise<void>;
+  /** A request at exactly the server's setting (a ceiling is inclusive). */
+  atMax?: (u: TestUser, ctx: Ctx | undefined) => Promise<Res>;
   /** The request that exceeds the server's setting once filled. */
   attempt: (u: TestUser, ctx: Ctx | undefined) => Promise<Res>;
   /** What the attempt answers when the policy lets it through. */
@@ -122,6 +124,7 @@ const ceiling = (limit: PolicyKey, field: string, over: number, max: number, rai
   code: "VALIDATION_FAILED",
   field: `limits.${field}`,
   max,
+  atMax: (u) => newProfile(u, { limits: { [field]: max } }),
   attempt: (u) => newProfile(u, { limits: { [field]: over } }),
   passed: created,
   raise,
@@ -136,6 +139,7 @@ const taskCeiling = (limit: "max_turns" | "max_budget_usd", over: number, max: n
   field: limit,
   max,
   setup: (u) => probeProfile(u, { provider: "demo" }),
+  atMax: (u, ctx) => post(u, "/v1/tasks", { profile_id: ctx!.profileId, prompt: "hi", [limit]: max }),
   attempt: (u, ctx) => post(u, "/v1/tasks", { profile_id: ctx!.profileId, prompt: "hi", [limit]: over }),
   passed: (r, ctx) => passedToTheProfileLimit(r, ctx!),
   raise,
@@ -252,6 +256,7 @@ describe("each limit", () => {
     describe(`${row.limit} (${row.where})`, () => {
       test(`a user exceeding it → ${row.status} ${row.code}, details.limit = ${row.limit}`, async () => {
         const { u, ctx } = await userOf(row);
+        if (row.atMax) row.passed(await row.atMax(u, ctx), ctx);
         expectRefused(await row.attempt(u, ctx), row);
         // Refused again: nothing was consumed by the refusal.
         expectRefused(await row.attempt(u, ctx), row);

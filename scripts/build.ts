@@ -14,6 +14,13 @@ const commit = (() => {
   return dirty ? `${sha}-dirty` : sha;
 })();
 
+// The dashboard first: src/http/routes/web.ts embeds web/dist/bundle.json.
+const web = Bun.spawnSync(["bun", "run", "scripts/build-web.ts"], { stdout: "inherit", stderr: "inherit" });
+if (!web.success) {
+  console.error("build failed: the dashboard did not build");
+  process.exit(1);
+}
+
 mkdirSync("dist", { recursive: true });
 const started = performance.now();
 const proc = Bun.spawnSync(

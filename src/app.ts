@@ -38,6 +38,7 @@ import { Hub } from "./events/hub.ts";
 import { EventLog } from "./events/log.ts";
 import { createPipeline } from "./http/pipeline.ts";
 import { createRouter } from "./http/router.ts";
+import { spaFallback } from "./http/routes/web.ts";
 import { mountRoutes } from "./http/routes/index.ts";
 import { RateLimiter } from "./lib/ratelimit.ts";
 import { Sealer } from "./lib/sealer.ts";
@@ -149,7 +150,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   };
 
   // Transports: the HTTP router behind its pipeline, and the WebSocket stream ----------------
-  const router = mountRoutes(createRouter(log, adminPassword), services);
+  const router = mountRoutes(createRouter(log, adminPassword, spaFallback), services);
   const stream = createStreamServer({
     log, publicUrl: config.publicUrl, authenticator, limiter, hub, orchestrator, agentSessions, sessionLifecycle,
     maxSocketsPerCaller: config.maxSocketsPerCaller,

@@ -29,7 +29,11 @@ export function validationToAppError(err: ValidationError): AppError {
   return new AppError("VALIDATION_FAILED", message, { field, reason, in: where });
 }
 
-export function createRouter(log: Logger, adminPassword: AdminPassword | null = null) {
+/**
+ * `fallback` answers a request no route matched before it becomes a 404 (the dashboard's
+ * single-page fallback, src/http/routes/web.ts); null lets the 404 stand.
+ */
+export function createRouter(log: Logger, adminPassword: AdminPassword | null = null, fallback: (request: Request) => Response | null = () => null) {
   // Credentials before content: the surface's credential is checked by the first hook that runs —
   // parse (requests with a body) or transform (the rest) — before anything is read or validated.
   const authorize = (request: Request, path: string) => {
@@ -46,7 +50,7 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
     .onError({ as: "global" }, ({ code, error, request }) => {
       if (error instanceof AppError) return errorResponse(error);
       if (code === "VALIDATION") return errorResponse(validationToAppError(error as ValidationError));
-      if (code === "NOT_FOUND") return errorResponse(new AppError("NOT_FOUND", `No route ${request.method} ${redactString(new URL(request.url).pathname)}`));
+      if (code === "NOT_FOUND") return fallback(request) ?? errorResponse(new AppError("NOT_FOUND", `No route ${request.method} ${redactString(new URL(request.url).pathname)}`));
       if (code === "PARSE") {
         // Errors thrown by our parser arrive wrapped in Elysia's ParseError.
         const cause = (error as { cause?: unknown }).cause;

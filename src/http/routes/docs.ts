@@ -1,9 +1,7 @@
 import { Elysia } from "elysia";
 import { asyncApiDocument } from "../../schema/asyncapi.ts";
 import { VERSION } from "../../version.ts";
-import docsHtml from "../../../web/docs.html" with { type: "text" };
-
-const docsPage = docsHtml as unknown as string;
+import { docsPage } from "./web.ts";
 
 const TAGS = [
   { name: "Auth", description: "Cookie sessions (better-auth compatible paths)" },
@@ -96,5 +94,6 @@ export function docsRoutes(getRouter: () => Elysia<any, any, any, any, any, any,
     .get("/v1/openapi.json", () => new Response(spec(), { headers: { "content-type": "application/json; charset=utf-8" } }), {
       detail: { hide: true },
     })
-    .get("/docs", () => new Response(docsPage, { headers: { "content-type": "text/html; charset=utf-8" } }), { detail: { hide: true } });
+    // The reference is a view of the dashboard's app (same look, same CSP), rendered from /v1/openapi.json.
+    .get("/docs", ({ request }) => docsPage(request), { detail: { hide: true } });
 }

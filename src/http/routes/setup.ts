@@ -1,6 +1,6 @@
 /**
- * First-run setup: `GET /setup` serves the page (web/setup.html, embedded in the binary) that
- * reads the one-time token from the URL fragment; `GET /api/auth/setup` says whether setup is
+ * First-run setup: the page at `GET /setup` is the dashboard's setup view (src/http/routes/web.ts),
+ * which reads the one-time token from the URL fragment; `GET /api/auth/setup` says whether setup is
  * still open; `POST /api/auth/setup {token, email, password, name?}` creates the first account
  * with the admin role, sets the session cookie and answers 201 `{token, user}`. Logic in
  * src/auth/setup.ts.
@@ -8,38 +8,15 @@
 import { Elysia, t } from "elysia";
 import { ABSOLUTE_MS, sessionCookie } from "../../auth/sessions.ts";
 import { publicUser } from "../../auth/users.ts";
-import { sha256Base64 } from "../../lib/crypto.ts";
 import { SetupBody, SignedIn } from "../../schema/user.ts";
 import type { Services } from "../../services.ts";
-import setupHtml from "../../../web/setup.html" with { type: "text" };
 import { requestContext } from "../context.ts";
 import { errorResponses, jsonBody } from "../schema.ts";
-
-const page = setupHtml as unknown as string;
-const script = /<script>([\s\S]*?)<\/script>/.exec(page)?.[1] ?? "";
-/** Only the page's own inline script may run; it may only talk to this origin. */
-const CSP = [
-  "default-src 'none'",
-  `script-src 'sha256-${sha256Base64(script)}'`,
-  "style-src 'unsafe-inline'",
-  "connect-src 'self'",
-  "form-action 'none'",
-  "base-uri 'none'",
-  "frame-ancestors 'none'",
-].join("; ");
 
 const detail = (summary: string, description?: string) => ({ tags: ["Auth"], summary, description, security: [] });
 
 export const setupRoutes = (s: Services) =>
   new Elysia()
-    .get(
-      "/setup",
-      () =>
-        new Response(page, {
-          headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": CSP, "cache-control": "no-store", "referrer-policy": "no-referrer" },
-        }),
-      { detail: { hide: true } },
-    )
     .get("/api/auth/setup", () => ({ setup_required: s.setup.required() }), {
       response: { 200: t.Object({ setup_required: t.Boolean() }) },
       detail: detail("Whether the server still waits for its first account"),

@@ -34,10 +34,12 @@ describe("setup link", () => {
     const page = await t.fetch("/setup");
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toContain("text/html");
-    expect(page.headers.get("content-security-policy")).toContain("script-src 'sha256-");
+    // The dashboard's setup view: the app's own script only, never cached, no Referer sent.
+    expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
+    expect(page.headers.get("cache-control")).toBe("no-store");
+    expect(page.headers.get("referrer-policy")).toBe("no-referrer");
     const html = await page.text();
-    expect(html).toContain("/api/auth/setup");
-    expect(html).toContain("location.hash");
+    expect(html).toMatch(/<script type="module" src="\/assets\/main-[a-z0-9]+\.js"><\/script>/);
 
     const r = await complete({ token: link.token, ...admin }, { origin: t.url });
     expect(r.status).toBe(201);

@@ -1,0 +1,118 @@
+/** The shell: who is signed in, the navigation, and the view for the current path. */
+import { useEffect, useState } from "preact/hooks";
+import { linkTo, usePath } from "./lib/router.ts";
+import { currentUser, signOut, type User } from "./lib/session.ts";
+import { Admin } from "./views/admin/index.tsx";
+import { Chat } from "./views/chat/index.tsx";
+import { Docs } from "./views/docs/index.tsx";
+import { PlaybookDetail, Playbooks } from "./views/playbooks/index.tsx";
+import { Profiles } from "./views/profiles/index.tsx";
+import { Secrets } from "./views/secrets/index.tsx";
+import { Setup } from "./views/setup/index.tsx";
+import { SignIn } from "./views/signin/index.tsx";
+import { Tokens } from "./views/tokens/index.tsx";
+import { Usage } from "./views/usage/index.tsx";
+import { Webhook } from "./views/webhook/index.tsx";
+import { WorkspaceDetail, Workspaces } from "./views/workspaces/index.tsx";
+
+/** The dashboard's pages; `/operator` is the admin view (`/admin` is the operator API's prefix). */
+const NAV: [string, string][] = [
+  ["/", "Sessions"],
+  ["/profiles", "Profiles"],
+  ["/playbooks", "Playbooks"],
+  ["/workspaces", "Workspaces"],
+  ["/secrets", "Secrets"],
+  ["/webhook", "Webhook"],
+  ["/usage", "Usage"],
+  ["/tokens", "API tokens"],
+];
+
+const PAGES: Record<string, () => preact.JSX.Element> = {
+  "/profiles": () => <Profiles />,
+  "/playbooks": () => <Playbooks />,
+  "/workspaces": () => <Workspaces />,
+  "/secrets": () => <Secrets />,
+  "/webhook": () => <Webhook />,
+  "/usage": () => <Usage />,
+  "/tokens": () => <Tokens />,
+};
+
+function route(path: string, user: User) {
+  const detail = /^\/(sessions|playbooks|workspaces)\/([A-Za-z0-9_]+)$/.exec(path);
+  if (detail?.[1] === "sessions") return <Chat sessionId={detail[2]!} />;
+  if (detail?.[1] === "playbooks") return <PlaybookDetail id={detail[2]!} />;
+  if (detail?.[1] === "workspaces") return <WorkspaceDetail id={detail[2]!} />;
+  if (path === "/") return <Chat sessionId={null} />;
+  if (path === "/operator" && user.role === "admin") return <Admin />;
+  const page = PAGES[path];
+  if (page) return page();
+  return (
+    <main class="page">
+      <h1>Not found</h1>
+      <p>
+        There is no page at <code>{path}</code>.{" "}
+        <a href="/" onClick={linkTo("/")}>
+          Back to your sessions
+        </a>
+      </p>
+    </main>
+  );
+}
+
+function Brand() {
+  return (
+    <a class="brand" href="/" onClick={linkTo("/")}>
+      runcell
+    </a>
+  );
+}
+
+export function App() {
+  const path = usePath();
+  // Public pages: no session needed (and none is asked for).
+  if (path === "/setup") return <Setup />;
+  if (path === "/docs")
+    return (
+      <>
+        <header class="top">
+          <Brand />
+        </header>
+        <Docs />
+      </>
+    );
+  return <SignedIn path={path} />;
+}
+
+function SignedIn({ path }: { path: string }) {
+  const [user, setUser] = useState<User | null | undefined>(undefined);
+  useEffect(() => void currentUser().then(setUser), []);
+  if (user === undefined) return <p class="muted center">Loading…</p>;
+  if (user === null) return <SignIn />;
+  const nav: [string, string][] = user.role === "admin" ? [...NAV, ["/operator", "Admin"]] : NAV;
+  const active = (href: string) => (href === "/" ? path === "/" || path.startsWith("/sessions/") : path === href || path.startsWith(`${href}/`));
+  return (
+    <>
+      <header class="top">
+        <Brand />
+        <nav aria-label="Main">
+          {nav.map(([href, label]) => (
+            <a key={href} href={href} onClick={linkTo(href)} aria-current={active(href) ? "page" : undefined}>
+              {label}
+            </a>
+          ))}
+          <a href="/docs" target="_blank" rel="noopener">
+            API docs
+          </a>
+        </nav>
+        <span class="who">
+          {user.email}
+          {user.role === "admin" ? " (admin)" : ""}
+        </span>
+        <button type="button" onClick={signOut}>
+          Sign out
+        </button>
+      </header>
+      {route(path, user)}
+    </>
+  );
+}

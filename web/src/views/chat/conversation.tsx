@@ -1,0 +1,133 @@
+/**
+ * The open session: its transcript (replayed, then live, over the shared StreamClient), rendered
+ * once per animation frame, the last turns only (older ones behind a button), and the composer.
+ */
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { all, ApiError, post } from "../../lib/api.ts";
+import { int, usd } from "../../lib/format.ts";
+import type { StreamClient } from "../../lib/stream.ts";
+import { Composer } from "./composer.tsx";
+import { Transcript } from "./model.ts";
+import { TurnView } from "./turn.tsx";
+
+const WINDOW = 40;
+
+export function Conversation({ sessionId, stream, onSettled }: { sessionId: string; stream: StreamClient; onSettled?: () => void }) {
+  const model = useMemo(() => new Transcript(sessionId), [sessionId]);
+  const [, setTick] = useState(0);
+  const [shown, setShown] = useState(WINDOW);
+  const [error, setError] = useState("");
+  const raf = useRef(0);
+  /** The prompts (task records) have arrived, or failed to: turns are drawn with their prompts or not at all. */
+  const prompts = useRef(false);
+  const list = useRef<HTMLDivElement>(null);
+
+  useEffect(() => {
+    const schedule = () => {
+      if (raf.current) return;
+      raf.current = requestAnimationFrame(() => {
+        raf.current = 0;
+        setTick((n) => n + 1);
+      });
+    };
+    let cancelled = false;
+    stream.onFrame = (f) => {
+      if (f.type === "error") {
+        setError(`${f.code}: ${f.message}`);
+        return;
+      }
+      if ("session_id" in f && f.session_id !== sessionId) return;
+      if (model.apply(f) && !model.replaying) {
+        schedule();
+        // A turn ended live: the session list's cost and status moved.
+        if (f.type === "task:done" || f.type === "task:failed") onSettled?.();
+      }
+    };
+    // The replay from the start, then live frames; the prompts (task records) load meanwhile and
+    // are folded in whenever they arrive (the replay does not wait for them).
+    model.replaying = true;
+    stream.follow(sessionId, model.lastSeq);
+    all<{ id: string; prompt: string }>(`/v1/tasks?session_id=${encodeURIComponent(sessionId)}`)
+      .then((tasks) => {
+        if (cancelled) return;
+        model.setPrompts(tasks.reverse());
+        prompts.current = true;
+        schedule();
+      })
+      .catch((e) => {
+        prompts.current = true;
+        setError(e instanceof ApiError ? e.message : String(e));
+      });
+    return () => {
+      cancelled = true;
+      if (raf.current) cancelAnimationFrame(raf.current);
+      raf.current = 0;
+    };
+  }, [sessionId]);
+
+  // Stay at the bottom while the user is there.
+  useEffect(() => {
+    const el = list.current?.parentElement;
+    if (el && el.scrollHeight - el.scrollTop - el.clientHeight < 200) el.scrollTop = el.scrollHeight;
+  });
+
+  const send = (prompt: string) => {
+    setError("");
+    model.pending.push(prompt);
+    stream.send({ type: "session.turn", session_id: sessionId, prompt });
+  };
+  const answer = (taskId: string, text: string) => stream.send({ type: "task.answer", task_id: taskId, answer: text });
+  const cancel = (taskId: string) => post(`/v1/tasks/${taskId}/cancel`).catch((e) => setError(e instanceof ApiError ? e.message : String(e)));
+
+  // Copy buttons of code blocks (no inline handlers: one delegated listener).
+  const onClick = (e: MouseEvent) => {
+    const btn = (e.target as HTMLElement).closest("[data-copy]");
+    if (!btn) return;
+    const code = btn.parentElement?.querySelector("code")?.textContent ?? "";
+    navigator.clipboard?.writeText(code).then(() => {
+      btn.textContent = "Copied";
+      setTimeout(() => (btn.textContent = "Copy"), 1500);
+    }, () => {});
+  };
+
+  // Drawn once the replay and the prompts are both in (they load side by side).
+  const ready = !model.replaying && prompts.current;
+  const turns = ready ? model.turns : [];
+  const hidden = Math.max(0, turns.length - shown);
+  const totals = model.totals;
+  const running = model.running;
+  return (
+    <section class="conversation" aria-labelledby="conversation-title">
+      <h1 id="conversation-title" class="sr-only">
+        Session {sessionId}
+      </h1>
+      <div class="transcript" aria-live="polite" onClick={onClick}>
+        <div ref={list}>
+          {hidden > 0 && (
+            <button type="button" class="link earlier" onClick={() => setShown(shown + WINDOW)}>
+              Show {Math.min(hidden, WINDOW)} earlier turns ({hidden} hidden)
+            </button>
+          )}
+          {turns.slice(hidden).map((t) => (
+            <TurnView key={t.taskId} turn={t} version={t.version} onAnswer={answer} onCancel={cancel} />
+          ))}
+          {!ready && (
+            <p class="muted" role="status">
+              Loading the session…
+            </p>
+          )}
+          {ready && turns.length === 0 && <p class="muted empty">No messages yet: write the first one below.</p>}
+        </div>
+      </div>
+      <p class="meta totals" aria-label="Session totals">
+        {int(totals.input)} tokens in · {int(totals.output)} out · {usd(totals.cost)}
+      </p>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      <Composer onSend={send} busy={running !== null} onCancel={running ? () => cancel(running.taskId) : undefined} />
+    </section>
+  );
+}

@@ -1,0 +1,92 @@
+/**
+ * Chat: the session list and either the open session or a new one. With no session open the
+ * composer starts one with the selected profile (the last used by default) and sends the message;
+ * without any profile it is not shown — the view says how to make one.
+ */
+import { useEffect, useMemo, useState } from "preact/hooks";
+import type { ProfileRecord } from "../../../../src/schema/profile.ts";
+import { all } from "../../lib/api.ts";
+import { linkTo, navigate } from "../../lib/router.ts";
+import { StreamClient } from "../../lib/stream.ts";
+import { Composer } from "./composer.tsx";
+import { Conversation } from "./conversation.tsx";
+import { SessionList } from "./sessions.tsx";
+
+const LAST_PROFILE = "runcell.last_profile";
+const stream = new StreamClient();
+
+export function Chat({ sessionId }: { sessionId: string | null }) {
+  const [profiles, setProfiles] = useState<ProfileRecord[] | null>(null);
+  const [profileId, setProfileId] = useState<string>(localStorage.getItem(LAST_PROFILE) ?? "");
+  const [refresh, setRefresh] = useState(0);
+  const [error, setError] = useState("");
+
+  useEffect(() => {
+    all<ProfileRecord>("/v1/profiles").then((ps) => {
+      setProfiles(ps);
+      if (!ps.some((p) => p.id === profileId) && ps[0]) setProfileId(ps[0].id);
+    }, () => setProfiles([]));
+  }, []);
+  // The list refreshes when a session opens or a new one starts.
+  useEffect(() => setRefresh((n) => n + 1), [sessionId]);
+
+  const names = useMemo(() => new Map((profiles ?? []).map((p) => [p.id, p.name])), [profiles]);
+
+  const start = (prompt: string) => {
+    setError("");
+    localStorage.setItem(LAST_PROFILE, profileId);
+    stream.unfollow();
+    stream.onFrame = (f) => {
+      if (f.type === "session.ready") navigate(`/sessions/${f.session_id}`);
+      else if (f.type === "error") setError(`${f.code}: ${f.message}`);
+    };
+    stream.send({ type: "task.submit", profile_id: profileId, prompt });
+  };
+
+  return (
+    <main class="split">
+      <SessionList current={sessionId} profiles={names} refresh={refresh} />
+      {sessionId ? (
+        <Conversation key={sessionId} sessionId={sessionId} stream={stream} onSettled={() => setRefresh((n) => n + 1)} />
+      ) : (
+        <section class="conversation" aria-label="New session">
+          <div class="transcript">
+            <div class="welcome">
+              <h1>New session</h1>
+              {profiles && profiles.length === 0 ? (
+                <p>
+                  You need a profile first: it says which model the agent uses and what its workspace may do.{" "}
+                  <a href="/profiles" onClick={linkTo("/profiles")}>
+                    Create a profile
+                  </a>
+                  .
+                </p>
+              ) : (
+                <p class="muted">Pick a profile and write your first message: the session and its workspace start with it.</p>
+              )}
+            </div>
+          </div>
+          {error && (
+            <p class="error" role="alert">
+              {error}
+            </p>
+          )}
+          {profiles && profiles.length > 0 && (
+            <Composer onSend={start}>
+              <label>
+                Profile{" "}
+                <select value={profileId} onChange={(e) => setProfileId((e.currentTarget as HTMLSelectElement).value)}>
+                  {profiles.map((p) => (
+                    <option key={p.id} value={p.id}>
+                      {p.name}
+                    </option>
+                  ))}
+                </select>
+              </label>
+            </Composer>
+          )}
+        </section>
+      )}
+    </main>
+  );
+}

@@ -1,0 +1,189 @@
+/**
+ * A session's transcript as the chat shows it, folded from stream frames: one Turn per task (its
+ * prompt from the task record, its streamed text, tool calls, questions, result, usage, end).
+ * Plain objects mutated in place and a version counter: applying 10,000 replayed frames costs no
+ * rendering; the view re-renders once per animation frame.
+ */
+import type { ServerFrame } from "../../lib/stream.ts";
+
+export interface ToolCall {
+  id: string;
+  tool: string;
+  input: Record<string, unknown>;
+  output: string | null;
+  isError: boolean;
+  startedAt: number;
+  ms: number | null;
+}
+
+export interface Ask {
+  toolUseId: string | null;
+  questions: { question: string; options: { label: string }[] }[];
+  answer: string | null;
+}
+
+/** A piece of the turn in arrival order: text, a tool call, a question, a chain marker. */
+export type Part =
+  | { kind: "text"; text: string }
+  | { kind: "tool"; call: ToolCall }
+  | { kind: "ask"; ask: Ask }
+  | { kind: "chain"; continuation: number; max: number };
+
+export interface Turn {
+  taskId: string;
+  prompt: string | null;
+  parts: Part[];
+  /** Set at turn.done: replaces the streamed text (the interface's client rule). */
+  result: string | null;
+  usage: { input: number; output: number; cost: number } | null;
+  status: "running" | "waiting" | "completed" | "cancelled" | "failed";
+  error: { code: string; message: string } | null;
+  /** Bumped on every change: the turn's component re-renders only when it moved. */
+  version: number;
+}
+
+export class Transcript {
+  turns: Turn[] = [];
+  private byTask = new Map<string, Turn>();
+  private calls = new Map<string, ToolCall>();
+  lastSeq = 0;
+  version = 0;
+  replaying = false;
+  containerId: string | null = null;
+  /** Prompts sent from this page whose task has not shown up yet (its first frame takes the oldest). */
+  pending: string[] = [];
+
+  constructor(readonly sessionId: string) {}
+
+  /** The prompts of the session's tasks (GET /v1/tasks?session_id=), oldest first. */
+  setPrompts(tasks: { id: string; prompt: string }[]) {
+    for (const t of tasks) {
+      const turn = this.turn(t.id);
+      if (turn.prompt === null) {
+        turn.prompt = t.prompt;
+        turn.version++;
+      }
+    }
+    this.sortTurns();
+    this.version++;
+  }
+
+  /** Turns in task order (task ids are time-ordered): prompts and replayed frames may come in either order. */
+  private sortTurns() {
+    this.turns.sort((a, b) => (a.taskId < b.taskId ? -1 : a.taskId > b.taskId ? 1 : 0));
+  }
+
+  turn(taskId: string): Turn {
+    let t = this.byTask.get(taskId);
+    if (!t) {
+      t = { taskId, prompt: this.pending.shift() ?? null, parts: [], result: null, usage: null, status: "running", error: null, version: 0 };
+      this.byTask.set(taskId, t);
+      this.turns.push(t);
+    }
+    return t;
+  }
+
+  get running(): Turn | null {
+    for (let i = this.turns.length - 1; i >= 0; i--) {
+      const t = this.turns[i]!;
+      if (t.status === "running" || t.status === "waiting") return t;
+    }
+    return null;
+  }
+
+  get totals() {
+    let input = 0;
+    let output = 0;
+    let cost = 0;
+    for (const t of this.turns) {
+      if (!t.usage) continue;
+      input += t.usage.input;
+      output += t.usage.output;
+      cost += t.usage.cost;
+    }
+    return { input, output, cost };
+  }
+
+  /** Folds one frame in; returns whether anything visible changed. */
+  apply(f: ServerFrame): boolean {
+    if ("seq" in f && typeof f.seq === "number") this.lastSeq = Math.max(this.lastSeq, f.seq);
+    switch (f.type) {
+      case "session.ready":
+        this.containerId = f.container_id;
+        return false;
+      case "session.replay_start":
+        this.replaying = true;
+        return false;
+      case "session.replay_end":
+        this.replaying = false;
+        this.sortTurns();
+        this.version++;
+        return true;
+      case "task:token": {
+        const t = this.turn(f.task_id);
+        const last = t.parts[t.parts.length - 1];
+        if (last?.kind === "text") last.text += f.text;
+        else t.parts.push({ kind: "text", text: f.text });
+        t.status = "running";
+        break;
+      }
+      case "task:tool_use": {
+        const t = this.turn(f.task_id);
+        const call: ToolCall = { id: f.tool_use_id, tool: f.tool, input: f.input, output: null, isError: false, startedAt: Date.now(), ms: null };
+        this.calls.set(f.tool_use_id, call);
+        if (f.tool !== "AskUserQuestion") t.parts.push({ kind: "tool", call });
+        break;
+      }
+      case "task:tool_result": {
+        const t = this.turn(f.task_id);
+        const call = this.calls.get(f.tool_use_id);
+        if (call) {
+          call.output = f.output;
+          call.isError = f.is_error;
+          call.ms = this.replaying ? null : Date.now() - call.startedAt;
+        }
+        if (f.tool === "AskUserQuestion") {
+          const ask = [...t.parts].reverse().find((p): p is Extract<Part, { kind: "ask" }> => p.kind === "ask" && p.ask.answer === null);
+          if (ask) ask.ask.answer = f.output;
+          t.status = "running";
+        }
+        break;
+      }
+      case "task:ask_user": {
+        const t = this.turn(f.task_id);
+        const pending = [...this.calls.values()].reverse().find((c) => c.tool === "AskUserQuestion" && c.output === null);
+        t.parts.push({ kind: "ask", ask: { toolUseId: pending?.id ?? null, questions: f.questions, answer: null } });
+        t.status = "waiting";
+        break;
+      }
+      case "turn.continuing": {
+        const t = this.turn(f.task_id);
+        t.parts.push({ kind: "chain", continuation: f.continuation, max: f.max_continuations });
+        break;
+      }
+      case "turn.done": {
+        const t = this.turn(f.task_id);
+        t.result = f.result_text;
+        t.usage = { input: f.input_tokens, output: f.output_tokens, cost: f.cost_usd };
+        break;
+      }
+      case "task:done": {
+        const t = this.turn(f.task_id);
+        t.status = f.status;
+        break;
+      }
+      case "task:failed": {
+        const t = this.turn(f.task_id);
+        t.status = "failed";
+        t.error = { code: f.code, message: f.error };
+        break;
+      }
+      default:
+        return false;
+    }
+    const t = this.byTask.get((f as { task_id: string }).task_id);
+    if (t) t.version++;
+    this.version++;
+    return true;
+  }
+}

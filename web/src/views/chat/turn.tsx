@@ -1,0 +1,167 @@
+/** One task in the transcript: the prompt, tool cards, questions, the text (streamed, then the result), usage, end. */
+import { Component } from "preact";
+import { useMemo, useState } from "preact/hooks";
+import { renderMarkdown } from "../../lib/markdown.ts";
+import { int, usd } from "../../lib/format.ts";
+import { BlockSplitter } from "./blocks.ts";
+import "./chat.css";
+import type { Ask, Part, ToolCall, Turn } from "./model.ts";
+
+/** Over this many characters a streaming block is shown as plain text until it is complete (markdown of megabytes per frame would stall the page). */
+const STREAM_MARKDOWN_MAX = 64 * 1024;
+
+/** One markdown block, rendered again only when its text changed. */
+class Block extends Component<{ text: string }> {
+  override shouldComponentUpdate(next: { text: string }) {
+    return next.text !== this.props.text;
+  }
+  override render({ text }: { text: string }) {
+    return <div class="md-block" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} />;
+  }
+}
+
+/** Markdown rendered block by block (see blocks.ts): a growing text costs only its last block per frame. */
+function Markdown({ text, streaming }: { text: string; streaming: boolean }) {
+  const splitter = useMemo(() => new BlockSplitter(), []);
+  const blocks = splitter.split(text);
+  return (
+    <div class="md">
+      {blocks.map((b, i) => (streaming && i === blocks.length - 1 && b.length > STREAM_MARKDOWN_MAX ? <pre key={`pre${i}`} class="stream">{b}</pre> : <Block key={i} text={b} />))}
+    </div>
+  );
+}
+
+function ToolCard({ call }: { call: ToolCall }) {
+  const summary = call.tool === "Bash" ? String(call.input.command ?? "") : String(call.input.path ?? call.input.file_path ?? "");
+  return (
+    <details class={`tool${call.isError ? " failed" : ""}${call.output === null ? " pending" : ""}`}>
+      <summary>
+        <span class="tool-name">{call.tool}</span> <code class="tool-summary">{summary.slice(0, 120)}</code>
+        <span class="meta">{call.output === null ? "running…" : call.isError ? "error" : call.ms !== null ? `${call.ms} ms` : "done"}</span>
+      </summary>
+      <h4>Input</h4>
+      <pre>{JSON.stringify(call.input, null, 2)}</pre>
+      {call.output !== null && (
+        <>
+          <h4>{call.isError ? "Error" : "Output"}</h4>
+          <pre>{call.output}</pre>
+        </>
+      )}
+    </details>
+  );
+}
+
+function AskCard({ ask, onAnswer }: { ask: Ask; onAnswer: (answer: string) => void }) {
+  const [text, setText] = useState("");
+  const answered = ask.answer !== null;
+  return (
+    <fieldset class="ask" disabled={answered}>
+      <legend>The agent asks</legend>
+      {ask.questions.map((q, i) => (
+        <div key={i} class="question">
+          <p>{q.question}</p>
+          <div class="options">
+            {q.options.map((o) => (
+              <button type="button" key={o.label} onClick={() => onAnswer(o.label)}>
+                {o.label}
+              </button>
+            ))}
+          </div>
+        </div>
+      ))}
+      {answered ? (
+        <p class="meta">Answered: {ask.answer}</p>
+      ) : (
+        <form
+          class="row"
+          onSubmit={(e) => {
+            e.preventDefault();
+            if (text.trim()) onAnswer(text.trim());
+          }}
+        >
+          <label class="grow">
+            <span class="sr-only">Your answer</span>
+            <input value={text} onInput={(e) => setText((e.currentTarget as HTMLInputElement).value)} placeholder="Or type an answer…" />
+          </label>
+          <button type="submit">Answer</button>
+        </form>
+      )}
+    </fieldset>
+  );
+}
+
+function PartView({ part, streaming, onAnswer }: { part: Part; streaming: boolean; onAnswer: (a: string) => void }) {
+  switch (part.kind) {
+    case "text":
+      return <Markdown text={part.text} streaming={streaming} />;
+    case "tool":
+      return <ToolCard call={part.call} />;
+    case "ask":
+      return <AskCard ask={part.ask} onAnswer={onAnswer} />;
+    case "chain":
+      return (
+        <p class="chain" role="note">
+          Continuing in a new chain ({part.continuation} of {part.max})
+        </p>
+      );
+  }
+}
+
+interface TurnProps {
+  turn: Turn;
+  version: number;
+  onAnswer: (taskId: string, answer: string) => void;
+  onCancel: (taskId: string) => void;
+}
+
+/** Re-renders only when its turn's version moved. */
+export class TurnView extends Component<TurnProps> {
+  override shouldComponentUpdate(next: TurnProps) {
+    return next.version !== this.props.version || next.turn !== this.props.turn;
+  }
+
+  override render({ turn, onAnswer, onCancel }: TurnProps) {
+    const live = turn.status === "running" || turn.status === "waiting";
+    // The interface's client rule: at turn.done the streamed text gives way to result_text. The
+    // result takes the key of the last streamed text when that ends the turn, so the blocks that
+    // did not change keep their DOM.
+    const key = (p: Part, i: number) => (p.kind === "tool" ? `tool:${p.call.id}` : `${p.kind}:${i}`);
+    const last = turn.parts.length - 1;
+    const keyed = turn.parts.map((p, i) => [key(p, i), p] as const);
+    const parts = turn.result !== null ? keyed.filter(([, p]) => p.kind !== "text") : keyed;
+    if (turn.result !== null) parts.push([turn.parts[last]?.kind === "text" ? key(turn.parts[last]!, last) : "result", { kind: "text", text: turn.result }]);
+    return (
+      <article class="turn" aria-label={`Turn ${turn.taskId}`}>
+        {turn.prompt !== null && (
+          <div class="msg user">
+            <p>{turn.prompt}</p>
+          </div>
+        )}
+        <div class="msg agent">
+          {parts.map(([k, p]) => (
+            <PartView key={k} part={p} streaming={live} onAnswer={(a) => onAnswer(turn.taskId, a)} />
+          ))}
+          {live && turn.parts.length === 0 && <p class="meta">Working…</p>}
+          {turn.error && (
+            <p class="error" role="alert">
+              <strong>{turn.error.code}</strong>: {turn.error.message}
+            </p>
+          )}
+          <footer class="meta">
+            {turn.usage && (
+              <span>
+                {int(turn.usage.input)} in · {int(turn.usage.output)} out · {usd(turn.usage.cost)}
+              </span>
+            )}
+            {turn.status === "cancelled" && <span> · cancelled</span>}
+            {live && (
+              <button type="button" class="link" onClick={() => onCancel(turn.taskId)}>
+                Cancel
+              </button>
+            )}
+          </footer>
+        </div>
+      </article>
+    );
+  }
+}

@@ -1,0 +1,68 @@
+/** Sign in: email and password, or a configured OAuth provider; the setup hint on a new server. */
+import { useEffect, useState } from "preact/hooks";
+import { ApiError, get, post } from "../../lib/api.ts";
+
+export function SignIn() {
+  const [setupRequired, setSetupRequired] = useState(false);
+  const [providers, setProviders] = useState<string[]>([]);
+  const [error, setError] = useState("");
+  const [busy, setBusy] = useState(false);
+
+  useEffect(() => {
+    get<{ setup_required: boolean }>("/api/auth/setup").then((s) => setSetupRequired(s.setup_required), () => {});
+    get<{ providers: string[] }>("/api/auth/providers").then((p) => setProviders(p.providers), () => {});
+  }, []);
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const f = new FormData(e.currentTarget as HTMLFormElement);
+    setBusy(true);
+    setError("");
+    try {
+      await post("/api/auth/sign-in/email", { email: f.get("email"), password: f.get("password") });
+      location.assign(location.pathname);
+    } catch (err) {
+      setError(err instanceof ApiError ? err.message : String(err));
+      setBusy(false);
+    }
+  };
+
+  const social = async (provider: string) => {
+    try {
+      const r = await post<{ url: string }>("/api/auth/sign-in/social", { provider, callbackURL: location.pathname });
+      location.assign(r.url);
+    } catch (err) {
+      setError(err instanceof ApiError ? err.message : String(err));
+    }
+  };
+
+  return (
+    <main class="center">
+      <form class="card narrow" onSubmit={submit} aria-labelledby="signin-title">
+        <h1 id="signin-title">Sign in</h1>
+        {setupRequired && (
+          <p class="muted">
+            This server has no account yet. Open the one-time setup link printed in the server's log (<code>/setup#…</code>), or run <code>runcell admin create-user</code>.
+          </p>
+        )}
+        <label>
+          Email <input name="email" type="email" autocomplete="username" required />
+        </label>
+        <label>
+          Password <input name="password" type="password" autocomplete="current-password" required minLength={8} />
+        </label>
+        <button type="submit" class="primary" disabled={busy}>
+          Sign in
+        </button>
+        {providers.map((p) => (
+          <button type="button" key={p} onClick={() => social(p)}>
+            Sign in with {p === "github" ? "GitHub" : "Google"}
+          </button>
+        ))}
+        <p class="error" role="alert">
+          {error}
+        </p>
+      </form>
+    </main>
+  );
+}

@@ -1,0 +1,107 @@
+/** API tokens: create (shown once, with a copy button), list with last use, revoke. */
+import { useEffect, useState } from "preact/hooks";
+import { all, ApiError, del, post } from "../../lib/api.ts";
+import { ago, when } from "../../lib/format.ts";
+
+interface Token {
+  id: string;
+  name: string;
+  created_at: string;
+  last_used_at: string | null;
+}
+
+export function Tokens() {
+  const [tokens, setTokens] = useState<Token[]>([]);
+  const [fresh, setFresh] = useState<{ name: string; token: string } | null>(null);
+  const [error, setError] = useState("");
+  const load = () => all<Token>("/v1/api-tokens").then(setTokens, (e) => setError(String(e.message ?? e)));
+  useEffect(() => void load(), []);
+
+  const create = async (e: Event) => {
+    e.preventDefault();
+    const form = e.currentTarget as HTMLFormElement;
+    const name = String(new FormData(form).get("name") ?? "").trim();
+    setError("");
+    try {
+      const r = await post<{ token: string; name: string }>("/v1/api-tokens", { name });
+      setFresh({ name: r.name, token: r.token });
+      form.reset();
+      await load();
+    } catch (err) {
+      setError(err instanceof ApiError ? err.message : String(err));
+    }
+  };
+  const revoke = async (t: Token) => {
+    if (!confirm(`Revoke the token "${t.name}"? Scripts using it stop working at once.`)) return;
+    await del(`/v1/api-tokens/${t.id}`).catch((err) => setError(err.message));
+    await load();
+  };
+
+  return (
+    <main class="page">
+      <h1>API tokens</h1>
+      <form class="card row" onSubmit={create}>
+        <label class="grow">
+          Token name <input name="name" placeholder="e.g. laptop" required maxLength={100} />
+        </label>
+        <button type="submit" class="primary">
+          Create API token
+        </button>
+      </form>
+      {fresh && (
+        <div class="card notice" role="status">
+          <p>
+            Your new token <strong>{fresh.name}</strong> — copy it now, it is not shown again:
+          </p>
+          <p class="row">
+            <code class="secret" data-testid="new-token">
+              {fresh.token}
+            </code>
+            <button type="button" onClick={() => navigator.clipboard?.writeText(fresh.token)}>
+              Copy
+            </button>
+          </p>
+        </div>
+      )}
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      <table class="card">
+        <caption class="sr-only">Your API tokens</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Created</th>
+            <th scope="col">Last used</th>
+            <th scope="col">
+              <span class="sr-only">Actions</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {tokens.map((t) => (
+            <tr key={t.id}>
+              <td>{t.name}</td>
+              <td title={when(t.created_at)}>{ago(t.created_at)}</td>
+              <td>{t.last_used_at ? ago(t.last_used_at) : "never"}</td>
+              <td>
+                <button type="button" class="danger" onClick={() => revoke(t)}>
+                  Revoke
+                </button>
+              </td>
+            </tr>
+          ))}
+          {tokens.length === 0 && (
+            <tr>
+              <td colSpan={4} class="muted">
+                No tokens yet.
+              </td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+    </main>
+  );
+}

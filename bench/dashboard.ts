@@ -28,7 +28,7 @@ const publish = (f: Record<string, unknown>) => {
   events++;
 };
 for (let turn = 0; turn < TURNS; turn++) {
-  const task_id = `task_bench_${turn}`;
+  const task_id = `task_bench_${String(turn).padStart(4, "0")}`; // ids sort in time order, as real ones do
   for (let i = 0; i < 16; i++) publish({ type: "task:token", session_id: sid, task_id, text: `Word ${i} of turn ${turn}, with **some** markdown. ` });
   publish({ type: "task:tool_use", session_id: sid, task_id, tool: "Bash", tool_use_id: `tu_${turn}`, input: { command: `echo ${turn}` } });
   publish({ type: "task:tool_result", session_id: sid, task_id, tool: "Bash", tool_use_id: `tu_${turn}`, output: `${turn}\n`, is_error: false });
@@ -48,7 +48,10 @@ async function openDashboard(): Promise<number> {
   await page.goto(`${t.url}/docs`); // leave the session page, same origin
   const started = performance.now();
   await page.goto(`${t.url}/sessions/${sid}`);
-  await page.waitForFunction((text) => document.body.innerText.includes(text), lastAnswer, { polling: "raf", timeout: 60_000 });
+  await page.waitForFunction((text) => document.body.textContent!.includes(text), lastAnswer, { polling: "raf", timeout: 20_000 }).catch(async (e) => {
+    console.log((await page.innerText("body")).slice(-1500));
+    throw e;
+  });
   return performance.now() - started;
 }
 async function bareReplay(): Promise<number> {

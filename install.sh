@@ -4,6 +4,8 @@
 #   ./install.sh serve [--no-docker] [-- <runcell serve flags>]   set up, build dist/runcell, run it
 #   ./install.sh test  [--no-docker]                              set up, then run the whole test suite
 #   ./install.sh build [--no-docker]                              set up and build dist/runcell only
+#   ./install.sh service [--no-docker] [--user U] [--data-dir D] [--backup-daily D] [-- <serve flags>]
+#        set up, install the binary as /usr/local/bin/runcell and run `runcell service install` (systemd)
 #
 # From a release directory (a `runcell` binary next to this script, no sources) it installs that
 # binary into /usr/local/bin (RUNCELL_INSTALL_DIR overrides) instead of building. Needs: Debian/Ubuntu (apt) for Docker and test packages, Node+npm to
@@ -16,6 +18,7 @@ cd "$HERE"
 
 MODE="${1:-}"
 [ $# -gt 0 ] && shift
+ALL_ARGS=("$@") # service mode hands its flags on to `runcell service install` as given
 WITH_DOCKER=1
 SERVE_ARGS=()
 while [ $# -gt 0 ]; do
@@ -32,10 +35,10 @@ ok() { printf '    ok: %s\n' "$*"; }
 die() { printf '\n!!! %s\n' "$*" >&2; exit 1; }
 
 usage() {
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
-case "$MODE" in serve|test|build) ;; *) usage ;; esac
+case "$MODE" in serve|test|build|service) ;; *) usage ;; esac
 
 SUDO=""
 if [ "$(id -u)" != "0" ]; then
@@ -91,6 +94,26 @@ ensure_workspace_image() {
   fi
 }
 
+# --- service: the binary into /usr/local/bin, then `runcell service install` --------------------
+install_service() { # $1: the runcell binary to install
+  [ "$(id -u)" = "0" ] || [ -n "$SUDO" ] || die "./install.sh service needs root (run it as root or install sudo)"
+  local dest="${RUNCELL_INSTALL_DIR:-/usr/local/bin}" args=() a sep=0
+  step "Installing $dest/runcell"
+  $SUDO mkdir -p "$dest"
+  # A copy then a rename: replacing the binary of a running service must not fail with "text file busy".
+  $SUDO install -m 0755 "$1" "$dest/.runcell.new"
+  $SUDO mv -f "$dest/.runcell.new" "$dest/runcell"
+  ok "$dest/runcell ($("$dest/runcell" version))"
+  ensure_workspace_image "$dest/runcell"
+  for a in "${ALL_ARGS[@]}"; do
+    if [ "$sep" = "0" ] && [ "$a" = "--no-docker" ]; then continue; fi
+    [ "$a" = "--" ] && sep=1
+    args+=("$a")
+  done
+  step "runcell service install ${args[*]}"
+  exec $SUDO "$dest/runcell" service install "${args[@]}"
+}
+
 # --- Release directory: install the shipped binary -----------------------------------------------
 if [ -x "$HERE/runcell" ] && [ ! -f "$HERE/package.json" ]; then
   step "Installing the release binary"
@@ -102,6 +125,7 @@ if [ -x "$HERE/runcell" ] && [ ! -f "$HERE/package.json" ]; then
   ensure_docker
   case "$MODE" in
     serve) ensure_workspace_image "$DEST/runcell"; step "Starting runcell"; exec "$DEST/runcell" serve "${SERVE_ARGS[@]}" ;;
+    service) install_service "$HERE/runcell" ;;
     test) die "a release directory has no test suite; clone the repository to run ./install.sh test" ;;
     build) exit 0 ;;
   esac
@@ -134,6 +158,7 @@ bun run scripts/build.ts | sed 's/^/    /'
 
 case "$MODE" in
   build) exit 0 ;;
+  service) install_service ./dist/runcell ;;
   serve)
     ensure_workspace_image ./dist/runcell
     step "Starting runcell (Ctrl-C stops it)"
@@ -147,12 +172,23 @@ case "$MODE" in
       apt_install chromium busybox-static
     fi
     ok "chromium $(chromium --version 2>/dev/null | awk '{print $2}'), busybox $(busybox 2>&1 | head -1 | awk '{print $2}')"
+    # Operations tests: systemd-analyze verifies the unit (no running systemd needed), a real
+    # Prometheus scrapes /metrics, a real nginx proxies with TLS. Their own services stay stopped:
+    # the tests start private instances on free ports.
+    if ! command -v systemd-analyze >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 || ! command -v nginx >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then
+      echo "    installing systemd, prometheus, nginx and openssl (operations tests)"
+      apt_install systemd prometheus nginx-light openssl
+      for svc in prometheus nginx; do $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true; done
+      $SUDO pkill -x nginx >/dev/null 2>&1 || true
+      $SUDO pkill -x prometheus >/dev/null 2>&1 || true
+    fi
+    ok "systemd-analyze $(systemd-analyze --version 2>/dev/null | head -1 | awk '{print $2}'), prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}'), $(nginx -v 2>&1 | sed 's/.*: //')"
     if [ "$WITH_DOCKER" = "1" ]; then
       bash scripts/test-image.sh | sed 's/^/    /'
     fi
     step "Type check (tsc --strict)"
     bunx tsc --noEmit -p . && ok "no type errors"
     step "Test suite"
-    exec bun test
+    exec bun test --timeout 60000
     ;;
 esac

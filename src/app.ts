@@ -9,7 +9,7 @@
  */
 import type { Server } from "bun";
 import { Audit } from "./admin/audit.ts";
-import { HttpMetrics } from "./admin/metrics.ts";
+import { Metrics } from "./admin/metrics.ts";
 import { AdminPassword } from "./admin/password.ts";
 import { RuntimeConfig } from "./admin/runtime-config.ts";
 import { Stats } from "./admin/stats.ts";
@@ -107,7 +107,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const setup = new SetupLinks(db, users, accounts, config.publicUrl, now, audit);
   const oauth = new OAuth(config, db, users, accounts, now, log, audit);
   const stats = new Stats(sqlite, now);
-  const httpMetrics = new HttpMetrics();
+  // Read at scrape time; `stream` and `eventLog` are built below.
+  const metrics = new Metrics({ stats: () => stats.collect(), websockets: () => stream.size, eventsAppended: () => eventLog.appended });
 
   // Agents ----------------------------------------------------------------------------------
   const secrets = new Secrets(db, sealer, log, now, audit);
@@ -123,16 +124,17 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     },
   });
   const notifications = new Notifications({ db, sqlite, sealer, log, now, config, audit });
+  notifications.worker.onOutcome = (outcome, attempt) => metrics.webhookSettled(outcome, attempt);
   const eventLog = new EventLog(sqlite, now);
   eventLog.onDropped = (f, err) => log.warn("event not stored: its session is gone", { session_id: f.session_id, seq: f.seq, type: f.type, err: err.message });
   const hub = new Hub(eventLog);
   const transcript = new Transcript(db, now);
   const tasks = new Tasks(db, now);
   const agentSessions = new AgentSessions(db, now, eventLog);
-  const sessionLifecycle = new SessionLifecycle({ db, hub, eventLog, sessions: agentSessions, profiles, secrets, workspaces });
+  const sessionLifecycle = new SessionLifecycle({ db, hub, eventLog, sessions: agentSessions, profiles, secrets, workspaces, metrics });
   const orchestrator = new Orchestrator({
     log, now, db, hub, eventLog, tasks, sessions: agentSessions, transcript, profiles, secrets, workspaces, notifications, lifecycle: sessionLifecycle,
-    policy, modelNet, spend: policy,
+    policy, modelNet, spend: policy, metrics,
     playbookName: (id: string): string | null => playbooks.nameOf(id),
   });
   const playbooks: Playbooks = new Playbooks({
@@ -144,7 +146,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const services: Services = {
     config, log, now, db, sqlite, settings, sealer, limiter,
     users, tokens, loginSessions, throttle, accounts, authenticator, setup, oauth,
-    adminPassword, runtimeConfig, stats, httpMetrics, audit, policy, usage: new UsageReports(sqlite, now),
+    adminPassword, runtimeConfig, stats, metrics, audit, policy, usage: new UsageReports(sqlite, now),
     secrets, profiles, docker, workspaces, eventLog, hub, transcript, tasks, agentSessions, sessionLifecycle, orchestrator,
     notifications, playbooks,
   };
@@ -162,7 +164,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     authenticate: (req, path, opts) => authenticator.authenticate(req, path, opts),
     handle: (req) => router.handle(req),
     upgrade: (req, server, ctx) => stream.upgrade(req, server, ctx),
-    onResponse: (status) => httpMetrics.observe(status),
+    onResponse: (method, route, status, seconds) => metrics.http(method, route, status, seconds),
   });
 
   // Hooks -------------------------------------------------------------------------------------

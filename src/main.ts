@@ -1,6 +1,6 @@
 #!/usr/bin/env bun
 /**
- * runcell's command line: serve · migrate · doctor · version · admin · token · audit · image · service.
+ * runcell's command line: serve · migrate · doctor · version · admin · token · audit · image · backup · restore · service.
  * Exit codes: 0 success, 1 failure at run time, 2 bad usage or configuration.
  */
 import { type Command, commandHelp, wantsHelp } from "./cli/command.ts";
@@ -10,13 +10,14 @@ import { doctorCommand } from "./cli/doctor.ts";
 import { imageCommand } from "./cli/image.ts";
 import { migrateCommand } from "./cli/migrate.ts";
 import { backupCommand } from "./cli/backup.ts";
+import { restoreCommand } from "./cli/restore.ts";
 import { serveCommand } from "./cli/serve.ts";
 import { serviceCommand } from "./cli/service.ts";
 import { tokenCommand } from "./cli/token.ts";
 import { versionCommand } from "./cli/version.ts";
 import { VERSION } from "./version.ts";
 
-export const COMMANDS: Command[] = [serveCommand, migrateCommand, doctorCommand, versionCommand, adminCommand, tokenCommand, auditCommand, imageCommand, backupCommand, serviceCommand];
+export const COMMANDS: Command[] = [serveCommand, migrateCommand, doctorCommand, versionCommand, adminCommand, tokenCommand, auditCommand, imageCommand, backupCommand, restoreCommand, serviceCommand];
 
 function mainHelp(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length));

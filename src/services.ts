@@ -8,7 +8,7 @@ import type { Audit } from "./admin/audit.ts";
 import type { Policies } from "./admin/policy.ts";
 import type { UsageReports } from "./agents/usage.ts";
 import type { AdminPassword } from "./admin/password.ts";
-import type { HttpMetrics } from "./admin/metrics.ts";
+import type { Metrics } from "./admin/metrics.ts";
 import type { RuntimeConfig } from "./admin/runtime-config.ts";
 import type { Stats } from "./admin/stats.ts";
 import type { Orchestrator } from "./agents/orchestrator.ts";
@@ -68,8 +68,8 @@ export interface Services {
   /** PATCH /admin/config: rate limit, default concurrency, sign-up; persisted, applied live. */
   runtimeConfig: RuntimeConfig;
   stats: Stats;
-  /** HTTP responses by status class (fed by the pipeline, read by /metrics). */
-  httpMetrics: HttpMetrics;
+  /** The /metrics registry (prom-client): fed by the pipeline, the task queue, the webhook worker… */
+  metrics: Metrics;
   /** The audit log: security-relevant actions, kept for --audit-retention (src/admin/audit.ts). */
   audit: Audit;
   /** The operator's policy and each user's use of it (src/admin/policy.ts). */

@@ -1,150 +1,695 @@
 /**
- * `runcell doctor`: the installation checks, one line each with the fix (src/cli/doctor.ts prints
- * them): data dir, database, Docker, the workspace image, the public URL, the admin password.
+ * `runcell doctor`: the installation checks an operator runs, one result each — OK, WARN or FAIL,
+ * with the fix (src/cli/doctor.ts prints them, or `--json`): the data dir (owner, mode, writable),
+ * its lock (the running server's pid), the database's integrity and its schema against this
+ * binary, disk space, Docker and its version, the workspace image, the clock, the admin password,
+ * the public URL behind a proxy, the model providers (never their keys), the webhooks' SSRF guard
+ * and the vault key.
+ *
+ * Doctor reads and never changes: no data dir is created, the database is opened read-only (it
+ * works next to a running server; SQLite may create its -wal/-shm files, owned like the database),
+ * the lock is probed, not taken; the only other write is a probe file in the data dir, removed at
+ * once.
  */
-import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { Database } from "bun:sqlite";
+import { accessSync, constants, existsSync, readFileSync, type Stats, statfsSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { Config } from "../config.ts";
-import { openDatabase } from "../db/client.ts";
-import { DB_FILE, prepareDataDir } from "../db/data-dir.ts";
-import { migrationStatus } from "../db/migrate.ts";
+import { DB_FILE } from "../db/data-dir.ts";
+import { LOCK_FILE, lockHolder } from "../db/lock.ts";
+import { BINARY_SCHEMA, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
+import { KEY_FILE } from "../lib/sealer.ts";
+import { VERSION } from "../version.ts";
 import { DockerEngine } from "../workspaces/docker.ts";
 import { ADMIN_PASSWORD_MIN } from "./password.ts";
 
-export interface Check {
-  name: string;
-  ok: boolean;
-  detail: string;
-  /** How to fix it (FAIL only). */
-  fix?: string;
+export type CheckStatus = "OK" | "WARN" | "FAIL";
+
+/** One line of doctor's report (also the `--json` element). */
+export interface CheckResult {
+  check: string;
+  status: CheckStatus;
+  message: string;
+  /** What to do about it (WARN and FAIL; null when OK). */
+  fix: string | null;
 }
 
-export type CheckFn = (config: Config) => Promise<Check> | Check;
+/** What the checks share: the configuration, the environment, and probes run at most once. */
+export interface DoctorContext {
+  config: Config;
+  env: Record<string, string | undefined>;
+  /** The Docker engine's answer (version, info), or why it did not answer. */
+  docker(): Promise<DockerProbe>;
+  /** The database opened read-only, null when there is no database file (or it cannot be opened: dbError). */
+  db(): Database | null;
+  dbError(): string | null;
+  /** The lock's holder: pid, null (free), -1 (held, pid unknown), or the probe's error. */
+  lock(): number | null | Error;
+}
 
-const dataDirWritable: CheckFn = (config) => {
-  try {
-    prepareDataDir(config.dataDir);
-    const probe = join(config.dataDir, `.doctor-${process.pid}`);
-    writeFileSync(probe, "ok");
-    unlinkSync(probe);
-    const mode = statSync(config.dataDir).mode & 0o777;
-    return { name: "data dir", ok: true, detail: `${config.dataDir} is writable (mode ${mode.toString(8)})` };
-  } catch (e) {
-    return { name: "data dir", ok: false, detail: `${config.dataDir}: ${(e as Error).message}`, fix: "create it or pass --data-dir to a directory this user owns" };
-  }
-};
+export type CheckFn = (ctx: DoctorContext) => Promise<CheckResult> | CheckResult;
 
-const database: CheckFn = (config) => {
-  const path = join(config.dataDir, DB_FILE);
-  if (!existsSync(path)) return { name: "database", ok: true, detail: `${path} does not exist yet (created by the first serve)` };
-  try {
-    const handle = openDatabase(path);
-    try {
-      const row = handle.sqlite.query<{ integrity_check: string }, []>("PRAGMA integrity_check").get();
-      if (row?.integrity_check !== "ok") {
-        return { name: "database", ok: false, detail: `integrity check: ${row?.integrity_check}`, fix: "restore the latest backup (see README: Operations)" };
-      }
-      const { applied, pending } = migrationStatus(handle.sqlite);
-      return { name: "database", ok: true, detail: `${path} integrity ok, ${applied.length} migration(s) applied, ${pending.length} pending` };
-    } finally {
-      handle.close();
+export type DockerProbe =
+  | {
+      ok: true;
+      engine: DockerEngine;
+      version: string;
+      apiVersion: string;
+      os: string;
+      /** The engine's clock (info.SystemTime), and our clock at the middle of that request. */
+      systemTime: number | null;
+      sampledAt: number;
+      rootDir: string | null;
     }
-  } catch (e) {
-    return { name: "database", ok: false, detail: (e as Error).message, fix: "check the file's permissions, or run the runcell version that wrote it" };
-  }
-};
+  | { ok: false; error: string; code?: string };
 
-const docker: CheckFn = async (config) => {
-  const engine = new DockerEngine(config.dockerHost);
-  if (!(await engine.available(0))) {
-    return {
-      name: "docker",
-      ok: false,
-      detail: `cannot reach ${config.dockerHost}: ${engine.status.error}`,
-      fix: "start the engine (sudo systemctl start docker, or ./install.sh installs docker.io) or pass --docker-host",
-    };
-  }
-  return { name: "docker", ok: true, detail: `${config.dockerHost} answers, engine ${engine.status.version}` };
-};
+const ok = (check: string, message: string): CheckResult => ({ check, status: "OK", message, fix: null });
+const warn = (check: string, message: string, fix: string): CheckResult => ({ check, status: "WARN", message, fix });
+const fail = (check: string, message: string, fix: string): CheckResult => ({ check, status: "FAIL", message, fix });
 
-const workspaceImage: CheckFn = async (config) => {
-  const engine = new DockerEngine(config.dockerHost);
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+const size = (bytes: number) => (bytes >= GiB ? `${(bytes / GiB).toFixed(1)} GiB` : bytes >= MiB ? `${Math.round(bytes / MiB)} MiB` : `${Math.ceil(bytes / 1024)} KiB`);
+const octal = (mode: number) => "0" + (mode & 0o777).toString(8).padStart(3, "0");
+const errCode = (e: unknown) => (e as NodeJS.ErrnoException | null)?.code;
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(Object.assign(new Error(`${what} timed out after ${ms / 1000} s`), { code: "ETIMEDOUT" })), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** uid → user name from /etc/passwd (the number alone when it is not there). */
+function userName(uid: number): string {
   try {
-    const info = await engine.client.getImage(config.workspaceImage).inspect();
-    return { name: "workspace image", ok: true, detail: `${config.workspaceImage} present (${Math.round(info.Size / 1e6)} MB)` };
+    for (const line of readFileSync("/etc/passwd", "utf8").split("\n")) {
+      const [name, , id] = line.split(":");
+      if (name && Number(id) === uid) return name;
+    }
+  } catch {
+    // no /etc/passwd (macOS, minimal containers)
+  }
+  return `uid ${uid}`;
+}
+const owner = (uid: number) => {
+  const name = userName(uid);
+  return name.startsWith("uid ") ? name : `${name} (uid ${uid})`;
+};
+const euid = () => (typeof process.geteuid === "function" ? process.geteuid() : -1);
+
+/** The nearest path at or above `p` that exists (statfs and access need one). */
+function existingAncestor(p: string): string {
+  let cur = p;
+  while (!existsSync(cur) && dirname(cur) !== cur) cur = dirname(cur);
+  return cur;
+}
+
+/** The process's command line from /proc (Linux), for naming the lock's holder. */
+function commandOf(pid: number): string | null {
+  try {
+    const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
+    if (!args.length) return null;
+    const line = args.map((a) => (/[\s"']/.test(a) ? JSON.stringify(a) : a)).join(" ");
+    return line.length > 160 ? line.slice(0, 157) + "…" : line;
+  } catch {
+    return null;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checks
+
+const DATA_DIR = "data dir";
+/** Files of the data dir the server must be able to write. */
+const DATA_FILES = [DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, KEY_FILE, LOCK_FILE, "runcell.toml", "runcell.json"];
+
+const dataDir: CheckFn = ({ config }) => {
+  const dir = config.dataDir;
+  let st: Stats | null = null;
+  try {
+    st = statSync(dir);
+  } catch (e) {
+    if (errCode(e) !== "ENOENT" && errCode(e) !== "ENOTDIR") {
+      return fail(DATA_DIR, `cannot read ${dir}: ${(e as Error).message}`, "run doctor as the data dir's owner (e.g. sudo -u runcell runcell doctor …), or pass the right --data-dir");
+    }
+  }
+  if (!st) {
+    const parent = existingAncestor(dirname(dir));
+    if (!statSync(parent).isDirectory()) {
+      return fail(DATA_DIR, `${dir} cannot be created: ${parent} is a file, not a directory`, "pass --data-dir a directory path (e.g. /var/lib/runcell), or move that file away");
+    }
+    try {
+      accessSync(parent, constants.W_OK);
+    } catch (e) {
+      return fail(
+        DATA_DIR,
+        `${dir} does not exist and cannot be created: ${parent} is not writable (${errCode(e) ?? (e as Error).message})`,
+        `create it for the service user: sudo install -d -m 0700 -o runcell ${dir} (runcell service install does), or pass another --data-dir`,
+      );
+    }
+    return warn(DATA_DIR, `${dir} does not exist: no runcell has used this data dir yet (serve creates it, mode 0700)`, "check --data-dir (the service uses /var/lib/runcell), or start serve once");
+  }
+  if (!st.isDirectory()) return fail(DATA_DIR, `${dir} is not a directory`, "pass --data-dir a directory (e.g. /var/lib/runcell)");
+
+  const probe = join(dir, `.doctor-${process.pid}`);
+  try {
+    writeFileSync(probe, "ok", { mode: 0o600 });
+    unlinkSync(probe);
+  } catch (e) {
+    const code = errCode(e);
+    const fix =
+      code === "EROFS"
+        ? "its filesystem is mounted read-only: remount it read-write (under systemd, the data dir must be in the unit's ReadWritePaths=)"
+        : code === "EPERM"
+          ? `it is immutable or on a filesystem that refuses writes: lsattr -d ${dir}; chattr -i ${dir}`
+          : `give it to the user runcell runs as: sudo chown -R runcell: ${dir} && sudo chmod 700 ${dir}`;
+    return fail(DATA_DIR, `${dir} is not writable by ${owner(euid())}: ${code ?? (e as Error).message}`, fix);
+  }
+
+  const mode = st.mode & 0o777;
+  const facts = [`owner ${owner(st.uid)}`, `mode ${octal(mode)}`, "writable"];
+  // Files that are not the data dir owner's: left by `sudo runcell …` run as root; the server
+  // (as the owner) cannot write them.
+  const foreign: string[] = [];
+  for (const f of DATA_FILES) {
+    try {
+      const fst = statSync(join(dir, f));
+      if (fst.uid !== st.uid) foreign.push(`${f} (${userName(fst.uid)})`);
+    } catch {
+      // not there
+    }
+  }
+  if (foreign.length) {
+    return fail(
+      DATA_DIR,
+      `${dir}: ${facts.join(", ")}; but ${foreign.join(", ")} belong to another user than the data dir: a server running as ${userName(st.uid)} cannot write them`,
+      `sudo chown -R ${userName(st.uid).replace(/^uid /, "")}: ${dir}; run admin, token and migrate as the service user (sudo -u ${userName(st.uid).replace(/^uid /, "")} runcell …)`,
+    );
+  }
+  if (mode & 0o077) {
+    return warn(DATA_DIR, `${dir}: ${facts.join(", ")}; expected 0700: other users can read the database`, `chmod 700 ${dir}`);
+  }
+  const me = euid();
+  if (me >= 0 && st.uid !== me) {
+    if (me === 0) return ok(DATA_DIR, `${dir}: ${facts.join(", ")}; doctor runs as root, the server must run as ${userName(st.uid)} (the systemd unit does)`);
+    else {
+      return warn(DATA_DIR, `${dir}: ${facts.join(", ")}; owned by ${owner(st.uid)}, not this user (${owner(me)})`, `run runcell as ${userName(st.uid)}, or sudo chown -R ${userName(me)}: ${dir}`);
+    }
+  }
+  return ok(DATA_DIR, `${dir}: ${facts.join(", ")}`);
+};
+
+const lock: CheckFn = (ctx) => {
+  const holder = ctx.lock();
+  const path = join(ctx.config.dataDir, LOCK_FILE);
+  if (holder instanceof Error) {
+    return warn("lock", `cannot probe ${path}: ${holder.message}`, "run doctor as the data dir's owner; the data dir must be on a local filesystem with flock(2)");
+  }
+  if (holder === null) return ok("lock", "not held: no runcell serve, migrate or restore is running on this data dir");
+  if (holder === -1) {
+    return warn("lock", `held by a process whose pid cannot be read from ${path}`, `find it with: fuser -v ${path} (or lsof ${path})`);
+  }
+  const cmd = commandOf(holder);
+  return ok("lock", `held by pid ${holder}${cmd ? ` (${cmd})` : ""}: a runcell server (or migrate/restore) is running on this data dir`);
+};
+
+const database: CheckFn = (ctx) => {
+  const path = join(ctx.config.dataDir, DB_FILE);
+  const error = ctx.dbError();
+  if (error) return fail("database", `cannot open ${path}: ${error}`, "check the file's owner and permissions; if it is damaged, restore the latest backup (runcell restore <file> --force)");
+  const db = ctx.db();
+  if (!db) return ok("database", `${path} does not exist yet (serve creates it)`);
+  let bytes = 0;
+  for (const f of [DB_FILE, `${DB_FILE}-wal`]) {
+    try {
+      bytes += statSync(join(ctx.config.dataDir, f)).size;
+    } catch {
+      // no WAL
+    }
+  }
+  let rows: string[];
+  try {
+    rows = db
+      .query<{ quick_check: string }, []>("PRAGMA quick_check(20)")
+      .all()
+      .map((r) => Object.values(r)[0] as string);
+  } catch (e) {
+    return fail("database", `${path}: quick_check failed: ${(e as Error).message}`, "stop the server and restore the latest backup: runcell restore <file> --force (the pre-migration ones are in <data dir>/backups/)");
+  }
+  if (rows.length !== 1 || rows[0] !== "ok") {
+    return fail(
+      "database",
+      `${path}: quick_check found ${rows.length} problem(s): ${rows.slice(0, 3).join("; ")}${rows.length > 3 ? " …" : ""}`,
+      "stop the server and restore the latest backup: runcell restore <file> --force (the pre-migration ones are in <data dir>/backups/)",
+    );
+  }
+  return ok("database", `${path}: quick_check ok, ${size(bytes)}`);
+};
+
+const schema: CheckFn = (ctx) => {
+  const db = ctx.db();
+  if (!db) return ok("schema", `no database yet: serve creates it with schema ${BINARY_SCHEMA}`);
+  let info: SchemaInfo;
+  try {
+    info = schemaInfo(db);
+  } catch (e) {
+    return fail("schema", `cannot read the migrations table: ${(e as Error).message}`, "restore the latest backup (runcell restore <file> --force)");
+  }
+  const by = info.writer ? `written by runcell ${info.writer.version}` : "writer unknown";
+  switch (info.state) {
+    case "current":
+      return ok("schema", `current: ${info.schema} (${by}), as this runcell ${VERSION} expects`);
+    case "empty":
+      return warn("schema", `the database has no schema yet; this runcell ${VERSION} creates ${info.binarySchema}`, "start serve (or run runcell migrate) once");
+    case "older": {
+      const holder = ctx.lock();
+      const running = typeof holder === "number" && holder > 0 ? ` The server running now (pid ${holder}) is an older runcell.` : "";
+      return warn(
+        "schema",
+        `older: ${info.schema} (${by}); this runcell ${VERSION} would apply ${info.pending.join(", ")}.${running}`,
+        "restart the server with this binary: it backs the database up into <data dir>/backups/ and migrates it (or runcell migrate, with the server stopped)",
+      );
+    }
+    case "newer":
+      return fail(
+        "schema",
+        `newer: ${info.schema} (${by}); this runcell ${VERSION} knows schema up to ${info.binarySchema} and refuses this database`,
+        `run ${info.writer ? `runcell ${info.writer.version} or newer` : "the newer runcell binary"}, or restore a backup made before the upgrade (runcell restore <data dir>/backups/pre-migrate-….tar.gz --force)`,
+      );
+  }
+};
+
+const disk: CheckFn = async (ctx) => {
+  const dir = existingAncestor(ctx.config.dataDir);
+  let free: number;
+  let total: number;
+  try {
+    const s = statfsSync(dir);
+    free = s.bavail * s.bsize;
+    total = s.blocks * s.bsize;
+  } catch (e) {
+    return warn("disk", `cannot read the free space of ${dir}: ${(e as Error).message}`, `df -h ${dir}`);
+  }
+  let dbBytes = 0;
+  for (const f of [DB_FILE, `${DB_FILE}-wal`]) {
+    try {
+      dbBytes += statSync(join(ctx.config.dataDir, f)).size;
+    } catch {
+      // none yet
+    }
+  }
+  const pct = total ? (free / total) * 100 : 100;
+  const parts = [`${size(free)} free of ${size(total)} (${pct.toFixed(0)}%) on the data dir's filesystem`];
+  const status: CheckStatus[] = [];
+  if (free < 256 * MiB || free < dbBytes) status.push("FAIL");
+  else if (free < GiB || pct < 5 || free < 2 * dbBytes) status.push("WARN");
+  if (dbBytes) parts.push(`the database is ${size(dbBytes)} (a backup or pre-migration backup needs as much again)`);
+  // Workspace volumes live in Docker's root dir: check it too when the engine is on this host.
+  const probe = await ctx.docker();
+  if (probe.ok && probe.rootDir && ctx.config.dockerHost.startsWith("unix:") && existsSync(probe.rootDir)) {
+    try {
+      const s = statfsSync(probe.rootDir);
+      const dfree = s.bavail * s.bsize;
+      parts.push(`Docker's ${probe.rootDir}: ${size(dfree)} free`);
+      if (dfree < GiB) status.push("WARN");
+    } catch {
+      // not readable by this user
+    }
+  }
+  const message = parts.join("; ");
+  if (status.includes("FAIL")) return fail("disk", message, "free space on that filesystem (old backups, docker system prune), or move the data dir to a larger one");
+  if (status.includes("WARN")) return warn("disk", message, "free space soon (old backups in <data dir>/backups/ and the backup directory, docker system prune, journalctl --vacuum-size)");
+  return ok("disk", message);
+};
+
+const docker: CheckFn = async (ctx) => {
+  const host = ctx.config.dockerHost;
+  const probe = await ctx.docker();
+  // serve uses --docker-host / RUNCELL_DOCKER_HOST, never DOCKER_HOST: say so when they differ.
+  const other = ctx.env.DOCKER_HOST && ctx.env.DOCKER_HOST !== host && !ctx.config.sources?.["docker-host"] ? ctx.env.DOCKER_HOST : null;
+  const note = other ? ` (DOCKER_HOST=${other} is set, but runcell uses --docker-host / RUNCELL_DOCKER_HOST, here the default)` : "";
+  if (!probe.ok) {
+    const code = probe.code;
+    const fix =
+      code === "EACCES"
+        ? "this user may not use the socket: add the service user to the docker group (sudo usermod -aG docker runcell; runcell service install does), or run doctor as that user"
+        : code === "ENOENT"
+          ? `no socket there: install and start Docker (sudo systemctl start docker; ./install.sh installs docker.io), or pass --docker-host${other ? ` ${other}` : ""}`
+          : code === "ECONNREFUSED"
+            ? "nothing answers there: start the engine (sudo systemctl start docker) or pass the right --docker-host"
+            : "start the engine (sudo systemctl start docker) or pass the right --docker-host (unix://, tcp:// or ssh://user@host)";
+    return fail("docker", `cannot reach ${host}: ${probe.error}${note}`, fix);
+  }
+  const message = `${host} answers: Docker Engine ${probe.version} (API ${probe.apiVersion}, ${probe.os})${note}`;
+  if (other) return warn("docker", message, `if runcell should use that engine, pass --docker-host ${other} (or RUNCELL_DOCKER_HOST)`);
+  return ok("docker", message);
+};
+
+/** The image the README's install builds locally; it is on no registry, so it cannot be pulled. */
+const BUILT_LOCALLY = "runcell/workspace:latest";
+
+const workspaceImage: CheckFn = async (ctx) => {
+  const image = ctx.config.workspaceImage;
+  const probe = await ctx.docker();
+  if (!probe.ok) return warn("workspace image", `${image}: not checked, Docker is not reachable`, "fix the docker check first");
+  try {
+    const info = await withTimeout(probe.engine.client.getImage(image).inspect(), 5000, "image inspect");
+    return ok("workspace image", `${image} present (${Math.round(info.Size / 1e6)} MB)`);
   } catch (e) {
     const status = (e as { statusCode?: number }).statusCode;
-    return {
-      name: "workspace image",
-      ok: false,
-      detail: status === 404 ? `${config.workspaceImage} is not present` : `cannot inspect ${config.workspaceImage}: ${(e as Error).message}`,
-      fix: "run `runcell image build` (builds it locally, no registry needed) or set --workspace-image",
-    };
+    if (status !== 404) return fail("workspace image", `cannot inspect ${image}: ${(e as Error).message}`, "check the engine (docker image inspect " + image + ")");
+    if (image === BUILT_LOCALLY) {
+      return fail("workspace image", `${image} is not present (it is built locally, not pulled)`, "run `runcell image build` (or ./install.sh build), or set --workspace-image");
+    }
+    return warn("workspace image", `${image} is not present: it is pulled at the first session (that session waits for the pull)`, `pull it now: docker pull ${image}`);
   }
 };
 
-const publicUrl: CheckFn = (config) => {
-  const u = new URL(config.publicUrl);
-  const loopback = ["localhost", "127.0.0.1", "[::1]"].includes(u.hostname);
-  if (u.pathname !== "/" && u.pathname !== "") {
-    return { name: "public url", ok: false, detail: `${config.publicUrl} has a path`, fix: "serve runcell at the root of its host (https://agents.example.com)" };
+const clock: CheckFn = async (ctx) => {
+  const now = Date.now();
+  const facts: string[] = [`now ${new Date(now).toISOString()}`];
+  let status: CheckStatus = "OK";
+  let fix = "";
+  // 1. Against the Docker engine's clock (another machine's with tcp:// or ssh://).
+  const probe = await ctx.docker();
+  if (probe.ok && probe.systemTime !== null) {
+    const skew = (probe.sampledAt - probe.systemTime) / 1000;
+    facts.push(`${Math.abs(skew) < 0.5 ? "matches" : skew > 0 ? `${skew.toFixed(1)} s ahead of` : `${(-skew).toFixed(1)} s behind`} the Docker engine's clock`);
+    if (Math.abs(skew) > 300) {
+      status = "FAIL";
+      fix = "synchronize both clocks (timedatectl set-ntp true; chrony or systemd-timesyncd): signed webhook and file URLs carry timestamps others verify";
+    } else if (Math.abs(skew) > 5) {
+      status = "WARN";
+      fix = "synchronize both clocks (timedatectl set-ntp true)";
+    }
+  } else facts.push("the Docker engine's clock is not available");
+  // 2. Against the newest time the database recorded: a clock that went back reorders everything.
+  const db = ctx.db();
+  if (db) {
+    try {
+      const row = db.query<{ at: number | null }, []>("SELECT MAX(at) AS at FROM (SELECT MAX(at) AS at FROM audit_log UNION ALL SELECT MAX(updated_at) FROM settings)").get();
+      const latest = row?.at ?? null;
+      if (latest && latest - now > 60_000) {
+        facts.push(`the database holds a time ${((latest - now) / 60_000).toFixed(0)} min in the future (${new Date(latest).toISOString()})`);
+        if (status !== "FAIL") {
+          status = "WARN";
+          fix = "the clock went back (or was ahead before): set it right (timedatectl set-ntp true)";
+        }
+      }
+    } catch {
+      // an older schema without these tables
+    }
   }
-  if (u.protocol === "http:" && !loopback) {
-    return {
-      name: "public url",
-      ok: false,
-      detail: `${config.publicUrl} is plain http on a non-loopback host: cookies and tokens travel unencrypted`,
-      fix: "put runcell behind a TLS proxy and pass --public-url https://… --trust-proxy",
-    };
+  // 3. What systemd says about NTP, where it runs.
+  if (existsSync("/run/systemd/system") && Bun.which("timedatectl")) {
+    const r = Bun.spawnSync(["timedatectl", "show", "-p", "NTPSynchronized", "--value"], { stdout: "pipe", stderr: "ignore", timeout: 2000 });
+    const v = r.stdout.toString().trim();
+    if (v === "yes") facts.push("NTP synchronized");
+    else if (v === "no") {
+      facts.push("not NTP-synchronized");
+      if (status === "OK") {
+        status = "WARN";
+        fix = "sudo timedatectl set-ntp true (or install chrony)";
+      }
+    }
   }
-  return { name: "public url", ok: true, detail: `${config.publicUrl}${u.protocol === "https:" ? " (cookies are Secure)" : " (loopback)"}` };
+  const message = facts.join("; ");
+  return status === "OK" ? ok("clock", message) : status === "WARN" ? warn("clock", message, fix) : fail("clock", message, fix);
 };
 
 const ADMIN_PASSWORD = "admin password";
 const ADMIN_PASSWORD_FIX = "run `runcell admin set-password`, or start serve with --admin-password-file FILE or RUNCELL_ADMIN_PASSWORD";
 
-const adminPassword: CheckFn = (config) => {
+const adminPassword: CheckFn = (ctx) => {
+  const { config } = ctx;
   if (config.adminPasswordFile) {
     let text: string;
     try {
       text = readFileSync(config.adminPasswordFile, "utf8").replace(/\r?\n$/, "");
     } catch (e) {
-      return { name: ADMIN_PASSWORD, ok: false, detail: `cannot read ${config.adminPasswordFile}: ${(e as Error).message}`, fix: "create the file (chmod 600) or drop --admin-password-file" };
+      return fail(ADMIN_PASSWORD, `cannot read ${config.adminPasswordFile}: ${(e as Error).message}`, "create the file (chmod 600) or drop --admin-password-file");
     }
     if (text.length < ADMIN_PASSWORD_MIN) {
-      return { name: ADMIN_PASSWORD, ok: false, detail: `${config.adminPasswordFile} holds fewer than ${ADMIN_PASSWORD_MIN} characters`, fix: "put a longer password in it" };
+      return fail(ADMIN_PASSWORD, `${config.adminPasswordFile} holds fewer than ${ADMIN_PASSWORD_MIN} characters`, "put a longer password in it");
     }
-    return { name: ADMIN_PASSWORD, ok: true, detail: `set from ${config.adminPasswordFile} at start` };
+    return ok(ADMIN_PASSWORD, `set from ${config.adminPasswordFile} at start`);
   }
   if (config.adminPassword) {
     if (config.adminPassword.length < ADMIN_PASSWORD_MIN) {
-      return { name: ADMIN_PASSWORD, ok: false, detail: `RUNCELL_ADMIN_PASSWORD has fewer than ${ADMIN_PASSWORD_MIN} characters`, fix: "use a longer password" };
+      return fail(ADMIN_PASSWORD, `RUNCELL_ADMIN_PASSWORD has fewer than ${ADMIN_PASSWORD_MIN} characters`, "use a longer password");
     }
-    return { name: ADMIN_PASSWORD, ok: true, detail: "set from RUNCELL_ADMIN_PASSWORD at start" };
+    return ok(ADMIN_PASSWORD, "set from RUNCELL_ADMIN_PASSWORD at start");
   }
-  const path = join(config.dataDir, DB_FILE);
   let stored = false;
-  if (existsSync(path)) {
+  const db = ctx.db();
+  if (db) {
     try {
-      const handle = openDatabase(path, { readonly: true });
-      try {
-        stored = !!handle.sqlite.query("SELECT 1 FROM settings WHERE key = 'admin_password_hash'").get();
-      } finally {
-        handle.close();
-      }
+      stored = !!db.query("SELECT 1 FROM settings WHERE key = 'admin_password_hash'").get();
     } catch {
       stored = false;
     }
   }
-  if (stored) return { name: ADMIN_PASSWORD, ok: true, detail: "set (argon2id hash in the database)" };
-  return { name: ADMIN_PASSWORD, ok: false, detail: "none is set: every /admin/* call and /metrics answer 401", fix: ADMIN_PASSWORD_FIX };
+  if (stored) return ok(ADMIN_PASSWORD, "set (argon2id hash in the database)");
+  return fail(ADMIN_PASSWORD, "none is set: every /admin/* call and /metrics answer 401", ADMIN_PASSWORD_FIX);
 };
 
-export const CHECKS: CheckFn[] = [dataDirWritable, database, docker, workspaceImage, publicUrl, adminPassword];
+const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]", "::1"]);
+const isLoopbackHost = (h: string) => LOOPBACK.has(h) || /^127\./.test(h);
 
-export async function runChecks(config: Config, checks: CheckFn[] = CHECKS): Promise<Check[]> {
-  const out: Check[] = [];
-  for (const c of checks) out.push(await c(config));
-  return out;
+const publicUrl: CheckFn = ({ config }) => {
+  const u = new URL(config.publicUrl);
+  const loopback = isLoopbackHost(u.hostname);
+  if (u.pathname !== "/" && u.pathname !== "") {
+    return fail("public url", `${config.publicUrl} has a path`, "serve runcell at the root of its host (https://agents.example.com)");
+  }
+  if (u.protocol === "http:" && !loopback) {
+    return fail(
+      "public url",
+      `${config.publicUrl} is plain http on a non-loopback host: cookies and tokens travel unencrypted`,
+      "put runcell behind a TLS proxy (Caddy or nginx, see README: Operations) and pass --public-url https://… --trust-proxy",
+    );
+  }
+  const listensOpen = !isLoopbackHost(config.host) && config.host !== "";
+  if (u.protocol === "https:" && !config.trustProxy) {
+    return warn(
+      "public url",
+      `${config.publicUrl} (cookies are Secure), but --trust-proxy is off: behind the TLS proxy every client has the proxy's address — one rate-limit bucket for all, the proxy's address in logs and the audit log`,
+      "pass --trust-proxy (RUNCELL_TRUST_PROXY=true) and have the proxy set X-Forwarded-For",
+    );
+  }
+  if (config.trustProxy && listensOpen) {
+    return warn(
+      "public url",
+      `${config.publicUrl} with --trust-proxy, but serve listens on ${config.host}:${config.port}: a client reaching that port directly can set X-Forwarded-For and choose the address it is limited and logged under`,
+      `listen on loopback behind the proxy: --http 127.0.0.1:${config.port} (or firewall the port)`,
+    );
+  }
+  if (u.protocol === "https:") return ok("public url", `${config.publicUrl} behind a proxy (--trust-proxy; cookies are Secure), serve listens on ${config.host}:${config.port}`);
+  return ok("public url", `${config.publicUrl} (loopback; behind a TLS proxy pass --public-url https://… --trust-proxy)`);
+};
+
+/** The server's environment variable holding each provider's key (used for the providers' own endpoints only). */
+const PROVIDER_KEYS = { anthropic: "ANTHROPIC_API_KEY", openai: "OPENAI_API_KEY" } as const;
+
+const providers: CheckFn = (ctx) => {
+  const set = (Object.keys(PROVIDER_KEYS) as (keyof typeof PROVIDER_KEYS)[]).filter((p) => !!ctx.env[PROVIDER_KEYS[p]]);
+  const facts = (Object.keys(PROVIDER_KEYS) as (keyof typeof PROVIDER_KEYS)[]).map((p) => `${p} ${set.includes(p) ? `key set (${PROVIDER_KEYS[p]})` : "no server key"}`);
+  // Profiles that depend on a server key this environment does not have, or on a vault secret that does not exist.
+  const missingServerKey = new Map<string, number>();
+  let missingSecret = 0;
+  let profileCount = 0;
+  const db = ctx.db();
+  if (db) {
+    try {
+      const secrets = new Set(db.query<{ k: string }, []>("SELECT user_id || ':' || name AS k FROM secrets").all().map((r) => r.k));
+      for (const row of db.query<{ user_id: string; model: string }, []>("SELECT user_id, model FROM profiles").all()) {
+        profileCount++;
+        let model: { provider?: string; base_url?: string | null; api_key_secret?: string | null };
+        try {
+          model = JSON.parse(row.model);
+        } catch {
+          continue;
+        }
+        const p = model.provider as keyof typeof PROVIDER_KEYS;
+        if (model.api_key_secret) {
+          if (!secrets.has(`${row.user_id}:${model.api_key_secret}`)) missingSecret++;
+        } else if (p in PROVIDER_KEYS && !model.base_url && !set.includes(p)) missingServerKey.set(p, (missingServerKey.get(p) ?? 0) + 1);
+      }
+    } catch {
+      // an older schema: leave the profiles out
+    }
+  }
+  if (db) facts.push(`${profileCount} profile(s)`);
+  const problems: string[] = [];
+  for (const [p, n] of missingServerKey) problems.push(`${n} profile(s) use ${p} without a key of their own and the server has no ${PROVIDER_KEYS[p as keyof typeof PROVIDER_KEYS]}`);
+  if (missingSecret) problems.push(`${missingSecret} profile(s) name a vault secret (model.api_key_secret) that does not exist`);
+  if (problems.length) {
+    return warn("providers", `${facts.join(", ")}; ${problems.join("; ")}: their tasks fail`, "put the key in the server's environment (/etc/runcell/runcell.env under systemd, then restart; run doctor with the same environment), or give those profiles a vault key");
+  }
+  if (!set.length) {
+    return warn(
+      "providers",
+      `${facts.join(", ")}: new profiles use the offline demo model unless they bring a vault key`,
+      "set ANTHROPIC_API_KEY or OPENAI_API_KEY in the server's environment (/etc/runcell/runcell.env under systemd); doctor sees only its own environment",
+    );
+  }
+  return ok("providers", facts.join(", "));
+};
+
+const webhooks: CheckFn = ({ config }) => {
+  if (config.allowPrivateWebhooks) {
+    return warn(
+      "webhooks",
+      "SSRF guard off (--allow-private-webhooks): webhook URLs may point at loopback and private addresses, so any user can make the server call internal services",
+      "drop --allow-private-webhooks (RUNCELL_ALLOW_PRIVATE_WEBHOOKS) unless every user is trusted and the receivers are on your network",
+    );
+  }
+  const hosts = config.allowModelHosts.length ? `; private model hosts allowed: ${config.allowModelHosts.join(", ")}` : "";
+  return ok("webhooks", `SSRF guard on: webhook URLs resolving to loopback or private addresses are refused${hosts}`);
+};
+
+const vaultKey: CheckFn = (ctx) => {
+  const path = join(ctx.config.dataDir, KEY_FILE);
+  let st: Stats | null = null;
+  try {
+    st = statSync(path);
+  } catch {
+    st = null;
+  }
+  if (!st) {
+    let sealed = 0;
+    const db = ctx.db();
+    if (db) {
+      try {
+        sealed =
+          (db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM secrets").get()?.n ?? 0) +
+          (db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM integrations WHERE secret_ciphertext IS NOT NULL").get()?.n ?? 0);
+      } catch {
+        sealed = 0;
+      }
+    }
+    if (sealed) {
+      return fail("vault key", `${path} is missing, and the database holds ${sealed} sealed value(s): they cannot be decrypted`, "put back the secret.key that belongs to this database (it is in every runcell backup: runcell restore)");
+    }
+    return ok("vault key", `${path} not created yet (serve creates it)`);
+  }
+  if (st.mode & 0o077) return warn("vault key", `${path} has mode ${octal(st.mode)}: others can read the key of every stored secret`, `chmod 600 ${path}`);
+  return ok("vault key", `${path} present (mode ${octal(st.mode)}); keep it with your backups`);
+};
+
+export interface Check {
+  name: string;
+  run: CheckFn;
 }
 
+/** The checks, in the order doctor prints them. */
+export const CHECKS: Check[] = [
+  { name: DATA_DIR, run: dataDir },
+  { name: "lock", run: lock },
+  { name: "database", run: database },
+  { name: "schema", run: schema },
+  { name: "disk", run: disk },
+  { name: "docker", run: docker },
+  { name: "workspace image", run: workspaceImage },
+  { name: "clock", run: clock },
+  { name: ADMIN_PASSWORD, run: adminPassword },
+  { name: "public url", run: publicUrl },
+  { name: "providers", run: providers },
+  { name: "webhooks", run: webhooks },
+  { name: "vault key", run: vaultKey },
+];
+
+async function probeDocker(host: string): Promise<DockerProbe> {
+  let engine: DockerEngine;
+  try {
+    engine = new DockerEngine(host);
+  } catch (e) {
+    return { ok: false, error: (e as Error).message };
+  }
+  try {
+    const v = await withTimeout(engine.client.version(), 5000, "the version request");
+    let systemTime: number | null = null;
+    let sampledAt = Date.now();
+    let rootDir: string | null = null;
+    try {
+      const t0 = Date.now();
+      const info = await withTimeout(engine.client.info(), 5000, "the info request");
+      sampledAt = (t0 + Date.now()) / 2;
+      const t = Date.parse(info.SystemTime);
+      systemTime = Number.isFinite(t) ? t : null;
+      rootDir = typeof info.DockerRootDir === "string" ? info.DockerRootDir : null;
+    } catch {
+      // version answered; info is optional
+    }
+    return { ok: true, engine, version: v.Version, apiVersion: v.ApiVersion, os: `${v.Os}/${v.Arch}`, systemTime, sampledAt, rootDir };
+  } catch (e) {
+    return { ok: false, error: (e as Error).message, code: errCode(e) };
+  }
+}
+
+export function createContext(config: Config, env: Record<string, string | undefined> = process.env): DoctorContext & { close(): void } {
+  let dockerProbe: Promise<DockerProbe> | null = null;
+  let db: Database | null | undefined;
+  let dbError: string | null = null;
+  let holder: number | null | Error | undefined;
+  const openDb = () => {
+    if (db !== undefined) return db;
+    db = null;
+    const path = join(config.dataDir, DB_FILE);
+    if (!existsSync(path)) return db;
+    try {
+      const d = new Database(path, { readonly: true });
+      d.exec("PRAGMA busy_timeout = 5000");
+      d.query("SELECT COUNT(*) FROM sqlite_master").get(); // fails now on a file that is not a database
+      db = d;
+    } catch (e) {
+      dbError = (e as Error).message;
+    }
+    return db;
+  };
+  return {
+    config,
+    env,
+    docker: () => (dockerProbe ??= probeDocker(config.dockerHost)),
+    db: openDb,
+    dbError() {
+      openDb();
+      return dbError;
+    },
+    lock() {
+      if (holder === undefined) {
+        try {
+          holder = lockHolder(config.dataDir);
+        } catch (e) {
+          holder = e as Error;
+        }
+      }
+      return holder;
+    },
+    close() {
+      db?.close();
+    },
+  };
+}
+
+/** Runs the checks in order; a check that throws is reported as FAIL (doctor itself never crashes). */
+export async function runChecks(config: Config, opts: { checks?: Check[]; env?: Record<string, string | undefined> } = {}): Promise<CheckResult[]> {
+  const ctx = createContext(config, opts.env);
+  const out: CheckResult[] = [];
+  try {
+    for (const c of opts.checks ?? CHECKS) {
+      try {
+        out.push(await c.run(ctx));
+      } catch (e) {
+        out.push(fail(c.name, `the check itself failed: ${(e as Error).message}`, "report this with the output of runcell doctor --json"));
+      }
+    }
+  } finally {
+    ctx.close();
+  }
+  return out;
+}

@@ -28,6 +28,13 @@ export interface WorkspacesDep extends WorkspaceOps {
   signedFileUrl(ctrId: string, path: string, ttlSec?: number): string;
 }
 
+/** What the agent runtime reports to /metrics (src/admin/metrics.ts; wired by the app). */
+export interface AgentMetricsDep {
+  taskEnded(status: "completed" | "failed" | "cancelled", seconds: number): void;
+  sessionReady(seconds: number): void;
+  modelUsage(provider: string, inputTokens: number, outputTokens: number, costUsd: number): void;
+}
+
 export interface NotifyInput {
   userId: string;
   source: "agent" | "platform";

@@ -9,7 +9,7 @@ import type { FrameInput, TaskFrameInput } from "../schema/stream.ts";
 import type { Hub } from "../events/hub.ts";
 import type { EventLog } from "../events/log.ts";
 import { AppError, type ErrorCode } from "../lib/errors.ts";
-import type { ProfileRow, SecretsDep, WorkspacesDep, NotificationsDep } from "./deps.ts";
+import type { AgentMetricsDep, ProfileRow, SecretsDep, WorkspacesDep, NotificationsDep } from "./deps.ts";
 import { polishResultText } from "./polish.ts";
 import { costUsd } from "./pricing.ts";
 import { getProvider } from "./providers/index.ts";
@@ -44,6 +44,8 @@ export interface LoopDeps {
   spend?: { assertSpend(userId: string): void };
   /** Where the profile's model requests may go (the SSRF guard of a user's base_url). */
   modelNet?: { route(userId: string, baseUrl: string | null | undefined): Promise<ModelRoute> };
+  /** /metrics: tokens and cost by provider, task durations, session.ready latency (wired by the app). */
+  metrics?: AgentMetricsDep;
 }
 
 type ToolUse = Extract<ContentBlock, { type: "tool_use" }>;
@@ -165,6 +167,7 @@ export class AgentLoop {
         cost_usd: totals.cost_usd + cost,
       });
       this.d.sessions.addUsage(task.session_id, response.usage.input_tokens, response.usage.output_tokens, cost);
+      this.d.metrics?.modelUsage(profile.model.provider, response.usage.input_tokens, response.usage.output_tokens, cost);
       transcript.addAssistant(task.session_id, task.id, content);
       steps = transcript.steps(task.session_id);
 

@@ -157,6 +157,7 @@ export class Orchestrator {
       this.d.tasks.update(task.id, { status, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null }, tx);
       if (task.playbook_id) this.runEnded(task, status, null, tx);
     });
+    this.ended(task, status);
     this.publish(task.session_id, { type: "task:done", task_id: task.id, status });
   }
 
@@ -167,7 +168,13 @@ export class Orchestrator {
       if (task.playbook_id) this.runEnded(task, "failed", `${code}: ${message}`, tx);
       else this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, code, error: message }, tx);
     });
+    this.ended(task, "failed");
     this.publish(task.session_id, { type: "task:failed", task_id: task.id, error: message, code });
+  }
+
+  /** /metrics: the task's duration from its start (never started: its submission) to now. */
+  private ended(task: TaskRow, status: "completed" | "cancelled" | "failed") {
+    this.d.metrics?.taskEnded(status, (this.d.now() - (task.started_at ?? task.created_at)) / 1000);
   }
 
   /** The platform notification at the end of every playbook run: status, cost and (failed) why. */

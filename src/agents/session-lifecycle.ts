@@ -8,7 +8,7 @@ import type { DB } from "../db/client.ts";
 import type { EventLog } from "../events/log.ts";
 import type { Hub } from "../events/hub.ts";
 import { AppError } from "../lib/errors.ts";
-import type { ProfileRow, ProfilesDep, SecretsDep, WorkspaceRow, WorkspacesDep } from "./deps.ts";
+import type { AgentMetricsDep, ProfileRow, ProfilesDep, SecretsDep, WorkspaceRow, WorkspacesDep } from "./deps.ts";
 import type { AgentSessions, SessionRow } from "./sessions.ts";
 import type { TaskRow } from "./tasks.ts";
 
@@ -33,6 +33,8 @@ export interface SessionLifecycleDeps {
   profiles: ProfilesDep;
   secrets: SecretsDep;
   workspaces: WorkspacesDep;
+  /** /metrics: session.ready latency (wired by the app). */
+  metrics?: Pick<AgentMetricsDep, "sessionReady">;
 }
 
 export class SessionLifecycle {
@@ -47,6 +49,7 @@ export class SessionLifecycle {
    * session back — unless a task came with it, which then fails with the error (`error`).
    */
   async open(userId: string, profile: ProfileRow, title: string | null, hooks: SessionHooks = {}, withTask?: (tx: DB, session: SessionRow) => TaskRow): Promise<OpenedSession> {
+    const started = performance.now();
     // The env reaches the workspace per exec; a secret it names that is missing is refused now.
     this.d.secrets.resolveEnv(userId, profile.env);
     let task: TaskRow | undefined;
@@ -65,6 +68,7 @@ export class SessionLifecycle {
       throw e;
     }
     this.d.hub.publish(session.id, { type: "session.ready", container_id: ws.id, container_name: ws.name, profile_id: profile.id });
+    this.d.metrics?.sessionReady((performance.now() - started) / 1000);
     return { session, task, workspace: ws, error: null };
   }
 

@@ -12,14 +12,14 @@ import { AppError } from "../lib/errors.ts";
 import { randomToken } from "../lib/crypto.ts";
 import { Settings } from "../db/settings.ts";
 import { type Command, failUsage, readStdin, UsageError } from "./command.ts";
-import { openDataDir } from "./open-db.ts";
+import { openDataDir, OpenDataDirError } from "./open-db.ts";
 import { promptHidden } from "./prompt.ts";
 
 const SUBCOMMANDS = "set-password, create-user";
 
 /** Validation failures of what the operator typed: the message, exit 1. */
 function report(cmd: string, e: unknown): number {
-  if (e instanceof AppError || e instanceof NewerDatabaseError) {
+  if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof OpenDataDirError) {
     process.stderr.write(`runcell ${cmd}: ${e.message}\n`);
     return 1;
   }
@@ -53,7 +53,7 @@ async function setPassword(argv: string[]): Promise<number> {
     return failUsage(cmd, e);
   }
   try {
-    const handle = openDataDir(config);
+    const handle = await openDataDir(config, { command: cmd });
     try {
       await new AdminPassword(new Settings(handle.db), Date.now, undefined, new Audit(handle.db, Date.now)).set(password, { actor: "admin", via: "cli" });
     } finally {
@@ -93,7 +93,7 @@ async function createUser(argv: string[]): Promise<number> {
   const generated = !passwordFromStdin;
   const password = generated ? randomToken(18) : await readStdin();
   try {
-    const handle = openDataDir(config);
+    const handle = await openDataDir(config, { command: cmd });
     try {
       const user = await new Users(handle.db, Date.now, new Audit(handle.db, Date.now)).create({ email, name, password, role, emailVerified: true }, { actor: "admin", via: "cli" });
       console.log(`created user ${user.id} ${user.email} (role ${user.role})`);

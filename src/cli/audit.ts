@@ -8,7 +8,7 @@ import { parseArgs, resolveConfig } from "../config.ts";
 import { NewerDatabaseError } from "../db/migrate.ts";
 import { AppError } from "../lib/errors.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
-import { openDataDir } from "./open-db.ts";
+import { openDataDir, OpenDataDirError } from "./open-db.ts";
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 100_000;
@@ -59,7 +59,7 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
       return failUsage(cmd, e);
     }
     try {
-      const handle = openDataDir(config);
+      const handle = await openDataDir(config, { command: cmd });
       try {
         const audit = new Audit(handle.db, Date.now);
         let printed = 0;
@@ -78,7 +78,7 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
         handle.close();
       }
     } catch (e) {
-      if (e instanceof AppError || e instanceof NewerDatabaseError) {
+      if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof OpenDataDirError) {
         process.stderr.write(`runcell ${cmd}: ${e.message}\n`);
         return 1;
       }

@@ -1,18 +1,104 @@
 /**
- * For CLI commands that work on the data dir's database directly (admin, token): resolves the
- * configuration from the command line (config flags apply: --data-dir…), opens the database and
- * applies pending migrations, exactly like `serve` does. Safe next to a running server (WAL,
- * busy timeout).
+ * For CLI commands that work on the data dir's database directly (admin, token, audit): opens the
+ * database, and when this binary has migrations to apply, applies them the way `serve` and
+ * `migrate` do — holding the data dir's lock, after the automatic pre-migration backup.
+ *
+ * A database that is current needs no lock: the command works next to a running server (WAL,
+ * busy timeout), which is what these commands are for. One that needs migrating is never migrated
+ * under a running process: when another process holds the lock (a server running an older runcell,
+ * a migrate or restore), the command refuses, having changed nothing. A database written by a newer
+ * runcell is refused (NewerDatabaseError), untouched.
  */
-import { prepareDataDir } from "../db/data-dir.ts";
+import { Database } from "bun:sqlite";
+import { existsSync } from "node:fs";
 import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/client.ts";
-import { migrate } from "../db/migrate.ts";
+import { prepareDataDir } from "../db/data-dir.ts";
+import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from "../db/lock.ts";
+import { BINARY_SCHEMA, migrate, NewerDatabaseError, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
+import { VERSION } from "../version.ts";
+import { upgradeGuard } from "./backup.ts";
 
-export function openDataDir(config: Config): DatabaseHandle {
-  const handle = openDatabase(prepareDataDir(config.dataDir));
+/** The data dir cannot be opened for this command (printed as `runcell <command>: <message>`, exit 1). */
+export class OpenDataDirError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "OpenDataDirError";
+  }
+}
+
+/** The database's schema against this binary's, read-only (null: no database file yet). */
+function readSchema(path: string): SchemaInfo | null {
+  if (!existsSync(path)) return null;
+  const db = new Database(path, { readonly: true });
   try {
-    migrate(handle.sqlite);
+    db.exec("PRAGMA busy_timeout = 5000");
+    return schemaInfo(db);
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Opens the data dir's database for `command` (its name, for messages). Lines about the
+ * pre-migration backup and the migrations go to `report` (stderr by default: `token create`
+ * keeps stdout for the token alone). Throws NewerDatabaseError, or OpenDataDirError when the
+ * database needs migrating and another process holds the data dir (or the backup failed).
+ */
+export async function openDataDir(config: Config, opts: { command?: string; report?: (line: string) => void } = {}): Promise<DatabaseHandle> {
+  const report = opts.report ?? ((line: string) => process.stderr.write(line + "\n"));
+  const path = prepareDataDir(config.dataDir);
+  const info = readSchema(path);
+  if (info?.state === "newer") throw new NewerDatabaseError(info.unknown[0]!, info.schema!, info.writer, info.binarySchema);
+  if (info?.state === "current") return openCurrent(path);
+
+  // Migrations to apply (or a new database to create): only as the data dir's one owner.
+  let lock: DataDirLock;
+  try {
+    lock = acquireDataDirLock(config.dataDir);
+  } catch (e) {
+    if (!(e instanceof DataDirLockedError)) throw new OpenDataDirError((e as Error).message);
+    const what = info
+      ? `the database has schema ${info.schema ?? "(none)"} and this runcell ${VERSION} would migrate it to ${BINARY_SCHEMA}${info.pending.length > 1 ? ` (${info.pending.join(", ")})` : ""}`
+      : `there is no database yet and this runcell ${VERSION} would create it`;
+    throw new OpenDataDirError(
+      `${what}, but the data dir ${config.dataDir} is in use by another runcell process (pid ${e.pid ?? "unknown"}): ` +
+        `a server running an older runcell, or a migrate or restore. Nothing was changed. ` +
+        `Run ${opts.command ? `runcell ${opts.command}` : "this command"} with the runcell binary that server runs, or upgrade the server first ` +
+        `(restart it with this binary: it backs the database up and migrates it), then run this again.`,
+    );
+  }
+  try {
+    let backup: string | null;
+    try {
+      ({ backup } = await upgradeGuard(config.dataDir, (line) => report(line)));
+    } catch (e) {
+      if (e instanceof NewerDatabaseError) throw e;
+      throw new OpenDataDirError(`the pre-migration backup failed, nothing was migrated: ${(e as Error).message}`);
+    }
+    if (backup) report(`pre-migration backup: ${backup}`);
+    const handle = openDatabase(path);
+    try {
+      const { applied } = migrate(handle.sqlite);
+      if (applied.length && info) report(`applied ${applied.length} migration(s): ${applied.join(", ")}`);
+    } catch (e) {
+      handle.close();
+      throw e;
+    }
+    return handle;
+  } finally {
+    lock.release();
+  }
+}
+
+/** A current database: opened without the lock, next to a running server. */
+function openCurrent(path: string): DatabaseHandle {
+  const handle = openDatabase(path);
+  try {
+    // Checked again on the open connection (a newer binary may have migrated it in between).
+    const now = schemaInfo(handle.sqlite);
+    if (now.state === "newer") throw new NewerDatabaseError(now.unknown[0]!, now.schema!, now.writer, now.binarySchema);
+    if (now.state !== "current") throw new OpenDataDirError(`the database's schema changed while it was being opened (${now.state}); run the command again`);
   } catch (e) {
     handle.close();
     throw e;

@@ -1,7 +1,10 @@
 import { createApp } from "../app.ts";
 import { ConfigError, parseArgs, resolveConfig } from "../config.ts";
+import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
 import { NewerDatabaseError } from "../db/migrate.ts";
+import { createLogger } from "../log.ts";
 import type { Services } from "../services.ts";
+import { upgradeGuard } from "./backup.ts";
 import { type Command, failUsage } from "./command.ts";
 
 /**
@@ -21,6 +24,10 @@ export const serveCommand: Command = {
   name: "serve",
   summary: "Run the runcell server: HTTP API, WebSocket stream, dashboard and background workers.",
   usage: "runcell serve [flags]",
+  details: `  Holds <data dir>/runcell.lock (flock) while it runs: a second serve, migrate or restore on the
+  same data dir exits 1 naming this process's pid. When this binary has migrations to apply to an
+  existing database, it first writes <data dir>/backups/pre-migrate-<schema>-<timestamp>.tar.gz
+  (the last 3 are kept); a database written by a newer runcell is refused (exit 1), untouched.`,
   examples: [
     "runcell serve",
     "runcell serve --http 0.0.0.0:7420 --public-url https://agents.example.com --trust-proxy",
@@ -34,6 +41,25 @@ export const serveCommand: Command = {
     } catch (e) {
       return failUsage("serve", e);
     }
+    // One owner per data dir: taken before anything reads or writes it, held until exit (the
+    // kernel drops it if the process dies). A second server exits here, having touched nothing.
+    let lock: DataDirLock;
+    try {
+      lock = acquireDataDirLock(config.dataDir);
+    } catch (e) {
+      console.error(`runcell serve: ${(e as Error).message}`);
+      return 1;
+    }
+    // Upgrades: refuse a newer database; back up an older one before it is migrated.
+    try {
+      const log = createLogger({ level: config.logLevel }).child({ component: "upgrade" });
+      await upgradeGuard(config.dataDir, (msg, fields) => (fields?.warning ? log.warn(msg, fields) : log.info(msg, fields)));
+    } catch (e) {
+      const message = e instanceof NewerDatabaseError ? e.message : `the pre-migration backup failed, nothing was migrated: ${(e as Error).message}`;
+      console.error(`runcell serve: ${message}`);
+      lock.release();
+      return 1;
+    }
     let app;
     try {
       app = await createApp(config);
@@ -41,13 +67,16 @@ export const serveCommand: Command = {
     } catch (e) {
       if (e instanceof NewerDatabaseError || (e as { code?: string }).code === "EADDRINUSE" || (e as { code?: string }).code === "EACCES") {
         console.error(`runcell serve: ${(e as Error).message}`);
+        lock.release();
         return 1;
       }
       if (e instanceof ConfigError) {
         console.error(`runcell serve: ${e.message}`);
         await app?.stop().catch(() => {});
+        lock.release();
         return 2;
       }
+      lock.release();
       throw e;
     }
     const started = app;
@@ -58,9 +87,13 @@ export const serveCommand: Command = {
         process.off("SIGINT", onInt);
         started.services.log.info("signal received", { signal });
         started.stop().then(
-          () => resolve(0),
+          () => {
+            lock.release();
+            resolve(0);
+          },
           (e) => {
             console.error(`runcell serve: shutdown failed: ${(e as Error).message}`);
+            lock.release();
             resolve(1);
           },
         );

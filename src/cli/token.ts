@@ -10,7 +10,7 @@ import { parseArgs, resolveConfig } from "../config.ts";
 import { NewerDatabaseError } from "../db/migrate.ts";
 import { AppError } from "../lib/errors.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
-import { openDataDir } from "./open-db.ts";
+import { openDataDir, OpenDataDirError } from "./open-db.ts";
 
 async function create(argv: string[]): Promise<number> {
   const cmd = "token create";
@@ -31,7 +31,7 @@ async function create(argv: string[]): Promise<number> {
     return failUsage(cmd, e);
   }
   try {
-    const handle = openDataDir(config);
+    const handle = await openDataDir(config, { command: cmd });
     try {
       const user = new Users(handle.db, Date.now).byEmail(email);
       if (!user) {
@@ -49,7 +49,7 @@ async function create(argv: string[]): Promise<number> {
       handle.close();
     }
   } catch (e) {
-    if (e instanceof AppError || e instanceof NewerDatabaseError) {
+    if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof OpenDataDirError) {
       process.stderr.write(`runcell ${cmd}: ${e.message}\n`);
       return 1;
     }

@@ -1,42 +1,116 @@
 import type { Database } from "bun:sqlite";
+import { COMMIT, VERSION } from "../version.ts";
 import { type Migration, MIGRATIONS } from "./migrations.ts";
 
 export type { Migration };
 
+/** Settings key naming the runcell that last migrated the database (see SchemaWriter). */
+export const SCHEMA_WRITER_KEY = "schema.writer";
+
+/** Who wrote the database's schema: recorded in `settings` each time migrations are applied. */
+export interface SchemaWriter {
+  /** The runcell version that applied the latest migration. */
+  version: string;
+  commit: string;
+  /** The latest migration's tag (the schema version). */
+  schema: string;
+  migrated_at: string;
+}
+
+/** The schema version of this binary: its newest embedded migration. */
+export const BINARY_SCHEMA = MIGRATIONS[MIGRATIONS.length - 1]!.tag;
+
 export class NewerDatabaseError extends Error {
-  constructor(public readonly tag: string) {
+  constructor(
+    /** The first migration tag this binary does not know. */
+    public readonly tag: string,
+    /** The database's newest migration. */
+    public readonly schema: string = tag,
+    public readonly writer: SchemaWriter | null = null,
+    public readonly binarySchema: string = BINARY_SCHEMA,
+  ) {
+    const by = writer ? `runcell ${writer.version}${writer.commit && writer.commit !== "dev" && writer.commit !== "unknown" ? ` (commit ${writer.commit})` : ""}` : "an unknown version";
     super(
-      `this database was written by a newer runcell (it has migration "${tag}", which this binary does not know). ` +
-        `Nothing was changed. Run the newer runcell binary, or restore a backup made by this version.`,
+      `this database was written by a newer runcell: ${by}, schema "${schema}" (it has migration "${tag}", which this binary does not know); ` +
+        `this binary is runcell ${VERSION} and knows schema up to "${binarySchema}". Nothing was changed. ` +
+        `Run ${writer ? `runcell ${writer.version} or newer` : "the newer runcell binary"}, or restore a backup made before the upgrade (runcell restore <backup> --force; the automatic ones are in <data dir>/backups/).`,
     );
+    this.name = "NewerDatabaseError";
   }
 }
 
 const TABLE = "_migrations";
 
+const hasTable = (sqlite: Database, name: string) => !!sqlite.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name);
+
 function appliedTags(sqlite: Database): string[] {
-  const exists = sqlite.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(TABLE);
-  if (!exists) return [];
+  if (!hasTable(sqlite, TABLE)) return [];
   return sqlite
     .query<{ tag: string }, []>(`SELECT tag FROM ${TABLE} ORDER BY id`)
     .all()
     .map((r) => r.tag);
 }
 
-/** What `migrate` would do, without writing anything. */
+/** The runcell that last migrated this database, when it recorded itself (runcell ≥ 0.1 with issue 14). */
+export function schemaWriter(sqlite: Database): SchemaWriter | null {
+  if (!hasTable(sqlite, "settings")) return null;
+  const row = sqlite.query<{ value: string }, [string]>("SELECT value FROM settings WHERE key = ?").get(SCHEMA_WRITER_KEY);
+  if (!row) return null;
+  try {
+    const v = JSON.parse(row.value) as SchemaWriter;
+    return v && typeof v.version === "string" ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+/** What `migrate` would do, without writing anything. Throws NewerDatabaseError for a newer database. */
 export function migrationStatus(sqlite: Database, migrations: Migration[] = MIGRATIONS) {
   const applied = appliedTags(sqlite);
   const known = migrations.map((m) => m.tag);
   applied.forEach((tag, i) => {
-    if (known[i] !== tag) throw new NewerDatabaseError(tag);
+    if (known[i] !== tag) throw new NewerDatabaseError(tag, applied[applied.length - 1]!, schemaWriter(sqlite), known[known.length - 1] ?? "none");
   });
   return { applied, pending: migrations.slice(applied.length) };
 }
 
+export type SchemaState = "empty" | "current" | "older" | "newer";
+
+export interface SchemaInfo {
+  /** empty: no migration applied yet; older: migrations pending; newer: written by a newer runcell. */
+  state: SchemaState;
+  /** The database's schema version: its newest applied migration (null when empty). */
+  schema: string | null;
+  /** This binary's schema version. */
+  binarySchema: string;
+  applied: string[];
+  /** Tags this binary would apply (state older or empty). */
+  pending: string[];
+  /** Tags the database has and this binary does not know (state newer). */
+  unknown: string[];
+  writer: SchemaWriter | null;
+}
+
+/** The database's schema compared with this binary's, without writing anything (never throws for a newer one). */
+export function schemaInfo(sqlite: Database, migrations: Migration[] = MIGRATIONS): SchemaInfo {
+  const applied = appliedTags(sqlite);
+  const known = migrations.map((m) => m.tag);
+  const binarySchema = known[known.length - 1] ?? "none";
+  const writer = schemaWriter(sqlite);
+  const schema = applied[applied.length - 1] ?? null;
+  const firstUnknown = applied.findIndex((tag, i) => known[i] !== tag);
+  if (firstUnknown >= 0) return { state: "newer", schema, binarySchema, applied, pending: [], unknown: applied.slice(firstUnknown), writer };
+  const pending = known.slice(applied.length);
+  const state: SchemaState = applied.length === 0 ? "empty" : pending.length ? "older" : "current";
+  return { state, schema, binarySchema, applied, pending, unknown: [], writer };
+}
+
 /**
  * Applies the embedded drizzle-kit migrations that are not recorded yet, all in one transaction,
- * and records each. A database that records a migration this binary does not know was written by
- * a newer version: it is refused before anything is written.
+ * and records each, and this runcell's version as the schema's writer (settings
+ * `schema.writer`, which an older binary quotes when it refuses the database). A database that
+ * records a migration this binary does not know was written by a newer version: it is refused
+ * before anything is written.
  */
 export function migrate(sqlite: Database, migrations: Migration[] = MIGRATIONS): { applied: string[] } {
   const { pending } = migrationStatus(sqlite, migrations);
@@ -53,6 +127,12 @@ export function migrate(sqlite: Database, migrations: Migration[] = MIGRATIONS):
       record.run(m.tag, new Bun.CryptoHasher("sha256").update(m.sql).digest("hex"), Date.now());
     }
     sqlite.exec(`PRAGMA user_version = ${migrations.indexOf(pending[pending.length - 1]!) + 1}`);
+    if (hasTable(sqlite, "settings")) {
+      const writer: SchemaWriter = { version: VERSION, commit: COMMIT, schema: pending[pending.length - 1]!.tag, migrated_at: new Date().toISOString() };
+      sqlite
+        .prepare("INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at")
+        .run(SCHEMA_WRITER_KEY, JSON.stringify(writer), Date.now());
+    }
   });
   run.immediate();
   return { applied: pending.map((m) => m.tag) };

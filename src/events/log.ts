@@ -69,6 +69,8 @@ export interface ReadBound {
 }
 
 export class EventLog {
+  /** Frames appended since start (read by /metrics). */
+  appended = 0;
   private seqs = new Map<string, SeqState>();
   private queue: Pending[] = [];
   private timer: Timer | null = null;
@@ -147,6 +149,7 @@ export class EventLog {
   append(sessionId: string, frame: FrameInput): AppendResult {
     const state = this.state(sessionId);
     const seq = ++state.last;
+    this.appended++;
     const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
     const ordered = task_id === undefined ? { type, session_id: sessionId, seq, ...rest } : { type, session_id: sessionId, task_id, seq, ...rest };
     const json = JSON.stringify(ordered);

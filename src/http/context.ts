@@ -10,12 +10,20 @@ export interface RequestContext {
   authError: "missing" | "invalid";
   /** The surface's credential was checked (src/http/surfaces.ts). */
   authorized?: boolean;
+  /** The route template the router matched ("/v1/sessions/:id"; the /metrics route label), set by router.ts. */
+  route?: string;
 }
 
 const contexts = new WeakMap<Request, RequestContext>();
 
 export function setRequestContext(req: Request, ctx: RequestContext) {
   contexts.set(req, ctx);
+}
+
+/** Notes the route template the router matched (a request that did not pass through the pipeline has no context to note it in). */
+export function noteRoute(req: Request, route: string) {
+  const ctx = contexts.get(req);
+  if (ctx) ctx.route = route;
 }
 
 export function requestContext(req: Request): RequestContext {

@@ -27,8 +27,11 @@ export interface PipelineDeps {
   handle(req: Request): Promise<Response>;
   /** The /v1/stream upgrade; returns a Response only when the upgrade was refused. */
   upgrade?(req: Request, server: Server<unknown>, ctx: RequestContext): Promise<Response | undefined>;
-  /** Told the status of every response (the /metrics counters). */
-  onResponse?(status: number): void;
+  /**
+   * Told of every response (the /metrics counters): the method, the route template the router
+   * matched (undefined when none did), the status and the seconds it took.
+   */
+  onResponse?(method: string, route: string | undefined, status: number, seconds: number): void;
 }
 
 /** Paths the per-caller rate limit applies to (the API surfaces; not static assets or /healthz). */
@@ -93,6 +96,7 @@ export function createPipeline(deps: PipelineDeps) {
         if (!(e instanceof AppError)) log.error("unhandled error in stream upgrade", { request_id: ctx.id, err: e });
         refused = errorResponse(e instanceof AppError ? e : Errors.internal(ctx.id));
       }
+      deps.onResponse?.(req.method, path, refused?.status ?? 101, (performance.now() - started) / 1000);
       if (!refused) return undefined;
       refused.headers.set("x-request-id", ctx.id);
       return refused;
@@ -142,7 +146,8 @@ export function createPipeline(deps: PipelineDeps) {
       h.set("ratelimit-remaining", String(rl.remaining));
       h.set("ratelimit-reset", String(rl.resetSec));
     }
-    deps.onResponse?.(response.status);
+    const ms = performance.now() - started;
+    deps.onResponse?.(req.method, ctx.route, response.status, ms / 1000);
 
     if (log.enabled("info")) {
       log.info("request", {
@@ -150,7 +155,7 @@ export function createPipeline(deps: PipelineDeps) {
         method: req.method,
         url: req.url.slice(req.url.indexOf(path)),
         status: response.status,
-        ms: Math.round((performance.now() - started) * 100) / 100,
+        ms: Math.round(ms * 100) / 100,
         ip: ctx.ip,
         user_id: ctx.principal?.user.id,
       });

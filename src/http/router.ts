@@ -6,7 +6,7 @@
 import type { ValueError } from "@sinclair/typebox/errors";
 import { Elysia, ValidationError } from "elysia";
 import type { Logger } from "../log.ts";
-import { requestContext } from "./context.ts";
+import { noteRoute, requestContext } from "./context.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { errorResponse } from "./errors.ts";
 import { MAX_JSON_BODY, parseJsonBody } from "./parse.ts";
@@ -41,12 +41,16 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
     return surface ? authorizeOnce(request, surface, adminPassword) : undefined;
   };
   return new Elysia({ name: "runcell" })
-    .onParse({ as: "global" }, async ({ request, path }) => {
+    .onParse({ as: "global" }, async ({ request, path, route }) => {
       if (request.method === "GET" || request.method === "HEAD") return undefined;
+      noteRoute(request, route);
       await authorize(request, path);
       return (await parseJsonBody(request, path.startsWith("/hooks/") ? HOOK_BODY_MAX : MAX_JSON_BODY)) ?? null;
     })
-    .onTransform({ as: "global" }, ({ request, path }) => authorize(request, path))
+    .onTransform({ as: "global" }, ({ request, path, route }) => {
+      noteRoute(request, route);
+      return authorize(request, path);
+    })
     .onError({ as: "global" }, ({ code, error, request }) => {
       if (error instanceof AppError) return errorResponse(error);
       if (code === "VALIDATION") return errorResponse(validationToAppError(error as ValidationError));

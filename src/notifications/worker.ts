@@ -48,6 +48,8 @@ export class DeliveryWorker {
   private controllers = new Set<AbortController>();
   /** Called once each finished attempt's outcome is written (the benchmark observes progress). */
   onSettled: ((id: string, outcome: Settlement["kind"]) => void) | null = null;
+  /** Told each written outcome and the attempt's number (the /metrics counters; wired by the app). */
+  onOutcome: ((outcome: Settlement["kind"], attempt: number) => void) | null = null;
 
   constructor(
     private deps: {
@@ -108,7 +110,10 @@ export class DeliveryWorker {
       // Rows stay leased; the lease expires (or the next start releases it) and they are retried.
       this.deps.log.error("writing notification outcomes failed", { err: e, outcomes: settled.length });
     }
-    for (const f of settled) this.onSettled?.(f.c.id, f.kind);
+    for (const f of settled) {
+      this.onSettled?.(f.c.id, f.kind);
+      this.onOutcome?.(f.kind, f.c.attempt);
+    }
     for (const c of claimed) {
       // finally() runs after set() even when run() settles synchronously.
       const p = this.run(c).finally(() => {

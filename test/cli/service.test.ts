@@ -1,39 +1,314 @@
-import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+/**
+ * `runcell service`: installs into a temporary root (real useradd/groupadd --root, real
+ * `systemctl --root enable`), and systemd's own `systemd-analyze verify` and `security --offline`
+ * judge the units. No running systemd is needed (nor present in CI): a --root install is never
+ * started, which is how the "could not start" rule is exercised.
+ */
+import { beforeAll, describe, expect, test } from "bun:test";
+import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { renderUnit } from "../../src/cli/service.ts";
+import { BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, renderBackupService, renderUnit, SERVICE_UNIT } from "../../src/admin/systemd-unit.ts";
 import { tempDir } from "../helpers/app.ts";
 import { runCli } from "../helpers/cli.ts";
 
-describe("runcell service install", () => {
-  test("renders a hardened unit that runs serve as the given user", () => {
-    const unit = renderUnit({ command: ["/usr/local/bin/runcell"], user: "agents", dataDir: "/var/lib/runcell", serveArgs: ["--public-url", "https://a.example.com", "--trust-proxy"] });
-    expect(unit).toContain("ExecStart=/usr/local/bin/runcell serve --data-dir /var/lib/runcell --public-url https://a.example.com --trust-proxy");
-    for (const line of ["User=agents", "SupplementaryGroups=docker", "NoNewPrivileges=true", "ProtectSystem=strict", "ReadWritePaths=/var/lib/runcell", "StateDirectory=runcell", "KillSignal=SIGTERM", "Restart=on-failure", "WantedBy=multi-user.target", "EnvironmentFile=-/etc/runcell/runcell.env"]) {
-      expect(unit).toContain(line);
+const ROOT = join(import.meta.dir, "..", "..");
+const MAIN = join(ROOT, "src", "main.ts");
+/** What ExecStart runs when the CLI runs from source: bun and src/main.ts. */
+const SELF = `${process.execPath} ${MAIN}`;
+
+const HARDENING = [
+  "NoNewPrivileges=yes",
+  "ProtectSystem=strict",
+  "PrivateTmp=yes",
+  "ProtectHome=yes",
+  "PrivateDevices=yes",
+  "PrivateMounts=yes",
+  "ProtectKernelTunables=yes",
+  "ProtectKernelModules=yes",
+  "ProtectKernelLogs=yes",
+  "ProtectControlGroups=yes",
+  "ProtectClock=yes",
+  "ProtectHostname=yes",
+  "RestrictNamespaces=yes",
+  "RestrictRealtime=yes",
+  "RestrictSUIDSGID=yes",
+  "LockPersonality=yes",
+  "RemoveIPC=yes",
+  // AF_UNIX: the Docker socket.
+  "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+  "SystemCallArchitectures=native",
+  "SystemCallFilter=@system-service",
+  "SystemCallErrorNumber=EPERM",
+  "CapabilityBoundingSet=",
+  "UMask=0077",
+];
+
+/** A minimal root filesystem: empty user and group databases, as useradd --root needs them. */
+function newRoot(): string {
+  const root = tempDir("runcell-root-");
+  mkdirSync(join(root, "etc"));
+  for (const f of ["passwd", "group", "shadow", "gshadow"]) writeFileSync(join(root, "etc", f), "", { mode: f.includes("shadow") ? 0o600 : 0o644 });
+  return root;
+}
+
+const lines = (file: string) => readFileSync(file, "utf8").split("\n");
+const entry = (root: string, db: string, name: string) => lines(join(root, "etc", db)).find((l) => l.startsWith(name + ":"))?.split(":");
+
+function analyze(args: string[]): { code: number; out: string } {
+  const r = Bun.spawnSync(["systemd-analyze", ...args], { stdout: "pipe", stderr: "pipe" });
+  return { code: r.exitCode ?? -1, out: (r.stdout.toString() + r.stderr.toString()).trim() };
+}
+
+beforeAll(() => {
+  expect(Bun.which("systemd-analyze"), "systemd-analyze is missing: apt-get install systemd (./install.sh test does)").toBeTruthy();
+  expect(process.getuid?.(), "useradd --root and chown need root: run these tests as root").toBe(0);
+});
+
+describe("the units", () => {
+  test("runcell.service: every hardening line, docker wanted (not required), serve flags quoted for systemd", () => {
+    const unit = renderUnit({
+      command: ["/usr/local/bin/runcell"],
+      user: "agents",
+      dataDir: "/var/lib/runcell",
+      serveArgs: ["--public-url", "https://a.example.com", "--admin-password-file", '/etc/runcell/my "pass" $HOME 100%\\x', "--trust-proxy"],
+    });
+    expect(unit).toContain(
+      'ExecStart=/usr/local/bin/runcell serve --data-dir /var/lib/runcell --public-url https://a.example.com --admin-password-file "/etc/runcell/my \\"pass\\" $$HOME 100%%\\\\x" --trust-proxy\n',
+    );
+    for (const line of [
+      ...HARDENING,
+      "ReadWritePaths=/var/lib/runcell",
+      "StateDirectory=runcell",
+      "User=agents",
+      "SupplementaryGroups=docker",
+      "After=docker.service network-online.target",
+      "Wants=docker.service network-online.target",
+      "Restart=on-failure",
+      "RestartPreventExitStatus=2",
+      "KillSignal=SIGTERM",
+      "TimeoutStopSec=30",
+      "EnvironmentFile=-/etc/runcell/runcell.env",
+      "WantedBy=multi-user.target",
+    ]) {
+      expect(unit.split("\n"), line).toContain(line);
+    }
+    expect(unit).not.toMatch(/^Requires=/m);
+    expect(unit).toMatch(/# Wants=, not Requires=: runcell serves without Docker/);
+    expect(unit).not.toMatch(/^(MemoryDenyWriteExecute|PrivateUsers|AmbientCapabilities)=/m);
+    // A port below 1024 gets exactly the capability to bind it; a long shutdown a longer stop timeout.
+    const low = renderUnit({ command: ["/usr/local/bin/runcell"], user: "runcell", dataDir: "/srv/rc", serveArgs: [], bindPrivilegedPort: true, stopTimeoutSec: 80 });
+    expect(low).toContain("CapabilityBoundingSet=CAP_NET_BIND_SERVICE\nAmbientCapabilities=CAP_NET_BIND_SERVICE\n");
+    expect(low).toContain("TimeoutStopSec=80\n");
+    expect(low).not.toContain("StateDirectory=");
+  });
+
+  test("systemd reads the program path back through its quoting: a path with a space and % verifies, a wrong one does not", () => {
+    const dir = join(tempDir(), "opt dir 100%");
+    mkdirSync(dir);
+    copyFileSync(process.execPath, join(dir, "run cell"));
+    chmodSync(join(dir, "run cell"), 0o755);
+    const ok = join(tempDir(), "runcell.service");
+    writeFileSync(ok, renderUnit({ command: [join(dir, "run cell")], user: "runcell", dataDir: "/var/lib/runcell", serveArgs: ["--public-url", "https://x.example/a b"] }));
+    const good = analyze(["verify", ok]);
+    expect(good.out).toBe("");
+    expect(good.code).toBe(0);
+    const bad = join(tempDir(), "runcell.service");
+    writeFileSync(bad, renderUnit({ command: [join(dir, "run cells")], user: "runcell", dataDir: "/var/lib/runcell", serveArgs: [] }));
+    const missing = analyze(["verify", bad]);
+    expect(missing.code).not.toBe(0);
+    expect(missing.out).toContain(`${dir}/run cells is not executable`);
+    // And verify does catch broken quoting, so the passes above mean something.
+    writeFileSync(bad, readFileSync(ok, "utf8").replace(/^ExecStart=.*$/m, `ExecStart=${process.execPath} "unbalanced`));
+    expect(analyze(["verify", bad]).out).toContain("Unbalanced quoting");
+  });
+
+  test("runcell-backup.service hands the dated file name to runcell backup through sh", () => {
+    const unit = renderBackupService({ command: ["/usr/local/bin/runcell"], user: "runcell", dataDir: "/var/lib/runcell", backupDir: "/var/backups/runcell" });
+    expect(unit).toContain(
+      'ExecStart=/bin/sh -c "exec \\"$$@\\" \\"$$RUNCELL_BACKUP_DIR/runcell-$$(date +%%Y%%m%%d).tar.gz\\"" sh /usr/local/bin/runcell backup --data-dir /var/lib/runcell\n',
+    );
+    // Read back as systemd does ($$ → $, %% → %, \" → "), the shell runs:
+    //   exec "$@" "$RUNCELL_BACKUP_DIR/runcell-$(date +%Y%m%d).tar.gz"   with $@ = runcell backup --data-dir …
+    const script = 'exec "$@" "$RUNCELL_BACKUP_DIR/runcell-$(date +%Y%m%d).tar.gz"';
+    const sh = Bun.spawnSync(["/bin/sh", "-c", script, "sh", "/bin/echo", "backup", "--data-dir", "/var/lib/runcell"], { env: { RUNCELL_BACKUP_DIR: "/b", PATH: "/usr/bin:/bin" } });
+    const today = new Date();
+    const ymd = `${today.getFullYear()}${String(today.getMonth() + 1).padStart(2, "0")}${String(today.getDate()).padStart(2, "0")}`;
+    expect(sh.stdout.toString()).toBe(`backup --data-dir /var/lib/runcell /b/runcell-${ymd}.tar.gz\n`);
+    expect(unit).toContain("Environment=RUNCELL_BACKUP_DIR=/var/backups/runcell\n");
+    expect(unit).toContain("ReadWritePaths=/var/lib/runcell /var/backups/runcell\n");
+    expect(unit).toContain('ExecStartPost=/usr/bin/find /var/backups/runcell -maxdepth 1 -name "runcell-*.tar.gz" -mtime +13 -delete\n');
+  });
+});
+
+describe("runcell service install --root", () => {
+  let root: string;
+  let install: Awaited<ReturnType<typeof runCli>>;
+  const unitDir = () => join(root, "etc/systemd/system");
+  const serveFlags = ["--http", "0.0.0.0:7420", "--public-url", "https://agents.example.com", "--admin-password-file", "/etc/runcell/admin password", "--trust-proxy"];
+
+  beforeAll(async () => {
+    root = newRoot();
+    install = await runCli(["service", "install", "--root", root, "--user", "rcsvc", "--backup-daily", "/var/backups/runcell", "--", ...serveFlags]);
+  });
+
+  test("creates the docker group, the system user in it, and says it could not start runcell (exit 0: starting was not asked)", () => {
+    expect(install.code, install.stderr).toBe(0);
+    expect(install.stdout).toContain("==> creating group docker");
+    expect(install.stdout).toContain("==> creating system user rcsvc");
+    expect(install.stderr).toContain(`could not start runcell: systemd is not running in ${root}`);
+    const user = entry(root, "passwd", "rcsvc")!;
+    expect(user).toBeDefined();
+    const [, , uid, gid, , home, shell] = user;
+    expect(Number(uid)).toBeLessThan(1000); // --system
+    expect(home).toBe("/var/lib/runcell");
+    expect(shell).toBe("/usr/sbin/nologin");
+    expect(entry(root, "group", "rcsvc")![2]).toBe(gid!);
+    const docker = entry(root, "group", "docker")!;
+    expect(docker[3]!.split(",")).toContain("rcsvc");
+    expect(Number(docker[2])).toBeLessThan(1000);
+    // The user lives in the temporary root only.
+    expect(Bun.spawnSync(["getent", "passwd", "rcsvc"]).exitCode).not.toBe(0);
+  });
+
+  test("the data dir and the backup dir are 0700 and the user's; parents are 0755; the env file is 0600", () => {
+    const user = entry(root, "passwd", "rcsvc")!;
+    for (const dir of ["var/lib/runcell", "var/backups/runcell"]) {
+      const st = statSync(join(root, dir));
+      expect(st.mode & 0o777, dir).toBe(0o700);
+      expect([st.uid, st.gid], dir).toEqual([Number(user[2]), Number(user[3])]);
+    }
+    expect(statSync(join(root, "var/lib")).mode & 0o777).toBe(0o755);
+    expect(statSync(join(root, "etc/runcell")).mode & 0o777).toBe(0o700);
+    expect(statSync(join(root, "etc/runcell/runcell.env")).mode & 0o777).toBe(0o600);
+    expect(readFileSync(join(root, "etc/runcell/runcell.env"), "utf8")).toContain("# RUNCELL_ADMIN_PASSWORD=");
+  });
+
+  test("writes the hardened unit with the serve flags (quoted) and enables it and the timer", () => {
+    const unit = readFileSync(join(unitDir(), SERVICE_UNIT), "utf8");
+    expect(unit).toContain(
+      `\nExecStart=${SELF} serve --data-dir /var/lib/runcell --http 0.0.0.0:7420 --public-url https://agents.example.com --admin-password-file "/etc/runcell/admin password" --trust-proxy\n`,
+    );
+    for (const line of [...HARDENING, "ReadWritePaths=/var/lib/runcell", "User=rcsvc", "SupplementaryGroups=docker", "Restart=on-failure", "After=docker.service network-online.target", "Wants=docker.service network-online.target"]) {
+      expect(unit.split("\n"), line).toContain(line);
+    }
+    expect(statSync(join(unitDir(), SERVICE_UNIT)).mode & 0o777).toBe(0o644);
+    expect(readlinkSync(join(unitDir(), "multi-user.target.wants", SERVICE_UNIT))).toBe(`/etc/systemd/system/${SERVICE_UNIT}`);
+    expect(readlinkSync(join(unitDir(), "timers.target.wants", BACKUP_TIMER_UNIT))).toBe(`/etc/systemd/system/${BACKUP_TIMER_UNIT}`);
+    const timer = readFileSync(join(unitDir(), BACKUP_TIMER_UNIT), "utf8");
+    for (const line of ["OnCalendar=*-*-* 03:00:00", "Persistent=true", "WantedBy=timers.target"]) expect(timer.split("\n")).toContain(line);
+    const backup = readFileSync(join(unitDir(), BACKUP_SERVICE_UNIT), "utf8");
+    expect(backup).toContain(`sh ${SELF} backup --data-dir /var/lib/runcell\n`);
+    expect(backup).toContain("User=rcsvc\n");
+    expect(backup).toContain("ReadWritePaths=/var/lib/runcell /var/backups/runcell\n");
+  });
+
+  test("systemd-analyze verify passes on the three units, and security --offline rates them OK", () => {
+    for (const name of [SERVICE_UNIT, BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT]) {
+      const r = analyze(["verify", join(unitDir(), name)]);
+      expect(r.out, name).toBe("");
+      expect(r.code, name).toBe(0);
+    }
+    for (const name of [SERVICE_UNIT, BACKUP_SERVICE_UNIT]) {
+      const r = analyze(["security", "--offline=yes", "--no-pager", join(unitDir(), name)]);
+      const score = Number(/Overall exposure level for \S+: ([\d.]+) (\w+)/.exec(r.out)?.[1]);
+      expect(score, r.out.split("\n").slice(-1)[0]).toBeLessThanOrEqual(2.5);
     }
   });
 
-  test("--unit-dir writes the unit (no systemctl); --dry-run changes nothing", async () => {
-    const dir = tempDir();
-    const r = await runCli(["service", "install", "--unit-dir", dir, "--data-dir", "/srv/rc", "--", "--http", "0.0.0.0:7420"]);
+  test("status where systemd cannot run shows what is installed (exit 3)", async () => {
+    const r = await runCli(["service", "status", "--root", root]);
+    expect(r.code).toBe(3);
+    expect(r.stdout).toContain(`systemd is not running in ${root}`);
+    expect(r.stdout).toContain(`${join(unitDir(), SERVICE_UNIT)}: installed, enabled`);
+    expect(r.stdout).toContain(`user: rcsvc, data dir: ${join(root, "var/lib/runcell")}`);
+    expect(r.stdout).toContain(`nightly backup: into ${join(root, "var/backups/runcell")} (runcell-backup.timer enabled)`);
+  });
+
+  test("install again: the user is kept; without --backup-daily the timer goes; with --start it exits 1", async () => {
+    writeFileSync(join(root, "var/lib/runcell/runcell.db"), "data");
+    const again = await runCli(["service", "install", "--root", root, "--user", "rcsvc", "--start", "--", "--http", "127.0.0.1:80"]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("could not start runcell");
+    expect(again.stdout).toContain("==> user rcsvc exists and is in group docker");
+    expect(again.stdout).toContain(`==> removed ${join(unitDir(), BACKUP_TIMER_UNIT)}`);
+    expect(existsSync(join(unitDir(), BACKUP_SERVICE_UNIT))).toBe(false);
+    expect(existsSync(join(unitDir(), "timers.target.wants", BACKUP_TIMER_UNIT))).toBe(false);
+    expect(lines(join(root, "etc/passwd")).filter((l) => l.startsWith("rcsvc:"))).toHaveLength(1);
+    const unit = readFileSync(join(unitDir(), SERVICE_UNIT), "utf8");
+    expect(unit).toContain(`ExecStart=${SELF} serve --data-dir /var/lib/runcell --http 127.0.0.1:80\n`);
+    expect(unit).toContain("AmbientCapabilities=CAP_NET_BIND_SERVICE\n");
+    // The data written so far is untouched, and still the user's.
+    expect(readFileSync(join(root, "var/lib/runcell/runcell.db"), "utf8")).toBe("data");
+    expect(statSync(join(root, "var/lib/runcell/runcell.db")).uid).toBe(Number(entry(root, "passwd", "rcsvc")![2]));
+  });
+
+  test("uninstall removes the units and their links, keeps the data and says where", async () => {
+    const r = await runCli(["service", "uninstall", "--root", root]);
     expect(r.code, r.stderr).toBe(0);
-    const unit = readFileSync(join(dir, "runcell.service"), "utf8");
-    expect(unit).toMatch(/^ExecStart=\S+ \S+\/src\/main\.ts serve --data-dir \/srv\/rc --http 0\.0\.0\.0:7420$/m);
-    expect(unit).not.toContain("StateDirectory=");
-    const dry = await runCli(["service", "install", "--dry-run"]);
-    expect(dry.code).toBe(0);
-    expect(dry.stdout).toContain("# would write /etc/systemd/system/runcell.service");
+    expect(r.stdout).toContain(`==> removed ${join(unitDir(), SERVICE_UNIT)}`);
+    expect(r.stdout).toContain(`The data is kept in ${join(root, "var/lib/runcell")}`);
+    expect(r.stdout).toContain(`userdel --root ${root} rcsvc`);
+    expect(existsSync(join(unitDir(), SERVICE_UNIT))).toBe(false);
+    expect(() => lstatSync(join(unitDir(), "multi-user.target.wants", SERVICE_UNIT))).toThrow();
+    expect(readFileSync(join(root, "var/lib/runcell/runcell.db"), "utf8")).toBe("data");
+    expect(readFileSync(join(root, "etc/runcell/runcell.env"), "utf8")).toContain("RUNCELL_ADMIN_PASSWORD");
+    expect(entry(root, "passwd", "rcsvc")).toBeDefined();
+
+    const twice = await runCli(["service", "uninstall", "--root", root]);
+    expect(twice.code).toBe(0);
+    expect(twice.stdout).toContain("not installed as a service");
+    const status = await runCli(["service", "status", "--root", root]);
+    expect(status.code).toBe(4);
+    expect(status.stdout).toContain("not installed");
+  });
+});
+
+describe("runcell service without a running systemd (this machine)", () => {
+  test("an existing docker group is joined, not recreated; --no-start only enables", async () => {
+    const root = newRoot();
+    writeFileSync(join(root, "etc/group"), "docker:x:4242:\n");
+    writeFileSync(join(root, "etc/gshadow"), "docker:!::\n");
+    const r = await runCli(["service", "install", "--root", root, "--no-start", "--data-dir", "/srv/runcell"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).not.toContain("creating group docker");
+    expect(r.stdout).toContain("not started (--no-start)");
+    expect(r.stderr).toBe("");
+    expect(entry(root, "group", "docker")).toEqual(["docker", "x", "4242", "runcell"]);
+    expect(statSync(join(root, "srv/runcell")).mode & 0o777).toBe(0o700);
+    expect(readFileSync(join(root, "etc/systemd/system", SERVICE_UNIT), "utf8")).toContain("ReadWritePaths=/srv/runcell\n");
+  });
+
+  test("status says systemd is not running; --dry-run says it would not start, and changes nothing", async () => {
+    // A container or CI job; on a machine booted with systemd, status is systemctl's and install starts.
+    const booted = existsSync("/run/systemd/system");
+    const status = await runCli(["service", "status"]);
+    expect([3, 4]).toContain(status.code);
+    if (!booted) expect(status.stdout).toContain("systemd is not running on this machine (no /run/systemd/system");
+    const dry = await runCli(["service", "install", "--dry-run", "--user", "rcdry", "--", "--trust-proxy"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain(`# would write /etc/systemd/system/${SERVICE_UNIT}:`);
+    expect(dry.stdout).toContain(`ExecStart=${SELF} serve --data-dir /var/lib/runcell --trust-proxy\n`);
+    expect(dry.stdout).toContain(booted ? "and start it" : "not start it: systemd is not running on this machine");
+    expect(Bun.spawnSync(["getent", "passwd", "rcdry"]).exitCode).not.toBe(0);
   });
 
   test.each([
-    [["service"], /expected "runcell service install"/],
+    [["service"], /expected "runcell service install", "uninstall" or "status"/],
+    [["service", "restart"], /expected "runcell service install"/],
     [["service", "install", "--user", "Bad User"], /not a valid user name/],
+    [["service", "install", "--user", "root"], /not root/],
+    [["service", "install", "--data-dir", "/home/me/rc"], /under \/home, which the service cannot see/],
+    [["service", "install", "--data-dir", "/var/lib/run cell"], /must be a path of letters/],
+    [["service", "install", "--backup-daily", "/var/lib/runcell/b"], /outside the data dir/],
     [["service", "install", "--", "--bogus"], /unknown flag --bogus/],
     [["service", "install", "--", "--data-dir", "/x"], /pass --data-dir before --/],
+    [["service", "install", "--", "--github-client-secret", "s3cret"], /RUNCELL_GITHUB_CLIENT_SECRET=… in \/etc\/runcell\/runcell.env/],
+    [["service", "uninstall", "--user", "x"], /uninstall takes only --root/],
+    [["service", "status", "--", "--http", "1.2.3.4:5"], /status takes only --root/],
   ])("bad usage %p exits 2", async (args, message) => {
-    const r = await runCli(args as string[]);
-    expect(r.code).toBe(2);
+    // --dry-run: should a case pass validation by mistake, it still touches nothing on this machine.
+    const r = await runCli(args[1] === "install" ? [...(args as string[]).slice(0, 2), "--dry-run", ...(args as string[]).slice(2)] : (args as string[]));
     expect(r.stderr).toMatch(message);
+    expect(r.code).toBe(2);
   });
 });

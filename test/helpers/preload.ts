@@ -7,6 +7,8 @@ delete process.env.ANTHROPIC_API_KEY;
 delete process.env.OPENAI_API_KEY;
 
 // Tests start servers, containers and subprocesses: 5 s (Bun's default) is too tight on 2 cores.
+// setDefaultTimeout here reaches only the first file: the suite runs with `bun test --timeout 60000`
+// (`bun run test`, ./install.sh test), and this covers a single file run with plain `bun test`.
 import { setDefaultTimeout } from "bun:test";
 setDefaultTimeout(60_000);
 

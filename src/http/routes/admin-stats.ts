@@ -1,8 +1,8 @@
-/** GET /admin/stats (JSON counts) and GET /metrics (Prometheus text), both behind the admin password. */
+/** GET /admin/stats (JSON counts) and GET /metrics (Prometheus text, src/admin/metrics.ts), both behind the admin password. */
 import { Elysia } from "elysia";
 import { StatsRecord } from "../../schema/admin.ts";
 import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
-import { PROMETHEUS_CONTENT_TYPE, renderMetrics } from "../../admin/metrics.ts";
+import { PROMETHEUS_CONTENT_TYPE } from "../../admin/metrics.ts";
 import type { Services } from "../../services.ts";
 import { errorResponses } from "../schema.ts";
 
@@ -13,11 +13,14 @@ export const adminStatsRoutes = (s: Services) =>
       response: { 200: StatsRecord, ...errorResponses(401, 429) },
       detail: { tags: ["Admin"], summary: "Counts, uptime and version", security: ADMIN_SECURITY },
     })
-    .get("/metrics", () => new Response(renderMetrics(s.stats.collect(), s.httpMetrics), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } }), {
+    .get("/metrics", async () => new Response(await s.metrics.render(), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } }), {
       detail: {
         tags: ["Admin"],
-        summary: "Prometheus metrics (text exposition format)",
-        description: "Build info, uptime, HTTP responses by status class and the /admin/stats gauges. Bearer = admin password.",
+        summary: "Prometheus metrics (text exposition format 0.0.4)",
+        description:
+          "HTTP requests by method, route template and status, with a latency histogram; tasks by status and their duration; workspaces by status; " +
+          "session.ready latency; open WebSocket connections; events appended; webhook deliveries, retries and attempts; model tokens and cost by provider; " +
+          "the /admin/stats gauges; process metrics (CPU, RSS, open fds, event-loop lag, heap). Bearer = admin password.",
         security: ADMIN_SECURITY,
       },
     });

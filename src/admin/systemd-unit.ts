@@ -1,0 +1,200 @@
+/**
+ * The systemd units `runcell service install` writes: runcell.service (a hardened `runcell serve`)
+ * and, with --backup-daily, runcell-backup.service + runcell-backup.timer (a nightly
+ * `runcell backup <dir>/runcell-YYYYMMDD.tar.gz`). Pure text in, text out: src/cli/service.ts does
+ * the writing, the user and systemctl.
+ */
+
+export const SERVICE_UNIT = "runcell.service";
+export const BACKUP_SERVICE_UNIT = "runcell-backup.service";
+export const BACKUP_TIMER_UNIT = "runcell-backup.timer";
+/** Read by systemd (as root) before it starts the service: secrets go here, not on the command line. */
+export const ENV_FILE = "/etc/runcell/runcell.env";
+/** Nightly backups older than this many days are deleted after each new one. */
+export const BACKUP_KEEP_DAYS = 14;
+
+export interface UnitOptions {
+  /** The program (and, from source, its script) that ExecStart runs; [0] is an absolute path. */
+  command: string[];
+  user: string;
+  /** Absolute; the only path the service may write. */
+  dataDir: string;
+  /** Extra `serve` flags, already validated. */
+  serveArgs: string[];
+  /** Give the service CAP_NET_BIND_SERVICE (it listens on a port below 1024). */
+  bindPrivilegedPort?: boolean;
+  /** TimeoutStopSec=, in seconds: longer than serve's --shutdown-timeout. */
+  stopTimeoutSec?: number;
+}
+
+/** A value that cannot be written into a unit file. */
+export class UnitError extends Error {}
+
+/** Characters an argument may have and stay unquoted in a unit file. */
+const PLAIN = /^[A-Za-z0-9_@+=:,./-]+$/;
+
+/**
+ * One argument of ExecStart= as systemd reads it back (systemd.service(5), "Command lines"):
+ * `%` is a specifier (`%%` is a literal one), `$` expands a variable (`$$` is a literal one), and
+ * inside double quotes `\` and `"` are escaped C-style.
+ */
+export function quoteArg(a: string): string {
+  if (/[\x00-\x1f\x7f]/.test(a)) throw new UnitError(`a unit file argument cannot hold control characters: ${JSON.stringify(a)}`);
+  if (PLAIN.test(a)) return a;
+  const escaped = a.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/%/g, "%%").replace(/\$/g, "$$$$");
+  return `"${escaped}"`;
+}
+
+/**
+ * The program of ExecStart=: systemd expands specifiers in it but not variables, and refuses
+ * "special characters", so only `%` is escaped and `$`, quotes and backslashes are refused.
+ */
+export function quoteProgram(path: string): string {
+  if (!path.startsWith("/")) throw new UnitError(`the program must be an absolute path: ${path}`);
+  if (/[\x00-\x1f\x7f"'\\$]/.test(path)) throw new UnitError(`systemd cannot run a program whose path holds quotes, backslashes or $: ${path}`);
+  return PLAIN.test(path) ? path : `"${path.replace(/%/g, "%%")}"`;
+}
+
+export function commandLine(words: string[]): string {
+  return [quoteProgram(words[0]!), ...words.slice(1).map(quoteArg)].join(" ");
+}
+
+/**
+ * The confinement shared by both services. It leaves what runcell needs: the data dir (and the
+ * backup dir) writable, the Docker socket (an AF_UNIX socket in /run, reached through the docker
+ * group; connecting to a socket is not a write to the read-only /run), and the network.
+ */
+function hardening(writable: string[], caps: string): string {
+  return `# Confinement. Deliberately absent: MemoryDenyWriteExecute= (Bun's JavaScript JIT and bun:ffi,
+# which the data-dir lock uses, write executable memory), PrivateUsers= (it would drop the docker
+# group, and with it the socket), PrivateNetwork=/IPAddressDeny= (model APIs, webhooks and a
+# tcp:// Docker host need the network).
+NoNewPrivileges=yes
+ProtectSystem=strict
+ReadWritePaths=${writable.join(" ")}
+PrivateTmp=yes
+ProtectHome=yes
+PrivateDevices=yes
+PrivateMounts=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+RemoveIPC=yes
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallErrorNumber=EPERM
+CapabilityBoundingSet=${caps}
+${caps ? `AmbientCapabilities=${caps}\n` : ""}UMask=0077
+`;
+}
+
+export function renderUnit(o: UnitOptions): string {
+  const exec = commandLine([...o.command, "serve", "--data-dir", o.dataDir, ...o.serveArgs]);
+  const state = o.dataDir.startsWith("/var/lib/") ? `StateDirectory=${o.dataDir.slice("/var/lib/".length)}\nStateDirectoryMode=0700\n` : "";
+  const caps = o.bindPrivilegedPort ? "CAP_NET_BIND_SERVICE" : "";
+  return `# Written by \`runcell service install\`: run it again to change the flags (or edit this file,
+# then: systemctl daemon-reload && systemctl restart runcell). Logs: journalctl -u runcell -f
+[Unit]
+Description=runcell, a self-hosted platform that runs AI agents in Docker workspaces
+After=docker.service network-online.target
+# Wants=, not Requires=: runcell serves without Docker (sign-in, history, settings; workspaces are
+# reported unavailable until the engine answers). Requires= would stop runcell each time Docker
+# stops or restarts, and keep it from starting at all on a host without Docker.
+Wants=docker.service network-online.target
+StartLimitIntervalSec=60
+StartLimitBurst=5
+
+[Service]
+Type=exec
+User=${o.user}
+SupplementaryGroups=docker
+ExecStart=${exec}
+# Provider keys, RUNCELL_ADMIN_PASSWORD, OAuth secrets: one KEY=value a line, mode 0600.
+EnvironmentFile=-${ENV_FILE}
+# SIGTERM: stop accepting, finish in-flight requests, close sockets (1001), checkpoint the WAL.
+KillSignal=SIGTERM
+TimeoutStopSec=${o.stopTimeoutSec ?? 30}
+Restart=on-failure
+RestartSec=5
+# Exit status 2 is bad usage or configuration: restarting cannot fix it.
+RestartPreventExitStatus=2
+${state}${hardening([o.dataDir], caps)}
+[Install]
+WantedBy=multi-user.target
+`;
+}
+
+export interface BackupOptions {
+  command: string[];
+  user: string;
+  dataDir: string;
+  backupDir: string;
+}
+
+/**
+ * runcell-backup.service: `runcell backup --data-dir <data> <dir>/runcell-YYYYMMDD.tar.gz`. systemd
+ * has no date specifier, so a shell adds the date: `sh -c 'exec "$@" "<dir>/runcell-$(date …).tar.gz"'
+ * sh <runcell> backup --data-dir <data>` ($$ and %% are systemd's escapes of $ and %).
+ */
+export function renderBackupService(o: BackupOptions): string {
+  const script = `exec "$@" "$RUNCELL_BACKUP_DIR/runcell-$(date +%Y%m%d).tar.gz"`;
+  const exec = commandLine(["/bin/sh", "-c", script, "sh", ...o.command, "backup", "--data-dir", o.dataDir]);
+  const prune = commandLine(["/usr/bin/find", o.backupDir, "-maxdepth", "1", "-name", "runcell-*.tar.gz", "-mtime", `+${BACKUP_KEEP_DAYS - 1}`, "-delete"]);
+  return `# Written by \`runcell service install --backup-daily ${o.backupDir}\`; started by runcell-backup.timer.
+# Run one now: systemctl start runcell-backup (a second one the same day finds its file taken).
+[Unit]
+Description=runcell backup into ${o.backupDir}
+After=runcell.service
+
+[Service]
+Type=oneshot
+User=${o.user}
+Environment=RUNCELL_BACKUP_DIR=${o.backupDir}
+EnvironmentFile=-${ENV_FILE}
+ExecStart=${exec}
+# Keep ${BACKUP_KEEP_DAYS} days of backups.
+ExecStartPost=${prune}
+Nice=10
+IOSchedulingClass=idle
+${hardening([o.dataDir, o.backupDir], "")}`;
+}
+
+export function renderBackupTimer(o: { backupDir: string }): string {
+  return `# Written by \`runcell service install --backup-daily ${o.backupDir}\`. Next run: systemctl list-timers runcell-backup
+[Unit]
+Description=Nightly runcell backup into ${o.backupDir}
+
+[Timer]
+OnCalendar=*-*-* 03:00:00
+RandomizedDelaySec=30min
+# A night missed while the machine was off is made up at the next boot.
+Persistent=true
+
+[Install]
+WantedBy=timers.target
+`;
+}
+
+/** The first value of `Key=` in a unit file, or null. */
+export function unitSetting(text: string, key: string): string | null {
+  const m = new RegExp(`^${key}=(.*)$`, "m").exec(text);
+  return m ? m[1]!.trim() : null;
+}
+
+/** The data dir of an installed runcell.service (its ReadWritePaths=), or null. */
+export function unitDataDir(text: string): string | null {
+  return unitSetting(text, "ReadWritePaths")?.split(/\s+/)[0] || null;
+}
+
+/** The backup dir of an installed runcell-backup.service, or null. */
+export function unitBackupDir(text: string): string | null {
+  return /^Environment=RUNCELL_BACKUP_DIR=(.*)$/m.exec(text)?.[1]?.trim() || null;
+}

@@ -325,6 +325,8 @@ export const serviceCommand: Command = {
                     then says it could not start runcell and exits 0)
   --no-start        enable only; do not start
   --root DIR        install into the system under DIR (useradd --root, systemctl --root): never started
+  --exec PATH       the runcell binary ExecStart runs (default: this one; it must be outside /home,
+                    /root and /tmp, which the service cannot see)
   --dry-run         print the units and what would be done; change nothing
   -- <flags>        serve flags written into ExecStart (e.g. --http 0.0.0.0:7420 --public-url https://…);
                     secrets go in ${ENV_FILE}, not here
@@ -346,7 +348,7 @@ export const serviceCommand: Command = {
     let args;
     let root: string;
     try {
-      args = parseArgs(own, { user: true, "data-dir": true, "backup-daily": true, root: true, start: false, "dry-run": false }, false);
+      args = parseArgs(own, { user: true, "data-dir": true, "backup-daily": true, root: true, exec: true, start: false, "dry-run": false }, false);
       const [sub, ...rest] = args.positionals;
       if (sub !== "install" && sub !== "uninstall" && sub !== "status") throw new UsageError(`expected "runcell service install", "uninstall" or "status" (see --help)`);
       if (rest.length) throw new UsageError(`unexpected argument "${rest[0]}"`);
@@ -379,7 +381,7 @@ export const serviceCommand: Command = {
       if (secret) throw new UsageError(`--${secret} does not belong in the unit file (world-readable, and flags show in ps): put RUNCELL_${secret.toUpperCase().replace(/-/g, "_")}=… in ${ENV_FILE}`);
       const port = Number(/:(\d+)$/.exec(String(serve.flags.get("http") ?? ""))?.[1] ?? 7420);
       const shutdownMs = Number(serve.flags.get("shutdown-timeout") ?? 10_000);
-      const command = selfCommand();
+      const command = args.extra.has("exec") ? [resolve(String(args.extra.get("exec")))] : selfCommand();
       quoteProgram(command[0]!);
       for (const path of command) {
         const hidden = hiddenBy(path);

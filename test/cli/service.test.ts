@@ -4,17 +4,23 @@
  * judge the units. No running systemd is needed (nor present in CI): a --root install is never
  * started, which is how the "could not start" rule is exercised.
  */
-import { beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, renderBackupService, renderUnit, SERVICE_UNIT } from "../../src/admin/systemd-unit.ts";
 import { tempDir } from "../helpers/app.ts";
 import { runCli } from "../helpers/cli.ts";
 
-const ROOT = join(import.meta.dir, "..", "..");
-const MAIN = join(ROOT, "src", "main.ts");
-/** What ExecStart runs when the CLI runs from source: bun and src/main.ts. */
-const SELF = `${process.execPath} ${MAIN}`;
+/**
+ * What ExecStart runs (--exec): an executable at a path the service can see. From source the CLI
+ * would name bun and src/main.ts, which may sit under /tmp or /home in a checkout and be refused.
+ */
+const SELF = "/opt/runcell-service-test/runcell";
+beforeAll(() => {
+  mkdirSync("/opt/runcell-service-test", { recursive: true });
+  writeFileSync(SELF, "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+});
+afterAll(() => rmSync("/opt/runcell-service-test", { recursive: true, force: true }));
 
 const HARDENING = [
   "NoNewPrivileges=yes",
@@ -148,7 +154,7 @@ describe("runcell service install --root", () => {
 
   beforeAll(async () => {
     root = newRoot();
-    install = await runCli(["service", "install", "--root", root, "--user", "rcsvc", "--backup-daily", "/var/backups/runcell", "--", ...serveFlags]);
+    install = await runCli(["service", "install", "--exec", SELF, "--root", root, "--user", "rcsvc", "--backup-daily", "/var/backups/runcell", "--", ...serveFlags]);
   });
 
   test("creates the docker group, the system user in it, and says it could not start runcell (exit 0: starting was not asked)", () => {
@@ -226,7 +232,7 @@ describe("runcell service install --root", () => {
 
   test("install again: the user is kept; without --backup-daily the timer goes; with --start it exits 1", async () => {
     writeFileSync(join(root, "var/lib/runcell/runcell.db"), "data");
-    const again = await runCli(["service", "install", "--root", root, "--user", "rcsvc", "--start", "--", "--http", "127.0.0.1:80"]);
+    const again = await runCli(["service", "install", "--exec", SELF, "--root", root, "--user", "rcsvc", "--start", "--", "--http", "127.0.0.1:80"]);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain("could not start runcell");
     expect(again.stdout).toContain("==> user rcsvc exists and is in group docker");
@@ -268,7 +274,7 @@ describe("runcell service without a running systemd (this machine)", () => {
     const root = newRoot();
     writeFileSync(join(root, "etc/group"), "docker:x:4242:\n");
     writeFileSync(join(root, "etc/gshadow"), "docker:!::\n");
-    const r = await runCli(["service", "install", "--root", root, "--no-start", "--data-dir", "/srv/runcell"]);
+    const r = await runCli(["service", "install", "--exec", SELF, "--root", root, "--no-start", "--data-dir", "/srv/runcell"]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).not.toContain("creating group docker");
     expect(r.stdout).toContain("not started (--no-start)");
@@ -284,7 +290,7 @@ describe("runcell service without a running systemd (this machine)", () => {
     const status = await runCli(["service", "status"]);
     expect([3, 4]).toContain(status.code);
     if (!booted) expect(status.stdout).toContain("systemd is not running on this machine (no /run/systemd/system");
-    const dry = await runCli(["service", "install", "--dry-run", "--user", "rcdry", "--", "--trust-proxy"]);
+    const dry = await runCli(["service", "install", "--exec", SELF, "--dry-run", "--user", "rcdry", "--", "--trust-proxy"]);
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toContain(`# would write /etc/systemd/system/${SERVICE_UNIT}:`);
     expect(dry.stdout).toContain(`ExecStart=${SELF} serve --data-dir /var/lib/runcell --trust-proxy\n`);
@@ -307,7 +313,7 @@ describe("runcell service without a running systemd (this machine)", () => {
     [["service", "status", "--", "--http", "1.2.3.4:5"], /status takes only --root/],
   ])("bad usage %p exits 2", async (args, message) => {
     // --dry-run: should a case pass validation by mistake, it still touches nothing on this machine.
-    const r = await runCli(args[1] === "install" ? [...(args as string[]).slice(0, 2), "--dry-run", ...(args as string[]).slice(2)] : (args as string[]));
+    const r = await runCli(args[1] === "install" ? [...(args as string[]).slice(0, 2), "--dry-run", "--exec", SELF, ...(args as string[]).slice(2)] : (args as string[]));
     expect(r.stderr).toMatch(message);
     expect(r.code).toBe(2);
   });

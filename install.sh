@@ -174,10 +174,10 @@ case "$MODE" in
     ok "chromium $(chromium --version 2>/dev/null | awk '{print $2}'), busybox $(busybox 2>&1 | head -1 | awk '{print $2}')"
     # Operations tests: systemd-analyze verifies the unit (no running systemd needed), a real
     # Prometheus scrapes /metrics, a real nginx proxies with TLS. Their own services stay stopped:
-    # the tests start private instances on free ports.
-    if ! command -v systemd-analyze >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 || ! command -v nginx >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then
-      echo "    installing systemd, prometheus, nginx and openssl (operations tests)"
-      apt_install systemd prometheus nginx-light openssl
+    # the tests start private instances on free ports. wrk is the benchmarks' load generator.
+    if ! command -v systemd-analyze >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1 || ! command -v nginx >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1 || ! command -v wrk >/dev/null 2>&1; then
+      echo "    installing systemd, prometheus, nginx, openssl and wrk (operations tests, benchmarks)"
+      apt_install systemd prometheus nginx-light openssl wrk
       for svc in prometheus nginx; do $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || true; done
       $SUDO pkill -x nginx >/dev/null 2>&1 || true
       $SUDO pkill -x prometheus >/dev/null 2>&1 || true

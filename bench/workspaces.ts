@@ -43,6 +43,7 @@ const profile: ProfileRow = {
   image: IMAGE,
   tools: ["Bash"],
   env: {},
+  warm_pool: 0,
   limits: { max_turns: 10, max_budget_usd: 1, max_concurrency: 5, memory_mb: 512, cpus: 1, pids: 256 },
   network: "none",
   created_at: now,

@@ -108,16 +108,22 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const oauth = new OAuth(config, db, users, accounts, now, log, audit);
   const stats = new Stats(sqlite, now);
   // Read at scrape time; `stream` and `eventLog` are built below.
-  const metrics = new Metrics({ stats: () => stats.collect(), websockets: () => stream.size, eventsAppended: () => eventLog.appended });
+  const metrics = new Metrics({
+    stats: () => stats.collect(),
+    websockets: () => stream.size,
+    eventsAppended: () => eventLog.appended,
+    warmPool: () => workspaces.pool.totals(),
+    startQueue: () => ({ waiting: workspaces.gate.waiting, running: workspaces.gate.running }),
+  });
 
   // Agents ----------------------------------------------------------------------------------
   const secrets = new Secrets(db, sealer, log, now, audit);
   const policy = new Policies({ config, sqlite, users, now });
   const modelNet = new ModelNetwork({ allowHosts: config.allowModelHosts, isAdmin: (id) => users.byId(id)?.role === "admin" });
-  const profiles = new Profiles(db, config, now, { policy, modelNet });
+  const profiles = new Profiles(db, config, now, { policy, modelNet, pool: { state: (id) => workspaces.pool.state(id) } });
   const docker = new DockerEngine(config.dockerHost);
   const workspaces: Workspaces = new Workspaces({
-    db, docker, settings, sealer, log, config, now, policy,
+    db, docker, settings, sealer, log, config, now, policy, metrics,
     envFor: (row): Record<string, string> => {
       const profile = profiles.byIdAny(row.profile_id);
       return profile && profile.user_id === row.user_id ? secrets.resolveEnv(row.user_id, profile.env) : {};
@@ -191,6 +197,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // A changed schedule re-arms the scheduler; a deleted profile's playbooks stop.
   playbooks.onScheduleChange.push(() => scheduler.rearm());
   profiles.onDelete.push((profileId, userId) => playbooks.disableForProfile(profileId, userId));
+  // A profile's warm pool follows it: resized, drained when its containers would differ, removed with it.
+  profiles.onUpdate.push((_before, after) => workspaces.pool.profileChanged(after.id));
+  profiles.onDelete.push((profileId) => void workspaces.pool.profileDeleted(profileId));
 
   // Background work, started in this order and stopped in reverse ----------------------------
   const workers: Worker[] = [

@@ -41,6 +41,9 @@ export const OPTIONS: readonly OptionSpec[] = [
   { flag: "default-max-concurrency", kind: "int", default: 5, min: 1, max: 1000, help: "running workspaces per profile unless the profile says otherwise" },
   { flag: "workspace-image", kind: "string", default: "runcell/workspace:latest", help: "default container image for new profiles" },
   { flag: "workspace-idle-timeout", kind: "duration", default: 30 * 60_000, min: 1000, help: "stop a workspace after this long without activity" },
+  { flag: "max-warm-pool", kind: "int", default: 2, min: 0, max: 100, help: "ceiling of a profile's warm_pool (started containers kept ready for its next sessions)" },
+  { flag: "max-warm-pool-total", kind: "int", default: 8, min: 0, max: 10_000, help: "warm-pool containers across all profiles (they count here, not against their owner's limits, until taken)" },
+  { flag: "workspace-start-parallelism", kind: "int", default: 4, min: 1, max: 64, help: "container creations sent to the engine at once; further starts wait their turn in order" },
   { flag: "github-client-id", kind: "string", help: "GitHub OAuth app client id (enables GitHub sign-in)" },
   { flag: "github-client-secret", kind: "string", secret: true, help: "GitHub OAuth app client secret" },
   { flag: "github-authorize-url", kind: "url", default: "https://github.com/login/oauth/authorize", help: "GitHub authorize endpoint" },
@@ -118,6 +121,12 @@ export interface Config {
   defaultMaxConcurrency: number;
   workspaceImage: string;
   workspaceIdleTimeoutMs: number;
+  /** Ceiling of a profile's warm_pool. */
+  maxWarmPool: number;
+  /** Warm-pool members across all profiles. */
+  maxWarmPoolTotal: number;
+  /** Container creations in flight against the engine at once. */
+  workspaceStartParallelism: number;
   github: OAuthProviderConfig | null;
   google: OAuthProviderConfig | null;
   webhook: { attempts: number; backoffMs: number[]; timeoutMs: number };
@@ -326,6 +335,9 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     defaultMaxConcurrency: get("default-max-concurrency"),
     workspaceImage: get("workspace-image"),
     workspaceIdleTimeoutMs: get("workspace-idle-timeout"),
+    maxWarmPool: get("max-warm-pool"),
+    maxWarmPoolTotal: get("max-warm-pool-total"),
+    workspaceStartParallelism: get("workspace-start-parallelism"),
     github: oauth("github", "api-url"),
     google: oauth("google", "userinfo-url"),
     webhook: { attempts: get("webhook-attempts"), backoffMs: get("webhook-backoff"), timeoutMs: get("webhook-timeout") },

@@ -74,6 +74,10 @@ export interface MetricsSources {
   websockets(): number;
   /** Frames appended to the event log since start. */
   eventsAppended(): number;
+  /** Warm-pool members across profiles, ready and being made. */
+  warmPool?(): { ready: number; starting: number };
+  /** Container starts waiting for a slot at the engine, and holding one. */
+  startQueue?(): { waiting: number; running: number };
 }
 
 type Observe = (seconds: number) => void;
@@ -176,6 +180,33 @@ export class Metrics {
     buckets: READY_BUCKETS,
     registers: [this.registry],
   });
+  private poolTakes = new Counter({
+    name: "runcell_warm_pool_takes_total",
+    help: "New sessions of a profile with a warm pool, by outcome: hit (took a started member) or miss (a container was created).",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+  private poolRefillDuration = new Histogram({
+    name: "runcell_warm_pool_refill_seconds",
+    help: "Time to make one warm-pool member (waiting for a start slot included).",
+    buckets: READY_BUCKETS,
+    registers: [this.registry],
+  });
+  private poolMembers = new Gauge({ name: "runcell_warm_pool_members", help: "Warm-pool containers across profiles, by state (ready, starting).", labelNames: ["state"] as const, registers: [this.registry] });
+  private startWait = new Histogram({
+    name: "runcell_workspace_start_wait_seconds",
+    help: "Time a container start waited for a slot at the engine (--workspace-start-parallelism), by kind (session, pool).",
+    labelNames: ["kind"] as const,
+    buckets: [0, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+  private startQueued = new Counter({
+    name: "runcell_workspace_starts_queued_total",
+    help: "Container starts that had to wait for a slot at the engine, by kind (session, pool).",
+    labelNames: ["kind"] as const,
+    registers: [this.registry],
+  });
+  private startQueueDepth = new Gauge({ name: "runcell_workspace_start_queue", help: "Container starts waiting for a slot at the engine (state=waiting) and holding one (state=running).", labelNames: ["state"] as const, registers: [this.registry] });
   private modelRequests = new Counter({
     name: "runcell_model_requests_total",
     help: "Model responses received, by provider.",
@@ -242,6 +273,11 @@ export class Metrics {
       this.webhookAttempts.zero({ outcome });
     }
     this.webhookRetries.inc(0);
+    for (const outcome of ["hit", "miss"] as const) this.poolTakes.labels(outcome).inc(0);
+    for (const kind of ["session", "pool"] as const) {
+      this.startQueued.labels(kind).inc(0);
+      this.startWait.zero({ kind });
+    }
     processMetrics();
   }
 
@@ -284,6 +320,26 @@ export class Metrics {
     this.sessionReadyDuration.observe(Math.max(0, seconds));
   }
 
+  /** A new session of a profile with a warm pool took a member (hit) or found none (miss). */
+  poolTake(hit: boolean): void {
+    this.poolTakes.labels(hit ? "hit" : "miss").inc();
+  }
+
+  /** A warm-pool member is ready, `seconds` after it was asked for. */
+  poolRefill(seconds: number): void {
+    this.poolRefillDuration.observe(Math.max(0, seconds));
+  }
+
+  /** A container start had to wait for a slot at the engine (its position is logged by the lifecycle). */
+  queued(kind: "session" | "pool", _position: number): void {
+    this.startQueued.labels(kind).inc();
+  }
+
+  /** A container start got its slot after `seconds`. */
+  admitted(kind: "session" | "pool", seconds: number): void {
+    this.startWait.labels(kind).observe(Math.max(0, seconds));
+  }
+
   /** One model response. `provider` is the profile's provider (anthropic, openai, demo). */
   modelUsage(provider: string, inputTokens: number, outputTokens: number, costUsd: number): void {
     this.modelRequests.labels(provider).inc();
@@ -323,6 +379,16 @@ export class Metrics {
     byStatus(this.workspaces, s.workspaces);
     byStatus(this.notifications, s.notifications);
     this.websockets.set(this.sources.websockets());
+    const pool = this.sources.warmPool?.();
+    if (pool) {
+      this.poolMembers.labels("ready").set(pool.ready);
+      this.poolMembers.labels("starting").set(pool.starting);
+    }
+    const q = this.sources.startQueue?.();
+    if (q) {
+      this.startQueueDepth.labels("waiting").set(q.waiting);
+      this.startQueueDepth.labels("running").set(q.running);
+    }
     const appended = this.sources.eventsAppended();
     if (appended > this.appendedSeen) this.eventsAppended.inc(appended - this.appendedSeen);
     this.appendedSeen = appended;

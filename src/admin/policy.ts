@@ -57,7 +57,7 @@ export class Policies {
   private spendStmt: Statement<{ usd: number | null }, [string, number]>;
 
   constructor(
-    private d: { config: Pick<Config, "policy" | "workspaceImage">; sqlite: Database; users: { byId(id: string): UserRow | undefined }; now: () => number },
+    private d: { config: Pick<Config, "policy" | "workspaceImage"> & Partial<Pick<Config, "maxWarmPool">>; sqlite: Database; users: { byId(id: string): UserRow | undefined }; now: () => number },
   ) {
     this.profilesStmt = d.sqlite.prepare("SELECT count(*) AS n FROM profiles WHERE user_id = ?");
     this.runningStmt = d.sqlite.prepare("SELECT count(*) AS n FROM workspaces WHERE user_id = ? AND status IN ('starting', 'running')");
@@ -79,7 +79,7 @@ export class Policies {
   }
 
   /** A profile about to be saved: its limits within the ceilings, an allowed image and network; a new one within the count. */
-  checkProfile(userId: string, f: { image: string; network: string; limits: { memory_mb: number; cpus: number; pids: number; max_concurrency: number; max_turns: number; max_budget_usd: number } }, isNew: boolean) {
+  checkProfile(userId: string, f: { image: string; network: string; warm_pool?: number; limits: { memory_mb: number; cpus: number; pids: number; max_concurrency: number; max_turns: number; max_budget_usd: number } }, isNew: boolean) {
     const p = this.forUser(userId);
     if (p.exempt) return;
     if (isNew) {
@@ -103,6 +103,10 @@ export class Policies {
     if (!this.imageAllowed(p, f.image)) {
       const allowed = p.allowed_images.length ? p.allowed_images.join(", ") : this.d.config.workspaceImage;
       throw Errors.validation("image", `image ${f.image} is not allowed on this server (allowed_images: ${allowed})`, { limit: "allowed_images", allowed: p.allowed_images.length ? p.allowed_images : [this.d.config.workspaceImage] });
+    }
+    const maxPool = this.d.config.maxWarmPool;
+    if (maxPool !== undefined && (f.warm_pool ?? 0) > maxPool) {
+      throw Errors.validation("warm_pool", `warm_pool must be at most ${maxPool} on this server (max_warm_pool)`, { limit: "max_warm_pool", max: maxPool });
     }
     if (f.network === "bridge" && !p.allow_bridge_network) {
       throw Errors.validation("network", 'network "bridge" is not allowed on this server (allow_bridge_network is off): workspaces run without a network', { limit: "allow_bridge_network" });

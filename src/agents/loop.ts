@@ -24,6 +24,8 @@ import { type ModelRoute, quietModelMessage } from "./model-network.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 
 export const MAX_OUTPUT_TOKENS = 8192;
+/** From this size of a session's conversation (characters of JSON), a model request is followed by a collection. */
+export const LARGE_REQUEST_CHARS = 8 * 1024 * 1024;
 const INTERRUPTED = "[interrupted: the server restarted while this tool was running; it may or may not have completed]";
 
 export type Outcome = "completed" | "waiting" | "cancelled" | "interrupted" | { failed: { code: ErrorCode; message: string } };
@@ -74,6 +76,9 @@ export class AgentLoop {
       if (e instanceof AppError) return { failed: { code: e.code, message: scrub(e.message) } };
       this.d.log.error("task crashed", { task_id: task.id, err: e });
       return { failed: { code: "INTERNAL_ERROR", message: `Internal error while running the task (task ${task.id})` } };
+    } finally {
+      // The task ended or waits for an answer: its session's transcript goes back to being only rows.
+      this.d.transcript.release(task.session_id);
     }
   }
 
@@ -156,6 +161,9 @@ export class AgentLoop {
           if (text) this.emit(task, { type: "task:token", text });
         },
       );
+      // A large conversation leaves its request (the JSON body and its encoded copy) as garbage the
+      // collector would only reach after several more such requests: collect it now.
+      if (transcript.size(task.session_id) >= LARGE_REQUEST_CHARS) Bun.gc(true);
       const tail = tokens.flush();
       if (tail) this.emit(task, { type: "task:token", text: tail });
       const content = scrubDeep(response.content, scrub);

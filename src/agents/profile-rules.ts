@@ -20,6 +20,7 @@ export interface ProfileFields {
   env: Record<string, EnvValue>;
   limits: ProfileLimits;
   network: Network;
+  warm_pool: number;
 }
 
 export interface ProfileDefaults {
@@ -111,6 +112,7 @@ export function normalizeProfile(raw: unknown, d: ProfileDefaults): ProfileField
     env: b.env ?? {},
     limits: { ...defaultLimits(d.maxConcurrency), ...b.limits },
     network: b.network ?? "none",
+    warm_pool: b.warm_pool ?? 0,
   };
 }
 

@@ -11,7 +11,7 @@ import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type ModelConfig, type ProfileRow, profiles } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
-import { type Model, ProfilePatchBody, type ProfileRecord } from "../schema/profile.ts";
+import { type Model, ProfilePatchBody, type PoolState, type ProfileRecord } from "../schema/profile.ts";
 import { check } from "../schema/validate.ts";
 import { clampConcurrency, mergeProfilePatch, normalizeProfile, type ProfileDefaults, type ProfileFields } from "./profile-rules.ts";
 
@@ -36,13 +36,16 @@ function fieldsOf(row: ProfileRow): ProfileFields {
     env: row.env,
     limits: row.limits,
     network: row.network,
+    warm_pool: row.warm_pool,
   };
 }
 
 export class Profiles {
   private byIdStmt;
-  /** Called after a profile is deleted (its playbooks are disabled). */
+  /** Called after a profile is deleted (its playbooks are disabled, its warm pool removed). */
   onDelete: ((profileId: string, userId: string) => void)[] = [];
+  /** Called after a profile is changed (its warm pool is drained when its containers would differ, and resized). */
+  onUpdate: ((before: ProfileRow, after: ProfileRow) => void)[] = [];
 
   constructor(
     private db: DB,
@@ -53,6 +56,8 @@ export class Profiles {
     private guards: {
       policy?: { checkProfile(userId: string, fields: ProfileFields, isNew: boolean): void };
       modelNet?: { check(userId: string, baseUrl: string | null | undefined): Promise<void> };
+      /** The warm pool's state shown with the profile (wired by the app). */
+      pool?: { state(profileId: string): PoolState | null };
     } = {},
   ) {
     this.byIdStmt = db
@@ -84,7 +89,10 @@ export class Profiles {
   }
 
   toApi(row: ProfileRow): ProfileRecord {
-    return { id: row.id, ...fieldsOf(row), model: cleanModel(row.model), created_at: iso(row.created_at), updated_at: iso(row.updated_at) };
+    const rec: ProfileRecord = { id: row.id, ...fieldsOf(row), model: cleanModel(row.model), created_at: iso(row.created_at), updated_at: iso(row.updated_at) };
+    const pool = row.warm_pool > 0 ? this.guards.pool?.state(row.id) : null;
+    if (pool) rec.pool = pool;
+    return rec;
   }
 
   /** What the owner may save: the operator's policy, and where the model URL may point. */
@@ -100,6 +108,7 @@ export class Profiles {
     const at = this.now();
     const row: ProfileRow = { id: newId("profile"), user_id: userId, ...fields, created_at: at, updated_at: at };
     this.db.insert(profiles).values(row).run();
+    if (row.warm_pool > 0) for (const f of this.onUpdate) f({ ...row, warm_pool: 0 }, row);
     return row;
   }
 
@@ -133,7 +142,9 @@ export class Profiles {
       .where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId)))
       .run();
     if (changes(res) === 0) throw Errors.notFound("Profile", profileId);
-    return { ...current, ...fields, updated_at };
+    const after = { ...current, ...fields, updated_at };
+    for (const f of this.onUpdate) f(current, after);
+    return after;
   }
 
   /** Deletes the caller's profile; its sessions keep their transcripts. Again → NOT_FOUND. */

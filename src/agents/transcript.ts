@@ -5,10 +5,17 @@
  * `history` rebuilds a valid provider conversation from the rows: tool results are grouped after
  * their assistant message, a tool call that never got a result (task cancelled or failed) gets a
  * synthetic error result, and consecutive user turns are merged.
+ *
+ * While a task runs, its session's steps are kept in memory (`steps` loads them once, each write
+ * appends to them): the loop asks for the steps about twice per model turn, and re-reading them
+ * from the database meant parsing the whole conversation again each time — the largest single
+ * cause of the server's memory growth with long answers (issue 15). The database stays the truth:
+ * every step is written before it is added to the tail, and `release` (the task ended, or is
+ * waiting for an answer) drops the tail, so the next task of the session reads the rows again.
+ * Nothing may mutate a step's content: the tail hands out the same objects each time.
  */
-import { asc, eq, sql } from "drizzle-orm";
+import type { Database, Statement } from "bun:sqlite";
 import type { DB } from "../db/client.ts";
-import { messages } from "../db/schema.ts";
 import type { ChatMessage, ContentBlock } from "./providers/types.ts";
 
 type ToolResultBlock = Extract<ContentBlock, { type: "tool_result" }>;
@@ -24,23 +31,64 @@ export interface StoredStep {
 
 const NOT_RUN = "[not run: the task ended before this tool call was executed]";
 
+interface StepRow {
+  id: number;
+  task_id: string;
+  role: StoredStep["role"];
+  content: string;
+}
+
 export class Transcript {
-  private loadStmt;
+  private loadStmt: Statement<StepRow, [string]>;
+  private insertStmt: Statement<unknown, [string, string, string, string, number]>;
+  /** The in-memory tail of each session whose task is running (see the file's comment). */
+  private tails = new Map<string, StoredStep[]>();
+  /** Characters of stored JSON in each tail (what a model request built from it roughly weighs). */
+  private sizes = new Map<string, number>();
 
   constructor(
     private db: DB,
     private now: () => number,
   ) {
-    this.loadStmt = db
-      .select({ id: messages.id, task_id: messages.task_id, role: messages.role, content: messages.content })
-      .from(messages)
-      .where(eq(messages.session_id, sql.placeholder("sid")))
-      .orderBy(asc(messages.id))
-      .prepare();
+    const sqlite = (db as unknown as { $client: Database }).$client;
+    this.loadStmt = sqlite.prepare("SELECT id, task_id, role, content FROM messages WHERE session_id = ? ORDER BY id");
+    this.insertStmt = sqlite.prepare("INSERT INTO messages (session_id, task_id, role, content, created_at) VALUES (?, ?, ?, ?, ?)");
   }
 
+  /**
+   * The session's steps in order: the in-memory tail, loaded from the database at the first call
+   * (a row at a time, so the stored JSON and its parsed copy of the whole conversation are never
+   * held together). The array grows as steps are added; call `release` when the task stops.
+   */
   steps(sessionId: string): StoredStep[] {
-    return this.loadStmt.all({ sid: sessionId }) as StoredStep[];
+    let tail = this.tails.get(sessionId);
+    if (!tail) {
+      tail = [];
+      let size = 0;
+      for (const r of this.loadStmt.iterate(sessionId)) {
+        size += r.content.length;
+        tail.push({ id: r.id, task_id: r.task_id, role: r.role, content: JSON.parse(r.content) });
+      }
+      this.tails.set(sessionId, tail);
+      this.sizes.set(sessionId, size);
+    }
+    return tail;
+  }
+
+  /** Drops the session's in-memory tail (its task ended or waits for an answer). */
+  release(sessionId: string) {
+    this.tails.delete(sessionId);
+    this.sizes.delete(sessionId);
+  }
+
+  /** Characters of stored JSON in the session's tail (0 without one). */
+  size(sessionId: string): number {
+    return this.sizes.get(sessionId) ?? 0;
+  }
+
+  /** Sessions with an in-memory tail (tests, /metrics). */
+  get held(): number {
+    return this.tails.size;
   }
 
   addUserPrompt(sessionId: string, taskId: string, text: string) {
@@ -60,10 +108,8 @@ export class Transcript {
    * new chain's first message, in one transaction, so a restart resumes in exactly one of the two.
    */
   addChain(sessionId: string, taskId: string, result: ToolResultBlock, text: string) {
-    this.db.transaction(() => {
-      this.insert(sessionId, taskId, "tool_result", result);
-      this.insert(sessionId, taskId, "chain", { text });
-    });
+    const steps = this.db.transaction(() => [this.write(sessionId, taskId, "tool_result", result), this.write(sessionId, taskId, "chain", { text })]);
+    this.add(sessionId, steps);
   }
 
   /** How many chains the task has started (its continuations). */
@@ -73,8 +119,30 @@ export class Transcript {
     return n;
   }
 
+  /** Stores a step, then adds it to the session's tail (if it has one). */
   private insert(sessionId: string, taskId: string, role: StoredStep["role"], content: unknown) {
-    this.db.insert(messages).values({ session_id: sessionId, task_id: taskId, role, content, created_at: this.now() }).run();
+    const step = this.write(sessionId, taskId, role, content);
+    this.add(sessionId, [step]);
+  }
+
+  /**
+   * The row, and the step as the tail holds it: `content` itself (not a parsed copy), so the
+   * caller hands it over and must not change it; our callers build it fresh for the call, with no
+   * undefined members, so it equals what a read of the row gives.
+   */
+  private write(sessionId: string, taskId: string, role: StoredStep["role"], content: unknown): StoredStep & { size: number } {
+    const json = JSON.stringify(content);
+    const r = this.insertStmt.run(sessionId, taskId, role, json, this.now()) as { lastInsertRowid: number | bigint };
+    return { id: Number(r.lastInsertRowid), task_id: taskId, role, content, size: json.length };
+  }
+
+  private add(sessionId: string, steps: (StoredStep & { size: number })[]) {
+    const tail = this.tails.get(sessionId);
+    if (!tail) return;
+    for (const { size, ...step } of steps) {
+      tail.push(step);
+      this.sizes.set(sessionId, (this.sizes.get(sessionId) ?? 0) + size);
+    }
   }
 
   /** Whether the task's prompt is already stored (a recovered task must not store it twice). */
@@ -128,10 +196,11 @@ export class Transcript {
     }
     if (start > 0) steps = steps.slice(start);
     const out: ChatMessage[] = [];
+    // Merged user turns get an array of their own: the steps' content arrays are never changed.
     const pushUser = (blocks: ContentBlock[]) => {
       const prev = out[out.length - 1];
       if (prev?.role === "user") prev.content.push(...blocks);
-      else out.push({ role: "user", content: blocks });
+      else out.push({ role: "user", content: [...blocks] });
     };
     for (let i = 0; i < steps.length; i++) {
       const step = steps[i]!;

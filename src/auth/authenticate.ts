@@ -15,6 +15,12 @@ export interface Credentials {
 
 const NOBODY: Authenticated = Object.freeze({ principal: null, error: "missing" });
 
+/** "Bearer" in any case, then whitespace (RFC 7235 schemes are case-insensitive). */
+const BEARER = /^bearer\s+/i;
+
+/** Visible ASCII: no whitespace of any kind to strip (NaN, past the end, is not). */
+const printable = (c: number) => c > 32 && c < 127;
+
 const toAuthUser = (u: UserRow): AuthUser => ({ id: u.id, email: u.email, name: u.name, role: u.role, created_at: u.created_at });
 
 export class Authenticator {
@@ -27,7 +33,7 @@ export class Authenticator {
 
   credentials(req: Request): Credentials {
     const h = req.headers.get("authorization");
-    const bearer = h && /^bearer\s+/i.test(h) ? h.replace(/^bearer\s+/i, "").trim() : null;
+    const bearer = h && BEARER.test(h) ? h.replace(BEARER, "").trim() : null;
     return { bearer, cookie: readCookie(req.headers.get("cookie"), this.cookie.name) };
   }
 
@@ -64,6 +70,14 @@ export class Authenticator {
 
   authenticate(req: Request, path: string, opts?: VerifyOptions): Authenticated | Promise<Authenticated> {
     if (path.startsWith("/admin/") || path === "/admin" || path === "/metrics") return NOBODY;
+    const headers = req.headers;
+    const h = headers.get("authorization");
+    // The hot path: a bearer in the usual spelling, then no credential at all (no objects made).
+    if (h !== null && h.startsWith("Bearer ") && printable(h.charCodeAt(7))) {
+      const bearer = h.slice(7);
+      return this.resolve({ bearer: printable(bearer.charCodeAt(bearer.length - 1)) ? bearer : bearer.trim(), cookie: null }, opts);
+    }
+    if (h === null && !headers.has("cookie")) return NOBODY;
     return this.resolve(this.credentials(req), opts);
   }
 }

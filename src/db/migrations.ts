@@ -2,6 +2,7 @@
 import m0 from "../../migrations/0000_init.sql" with { type: "text" };
 import m1 from "../../migrations/0001_playbooks.sql" with { type: "text" };
 import m2 from "../../migrations/0002_hardening.sql" with { type: "text" };
+import m3 from "../../migrations/0003_warm_pool.sql" with { type: "text" };
 
 export interface Migration {
   tag: string;
@@ -12,4 +13,5 @@ export const MIGRATIONS: Migration[] = [
   { tag: "0000_init", sql: m0 },
   { tag: "0001_playbooks", sql: m1 },
   { tag: "0002_hardening", sql: m2 },
+  { tag: "0003_warm_pool", sql: m3 },
 ];

@@ -186,6 +186,8 @@ export const profiles = sqliteTable(
     env: json<Record<string, EnvValue>>().notNull(),
     limits: json<ProfileLimits>().notNull(),
     network: text({ enum: NETWORKS }).notNull(),
+    /** Containers kept created and started for this profile's next sessions (src/workspaces/pool.ts). */
+    warm_pool: integer().notNull().default(0),
     created_at: createdAt(),
     updated_at: updatedAt(),
   },

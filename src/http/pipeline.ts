@@ -76,79 +76,78 @@ export function isCrossSite(req: Request, publicOrigin: string): boolean {
 /** On every response; pages (text/html) also get PAGE_HEADERS unless they set their own. */
 const NOSNIFF = "nosniff";
 const PAGE_HEADERS: Record<string, string> = { "referrer-policy": "same-origin", "x-frame-options": "DENY" };
+const PAGE_HEADER_NAMES = Object.keys(PAGE_HEADERS);
 
+/**
+ * Per-request work is kept to what the request needs, and nothing that can be made once is made
+ * per request: the context is one object of a fixed shape carried on the Request (no WeakMap),
+ * its `beforeCompare` is a method (no closures), the caller of a request with no credential
+ * headers is a frozen constant, and the header names and messages are made once per pipeline.
+ */
 export function createPipeline(deps: PipelineDeps) {
   const { config, log, limiter } = deps;
   const publicOrigin = new URL(config.publicUrl).origin;
+  const trustProxy = config.trustProxy;
+  const limited = (r: RateLimitResult) => Errors.rateLimited(r.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${r.limit}`);
 
-  return async function fetch(req: Request, server: Server<unknown>): Promise<Response | undefined> {
-    const started = performance.now();
-    const path = pathOf(req.url);
-    const ctx: RequestContext = { id: requestIdFor(req), ip: clientIp(req, server, config.trustProxy), started, principal: null, authError: "missing" };
-    setRequestContext(req, ctx);
+  class Context implements RequestContext {
+    principal: RequestContext["principal"] = null;
+    authError: RequestContext["authError"] = "missing";
+    authorized: boolean | undefined = undefined;
+    route: string | undefined = undefined;
+    /** The client address's bucket, when it paid for a token's bcrypt compare. */
+    charged: RateLimitResult | null = null;
+    constructor(
+      readonly id: string,
+      readonly ip: string,
+      readonly started: number,
+    ) {}
 
-    if (path === "/v1/stream" && deps.upgrade) {
-      let refused: Response | undefined;
-      try {
-        refused = await deps.upgrade(req, server, ctx);
-      } catch (e) {
-        // Never Bun's generic error page: the interface's error body, like any other answer.
-        if (!(e instanceof AppError)) log.error("unhandled error in stream upgrade", { request_id: ctx.id, err: e });
-        refused = errorResponse(e instanceof AppError ? e : Errors.internal(ctx.id));
-      }
-      deps.onResponse?.(req.method, path, refused?.status ?? 101, (performance.now() - started) / 1000);
-      if (!refused) return undefined;
-      refused.headers.set("x-request-id", ctx.id);
-      return refused;
-    }
-
-    let response: Response;
-    let rl: RateLimitResult | null = null;
-    const limited = (r: RateLimitResult) => Errors.rateLimited(r.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${r.limit}`);
-    // A token that is not in the verified cache costs a bcrypt compare: the client's address pays
-    // for it from its own bucket first, on every path, and an empty bucket refuses it uncompared.
-    const charged: { ip: RateLimitResult | null } = { ip: null };
-    const beforeCompare = () => {
-      const r = (charged.ip = limiter.take(`ip:${ctx.ip}`));
+    /**
+     * A token that is not in the verified cache costs a bcrypt compare: the client's address pays
+     * for it from its own bucket first, on every path, and an empty bucket refuses it uncompared.
+     * (Called as `opts.beforeCompare()`, the context being the options.)
+     */
+    beforeCompare(): void {
+      const r = (this.charged = limiter.take(`ip:${this.ip}`));
       if (!r.ok) throw limited(r);
-    };
-    try {
-      const pending = deps.authenticate(req, path, { beforeCompare });
-      const auth = pending instanceof Promise ? await pending : pending;
-      ctx.principal = auth.principal;
-      ctx.authError = auth.error;
-      if (!SAFE_METHODS.has(req.method) && (auth.principal?.via === "cookie" || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
-        throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
-      }
-      const key = ctx.principal ? `u:${ctx.principal.user.id}` : `ip:${ctx.ip}`;
-      // Every response reports the caller's bucket; only the API surfaces take from it (an
-      // anonymous caller whose address already paid for a compare is not charged twice).
-      if (!ctx.principal && charged.ip) rl = charged.ip;
-      else rl = LIMITED.test(path) ? limiter.take(key) : limiter.peek(key);
-      // (peek never refuses: only the API surfaces can answer 429)
-      if (!rl.ok) throw limited(rl);
-      response = await deps.handle(req);
-    } catch (e) {
-      rl ??= charged.ip;
-      if (e instanceof AppError) response = errorResponse(e);
-      else {
-        log.error("unhandled error in pipeline", { request_id: ctx.id, err: e });
-        response = errorResponse(Errors.internal(ctx.id));
-      }
     }
+  }
 
+  async function upgrade(req: Request, server: Server<unknown>, ctx: Context, path: string): Promise<Response | undefined> {
+    let refused: Response | undefined;
+    try {
+      refused = await deps.upgrade!(req, server, ctx);
+    } catch (e) {
+      // Never Bun's generic error page: the interface's error body, like any other answer.
+      if (!(e instanceof AppError)) log.error("unhandled error in stream upgrade", { request_id: ctx.id, err: e });
+      refused = errorResponse(e instanceof AppError ? e : Errors.internal(ctx.id));
+    }
+    deps.onResponse?.(req.method, path, refused?.status ?? 101, (performance.now() - ctx.started) / 1000);
+    if (!refused) return undefined;
+    refused.headers.set("x-request-id", ctx.id);
+    return refused;
+  }
+
+  function failed(e: unknown, ctx: Context): Response {
+    if (e instanceof AppError) return errorResponse(e);
+    log.error("unhandled error in pipeline", { request_id: ctx.id, err: e });
+    return errorResponse(Errors.internal(ctx.id));
+  }
+
+  /** The headers every response gets, the access log line and the metrics. */
+  function finish(req: Request, path: string, ctx: Context, response: Response, rl: RateLimitResult | null): Response {
     const h = response.headers;
     h.set("x-request-id", ctx.id);
     h.set("x-content-type-options", NOSNIFF);
-    if (h.get("content-type")?.startsWith("text/html")) for (const k in PAGE_HEADERS) if (!h.has(k)) h.set(k, PAGE_HEADERS[k]!);
+    if (h.get("content-type")?.startsWith("text/html")) for (const k of PAGE_HEADER_NAMES) if (!h.has(k)) h.set(k, PAGE_HEADERS[k]!);
     if (rl) {
       h.set("ratelimit-limit", String(rl.limit));
       h.set("ratelimit-remaining", String(rl.remaining));
       h.set("ratelimit-reset", String(rl.resetSec));
     }
-    const ms = performance.now() - started;
+    const ms = performance.now() - ctx.started;
     deps.onResponse?.(req.method, ctx.route, response.status, ms / 1000);
-
     if (log.enabled("info")) {
       log.info("request", {
         request_id: ctx.id,
@@ -161,5 +160,66 @@ export function createPipeline(deps: PipelineDeps) {
       });
     }
     return response;
+  }
+
+  /** The router's answer, then `finish`; a rejection becomes the interface's error body. */
+  async function routed(req: Request, path: string, ctx: Context, pending: Promise<Response>, rl: RateLimitResult): Promise<Response> {
+    let response: Response;
+    try {
+      response = await pending;
+    } catch (e) {
+      response = failed(e, ctx);
+    }
+    return finish(req, path, ctx, response, rl);
+  }
+
+  /** The caller, then the checks and the router (the path where the caller took a promise: a token's first verification). */
+  async function authenticated(req: Request, path: string, ctx: Context, pending: Promise<Authenticated>): Promise<Response> {
+    let auth: Authenticated;
+    try {
+      auth = await pending;
+    } catch (e) {
+      return finish(req, path, ctx, failed(e, ctx), ctx.charged);
+    }
+    return proceed(req, path, ctx, auth);
+  }
+
+  /** CSRF, the rate limit, then the router. Returns a Response when it can, a promise while the router works. */
+  function proceed(req: Request, path: string, ctx: Context, auth: Authenticated): Response | Promise<Response> {
+    ctx.principal = auth.principal;
+    ctx.authError = auth.error;
+    let rl: RateLimitResult | null = null;
+    let pending: Promise<Response>;
+    try {
+      if (!SAFE_METHODS.has(req.method) && (auth.principal?.via === "cookie" || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
+        throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
+      }
+      const key = ctx.principal ? `u:${ctx.principal.user.id}` : `ip:${ctx.ip}`;
+      // Every response reports the caller's bucket; only the API surfaces take from it (an
+      // anonymous caller whose address already paid for a compare is not charged twice).
+      if (!ctx.principal && ctx.charged) rl = ctx.charged;
+      else rl = LIMITED.test(path) ? limiter.take(key) : limiter.peek(key);
+      // (peek never refuses: only the API surfaces can answer 429)
+      if (!rl.ok) throw limited(rl);
+      pending = deps.handle(req);
+    } catch (e) {
+      return finish(req, path, ctx, failed(e, ctx), rl ?? ctx.charged);
+    }
+    return routed(req, path, ctx, pending, rl);
+  }
+
+  return function fetch(req: Request, server: Server<unknown>): Response | Promise<Response | undefined> {
+    const started = performance.now();
+    const path = pathOf(req.url);
+    const ctx = new Context(requestIdFor(req), clientIp(req, server, trustProxy), started);
+    setRequestContext(req, ctx);
+    if (path === "/v1/stream" && deps.upgrade) return upgrade(req, server, ctx, path);
+    let pending: Authenticated | Promise<Authenticated>;
+    try {
+      pending = deps.authenticate(req, path, ctx);
+    } catch (e) {
+      return finish(req, path, ctx, failed(e, ctx), ctx.charged);
+    }
+    return pending instanceof Promise ? authenticated(req, path, ctx, pending) : proceed(req, path, ctx, pending);
   };
 }

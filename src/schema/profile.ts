@@ -47,6 +47,23 @@ export type Limits = Static<typeof Limits>;
 
 export const Provider = OneOf(MODEL_PROVIDERS);
 export const Network = OneOf(NETWORKS, { description: "Docker network mode of the workspace" });
+/** Largest warm_pool a profile may ask for (the operator's --max-warm-pool caps it further). */
+export const WARM_POOL_MAX = 100;
+export const WarmPool = T.Integer({
+  minimum: 0,
+  maximum: WARM_POOL_MAX,
+  description: "Containers kept created and started for this profile's next sessions, so session.ready is immediate (capped by the server's --max-warm-pool)",
+});
+/** The warm pool's state: the size it aims at now (after the operator's caps), members ready to take, members being made. */
+export const PoolState = T.Object(
+  {
+    size: T.Integer({ description: "Members the pool aims at now: warm_pool within the operator's caps" }),
+    ready: T.Integer({ description: "Started members a new session can take" }),
+    starting: T.Integer({ description: "Members being created" }),
+  },
+  { title: "PoolState" },
+);
+export type PoolState = Static<typeof PoolState>;
 export const Tools = T.Array(OneOf(TOOL_NAMES), { uniqueItems: true, description: "Tools the agent may use" });
 
 export const Pricing = T.Object(
@@ -107,6 +124,8 @@ export const ProfileRecord = T.Object(
     env: Env,
     limits: Limits,
     network: Network,
+    warm_pool: T.Integer(),
+    pool: T.Optional(PoolState),
     created_at: Timestamp,
     updated_at: Timestamp,
   },
@@ -138,6 +157,7 @@ const body = (providerRequired: boolean, title: string) =>
       env: T.Optional(Env),
       limits: T.Optional(T.Partial(Limits, { additionalProperties: false })),
       network: T.Optional(Network),
+      warm_pool: T.Optional(WarmPool),
     },
     { title },
   );

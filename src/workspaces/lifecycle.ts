@@ -12,7 +12,9 @@ import { AppError, Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import { type DockerEngine, dockerMessage, dockerStatus, isUnreachable } from "./docker.ts";
 import { isRunning } from "./exec.ts";
+import type { StartGate } from "./gate.ts";
 import type { KeyedMutex } from "./mutex.ts";
+import type { PoolMember, WarmPool } from "./pool.ts";
 import type { Provisioner } from "./provision.ts";
 import type { RoomLimits, WorkspaceStore } from "./store.ts";
 
@@ -26,6 +28,10 @@ export interface LifecycleDeps {
   now: () => number;
   /** The operator's policy: the user's running-workspace cap and the container ceilings (wired by the app). */
   policy?: WorkspacePolicy;
+  /** Bounded parallel container creation (gate.ts). */
+  gate: StartGate;
+  /** Started containers a new session takes (pool.ts). */
+  pool: WarmPool;
 }
 
 export interface WorkspacePolicy {
@@ -44,9 +50,14 @@ export class Lifecycle {
     return this.client.getContainer(dockerId);
   }
 
-  /** The session's container (its environment comes per exec: the container itself carries none). */
+  /**
+   * The session's container (its environment comes per exec: the container itself carries none):
+   * a warm-pool member when the profile's pool has one ready, else a new container.
+   */
   async createForSession(input: { userId: string; sessionId: string; profile: ProfileRow }): Promise<WorkspaceRow> {
     const { profile } = input;
+    const member = input.userId === profile.user_id ? this.d.pool.take(profile) : null;
+    if (member) return this.takeMember(member, input);
     const id = newId("container");
     const now = this.d.now();
     const asked: WorkspaceSpec = { network: profile.network, memory_mb: profile.limits.memory_mb, cpus: profile.limits.cpus, pids: profile.limits.pids };
@@ -74,6 +85,60 @@ export class Lifecycle {
     );
     if (!created) return this.ensureRunning(input.sessionId);
     return this.d.locks.run(row.id, () => this.provision(row));
+  }
+
+  /**
+   * A warm-pool member becomes the session's workspace: its row is inserted running (the
+   * concurrency rule decides here, as for a new container), the container is checked alive and
+   * renamed `runcell-<ctr id>` in the background. A member that died meanwhile is replaced by a new container on its volume.
+   */
+  private async takeMember(m: PoolMember, input: { userId: string; sessionId: string; profile: ProfileRow }): Promise<WorkspaceRow> {
+    const now = this.d.now();
+    let reserved: { row: WorkspaceRow; created: boolean };
+    try {
+      reserved = this.d.store.reserveNew(
+        {
+          id: m.ctrId,
+          user_id: input.userId,
+          session_id: input.sessionId,
+          profile_id: input.profile.id,
+          name: `runcell-${m.ctrId}`,
+          image: m.image,
+          docker_id: m.dockerId,
+          volume: m.volume,
+          spec: m.spec,
+          disk_bytes: null,
+          disk_checked_at: null,
+          status: "running",
+          error: null,
+          last_active_at: now,
+          created_at: now,
+          updated_at: now,
+        },
+        this.limitsOf(input.userId, input.profile),
+      );
+    } catch (e) {
+      this.d.pool.giveBack(m);
+      throw e;
+    }
+    if (!reserved.created) {
+      this.d.pool.giveBack(m);
+      return this.ensureRunning(input.sessionId);
+    }
+    return this.d.locks.run(m.ctrId, async () => {
+      const c = this.container(m.dockerId);
+      const st = await isRunning(c).catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
+      if (st.running) {
+        // The rename is cosmetic (the row holds the Docker id): it runs behind session.ready.
+        void c.rename({ name: `runcell-${m.ctrId}` }).catch((e: unknown) => this.d.log.warn("could not rename a warm-pool container", { workspace: m.ctrId, error: dockerMessage(e) }));
+        this.d.log.info("workspace taken from the warm pool", { workspace: m.ctrId, session: input.sessionId, profile: input.profile.id });
+        return this.d.store.byId(m.ctrId)!;
+      }
+      this.d.log.warn("a warm-pool container was not running; creating the workspace anew on its volume", { workspace: m.ctrId, detail: st.detail });
+      await c.remove({ force: true }).catch(() => {});
+      const row = this.d.store.update(m.ctrId, { docker_id: null, status: "starting" })!;
+      return this.provision(row);
+    });
   }
 
   async ensureRunning(sessionId: string): Promise<WorkspaceRow> {
@@ -129,11 +194,19 @@ export class Lifecycle {
     return this.provision(row);
   }
 
-  /** Creates volume + container and starts it. The row is reserved (`starting`). */
+  /**
+   * Creates volume + container and starts it, through the start gate: at most
+   * --workspace-start-parallelism creations go to the engine at once, the others wait in order
+   * (their queue position is logged). The row is reserved (`starting`).
+   */
   private async provision(row: WorkspaceRow): Promise<WorkspaceRow> {
     const started = Date.now();
     try {
-      const c = await this.d.provisioner.up(row);
+      const c = await this.d.gate.run(
+        "session",
+        () => this.d.provisioner.up(row),
+        (position) => this.d.log.info("workspace start queued", { workspace: row.id, session: row.session_id, position, in_flight: this.d.gate.running }),
+      );
       const up = this.d.store.update(row.id, { docker_id: c.id, status: "running", error: null, last_active_at: this.d.now() })!;
       this.d.log.info("workspace started", { workspace: row.id, session: row.session_id, image: row.image, ms: Date.now() - started });
       return up;

@@ -11,6 +11,9 @@ import type { ImagePuller } from "./image.ts";
 import { containerOptions, labelsFor } from "./spec.ts";
 import type { WorkspaceRow } from "./store.ts";
 
+/** What a container is made from: a workspace row, or a warm-pool member (no session yet). */
+export type ProvisionInput = Pick<WorkspaceRow, "id" | "session_id" | "name" | "volume" | "image" | "spec">;
+
 export class Provisioner {
   /** docker-init as PID 1; turned off after an engine says it has none. */
   private init = true;
@@ -26,10 +29,10 @@ export class Provisioner {
     return this.engine.client;
   }
 
-  /** Creates (or reuses) the volume, creates the container and starts it. */
-  async up(row: WorkspaceRow): Promise<Docker.Container> {
-    await this.client.createVolume({ Name: row.volume, Labels: labelsFor({ ctrId: row.id, sessionId: row.session_id, instanceId: this.instanceId }) });
-    let c = await this.create(row);
+  /** Creates (or reuses) the volume, creates the container and starts it. `labels` go on both (a warm-pool member's). */
+  async up(row: ProvisionInput, labels?: Record<string, string>): Promise<Docker.Container> {
+    await this.client.createVolume({ Name: row.volume, Labels: { ...labelsFor({ ctrId: row.id, sessionId: row.session_id, instanceId: this.instanceId }), ...labels } });
+    let c = await this.create(row, labels);
     try {
       await c.start();
       return c;
@@ -38,7 +41,7 @@ export class Provisioner {
       if (!this.init || !/docker-init|init binary|init-path/i.test(dockerMessage(e))) throw e;
       this.log.warn("Docker engine has no init binary; workspaces run without one", { error: dockerMessage(e) });
       this.init = false;
-      c = await this.create(row);
+      c = await this.create(row, labels);
       try {
         await c.start();
         return c;
@@ -49,7 +52,7 @@ export class Provisioner {
     }
   }
 
-  private async create(row: WorkspaceRow): Promise<Docker.Container> {
+  private async create(row: ProvisionInput, labels?: Record<string, string>): Promise<Docker.Container> {
     const opts = containerOptions({
       ctrId: row.id,
       sessionId: row.session_id,
@@ -59,6 +62,7 @@ export class Provisioner {
       image: row.image,
       spec: row.spec,
       init: this.init,
+      labels,
     });
     try {
       return await this.client.createContainer(opts);

@@ -26,6 +26,8 @@ export interface ReconcileDeps {
   locks: KeyedMutex;
   instanceId: string;
   log: Logger;
+  /** Whether a ctr id is a warm-pool member (pool.ts): its container and volume have no row and are kept. */
+  pooled?: (ctrId: string) => boolean;
 }
 
 export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
@@ -40,7 +42,7 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
   const live = new Map<string, Docker.ContainerInfo>();
   for (const c of containers) {
     const ctr = c.Labels?.[LABEL_WORKSPACE] ?? "";
-    if (d.locks.busy(ctr)) {
+    if (d.locks.busy(ctr) || d.pooled?.(ctr)) {
       live.set(c.Id, c);
       continue;
     }
@@ -79,7 +81,7 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
 
   for (const v of volumes) {
     const ctr = v.Labels?.[LABEL_WORKSPACE] ?? "";
-    if (d.locks.busy(ctr) || d.store.byId(ctr)) continue;
+    if (d.locks.busy(ctr) || d.pooled?.(ctr) || d.store.byId(ctr)) continue;
     try {
       await d.client.getVolume(v.Name).remove();
       report.removed_volumes.push(v.Name);

@@ -26,11 +26,13 @@ import { type DockerEngine, dockerMessage } from "./docker.ts";
 import { ContainerNotRunning, type ExecOptions, type ExecResult, isRunning, runExec } from "./exec.ts";
 import { type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
 import { checkDisk, DISK_CHECK_EVERY_MS, type DiskReport } from "./disk.ts";
+import { type GateObserver, StartGate } from "./gate.ts";
 import { idleCheckEveryMs, stopIdle } from "./idle.ts";
 import { ImagePuller } from "./image.ts";
 import { Lifecycle, type WorkspacePolicy } from "./lifecycle.ts";
 import { KeyedMutex } from "./mutex.ts";
 import { relativePath, resolveWorkspacePath, WORKSPACE_ROOT } from "./paths.ts";
+import { type PoolMetrics, WarmPool } from "./pool.ts";
 import { Provisioner } from "./provision.ts";
 import { reconcile, type ReconcileReport } from "./reconcile.ts";
 import { FileUrlSigner, loadSigningKey } from "./signing.ts";
@@ -49,7 +51,10 @@ export interface WorkspaceDeps {
   settings: Settings;
   sealer: Sealer;
   log: Logger;
-  config: Pick<Config, "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHost">;
+  config: Pick<
+    Config,
+    "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHost" | "maxWarmPool" | "maxWarmPoolTotal" | "workspaceStartParallelism"
+  >;
   now: () => number;
   /**
    * The environment of a command in the workspace: its profile's env with vault secrets resolved
@@ -59,6 +64,8 @@ export interface WorkspaceDeps {
   envFor?: (row: WorkspaceRow) => Record<string, string>;
   /** The operator's policy (running workspaces per user, container ceilings, disk cap; wired by the app). */
   policy?: WorkspacePolicy & { diskCapBytes(userId: string): number | null };
+  /** /metrics: warm-pool takes, misses and refills; start-queue waits (wired by the app). */
+  metrics?: PoolMetrics & GateObserver;
 }
 
 export function workspaceRecord(r: WorkspaceRow): WorkspaceRecord {
@@ -87,6 +94,10 @@ export class Workspaces {
   /** Running execs per workspace: the idle stop never stops a container that is working. */
   readonly inflight = new Map<string, number>();
   maxFileBytes = MAX_FILE_BYTES;
+  /** Container creations against the engine, bounded (gate.ts). */
+  readonly gate: StartGate;
+  /** Started containers per profile for its next sessions (pool.ts). */
+  readonly pool: WarmPool;
   private lifecycle: Lifecycle;
   private signer: FileUrlSigner;
   private log: Logger;
@@ -96,7 +107,21 @@ export class Workspaces {
     this.store = new WorkspaceStore(d.db, d.now);
     this.instanceId = d.settings.get<string>(INSTANCE_SETTING) ?? this.newInstanceId();
     const provisioner = new Provisioner(d.docker, new ImagePuller(d.docker, this.log), this.log, this.instanceId);
-    this.lifecycle = new Lifecycle({ ...d, log: this.log, store: this.store, locks: this.locks, provisioner });
+    this.gate = new StartGate(() => d.config.workspaceStartParallelism, d.metrics);
+    this.pool = new WarmPool({
+      engine: d.docker,
+      provisioner,
+      gate: this.gate,
+      log: this.log.child({ component: "warm-pool" }),
+      instanceId: this.instanceId,
+      config: d.config,
+      policy: d.policy,
+      profile: (id) => this.store.profile(id),
+      pooledProfiles: () => this.store.pooledProfiles(),
+      hasRow: (id) => this.store.byId(id) !== null,
+      metrics: d.metrics,
+    });
+    this.lifecycle = new Lifecycle({ ...d, log: this.log, store: this.store, locks: this.locks, provisioner, gate: this.gate, pool: this.pool });
     this.signer = new FileUrlSigner(loadSigningKey(d.settings, d.sealer), d.config.publicUrl, d.now);
   }
 
@@ -315,9 +340,14 @@ export class Workspaces {
     return stopIdle({ ...this.background(), inflight: this.inflight, now: this.d.now, idleMs: this.d.config.workspaceIdleTimeoutMs });
   }
 
-  /** Reconciles records with Docker (this instance's labels only). */
-  reconcile(): Promise<ReconcileReport> {
-    return reconcile({ ...this.background(), instanceId: this.instanceId });
+  /** Reconciles the warm pool, then records, with Docker (this instance's labels only). */
+  async reconcile(): Promise<ReconcileReport> {
+    try {
+      await this.pool.reconcile();
+    } catch (e) {
+      this.log.warn("warm pool could not be reconciled", { error: dockerMessage(e) });
+    }
+    return reconcile({ ...this.background(), instanceId: this.instanceId, pooled: (id) => this.pool.holds(id) });
   }
 
   /** Measures running workspaces' volumes; stops those over their owner's disk cap. */
@@ -337,6 +367,7 @@ export class Workspaces {
       intervalWorker(this.log, "workspace-reconcile", RECONCILE_EVERY_MS, () => this.reconcile(), { runAtStart: true }),
       intervalWorker(this.log, "workspace-idle-stop", idleCheckEveryMs(this.d.config.workspaceIdleTimeoutMs), () => this.stopIdle()),
       intervalWorker(this.log, "workspace-disk-check", DISK_CHECK_EVERY_MS, () => this.checkDisk()),
+      { name: "warm-pool", start() {}, stop: () => this.pool.stop() },
     ];
   }
 

@@ -18,6 +18,10 @@ import { WORKSPACE_ROOT } from "./paths.ts";
 export const LABEL_WORKSPACE = "runcell.workspace";
 export const LABEL_SESSION = "runcell.session";
 export const LABEL_INSTANCE = "runcell.instance";
+/** A warm-pool member: the profile it was made for (pool.ts); it stays on the container after a session takes it. */
+export const LABEL_POOL = "runcell.pool";
+/** A warm-pool member: the hash of the image and container spec it was made with (a changed profile drains members with another). */
+export const LABEL_POOL_KEY = "runcell.pool.key";
 
 export const CAP_ADD = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"];
 
@@ -34,6 +38,8 @@ export interface ContainerInput {
   spec: WorkspaceSpec;
   /** docker-init as PID 1 (turned off only for an engine without an init binary). */
   init: boolean;
+  /** More labels (a warm-pool member's). */
+  labels?: Record<string, string>;
 }
 
 export function labelsFor(i: { ctrId: string; sessionId: string; instanceId: string }): Record<string, string> {
@@ -51,7 +57,7 @@ export function containerOptions(i: ContainerInput): Docker.ContainerCreateOptio
     // No environment of the profile here: it is resolved at every exec (secrets included), so a
     // changed or deleted secret applies at the next tool call and values never show in `docker inspect`.
     Env: [],
-    Labels: labelsFor(i),
+    Labels: { ...labelsFor(i), ...i.labels },
     AttachStdin: false,
     AttachStdout: false,
     AttachStderr: false,

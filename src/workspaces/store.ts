@@ -4,7 +4,7 @@
  * row to `starting`) happen atomically, before any Docker object exists, so N parallel starts can
  * never let more than the limit through.
  */
-import { and, count, desc, eq, inArray, lt, ne, sql, type SQL } from "drizzle-orm";
+import { and, count, desc, eq, gt, inArray, lt, ne, sql, type SQL } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
 import { ACTIVE_WORKSPACE_STATUSES, type NewWorkspaceRow, profiles, sessions, type WorkspaceRow, workspaces, type WorkspaceStatus } from "../db/schema.ts";
@@ -166,6 +166,11 @@ export class WorkspaceStore {
       .from(workspaces)
       .where(and(eq(workspaces.status, "running"), lt(workspaces.last_active_at, cutoff)))
       .all();
+  }
+
+  /** Profiles that want a warm pool. */
+  pooledProfiles() {
+    return this.db.select().from(profiles).where(gt(profiles.warm_pool, 0)).all();
   }
 
   profile(id: string) {

@@ -11,7 +11,7 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync,
 import { join } from "node:path";
 import { type BackupManifest, createBackup } from "../../src/cli/backup.ts";
 import { openDatabase } from "../../src/db/client.ts";
-import { migrate, SCHEMA_WRITER_KEY } from "../../src/db/migrate.ts";
+import { BINARY_SCHEMA, migrate, SCHEMA_WRITER_KEY } from "../../src/db/migrate.ts";
 import { MIGRATIONS } from "../../src/db/migrations.ts";
 import { VERSION } from "../../src/version.ts";
 import { startTestApp, tempDir } from "../helpers/app.ts";
@@ -73,7 +73,7 @@ describe("runcell restore", () => {
     const r = await runCli(["restore", archive, "--data-dir", target]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain(`restoring ${archive}`);
-    expect(r.stdout).toMatch(/backup made .* by runcell \S+ from .*: schema 0002_hardening, \d+ tables, \d+ rows/);
+    expect(r.stdout).toMatch(/backup made .* by runcell \S+ from .*: schema \d{4}_\w+, \d+ tables, \d+ rows/);
     expect(r.stdout).toContain("checksums match the manifest: runcell.db, secret.key");
     expect(r.stdout).toContain("integrity_check ok; row counts equal the manifest");
     expect(readdirSync(target).sort()).toEqual(["runcell.db", "runcell.lock", "secret.key"]);
@@ -194,7 +194,7 @@ describe("runcell restore", () => {
     const made = await createBackup(d, archive);
     expect(made.manifest.schema_version).toBe("9999_future");
     expect(made.manifest.written_by?.version).toBe("9.9.9");
-    const r = await refused(archive, `the backup's database has schema "9999_future" (written by runcell 9.9.9), newer than this runcell ${VERSION} knows (schema "0002_hardening")`);
+    const r = await refused(archive, `the backup's database has schema "9999_future" (written by runcell 9.9.9), newer than this runcell ${VERSION} knows (schema "${BINARY_SCHEMA}")`);
     expect(r.stderr).toContain("Restore it with runcell 9.9.9 or newer");
     expect(r.stdout).not.toContain("extracting");
 
@@ -202,7 +202,7 @@ describe("runcell restore", () => {
     const hidden = repack(archive, (x) => {
       const m = manifestIn(x);
       m.migrations = MIGRATIONS.map((mm) => mm.tag);
-      m.schema_version = "0002_hardening";
+      m.schema_version = BINARY_SCHEMA;
       writeManifest(x, m);
     });
     await refused(hidden, 'the backup\'s database has schema "9999_future" (written by runcell 9.9.9)');
@@ -225,7 +225,7 @@ describe("runcell restore", () => {
     const target = join(dir(), "t");
     const r = await runCli(["restore", archive, "--data-dir", target]);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toContain("its schema 0001_playbooks is older than this runcell's 0002_hardening: the next `runcell serve` (or `runcell migrate`) migrates it");
+    expect(r.stdout).toContain(`its schema 0001_playbooks is older than this runcell's ${BINARY_SCHEMA}: the next \`runcell serve\` (or \`runcell migrate\`) migrates it`);
     expect(r.stdout).toContain("warning: the backup has no secret.key");
     const check = await runCli(["version", "--check-db", "--data-dir", target]);
     expect(check.code).toBe(3);
@@ -233,7 +233,7 @@ describe("runcell restore", () => {
     const m = await runCli(["migrate", "--data-dir", target]);
     expect(m.code, m.stderr).toBe(0);
     expect(m.stdout).toMatch(/pre-migration backup: .*\/backups\/pre-migrate-0001_playbooks-\d{8}T\d{9}Z\.tar\.gz/);
-    expect(m.stdout).toContain("applied 1 migration(s): 0002_hardening");
+    expect(m.stdout).toContain(`applied ${MIGRATIONS.length - 2} migration(s): ${MIGRATIONS.slice(2).map((x) => x.tag).join(", ")}`);
     expect((await runCli(["version", "--check-db", "--data-dir", target])).code).toBe(0);
   }, 60_000);
 

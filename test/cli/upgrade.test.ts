@@ -8,6 +8,8 @@
  * `version --check-db` says current / older / newer with its exit status; the automatic backups
  * are pruned to the last 3; the lock works in the compiled binary (bun:ffi flock).
  */
+import { BINARY_SCHEMA } from "../../src/db/migrate.ts";
+import { MIGRATIONS } from "../../src/db/migrations.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -18,7 +20,7 @@ import { freePort, waitFor } from "../helpers/net.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const NEW_VERSION = "0.1.1-upgrade";
-const NEW_TAG = "0003_upgrade_probe";
+const NEW_TAG = `${String(MIGRATIONS.length).padStart(4, "0")}_upgrade_probe`;
 const work = tempDir("runcell-upgrade-");
 const OLD = join(work, "old", "runcell");
 const NEW = join(work, "new", "runcell");
@@ -110,7 +112,7 @@ describe("two builds of different schema versions", () => {
   const data = join(work, "data");
 
   test("the builds say which schema they carry", async () => {
-    expect((await run(OLD, ["version"])).stdout).toContain(`runcell ${VERSION} (commit unknown, bun ${Bun.version}, schema 0002_hardening)`);
+    expect((await run(OLD, ["version"])).stdout).toContain(`runcell ${VERSION} (commit unknown, bun ${Bun.version}, schema ${BINARY_SCHEMA})`);
     expect(JSON.parse((await run(NEW, ["version", "--json"])).stdout)).toMatchObject({ version: NEW_VERSION, schema: NEW_TAG });
   });
 
@@ -127,27 +129,27 @@ describe("two builds of different schema versions", () => {
     expect(lockHolder(data)).toBeNull();
     const check = await run(OLD, ["version", "--check-db", "--data-dir", data]);
     expect(check.code).toBe(0);
-    expect(check.stdout).toContain(`database current: ${join(data, "runcell.db")} has schema 0002_hardening (written by runcell ${VERSION})`);
+    expect(check.stdout).toContain(`database current: ${join(data, "runcell.db")} has schema ${BINARY_SCHEMA} (written by runcell ${VERSION})`);
   }, 60_000);
 
   test("old → new: --check-db says older (3); serve backs the database up first, then migrates it", async () => {
     const check = await run(NEW, ["version", "--check-db", "--data-dir", data]);
     expect(check.code).toBe(3);
-    expect(check.stdout).toContain(`database older: ${join(data, "runcell.db")} has schema 0002_hardening (written by runcell ${VERSION}); this runcell ${NEW_VERSION} has ${NEW_TAG} and will apply ${NEW_TAG}`);
+    expect(check.stdout).toContain(`database older: ${join(data, "runcell.db")} has schema ${BINARY_SCHEMA} (written by runcell ${VERSION}); this runcell ${NEW_VERSION} has ${NEW_TAG} and will apply ${NEW_TAG}`);
     expect(preMigrate(data)).toEqual([]);
 
     const s = await serve(NEW, data);
     const backups = preMigrate(data);
     expect(backups).toHaveLength(1);
-    expect(backups[0]).toMatch(/^pre-migrate-0002_hardening-\d{8}T\d{9}Z\.tar\.gz$/);
-    expect(s.output()).toContain(`the database has schema 0002_hardening, this runcell ${NEW_VERSION} applies ${NEW_TAG}: backing it up first`);
+    expect(backups[0]).toMatch(new RegExp(`^pre-migrate-${BINARY_SCHEMA}-\\d{8}T\\d{9}Z\\.tar\\.gz$`));
+    expect(s.output()).toContain(`the database has schema ${BINARY_SCHEMA}, this runcell ${NEW_VERSION} applies ${NEW_TAG}: backing it up first`);
     expect(s.output()).toContain(`backup written: ${join(data, "backups", backups[0]!)}`);
     expect(s.output()).toContain('"msg":"database migrated"');
     await s.stop();
 
     // The automatic backup holds the database as the old binary left it.
     const manifest = JSON.parse(Bun.spawnSync(["tar", "-xOzf", join(data, "backups", backups[0]!), "manifest.json"]).stdout.toString());
-    expect(manifest).toMatchObject({ runcell_version: NEW_VERSION, schema_version: "0002_hardening", written_by: { version: VERSION, schema: "0002_hardening" } });
+    expect(manifest).toMatchObject({ runcell_version: NEW_VERSION, schema_version: BINARY_SCHEMA, written_by: { version: VERSION, schema: BINARY_SCHEMA } });
     expect(manifest.tables.users).toBe(1);
 
     const now = await run(NEW, ["version", "--check-db", "--json", "--data-dir", data]);
@@ -163,13 +165,13 @@ describe("two builds of different schema versions", () => {
     const before = sha(join(data, "runcell.db"));
     const check = await run(OLD, ["version", "--check-db", "--data-dir", data]);
     expect(check.code).toBe(4);
-    expect(check.stdout).toContain(`database newer: ${join(data, "runcell.db")} has schema ${NEW_TAG} (written by runcell ${NEW_VERSION}), which this runcell ${VERSION} (schema 0002_hardening) does not know`);
+    expect(check.stdout).toContain(`database newer: ${join(data, "runcell.db")} has schema ${NEW_TAG} (written by runcell ${NEW_VERSION}), which this runcell ${VERSION} (schema ${BINARY_SCHEMA}) does not know`);
 
     for (const args of [["serve", "--http", `127.0.0.1:${await freePort()}`], ["migrate"]]) {
       const r = await run(OLD, [...args, "--data-dir", data]);
       expect(r.code, args[0]).toBe(1);
       expect(r.stderr).toContain(`this database was written by a newer runcell: runcell ${NEW_VERSION}, schema "${NEW_TAG}"`);
-      expect(r.stderr).toContain(`this binary is runcell ${VERSION} and knows schema up to "0002_hardening". Nothing was changed.`);
+      expect(r.stderr).toContain(`this binary is runcell ${VERSION} and knows schema up to "${BINARY_SCHEMA}". Nothing was changed.`);
       expect(r.stderr).toContain(`Run runcell ${NEW_VERSION} or newer`);
     }
     expect(sha(join(data, "runcell.db"))).toBe(before);
@@ -181,7 +183,7 @@ describe("two builds of different schema versions", () => {
     expect((await run(NEW, ["backup", "--data-dir", data, archive])).code).toBe(0);
     const r = await run(OLD, ["restore", archive, "--data-dir", join(work, "old-restore")]);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain(`the backup's database has schema "${NEW_TAG}" (written by runcell ${NEW_VERSION}), newer than this runcell ${VERSION} knows (schema "0002_hardening")`);
+    expect(r.stderr).toContain(`the backup's database has schema "${NEW_TAG}" (written by runcell ${NEW_VERSION}), newer than this runcell ${VERSION} knows (schema "${BINARY_SCHEMA}")`);
   }, 60_000);
 
   test("the way back: the old binary restores the pre-migration backup and serves it", async () => {

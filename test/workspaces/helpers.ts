@@ -23,6 +23,7 @@ export function insertProfile(t: TestApp, userId: string, over: Omit<Partial<Pro
     tools: ["Bash"],
     env: {},
     network: "none",
+    warm_pool: 0,
     created_at: now,
     updated_at: now,
     ...over,

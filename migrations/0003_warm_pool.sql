@@ -1,0 +1,1 @@
+ALTER TABLE `profiles` ADD `warm_pool` integer DEFAULT 0 NOT NULL;

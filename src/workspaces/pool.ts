@@ -1,0 +1,371 @@
+/**
+ * The warm pool: per profile (`warm_pool: n`), containers created and started ahead of time from
+ * the profile's image, limits and network, each with its own fresh volume, so a new session takes
+ * one and `session.ready` is a database write and a rename instead of a container creation.
+ *
+ * - Members carry no environment at all (a workspace's env, secrets included, is resolved at every
+ *   exec), no session, and are labelled `runcell.pool=<profile>` and `runcell.pool.key=<shape>`.
+ * - The size a pool aims at is the profile's warm_pool within the operator's caps: --max-warm-pool
+ *   per profile, --max-warm-pool-total across profiles, and the host's available memory (no member
+ *   is made while less than MIN_AVAILABLE_MB is available).
+ * - Members do not count against their owner's concurrency until taken (they have no workspace
+ *   row); the operator's total cap counts them.
+ * - After each take the pool refills in the background, through the start gate behind any session
+ *   start waiting there (gate.ts).
+ * - A profile change that alters the container (image, network, memory, CPUs, pids) drains the
+ *   pool's members (its shape key changes); a deleted profile's members are removed.
+ * - Reconciled with Docker before each workspace reconciliation (at start, then every few
+ *   minutes): a member of this instance whose profile still wants it with the same shape is
+ *   adopted, any other one is removed (container and volume).
+ */
+import { readFileSync } from "node:fs";
+import type Docker from "dockerode";
+import type { Config } from "../config.ts";
+import { newId } from "../db/ids.ts";
+import type { ProfileRow, WorkspaceSpec } from "../db/schema.ts";
+import type { Logger } from "../log.ts";
+import { dockerMessage, dockerStatus } from "./docker.ts";
+import type { StartGate } from "./gate.ts";
+import type { Provisioner } from "./provision.ts";
+import { LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, LABEL_WORKSPACE } from "./spec.ts";
+
+/** No member is made while the host has less memory available than this. */
+export const MIN_AVAILABLE_MB = 512;
+/** After a member failed to start, the profile's pool waits this long before trying again. */
+export const RETRY_AFTER_MS = 30_000;
+
+export interface PoolMember {
+  /** The workspace id the member becomes (`ctr_…`): its volume and labels are named after it. */
+  ctrId: string;
+  dockerId: string;
+  /** Its Docker name while pooled (`runcell-pool-<ctr id>`; renamed `runcell-<ctr id>` when taken). */
+  name: string;
+  volume: string;
+  image: string;
+  spec: WorkspaceSpec;
+  key: string;
+  profileId: string;
+}
+
+export interface PoolState {
+  size: number;
+  ready: number;
+  starting: number;
+}
+
+/** /metrics (wired by the app). */
+export interface PoolMetrics {
+  poolTake(hit: boolean): void;
+  poolRefill(seconds: number): void;
+}
+
+export interface PoolDeps {
+  engine: { readonly client: Docker };
+  provisioner: Provisioner;
+  gate: StartGate;
+  log: Logger;
+  instanceId: string;
+  config: Pick<Config, "workspaceImage" | "maxWarmPool" | "maxWarmPoolTotal">;
+  policy?: { clampSpec(userId: string, spec: WorkspaceSpec): WorkspaceSpec };
+  profile(id: string): ProfileRow | null;
+  /** Profiles with warm_pool > 0. */
+  pooledProfiles(): ProfileRow[];
+  /** Whether a workspace row with this id exists (a member taken before a restart). */
+  hasRow(ctrId: string): boolean;
+  metrics?: PoolMetrics;
+  /** The host's available memory in MiB (tests replace it). */
+  availableMb?: () => number;
+}
+
+interface ProfilePool {
+  key: string | null;
+  ready: PoolMember[];
+  starting: number;
+  /** Bumped by a drain: members still starting from an older generation are removed when they come up. */
+  generation: number;
+  retryAt: number;
+}
+
+/** MemAvailable from /proc/meminfo (what can be used without swapping), else Infinity. */
+export function hostAvailableMb(): number {
+  try {
+    const m = /^MemAvailable:\s+(\d+) kB/m.exec(readFileSync("/proc/meminfo", "utf8"));
+    return m ? Number(m[1]) / 1024 : Infinity;
+  } catch {
+    return Infinity;
+  }
+}
+
+export class WarmPool {
+  private pools = new Map<string, ProfilePool>();
+  /** Ctr ids of members being created (reconciliation leaves their objects alone). */
+  private pending = new Set<string>();
+  private filling = new Set<string>();
+  private again = new Set<string>();
+  private closed = false;
+
+  constructor(private d: PoolDeps) {}
+
+  private get client(): Docker {
+    return this.d.engine.client;
+  }
+
+  /** The container a profile's sessions get: image and spec (the owner's ceilings applied) and their hash. */
+  shapeOf(profile: ProfileRow): { image: string; spec: WorkspaceSpec; key: string } {
+    const asked: WorkspaceSpec = { network: profile.network, memory_mb: profile.limits.memory_mb, cpus: profile.limits.cpus, pids: profile.limits.pids };
+    const spec = this.d.policy?.clampSpec(profile.user_id, asked) ?? asked;
+    const image = profile.image || this.d.config.workspaceImage;
+    const key = new Bun.CryptoHasher("sha256").update(JSON.stringify([image, spec.network, spec.memory_mb, spec.cpus, spec.pids])).digest("hex").slice(0, 16);
+    return { image, spec, key };
+  }
+
+  /** The size the profile's pool aims at now. */
+  target(profile: Pick<ProfileRow, "warm_pool">): number {
+    return Math.max(0, Math.min(profile.warm_pool, this.d.config.maxWarmPool));
+  }
+
+  /** Members across every profile (ready and starting): what the operator's total cap counts. */
+  get total(): number {
+    let n = 0;
+    for (const p of this.pools.values()) n += p.ready.length + p.starting;
+    return n;
+  }
+
+  totals(): { ready: number; starting: number } {
+    let ready = 0;
+    let starting = 0;
+    for (const p of this.pools.values()) {
+      ready += p.ready.length;
+      starting += p.starting;
+    }
+    return { ready, starting };
+  }
+
+  /** GET /v1/profiles/:id's `pool`. */
+  state(profileId: string): PoolState | null {
+    const profile = this.d.profile(profileId);
+    if (!profile) return null;
+    const p = this.pools.get(profileId);
+    return { size: this.target(profile), ready: p?.ready.length ?? 0, starting: p?.starting ?? 0 };
+  }
+
+  /** Whether a ctr id is a member (ready or being made): reconciliation keeps its objects. */
+  holds(ctrId: string): boolean {
+    if (this.pending.has(ctrId)) return true;
+    for (const p of this.pools.values()) if (p.ready.some((m) => m.ctrId === ctrId)) return true;
+    return false;
+  }
+
+  /**
+   * A ready member for a new session of the profile, or null (a miss: the pool is empty or its
+   * members have another shape). Synchronous: the member is the caller's at once. The pool
+   * refills in the background.
+   */
+  take(profile: ProfileRow): PoolMember | null {
+    const p = this.pools.get(profile.id);
+    if (!p && this.target(profile) === 0) return null;
+    const key = this.shapeOf(profile).key;
+    const i = p ? p.ready.findIndex((m) => m.key === key) : -1;
+    const member = i >= 0 ? p!.ready.splice(i, 1)[0]! : null;
+    this.d.metrics?.poolTake(member !== null);
+    // Deferred: a member given back in the same turn (the session had no room) needs no replacement.
+    queueMicrotask(() => this.refill(profile.id));
+    return member;
+  }
+
+  /** A member the session could not use after all (no room, or the session had a workspace): back to the pool, or removed. */
+  giveBack(member: PoolMember) {
+    const p = this.pools.get(member.profileId);
+    const profile = this.closed ? null : this.d.profile(member.profileId);
+    if (p && profile && p.key === member.key && this.target(profile) > 0) {
+      p.ready.unshift(member);
+      this.refill(member.profileId); // trims the pool if it is now over its size
+    } else void this.discard(member);
+  }
+
+  /** A profile was saved: its pool resized, and drained when its containers would differ. */
+  profileChanged(profileId: string) {
+    this.refill(profileId);
+  }
+
+  /** A profile was deleted: its members are removed. */
+  async profileDeleted(profileId: string) {
+    const p = this.pools.get(profileId);
+    if (!p) return;
+    this.pools.delete(profileId);
+    p.generation++;
+    await Promise.all(p.ready.splice(0).map((m) => this.discard(m)));
+    this.refillOthers(profileId);
+  }
+
+  /** Starts a background fill of the profile's pool (coalesced while one runs). */
+  refill(profileId: string) {
+    if (this.closed) return;
+    if (this.filling.has(profileId)) {
+      this.again.add(profileId);
+      return;
+    }
+    this.filling.add(profileId);
+    void this.fill(profileId)
+      .catch((e) => this.d.log.warn("warm pool: fill failed", { profile: profileId, error: e instanceof Error ? e.message : String(e) }))
+      .finally(() => {
+        this.filling.delete(profileId);
+        if (this.again.delete(profileId)) this.refill(profileId);
+      });
+  }
+
+  /** Fills every profile that wants a pool (at start, after reconciliation, and when room frees up). */
+  refillAll() {
+    if (this.closed) return;
+    for (const profile of this.d.pooledProfiles()) this.refill(profile.id);
+  }
+
+  /** Brings the profile's pool to its target: drains a changed shape, trims extras, starts the missing members. */
+  private async fill(profileId: string) {
+    const profile = this.d.profile(profileId);
+    if (!profile) return this.profileDeleted(profileId);
+    const target = this.target(profile);
+    let p = this.pools.get(profileId);
+    if (!p) {
+      if (target === 0) return;
+      p = { key: null, ready: [], starting: 0, generation: 0, retryAt: 0 };
+      this.pools.set(profileId, p);
+    }
+    const shape = this.shapeOf(profile);
+    const drop: PoolMember[] = [];
+    if (p.key !== shape.key) {
+      if (p.key !== null) this.d.log.info("warm pool drained: the profile's container changed", { profile: profileId, members: p.ready.length + p.starting });
+      p.key = shape.key;
+      p.generation++;
+      drop.push(...p.ready.splice(0));
+    }
+    while (p.ready.length > target) drop.push(p.ready.pop()!);
+    if (drop.length) void Promise.all(drop.map((m) => this.discard(m))).then(() => this.refillOthers(profileId));
+    if (target === 0 && p.starting === 0 && p.ready.length === 0) {
+      this.pools.delete(profileId);
+      return;
+    }
+    if (Date.now() < p.retryAt) return;
+    const spawns: Promise<void>[] = [];
+    while (p.ready.length + p.starting < target && this.total < this.d.config.maxWarmPoolTotal) {
+      const avail = (this.d.availableMb ?? hostAvailableMb)();
+      if (avail < MIN_AVAILABLE_MB) {
+        this.d.log.warn("warm pool: not refilled, the host is short of memory", { profile: profileId, available_mb: Math.round(avail), min_mb: MIN_AVAILABLE_MB });
+        break;
+      }
+      spawns.push(this.spawn(profile, shape, p));
+    }
+    await Promise.all(spawns);
+  }
+
+  /** Other profiles may have waited for room under the total cap. */
+  private refillOthers(except: string) {
+    if (this.closed) return;
+    for (const profile of this.d.pooledProfiles()) if (profile.id !== except) this.refill(profile.id);
+  }
+
+  private async spawn(profile: ProfileRow, shape: { image: string; spec: WorkspaceSpec; key: string }, p: ProfilePool) {
+    const ctrId = newId("container");
+    const generation = p.generation;
+    const member: PoolMember = { ctrId, dockerId: "", name: `runcell-pool-${ctrId}`, volume: `runcell-${ctrId}`, image: shape.image, spec: shape.spec, key: shape.key, profileId: profile.id };
+    p.starting++;
+    this.pending.add(ctrId);
+    const started = performance.now();
+    try {
+      const labels = { [LABEL_POOL]: profile.id, [LABEL_POOL_KEY]: shape.key };
+      const c = await this.d.gate.run("pool", () => this.d.provisioner.up({ id: ctrId, session_id: "", name: member.name, volume: member.volume, image: shape.image, spec: shape.spec }, labels));
+      member.dockerId = c.id;
+      const current = this.pools.get(profile.id);
+      const stale = this.closed || current !== p || p.generation !== generation;
+      const now = stale ? null : this.d.profile(profile.id);
+      if (!now || p.ready.length >= this.target(now)) {
+        await this.discard(member);
+        this.refill(profile.id);
+        return;
+      }
+      p.ready.push(member);
+      this.d.metrics?.poolRefill((performance.now() - started) / 1000);
+      this.d.log.debug("warm pool member ready", { profile: profile.id, member: ctrId, ms: Math.round(performance.now() - started) });
+    } catch (e) {
+      if (this.closed) return void (await this.discard(member));
+      p.retryAt = Date.now() + RETRY_AFTER_MS;
+      this.d.log.warn("warm pool: a member could not start; retrying later", { profile: profile.id, image: shape.image, error: dockerMessage(e), retry_in_ms: RETRY_AFTER_MS });
+      await this.discard(member);
+      setTimeout(() => this.refill(profile.id), RETRY_AFTER_MS).unref?.();
+    } finally {
+      p.starting--;
+      this.pending.delete(ctrId);
+    }
+  }
+
+  /** Removes a member's container and volume (errors logged: reconciliation finishes the job). */
+  async discard(m: Pick<PoolMember, "ctrId" | "dockerId" | "name" | "volume">) {
+    try {
+      await this.client
+        .getContainer(m.dockerId || m.name)
+        .remove({ force: true })
+        .catch((e) => {
+          if (dockerStatus(e) !== 404) throw e;
+        });
+      await this.client
+        .getVolume(m.volume)
+        .remove()
+        .catch((e) => {
+          if (dockerStatus(e) !== 404) throw e;
+        });
+    } catch (e) {
+      this.d.log.warn("warm pool: could not remove a member; reconciliation will retry", { member: m.ctrId, error: dockerMessage(e) });
+    }
+  }
+
+  /**
+   * Matches Docker's pool members of this instance with the pools (before each workspace
+   * reconciliation): a running member its profile still wants, with the profile's current shape,
+   * is adopted; any other one not taken by a session is removed. Then every pool is refilled.
+   */
+  async reconcile(): Promise<{ adopted: string[]; removed: string[] }> {
+    const report = { adopted: [] as string[], removed: [] as string[] };
+    const wanted = this.d.pooledProfiles();
+    if (wanted.length === 0 && this.pools.size === 0) {
+      // Nothing wants a pool: left-over members (no workspace row) are orphans the workspace reconciliation removes.
+      return report;
+    }
+    const filters = JSON.stringify({ label: [`${LABEL_INSTANCE}=${this.d.instanceId}`, LABEL_POOL] });
+    const containers = await this.client.listContainers({ all: true, filters });
+    for (const c of containers) {
+      const ctrId = c.Labels?.[LABEL_WORKSPACE] ?? "";
+      if (!ctrId || this.holds(ctrId) || this.d.hasRow(ctrId)) continue;
+      const profileId = c.Labels?.[LABEL_POOL] ?? "";
+      const profile = this.d.profile(profileId);
+      const name = c.Names?.[0]?.replace(/^\//, "") ?? `runcell-pool-${ctrId}`;
+      const member: PoolMember = { ctrId, dockerId: c.Id, name, volume: `runcell-${ctrId}`, image: c.Image, spec: { network: "none", memory_mb: 0, cpus: 0, pids: 0 }, key: c.Labels?.[LABEL_POOL_KEY] ?? "", profileId };
+      let keep = false;
+      if (profile && c.State === "running" && !this.closed) {
+        const shape = this.shapeOf(profile);
+        let p = this.pools.get(profileId);
+        if (!p && this.target(profile) > 0) {
+          p = { key: shape.key, ready: [], starting: 0, generation: 0, retryAt: 0 };
+          this.pools.set(profileId, p);
+        }
+        if (p && (p.key === null || p.key === shape.key) && member.key === shape.key && p.ready.length + p.starting < this.target(profile) && this.total < this.d.config.maxWarmPoolTotal) {
+          p.key = shape.key;
+          p.ready.push({ ...member, image: shape.image, spec: shape.spec });
+          keep = true;
+          report.adopted.push(ctrId);
+        }
+      }
+      if (!keep) {
+        await this.discard(member);
+        report.removed.push(ctrId);
+      }
+    }
+    if (report.adopted.length || report.removed.length) this.d.log.info("warm pool reconciled with Docker", report);
+    this.refillAll();
+    return report;
+  }
+
+  /** Stops refilling (members stay running: the next start adopts them). */
+  stop() {
+    this.closed = true;
+  }
+}

@@ -3,7 +3,7 @@
  * network). Every read and write is scoped by owner in the query itself; someone else's profile
  * answers NOT_FOUND exactly like a missing one. The runtime calls `get` + `toApi`.
  */
-import { and, eq, sql } from "drizzle-orm";
+import { and, desc, eq, lt, sql } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import { changes, type DB } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
@@ -42,6 +42,9 @@ function fieldsOf(row: ProfileRow): ProfileFields {
 
 export class Profiles {
   private byIdStmt;
+  /** The list's two pages (first, after a cursor), prepared once: building and preparing the query was most of GET /v1/profiles. */
+  private firstPageStmt;
+  private nextPageStmt;
   /** Called after a profile is deleted (its playbooks are disabled, its warm pool removed). */
   onDelete: ((profileId: string, userId: string) => void)[] = [];
   /** Called after a profile is changed (its warm pool is drained when its containers would differ, and resized). */
@@ -65,6 +68,9 @@ export class Profiles {
       .from(profiles)
       .where(and(eq(profiles.id, sql.placeholder("id")), eq(profiles.user_id, sql.placeholder("user_id"))))
       .prepare();
+    const page = (where: ReturnType<typeof and>) => db.select().from(profiles).where(where).orderBy(desc(profiles.id)).limit(sql.placeholder("fetch")).prepare();
+    this.firstPageStmt = page(eq(profiles.user_id, sql.placeholder("user_id")));
+    this.nextPageStmt = page(and(eq(profiles.user_id, sql.placeholder("user_id")), lt(profiles.id, sql.placeholder("cursor"))));
   }
 
   /**
@@ -113,8 +119,8 @@ export class Profiles {
   }
 
   list(userId: string, p: PageParams): Page<ProfileRecord> {
-    const k = keyset(profiles.id, eq(profiles.user_id, userId), p);
-    const rows = this.db.select().from(profiles).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
+    const k = keyset(profiles.id, undefined, p);
+    const rows = p.cursor ? this.nextPageStmt.all({ user_id: userId, cursor: p.cursor, fetch: k.fetch }) : this.firstPageStmt.all({ user_id: userId, fetch: k.fetch });
     return toPage(rows, k.limit, (r) => this.toApi(r));
   }
 

@@ -5,7 +5,7 @@
  */
 import { useState } from "preact/hooks";
 import type { MODEL_PROVIDERS, NETWORKS } from "../../../../src/db/schema.ts";
-import type { LIMIT_BOUNDS, LimitKey, ProfileCreate, ProfilePatch, ProfileRecord, TOOL_NAMES } from "../../../../src/schema/profile.ts";
+import type { LIMIT_BOUNDS, LimitKey, ProfileCreate, ProfilePatch, ProfileRecord, TOOL_NAMES, WARM_POOL_MAX as SERVER_WARM_POOL_MAX } from "../../../../src/schema/profile.ts";
 import { patch, post } from "../../lib/api.ts";
 import { Field, type FieldErrors, num, setter, useFieldErrors } from "./fields.tsx";
 
@@ -14,6 +14,8 @@ import { Field, type FieldErrors, num, setter, useFieldErrors } from "./fields.t
 const TOOLS = ["Bash", "Read", "Write", "Edit", "AskUserQuestion", "Notify"] as const satisfies typeof TOOL_NAMES;
 const PROVIDERS = ["anthropic", "openai", "demo"] as const satisfies typeof MODEL_PROVIDERS;
 const NETS = ["none", "bridge"] as const satisfies typeof NETWORKS;
+/** src/schema/profile.ts WARM_POOL_MAX (the operator's --max-warm-pool caps it further; the server says so). */
+const WARM_POOL_MAX: typeof SERVER_WARM_POOL_MAX = 100;
 const BOUNDS = {
   max_turns: { min: 1, max: 1000, integer: true, description: "Model requests per task" },
   max_budget_usd: { min: 0, max: 10_000, integer: false, exclusiveMin: true, description: "Cost cap per task (USD)" },
@@ -37,6 +39,7 @@ interface Draft {
   system_prompt: string;
   image: string;
   network: string;
+  warm_pool: string;
   provider: string;
   model: string;
   base_url: string;
@@ -56,6 +59,7 @@ const draftOf = (p?: ProfileRecord): Draft => ({
   system_prompt: p?.system_prompt ?? "",
   image: p?.image ?? "",
   network: p?.network ?? "none",
+  warm_pool: str(p?.warm_pool ?? ""),
   provider: p?.model.provider ?? "",
   model: p?.model.name ?? "",
   base_url: p?.model.base_url ?? "",
@@ -91,6 +95,7 @@ function createBody(d: Draft): ProfileCreate {
     env: envOf(d),
     limits: Object.keys(limits).length ? limits : undefined,
     network: d.network as ProfileCreate["network"],
+    warm_pool: d.warm_pool.trim() ? Number(d.warm_pool) : undefined,
   };
 }
 
@@ -102,6 +107,7 @@ function patchBody(d: Draft, p: ProfileRecord): ProfilePatch {
   if (d.system_prompt !== o.system_prompt) b.system_prompt = d.system_prompt;
   if (d.image.trim() !== o.image) b.image = d.image.trim();
   if (d.network !== o.network) b.network = d.network;
+  if (d.warm_pool.trim() !== o.warm_pool) b.warm_pool = Number(d.warm_pool || 0);
   if (toolsOf(d).join() !== toolsOf(o).join()) b.tools = toolsOf(d);
   if (JSON.stringify(envOf(d)) !== JSON.stringify(envOf(o))) b.env = envOf(d);
   const limits = Object.fromEntries(LIMIT_KEYS.filter((k) => num(d.limits[k]!) !== num(o.limits[k]!)).map((k) => [k, num(d.limits[k]!)]));
@@ -170,6 +176,9 @@ export function ProfileForm(props: { profile?: ProfileRecord; secrets: string[];
               ))}
             </select>
           )}
+        </Field>
+        <Field f={f} name="warm_pool" label="Warm pool (ready containers)">
+          {(a) => <input {...a} type="number" min={0} max={WARM_POOL_MAX} step={1} value={d.warm_pool} onInput={on("warm_pool")} placeholder="0" />}
         </Field>
       </div>
       <Field f={f} name="system_prompt" label="System prompt">

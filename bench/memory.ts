@@ -17,11 +17,10 @@
  *   --source    run `bun src/main.ts serve` instead of the compiled binary
  * (BENCH_IMAGE, default `runcell-test/busybox:latest`; BENCH_SETTLE_MS, the idle window, default 6000)
  */
-import { existsSync, rmSync } from "node:fs";
-import { join } from "node:path";
-import { tempDir } from "../test/helpers/app.ts";
+import { rmSync } from "node:fs";
 import { startMockAnthropic } from "../test/helpers/mock-anthropic.ts";
-import { freePort, ROOT, rssKiB, waitHttp } from "./lib/util.ts";
+import { prepareRuncell, serveRuncell, userToken } from "./lib/runcell-process.ts";
+import { rssKiB } from "./lib/util.ts";
 
 const argv = process.argv.slice(2);
 const opt = (name: string) => {
@@ -55,30 +54,9 @@ function text(n: number, seed: number): string {
 }
 
 // ---- the server --------------------------------------------------------------------------------
-const dir = tempDir("runcell-bench-memory-");
-const dataDir = join(dir, "data");
-process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
-let cmd: string[];
 // BENCH_PRELOAD=file.ts (with --source): a module preloaded into the server, e.g. one logging bun:jsc's heapStats().
-if (FROM_SOURCE) cmd = ["bun", ...(process.env.BENCH_PRELOAD ? ["--preload", process.env.BENCH_PRELOAD] : []), join(ROOT, "src/main.ts")];
-else {
-  // Built into a temporary file, so dist/runcell (and whoever uses it) is left alone.
-  const bin = join(dir, "runcell");
-  const b = Bun.spawnSync(["bun", "run", "scripts/build.ts", bin], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  if (b.exitCode === 0) cmd = [bin];
-  else if (existsSync(join(ROOT, "dist/runcell"))) {
-    console.log(`  (the current source does not build: ${b.stderr.toString().trim().split("\n").at(-1)}; using dist/runcell)`);
-    cmd = [join(ROOT, "dist/runcell")];
-  } else throw new Error("build failed: " + b.stderr.toString() + b.stdout.toString());
-}
-const cli = async (args: string[], stdin?: string) => {
-  const p = Bun.spawn([...cmd, ...args, "--data-dir", dataDir], { cwd: dir, stdin: stdin === undefined ? "ignore" : new TextEncoder().encode(stdin), stdout: "pipe", stderr: "pipe" });
-  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  if (code !== 0) throw new Error(`runcell ${args.join(" ")}: ${err || out}`);
-  return out;
-};
-await cli(["admin", "create-user", "--email", "memory@example.com", "--password-stdin"], "correct horse battery");
-const token = /rc_[0-9a-f]{64}/.exec(await cli(["token", "create", "--email", "memory@example.com", "--name", "memory"]))![0];
+const rc = prepareRuncell("memory", { fromSource: FROM_SOURCE, preload: process.env.BENCH_PRELOAD });
+const token = await userToken(rc, "memory@example.com");
 
 // The mock answers each request with the text its prompt asks for (the last user text: "N:seed").
 let largestRequest = 0;
@@ -95,33 +73,17 @@ const mock = startMockAnthropic().script((req) => {
   return { text: body, chunks: Math.ceil(body.length / DELTA), usage: { input_tokens: 100, output_tokens: 100 } };
 });
 
-const port = await freePort();
-const url = `http://127.0.0.1:${port}`;
-const proc = Bun.spawn(
-  [
-    ...cmd, "serve",
-    "--data-dir", dataDir,
-    "--http", `127.0.0.1:${port}`,
-    "--log-level", "error",
-    "--workspace-image", IMAGE,
-    "--allow-model-hosts", `127.0.0.1:${new URL(mock.url).port}`,
-    "--rate-limit-per-minute", "1000000",
-    "--rate-limit-burst", "1000000",
+const { url, proc, stderr, api } = await serveRuncell(rc, {
+  token,
+  image: IMAGE,
+  modelPort: new URL(mock.url).port,
+  flags: [
     "--default-max-concurrency", String(SESSIONS + 5),
     "--max-profile-concurrency", String(SESSIONS + 5),
     "--max-running-workspaces-per-user", String(SESSIONS + 5),
     "--max-sockets-per-caller", String(SESSIONS + 5),
   ],
-  { cwd: dir, stdout: "ignore", stderr: "pipe" },
-);
-const stderr = new Response(proc.stderr).text();
-const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
-const api = async (method: string, path: string, body?: unknown) => {
-  const r = await fetch(url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const t = await r.text();
-  if (r.status >= 400) throw new Error(`${method} ${path} → ${r.status}: ${t}`);
-  return t ? JSON.parse(t) : null;
-};
+});
 
 /** Samples RSS every 50 ms until stopped; the peak is the highest reading. */
 function sampler() {
@@ -153,7 +115,7 @@ async function level(): Promise<number> {
 
 /** A WebSocket on /v1/stream that resolves waiters on frames. */
 async function socket() {
-  const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/stream`, [`Bearer.${token}`]);
+  const ws = new WebSocket(`${url.replace(/^http/, "ws")}/v1/stream`, [`Bearer.${token}`]);
   await new Promise<void>((resolve, reject) => {
     ws.onopen = () => resolve();
     ws.onerror = () => reject(new Error("socket failed"));
@@ -192,7 +154,6 @@ async function socket() {
 
 const sessionIds: string[] = [];
 try {
-  await waitHttp(`${url}/healthz`);
   const profile = await api("POST", "/v1/profiles", {
     name: "memory",
     model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url },
@@ -271,5 +232,5 @@ try {
     const ids = Bun.spawnSync(["docker", "ps", "-aq", "--filter", `label=runcell.session=${sid}`], { stdout: "pipe" }).stdout.toString().split(/\s+/).filter(Boolean);
     for (const c of ids) Bun.spawnSync(["docker", "rm", "-f", c]);
   }
-  rmSync(dir, { recursive: true, force: true });
+  rmSync(rc.dir, { recursive: true, force: true });
 }

@@ -17,11 +17,10 @@
  * (BENCH_IMAGE, default the test image `runcell-test/busybox:latest`; BENCH_SETTLE_MS, the idle window
  * of each reading, default 15000)
  */
-import { existsSync, readdirSync, rmSync } from "node:fs";
-import { join } from "node:path";
-import { tempDir } from "../test/helpers/app.ts";
+import { readdirSync, rmSync } from "node:fs";
 import { startMockAnthropic } from "../test/helpers/mock-anthropic.ts";
-import { freePort, ROOT, rssKiB, waitHttp } from "./lib/util.ts";
+import { prepareRuncell, serveRuncell, userToken } from "./lib/runcell-process.ts";
+import { rssKiB } from "./lib/util.ts";
 
 const argv = process.argv.slice(2);
 const opt = (name: string) => {
@@ -43,32 +42,10 @@ const fdCount = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 const docker = (args: string[]) => Bun.spawnSync(["docker", ...args], { stdout: "pipe", stderr: "ignore" }).stdout.toString().split(/\s+/).filter(Boolean);
 
 // ---- the server --------------------------------------------------------------------------------
-const dir = tempDir("runcell-bench-soak-");
-const dataDir = join(dir, "data");
-process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
-let cmd: string[];
-if (FROM_SOURCE) cmd = ["bun", join(ROOT, "src/main.ts")];
-else {
-  // Built into a temporary file, so dist/runcell (and whoever uses it) is left alone.
-  // A tree that does not build right now (work in progress) falls back to dist/runcell.
-  const bin = join(dir, "runcell");
-  const b = Bun.spawnSync(["bun", "run", "scripts/build.ts", bin], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  if (b.exitCode === 0) cmd = [bin];
-  else if (existsSync(join(ROOT, "dist/runcell"))) {
-    console.log(`  (the current source does not build: ${b.stderr.toString().trim().split("\n").at(-1)}; using dist/runcell)`);
-    cmd = [join(ROOT, "dist/runcell")];
-  } else throw new Error("build failed: " + b.stderr.toString() + b.stdout.toString());
-}
-const version = Bun.spawnSync([...cmd, "version"], { cwd: dir, stdout: "pipe", stderr: "pipe" }).stdout.toString().trim();
-const cli = async (args: string[], stdin?: string) => {
-  const p = Bun.spawn([...cmd, ...args, "--data-dir", dataDir], { cwd: dir, stdin: stdin === undefined ? "ignore" : new TextEncoder().encode(stdin), stdout: "pipe", stderr: "pipe" });
-  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
-  if (code !== 0) throw new Error(`runcell ${args.join(" ")}: ${err || out}`);
-  return out;
-};
+const rc = prepareRuncell("soak", { fromSource: FROM_SOURCE });
+const version = Bun.spawnSync([...rc.cmd, "version"], { cwd: rc.dir, stdout: "pipe", stderr: "pipe" }).stdout.toString().trim();
 // An ordinary user (not an admin): the loopback model server is allowed by --allow-model-hosts.
-await cli(["admin", "create-user", "--email", "soak@example.com", "--password-stdin"], "correct horse battery");
-const token = /rc_[0-9a-f]{64}/.exec(await cli(["token", "create", "--email", "soak@example.com", "--name", "soak"]))![0];
+const token = await userToken(rc, "soak@example.com");
 
 const mock = startMockAnthropic().script((req) => {
   const last = req.body.messages.at(-1);
@@ -76,33 +53,10 @@ const mock = startMockAnthropic().script((req) => {
   return answered ? { text: "Done: the workspace answered.", usage: { input_tokens: 40, output_tokens: 6 } } : { text: "Let me check.", toolCalls: [{ name: "Bash", input: { command: "echo soak" } }], usage: { input_tokens: 30, output_tokens: 9 } };
 });
 
-const port = await freePort();
-const url = `http://127.0.0.1:${port}`;
-const proc = Bun.spawn(
-  [
-    ...cmd, "serve",
-    "--data-dir", dataDir,
-    "--http", `127.0.0.1:${port}`,
-    "--log-level", "error",
-    "--workspace-image", IMAGE,
-    "--allow-model-hosts", `127.0.0.1:${new URL(mock.url).port}`,
-    "--rate-limit-per-minute", "1000000",
-    "--rate-limit-burst", "1000000",
-  ],
-  { cwd: dir, stdout: "ignore", stderr: "pipe" },
-);
-const stderr = new Response(proc.stderr).text();
-const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
-const api = async (method: string, path: string, body?: unknown) => {
-  const r = await fetch(url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await r.text();
-  if (r.status >= 400) throw new Error(`${method} ${path} → ${r.status}: ${text}`);
-  return text ? JSON.parse(text) : null;
-};
+const { proc, stderr, api } = await serveRuncell(rc, { token, image: IMAGE, modelPort: new URL(mock.url).port });
 
 let instanceId = "";
 try {
-  await waitHttp(`${url}/healthz`);
   const profile = await api("POST", "/v1/profiles", { name: "soak", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: IMAGE, network: "none" });
 
   // ---- the tasks -------------------------------------------------------------------------------
@@ -175,5 +129,5 @@ try {
     for (const c of docker(["ps", "-aq", "--filter", `label=runcell.instance=${instanceId}`])) docker(["rm", "-f", c]);
     for (const v of docker(["volume", "ls", "-q", "--filter", `label=runcell.instance=${instanceId}`])) docker(["volume", "rm", "-f", v]);
   }
-  rmSync(dir, { recursive: true, force: true });
+  rmSync(rc.dir, { recursive: true, force: true });
 }

@@ -9,6 +9,7 @@
  * `<data dir>/backups/pre-migrate-<schema>-<timestamp>.tar.gz` first (the last 3 are kept); a
  * database written by a newer runcell is refused before anything else.
  */
+import { sha256Hex } from "../lib/crypto.ts";
 import { Database } from "bun:sqlite";
 import { chmodSync, createReadStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
@@ -77,7 +78,6 @@ export async function sha256File(path: string): Promise<string> {
   return h.digest("hex");
 }
 
-export const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
 
 /** Rows per table (SQLite's own tables aside), in name order. */
 export function rowCounts(sqlite: Database): Record<string, number> {
@@ -221,7 +221,7 @@ export async function createBackup(dataDir: string, dest: string, report: Progre
     if (!small.some((f) => f.name === KEY_FILE)) report(`warning: no ${KEY_FILE} in ${dataDir}: stored secrets in this backup cannot be decrypted`, { phase: "key", warning: true });
 
     const files: BackupManifest["files"] = { [DB_FILE]: { size: dbSize, sha256: await sha256File(copy) } };
-    for (const f of small) files[f.name] = { size: f.bytes.length, sha256: sha256(f.bytes) };
+    for (const f of small) files[f.name] = { size: f.bytes.length, sha256: sha256Hex(f.bytes) };
     const manifest: BackupManifest = {
       format: BACKUP_FORMAT,
       format_version: BACKUP_FORMAT_VERSION,

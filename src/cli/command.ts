@@ -1,4 +1,5 @@
-import { ConfigError, optionsHelp } from "../config.ts";
+import { resolve } from "node:path";
+import { ConfigError, OPTIONS, optionsHelp } from "../config.ts";
 
 export interface Command {
   name: string;
@@ -36,4 +37,10 @@ export const wantsHelp = (argv: string[]) => argv.includes("--help") || argv.inc
 /** Reads all of stdin (for --stdin / --password-stdin), without the trailing newline. */
 export async function readStdin(): Promise<string> {
   return (await new Response(Bun.stdin.stream()).text()).replace(/\r?\n$/, "");
+}
+
+/** The data dir of a command that does not load the whole config: --data-dir, else $RUNCELL_DATA_DIR, else the default. */
+export function dataDirFrom(flag: string | boolean | undefined): string {
+  if (typeof flag === "string") return resolve(flag);
+  return resolve(process.env.RUNCELL_DATA_DIR || String(OPTIONS.find((o) => o.flag === "data-dir")!.default));
 }

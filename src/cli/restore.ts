@@ -12,7 +12,7 @@
 import { Database } from "bun:sqlite";
 import { chmodSync, copyFileSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { OPTIONS, parseArgs } from "../config.ts";
+import { parseArgs } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
 import { acquireDataDirLock, type DataDirLock, LOCK_FILE } from "../db/lock.ts";
 import { BINARY_SCHEMA, schemaInfo } from "../db/migrate.ts";
@@ -29,12 +29,11 @@ import {
   MANIFEST_FILE,
   mb,
   rowCounts,
-  sha256File,
   stamp,
   tenths,
   totalRows,
 } from "./backup.ts";
-import { type Command, failUsage, UsageError } from "./command.ts";
+import { type Command, dataDirFrom, failUsage, UsageError } from "./command.ts";
 
 /** The files a data dir's state is made of (what a restore writes, and what --force moves aside). */
 const STATE_FILES = [DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, KEY_FILE, ...CONFIG_FILES];
@@ -221,12 +220,6 @@ export async function restore(backup: string, dataDir: string, opts: { force?: b
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
-}
-
-function dataDirFrom(flag: string | boolean | undefined): string {
-  if (typeof flag === "string") return resolve(flag);
-  const env = process.env.RUNCELL_DATA_DIR;
-  return resolve(env || String(OPTIONS.find((o) => o.flag === "data-dir")!.default));
 }
 
 export const restoreCommand: Command = {

@@ -1,11 +1,11 @@
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { OPTIONS, parseArgs } from "../config.ts";
+import { dirname, join } from "node:path";
+import { parseArgs } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
 import { BINARY_SCHEMA, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
 import { COMMIT, VERSION } from "../version.ts";
-import { type Command, failUsage, UsageError } from "./command.ts";
+import { type Command, dataDirFrom, failUsage, UsageError } from "./command.ts";
 
 /** Exit statuses of `runcell version --check-db`. */
 export const CHECK_DB_EXIT = { current: 0, error: 1, usage: 2, older: 3, newer: 4 } as const;
@@ -61,7 +61,7 @@ export const versionCommand: Command = {
       else console.log(`runcell ${info.version} (commit ${info.commit}, bun ${info.bun}, schema ${info.schema})`);
       return 0;
     }
-    const dataDir = resolve(typeof dataDirFlag === "string" ? dataDirFlag : process.env.RUNCELL_DATA_DIR || String(OPTIONS.find((o) => o.flag === "data-dir")!.default));
+    const dataDir = dataDirFrom(dataDirFlag);
     const path = join(dataDir, DB_FILE);
     let db: SchemaInfo;
     try {

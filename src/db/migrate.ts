@@ -1,4 +1,5 @@
 import type { Database } from "bun:sqlite";
+import { sha256Hex } from "../lib/crypto.ts";
 import { COMMIT, VERSION } from "../version.ts";
 import { type Migration, MIGRATIONS } from "./migrations.ts";
 
@@ -124,7 +125,7 @@ export function migrate(sqlite: Database, migrations: Migration[] = MIGRATIONS):
       for (const statement of m.sql.split("--> statement-breakpoint")) {
         if (statement.trim()) sqlite.exec(statement);
       }
-      record.run(m.tag, new Bun.CryptoHasher("sha256").update(m.sql).digest("hex"), Date.now());
+      record.run(m.tag, sha256Hex(m.sql), Date.now());
     }
     sqlite.exec(`PRAGMA user_version = ${migrations.indexOf(pending[pending.length - 1]!) + 1}`);
     if (hasTable(sqlite, "settings")) {

@@ -222,16 +222,11 @@ export interface TarEntry {
 
 /**
  * Reads a gzipped tar, calling `onEntry` for each regular file in order (directories are skipped,
- * other types refused). `onRead(compressedBytes)` reports progress through the file. Errors are
+ * other types refused). Errors are
  * TarError with a sentence for the operator ("corrupted", "truncated", "not a gzip file").
  */
-export async function readTarGz(path: string, onEntry: (e: TarEntry) => Promise<void>, onRead?: (compressedBytes: number) => void): Promise<void> {
+export async function readTarGz(path: string, onEntry: (e: TarEntry) => Promise<void>): Promise<void> {
   const source = createReadStream(path, { highWaterMark: CHUNK });
-  let read = 0;
-  source.on("data", (c) => {
-    read += (c as Buffer).length;
-    onRead?.(read);
-  });
   const gunzip = createGunzip();
   const piped = pipeline(source, gunzip).catch((e) => {
     throw gzipError(e);

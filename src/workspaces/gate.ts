@@ -17,7 +17,6 @@ export interface GateObserver {
 
 interface Waiter {
   resolve: () => void;
-  at: number;
 }
 
 export class StartGate {
@@ -65,7 +64,6 @@ export class StartGate {
     return new Promise<void>((resolve) => {
       const at = performance.now();
       queue.push({
-        at,
         resolve: () => {
           this.observer.admitted?.(kind, (performance.now() - at) / 1000);
           resolve();

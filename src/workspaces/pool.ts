@@ -18,6 +18,7 @@
  *   minutes): a member of this instance whose profile still wants it with the same shape is
  *   adopted, any other one is removed (container and volume).
  */
+import { sha256Hex } from "../lib/crypto.ts";
 import { readFileSync } from "node:fs";
 import type Docker from "dockerode";
 import type { Config } from "../config.ts";
@@ -115,7 +116,7 @@ export class WarmPool {
     const asked: WorkspaceSpec = { network: profile.network, memory_mb: profile.limits.memory_mb, cpus: profile.limits.cpus, pids: profile.limits.pids };
     const spec = this.d.policy?.clampSpec(profile.user_id, asked) ?? asked;
     const image = profile.image || this.d.config.workspaceImage;
-    const key = new Bun.CryptoHasher("sha256").update(JSON.stringify([image, spec.network, spec.memory_mb, spec.cpus, spec.pids])).digest("hex").slice(0, 16);
+    const key = sha256Hex(JSON.stringify([image, spec.network, spec.memory_mb, spec.cpus, spec.pids])).slice(0, 16);
     return { image, spec, key };
   }
 
@@ -126,9 +127,8 @@ export class WarmPool {
 
   /** Members across every profile (ready and starting): what the operator's total cap counts. */
   get total(): number {
-    let n = 0;
-    for (const p of this.pools.values()) n += p.ready.length + p.starting;
-    return n;
+    const t = this.totals();
+    return t.ready + t.starting;
   }
 
   totals(): { ready: number; starting: number } {

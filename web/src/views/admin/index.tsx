@@ -4,6 +4,7 @@
  * (role, disable), run-time config (rate limit, default concurrency, sign-up), stats, failed
  * notifications.
  */
+import { Alert } from "../../components/feedback.tsx";
 import { useEffect, useState } from "preact/hooks";
 import type { AdminNotificationRecord } from "../../../../src/schema/notification.ts";
 import type { RuntimeSettings, StatsRecord } from "../../../../src/schema/admin.ts";
@@ -67,11 +68,7 @@ function Users() {
   return (
     <section class="card" aria-labelledby="admin-users">
       <h2 id="admin-users">Users</h2>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       <table>
         <thead>
           <tr>

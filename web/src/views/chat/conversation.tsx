@@ -2,6 +2,7 @@
  * The open session: its transcript (replayed, then live, over the shared StreamClient), rendered
  * once per animation frame, the last turns only (older ones behind a button), and the composer.
  */
+import { Alert } from "../../components/feedback.tsx";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { all, ApiError, post } from "../../lib/api.ts";
 import { int, usd } from "../../lib/format.ts";
@@ -122,11 +123,7 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
       <p class="meta totals" aria-label="Session totals">
         {int(totals.input)} tokens in · {int(totals.output)} out · {usd(totals.cost)}
       </p>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       <Composer onSend={send} busy={running !== null} onCancel={running ? () => cancel(running.taskId) : undefined} />
     </section>
   );

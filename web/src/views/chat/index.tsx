@@ -3,6 +3,7 @@
  * composer starts one with the selected profile (the last used by default) and sends the message;
  * without any profile it is not shown — the view says how to make one.
  */
+import { Alert } from "../../components/feedback.tsx";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import type { ProfileRecord } from "../../../../src/schema/profile.ts";
 import { all } from "../../lib/api.ts";
@@ -66,11 +67,7 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
               )}
             </div>
           </div>
-          {error && (
-            <p class="error" role="alert">
-              {error}
-            </p>
-          )}
+          <Alert text={error} />
           {profiles && profiles.length > 0 && (
             <Composer onSend={start}>
               <label>

@@ -3,6 +3,7 @@
  * its settings, edit, enable/disable, "Run now" (→ the run's session), the trigger URL with a
  * copy button, Rotate and a curl example, its runs, and deletion.
  */
+import { Alert, EmptyRow } from "../../components/feedback.tsx";
 import { useEffect, useState } from "preact/hooks";
 import type { PlaybookRecord } from "../../../../src/schema/playbook.ts";
 import type { ProfileRecord } from "../../../../src/schema/profile.ts";
@@ -19,12 +20,6 @@ const useProfiles = () => {
   useEffect(() => void all<ProfileRecord>("/v1/profiles").then(setProfiles, () => setProfiles([])), []);
   return profiles;
 };
-const Alert = ({ text }: { text: string }) =>
-  text ? (
-    <p class="error" role="alert">
-      {text}
-    </p>
-  ) : null;
 
 export function Playbooks() {
   const [list, setList] = useState<PlaybookRecord[]>([]);
@@ -82,11 +77,7 @@ export function Playbooks() {
             );
           })}
           {list.length === 0 && (
-            <tr>
-              <td colSpan={5} class="muted">
-                No playbooks yet.
-              </td>
-            </tr>
+            <EmptyRow cols={5}>No playbooks yet.</EmptyRow>
           )}
         </tbody>
       </table>

@@ -1,4 +1,5 @@
 /** A playbook's runs (GET /v1/playbooks/:id/runs), newest first, a page at a time; refreshed while one is active. */
+import { Alert, EmptyRow } from "../../components/feedback.tsx";
 import type { ComponentChildren } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import type { PlaybookRun } from "../../../../src/schema/playbook.ts";
@@ -59,11 +60,7 @@ export function Runs({ id, reload }: { id: string; reload: number }) {
           Refresh
         </button>
       </div>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       {/* Focusable: on a phone the table scrolls sideways, and a keyboard must reach that too. */}
       <table tabIndex={0}>
         <caption class="sr-only">Runs of this playbook, newest first</caption>
@@ -96,11 +93,7 @@ export function Runs({ id, reload }: { id: string; reload: number }) {
             </tr>
           ))}
           {runs.length === 0 && (
-            <tr>
-              <td colSpan={6} class="muted">
-                No runs yet.
-              </td>
-            </tr>
+            <EmptyRow cols={6}>No runs yet.</EmptyRow>
           )}
         </tbody>
       </table>

@@ -1,4 +1,5 @@
 /** Profiles: the list, a form to create one or edit one (every field the API accepts), deletion. */
+import { Alert, EmptyRow } from "../../components/feedback.tsx";
 import { useEffect, useState } from "preact/hooks";
 import type { ProfileRecord } from "../../../../src/schema/profile.ts";
 import type { SecretRecord } from "../../../../src/schema/secret.ts";
@@ -47,11 +48,7 @@ export function Profiles() {
     <main class="page">
       <h1>Profiles</h1>
       <p role="status">{status}</p>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       <table class="card">
         <caption class="sr-only">Your profiles</caption>
         <thead>
@@ -91,11 +88,7 @@ export function Profiles() {
             </tr>
           ))}
           {profiles.length === 0 && (
-            <tr>
-              <td colSpan={6} class="muted">
-                No profiles yet.
-              </td>
-            </tr>
+            <EmptyRow cols={6}>No profiles yet.</EmptyRow>
           )}
         </tbody>
       </table>

@@ -2,6 +2,7 @@
  * Secrets: the vault's names and times, a form that sets or replaces a value (PUT /v1/secrets/:name)
  * and deletion. Values are write-only: never shown, never fetched back.
  */
+import { EmptyRow } from "../../components/feedback.tsx";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { SecretRecord } from "../../../../src/schema/secret.ts";
 import { all, ApiError, del, put } from "../../lib/api.ts";
@@ -165,11 +166,7 @@ export function Secrets() {
             </tr>
           ))}
           {secrets.length === 0 && (
-            <tr>
-              <td colSpan={4} class="muted">
-                No secrets yet.
-              </td>
-            </tr>
+            <EmptyRow cols={4}>No secrets yet.</EmptyRow>
           )}
         </tbody>
       </table>

@@ -1,4 +1,5 @@
 /** API tokens: create (shown once, with a copy button), list with last use, revoke. */
+import { Alert, EmptyRow } from "../../components/feedback.tsx";
 import { useEffect, useState } from "preact/hooks";
 import { all, ApiError, del, post } from "../../lib/api.ts";
 import { ago, when } from "../../lib/format.ts";
@@ -63,11 +64,7 @@ export function Tokens() {
           </p>
         </div>
       )}
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       <table class="card">
         <caption class="sr-only">Your API tokens</caption>
         <thead>
@@ -94,11 +91,7 @@ export function Tokens() {
             </tr>
           ))}
           {tokens.length === 0 && (
-            <tr>
-              <td colSpan={4} class="muted">
-                No tokens yet.
-              </td>
-            </tr>
+            <EmptyRow cols={4}>No tokens yet.</EmptyRow>
           )}
         </tbody>
       </table>

@@ -1,4 +1,5 @@
 /** Usage: tokens and cost per day (chart) and per profile (table) over 7, 30 or 90 days, with totals. */
+import { Alert, EmptyRow } from "../../components/feedback.tsx";
 import { useEffect, useState } from "preact/hooks";
 import type { UsageReport } from "../../../../src/schema/usage.ts";
 import { ApiError, get } from "../../lib/api.ts";
@@ -41,11 +42,7 @@ export function Usage() {
           </button>
         ))}
       </div>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       {totals && (
         <dl class="totals-grid card">
           <div>
@@ -98,11 +95,7 @@ export function Usage() {
               </tr>
             ))}
             {byProfile.data.length === 0 && (
-              <tr>
-                <td colSpan={5} class="muted">
-                  No tasks in this range.
-                </td>
-              </tr>
+              <EmptyRow cols={5}>No tasks in this range.</EmptyRow>
             )}
           </tbody>
         </table>

@@ -3,6 +3,7 @@
  * secret (generated here, shown once: the API never returns it), a test notification and the
  * recent deliveries (GET /v1/notifications), polled while any is still pending.
  */
+import { Alert, EmptyRow } from "../../components/feedback.tsx";
 import { useEffect, useState } from "preact/hooks";
 import type { IntegrationRecord } from "../../../../src/schema/integration.ts";
 import type { NotificationRecord } from "../../../../src/schema/notification.ts";
@@ -147,11 +148,7 @@ export function Webhook() {
         </div>
       )}
       <p role="status">{status}</p>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       <form class="card row" onSubmit={test}>
         <label class="grow" style="min-width:14em">
           Test message <input name="message" required maxLength={4000} defaultValue="Test notification from the runcell dashboard" />
@@ -193,11 +190,7 @@ export function Webhook() {
             </tr>
           ))}
           {deliveries.length === 0 && (
-            <tr>
-              <td colSpan={6} class="muted">
-                No notifications yet.
-              </td>
-            </tr>
+            <EmptyRow cols={6}>No notifications yet.</EmptyRow>
           )}
         </tbody>
       </table>

@@ -3,6 +3,7 @@
  * (/workspaces/:id): directories navigable, files downloaded from the same-origin
  * /v1/workspaces/:id/files/<path>, images previewed inline.
  */
+import { Alert, EmptyRow } from "../../components/feedback.tsx";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { ProfileRecord } from "../../../../src/schema/profile.ts";
 import type { DirEntry, DirListing, WorkspaceRecord } from "../../../../src/schema/workspace.ts";
@@ -69,11 +70,7 @@ export function Workspaces() {
     <main class="page">
       <h1>Workspaces</h1>
       <p class="muted">Each session runs in its own container with a persistent /workspace. Stopped workspaces start again on the session's next turn.</p>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       <table class="card ws-list">
         <caption class="sr-only">Your workspaces, newest first</caption>
         <thead>
@@ -106,11 +103,7 @@ export function Workspaces() {
             </tr>
           ))}
           {list?.length === 0 && (
-            <tr>
-              <td colSpan={5} class="muted">
-                No workspaces yet: one is created with a session's first turn.
-              </td>
-            </tr>
+            <EmptyRow cols={5}>No workspaces yet: one is created with a session's first turn.</EmptyRow>
           )}
         </tbody>
       </table>
@@ -181,11 +174,7 @@ export function WorkspaceDetail({ id }: { id: string }) {
         </a>
       </p>
       <h1 class="ws-title">{ws?.name ?? id}</h1>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       {ws && (
         <dl class="card grid ws-facts">
           <div>
@@ -243,11 +232,7 @@ export function WorkspaceDetail({ id }: { id: string }) {
               ),
             )}
           </nav>
-          {listError && (
-            <p class="error" role="alert">
-              {listError}
-            </p>
-          )}
+          <Alert text={listError} />
           <table class="card ws-files" data-testid="workspace-files">
             <caption class="sr-only">Contents of /workspace{dir ? `/${dir}` : ""}</caption>
             <thead>
@@ -301,11 +286,7 @@ export function WorkspaceDetail({ id }: { id: string }) {
                 );
               })}
               {entries?.length === 0 && !listError && (
-                <tr>
-                  <td colSpan={4} class="muted">
-                    This folder is empty.
-                  </td>
-                </tr>
+                <EmptyRow cols={4}>This folder is empty.</EmptyRow>
               )}
             </tbody>
           </table>

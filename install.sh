@@ -185,6 +185,7 @@ case "$MODE" in
     ok "systemd-analyze $(systemd-analyze --version 2>/dev/null | head -1 | awk '{print $2}'), prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}'), $(nginx -v 2>&1 | sed 's/.*: //')"
     if [ "$WITH_DOCKER" = "1" ]; then
       bash scripts/test-image.sh | sed 's/^/    /'
+      bash scripts/test-mcp-image.sh | sed 's/^/    /'
     fi
     step "Type check (tsc --strict)"
     bunx tsc --noEmit -p . && ok "no type errors"

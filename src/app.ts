@@ -14,6 +14,10 @@ import { AdminPassword } from "./admin/password.ts";
 import { RuntimeConfig } from "./admin/runtime-config.ts";
 import { Stats } from "./admin/stats.ts";
 import { Orchestrator } from "./agents/orchestrator.ts";
+import { checkOutbound } from "./agents/outbound.ts";
+import { RunSetup } from "./agents/run-setup.ts";
+import { GitRepos } from "./git/service.ts";
+import { McpManager } from "./mcp/manager.ts";
 import { ModelNetwork } from "./agents/model-network.ts";
 import { UsageReports } from "./agents/usage.ts";
 import { Profiles } from "./agents/profiles.ts";
@@ -138,9 +142,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const tasks = new Tasks(db, now);
   const agentSessions = new AgentSessions(db, now, eventLog);
   const sessionLifecycle = new SessionLifecycle({ db, hub, eventLog, sessions: agentSessions, profiles, secrets, workspaces, metrics });
+  // MCP servers and git repositories of sessions: connected and checked out before a run's first model request.
+  const mcp = new McpManager({ workspaces, secrets, route: (userId, url) => modelNet.route(userId, url) });
+  const git = new GitRepos({ secrets, net: modelNet, workspaces, log: log.child({ component: "git" }) });
+  const runSetup = new RunSetup({ mcp, git, sessions: agentSessions, profiles, log });
   const orchestrator = new Orchestrator({
     log, now, db, hub, eventLog, tasks, sessions: agentSessions, transcript, profiles, secrets, workspaces, notifications, lifecycle: sessionLifecycle,
-    policy, modelNet, spend: policy, metrics,
+    policy, modelNet, spend: policy, metrics, setup: runSetup,
+    repositoriesAllowed: (userId, repositories) => checkOutbound(modelNet, userId, { repositories }),
     playbookName: (id: string): string | null => playbooks.nameOf(id),
   });
   const playbooks: Playbooks = new Playbooks({
@@ -154,7 +163,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     users, tokens, loginSessions, throttle, accounts, authenticator, setup, oauth,
     adminPassword, runtimeConfig, stats, metrics, audit, policy, usage: new UsageReports(sqlite, now),
     secrets, profiles, docker, workspaces, eventLog, hub, transcript, tasks, agentSessions, sessionLifecycle, orchestrator,
-    notifications, playbooks,
+    mcp, git, runSetup, notifications, playbooks,
   };
 
   // Transports: the HTTP router behind its pipeline, and the WebSocket stream ----------------
@@ -194,6 +203,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   loginSessions.onRevokeUser.push((userId) => stream.revoke({ userId }));
   // A session being deleted first stops its running task.
   sessionLifecycle.onDelete.push((sessionId) => orchestrator.stopSession(sessionId));
+  // …and its MCP servers.
+  sessionLifecycle.onDelete.push((sessionId) => mcp.closeSession(sessionId));
   // A changed schedule re-arms the scheduler; a deleted profile's playbooks stop.
   playbooks.onScheduleChange.push(() => scheduler.rearm());
   profiles.onDelete.push((profileId, userId) => playbooks.disableForProfile(profileId, userId));
@@ -229,6 +240,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       start: () => orchestrator.recover(),
       stop: async () => {
         await orchestrator.stop();
+        await mcp.closeAll();
         // Everything handed out is stored now: unused reserved seqs are given back (no gap at the next start).
         eventLog.settle();
       },

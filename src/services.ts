@@ -12,6 +12,9 @@ import type { Metrics } from "./admin/metrics.ts";
 import type { RuntimeConfig } from "./admin/runtime-config.ts";
 import type { Stats } from "./admin/stats.ts";
 import type { Orchestrator } from "./agents/orchestrator.ts";
+import type { RunSetup } from "./agents/run-setup.ts";
+import type { GitRepos } from "./git/service.ts";
+import type { McpManager } from "./mcp/manager.ts";
 import type { Profiles } from "./agents/profiles.ts";
 import type { SessionLifecycle } from "./agents/session-lifecycle.ts";
 import type { AgentSessions } from "./agents/sessions.ts";
@@ -93,6 +96,13 @@ export interface Services {
   sessionLifecycle: SessionLifecycle;
   /** The task queue: submit, run, cancel, answer, recover. */
   orchestrator: Orchestrator;
+
+  /** MCP servers of running sessions (src/mcp/). */
+  mcp: McpManager;
+  /** Git repositories cloned into workspaces and pushed back with the vault's credential (src/git/). */
+  git: GitRepos;
+  /** A run's tools beyond the built-in ones: repositories, MCP tools, GitPush. */
+  runSetup: RunSetup;
 
   /** Webhook integrations, the notification outbox and its delivery worker. */
   notifications: Notifications;

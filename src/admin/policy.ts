@@ -7,6 +7,7 @@
  * user), a model request made (the monthly spend); and watched for disk (src/workspaces/disk.ts).
  * Violations answer the interface's codes and name the limit in `details.limit`.
  */
+import { globRe } from "../lib/glob.ts";
 import type { Database, Statement } from "bun:sqlite";
 import type { Config, PolicyDefaults } from "../config.ts";
 import type { PolicyOverrides, UserRow, WorkspaceSpec } from "../db/schema.ts";
@@ -43,7 +44,6 @@ export function applyPolicy(target: PolicyDefaults, p: Partial<Policy>) {
 }
 
 /** `*` matches any run of characters; the rest is literal. */
-const globRe = (pattern: string) => new RegExp(`^${pattern.split("*").map((s) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`);
 
 export interface EffectivePolicy extends Policy {
   exempt: boolean;

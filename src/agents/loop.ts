@@ -21,6 +21,7 @@ import { ASK_USER, invalidInput, toolByName, toolSpecs } from "./tools/index.ts"
 import { flattenQuestions } from "./tools/ask.ts";
 import type { StoredStep, Transcript } from "./transcript.ts";
 import { type ModelRoute, quietModelMessage } from "./model-network.ts";
+import { NO_RUN_TOOLS, type RunSetup, type RunTools } from "./run-setup.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 
 export const MAX_OUTPUT_TOKENS = 8192;
@@ -48,6 +49,8 @@ export interface LoopDeps {
   modelNet?: { route(userId: string, baseUrl: string | null | undefined): Promise<ModelRoute> };
   /** /metrics: tokens and cost by provider, task durations, session.ready latency (wired by the app). */
   metrics?: AgentMetricsDep;
+  /** Repositories checked out, MCP servers connected, GitPush: the run's tools beyond the built-in ones (wired by the app). */
+  setup?: Pick<RunSetup, "prepare">;
 }
 
 type ToolUse = Extract<ContentBlock, { type: "tool_use" }>;
@@ -93,8 +96,10 @@ export class AgentLoop {
       steps = transcript.steps(task.session_id);
     }
     const workspace = await this.d.workspaces.ensureRunning(task.session_id);
+    const extra = (await this.d.setup?.prepare(task, profile, (f) => this.emit(task, f), scrub, signal)) ?? NO_RUN_TOOLS;
     const provider = getProvider(profile.model.provider);
-    const profileTools = toolSpecs(profile.tools);
+    const profileTools = [...toolSpecs(profile.tools), ...extra.specs];
+    const system = profile.system_prompt + extra.note;
     const complete = (text: string): Outcome => {
       const resultText = polishResultText(text, (rel) => this.d.workspaces.signedFileUrl(workspace.id, rel));
       const done = tasks.byId(task.id)!;
@@ -117,7 +122,7 @@ export class AgentLoop {
       const pending = transcript.pendingToolUses(steps, task.id);
       for (let i = 0; i < pending.length; i++) {
         const use = pending[i]!;
-        const step = use.name === CONTINUE_TOOL && task.max_continuations > 0 ? this.continueChain(task, use, steps) : await this.runTool(task, profile, use, signal, scrub);
+        const step = use.name === CONTINUE_TOOL && task.max_continuations > 0 ? this.continueChain(task, use, steps) : await this.runTool(task, profile, extra, use, signal, scrub);
         if (step === "waiting") return "waiting";
         if (signal.aborted) throw signal.reason;
         if (step === "ran") continue;
@@ -146,7 +151,7 @@ export class AgentLoop {
       const response = await provider.complete(
         {
           model: profile.model.name,
-          system: profile.system_prompt,
+          system,
           messages: transcript.history(steps),
           tools: continuing ? [...profileTools, continueToolSpec] : profileTools,
           maxTokens: MAX_OUTPUT_TOKENS,
@@ -212,15 +217,16 @@ export class AgentLoop {
   }
 
   /** Runs one tool call and stores its result ("waiting": the task now waits for an answer). */
-  private async runTool(task: TaskRow, profile: ProfileRow, use: ToolUse, signal: AbortSignal, scrub: Scrubber): Promise<ToolStep> {
+  private async runTool(task: TaskRow, profile: ProfileRow, extra: RunTools, use: ToolUse, signal: AbortSignal, scrub: Scrubber): Promise<ToolStep> {
     const { tasks, transcript } = this.d;
     const current = tasks.byId(task.id)!;
     if (current.pending_tool_use_id === use.id && use.name !== ASK_USER) {
       // It was running when the server stopped.
       return this.finishTool(task, use, INTERRUPTED, true);
     }
-    const enabled = profile.tools.includes(use.name);
-    const invalid = enabled ? invalidInput(use.name, use.input) : null;
+    const isExtra = extra.has(use.name);
+    const enabled = profile.tools.includes(use.name) || isExtra;
+    const invalid = !enabled ? null : isExtra ? extra.invalid(use.name, use.input) : invalidInput(use.name, use.input);
     if (use.name === ASK_USER && enabled && !invalid) {
       const questions = flattenQuestions(use.input);
       const asking = current.pending_tool_use_id !== use.id;
@@ -236,26 +242,28 @@ export class AgentLoop {
       return "waiting";
     }
     this.emit(task, { type: "task:tool_use", tool: use.name, tool_use_id: use.id, input: use.input });
-    if (!enabled) return this.finishTool(task, use, `Tool ${use.name} is not enabled for this agent (enabled: ${profile.tools.join(", ")})`, true);
+    if (!enabled) return this.finishTool(task, use, `Tool ${use.name} is not enabled for this agent (enabled: ${[...profile.tools, ...extra.specs.map((t) => t.name)].join(", ")})`, true);
     if (invalid) return this.finishTool(task, use, invalid, true);
     // Durable before side effects: the tool_use frame and the in-flight marker.
     tasks.update(task.id, { pending_tool_use_id: use.id });
     this.d.eventLog.flush();
-    const tool = toolByName(use.name)!;
+    const tool = isExtra ? null : toolByName(use.name)!;
     // The workspace resolves the vault at every exec: a secret set or rotated since the model
     // request (or during the command) must be scrubbed from this output too.
     scrub.add(this.d.secrets.valuesFor(task.user_id));
     let output: string;
     let isError: boolean;
     try {
-      const r = await tool.run(use.input, {
-        userId: task.user_id,
-        sessionId: task.session_id,
-        taskId: task.id,
-        signal,
-        workspace: this.d.workspaces,
-        notify: (n) => this.d.notifications.enqueue({ userId: task.user_id, source: "agent", message: n.message, urgency: n.urgency, taskId: task.id }),
-      });
+      const r = tool
+        ? await tool.run(use.input, {
+            userId: task.user_id,
+            sessionId: task.session_id,
+            taskId: task.id,
+            signal,
+            workspace: this.d.workspaces,
+            notify: (n) => this.d.notifications.enqueue({ userId: task.user_id, source: "agent", message: n.message, urgency: n.urgency, taskId: task.id }),
+          })
+        : await extra.run({ id: use.id, name: use.name, input: use.input }, signal);
       output = r.output;
       isError = r.isError;
     } catch (e) {

@@ -9,7 +9,7 @@
  */
 import { Errors } from "../lib/errors.ts";
 import { classifyAddress, isIpLiteral } from "../lib/ip.ts";
-import { bareHost, BlockedAddressError, checkedAddresses, guardedFetch, type NetworkPolicy, ResolveError, systemResolver } from "../lib/ssrf.ts";
+import { bareHost, BlockedAddressError, checkedAddresses, guardedFetch, type NetworkPolicy, ResolveError, type ResolvedAddress, systemResolver } from "../lib/ssrf.ts";
 
 export interface ModelRoute {
   /** The fetch the provider must use (undefined: the global one). */
@@ -52,19 +52,39 @@ export class ModelNetwork {
    * When a profile is saved: VALIDATION_FAILED on model.base_url for an address the owner may not
    * use. A host that does not resolve yet is accepted (every request checks again).
    */
-  async check(userId: string, baseUrl: string | null | undefined): Promise<void> {
-    if (!baseUrl) return;
-    const u = new URL(baseUrl);
+  check(userId: string, baseUrl: string | null | undefined): Promise<void> {
+    return this.checkUrl(userId, baseUrl, "model.base_url", "model servers");
+  }
+
+  /** The same rule for any outbound URL a user configures (MCP servers, git repositories), naming `field`. */
+  async checkUrl(userId: string, url: string | null | undefined, field: string, what = "servers"): Promise<void> {
+    if (!url) return;
+    const u = new URL(url);
     if (this.exempt(userId, u)) return;
     try {
       await checkedAddresses(u, this.net);
     } catch (e) {
-      const hint = "model servers on loopback or private networks are for admins, or for the hosts the operator allows with --allow-model-hosts";
-      if (e instanceof BlockedAddressError) throw Errors.validation("model.base_url", `model.base_url is refused: ${e.message}; ${hint}`, { reason: e.reason });
+      const hint = `${what} on loopback or private networks are for admins, or for the hosts the operator allows with --allow-model-hosts`;
+      if (e instanceof BlockedAddressError) throw Errors.validation(field, `${field} is refused: ${e.message}; ${hint}`, { reason: e.reason });
       // A name that does not resolve now may later: the request-time check decides then.
       if (e instanceof ResolveError) return;
       throw e;
     }
+  }
+
+  /**
+   * For a client that connects by itself (git): null when the owner may reach the host as it
+   * resolves (an admin, a listed host), else the checked addresses to pin the connection to.
+   * Throws BlockedAddressError / ResolveError like the guarded fetch.
+   */
+  async pin(userId: string, url: URL): Promise<ResolvedAddress[] | null> {
+    if (this.exempt(userId, url)) return null;
+    return checkedAddresses(url, this.net);
+  }
+
+  /** Whether the owner may reach private addresses at this URL's host (plain http is allowed only there). */
+  mayUsePrivate(userId: string, url: URL): boolean {
+    return this.exempt(userId, url);
   }
 
   /** How the next request of `userId`'s profile to `baseUrl` goes out. */

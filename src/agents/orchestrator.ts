@@ -6,7 +6,8 @@
  * WebSocket handlers both call these methods.
  */
 import type { DB } from "../db/client.ts";
-import { FINAL_TASK_STATUSES } from "../db/schema.ts";
+import { FINAL_TASK_STATUSES, type RepositoryConfig } from "../db/schema.ts";
+import { checkRepositories } from "../git/repository.ts";
 import type { FrameInput } from "../schema/stream.ts";
 import type { Submit } from "../schema/task.ts";
 import { DueTimer } from "../lib/due-timer.ts";
@@ -29,6 +30,8 @@ export interface OrchestratorDeps extends LoopDeps {
     checkSubmit(userId: string, explicit: { max_turns?: number; max_budget_usd?: number }, serverPaid: boolean): void;
     clampTask(userId: string, t: { maxTurns: number; maxBudgetUsd: number }): { maxTurns: number; maxBudgetUsd: number };
   };
+  /** Where a session's own repositories may point (the network rule of src/agents/outbound.ts; wired by the app). */
+  repositoriesAllowed?: (userId: string, repositories: RepositoryConfig[]) => Promise<void>;
   /** A playbook's name for the notification at the end of its runs (wired by the app). */
   playbookName?: (playbookId: string) => string | null;
 }
@@ -81,6 +84,7 @@ export class Orchestrator {
   async submit(userId: string, input: SubmitInput, hooks: SubmitHooks = {}): Promise<{ task: TaskRow; session: SessionRow; created: boolean }> {
     if (input.mode !== undefined && input.mode !== "session") throw Errors.validation("mode", `mode "${input.mode}" is not supported; use "session"`);
     if (input.session_id) {
+      if (input.repositories) throw Errors.validation("repositories", "repositories can only be given when a new session is created (without session_id)");
       const session = this.d.sessions.get(userId, input.session_id);
       if (input.profile_id && input.profile_id !== session.profile_id) {
         throw Errors.validation("profile_id", `Session ${session.id} belongs to profile ${session.profile_id}; omit profile_id or use that one`);
@@ -96,11 +100,20 @@ export class Orchestrator {
     if (!input.profile_id) throw Errors.validation("profile_id", "profile_id is required when no session_id is given");
     const profile = this.d.profiles.get(userId, input.profile_id);
     const { maxTurns, maxBudgetUsd } = this.limits(userId, profile, input);
-    const r = await this.d.lifecycle.open(userId, profile, titleFrom(input.prompt), hooks, (tx, s) => {
-      const task = this.d.tasks.create({ userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) }, tx);
-      hooks.inTransaction?.(tx, task);
-      return task;
-    });
+    const repositories = input.repositories?.length ? checkRepositories(input.repositories) : null;
+    if (repositories) await this.d.repositoriesAllowed?.(userId, repositories);
+    const r = await this.d.lifecycle.open(
+      userId,
+      profile,
+      titleFrom(input.prompt),
+      hooks,
+      (tx, s) => {
+        const task = this.d.tasks.create({ userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) }, tx);
+        hooks.inTransaction?.(tx, task);
+        return task;
+      },
+      repositories,
+    );
     if (r.error) {
       this.fail(r.task!, r.error.code, r.error.message);
       return { task: this.d.tasks.byId(r.task!.id)!, session: r.session, created: true };

@@ -5,7 +5,9 @@
  * complete profile; PATCH merges onto the current profile and runs the same function, so both
  * paths enforce exactly the same rules. Errors are VALIDATION_FAILED naming the exact field.
  */
-import type { EnvValue, ModelConfig, ModelProvider, Network, ProfileLimits } from "../db/schema.ts";
+import type { EnvValue, McpServerConfig, ModelConfig, ModelProvider, Network, ProfileLimits, RepositoryConfig } from "../db/schema.ts";
+import { checkRepositories } from "../git/repository.ts";
+import { checkMcpServers } from "../mcp/config.ts";
 import { Errors } from "../lib/errors.ts";
 import { isImageReference } from "../lib/image-ref.ts";
 import { check } from "../schema/validate.ts";
@@ -21,6 +23,9 @@ export interface ProfileFields {
   limits: ProfileLimits;
   network: Network;
   warm_pool: number;
+  mcp_servers: McpServerConfig[];
+  allowed_tools: string[];
+  repositories: RepositoryConfig[];
 }
 
 export interface ProfileDefaults {
@@ -113,6 +118,9 @@ export function normalizeProfile(raw: unknown, d: ProfileDefaults): ProfileField
     limits: { ...defaultLimits(d.maxConcurrency), ...b.limits },
     network: b.network ?? "none",
     warm_pool: b.warm_pool ?? 0,
+    mcp_servers: checkMcpServers((b.mcp_servers ?? []) as McpServerConfig[]),
+    allowed_tools: b.allowed_tools ?? [],
+    repositories: checkRepositories(b.repositories ?? []),
   };
 }
 

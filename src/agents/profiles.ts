@@ -13,6 +13,7 @@ import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import { type Model, ProfilePatchBody, type PoolState, type ProfileRecord } from "../schema/profile.ts";
 import { check } from "../schema/validate.ts";
+import { checkOutbound, type OutboundNet } from "./outbound.ts";
 import { clampConcurrency, mergeProfilePatch, normalizeProfile, type ProfileDefaults, type ProfileFields } from "./profile-rules.ts";
 
 export type { ProfileRow };
@@ -37,6 +38,9 @@ function fieldsOf(row: ProfileRow): ProfileFields {
     limits: row.limits,
     network: row.network,
     warm_pool: row.warm_pool,
+    mcp_servers: row.mcp_servers,
+    allowed_tools: row.allowed_tools,
+    repositories: row.repositories,
   };
 }
 
@@ -58,7 +62,7 @@ export class Profiles {
     /** The operator's policy and the model-network rule, checked when a profile is saved (wired by the app). */
     private guards: {
       policy?: { checkProfile(userId: string, fields: ProfileFields, isNew: boolean): void };
-      modelNet?: { check(userId: string, baseUrl: string | null | undefined): Promise<void> };
+      modelNet?: { check(userId: string, baseUrl: string | null | undefined): Promise<void> } & OutboundNet;
       /** The warm pool's state shown with the profile (wired by the app). */
       pool?: { state(profileId: string): PoolState | null };
     } = {},
@@ -105,6 +109,7 @@ export class Profiles {
   private async allowed(userId: string, fields: ProfileFields, isNew: boolean) {
     this.guards.policy?.checkProfile(userId, fields, isNew);
     await this.guards.modelNet?.check(userId, fields.model.base_url);
+    if (this.guards.modelNet) await checkOutbound(this.guards.modelNet, userId, fields);
   }
 
   /** Validates `input` (schema, rules, policy), fills defaults and stores the profile. */

@@ -5,6 +5,7 @@
  * a task arrives without one; REST and the stream open one for `session.start`.
  */
 import type { DB } from "../db/client.ts";
+import type { RepositoryConfig } from "../db/schema.ts";
 import type { EventLog } from "../events/log.ts";
 import type { Hub } from "../events/hub.ts";
 import { AppError } from "../lib/errors.ts";
@@ -48,13 +49,20 @@ export class SessionLifecycle {
    * running workspace, and publishes `session.ready`. A workspace that cannot start rolls the
    * session back — unless a task came with it, which then fails with the error (`error`).
    */
-  async open(userId: string, profile: ProfileRow, title: string | null, hooks: SessionHooks = {}, withTask?: (tx: DB, session: SessionRow) => TaskRow): Promise<OpenedSession> {
+  async open(
+    userId: string,
+    profile: ProfileRow,
+    title: string | null,
+    hooks: SessionHooks = {},
+    withTask?: (tx: DB, session: SessionRow) => TaskRow,
+    repositories: RepositoryConfig[] | null = null,
+  ): Promise<OpenedSession> {
     const started = performance.now();
     // The env reaches the workspace per exec; a secret it names that is missing is refused now.
     this.d.secrets.resolveEnv(userId, profile.env);
     let task: TaskRow | undefined;
     const session = this.d.db.transaction((tx) => {
-      const s = this.d.sessions.create(userId, profile.id, title, tx);
+      const s = this.d.sessions.create(userId, profile.id, title, tx, repositories);
       if (withTask) task = withTask(tx, s);
       return s;
     });

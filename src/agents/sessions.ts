@@ -3,7 +3,7 @@ import { and, eq, inArray, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { ACTIVE_TASK_STATUSES, type SessionRow, sessions, tasks, workspaces } from "../db/schema.ts";
+import { ACTIVE_TASK_STATUSES, type RepositoryConfig, type SessionRow, sessions, tasks, workspaces } from "../db/schema.ts";
 import type { EventLog } from "../events/log.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
@@ -28,9 +28,9 @@ export class AgentSessions {
     this.byIdStmt = db.select().from(sessions).where(eq(sessions.id, sql.placeholder("id"))).prepare();
   }
 
-  create(userId: string, profileId: string, title: string | null, db: DB = this.db): SessionRow {
+  create(userId: string, profileId: string, title: string | null, db: DB = this.db, repositories: RepositoryConfig[] | null = null): SessionRow {
     const now = this.now();
-    const row: SessionRow = { id: newId("session"), user_id: userId, profile_id: profileId, title, input_tokens: 0, output_tokens: 0, cost_usd: 0, seq_reserved: 0, created_at: now, updated_at: now };
+    const row: SessionRow = { id: newId("session"), user_id: userId, profile_id: profileId, title, input_tokens: 0, output_tokens: 0, cost_usd: 0, seq_reserved: 0, repositories, created_at: now, updated_at: now };
     db.insert(sessions).values(row).run();
     return row;
   }

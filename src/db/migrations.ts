@@ -3,6 +3,7 @@ import m0 from "../../migrations/0000_init.sql" with { type: "text" };
 import m1 from "../../migrations/0001_playbooks.sql" with { type: "text" };
 import m2 from "../../migrations/0002_hardening.sql" with { type: "text" };
 import m3 from "../../migrations/0003_warm_pool.sql" with { type: "text" };
+import m4 from "../../migrations/0004_mcp_git.sql" with { type: "text" };
 
 export interface Migration {
   tag: string;
@@ -14,4 +15,5 @@ export const MIGRATIONS: Migration[] = [
   { tag: "0001_playbooks", sql: m1 },
   { tag: "0002_hardening", sql: m2 },
   { tag: "0003_warm_pool", sql: m3 },
+  { tag: "0004_mcp_git", sql: m4 },
 ];

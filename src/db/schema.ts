@@ -3,6 +3,7 @@
  * API records without renaming. Times are integer milliseconds since the epoch; the API layer
  * turns them into ISO 8601 strings (src/lib/time.ts).
  */
+import { sql } from "drizzle-orm";
 import { blob, index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 // ---------------------------------------------------------------------------------------------
@@ -157,6 +158,14 @@ export type ProfileLimits = {
 };
 export type EnvValue = string | { secret: string };
 
+/** An MCP server of a profile (src/mcp/): a command run in the workspace, or a streamable-HTTP URL called from runcell. */
+export type McpServerConfig =
+  | { name: string; transport: "stdio"; command: string; args?: string[]; env?: Record<string, EnvValue>; timeout_ms?: number }
+  | { name: string; transport: "http"; url: string; headers?: Record<string, EnvValue>; timeout_ms?: number };
+
+/** A git repository checked out into the workspace before the first turn (src/git/). */
+export type RepositoryConfig = { url: string; ref?: string; path?: string; credential_secret?: string; depth?: number };
+
 /** Per-user overrides of the operator's policy (src/admin/policy.ts); every field optional. */
 export type PolicyOverrides = Partial<{
   max_profiles: number;
@@ -188,6 +197,10 @@ export const profiles = sqliteTable(
     network: text({ enum: NETWORKS }).notNull(),
     /** Containers kept created and started for this profile's next sessions (src/workspaces/pool.ts). */
     warm_pool: integer().notNull().default(0),
+    mcp_servers: json<McpServerConfig[]>().notNull().default(sql`'[]'`),
+    /** Patterns over MCP tool names (`mcp__srv__*`, `!mcp__srv__write_*`); empty: every MCP tool. */
+    allowed_tools: json<string[]>().notNull().default(sql`'[]'`),
+    repositories: json<RepositoryConfig[]>().notNull().default(sql`'[]'`),
     created_at: createdAt(),
     updated_at: updatedAt(),
   },
@@ -213,6 +226,8 @@ export const sessions = sqliteTable(
      * block of seqs is handed out, so after a crash numbering resumes above every seq ever sent.
      */
     seq_reserved: integer().notNull().default(0),
+    /** Repositories named for this session only (POST /v1/tasks), checked out besides the profile's. */
+    repositories: json<RepositoryConfig[]>(),
     created_at: createdAt(),
     updated_at: updatedAt(),
   },

@@ -109,6 +109,62 @@ export const Env = T.Record(T.String({ pattern: ENV_NAME }), EnvValue, {
 });
 export type Env = Static<typeof Env>;
 
+/** MCP servers of a profile (src/mcp/): stdio commands run in the workspace, or streamable-HTTP URLs called from runcell. */
+export const MCP_SERVERS_MAX = 20;
+export const MCP_TIMEOUT_DEFAULT_MS = 120_000;
+export const MCP_TIMEOUT_MAX_MS = 600_000;
+export const HEADER_VALUE_MAX = 8 * 1024;
+const McpName = T.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$", description: "Server name: its tools reach the model as mcp__<name>__<tool>", "x-hint": "1–32 letters, digits, _ or -, starting with a letter or digit" });
+const McpTimeout = T.Integer({ minimum: 1000, maximum: MCP_TIMEOUT_MAX_MS, description: `Per-call timeout in ms (default ${MCP_TIMEOUT_DEFAULT_MS})` });
+const NoNul = (max: number, description?: string) => T.String({ maxLength: max, pattern: "^[^\\x00]*$", ...(description ? { description } : {}) });
+export const McpStdioServer = T.Object(
+  {
+    name: McpName,
+    transport: T.Literal("stdio"),
+    command: T.String({ minLength: 1, maxLength: 4096, pattern: "^[^\\x00]*$", description: "Program run in the workspace (through Docker exec, stdin/stdout attached), e.g. npx or /usr/local/bin/server" }),
+    args: T.Optional(T.Array(NoNul(ENV_VALUE_MAX), { maxItems: 100, description: "Its arguments" })),
+    env: T.Optional(T.Record(T.String({ pattern: ENV_NAME }), EnvValue, { additionalProperties: false, maxProperties: ENV_MAX_ENTRIES, description: "Extra environment of the server process: a literal or {secret}" })),
+    timeout_ms: T.Optional(McpTimeout),
+  },
+  { additionalProperties: false, title: "McpStdioServer" },
+);
+const HeaderValue = T.Union([T.String({ maxLength: HEADER_VALUE_MAX, pattern: "^[^\\x00\\r\\n]*$" }), SecretRef], {
+  description: 'A literal (one line) or {"secret": "<vault name>"}, resolved at connect time and never stored in events or logs',
+});
+export const McpHttpServer = T.Object(
+  {
+    name: McpName,
+    transport: T.Literal("http"),
+    url: T.String({ minLength: 1, maxLength: BASE_URL_MAX, description: "Streamable-HTTP endpoint, called from runcell through the SSRF guard" }),
+    headers: T.Optional(
+      T.Record(T.String({ pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$" }), HeaderValue, { additionalProperties: false, maxProperties: 50, description: "Request headers, e.g. Authorization: {secret}" }),
+    ),
+    timeout_ms: T.Optional(McpTimeout),
+  },
+  { additionalProperties: false, title: "McpHttpServer" },
+);
+export const McpServer = T.Union([McpStdioServer, McpHttpServer], { description: "An MCP server: stdio (in the workspace) or http (streamable HTTP)" });
+export const McpServers = T.Array(McpServer, { maxItems: MCP_SERVERS_MAX, description: "MCP servers whose tools the agent may use" });
+export const AllowedTools = T.Array(T.String({ pattern: "^!?[A-Za-z0-9_*-]{1,200}$", "x-hint": "a tool name or pattern (* matches anything), ! in front excludes" }), {
+  maxItems: 100,
+  description: "Which MCP tools the model is offered: patterns over mcp__<server>__<tool> names; a leading ! excludes; empty: every MCP tool of the listed servers",
+  examples: [["mcp__github__*", "!mcp__github__delete_*"]],
+});
+
+/** Git repositories checked out into the workspace before the first turn (src/git/). */
+export const REPOSITORIES_MAX = 20;
+export const Repository = T.Object(
+  {
+    url: T.String({ minLength: 1, maxLength: BASE_URL_MAX, description: "https:// or ssh:// (or scp-style git@host:path) URL, without credentials" }),
+    ref: T.Optional(T.String({ minLength: 1, maxLength: 255, pattern: "^[A-Za-z0-9._/@+-]+$", description: "Branch, tag or commit (default: the remote's default branch)" })),
+    path: T.Optional(T.String({ minLength: 1, maxLength: 255, pattern: "^[^\\x00]*$", description: "Directory under /workspace (default: the repository's name)" })),
+    credential_secret: T.Optional(T.String({ ...SecretName, description: "Vault secret with the token (or user:token; an ssh private key for ssh URLs), used by runcell's side only" })),
+    depth: T.Optional(T.Integer({ minimum: 0, maximum: 1_000_000, description: "History depth (default 1: shallow; 0: the full history)" })),
+  },
+  { additionalProperties: false, title: "Repository" },
+);
+export const Repositories = T.Array(Repository, { maxItems: REPOSITORIES_MAX, description: "Git repositories cloned into the workspace before the first turn" });
+
 const Name = T.String({ minLength: 1, maxLength: NAME_MAX, pattern: "^(?=[\\s\\S]*\\S)[^\\x00-\\x1f\\x7f]+$", "x-hint": "a label without control characters" });
 const SystemPrompt = T.String({ maxLength: SYSTEM_PROMPT_MAX, pattern: "^(?=[\\s\\S]*\\S)[^\\x00]*$", "x-hint": "not blank, no NUL; omit it to get the default prompt" });
 const Image = T.String({ maxLength: IMAGE_MAX, description: "Docker image reference, e.g. debian:bookworm or registry.example.com:5000/team/image:tag" });
@@ -126,6 +182,9 @@ export const ProfileRecord = T.Object(
     network: Network,
     warm_pool: T.Integer(),
     pool: T.Optional(PoolState),
+    mcp_servers: McpServers,
+    allowed_tools: AllowedTools,
+    repositories: Repositories,
     created_at: Timestamp,
     updated_at: Timestamp,
   },
@@ -158,6 +217,9 @@ const body = (providerRequired: boolean, title: string) =>
       limits: T.Optional(T.Partial(Limits, { additionalProperties: false })),
       network: T.Optional(Network),
       warm_pool: T.Optional(WarmPool),
+      mcp_servers: T.Optional(McpServers),
+      allowed_tools: T.Optional(AllowedTools),
+      repositories: T.Optional(Repositories),
     },
     { title },
   );

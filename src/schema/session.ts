@@ -18,3 +18,27 @@ export const SessionRecord = T.Object(
 export type SessionRecord = Static<typeof SessionRecord>;
 
 export const SessionCreateBody = Body({ profile_id: T.String() });
+
+const BranchName = T.String({ minLength: 1, maxLength: 255, pattern: "^(?!-)(?!.*\\.\\.)(?!.*//)(?!.*\\.lock$)(?!.*/$)[A-Za-z0-9._/-]+$", "x-hint": "a git branch name" });
+
+/** POST /v1/sessions/:id/git/push: which repository (its directory) and branch to push. */
+export const GitPushBody = Body(
+  {
+    path: T.String({ minLength: 1, maxLength: 4096, description: "The repository's directory in the workspace, e.g. /workspace/app (one of the session's repositories)" }),
+    branch: T.Optional({ ...BranchName, description: "Local branch to push (default: the checked-out branch)" }),
+    remote_branch: T.Optional({ ...BranchName, description: "Branch on the remote (default: the same name)" }),
+  },
+  { title: "GitPush" },
+);
+
+export const GitPushResult = T.Object(
+  {
+    repository: T.String({ description: "The remote's URL (no credentials)" }),
+    path: T.String(),
+    branch: T.String(),
+    remote_branch: T.String(),
+    commit: T.String({ description: "The commit the remote branch now points at" }),
+    status: OneOf(["pushed", "up_to_date"] as const),
+  },
+  { title: "GitPushResult" },
+);

@@ -4,6 +4,7 @@
  * task queue's input type.
  */
 import { RUN_TRIGGERS, TASK_STATUSES, tasks } from "../db/schema.ts";
+import { Repositories } from "./profile.ts";
 import { Body, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
 
 export const TaskStatus = OneOf(TASK_STATUSES);
@@ -19,6 +20,7 @@ export const SubmitFields = {
   prompt: Prompt,
   max_turns: T.Optional(T.Integer({ minimum: 0, maximum: 10_000, description: "Defaults to the profile's limits.max_turns" })),
   max_budget_usd: T.Optional(T.Number({ minimum: 0, maximum: 100_000, description: "Defaults to the profile's limits.max_budget_usd" })),
+  repositories: T.Optional(T.Array(Repositories.items, { ...Repositories, description: "Repositories for the new session only (besides the profile's; one with the same path replaces the profile's); not with session_id" })),
 };
 export const SubmitBody = Body(SubmitFields, { title: "TaskSubmit" });
 export type Submit = Static<typeof SubmitBody>;

@@ -101,10 +101,32 @@ function throughNullable(e: ValueError): ValueError {
   return inner ? throughNullable(inner) : e;
 }
 
+/**
+ * In a union of objects told apart by one literal property (`transport: "stdio" | "http"`), the
+ * error is the chosen variant's; with no variant chosen, the error is that property's.
+ */
+function throughDiscriminated(e: ValueError): ValueError {
+  const variants = (e.schema as { anyOf?: TSchema[] }).anyOf;
+  const v = e.value as Record<string, unknown> | null;
+  if (e.type !== ValueErrorType.Union || !variants?.length || !v || typeof v !== "object" || Array.isArray(v)) return e;
+  const props = variants.map((s) => (s as { properties?: Record<string, { const?: unknown }> }).properties);
+  if (props.some((p) => !p)) return e;
+  const key = Object.keys(props[0]!).find((k) => props.every((p) => typeof p![k]?.const === "string"));
+  if (!key) return e;
+  const i = props.findIndex((p) => p![key]!.const === v[key]);
+  if (i >= 0) {
+    const inner = e.errors[i]?.First();
+    return inner ? throughDiscriminated(throughNullable(inner)) : e;
+  }
+  const schema = { anyOf: props.map((p) => ({ const: p![key]!.const })) } as unknown as TSchema;
+  const missing = v[key] === undefined;
+  return { ...e, type: missing ? ValueErrorType.ObjectRequiredProperty : ValueErrorType.Union, schema, path: `${e.path}/${key}`, value: v[key], message: "" } as ValueError;
+}
+
 /** Field and sentence for the first error of `value` against a compiled schema. */
 function firstError(check: TypeCheck<TSchema>, value: unknown, root: string): AppError {
   const found = check.Errors(value).First();
-  const e = found && throughNullable(found);
+  const e = found && throughDiscriminated(throughNullable(found));
   if (!e) return new AppError("VALIDATION_FAILED", `${root} is invalid`, { field: root, reason: "invalid value" });
   let path = e.path;
   // A duplicate in a unique list: name the second occurrence (tools[1]).

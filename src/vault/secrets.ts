@@ -136,16 +136,16 @@ export class Secrets {
    * The environment a workspace gets from a profile's `env`: literals as they are, `{secret}`
    * references decrypted. A missing secret → VALIDATION_FAILED on `env.<NAME>`, naming the secret.
    */
-  resolveEnv(userId: string, env: Record<string, EnvValue>): Record<string, string> {
+  resolveEnv(userId: string, env: Record<string, EnvValue>, field = "env"): Record<string, string> {
     const out: Record<string, string> = {};
     for (const [key, val] of Object.entries(env)) {
       if (typeof val === "string") {
         out[key] = val;
         continue;
       }
-      const value = this.reveal(userId, val.secret, `env.${key}`);
+      const value = this.reveal(userId, val.secret, `${field}.${key}`);
       if (value === null) {
-        throw Errors.validation(`env.${key}`, `env.${key} names the secret "${val.secret}", which is not in your vault: store it with PUT /v1/secrets/${val.secret}`, {
+        throw Errors.validation(`${field}.${key}`, `${field}.${key} names the secret "${val.secret}", which is not in your vault: store it with PUT /v1/secrets/${val.secret}`, {
           reason: "missing secret",
           secret_name: val.secret,
         });
@@ -153,6 +153,13 @@ export class Secrets {
       out[key] = value;
     }
     return out;
+  }
+
+  /** A named secret's value for runcell's own use (a git credential); missing → VALIDATION_FAILED on `field`. */
+  secretValue(userId: string, name: string, field: string): string {
+    const value = this.reveal(userId, name, field);
+    if (value === null) throw Errors.validation(field, `${field} names the secret "${name}", which is not in your vault: store it with PUT /v1/secrets/${name}`, { reason: "missing secret", secret_name: name });
+    return value;
   }
 
   /**

@@ -34,7 +34,7 @@ export const DEFAULT_MAX_OUTPUT = 1024 * 1024;
 /** After the kill exec, how long to wait for the stream to end before giving up on it. */
 const KILL_GRACE_MS = 1500;
 
-const WRAPPER = 'echo "$$"; exec "$@"';
+export const WRAPPER = 'echo "$$"; exec "$@"';
 
 const KILL_TREE = `r=$1
 kill -STOP "$r" 2>/dev/null

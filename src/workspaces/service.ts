@@ -33,6 +33,7 @@ import { Lifecycle, type WorkspacePolicy } from "./lifecycle.ts";
 import { KeyedMutex } from "./mutex.ts";
 import { relativePath, resolveWorkspacePath, WORKSPACE_ROOT } from "./paths.ts";
 import { type PoolMetrics, WarmPool } from "./pool.ts";
+import { type AttachedProcess, openProcess, type ProcessOptions } from "./process.ts";
 import { Provisioner } from "./provision.ts";
 import { reconcile, type ReconcileReport } from "./reconcile.ts";
 import { FileUrlSigner, loadSigningKey } from "./signing.ts";
@@ -257,6 +258,32 @@ export class Workspaces {
     }
   }
 
+  /**
+   * Starts a long-lived process in the session's workspace with its streams attached (an MCP
+   * server over stdio), with the profile's environment resolved now and `opts.env` on top.
+   */
+  async spawn(sessionId: string, opts: ProcessOptions): Promise<AttachedProcess> {
+    const row = await this.runningRow(sessionId);
+    this.store.touch(row.id);
+    const env = { ...this.d.envFor?.(row), ...opts.env };
+    try {
+      return await openProcess(this.container(row.docker_id!), { ...opts, env });
+    } catch (e) {
+      if (e instanceof ContainerNotRunning) throw this.markDead(row, e.message);
+      throw this.lifecycle.toAppError(e, "The process could not start in the workspace");
+    }
+  }
+
+  /** Marks the session's workspace as working (or done working): the idle stop leaves a busy one alone. */
+  busy(sessionId: string, delta: 1 | -1): void {
+    const row = this.store.bySession(sessionId);
+    if (!row) return;
+    const n = (this.inflight.get(row.id) ?? 0) + delta;
+    if (n > 0) this.inflight.set(row.id, n);
+    else this.inflight.delete(row.id);
+    this.store.touch(row.id);
+  }
+
   private async runningRow(sessionId: string): Promise<WorkspaceRow> {
     const row = this.store.bySession(sessionId);
     if (!row) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
@@ -310,6 +337,13 @@ export class Workspaces {
     const row = await this.runningRow(sessionId);
     await this.lifecycle.guard(() => writeViaExec(this, row, abs, data), `Could not write ${abs}`);
     this.store.touch(row.id);
+  }
+
+  /** Writes a file the platform made for the session (an MCP tool's image) and returns a signed URL for it. */
+  async storeFile(sessionId: string, relPath: string, data: Uint8Array): Promise<string> {
+    await this.writeFile(sessionId, relPath, data);
+    const row = this.store.bySession(sessionId)!;
+    return this.signedFileUrl(row.id, relPath);
   }
 
   async listDir(sessionId: string, path: string, page: { limit?: number; cursor?: string } = {}): Promise<DirListing> {

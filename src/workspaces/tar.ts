@@ -136,6 +136,20 @@ export class TarEntryReader {
     }
   }
 
+  /** Streams the current entry's body and its padding, leaving the reader at the next header (for reading many entries). */
+  async *read(size: number): AsyncGenerator<Uint8Array> {
+    let left = size;
+    while (left > 0) {
+      if (!(await this.fill(1))) throw new Error("tar stream ended inside an entry");
+      const n = Math.min(left, this.buf.byteLength);
+      yield this.buf.slice(0, n);
+      this.buf = this.buf.subarray(n);
+      left -= n;
+    }
+    const pad = padded(size) - size;
+    if (pad) await this.take(pad);
+  }
+
   /** Skips the current entry's body (and its padding) to reach the next header. */
   async discard(size: number): Promise<void> {
     await this.take(padded(size));

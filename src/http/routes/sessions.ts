@@ -2,7 +2,7 @@
 import { Elysia, t } from "elysia";
 import { isAdmin } from "../../auth/principal.ts";
 import { ListOf } from "../../schema/common.ts";
-import { SessionCreateBody, SessionRecord } from "../../schema/session.ts";
+import { GitPushBody, GitPushResult, SessionCreateBody, SessionRecord } from "../../schema/session.ts";
 import { TranscriptFrame } from "../../schema/stream.ts";
 import type { Services } from "../../services.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
@@ -54,6 +54,14 @@ export const sessionRoutes = (s: Services) =>
         ),
       },
     )
+    .post("/:id/git/push", ({ user, params, body }) => s.runSetup.push(user.id, params.id, body), {
+      ...jsonBody(GitPushBody),
+      response: { 200: GitPushResult, ...errorResponses(400, 401, 404, 502) },
+      detail: detail(
+        "Push a branch of one of the session's repositories to its remote",
+        "runcell copies the repository's objects and refs out of the workspace and pushes them with the repository's credential_secret; the credential never enters the workspace.",
+      ),
+    })
     .delete(
       "/:id",
       async ({ user, params, set }) => {

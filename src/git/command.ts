@@ -1,0 +1,126 @@
+/**
+ * Running the host's git for a repository of a user: a private temporary directory, an environment
+ * with nothing of the server's (no provider keys, no global or system git config), hooks and
+ * credential helpers off, only the URL's protocol allowed, redirects not followed, and the
+ * credential given through a one-shot askpass script that reads it from git's own environment —
+ * never from the command line, the URL, or a file in a workspace. A connection to a host that is
+ * not exempt from the network rule is pinned to the checked address (http.curloptResolve for
+ * http(s), ssh's HostName for ssh), so DNS cannot be swapped between check and connect.
+ */
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ResolvedAddress } from "../lib/ssrf.ts";
+import type { RepoUrl } from "./repository.ts";
+
+export const GIT_TIMEOUT_MS = 10 * 60_000;
+const STDERR_MAX = 64 * 1024;
+
+export interface GitRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface GitContext {
+  dir: string;
+  /** `-c` options every command of this context gets. */
+  config: string[];
+  env: Record<string, string>;
+  cleanup(): Promise<void>;
+}
+
+const ASKPASS = `#!/bin/sh
+case "$1" in
+  Username*|username*) printf '%s\\n' "$RC_GIT_USERNAME" ;;
+  *) printf '%s\\n' "$RC_GIT_PASSWORD" ;;
+esac
+`;
+
+/** A private working directory and the options and environment for git against `repo`. */
+export async function gitContext(repo: RepoUrl, credential: string | null, pinned: ResolvedAddress[] | null, root = tmpdir()): Promise<GitContext> {
+  const dir = await mkdtemp(join(root, "runcell-git-"));
+  await chmod(dir, 0o700);
+  const config = [
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "credential.helper=",
+    "protocol.allow=never",
+    `protocol.${repo.scheme}.allow=always`,
+    "http.followRedirects=false",
+    "submodule.recurse=false",
+    "advice.detachedHead=false",
+    "init.defaultBranch=main",
+  ];
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
+    HOME: dir,
+    LC_ALL: "C",
+    GIT_TERMINAL_PROMPT: "0",
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+  };
+  const addr = pinned?.[0];
+  if (repo.scheme === "ssh") {
+    const ssh = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", "-o", `UserKnownHostsFile=${join(dir, "known_hosts")}`];
+    if (credential) {
+      const key = join(dir, "id");
+      await writeFile(key, credential.endsWith("\n") ? credential : credential + "\n", { mode: 0o600 });
+      ssh.push("-i", key, "-o", "IdentitiesOnly=yes");
+    }
+    if (addr) ssh.push("-o", `HostKeyAlias=${repo.host}`, "-o", `HostName=${addr.address}`);
+    env.GIT_SSH_COMMAND = ssh.map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
+  } else {
+    if (addr) config.push(`http.curloptResolve=${repo.host}:${repo.port}:${addr.family === 6 ? `[${addr.address}]` : addr.address}`);
+    if (credential) {
+      const askpass = join(dir, "askpass");
+      await writeFile(askpass, ASKPASS, { mode: 0o700 });
+      const colon = credential.indexOf(":");
+      env.GIT_ASKPASS = askpass;
+      env.RC_GIT_USERNAME = colon > 0 ? credential.slice(0, colon) : "x-access-token";
+      env.RC_GIT_PASSWORD = colon > 0 ? credential.slice(colon + 1) : credential;
+    }
+  }
+  return { dir, config, env, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** Runs `git -c … <args>`; stderr is kept (its last 64 KiB). Killed on abort or after the timeout. */
+export async function runGit(ctx: GitContext, args: string[], opts: { cwd?: string; signal?: AbortSignal; timeoutMs?: number; onProgress?: (line: string) => void } = {}): Promise<GitRun> {
+  const proc = Bun.spawn(["git", ...ctx.config.flatMap((c) => ["-c", c]), ...args], { cwd: opts.cwd ?? ctx.dir, env: ctx.env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const kill = () => proc.kill("SIGKILL");
+  const timer = setTimeout(kill, opts.timeoutMs ?? GIT_TIMEOUT_MS);
+  opts.signal?.addEventListener("abort", kill, { once: true });
+  let stderr = "";
+  const readErr = (async () => {
+    const dec = new TextDecoder();
+    for await (const chunk of proc.stderr as unknown as AsyncIterable<Uint8Array>) {
+      const text = dec.decode(chunk, { stream: true });
+      stderr = (stderr + text).slice(-STDERR_MAX);
+      if (opts.onProgress) for (const line of text.split(/[\r\n]+/)) if (line.trim()) opts.onProgress(line.trim());
+    }
+  })();
+  const [stdout] = await Promise.all([new Response(proc.stdout).text(), readErr]);
+  const code = await proc.exited;
+  clearTimeout(timer);
+  opts.signal?.removeEventListener("abort", kill);
+  return { code, stdout, stderr };
+}
+
+/** What went wrong, in one sentence, from git's stderr. */
+export function gitFailure(r: GitRun, credentialSecret: string | undefined): string {
+  const text = r.stderr.replace(/\r/g, "\n");
+  if (/Authentication failed|could not read (Username|Password)|terminal prompts disabled|HTTP (401|403)|Permission denied \(publickey|returned error: 40[13]/i.test(text)) {
+    return credentialSecret
+      ? `authentication failed: the remote refused the credential in the vault secret "${credentialSecret}"`
+      : "authentication failed: the remote needs a credential (set credential_secret to a vault secret holding a token)";
+  }
+  if (/Remote branch .* not found|couldn't find remote ref|not our ref|no such remote ref/i.test(text)) return "the ref was not found in the repository";
+  if (/repository .* not found|returned error: 404|does not appear to be a git repository/i.test(text)) return "the repository was not found";
+  if (/Could not resolve host|Connection refused|Connection timed out|Failed to connect|Could not connect/i.test(text)) return "the git server could not be reached";
+  const last = text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !/^(remote: )?(Counting|Compressing|Receiving|Resolving|Enumerating|Writing|Total)/.test(l))
+    .pop();
+  return last ? last.replace(/^(fatal|error): /, "").slice(0, 500) : `git exited with code ${r.code}`;
+}

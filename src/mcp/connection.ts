@@ -1,0 +1,143 @@
+/**
+ * One MCP server of one session, through the official SDK client: connect (initialize, then list
+ * every page of tools), call a tool with a per-call timeout and cancellation, and close. A server
+ * that dies is restarted once on the next call (a new process or HTTP session); a call it was
+ * running is reported, never retried (it may have had effects). A cancelled or timed-out call
+ * sends MCP's cancellation notification (the SDK does) and then stops the server, so a stdio
+ * server's work really ends; the next call starts it again.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { type CallToolResult, ErrorCode, McpError, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { VERSION } from "../version.ts";
+
+export const CONNECT_TIMEOUT_MS = 60_000;
+/** Automatic restarts after the server died (a new task resets the count). */
+export const MAX_RESTARTS = 1;
+
+export interface McpTransportHandle {
+  transport: Transport;
+  /** What the server said on stderr lately (stdio), for error messages. */
+  detail?: () => string;
+}
+
+export type CallOutcome = { ok: true; result: CallToolResult } | { ok: false; message: string; cancelled?: boolean };
+
+export class McpConnection {
+  tools: Tool[] = [];
+  /** ready: connected; dead: the server went away; stopped: closed on purpose (cancel, timeout). */
+  state: "new" | "ready" | "dead" | "stopped" | "failed" = "new";
+  lastError: string | null = null;
+  restarts = 0;
+  private client: Client | null = null;
+  private handle: McpTransportHandle | null = null;
+  private connecting: Promise<void> | null = null;
+
+  constructor(
+    readonly name: string,
+    private open: () => Promise<McpTransportHandle>,
+    private timeoutMs: number,
+  ) {}
+
+  private detail(): string {
+    const d = this.handle?.detail?.();
+    return d ? ` (stderr: ${d.split("\n").slice(-5).join(" | ").slice(-500)})` : "";
+  }
+
+  /** Connects and lists the tools; throws an Error whose message says what failed. */
+  connect(): Promise<void> {
+    this.connecting ??= this.doConnect().finally(() => (this.connecting = null));
+    return this.connecting;
+  }
+
+  private async doConnect(): Promise<void> {
+    await this.closeClient();
+    const client = new Client({ name: "runcell", version: VERSION }, { capabilities: {} });
+    try {
+      this.handle = await this.open();
+      client.onclose = () => {
+        if (this.client === client && this.state === "ready") this.state = "dead";
+      };
+      await client.connect(this.handle.transport, { timeout: CONNECT_TIMEOUT_MS });
+      const tools: Tool[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS });
+        tools.push(...page.tools);
+        cursor = page.nextCursor;
+      } while (cursor && tools.length < 1000);
+      this.client = client;
+      this.tools = tools;
+      this.state = "ready";
+      this.lastError = null;
+    } catch (e) {
+      const detail = this.detail();
+      await client.close().catch(() => {});
+      this.state = "failed";
+      this.lastError = `${errorText(e)}${detail}`;
+      throw new Error(this.lastError);
+    }
+  }
+
+  /** Ready to call, restarting a dead server once; an Error says why not. */
+  private async ready(): Promise<Client> {
+    if (this.state === "ready" && this.client) return this.client;
+    if (this.state === "dead" || this.state === "failed") {
+      if (this.restarts >= MAX_RESTARTS) throw new Error(`it stopped and was already restarted ${this.restarts} time(s) in this task${this.lastError ? `: ${this.lastError}` : ""}`);
+      this.restarts++;
+    }
+    await this.connect();
+    return this.client!;
+  }
+
+  async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallOutcome> {
+    let client: Client;
+    try {
+      client = await this.ready();
+    } catch (e) {
+      return { ok: false, message: `MCP server "${this.name}" is not available: ${errorText(e)}` };
+    }
+    try {
+      const result = (await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: this.timeoutMs })) as CallToolResult;
+      return { ok: true, result };
+    } catch (e) {
+      if (signal.aborted) {
+        await this.stop();
+        return { ok: false, message: "[cancelled by the user]", cancelled: true };
+      }
+      if (e instanceof McpError && e.code === ErrorCode.RequestTimeout) {
+        await this.stop();
+        return { ok: false, message: `MCP tool ${tool} of server "${this.name}" timed out after ${this.timeoutMs} ms; the server was stopped (it starts again on the next call)` };
+      }
+      if (this.state !== "ready" || (e instanceof McpError && e.code === ErrorCode.ConnectionClosed)) {
+        const detail = this.detail();
+        this.state = "dead";
+        this.lastError = `exited during a call${detail}`;
+        return { ok: false, message: `MCP server "${this.name}" stopped during the call to ${tool}${detail}. The call was not retried; the server is restarted for the next call.` };
+      }
+      return { ok: false, message: `MCP tool ${tool} of server "${this.name}" failed: ${errorText(e)}` };
+    }
+  }
+
+  /** Closes the server on purpose (cancel, timeout, end of session); the next call reconnects. */
+  async stop(): Promise<void> {
+    await this.closeClient();
+    this.state = "stopped";
+  }
+
+  private async closeClient() {
+    const c = this.client;
+    const h = this.handle;
+    this.client = null;
+    this.handle = null;
+    const http = h?.transport as { terminateSession?: () => Promise<void> } | undefined;
+    await http?.terminateSession?.().catch(() => {});
+    if (c) await c.close().catch(() => {});
+    else if (h) await h.transport.close().catch(() => {});
+  }
+}
+
+export function errorText(e: unknown): string {
+  if (e instanceof McpError) return e.message.replace(/^MCP error -?\d+: /, "");
+  return e instanceof Error ? e.message : String(e);
+}

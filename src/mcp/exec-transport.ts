@@ -1,0 +1,74 @@
+/**
+ * An MCP transport over a process in the workspace (stdio servers): newline-delimited JSON-RPC on
+ * the stdin/stdout of a Docker exec, framed with the SDK's own ReadBuffer and serializeMessage so
+ * the wire is exactly the SDK's StdioClientTransport's. stderr is kept (its tail only) for error
+ * messages.
+ */
+import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import type { AttachedProcess } from "../workspaces/process.ts";
+
+const STDERR_TAIL = 2048;
+
+export class ExecStdioTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+  private proc: AttachedProcess | null = null;
+  private buffer = new ReadBuffer();
+  private stderr = "";
+  private closed = false;
+
+  constructor(private open: () => Promise<AttachedProcess>) {}
+
+  async start(): Promise<void> {
+    const proc = await this.open();
+    this.proc = proc;
+    proc.onStdout = (chunk) => {
+      this.buffer.append(Buffer.from(chunk));
+      for (;;) {
+        let msg: JSONRPCMessage | null;
+        try {
+          msg = this.buffer.readMessage();
+        } catch (e) {
+          this.onerror?.(e as Error);
+          continue;
+        }
+        if (!msg) break;
+        this.onmessage?.(msg);
+      }
+    };
+    proc.onStderr = (chunk) => {
+      this.stderr = (this.stderr + new TextDecoder().decode(chunk)).slice(-STDERR_TAIL);
+    };
+    void proc.exited.then(() => this.finish());
+  }
+
+  /** The last lines the server wrote to stderr (for error messages). */
+  stderrTail(): string {
+    return this.stderr.trim();
+  }
+
+  get alive(): boolean {
+    return !!this.proc?.alive;
+  }
+
+  async send(message: JSONRPCMessage): Promise<void> {
+    if (!this.proc?.alive) throw new Error("the server process has exited");
+    this.proc.write(serializeMessage(message));
+  }
+
+  /** Kills the server's process tree. */
+  async close(): Promise<void> {
+    await this.proc?.kill();
+    this.finish();
+  }
+
+  private finish() {
+    if (this.closed) return;
+    this.closed = true;
+    this.buffer.clear();
+    this.onclose?.();
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * The MCP servers of running sessions. At the start of each task the loop asks `prepare` for the
+ * session's servers: each is connected (once per session; again after it died or the profile's
+ * servers changed) and its tools are offered as `mcp__<server>__<tool>`, filtered by the profile's
+ * `allowed_tools`. stdio servers run inside the session's workspace through Docker exec (so they
+ * see its files and its image's programs); http servers are called from runcell through the
+ * owner's network rule (the SSRF guard). `env` and `headers` secrets are resolved at connect time
+ * and exist only in the server process or the request headers, never in events or logs.
+ */
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { EnvValue, McpServerConfig } from "../db/schema.ts";
+import { MCP_TIMEOUT_DEFAULT_MS } from "../schema/profile.ts";
+import type { AttachedProcess, ProcessOptions } from "../workspaces/process.ts";
+import { errorText, McpConnection, type McpTransportHandle } from "./connection.ts";
+import { ExecStdioTransport } from "./exec-transport.ts";
+import { modelToolName, toolFilter } from "./names.ts";
+import { resultText } from "./results.ts";
+
+export interface McpDeps {
+  workspaces: {
+    spawn(sessionId: string, opts: ProcessOptions): Promise<AttachedProcess>;
+    busy(sessionId: string, delta: 1 | -1): void;
+    /** Stores a result file in the session's workspace; returns a signed URL for it. */
+    storeFile(sessionId: string, relPath: string, data: Uint8Array): Promise<string>;
+  };
+  secrets: { resolveEnv(userId: string, values: Record<string, EnvValue>, field?: string): Record<string, string> };
+  /** The fetch an http server's requests use for this owner (the SSRF guard), undefined: the global one. */
+  route(userId: string, url: string): Promise<{ fetch?: typeof fetch }>;
+}
+
+/** A tool as a model is offered it (the providers' ToolSpec). */
+export interface ToolSpec {
+  name: string;
+  description: string;
+  input_schema: Record<string, unknown>;
+}
+
+export interface OfferedTool {
+  spec: ToolSpec;
+  server: string;
+  tool: string;
+}
+
+export interface McpPrepared {
+  tools: OfferedTool[];
+  /** Servers that could not start or list their tools this time, with why. */
+  failures: { server: string; message: string }[];
+}
+
+export interface McpCallResult {
+  output: string;
+  isError: boolean;
+  cancelled?: boolean;
+}
+
+interface SessionServers {
+  key: string;
+  userId: string;
+  conns: Map<string, McpConnection>;
+  offered: Map<string, { server: string; tool: string }>;
+}
+
+export class McpManager {
+  private sessions = new Map<string, SessionServers>();
+
+  constructor(private d: McpDeps) {}
+
+  private transportFor(userId: string, sessionId: string, s: McpServerConfig, index: number): () => Promise<McpTransportHandle> {
+    const field = `mcp_servers[${index}]`;
+    if (s.transport === "stdio") {
+      return async () => {
+        const env = s.env ? this.d.secrets.resolveEnv(userId, s.env, `${field}.env`) : undefined;
+        const t = new ExecStdioTransport(() => this.d.workspaces.spawn(sessionId, { cmd: [s.command, ...(s.args ?? [])], env }));
+        return { transport: t, detail: () => t.stderrTail() };
+      };
+    }
+    return async () => {
+      const headers = s.headers ? this.d.secrets.resolveEnv(userId, s.headers, `${field}.headers`) : {};
+      const route = await this.d.route(userId, s.url);
+      const transport = new StreamableHTTPClientTransport(new URL(s.url), { requestInit: { headers }, ...(route.fetch ? { fetch: route.fetch } : {}) });
+      return { transport };
+    };
+  }
+
+  /** Connects the session's servers (those not connected yet) and lists what the model is offered. */
+  async prepare(userId: string, sessionId: string, servers: McpServerConfig[], allowed: string[], reserved: Iterable<string>): Promise<McpPrepared> {
+    if (!servers.length) {
+      await this.closeSession(sessionId);
+      return { tools: [], failures: [] };
+    }
+    const key = JSON.stringify(servers);
+    let entry = this.sessions.get(sessionId);
+    if (entry && (entry.key !== key || entry.userId !== userId)) {
+      await this.closeSession(sessionId);
+      entry = undefined;
+    }
+    if (!entry) {
+      entry = { key, userId, conns: new Map(), offered: new Map() };
+      servers.forEach((s, i) => entry!.conns.set(s.name, new McpConnection(s.name, this.transportFor(userId, sessionId, s, i), s.timeout_ms ?? MCP_TIMEOUT_DEFAULT_MS)));
+      this.sessions.set(sessionId, entry);
+    }
+    const conns = [...entry.conns.values()];
+    const results = await Promise.allSettled(
+      conns.map(async (c) => {
+        c.restarts = 0;
+        if (c.state !== "ready") await c.connect();
+      }),
+    );
+    const failures = results.flatMap((r, i) => (r.status === "rejected" ? [{ server: conns[i]!.name, message: errorText(r.reason) }] : []));
+    const taken = new Set(reserved);
+    const pass = toolFilter(allowed);
+    const tools: OfferedTool[] = [];
+    entry.offered.clear();
+    for (const c of conns) {
+      if (c.state !== "ready") continue;
+      for (const t of c.tools) {
+        const name = modelToolName(c.name, t.name, taken);
+        if (!pass(name)) continue;
+        const about = t.description ?? t.title ?? t.annotations?.title ?? "";
+        entry.offered.set(name, { server: c.name, tool: t.name });
+        tools.push({
+          server: c.name,
+          tool: t.name,
+          spec: { name, description: `${about}`.slice(0, 4000) || `Tool ${t.name} of the MCP server ${c.name}`, input_schema: { ...t.inputSchema, type: "object" } as Record<string, unknown> },
+        });
+      }
+    }
+    return { tools, failures };
+  }
+
+  /** The server and tool behind a model-facing name offered to this session, if any. */
+  offered(sessionId: string, name: string): { server: string; tool: string } | undefined {
+    return this.sessions.get(sessionId)?.offered.get(name);
+  }
+
+  /** Calls an offered tool; the output is the model's tool result (files stored in the workspace). */
+  async call(sessionId: string, name: string, input: Record<string, unknown>, signal: AbortSignal, callId: string): Promise<McpCallResult> {
+    const entry = this.sessions.get(sessionId);
+    const target = entry?.offered.get(name);
+    const conn = target && entry!.conns.get(target.server);
+    if (!target || !conn) return { output: `Tool ${name} is not available in this session`, isError: true };
+    this.d.workspaces.busy(sessionId, 1);
+    try {
+      const r = await conn.call(target.tool, input, signal);
+      if (!r.ok) return { output: r.message, isError: true, cancelled: r.cancelled };
+      const output = await resultText(r.result, { store: (rel, data) => this.d.workspaces.storeFile(sessionId, rel, data) }, { server: target.server, tool: target.tool, callId });
+      return { output, isError: r.result.isError === true };
+    } finally {
+      this.d.workspaces.busy(sessionId, -1);
+    }
+  }
+
+  /** Stops a session's servers (session deleted, workspace removed, profile's servers changed). */
+  async closeSession(sessionId: string): Promise<void> {
+    const entry = this.sessions.get(sessionId);
+    if (!entry) return;
+    this.sessions.delete(sessionId);
+    await Promise.all([...entry.conns.values()].map((c) => c.stop()));
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.sessions.keys()].map((id) => this.closeSession(id)));
+  }
+
+  get size(): number {
+    return this.sessions.size;
+  }
+}

@@ -1,0 +1,34 @@
+/**
+ * The names MCP tools reach the model under: `mcp__<server>__<tool>`, reduced to what every
+ * provider accepts (`^[A-Za-z0-9_-]{1,64}$`): other characters become `_`, and a name that is too
+ * long, or that two tools would share, ends in a short hash of the original. `allowed_tools`
+ * patterns select among those names.
+ */
+import { globRe } from "../lib/glob.ts";
+import { sha256Hex } from "../lib/crypto.ts";
+
+export const MCP_PREFIX = "mcp__";
+const MAX = 64;
+
+const clean = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, "_");
+
+/** The model-facing name of `tool` of `server`, unique within `taken` (which it joins). */
+export function modelToolName(server: string, tool: string, taken: Set<string>): string {
+  let name = `${MCP_PREFIX}${clean(server)}__${clean(tool)}`;
+  if (name.length > MAX || taken.has(name)) name = `${name.slice(0, MAX - 9)}_${sha256Hex(`${server}\0${tool}`).slice(0, 8)}`;
+  taken.add(name);
+  return name;
+}
+
+export const isMcpToolName = (name: string) => name.startsWith(MCP_PREFIX);
+
+
+/**
+ * Which names `allowed_tools` offers: with no include pattern every name is included; then every
+ * `!pattern` removes the names it matches.
+ */
+export function toolFilter(patterns: string[]): (name: string) => boolean {
+  const include = patterns.filter((p) => !p.startsWith("!")).map(globRe);
+  const exclude = patterns.filter((p) => p.startsWith("!")).map((p) => globRe(p.slice(1)));
+  return (name) => (include.length === 0 || include.some((r) => r.test(name))) && !exclude.some((r) => r.test(name));
+}

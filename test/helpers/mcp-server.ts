@@ -1,0 +1,57 @@
+/**
+ * The reference MCP server (@modelcontextprotocol/server-everything, from npm) over streamable
+ * HTTP on loopback, behind a small proxy that demands a bearer token (so tests can check that a
+ * header from the vault reaches the server and nowhere else) and records what it saw.
+ */
+import { resolve } from "node:path";
+import { freePort, waitFor } from "./net.ts";
+
+export const EVERYTHING_JS = resolve(import.meta.dir, "../../node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+/** The same server inside the test MCP image (scripts/test-mcp-image.sh). */
+export const MCP_IMAGE = process.env.RUNCELL_TEST_MCP_IMAGE ?? "runcell-test/mcp:latest";
+export const EVERYTHING_IN_IMAGE = "/opt/mcp-everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+
+export interface HttpMcpServer {
+  /** The proxy's MCP endpoint (…/mcp). */
+  url: string;
+  /** The server itself, without the proxy (for direct SDK calls in benchmarks). */
+  directUrl: string;
+  token: string;
+  /** Authorization headers the proxy received (one per request). */
+  seen: (string | null)[];
+  stop(): Promise<void>;
+}
+
+export async function startEverythingHttp(token = `mcp-${crypto.randomUUID()}`): Promise<HttpMcpServer> {
+  const port = await freePort();
+  const proc = Bun.spawn(["node", EVERYTHING_JS, "streamableHttp"], { env: { ...process.env, PORT: String(port) }, stdout: "ignore", stderr: "pipe" });
+  const directUrl = `http://127.0.0.1:${port}/mcp`;
+  await waitFor(async () => (await fetch(directUrl, { method: "GET" }).catch(() => null)) !== null || null, { timeoutMs: 20_000, what: "server-everything over HTTP" });
+  const seen: (string | null)[] = [];
+  const proxy = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    async fetch(req) {
+      const auth = req.headers.get("authorization");
+      seen.push(auth);
+      if (auth !== `Bearer ${token}`) return new Response(JSON.stringify({ error: "unauthorized" }), { status: 401, headers: { "content-type": "application/json" } });
+      const u = new URL(req.url);
+      const headers = new Headers(req.headers);
+      headers.delete("authorization");
+      headers.delete("host");
+      const res = await fetch(`http://127.0.0.1:${port}${u.pathname}${u.search}`, { method: req.method, headers, body: req.body, duplex: "half" } as RequestInit);
+      return new Response(res.body, { status: res.status, headers: res.headers });
+    },
+  });
+  return {
+    url: `http://127.0.0.1:${proxy.port}/mcp`,
+    directUrl,
+    token,
+    seen,
+    async stop() {
+      proxy.stop(true);
+      proc.kill();
+      await proc.exited;
+    },
+  };
+}

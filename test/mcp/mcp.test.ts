@@ -1,0 +1,232 @@
+/**
+ * MCP servers of a profile, end to end with the reference server from npm
+ * (@modelcontextprotocol/server-everything): over streamable HTTP on loopback (behind a proxy that
+ * demands a bearer token from the vault) and over stdio inside a workspace (the test MCP image).
+ * A scripted model (a local Anthropic-format server) calls the tools; their results reach
+ * task:tool_result and the model. Also: a server that exits mid-call, cancel during a slow tool,
+ * a server that cannot start, allowed_tools, and where the secret header never goes.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
+import { EVERYTHING_IN_IMAGE, type HttpMcpServer, MCP_IMAGE, startEverythingHttp } from "../helpers/mcp-server.ts";
+import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
+import { waitFor } from "../helpers/net.ts";
+import { api, createUser, type TestUser } from "../helpers/users.ts";
+
+let t: TestApp;
+let mock: MockProviderServer;
+let user: TestUser;
+let http: HttpMcpServer;
+
+const LIMITS = { max_turns: 10, max_budget_usd: 5, max_concurrency: 50, memory_mb: 512, cpus: 1, pids: 256 };
+
+async function profile(body: Record<string, unknown>): Promise<string> {
+  const r = await api(t, "POST", "/v1/profiles", user.bearer, {
+    name: "mcp",
+    model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url },
+    image: MCP_IMAGE,
+    network: "none",
+    tools: ["Bash"],
+    limits: LIMITS,
+    ...body,
+  });
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
+  return r.body.id;
+}
+
+const toolNames = (req: { body: any }) => (req.body.tools ?? []).map((x: any) => x.name as string);
+
+beforeAll(async () => {
+  t = await startTestApp();
+  mock = startMockAnthropic();
+  user = await createUser(t);
+  http = await startEverythingHttp();
+  expect((await api(t, "PUT", "/v1/secrets/MCP_BEARER", user.bearer, { value: `Bearer ${http.token}` })).status).toBe(204);
+});
+afterAll(async () => {
+  await t?.stop();
+  await mock?.stop();
+  await http?.stop();
+});
+
+describe("streamable HTTP", () => {
+  test("the model is offered the server's tools, a call's result reaches task:tool_result; the bearer from the vault goes to the server only", async () => {
+    const id = await profile({ mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__everything__echo", input: { message: "hello over http" } }] }, { text: "done" });
+    const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "echo it" });
+    const task = await waitTask(t, user, task_id);
+    expect(task.status, JSON.stringify(task)).toBe("completed");
+
+    const offered = mock.requests[0]!.body.tools.find((x: any) => x.name === "mcp__everything__echo");
+    expect(offered.input_schema.properties.message.type).toBe("string");
+    expect(toolNames(mock.requests[0]!)).toContain("mcp__everything__get-sum");
+    expect(lastToolResults(mock.requests[1]!.body)[0]).toMatchObject({ content: "Echo: hello over http" });
+
+    const frames = await sessionFrames(t, user, session_id);
+    const use = frames.find((f) => f.type === "task:tool_use" && f.tool === "mcp__everything__echo");
+    expect(use.input).toEqual({ message: "hello over http" });
+    const result = frames.find((f) => f.type === "task:tool_result" && f.tool_use_id === use.tool_use_id);
+    expect(result).toMatchObject({ tool: "mcp__everything__echo", output: "Echo: hello over http", is_error: false });
+
+    // The header reached the server…
+    expect(http.seen).toContain(`Bearer ${http.token}`);
+    // …and nothing else: not the stream, not the logs, not the workspace (files, env, docker inspect).
+    expect(JSON.stringify(frames)).not.toContain(http.token);
+    expect(t.logs.join("\n")).not.toContain(http.token);
+    const row = t.app.services.workspaces.forSession(session_id)!;
+    const inside = Bun.spawnSync(["docker", "exec", row.docker_id!, "sh", "-c", "env; grep -rl \"$0\" /workspace /tmp /root 2>/dev/null; true", http.token]).stdout.toString();
+    expect(inside).not.toContain(http.token);
+    const inspect = Bun.spawnSync(["docker", "inspect", row.docker_id!]).stdout.toString();
+    expect(inspect).not.toContain(http.token);
+  });
+
+  test("an image result is stored in the workspace and linked with a signed URL", async () => {
+    const id = await profile({ mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__everything__get-tiny-image", input: {} }] }, { text: "done" });
+    const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "image" });
+    expect((await waitTask(t, user, task_id)).status).toBe("completed");
+    const out = lastToolResults(mock.requests[1]!.body)[0]!.content;
+    const m = /\[image: (\/workspace\/\.mcp\/[^ ]+\.png) \(image\/png, (\d+) bytes\) (http\S+)\]/.exec(out);
+    expect(m, out).not.toBeNull();
+    const res = await fetch(m![3]!.replace(/^https?:\/\/[^/]+/, t.url));
+    expect(res.status).toBe(200);
+    expect((await res.arrayBuffer()).byteLength).toBe(Number(m![2]));
+    const frames = await sessionFrames(t, user, session_id);
+    expect(frames.find((f) => f.type === "task:tool_result" && f.tool === "mcp__everything__get-tiny-image").output).toContain("/workspace/.mcp/");
+  });
+
+  test("a wrong bearer: the server is reported as a failed step, the task still completes without its tools", async () => {
+    expect((await api(t, "PUT", "/v1/secrets/MCP_WRONG", user.bearer, { value: "Bearer nope" })).status).toBe(204);
+    const id = await profile({ mcp_servers: [{ name: "locked", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_WRONG" } } }] });
+    mock.reset();
+    mock.enqueue({ text: "no tools, fine" });
+    const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "hi" });
+    expect((await waitTask(t, user, task_id)).status).toBe("completed");
+    expect(toolNames(mock.requests[0]!).filter((n: string) => n.startsWith("mcp__"))).toEqual([]);
+    const frames = await sessionFrames(t, user, session_id);
+    const failed = frames.find((f) => f.type === "task:tool_result" && f.tool === "mcp__locked");
+    expect(failed.is_error).toBe(true);
+    expect(failed.output).toContain('MCP server "locked" could not start');
+    expect(mock.requests[0]!.body.system).toContain('MCP server "locked" is unavailable');
+  });
+
+  test("allowed_tools includes and excludes by pattern", async () => {
+    const id = await profile({
+      mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }],
+      allowed_tools: ["mcp__everything__get-*", "mcp__everything__echo", "!mcp__everything__get-env"],
+    });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__everything__get-env", input: {} }] }, { text: "ok" });
+    const { task_id } = await submit(t, user, { profile_id: id, prompt: "list" });
+    expect((await waitTask(t, user, task_id)).status).toBe("completed");
+    const names = toolNames(mock.requests[0]!).filter((n: string) => n.startsWith("mcp__"));
+    expect(names).toContain("mcp__everything__echo");
+    expect(names).toContain("mcp__everything__get-sum");
+    expect(names).not.toContain("mcp__everything__get-env");
+    expect(names.every((n: string) => n === "mcp__everything__echo" || n.startsWith("mcp__everything__get-"))).toBe(true);
+    // A call to an excluded tool is refused like a disabled tool.
+    expect(lastToolResults(mock.requests[1]!.body)[0]).toMatchObject({ is_error: true });
+  });
+});
+
+describe("stdio in the workspace", () => {
+  test("a server started in the workspace answers; it stays up across tasks of the session", async () => {
+    const id = await profile({ mcp_servers: [{ name: "ev", transport: "stdio", command: "mcp-server-everything", args: ["stdio"] }] });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__ev__get-sum", input: { a: 2, b: 3 } }] }, { text: "five" });
+    const first = await submit(t, user, { profile_id: id, prompt: "add" });
+    expect((await waitTask(t, user, first.task_id)).status).toBe("completed");
+    expect(lastToolResults(mock.requests[1]!.body)[0]!.content).toContain("5");
+    const row = t.app.services.workspaces.forSession(first.session_id)!;
+    const ps = () => Bun.spawnSync(["docker", "exec", row.docker_id!, "ps", "-o", "pid,args"]).stdout.toString();
+    const before = ps().split("\n").filter((l) => l.includes("mcp-everything"));
+    expect(before.length).toBeGreaterThan(0);
+    mock.enqueue({ toolCalls: [{ name: "mcp__ev__echo", input: { message: "second task" } }] }, { text: "ok" });
+    const second = await submit(t, user, { session_id: first.session_id, prompt: "again" });
+    expect((await waitTask(t, user, second.task_id)).status).toBe("completed");
+    expect(lastToolResults(mock.requests[3]!.body)[0]!.content).toBe("Echo: second task");
+    // Same process: not restarted between tasks.
+    expect(ps().split("\n").filter((l) => l.includes("mcp-everything"))).toEqual(before);
+  });
+
+  test("a server that exits mid-call: the call reports it, the next call runs on a restarted server", async () => {
+    // A stdio wrapper around the reference server that dies when it sees the word "crash".
+    const wrapper = `const c=require("child_process").spawn("/usr/local/bin/node",[${JSON.stringify(EVERYTHING_IN_IMAGE)},"stdio"],{stdio:["pipe","inherit","inherit"]});process.stdin.on("data",d=>{if(String(d).includes("crash"))process.exit(3);c.stdin.write(d)});`;
+    const id = await profile({ mcp_servers: [{ name: "crashy", transport: "stdio", command: "node", args: ["-e", wrapper] }] });
+    mock.reset();
+    mock.enqueue(
+      { toolCalls: [{ name: "mcp__crashy__echo", input: { message: "crash" } }] },
+      { toolCalls: [{ name: "mcp__crashy__echo", input: { message: "after restart" } }] },
+      { text: "recovered" },
+    );
+    const { task_id } = await submit(t, user, { profile_id: id, prompt: "go" });
+    const task = await waitTask(t, user, task_id);
+    expect(task.status, JSON.stringify(task)).toBe("completed");
+    const died = lastToolResults(mock.requests[1]!.body)[0]!;
+    expect(died.is_error).toBe(true);
+    expect(died.content).toContain('MCP server "crashy" stopped during the call');
+    expect(lastToolResults(mock.requests[2]!.body)[0]).toMatchObject({ content: "Echo: after restart" });
+  });
+
+  test("cancel during a slow MCP tool: the task is cancelled at once and the server's work is killed", async () => {
+    const id = await profile({ mcp_servers: [{ name: "ev", transport: "stdio", command: "mcp-server-everything", args: ["stdio"] }] });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__ev__trigger-long-running-operation", input: { duration: 60, steps: 60 } }] });
+    const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "slow" });
+    await waitFor(async () => (await sessionFrames(t, user, session_id)).find((f) => f.type === "task:tool_use" && f.tool.startsWith("mcp__ev__")), { timeoutMs: 30_000, what: "the MCP tool call" });
+    await Bun.sleep(500);
+    const row = t.app.services.workspaces.forSession(session_id)!;
+    const servers = () => Bun.spawnSync(["docker", "exec", row.docker_id!, "ps", "-o", "pid,args"]).stdout.toString().split("\n").filter((l) => l.includes("mcp-everything")).length;
+    expect(servers()).toBeGreaterThan(0);
+    const started = Date.now();
+    expect((await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer)).status).toBe(202);
+    expect((await waitTask(t, user, task_id)).status).toBe("cancelled");
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const frames = await sessionFrames(t, user, session_id);
+    const result = frames.find((f) => f.type === "task:tool_result" && f.tool.startsWith("mcp__ev__"));
+    expect(result.is_error).toBe(true);
+    expect(result.output).toContain("cancelled");
+    await waitFor(() => servers() === 0 || null, { timeoutMs: 10_000, what: "the server process to be gone" });
+  });
+
+  test("a command that does not exist is a failed step, not a crashed task", async () => {
+    const id = await profile({ mcp_servers: [{ name: "broken", transport: "stdio", command: "no-such-mcp-server" }] });
+    mock.reset();
+    mock.enqueue({ text: "fine without it" });
+    const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "hi" });
+    expect((await waitTask(t, user, task_id)).status).toBe("completed");
+    const frames = await sessionFrames(t, user, session_id);
+    const failed = frames.find((f) => f.type === "task:tool_result" && f.tool === "mcp__broken");
+    expect(failed).toMatchObject({ is_error: true });
+    expect(failed.output).toContain("could not start");
+  });
+});
+
+describe("profile validation", () => {
+  const cases: [string, unknown, string][] = [
+    ["duplicate names", [{ name: "a", transport: "http", url: "http://127.0.0.1:1/mcp" }, { name: "A", transport: "stdio", command: "x" }], "mcp_servers[1].name"],
+    ["unknown transport", [{ name: "a", transport: "sse", url: "http://127.0.0.1:1/mcp" }], "mcp_servers[0].transport"],
+    ["credentials in the URL", [{ name: "a", transport: "http", url: "http://u:p@127.0.0.1:1/mcp" }], "mcp_servers[0].url"],
+    ["a transport header", [{ name: "a", transport: "http", url: "http://127.0.0.1:1/mcp", headers: { "Mcp-Session-Id": "x" } }], "mcp_servers[0].headers.Mcp-Session-Id"],
+    ["a bad name", [{ name: "has space", transport: "stdio", command: "x" }], "mcp_servers[0].name"],
+    ["stdio without command", [{ name: "a", transport: "stdio" }], "mcp_servers[0].command"],
+    ["a private URL for a user without the exemption", [{ name: "a", transport: "http", url: "http://10.1.2.3/mcp" }], "mcp_servers[0].url"],
+  ];
+  for (const [what, servers, field] of cases) {
+    test(`${what} → 400 naming ${field}`, async () => {
+      const r = await api(t, "POST", "/v1/profiles", user.bearer, { mcp_servers: servers });
+      expect(r.status, JSON.stringify(r.body)).toBe(400);
+      expect(r.body.code).toBe("VALIDATION_FAILED");
+      expect(r.body.details.field).toBe(field);
+    });
+  }
+
+  test("a bad allowed_tools pattern → 400", async () => {
+    const r = await api(t, "POST", "/v1/profiles", user.bearer, { allowed_tools: ["mcp__a b"] });
+    expect(r.status).toBe(400);
+    expect(r.body.details.field).toBe("allowed_tools[0]");
+  });
+});

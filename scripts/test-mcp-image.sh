@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the workspace image the MCP tests use, without any registry: the busybox rootfs of
-# test-image.sh plus the host's Node.js (binary and every shared library ldd lists, loader
+# Builds the workspace image the MCP and git tests use, without any registry: the busybox rootfs of
+# test-image.sh plus the host's git (for the agent's commits) and the host's Node.js (binary and every shared library ldd lists, loader
 # included, at their host paths) and @modelcontextprotocol/server-everything with its runtime
 # dependencies under /opt/mcp-everything, run by /usr/local/bin/mcp-server-everything. Imported
 # with `docker import`. Idempotent: rebuilt only when missing or when this script, the host's node
@@ -15,7 +15,10 @@ NODE="$(readlink -f "$NODE")"
 NODE_VERSION="$("$NODE" --version)"
 PKG_VERSION="$("$NODE" -e 'const p = require(process.argv[1]); process.stdout.write((p.devDependencies || {})[process.argv[2]] || (p.dependencies || {})[process.argv[2]] || "")' "$DIR/package.json" "$PKG")"
 [ -n "$PKG_VERSION" ] || { echo "$PKG is not in $DIR/package.json" >&2; exit 1; }
-HASH="$( { sha256sum < "$0"; echo "node $NODE_VERSION"; echo "$PKG@$PKG_VERSION"; } | sha256sum | cut -c1-16)"
+GIT="$(readlink -f "$(command -v git || true)")"
+[ -x "$GIT" ] || { echo "git is not installed (apt-get install git)" >&2; exit 1; }
+GIT_VERSION="$("$GIT" --version)"
+HASH="$( { sha256sum < "$0"; echo "node $NODE_VERSION"; echo "$PKG@$PKG_VERSION"; echo "$GIT_VERSION"; } | sha256sum | cut -c1-16)"
 if [ "$(docker image inspect -f '{{index .Config.Labels "runcell.test-image"}}' "$IMAGE" 2>/dev/null || true)" = "$HASH" ]; then
   echo "test image $IMAGE is up to date (node $NODE_VERSION, $PKG@$PKG_VERSION)"
   exit 0
@@ -37,15 +40,25 @@ done
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$ROOT/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$ROOT/etc/group"
 
-# Node.js: the binary, then every library ldd lists (the `=> /path` ones and the loader's absolute
-# path), copied dereferenced to the same paths in the rootfs (/lib64 may be a symlink on the host).
-LDD="$(ldd "$NODE" 2>&1 || true)"
-echo "$LDD" | grep -q '^[[:space:]]*/' || { echo "no dynamic loader in ldd $NODE: $LDD" >&2; exit 1; }
-cp "$NODE" "$ROOT/usr/local/bin/node"
-for lib in $(echo "$LDD" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
-  mkdir -p "$ROOT$(dirname "$lib")"
-  cp -L "$lib" "$ROOT$lib"
-done
+# A binary, then every library ldd lists (the `=> /path` ones and the loader's absolute path),
+# copied dereferenced to the same paths in the rootfs (/lib64 may be a symlink on the host).
+copy_binary() {
+  local bin="$1" dest="$2" ldd_out
+  ldd_out="$(ldd "$bin" 2>&1 || true)"
+  echo "$ldd_out" | grep -q '^[[:space:]]*/' || { echo "no dynamic loader in ldd $bin: $ldd_out" >&2; exit 1; }
+  mkdir -p "$ROOT$(dirname "$dest")"
+  cp "$bin" "$ROOT$dest"
+  for lib in $(echo "$ldd_out" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
+    mkdir -p "$ROOT$(dirname "$lib")"
+    cp -L "$lib" "$ROOT$lib"
+  done
+}
+copy_binary "$NODE" /usr/local/bin/node
+# git: its builtins (init, add, commit, log…) live in the one binary; git-core holds the same
+# binary for the subcommands it re-executes.
+copy_binary "$GIT" /usr/bin/git
+mkdir -p "$ROOT/usr/lib/git-core" "$ROOT/usr/share/git-core/templates"
+cp "$GIT" "$ROOT/usr/lib/git-core/git"
 
 # The MCP server with its runtime dependencies (npm's registry only).
 echo "installing $PKG@$PKG_VERSION with npm"
@@ -60,7 +73,7 @@ chmod -R a+rX "$ROOT/opt/mcp-everything"
 printf '#!/bin/sh\nexec /usr/local/bin/node /opt/mcp-everything/%s "$@"\n' "$ENTRY" > "$ROOT/usr/local/bin/mcp-server-everything"
 chmod 755 "$ROOT/usr/local/bin/mcp-server-everything"
 
-echo "building $IMAGE from busybox, node $NODE_VERSION ($(du -sh "$ROOT/usr/local/bin/node" | cut -f1)) and $PKG@$PKG_VERSION ($(du -sh "$ROOT/opt/mcp-everything" | cut -f1)): $(du -sh "$ROOT" | cut -f1)"
+echo "building $IMAGE from busybox, $GIT_VERSION, node $NODE_VERSION ($(du -sh "$ROOT/usr/local/bin/node" | cut -f1)) and $PKG@$PKG_VERSION ($(du -sh "$ROOT/opt/mcp-everything" | cut -f1)): $(du -sh "$ROOT" | cut -f1)"
 tar -C "$ROOT" --numeric-owner --owner=0 --group=0 -c . | docker import \
   --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' \
   --change 'WORKDIR /workspace' \

@@ -1,0 +1,187 @@
+/**
+ * Git repositories of a profile or a session, end to end: a bare repository served over HTTP by
+ * git's own http-backend on loopback, demanding a credential; cloned into a workspace with
+ * network "none" before the first turn; the agent commits (git in the test MCP image) and pushes
+ * with GitPush — and the user with POST /v1/sessions/:id/git/push — while the credential never
+ * enters the workspace (files, .git/config, env, docker inspect). A wrong credential fails the
+ * task clearly and leaves nothing behind.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
+import { type GitServer, startGitServer } from "../helpers/git-server.ts";
+import { MCP_IMAGE } from "../helpers/mcp-server.ts";
+import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
+import { api, createUser, type TestUser } from "../helpers/users.ts";
+
+let t: TestApp;
+let mock: MockProviderServer;
+let user: TestUser;
+let other: TestUser;
+let srv: GitServer;
+let repoUrl: string;
+
+const LIMITS = { max_turns: 10, max_budget_usd: 5, max_concurrency: 50, memory_mb: 256, cpus: 1, pids: 256 };
+
+async function profile(body: Record<string, unknown>): Promise<string> {
+  const r = await api(t, "POST", "/v1/profiles", user.bearer, {
+    name: "git",
+    model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url },
+    image: MCP_IMAGE,
+    network: "none",
+    tools: ["Bash"],
+    limits: LIMITS,
+    ...body,
+  });
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
+  return r.body.id;
+}
+
+const docker = (...args: string[]) => Bun.spawnSync(["docker", ...args]).stdout.toString();
+
+beforeAll(async () => {
+  t = await startTestApp();
+  mock = startMockAnthropic();
+  user = await createUser(t);
+  other = await createUser(t);
+  srv = await startGitServer();
+  repoUrl = await srv.createRepo("app", { "README.md": "# app\n", "src/main.txt": "hello\n" });
+  expect((await api(t, "PUT", "/v1/secrets/GIT_TOKEN", user.bearer, { value: `${srv.user}:${srv.password}` })).status).toBe(204);
+  expect((await api(t, "PUT", "/v1/secrets/GIT_WRONG", user.bearer, { value: `${srv.user}:not-the-password` })).status).toBe(204);
+});
+afterAll(async () => {
+  await t?.stop();
+  await mock?.stop();
+  await srv?.stop();
+});
+
+describe("clone, commit, push", () => {
+  let sessionId: string;
+
+  test("cloned before the first turn; the agent commits and pushes with GitPush; the credential never enters the workspace", async () => {
+    const id = await profile({ repositories: [{ url: repoUrl, credential_secret: "GIT_TOKEN" }] });
+    mock.reset();
+    const commit = "cd /workspace/app && cat README.md && echo change >> README.md && git -c user.name=agent -c user.email=agent@example.test commit -qam 'agent change' && git log --oneline -1";
+    mock.enqueue(
+      { toolCalls: [{ name: "Bash", input: { command: commit } }] },
+      { toolCalls: [{ name: "GitPush", input: { path: "/workspace/app" } }] },
+      { text: "pushed" },
+    );
+    const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "change the readme and push" });
+    sessionId = session_id;
+    const task = await waitTask(t, user, task_id, undefined, 60_000);
+    expect(task.status, JSON.stringify(task)).toBe("completed");
+
+    // The clone shows in the stream as a step before the model's first request; the model is told.
+    const frames = await sessionFrames(t, user, session_id);
+    const clone = frames.find((f) => f.type === "task:tool_use" && f.tool === "GitClone");
+    expect(clone.input).toMatchObject({ url: repoUrl, path: "/workspace/app" });
+    const cloned = frames.find((f) => f.type === "task:tool_result" && f.tool_use_id === clone.tool_use_id);
+    expect(cloned.is_error).toBe(false);
+    expect(cloned.output).toMatch(/^Cloned .* into \/workspace\/app at [0-9a-f]{40}/);
+    expect(mock.requests[0]!.body.system).toContain("/workspace/app");
+    expect(mock.requests[0]!.body.tools.map((x: any) => x.name)).toContain("GitPush");
+
+    expect(lastToolResults(mock.requests[1]!.body)[0]!.content).toContain("# app");
+    const pushed = lastToolResults(mock.requests[2]!.body)[0]!;
+    expect(pushed.is_error).toBeFalsy();
+    const sha = /at commit ([0-9a-f]{40})/.exec(pushed.content)?.[1];
+    expect(sha, pushed.content).toBeDefined();
+    const log = await srv.log("app");
+    expect(log.split("\n")[0]).toBe(`${sha}\tagent change`);
+
+    // Nowhere in the workspace: files, .git/config, the environment, the process list, docker inspect.
+    const row = t.app.services.workspaces.forSession(session_id)!;
+    // The needle goes in on stdin, so it is not in the process list being checked.
+    const inside = Bun.spawnSync(["docker", "exec", "-i", row.docker_id!, "sh", "-c", 'read -r p; grep -rl "$p" /workspace /tmp /root 2>/dev/null; cat /workspace/app/.git/config; env; ps -o args'], { stdin: Buffer.from(srv.password + "\n") }).stdout.toString();
+    expect(inside).toContain("[remote \"origin\"]");
+    expect(inside).not.toContain(srv.password);
+    expect(docker("inspect", row.docker_id!)).not.toContain(srv.password);
+    expect(JSON.stringify(frames)).not.toContain(srv.password);
+    expect(t.logs.join("\n")).not.toContain(srv.password);
+    // The workspace has no network: the clone came from the server side.
+    expect(docker("inspect", "-f", "{{.HostConfig.NetworkMode}}", row.docker_id!).trim()).toBe("none");
+  });
+
+  test("the user pushes with POST /v1/sessions/:id/git/push, to another branch", async () => {
+    const r = await api(t, "POST", `/v1/sessions/${sessionId}/git/push`, user.bearer, { path: "app", remote_branch: "feature/x" });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toMatchObject({ repository: repoUrl, path: "/workspace/app", branch: "main", remote_branch: "feature/x", status: "pushed" });
+    expect((await srv.log("app", "feature/x")).split("\n")[0]).toStartWith(r.body.commit);
+    const again = await api(t, "POST", `/v1/sessions/${sessionId}/git/push`, user.bearer, { path: "/workspace/app", branch: "main", remote_branch: "feature/x" });
+    expect(again.body.status).toBe("up_to_date");
+  });
+
+  test("a second task in the session does not clone again", async () => {
+    mock.reset();
+    mock.enqueue({ text: "ok" });
+    const { task_id } = await submit(t, user, { session_id: sessionId, prompt: "again" });
+    expect((await waitTask(t, user, task_id)).status).toBe("completed");
+    const clones = (await sessionFrames(t, user, sessionId)).filter((f) => f.type === "task:tool_use" && f.tool === "GitClone");
+    expect(clones.length).toBe(1);
+  });
+
+  const pushCases: [string, "nobody" | "other" | "owner", unknown, number, string?][] = [
+    ["no credentials", "nobody", { path: "app" }, 401],
+    ["someone else's session", "other", { path: "app" }, 404],
+    ["a path that is not a repository", "owner", { path: "src" }, 400, "path"],
+    ["a bad branch name", "owner", { path: "app", branch: "-x" }, 400, "branch"],
+    ["a branch that does not exist", "owner", { path: "app", branch: "nope" }, 400, "branch"],
+    ["a missing path", "owner", {}, 400, "path"],
+  ];
+  for (const [what, who, body, status, field] of pushCases) {
+    test(`push: ${what} → ${status}`, async () => {
+      const headers = who === "nobody" ? {} : who === "other" ? other.bearer : user.bearer;
+      const r = await api(t, "POST", `/v1/sessions/${sessionId}/git/push`, headers, body);
+      expect(r.status, JSON.stringify(r.body)).toBe(status);
+      if (field) expect(r.body.details.field).toBe(field);
+    });
+  }
+});
+
+describe("failures and validation", () => {
+  test("a wrong credential: a clear error, the task fails, nothing half-cloned is left", async () => {
+    const id = await profile({ repositories: [{ url: repoUrl, credential_secret: "GIT_WRONG", path: "broken" }] });
+    mock.reset();
+    const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "hi" });
+    const task = await waitTask(t, user, task_id);
+    expect(task.status).toBe("failed");
+    expect(task.error.code).toBe("BAD_GATEWAY");
+    expect(task.error.message).toContain('authentication failed: the remote refused the credential in the vault secret "GIT_WRONG"');
+    expect(mock.requests.length).toBe(0);
+    const frames = await sessionFrames(t, user, session_id);
+    expect(frames.find((f) => f.type === "task:tool_result" && f.tool === "GitClone")).toMatchObject({ is_error: true });
+    const row = t.app.services.workspaces.forSession(session_id)!;
+    expect(docker("exec", row.docker_id!, "sh", "-c", "ls -A /workspace").trim()).toBe("");
+    expect(JSON.stringify(frames)).not.toContain("not-the-password");
+  });
+
+  test("repositories for one session (POST /v1/tasks) are cloned besides the profile's; with session_id they are refused", async () => {
+    const id = await profile({});
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "ls /workspace/mine" } }] }, { text: "ok" });
+    const r = await submit(t, user, { profile_id: id, prompt: "hi", repositories: [{ url: repoUrl, credential_secret: "GIT_TOKEN", path: "mine", ref: "main" }] });
+    expect((await waitTask(t, user, r.task_id)).status).toBe("completed");
+    expect(lastToolResults(mock.requests[1]!.body)[0]!.content).toContain("README.md");
+    const bad = await api(t, "POST", "/v1/tasks", user.bearer, { session_id: r.session_id, prompt: "x", repositories: [{ url: repoUrl }] });
+    expect(bad.status).toBe(400);
+    expect(bad.body.details.field).toBe("repositories");
+  });
+
+  const cases: [string, unknown, string][] = [
+    ["credentials in the URL", [{ url: "https://user:tok@example.com/a.git" }], "repositories[0].url"],
+    ["an unsupported scheme", [{ url: "ftp://example.com/a.git" }], "repositories[0].url"],
+    ["plain http to a public host", [{ url: "http://example.com/a.git" }], "repositories[0].url"],
+    ["a path outside /workspace", [{ url: "https://example.com/a.git", path: "../etc" }], "repositories[0].path"],
+    ["two repositories at one path", [{ url: "https://example.com/a.git" }, { url: "https://example.com/b.git", path: "a" }], "repositories[1].path"],
+    ["a bad ref", [{ url: "https://example.com/a.git", ref: "a b" }], "repositories[0].ref"],
+    ["an unknown field", [{ url: "https://example.com/a.git", token: "x" }], "repositories[0].token"],
+  ];
+  for (const [what, repositories, field] of cases) {
+    test(`profile: ${what} → 400 naming ${field}`, async () => {
+      const r = await api(t, "POST", "/v1/profiles", user.bearer, { repositories });
+      expect(r.status, JSON.stringify(r.body)).toBe(400);
+      expect(r.body.details.field).toBe(field);
+    });
+  }
+});

@@ -8,10 +8,14 @@ import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { startMockAnthropic, type MockProviderServer } from "../../helpers/mock-anthropic.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api, type TestUser } from "../../helpers/users.ts";
+import { type GitServer, startGitServer } from "../../helpers/git-server.ts";
+import { submit, waitTask } from "../../helpers/agent.ts";
 
 let t: TestApp;
 let mock: MockProviderServer;
 let a: Actors;
+let git: GitServer;
+let repoUrl: string;
 const profiles = new Map<string, string>();
 
 beforeAll(async () => {
@@ -19,11 +23,22 @@ beforeAll(async () => {
   mock = startMockAnthropic().script(() => ({ text: "ok" }));
   a = await actors(t);
   for (const u of [a.owner, a.other]) profiles.set(u.id, await createProfile(t, u, { mock }));
+  git = await startGitServer();
+  repoUrl = await git.createRepo("app");
+  await api(t, "PUT", "/v1/secrets/GIT", a.owner.bearer, { value: `${git.user}:${git.password}` });
 });
 afterAll(async () => {
   await t.stop();
   await mock.stop();
+  await git.stop();
 });
+
+/** A session of the owner whose workspace holds a clone of the test repository at /workspace/app. */
+async function sessionWithRepository(_a: Actors, user: TestUser): Promise<string> {
+  const r = await submit(t, user, { profile_id: profiles.get(user.id), prompt: "hi", repositories: [{ url: repoUrl, credential_secret: "GIT" }] });
+  expect((await waitTask(t, user, r.task_id)).status).toBe("completed");
+  return r.session_id;
+}
 
 /** A session row of `user` with one stored frame (no workspace: the routes read and delete rows). */
 async function session(_a: Actors, user: TestUser): Promise<string> {
@@ -66,6 +81,20 @@ routeTable("/v1/sessions", () => a, [
       expect(r.body.data[0]).toMatchObject({ type: "task:token", session_id: id, seq: 1, text: "hi" });
       expect(r.body.next_cursor).toBeNull();
     },
+  },
+  {
+    route: "POST /v1/sessions/:id/git/push",
+    record: session,
+    successRecord: sessionWithRepository,
+    body: () => ({ path: "app", branch: "main" }),
+    invalid: [
+      { name: "no path", body: {}, field: "path" },
+      { name: "a branch name starting with -", body: { path: "app", branch: "-f" }, field: "branch" },
+      { name: "an unknown field", body: { path: "app", force: true }, field: "force" },
+      { name: "a path that is none of the session's repositories", body: { path: "elsewhere" }, field: "path" },
+    ],
+    success: 200,
+    check: (r) => expect(r.body).toMatchObject({ repository: repoUrl, path: "/workspace/app", branch: "main", remote_branch: "main", status: "up_to_date" }),
   },
   {
     route: "DELETE /v1/sessions/:id",

@@ -114,6 +114,16 @@ install_service() { # $1: the runcell binary to install
   exec $SUDO "$dest/runcell" service install "${args[@]}"
 }
 
+# --- git: repositories are cloned and pushed with the host's git (src/git/) ----------------------
+ensure_git() {
+  step "git"
+  if ! command -v git >/dev/null 2>&1; then
+    echo "    installing git (profiles' repositories are cloned and pushed with it)"
+    apt_install git
+  fi
+  ok "$(git --version)"
+}
+
 # --- Release directory: install the shipped binary -----------------------------------------------
 if [ -x "$HERE/runcell" ] && [ ! -f "$HERE/package.json" ]; then
   step "Installing the release binary"
@@ -123,6 +133,7 @@ if [ -x "$HERE/runcell" ] && [ ! -f "$HERE/package.json" ]; then
   if [ -w "$DEST" ]; then install -m 0755 "$HERE/runcell" "$DEST/runcell"; else $SUDO install -m 0755 "$HERE/runcell" "$DEST/runcell"; fi
   ok "$DEST/runcell ($("$DEST/runcell" version))"
   ensure_docker
+  ensure_git
   case "$MODE" in
     serve) ensure_workspace_image "$DEST/runcell"; step "Starting runcell"; exec "$DEST/runcell" serve "${SERVE_ARGS[@]}" ;;
     service) install_service "$HERE/runcell" ;;
@@ -152,6 +163,7 @@ step "Dependencies (bun.lock)"
 bun install --frozen-lockfile 2>&1 | tail -n 2 | sed 's/^/    /'
 
 ensure_docker
+ensure_git
 
 step "Building dist/runcell"
 bun run scripts/build.ts | sed 's/^/    /'

@@ -3,8 +3,8 @@
  * with the fix (src/cli/doctor.ts prints them, or `--json`): the data dir (owner, mode, writable),
  * its lock (the running server's pid), the database's integrity and its schema against this
  * binary, disk space, Docker and its version, the workspace image, the clock, the admin password,
- * the public URL behind a proxy, the model providers (never their keys), the webhooks' SSRF guard
- * and the vault key.
+ * the public URL behind a proxy, the model providers (never their keys), the webhooks' SSRF guard,
+ * the vault key and the host's git (repositories).
  *
  * Doctor reads and never changes: no data dir is created, the database is opened read-only (it
  * works next to a running server; SQLite may create its -wal/-shm files, owned like the database),
@@ -581,6 +581,19 @@ const vaultKey: CheckFn = (ctx) => {
   return ok("vault key", `${path} present (mode ${octal(st.mode)}); keep it with your backups`);
 };
 
+/** Repositories are cloned and pushed with the host's git (src/git/); without it, profiles with repositories fail their tasks. */
+const git: CheckFn = ({ env }) => {
+  const path = Bun.which("git", { PATH: env.PATH ?? process.env.PATH ?? "" });
+  if (!path) return warn("git", "git is not installed: tasks of profiles or sessions with repositories fail (runcell clones and pushes with the host's git)", "apt-get install git (or your system's package)");
+  const r = Bun.spawnSync([path, "--version"], { stdout: "pipe", stderr: "ignore" });
+  const version = r.stdout.toString().trim().replace(/^git version /, "");
+  const [major, minor] = version.split(".").map(Number);
+  if (!(major! > 2 || (major === 2 && minor! >= 37))) {
+    return warn("git", `git ${version} at ${path} is older than 2.37: clones from non-exempt hosts cannot be pinned to the checked address (http.curloptResolve)`, "install git 2.37 or newer");
+  }
+  return ok("git", `git ${version} at ${path} (repositories are cloned and pushed with it)`);
+};
+
 export interface Check {
   name: string;
   run: CheckFn;
@@ -601,6 +614,7 @@ export const CHECKS: Check[] = [
   { name: "providers", run: providers },
   { name: "webhooks", run: webhooks },
   { name: "vault key", run: vaultKey },
+  { name: "git", run: git },
 ];
 
 async function probeDocker(host: string): Promise<DockerProbe> {

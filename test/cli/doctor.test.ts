@@ -11,7 +11,7 @@
  */
 import { Database } from "bun:sqlite";
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, closeSync, openSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { chmodSync, chownSync, closeSync, openSync, rmSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { CHECKS, type CheckResult } from "../../src/admin/doctor.ts";
 import { DB_FILE } from "../../src/db/data-dir.ts";
@@ -108,7 +108,8 @@ describe("a good setup", () => {
     expectStatus(report, "public url", "OK", "https://agents.example.com behind a proxy (--trust-proxy; cookies are Secure)");
     expectStatus(report, "providers", "OK", "anthropic key set (ANTHROPIC_API_KEY)");
     expectStatus(report, "webhooks", "OK", "SSRF guard on");
-    expect(r.stdout).toMatch(/^13 checks: \d+ OK, \d+ WARN, 0 FAIL$/m);
+    expectStatus(report, "git", "OK", /^git 2\.\d+.* at \/.*git \(repositories are cloned and pushed with it\)$/);
+    expect(r.stdout).toMatch(/^14 checks: \d+ OK, \d+ WARN, 0 FAIL$/m);
     expect(r.stdout + r.stderr).not.toContain(KEY);
     expect(r.stdout + r.stderr).not.toContain(KEY.slice(8, 24));
   });
@@ -141,6 +142,11 @@ describe("a good setup", () => {
     expectStatus(report, "public url", "WARN", "--trust-proxy is off");
     expectStatus(report, "webhooks", "WARN", "SSRF guard off");
     expectStatus(report, "providers", "WARN", "no server key");
+    // No git on the PATH: repositories cannot be cloned (a WARN: the rest works).
+    const onlyBun = dir();
+    symlinkSync(process.execPath, join(onlyBun, "bun"));
+    const nogit = parse(await doctor(["--data-dir", d], { PATH: onlyBun }));
+    expectStatus(nogit, "git", "WARN", "git is not installed");
     // --trust-proxy on a public listen address: anyone can forge X-Forwarded-For.
     const open = parse(await doctor(["--data-dir", d, "--public-url", "https://agents.example.com", "--trust-proxy", "--http", "0.0.0.0:7420"]));
     expectStatus(open, "public url", "WARN", "listens on 0.0.0.0:7420");

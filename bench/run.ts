@@ -4,7 +4,7 @@
  */
 import { join } from "node:path";
 
-const ALL = ["foundation", "pipeline", "auth", "vault", "providers", "events", "relay", "workspaces", "scale", "stream", "notifications", "playbooks", "soak", "memory", "dashboard"];
+const ALL = ["foundation", "pipeline", "auth", "vault", "providers", "events", "relay", "workspaces", "scale", "stream", "notifications", "playbooks", "soak", "memory", "dashboard", "mcp", "git"];
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : ALL;
 for (const name of chosen) {
   if (!ALL.includes(name)) {

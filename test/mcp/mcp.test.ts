@@ -98,6 +98,27 @@ describe("streamable HTTP", () => {
     expect(frames.find((f) => f.type === "task:tool_result" && f.tool === "mcp__everything__get-tiny-image").output).toContain("/workspace/.mcp/");
   });
 
+  test("embedded resources and resource links map to the output", async () => {
+    const id = await profile({ mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
+    mock.reset();
+    mock.enqueue(
+      { toolCalls: [{ name: "mcp__everything__get-resource-reference", input: { resourceType: "Text", resourceId: 2 } }] },
+      { toolCalls: [{ name: "mcp__everything__get-resource-reference", input: { resourceType: "Blob", resourceId: 3 } }] },
+      { toolCalls: [{ name: "mcp__everything__get-resource-links", input: { count: 2 } }] },
+      { text: "done" },
+    );
+    const { task_id } = await submit(t, user, { profile_id: id, prompt: "resources" });
+    const task = await waitTask(t, user, task_id);
+    expect(task.status, JSON.stringify(task)).toBe("completed");
+    const text = lastToolResults(mock.requests[1]!.body)[0]!;
+    expect(text.is_error, text.content).toBeFalsy();
+    expect(text.content).toMatch(/\[resource [a-z]+:\/\/\S+\]\n/);
+    const blob = lastToolResults(mock.requests[2]!.body)[0]!.content;
+    expect(blob).toMatch(/\[resource: \/workspace\/\.mcp\/\S+ \(\S+, \d+ bytes\) http\S+\] \([a-z]+:\/\/\S+\)/);
+    const links = lastToolResults(mock.requests[3]!.body)[0]!.content;
+    expect(links).toMatch(/\[resource link[^\]]*: [a-z]+:\/\/\S+/);
+  });
+
   test("a wrong bearer: the server is reported as a failed step, the task still completes without its tools", async () => {
     expect((await api(t, "PUT", "/v1/secrets/MCP_WRONG", user.bearer, { value: "Bearer nope" })).status).toBe(204);
     const id = await profile({ mcp_servers: [{ name: "locked", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_WRONG" } } }] });
@@ -190,6 +211,21 @@ describe("stdio in the workspace", () => {
     expect(result.is_error).toBe(true);
     expect(result.output).toContain("cancelled");
     await waitFor(() => servers() === 0 || null, { timeoutMs: 10_000, what: "the server process to be gone" });
+  });
+
+  test("a call over its server's timeout_ms is stopped and reported", async () => {
+    const id = await profile({ mcp_servers: [{ name: "ev", transport: "stdio", command: "mcp-server-everything", args: ["stdio"], timeout_ms: 1500 }] });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__ev__trigger-long-running-operation", input: { duration: 20, steps: 20 } }] }, { toolCalls: [{ name: "mcp__ev__echo", input: { message: "still there" } }] }, { text: "ok" });
+    const started = Date.now();
+    const { task_id } = await submit(t, user, { profile_id: id, prompt: "slow" });
+    expect((await waitTask(t, user, task_id)).status).toBe("completed");
+    expect(Date.now() - started).toBeLessThan(15_000);
+    const r = lastToolResults(mock.requests[1]!.body)[0]!;
+    expect(r.is_error).toBe(true);
+    expect(r.content).toContain("timed out after 1500 ms");
+    // The next call starts the server again.
+    expect(lastToolResults(mock.requests[2]!.body)[0]!.content).toBe("Echo: still there");
   });
 
   test("a command that does not exist is a failed step, not a crashed task", async () => {

@@ -1,6 +1,6 @@
 /**
  * Form plumbing shared by the profile and playbook forms: a server error that names a field
- * (ApiError.field, e.g. "model.base_url", "env.FOO", "tools[2]") is shown next to the input it
+ * (ApiError.field, e.g. "model.base_url", "env.FOO", "tools[2]", "mcp_servers[0].url") is shown next to the input it
  * names (aria-invalid + aria-describedby) and that input is focused; an error naming no input on
  * the page is shown at the top of the form. Inputs get the id `<prefix><field>`.
  */
@@ -17,13 +17,18 @@ export interface FieldErr {
 
 const CONTROL = "input,select,textarea";
 
-/** The element id for an API field path: the field itself, else the nearest parent present on the page ("tools[2]" → "tools"). */
+/**
+ * The element id for an API field path: the field itself, else the nearest parent present on the
+ * page ("mcp_servers[0].headers.X" → "mcp_servers[0].headers" → "mcp_servers[0]" → "mcp_servers");
+ * then the same without list indexes ("tools[2]" → "tools").
+ */
 function target(prefix: string, field: string): string | undefined {
-  let path = field.replace(/\[\d+\]/g, "");
-  while (path) {
-    if (document.getElementById(prefix + path)) return prefix + path;
-    const dot = path.lastIndexOf(".");
-    path = dot > 0 ? path.slice(0, dot) : "";
+  for (let path of [field, field.replace(/\[\d+\]/g, "")]) {
+    while (path) {
+      if (document.getElementById(prefix + path)) return prefix + path;
+      const parent = path.replace(/(\.[^.[]*|\[\d+\])$/, "");
+      path = parent === path ? "" : parent;
+    }
   }
   return undefined;
 }

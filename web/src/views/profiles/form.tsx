@@ -7,7 +7,8 @@ import { useState } from "preact/hooks";
 import type { MODEL_PROVIDERS, NETWORKS } from "../../../../src/db/schema.ts";
 import type { LIMIT_BOUNDS, LimitKey, ProfileCreate, ProfilePatch, ProfileRecord, TOOL_NAMES, WARM_POOL_MAX as SERVER_WARM_POOL_MAX } from "../../../../src/schema/profile.ts";
 import { patch, post } from "../../lib/api.ts";
-import { Field, type FieldErrors, num, setter, useFieldErrors } from "./fields.tsx";
+import { Field, num, setter, useFieldErrors } from "./fields.tsx";
+import { KvFields, type KvRow, kvOf, kvRows, McpFields, type McpRow, mcpOf, mcpRows, opt, patternsOf, RepoFields, type RepoRow, repoRows, reposOf, twice } from "./lists.tsx";
 
 // Copies of the server's constants (importing the values would bundle the server's schema
 // library); `satisfies typeof …` makes the type check fail when they drift apart.
@@ -28,12 +29,6 @@ const LIMIT_KEYS = Object.keys(BOUNDS) as LimitKey[];
 /** docs/profiles.md "Defaults" (max_concurrency: the operator's). */
 const DEFAULTS: Partial<Record<LimitKey, number>> = { max_turns: 50, max_budget_usd: 5, memory_mb: 2048, cpus: 1, pids: 1024 };
 
-interface EnvRow {
-  key: number;
-  name: string;
-  secret: boolean;
-  value: string;
-}
 interface Draft {
   name: string;
   system_prompt: string;
@@ -47,11 +42,13 @@ interface Draft {
   price_in: string;
   price_out: string;
   tools: string[];
-  env: EnvRow[];
+  env: KvRow[];
   limits: Record<string, string>;
+  mcp: McpRow[];
+  allowed_tools: string;
+  repos: RepoRow[];
 }
 
-let rowKey = 0;
 const str = (v: unknown) => (v === undefined || v === null ? "" : String(v));
 
 const draftOf = (p?: ProfileRecord): Draft => ({
@@ -67,13 +64,17 @@ const draftOf = (p?: ProfileRecord): Draft => ({
   price_in: str(p?.model.pricing?.input_per_mtok),
   price_out: str(p?.model.pricing?.output_per_mtok),
   tools: p ? [...p.tools] : [...TOOLS],
-  env: Object.entries(p?.env ?? {}).map(([name, v]) => ({ key: rowKey++, name, secret: typeof v !== "string", value: typeof v === "string" ? v : v.secret })),
+  env: kvRows(p?.env),
   limits: Object.fromEntries(LIMIT_KEYS.map((k) => [k, str(p?.limits[k])])),
+  mcp: mcpRows(p?.mcp_servers),
+  allowed_tools: (p?.allowed_tools ?? []).join(", "),
+  repos: repoRows(p?.repositories),
 });
 
-const opt = (s: string) => s.trim() || undefined;
 const pricingOf = (d: Draft) => (d.price_in || d.price_out ? { input_per_mtok: Number(d.price_in), output_per_mtok: Number(d.price_out) } : undefined);
-const envOf = (d: Draft) => Object.fromEntries(d.env.map((r) => [r.name.trim(), r.secret ? { secret: r.value.trim() } : r.value]));
+const envOf = (d: Draft) => kvOf(d.env);
+/** The three lists as the API takes them: each replaces the profile's as a whole. */
+const listsOf = (d: Draft) => ({ mcp_servers: mcpOf(d.mcp), allowed_tools: patternsOf(d.allowed_tools), repositories: reposOf(d.repos) });
 const toolsOf = (d: Draft) => TOOLS.filter((t) => d.tools.includes(t));
 
 /** A whole model (create, or a PATCH that changes the provider); undefined when nothing is set. */
@@ -96,6 +97,7 @@ function createBody(d: Draft): ProfileCreate {
     limits: Object.keys(limits).length ? limits : undefined,
     network: d.network as ProfileCreate["network"],
     warm_pool: d.warm_pool.trim() ? Number(d.warm_pool) : undefined,
+    ...listsOf(d),
   };
 }
 
@@ -110,6 +112,9 @@ function patchBody(d: Draft, p: ProfileRecord): ProfilePatch {
   if (d.warm_pool.trim() !== o.warm_pool) b.warm_pool = Number(d.warm_pool || 0);
   if (toolsOf(d).join() !== toolsOf(o).join()) b.tools = toolsOf(d);
   if (JSON.stringify(envOf(d)) !== JSON.stringify(envOf(o))) b.env = envOf(d);
+  const lists = listsOf(d);
+  const was = listsOf(o);
+  for (const k of ["mcp_servers", "allowed_tools", "repositories"] as const) if (JSON.stringify(lists[k]) !== JSON.stringify(was[k])) b[k] = lists[k];
   const limits = Object.fromEntries(LIMIT_KEYS.filter((k) => num(d.limits[k]!) !== num(o.limits[k]!)).map((k) => [k, num(d.limits[k]!)]));
   if (Object.keys(limits).length) b.limits = limits;
   if (d.provider !== o.provider) b.model = modelOf(d);
@@ -135,9 +140,12 @@ export function ProfileForm(props: { profile?: ProfileRecord; secrets: string[];
     e.preventDefault();
     f.clear();
     setStatus("");
-    const names = d.env.map((r) => r.name.trim());
-    const dup = names.find((n, i) => names.indexOf(n) !== i);
-    if (dup) return f.fail(`env: ${dup} is set twice`, `env.${dup}`);
+    // A name given twice would silently collapse into one entry of the object sent.
+    const lists: [string, KvRow[], boolean][] = [["env", d.env, false], ...d.mcp.map((s, i): [string, KvRow[], boolean] => [`mcp_servers[${i}].${s.transport === "http" ? "headers" : "env"}`, s.kv, s.transport === "http"])];
+    for (const [field, rows, fold] of lists) {
+      const dup = twice(rows, fold);
+      if (dup !== undefined) return f.fail(`${field}: ${dup} is set twice`, `${field}.${dup}`);
+    }
     const body = p ? patchBody(d, p) : createBody(d);
     if (p && !Object.keys(body).length) return setStatus("No changes to save.");
     setBusy(true);
@@ -151,7 +159,6 @@ export function ProfileForm(props: { profile?: ProfileRecord; secrets: string[];
     }
   };
 
-  const setEnv = (i: number, row: Partial<EnvRow>) => setD({ ...d, env: d.env.map((r, j) => (j === i ? { ...r, ...row } : r)) });
   const needPrice = !!(d.price_in || d.price_out);
   const demo = d.provider === "demo";
 
@@ -242,7 +249,17 @@ export function ProfileForm(props: { profile?: ProfileRecord; secrets: string[];
       </fieldset>
       {f.msg("tools")}
 
-      <EnvFields d={d} f={f} setEnv={setEnv} setD={setD} />
+      <KvFields
+        f={f}
+        field="env"
+        legend="Environment variables"
+        hint="A literal value, or a secret from your vault (passed to the workspace, never shown)."
+        noun="variable"
+        rows={d.env}
+        max={100}
+        env
+        onChange={(env) => setD({ ...d, env })}
+      />
 
       <fieldset {...f.props("limits")}>
         <legend>Limits</legend>
@@ -273,6 +290,9 @@ export function ProfileForm(props: { profile?: ProfileRecord; secrets: string[];
       </fieldset>
       {f.msg("limits")}
 
+      <McpFields f={f} rows={d.mcp} allowed={d.allowed_tools} onChange={(mcp) => setD({ ...d, mcp })} onAllowed={(allowed_tools) => setD({ ...d, allowed_tools })} />
+      <RepoFields f={f} rows={d.repos} onChange={(repos) => setD({ ...d, repos })} />
+
       <datalist id="pf-secrets">
         {props.secrets.map((s) => (
           <option key={s} value={s} />
@@ -291,64 +311,5 @@ export function ProfileForm(props: { profile?: ProfileRecord; secrets: string[];
         <span role="status">{status}</span>
       </div>
     </form>
-  );
-}
-
-function EnvFields({ d, f, setEnv, setD }: { d: Draft; f: FieldErrors; setEnv: (i: number, r: Partial<EnvRow>) => void; setD: (d: Draft) => void }) {
-  return (
-    <>
-      <fieldset {...f.props("env")}>
-        <legend>Environment variables</legend>
-        <p class="meta">A literal value, or a secret from your vault (passed to the workspace, never shown).</p>
-        {d.env.map((r, i) => {
-          const n = `variable ${i + 1}`;
-          return (
-            <div key={r.key} class="env-row">
-              <Field f={f} name={`env.${r.name.trim() || i}`} label={<span class="sr-only">Name of {n}</span>}>
-                {(a) => (
-                  <input
-                    {...a}
-                    value={r.name}
-                    required
-                    maxLength={128}
-                    pattern="[A-Za-z_][A-Za-z0-9_]*"
-                    placeholder="NAME"
-                    autoCapitalize="off"
-                    spellcheck={false}
-                    onInput={(e) => setEnv(i, { name: e.currentTarget.value })}
-                  />
-                )}
-              </Field>
-              <label>
-                <span class="sr-only">Kind of {n}</span>
-                <select value={r.secret ? "secret" : "value"} onChange={(e) => setEnv(i, { secret: e.currentTarget.value === "secret" })}>
-                  <option value="value">value</option>
-                  <option value="secret">secret</option>
-                </select>
-              </label>
-              <label>
-                <span class="sr-only">{r.secret ? `Secret name of ${n}` : `Value of ${n}`}</span>
-                <input
-                  value={r.value}
-                  required={r.secret}
-                  list={r.secret ? "pf-secrets" : undefined}
-                  placeholder={r.secret ? "vault secret name" : "value"}
-                  autoCapitalize="off"
-                  spellcheck={false}
-                  onInput={(e) => setEnv(i, { value: e.currentTarget.value })}
-                />
-              </label>
-              <button type="button" class="danger" aria-label={`Remove ${r.name || n}`} onClick={() => setD({ ...d, env: d.env.filter((_, j) => j !== i) })}>
-                Remove
-              </button>
-            </div>
-          );
-        })}
-        <button type="button" disabled={d.env.length >= 100} onClick={() => setD({ ...d, env: [...d.env, { key: rowKey++, name: "", secret: false, value: "" }] })}>
-          Add variable
-        </button>
-      </fieldset>
-      {f.msg("env")}
-    </>
   );
 }

@@ -50,6 +50,18 @@ export class McpConnection {
     return this.connecting;
   }
 
+  /** Reads the tool list again on a connected server (a new task may see tools the server added since). */
+  async refresh(): Promise<void> {
+    if (this.state !== "ready" || !this.client) return this.connect();
+    try {
+      this.tools = await listAllTools(this.client);
+    } catch {
+      // Gone since the last task (a stdio server whose workspace stopped): start it again.
+      this.state = "dead";
+      await this.connect();
+    }
+  }
+
   private async doConnect(): Promise<void> {
     await this.closeClient();
     const client = new Client({ name: "runcell", version: VERSION }, { capabilities: {} });
@@ -59,15 +71,8 @@ export class McpConnection {
         if (this.client === client && this.state === "ready") this.state = "dead";
       };
       await client.connect(this.handle.transport, { timeout: CONNECT_TIMEOUT_MS });
-      const tools: Tool[] = [];
-      let cursor: string | undefined;
-      do {
-        const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS });
-        tools.push(...page.tools);
-        cursor = page.nextCursor;
-      } while (cursor && tools.length < 1000);
+      this.tools = await listAllTools(client);
       this.client = client;
-      this.tools = tools;
       this.state = "ready";
       this.lastError = null;
     } catch (e) {
@@ -135,6 +140,18 @@ export class McpConnection {
     if (c) await c.close().catch(() => {});
     else if (h) await h.transport.close().catch(() => {});
   }
+}
+
+/** Every page of tools/list (at most 1,000 tools). */
+async function listAllTools(client: Client): Promise<Tool[]> {
+  const tools: Tool[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS });
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor && tools.length < 1000);
+  return tools;
 }
 
 export function errorText(e: unknown): string {

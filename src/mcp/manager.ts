@@ -103,7 +103,7 @@ export class McpManager {
     const results = await Promise.allSettled(
       conns.map(async (c) => {
         c.restarts = 0;
-        if (c.state !== "ready") await c.connect();
+        await c.refresh();
       }),
     );
     const failures = results.flatMap((r, i) => (r.status === "rejected" ? [{ server: conns[i]!.name, message: errorText(r.reason) }] : []));

@@ -31,12 +31,30 @@ function Markdown({ text, streaming }: { text: string; streaming: boolean }) {
   );
 }
 
+/**
+ * What a card's summary says: the platform's setup steps (tool_use ids "setup_…": a repository
+ * cloned, an MCP server that failed to start) in words; a tool call as its name and main input
+ * (an MCP tool, mcp__<server>__<tool>, its input as JSON).
+ */
+function describe({ id, tool, input: i }: ToolCall): { step?: string; summary?: string } {
+  if (tool === "GitClone") return { step: `Cloning ${i.url}${i.ref ? ` (${i.ref})` : ""} into ${i.path}` };
+  if (id.startsWith("setup_") && tool.startsWith("mcp__")) return { step: `Starting MCP server ${String(i.server ?? tool.slice(5))}` };
+  if (tool === "Bash") return { summary: String(i.command ?? "") };
+  return { summary: tool.startsWith("mcp__") ? JSON.stringify(i) : String(i.path ?? i.file_path ?? "") };
+}
+
 function ToolCard({ call }: { call: ToolCall }) {
-  const summary = call.tool === "Bash" ? String(call.input.command ?? "") : String(call.input.path ?? call.input.file_path ?? "");
+  const { step, summary = "" } = describe(call);
   return (
     <details class={`tool${call.isError ? " failed" : ""}${call.output === null ? " pending" : ""}`}>
       <summary>
-        <span class="tool-name">{call.tool}</span> <code class="tool-summary">{summary.slice(0, 120)}</code>
+        {step ? (
+          <span class="tool-summary">{step}</span>
+        ) : (
+          <>
+            <span class="tool-name">{call.tool}</span> <code class="tool-summary">{summary.slice(0, 120)}</code>
+          </>
+        )}
         <span class="meta">{call.output === null ? "running…" : call.isError ? "error" : call.ms !== null ? `${call.ms} ms` : "done"}</span>
       </summary>
       <h4>Input</h4>

@@ -19,6 +19,8 @@ export interface HttpMcpServer {
   token: string;
   /** Authorization headers the proxy received (one per request). */
   seen: (string | null)[];
+  /** Every request through the proxy: method and (POST) body text. */
+  requests: { method: string; body: string }[];
   stop(): Promise<void>;
 }
 
@@ -28,9 +30,12 @@ export async function startEverythingHttp(token = `mcp-${crypto.randomUUID()}`):
   const directUrl = `http://127.0.0.1:${port}/mcp`;
   await waitFor(async () => (await fetch(directUrl, { method: "GET" }).catch(() => null)) !== null || null, { timeoutMs: 20_000, what: "server-everything over HTTP" });
   const seen: (string | null)[] = [];
+  const requests: { method: string; body: string }[] = [];
   const proxy = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
+    // The transport's GET stream (server → client messages) stays open between calls.
+    idleTimeout: 0,
     async fetch(req) {
       const auth = req.headers.get("authorization");
       seen.push(auth);
@@ -39,7 +44,9 @@ export async function startEverythingHttp(token = `mcp-${crypto.randomUUID()}`):
       const headers = new Headers(req.headers);
       headers.delete("authorization");
       headers.delete("host");
-      const res = await fetch(`http://127.0.0.1:${port}${u.pathname}${u.search}`, { method: req.method, headers, body: req.body, duplex: "half" } as RequestInit);
+      const body = req.method === "POST" ? await req.text() : undefined;
+      requests.push({ method: req.method, body: body ?? "" });
+      const res = await fetch(`http://127.0.0.1:${port}${u.pathname}${u.search}`, { method: req.method, headers, body });
       return new Response(res.body, { status: res.status, headers: res.headers });
     },
   });
@@ -48,6 +55,7 @@ export async function startEverythingHttp(token = `mcp-${crypto.randomUUID()}`):
     directUrl,
     token,
     seen,
+    requests,
     async stop() {
       proxy.stop(true);
       proc.kill();

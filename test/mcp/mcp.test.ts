@@ -119,6 +119,24 @@ describe("streamable HTTP", () => {
     expect(links).toMatch(/\[resource link[^\]]*: [a-z]+:\/\/\S+/);
   });
 
+  test("cancel during an HTTP call sends MCP's cancellation, then ends the server's session", async () => {
+    const id = await profile({ mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__everything__trigger-long-running-operation", input: { duration: 60, steps: 60 } }] });
+    const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "slow" });
+    await waitFor(() => http.requests.some((r) => r.body.includes('"trigger-long-running-operation"')) || null, { timeoutMs: 30_000, what: "the call to reach the server" });
+    const before = http.requests.length;
+    expect((await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer)).status).toBe(202);
+    expect((await waitTask(t, user, task_id)).status).toBe("cancelled");
+    await waitFor(() => http.requests.slice(before).some((r) => r.method === "DELETE") || null, { timeoutMs: 10_000, what: "the session's DELETE" });
+    const after = http.requests.slice(before);
+    const cancelled = after.find((r) => r.body.includes('"notifications/cancelled"'));
+    expect(cancelled, JSON.stringify(after)).toBeDefined();
+    expect(after.indexOf(cancelled!)).toBeLessThan(after.findIndex((r) => r.method === "DELETE"));
+    const frames = await sessionFrames(t, user, session_id);
+    expect(frames.find((f) => f.type === "task:tool_result" && f.tool.startsWith("mcp__everything__")).output).toContain("cancelled");
+  });
+
   test("a wrong bearer: the server is reported as a failed step, the task still completes without its tools", async () => {
     expect((await api(t, "PUT", "/v1/secrets/MCP_WRONG", user.bearer, { value: "Bearer nope" })).status).toBe(204);
     const id = await profile({ mcp_servers: [{ name: "locked", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_WRONG" } } }] });

@@ -2,10 +2,12 @@
  * The dashboard's resource views in real Chromium, each driven as a user would: API tokens (shown
  * once, copy, revoke), secrets (names only, replace, delete), the webhook (a signed test delivery
  * to a local receiver, a failing one marked), profiles (the full form, a server field error next
- * to its field), playbooks (cron preview, run now, runs with their sessions, trigger URL rotated),
- * usage (the chart and totals after a task), workspaces (a file the agent wrote, downloaded) and
- * the Admin view (absent for a user; for an admin, opened with the admin password). Any console
- * error, page error or CSP violation fails the test (expected 4xx loads the test provokes aside).
+ * to its field; MCP servers, allowed tools and repositories saved and shown again, an MCP URL's
+ * error next to it), playbooks (cron preview, run now, runs with their sessions, trigger URL
+ * rotated), usage (the chart and totals after a task), workspaces (a file the agent wrote,
+ * downloaded) and the Admin view (absent for a user; for an admin, opened with the admin
+ * password). Any console error, page error or CSP violation fails the test (expected 4xx loads
+ * the test provokes aside).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHmac } from "node:crypto";
@@ -316,6 +318,101 @@ describe("/profiles", () => {
       expect(await err.evaluate((e) => e.previousElementSibling?.contains(document.getElementById("pf-model.base_url")) ?? false)).toBe(true);
       // Nothing was saved.
       expect((await api(t, "GET", `/v1/profiles/${p.id}`, user.bearer)).body.model.base_url).toBe(mock.url);
+      expect(problems).toEqual([]);
+    } finally {
+      await close();
+    }
+  }, 60_000);
+
+  test("MCP servers (a header from the vault), allowed tools and a repository are saved and shown again after a reload; an invalid MCP URL's error shows next to it", async () => {
+    const user = await createUser(t);
+    for (const name of ["MCP_TOKEN", "GIT_TOKEN"]) expect((await api(t, "PUT", `/v1/secrets/${name}`, user.bearer, { value: "not-a-real-token" })).status).toBeLessThan(300);
+    const id = await createProfile(t, user, { mock });
+    const mcpUrl = "http://127.0.0.1:9/mcp"; // a host the test server allows (--allow-model-hosts); nothing connects on save
+    const repoUrl = "https://127.0.0.1/acme/widgets.git";
+    const { page, problems, close } = await open(user, [failedLoad(400)]);
+    const server = (n: number) => page.getByRole("group", { name: `MCP server ${n}`, exact: true });
+    const repo = page.getByRole("group", { name: "Repository 1", exact: true });
+    const edit = async () => {
+      await page.click("button[aria-label='Edit test anthropic']");
+      await page.waitForSelector("#pf-title:has-text('Edit test anthropic')");
+    };
+    try {
+      await page.goto(`${t.url}/profiles`);
+      await page.waitForSelector("#pf-secrets option[value=MCP_TOKEN]", { state: "attached" });
+      await edit();
+      // An http server whose Authorization header comes from the vault.
+      await page.click("button:has-text('Add MCP server')");
+      await server(1).getByLabel("Name", { exact: true }).fill("tracker");
+      await server(1).getByLabel("Transport").selectOption("http");
+      await server(1).getByLabel("URL").fill(mcpUrl);
+      await server(1).getByLabel("Timeout per call (ms)").fill("30000");
+      await server(1).getByRole("button", { name: "Add header to MCP server 1" }).click();
+      await server(1).getByLabel("Name of header 1").fill("Authorization");
+      await server(1).getByLabel("Kind of header 1").selectOption("secret");
+      await server(1).getByLabel("Secret name of header 1").fill("MCP_TOKEN");
+      // A stdio server: its arguments one per line.
+      await page.click("button:has-text('Add MCP server')");
+      await server(2).getByLabel("Name", { exact: true }).fill("files");
+      await server(2).getByLabel("Command").fill("npx");
+      await server(2).getByLabel("Arguments (one per line)").fill("-y\n@modelcontextprotocol/server-filesystem\n\n/workspace");
+      await page.fill("#pf-allowed_tools", "mcp__tracker__*, !mcp__tracker__delete_* mcp__files__read_file");
+      await page.click("button:has-text('Add repository')");
+      await repo.getByLabel("URL").fill(repoUrl);
+      await repo.getByLabel("Branch, tag or commit").fill("main");
+      await repo.getByLabel("Directory under /workspace").fill("widgets");
+      await repo.getByLabel("Credential secret").fill("GIT_TOKEN");
+      await repo.getByLabel("History depth (0: full)").fill("0");
+      await page.click("button:has-text('Save changes')");
+      await page.waitForSelector("[role=status]:has-text('Saved the profile test anthropic.')");
+      const saved = (await api(t, "GET", `/v1/profiles/${id}`, user.bearer)).body;
+      expect(saved.mcp_servers).toEqual([
+        { name: "tracker", transport: "http", url: mcpUrl, headers: { Authorization: { secret: "MCP_TOKEN" } }, timeout_ms: 30_000 },
+        { name: "files", transport: "stdio", command: "npx", args: ["-y", "@modelcontextprotocol/server-filesystem", "/workspace"] },
+      ]);
+      expect(saved.allowed_tools).toEqual(["mcp__tracker__*", "!mcp__tracker__delete_*", "mcp__files__read_file"]);
+      expect(saved.repositories).toEqual([{ url: repoUrl, ref: "main", path: "widgets", credential_secret: "GIT_TOKEN", depth: 0 }]);
+
+      // After a reload the form holds them again, and saving it unchanged sends nothing.
+      await page.reload();
+      await edit();
+      expect(await server(1).getByLabel("Name", { exact: true }).inputValue()).toBe("tracker");
+      expect(await server(1).getByLabel("Transport").inputValue()).toBe("http");
+      expect(await server(1).getByLabel("URL").inputValue()).toBe(mcpUrl);
+      expect(await server(1).getByLabel("Name of header 1").inputValue()).toBe("Authorization");
+      expect(await server(1).getByLabel("Kind of header 1").inputValue()).toBe("secret");
+      expect(await server(1).getByLabel("Secret name of header 1").inputValue()).toBe("MCP_TOKEN");
+      expect(await server(2).getByLabel("Transport").inputValue()).toBe("stdio");
+      expect(await server(2).getByLabel("Arguments (one per line)").inputValue()).toBe("-y\n@modelcontextprotocol/server-filesystem\n/workspace");
+      expect(await page.inputValue("#pf-allowed_tools")).toBe("mcp__tracker__*, !mcp__tracker__delete_*, mcp__files__read_file");
+      expect(await repo.getByLabel("URL").inputValue()).toBe(repoUrl);
+      expect(await repo.getByLabel("Credential secret").inputValue()).toBe("GIT_TOKEN");
+      expect(await repo.getByLabel("History depth (0: full)").inputValue()).toBe("0");
+      await page.click("button:has-text('Save changes')");
+      await page.waitForSelector("form [role=status]:has-text('No changes to save.')");
+
+      // A URL the server refuses (not http or https): its message is shown next to that server's URL, which gets the focus.
+      await server(1).getByLabel("URL").fill("ftp://x");
+      await page.click("button:has-text('Save changes')");
+      const err = page.locator("[id='pf-mcp_servers[0].url-err']");
+      await err.waitFor();
+      expect(await err.textContent()).toContain("mcp_servers[0].url must use http or https");
+      const input = page.locator("[id='pf-mcp_servers[0].url']");
+      expect(await input.getAttribute("aria-invalid")).toBe("true");
+      expect(await input.getAttribute("aria-describedby")).toContain("pf-mcp_servers[0].url-err");
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe("pf-mcp_servers[0].url");
+      expect((await api(t, "GET", `/v1/profiles/${id}`, user.bearer)).body.mcp_servers[0].url).toBe(mcpUrl);
+
+      // Removing the stdio server and the repository replaces both lists as a whole.
+      await server(1).getByLabel("URL").fill(mcpUrl);
+      await page.click("button[aria-label='Remove MCP server 2 (files)']");
+      await page.click("button[aria-label='Remove repository 1']");
+      await page.click("button:has-text('Save changes')");
+      await page.waitForSelector("[role=status]:has-text('Saved the profile test anthropic.')");
+      const after = (await api(t, "GET", `/v1/profiles/${id}`, user.bearer)).body;
+      expect(after.mcp_servers.map((s: { name: string }) => s.name)).toEqual(["tracker"]);
+      expect(after.repositories).toEqual([]);
+      expect(after.allowed_tools).toEqual(saved.allowed_tools);
       expect(problems).toEqual([]);
     } finally {
       await close();

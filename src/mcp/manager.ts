@@ -54,6 +54,8 @@ export interface McpCallResult {
 }
 
 interface SessionServers {
+  /** When the session last prepared or called (its servers are closed after the workspace idle timeout). */
+  usedAt: number;
   key: string;
   userId: string;
   conns: Map<string, McpConnection>;
@@ -95,10 +97,11 @@ export class McpManager {
       entry = undefined;
     }
     if (!entry) {
-      entry = { key, userId, conns: new Map(), offered: new Map() };
+      entry = { key, userId, conns: new Map(), offered: new Map(), usedAt: Date.now() };
       servers.forEach((s, i) => entry!.conns.set(s.name, new McpConnection(s.name, this.transportFor(userId, sessionId, s, i), s.timeout_ms ?? MCP_TIMEOUT_DEFAULT_MS)));
       this.sessions.set(sessionId, entry);
     }
+    entry.usedAt = Date.now();
     const conns = [...entry.conns.values()];
     const results = await Promise.allSettled(
       conns.map(async (c) => {
@@ -139,6 +142,7 @@ export class McpManager {
     const target = entry?.offered.get(name);
     const conn = target && entry!.conns.get(target.server);
     if (!target || !conn) return { output: `Tool ${name} is not available in this session`, isError: true };
+    entry!.usedAt = Date.now();
     this.d.workspaces.busy(sessionId, 1);
     try {
       const r = await conn.call(target.tool, input, signal);
@@ -156,6 +160,13 @@ export class McpManager {
     if (!entry) return;
     this.sessions.delete(sessionId);
     await Promise.all([...entry.conns.values()].map((c) => c.stop()));
+  }
+
+  /** Closes the servers of sessions unused for `idleMs` (an idle session holds no process or HTTP stream); returns how many. */
+  async sweep(idleMs: number, now = Date.now()): Promise<number> {
+    const idle = [...this.sessions].filter(([, e]) => now - e.usedAt > idleMs).map(([id]) => id);
+    await Promise.all(idle.map((id) => this.closeSession(id)));
+    return idle.length;
   }
 
   async closeAll(): Promise<void> {

@@ -137,6 +137,25 @@ describe("streamable HTTP", () => {
     expect(frames.find((f) => f.type === "task:tool_result" && f.tool.startsWith("mcp__everything__")).output).toContain("cancelled");
   });
 
+  test("an idle session's servers are closed by the sweep and connected again at its next task", async () => {
+    const id = await profile({ mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__everything__echo", input: { message: "one" } }] }, { text: "ok" });
+    const first = await submit(t, user, { profile_id: id, prompt: "one" });
+    expect((await waitTask(t, user, first.task_id)).status).toBe("completed");
+    const mcp = t.app.services.mcp;
+    expect(await mcp.sweep(60_000)).toBe(0);
+    const open = mcp.size;
+    expect(await mcp.sweep(0, Date.now() + 1)).toBe(open);
+    expect(mcp.size).toBe(0);
+    const deletes = http.requests.filter((r) => r.method === "DELETE").length;
+    expect(deletes).toBeGreaterThan(0);
+    mock.enqueue({ toolCalls: [{ name: "mcp__everything__echo", input: { message: "two" } }] }, { text: "ok" });
+    const second = await submit(t, user, { session_id: first.session_id, prompt: "two" });
+    expect((await waitTask(t, user, second.task_id)).status).toBe("completed");
+    expect(lastToolResults(mock.requests[3]!.body)[0]!.content).toBe("Echo: two");
+  });
+
   test("a wrong bearer: the server is reported as a failed step, the task still completes without its tools", async () => {
     expect((await api(t, "PUT", "/v1/secrets/MCP_WRONG", user.bearer, { value: "Bearer nope" })).status).toBe(204);
     const id = await profile({ mcp_servers: [{ name: "locked", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_WRONG" } } }] });

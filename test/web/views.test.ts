@@ -345,20 +345,20 @@ describe("/profiles", () => {
       await page.click("button:has-text('Add MCP server')");
       await server(1).getByLabel("Name", { exact: true }).fill("tracker");
       await server(1).getByLabel("Transport").selectOption("http");
-      await server(1).getByLabel("URL").fill(mcpUrl);
+      await server(1).getByLabel("URL", { exact: true }).fill(mcpUrl);
       await server(1).getByLabel("Timeout per call (ms)").fill("30000");
       await server(1).getByRole("button", { name: "Add header to MCP server 1" }).click();
-      await server(1).getByLabel("Name of header 1").fill("Authorization");
-      await server(1).getByLabel("Kind of header 1").selectOption("secret");
-      await server(1).getByLabel("Secret name of header 1").fill("MCP_TOKEN");
+      await server(1).getByLabel("Name of header 1 of MCP server 1", { exact: true }).fill("Authorization");
+      await server(1).getByLabel("Kind of header 1 of MCP server 1", { exact: true }).selectOption("secret");
+      await server(1).getByLabel("Secret name of header 1 of MCP server 1", { exact: true }).fill("MCP_TOKEN");
       // A stdio server: its arguments one per line.
       await page.click("button:has-text('Add MCP server')");
       await server(2).getByLabel("Name", { exact: true }).fill("files");
-      await server(2).getByLabel("Command").fill("npx");
+      await server(2).getByLabel("Command", { exact: true }).fill("npx");
       await server(2).getByLabel("Arguments (one per line)").fill("-y\n@modelcontextprotocol/server-filesystem\n\n/workspace");
       await page.fill("#pf-allowed_tools", "mcp__tracker__*, !mcp__tracker__delete_* mcp__files__read_file");
       await page.click("button:has-text('Add repository')");
-      await repo.getByLabel("URL").fill(repoUrl);
+      await repo.getByLabel("URL", { exact: true }).fill(repoUrl);
       await repo.getByLabel("Branch, tag or commit").fill("main");
       await repo.getByLabel("Directory under /workspace").fill("widgets");
       await repo.getByLabel("Credential secret").fill("GIT_TOKEN");
@@ -378,21 +378,21 @@ describe("/profiles", () => {
       await edit();
       expect(await server(1).getByLabel("Name", { exact: true }).inputValue()).toBe("tracker");
       expect(await server(1).getByLabel("Transport").inputValue()).toBe("http");
-      expect(await server(1).getByLabel("URL").inputValue()).toBe(mcpUrl);
-      expect(await server(1).getByLabel("Name of header 1").inputValue()).toBe("Authorization");
-      expect(await server(1).getByLabel("Kind of header 1").inputValue()).toBe("secret");
-      expect(await server(1).getByLabel("Secret name of header 1").inputValue()).toBe("MCP_TOKEN");
+      expect(await server(1).getByLabel("URL", { exact: true }).inputValue()).toBe(mcpUrl);
+      expect(await server(1).getByLabel("Name of header 1 of MCP server 1", { exact: true }).inputValue()).toBe("Authorization");
+      expect(await server(1).getByLabel("Kind of header 1 of MCP server 1", { exact: true }).inputValue()).toBe("secret");
+      expect(await server(1).getByLabel("Secret name of header 1 of MCP server 1", { exact: true }).inputValue()).toBe("MCP_TOKEN");
       expect(await server(2).getByLabel("Transport").inputValue()).toBe("stdio");
       expect(await server(2).getByLabel("Arguments (one per line)").inputValue()).toBe("-y\n@modelcontextprotocol/server-filesystem\n/workspace");
       expect(await page.inputValue("#pf-allowed_tools")).toBe("mcp__tracker__*, !mcp__tracker__delete_*, mcp__files__read_file");
-      expect(await repo.getByLabel("URL").inputValue()).toBe(repoUrl);
+      expect(await repo.getByLabel("URL", { exact: true }).inputValue()).toBe(repoUrl);
       expect(await repo.getByLabel("Credential secret").inputValue()).toBe("GIT_TOKEN");
       expect(await repo.getByLabel("History depth (0: full)").inputValue()).toBe("0");
       await page.click("button:has-text('Save changes')");
       await page.waitForSelector("form [role=status]:has-text('No changes to save.')");
 
       // A URL the server refuses (not http or https): its message is shown next to that server's URL, which gets the focus.
-      await server(1).getByLabel("URL").fill("ftp://x");
+      await server(1).getByLabel("URL", { exact: true }).fill("ftp://x");
       await page.click("button:has-text('Save changes')");
       const err = page.locator("[id='pf-mcp_servers[0].url-err']");
       await err.waitFor();
@@ -404,7 +404,7 @@ describe("/profiles", () => {
       expect((await api(t, "GET", `/v1/profiles/${id}`, user.bearer)).body.mcp_servers[0].url).toBe(mcpUrl);
 
       // Removing the stdio server and the repository replaces both lists as a whole.
-      await server(1).getByLabel("URL").fill(mcpUrl);
+      await server(1).getByLabel("URL", { exact: true }).fill(mcpUrl);
       await page.click("button[aria-label='Remove MCP server 2 (files)']");
       await page.click("button[aria-label='Remove repository 1']");
       await page.click("button:has-text('Save changes')");

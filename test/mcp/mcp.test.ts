@@ -11,6 +11,7 @@ import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
 import { EVERYTHING_IN_IMAGE, type HttpMcpServer, MCP_IMAGE, startEverythingHttp } from "../helpers/mcp-server.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
+import { startMockOpenAI } from "../helpers/mock-openai.ts";
 import { waitFor } from "../helpers/net.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 
@@ -80,6 +81,25 @@ describe("streamable HTTP", () => {
     expect(inside).not.toContain(http.token);
     const inspect = Bun.spawnSync(["docker", "inspect", row.docker_id!]).stdout.toString();
     expect(inspect).not.toContain(http.token);
+  });
+
+  test("the same through an OpenAI-format model: the tools are offered as functions", async () => {
+    const oai = startMockOpenAI();
+    try {
+      const id = await profile({
+        model: { provider: "openai", name: "gpt-4o-mini", base_url: oai.url },
+        mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }],
+      });
+      oai.enqueue({ toolCalls: [{ name: "mcp__everything__get-sum", input: { a: 20, b: 22 } }] }, { text: "42" });
+      const { task_id } = await submit(t, user, { profile_id: id, prompt: "add" });
+      expect((await waitTask(t, user, task_id)).status).toBe("completed");
+      const fn = oai.requests[0]!.body.tools.find((x: any) => x.function.name === "mcp__everything__get-sum");
+      expect(fn.function.parameters.type).toBe("object");
+      const tool = oai.requests[1]!.body.messages.find((m: any) => m.role === "tool");
+      expect(String(tool.content)).toContain("42");
+    } finally {
+      await oai.stop();
+    }
   });
 
   test("an image result is stored in the workspace and linked with a signed URL", async () => {

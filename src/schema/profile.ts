@@ -156,7 +156,7 @@ export const REPOSITORIES_MAX = 20;
 export const Repository = T.Object(
   {
     url: T.String({ minLength: 1, maxLength: BASE_URL_MAX, description: "https:// or ssh:// (or scp-style git@host:path) URL, without credentials" }),
-    ref: T.Optional(T.String({ minLength: 1, maxLength: 255, pattern: "^[A-Za-z0-9._/@+-]+$", description: "Branch, tag or commit (default: the remote's default branch)" })),
+    ref: T.Optional(T.String({ minLength: 1, maxLength: 255, pattern: "^[A-Za-z0-9._/@+-]+$", description: "Branch, tag or commit (default: the remote's default branch)", "x-hint": "a branch, tag or commit SHA: letters, digits and . _ / @ + -" })),
     path: T.Optional(T.String({ minLength: 1, maxLength: 255, pattern: "^[^\\x00]*$", description: "Directory under /workspace (default: the repository's name)" })),
     credential_secret: T.Optional(T.String({ ...SecretName, description: "Vault secret with the token (or user:token; an ssh private key for ssh URLs), used by runcell's side only" })),
     depth: T.Optional(T.Integer({ minimum: 0, maximum: 1_000_000, description: "History depth (default 1: shallow; 0: the full history)" })),

@@ -129,6 +129,37 @@ const VIEWS: View[] = [
     },
   },
   { name: "profiles", who: "user", path: () => "/profiles", ready: (p) => p.waitForSelector("table td:has-text('test anthropic')") },
+  {
+    // The edit form with a row of every list (env, a stdio and an http MCP server, a header, a
+    // repository) and a server error next to an MCP server's URL (nothing is saved).
+    name: "profile-edit",
+    who: "user",
+    path: () => "/profiles",
+    allow: [/^Failed to load resource: the server responded with a status of 400\b/],
+    ready: async (p) => {
+      await p.click("button[aria-label='Edit test anthropic']");
+      await p.click("button:has-text('Add variable')");
+      await p.getByLabel("Name of variable 1", { exact: true }).fill("LOG_LEVEL");
+      await p.click("button:has-text('Add MCP server')");
+      await p.click("button:has-text('Add MCP server')");
+      const stdio = p.getByRole("group", { name: "MCP server 1", exact: true });
+      await stdio.getByLabel("Name", { exact: true }).fill("files");
+      await stdio.getByLabel("Command", { exact: true }).fill("npx");
+      const http = p.getByRole("group", { name: "MCP server 2", exact: true });
+      await http.getByLabel("Name", { exact: true }).fill("tracker");
+      await http.getByLabel("Transport").selectOption("http");
+      await http.getByLabel("URL", { exact: true }).fill("ftp://x");
+      await http.getByRole("button", { name: "Add header to MCP server 2" }).click();
+      await http.getByLabel("Name of header 1 of MCP server 2", { exact: true }).fill("Authorization");
+      await http.getByLabel("Kind of header 1 of MCP server 2").selectOption("secret");
+      await http.getByLabel("Secret name of header 1 of MCP server 2", { exact: true }).fill("GITHUB_TOKEN");
+      await p.fill("#pf-allowed_tools", "mcp__tracker__*");
+      await p.click("button:has-text('Add repository')");
+      await p.getByRole("group", { name: "Repository 1", exact: true }).getByLabel("URL", { exact: true }).fill("https://github.com/acme/widgets.git");
+      await p.click("button:has-text('Save changes')");
+      await p.waitForSelector("[id='pf-mcp_servers[1].url-err']");
+    },
+  },
   { name: "playbooks", who: "user", path: () => "/playbooks", ready: (p) => p.waitForSelector("table a:has-text('Nightly check')") },
   { name: "playbook-detail", who: "user", path: () => `/playbooks/${playbookId}`, ready: (p) => p.waitForSelector("[data-testid=trigger-url]") },
   { name: "workspaces", who: "user", path: () => "/workspaces", ready: (p) => p.waitForSelector(`table a[href='/workspaces/${workspaceId}']`) },

@@ -7,8 +7,9 @@
  *   typed straight into the composer starts a session and streams its answer, rendered as markdown
  *   (heading, list, table, code with a working copy button, links opening in a new tab) while raw
  *   HTML in model output stays text; tokens and cost per turn and for the session;
- * - tool cards (name, input, output, duration; a failing tool's error), questions answered with an
- *   option button and with free text (then disabled);
+ * - tool cards (name, input, output, duration; a failing tool's error), the platform's setup steps
+ *   in words (a clone, an MCP server that failed to start), an MCP tool call; questions answered
+ *   with an option button and with free text (then disabled);
  * - cancel during a turn, a failed task's code and message, a multi-chain run's `turn.continuing` marker;
  * - a reload mid-stream and a dropped connection: the answer ends up exactly once, and every text
  *   seen on the way was a prefix of it (no duplicated or missing text);
@@ -323,6 +324,46 @@ describe("tools and questions", () => {
     expectClean(problems);
     await closePages();
   }, 90_000);
+
+  test("the platform's setup steps read as words (a repository cloned, an MCP server that failed to start); an MCP tool call shows its name and input", async () => {
+    // Frames as src/agents/run-setup.ts and the loop publish them, written through the hub.
+    const s = t.app.services;
+    const profileId = (await api(t, "GET", "/v1/profiles", user.bearer)).body.data[0].id as string;
+    const session = s.agentSessions.create(user.id, profileId, "Setup steps");
+    const task = s.tasks.create({ userId: user.id, sessionId: session.id, profileId, prompt: "Fix the widget bug", maxTurns: 10, maxBudgetUsd: 5 });
+    const publish = (f: Parameters<typeof s.hub.publish>[1]) => s.hub.publish(session.id, f);
+    const pair = (tool: string, id: string, input: Record<string, unknown>, output: string, isError = false) => {
+      publish({ type: "task:tool_use", task_id: task.id, tool, tool_use_id: id, input });
+      publish({ type: "task:tool_result", task_id: task.id, tool, tool_use_id: id, output, is_error: isError });
+    };
+    const url = "https://git.example.com/acme/widgets.git";
+    pair("GitClone", "setup_0123456789abcdef01234567", { url, ref: "main", path: "/workspace/widgets" }, `Cloned ${url} (main) into /workspace/widgets at 0123abc (0.1 MiB in 0.2 s)`);
+    pair("mcp__tracker", "setup_89abcdef0123456789abcdef", { server: "tracker" }, 'MCP server "tracker" could not start or list its tools: connection refused. Its tools are not available in this task.', true);
+    pair("mcp__files__read_file", "toolu_mcp_1", { path: "/workspace/widgets/README.md" }, "# Widgets");
+    publish({ type: "turn.done", task_id: task.id, result_text: "Read the README.", input_tokens: 100, output_tokens: 10, cost_usd: 0.0005 });
+    publish({ type: "task:done", task_id: task.id, status: "completed" });
+    s.tasks.update(task.id, { status: "completed", result_text: "Read the README.", input_tokens: 100, output_tokens: 10, cost_usd: 0.0005, turns: 1, started_at: Date.now(), finished_at: Date.now() });
+    s.eventLog.flush();
+
+    const { page: p, problems } = await page(user);
+    await p.goto(`${t.url}/sessions/${session.id}`);
+    const turn = lastTurn(p);
+    await turn.getByText("Read the README.").waitFor({ timeout: 30_000 });
+    const card = (text: string) => turn.getByRole("group").filter({ has: p.locator("summary", { hasText: text }) });
+    const clone = card("Cloning");
+    expect(norm((await clone.locator("summary").textContent())!)).toBe(`Cloning ${url} (main) into /workspace/widgetsdone`);
+    const mcp = card("Starting MCP server");
+    expect(norm((await mcp.locator("summary").textContent())!)).toBe("Starting MCP server trackererror");
+    expect(await mcp.getAttribute("class")).toContain("failed");
+    await mcp.locator("summary").click();
+    await mcp.getByRole("heading", { name: "Error" }).waitFor();
+    expect(await mcp.locator("pre").nth(1).textContent()).toContain("connection refused");
+    const call = card("mcp__files__read_file");
+    expect(norm((await call.locator("summary").textContent())!)).toBe('mcp__files__read_file {"path":"/workspace/widgets/README.md"}done');
+    await screenshots(p, "chat-setup", ["light", "phone"]);
+    expectClean(problems);
+    await closePages();
+  }, 60_000);
 
   test("a question answered by clicking an option, then one answered with free text; each card is disabled once answered", async () => {
     const { page: p, problems } = await page(user);

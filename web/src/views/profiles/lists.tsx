@@ -193,8 +193,8 @@ export function McpFields({ f, rows, allowed, onChange, onAllowed }: { f: FieldE
                   <Field f={f} name={`${field}.transport`} label="Transport">
                     {(a) => (
                       <select {...a} value={s.transport} onChange={(e) => set({ transport: e.currentTarget.value as McpRow["transport"] })}>
-                        <option value="stdio">stdio (command in the workspace)</option>
-                        <option value="http">http (streamable HTTP URL)</option>
+                        <option value="stdio">stdio (a command)</option>
+                        <option value="http">http (a URL)</option>
                       </select>
                     )}
                   </Field>

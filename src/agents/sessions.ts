@@ -2,6 +2,7 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
+import { preparedInsert } from "../db/prepared.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { ACTIVE_TASK_STATUSES, type RepositoryConfig, type SessionRow, sessions, tasks, workspaces } from "../db/schema.ts";
 import type { EventLog } from "../events/log.ts";
@@ -19,6 +20,8 @@ export const titleFrom = (prompt: string) => {
 
 export class AgentSessions {
   private byIdStmt;
+  /** Prepared once (a new session on every session.start); runs inside the caller's transaction (one connection). */
+  private insertRow;
 
   constructor(
     private db: DB,
@@ -26,12 +29,13 @@ export class AgentSessions {
     private log: EventLog,
   ) {
     this.byIdStmt = db.select().from(sessions).where(eq(sessions.id, sql.placeholder("id"))).prepare();
+    this.insertRow = preparedInsert(db, sessions);
   }
 
   create(userId: string, profileId: string, title: string | null, db: DB = this.db, repositories: RepositoryConfig[] | null = null): SessionRow {
     const now = this.now();
     const row: SessionRow = { id: newId("session"), user_id: userId, profile_id: profileId, title, input_tokens: 0, output_tokens: 0, cost_usd: 0, seq_reserved: 0, repositories, created_at: now, updated_at: now };
-    db.insert(sessions).values(row).run();
+    this.insertRow(row);
     return row;
   }
 

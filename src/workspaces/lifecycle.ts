@@ -89,8 +89,9 @@ export class Lifecycle {
 
   /**
    * A warm-pool member becomes the session's workspace: its row is inserted running (the
-   * concurrency rule decides here, as for a new container), the container is checked alive and
-   * renamed `runcell-<ctr id>` in the background. A member that died meanwhile is replaced by a new container on its volume.
+   * concurrency rule decides here, as for a new container); behind session.ready the container
+   * is checked alive and renamed `runcell-<ctr id>`, or, if it died in the pool, replaced by a new
+   * container on its volume.
    */
   private async takeMember(m: PoolMember, input: { userId: string; sessionId: string; profile: ProfileRow }): Promise<WorkspaceRow> {
     const now = this.d.now();
@@ -125,20 +126,25 @@ export class Lifecycle {
       this.d.pool.giveBack(m);
       return this.ensureRunning(input.sessionId);
     }
-    return this.d.locks.run(m.ctrId, async () => {
-      const c = this.container(m.dockerId);
-      const st = await isRunning(c).catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
-      if (st.running) {
-        // The rename is cosmetic (the row holds the Docker id): it runs behind session.ready.
-        void c.rename({ name: `runcell-${m.ctrId}` }).catch((e: unknown) => this.d.log.warn("could not rename a warm-pool container", { workspace: m.ctrId, error: dockerMessage(e) }));
-        this.d.log.info("workspace taken from the warm pool", { workspace: m.ctrId, session: input.sessionId, profile: input.profile.id });
-        return this.d.store.byId(m.ctrId)!;
-      }
-      this.d.log.warn("a warm-pool container was not running; creating the workspace anew on its volume", { workspace: m.ctrId, detail: st.detail });
-      await c.remove({ force: true }).catch(() => {});
-      const row = this.d.store.update(m.ctrId, { docker_id: null, status: "starting" })!;
-      return this.provision(row);
-    });
+    // session.ready waits on nothing here: the member is checked and renamed behind it, under the
+    // workspace's lock, which the session's first exec waits for (Workspaces.runningRow).
+    void this.d.locks
+      .run(m.ctrId, async () => {
+        const c = this.container(m.dockerId);
+        const st = await isRunning(c).catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
+        if (st.running) {
+          // Cosmetic (the row holds the Docker id).
+          await c.rename({ name: `runcell-${m.ctrId}` }).catch((e: unknown) => this.d.log.warn("could not rename a warm-pool container", { workspace: m.ctrId, error: dockerMessage(e) }));
+          return;
+        }
+        this.d.log.warn("a warm-pool container was not running; creating the workspace anew on its volume", { workspace: m.ctrId, detail: st.detail });
+        await c.remove({ force: true }).catch(() => {});
+        const row = this.d.store.update(m.ctrId, { docker_id: null, status: "starting" });
+        if (row) await this.provision(row);
+      })
+      .catch((e: unknown) => this.d.log.warn("a warm-pool container could not be replaced", { workspace: m.ctrId, error: e instanceof Error ? e.message : String(e) }));
+    this.d.log.info("workspace taken from the warm pool", { workspace: m.ctrId, session: input.sessionId, profile: input.profile.id });
+    return reserved.row;
   }
 
   async ensureRunning(sessionId: string): Promise<WorkspaceRow> {

@@ -17,6 +17,11 @@ export class KeyedMutex {
     }
   }
 
+  /** Settles once every operation on `key` queued so far has finished (without taking the lock). */
+  async idle(key: string): Promise<void> {
+    for (let tail = this.tails.get(key); tail; tail = this.tails.get(key)) await tail;
+  }
+
   /** True while an operation on `key` runs or waits. */
   busy(key: string): boolean {
     return this.tails.has(key);

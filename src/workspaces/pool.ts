@@ -34,6 +34,13 @@ import { LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, LABEL_WORKSPACE } from "./s
 export const MIN_AVAILABLE_MB = 512;
 /** After a member failed to start, the profile's pool waits this long before trying again. */
 export const RETRY_AFTER_MS = 30_000;
+/**
+ * A take's refill waits until the burst of takes is over (this long after the last one, at most
+ * REFILL_MAX_DELAY_MS after the first): the refill's container creations would otherwise keep the
+ * engine busy while the takes wait for its answers.
+ */
+export const REFILL_DELAY_MS = 200;
+export const REFILL_MAX_DELAY_MS = 1000;
 
 export interface PoolMember {
   /** The workspace id the member becomes (`ctr_…`): its volume and labels are named after it. */
@@ -103,6 +110,8 @@ export class WarmPool {
   private pending = new Set<string>();
   private filling = new Set<string>();
   private again = new Set<string>();
+  /** Refills due after a burst of takes: the timer, and when the burst's first take was. */
+  private soon = new Map<string, { timer: Timer; first: number }>();
   private closed = false;
 
   constructor(private d: PoolDeps) {}
@@ -168,9 +177,22 @@ export class WarmPool {
     const i = p ? p.ready.findIndex((m) => m.key === key) : -1;
     const member = i >= 0 ? p!.ready.splice(i, 1)[0]! : null;
     this.d.metrics?.poolTake(member !== null);
-    // Deferred: a member given back in the same turn (the session had no room) needs no replacement.
-    queueMicrotask(() => this.refill(profile.id));
+    // Deferred: a member given back meanwhile (the session had no room) needs no replacement.
+    this.refillSoon(profile.id);
     return member;
+  }
+
+  private refillSoon(profileId: string) {
+    const now = Date.now();
+    const due = this.soon.get(profileId);
+    if (due) clearTimeout(due.timer);
+    const first = due?.first ?? now;
+    const run = () => {
+      this.soon.delete(profileId);
+      this.refill(profileId);
+    };
+    if (now - first >= REFILL_MAX_DELAY_MS) return run();
+    this.soon.set(profileId, { first, timer: setTimeout(run, Math.min(REFILL_DELAY_MS, REFILL_MAX_DELAY_MS - (now - first))) });
   }
 
   /** A member the session could not use after all (no room, or the session had a workspace): back to the pool, or removed. */
@@ -367,5 +389,7 @@ export class WarmPool {
   /** Stops refilling (members stay running: the next start adopts them). */
   stop() {
     this.closed = true;
+    for (const due of this.soon.values()) clearTimeout(due.timer);
+    this.soon.clear();
   }
 }

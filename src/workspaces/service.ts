@@ -285,7 +285,12 @@ export class Workspaces {
   }
 
   private async runningRow(sessionId: string): Promise<WorkspaceRow> {
-    const row = this.store.bySession(sessionId);
+    let row = this.store.bySession(sessionId);
+    // A lifecycle operation on it (a warm-pool member's check behind session.ready, a stop) first.
+    if (row && this.locks.busy(row.id)) {
+      await this.locks.idle(row.id);
+      row = this.store.bySession(sessionId);
+    }
     if (!row) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
     return row.status === "running" && row.docker_id ? row : this.ensureRunning(sessionId);
   }

@@ -7,6 +7,7 @@
 import { and, count, desc, eq, gt, inArray, lt, ne, sql, type SQL } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
+import { preparedInsert } from "../db/prepared.ts";
 import { ACTIVE_WORKSPACE_STATUSES, type NewWorkspaceRow, profiles, sessions, type WorkspaceRow, workspaces, type WorkspaceStatus } from "../db/schema.ts";
 import { AppError } from "../lib/errors.ts";
 
@@ -43,6 +44,10 @@ export class WorkspaceStore {
   private bySessionStmt;
   private byIdStmt;
   private touchStmt;
+  private insertRow;
+  /** Active workspaces of a profile / of a user, but `except` (an id, or "" for none): prepared once, they run on every start. */
+  private activeOfProfileStmt;
+  private activeOfUserStmt;
 
   constructor(
     private db: DB,
@@ -50,6 +55,15 @@ export class WorkspaceStore {
   ) {
     this.bySessionStmt = db.select().from(workspaces).where(eq(workspaces.session_id, sql.placeholder("sid"))).prepare();
     this.byIdStmt = db.select().from(workspaces).where(eq(workspaces.id, sql.placeholder("id"))).prepare();
+    this.insertRow = preparedInsert(db, workspaces);
+    const active = (column: typeof workspaces.profile_id | typeof workspaces.user_id) =>
+      db
+        .select({ n: count() })
+        .from(workspaces)
+        .where(and(eq(column, sql.placeholder("owner")), inArray(workspaces.status, ACTIVE), ne(workspaces.id, sql.placeholder("except"))))
+        .prepare();
+    this.activeOfProfileStmt = active(workspaces.profile_id);
+    this.activeOfUserStmt = active(workspaces.user_id);
     this.touchStmt = db
       .update(workspaces)
       .set({ last_active_at: sql`${sql.placeholder("at")}` })
@@ -69,14 +83,13 @@ export class WorkspaceStore {
     return this.db.select().from(workspaces).where(and(eq(workspaces.id, id), eq(workspaces.user_id, userId))).get() ?? null;
   }
 
-  private activeCount(tx: DB, profileId: string, except?: string): number {
-    const where = and(eq(workspaces.profile_id, profileId), inArray(workspaces.status, ACTIVE), except ? ne(workspaces.id, except) : undefined);
-    return tx.select({ n: count() }).from(workspaces).where(where).get()!.n;
+  // One connection: a statement prepared on `db` runs inside the caller's transaction.
+  private activeCount(_tx: DB, profileId: string, except?: string): number {
+    return this.activeOfProfileStmt.get({ owner: profileId, except: except ?? "" })!.n;
   }
 
-  private userActiveCount(tx: DB, userId: string, except?: string): number {
-    const where = and(eq(workspaces.user_id, userId), inArray(workspaces.status, ACTIVE), except ? ne(workspaces.id, except) : undefined);
-    return tx.select({ n: count() }).from(workspaces).where(where).get()!.n;
+  private userActiveCount(_tx: DB, userId: string, except?: string): number {
+    return this.activeOfUserStmt.get({ owner: userId, except: except ?? "" })!.n;
   }
 
   /** Throws CONCURRENCY_LIMIT when one more active workspace would exceed the profile's or the user's limit. */
@@ -101,14 +114,14 @@ export class WorkspaceStore {
   }
 
   /** Inserts a `starting` row, or throws CONCURRENCY_LIMIT; returns the session's row if one exists. */
-  reserveNew(row: NewWorkspaceRow, limits: RoomLimits): { row: WorkspaceRow; created: boolean } {
+  reserveNew(row: WorkspaceRow, limits: RoomLimits): { row: WorkspaceRow; created: boolean } {
     return this.db.transaction(
       (tx) => {
-        const existing = tx.select().from(workspaces).where(eq(workspaces.session_id, row.session_id)).get();
+        const existing = this.bySession(row.session_id);
         if (existing) return { row: existing, created: false };
         this.checkRoom(tx, row.profile_id, row.user_id, limits);
-        tx.insert(workspaces).values(row).run();
-        return { row: tx.select().from(workspaces).where(eq(workspaces.id, row.id)).get()!, created: true };
+        this.insertRow(row);
+        return { row: this.byId(row.id)!, created: true };
       },
       { behavior: "immediate" },
     );

@@ -89,8 +89,11 @@ describe("the warm pool", () => {
     expect(ms).toBeLessThan(500);
     expect(before).toContain(workspace.docker_id!);
     expect(workspace).toMatchObject({ status: "running", session_id: session.id, profile_id: p.id, name: `runcell-${workspace.id}` });
-    const info = await docker.getContainer(workspace.docker_id!).inspect();
-    expect(info.Name).toBe(`/runcell-${workspace.id}`);
+    // The rename is cosmetic and runs behind session.ready.
+    const info = await waitFor(async () => {
+      const i = await docker.getContainer(workspace.docker_id!).inspect();
+      return i.Name === `/runcell-${workspace.id}` ? i : undefined;
+    }, { timeoutMs: 10_000, what: "the rename" });
     expect(info.Config.Labels[LABEL_WORKSPACE]).toBe(workspace.id);
     const r = await t.app.services.workspaces.exec(session.id, { cmd: ["/bin/sh", "-c", 'echo "$POOL_TOKEN" > /workspace/t; cat /workspace/t | wc -c'] });
     expect(r.output.trim()).toBe(String(SECRET.length + 1));
@@ -102,6 +105,22 @@ describe("the warm pool", () => {
     // Deleting the session removes the taken container like any workspace.
     await t.app.services.sessionLifecycle.delete(user.id, session.id);
     expect(await gone(workspace.docker_id!)).toBe(true);
+    await t.app.services.profiles.delete(user.id, p.id);
+  });
+
+  test("a member that died in the pool is replaced at the session's first use, on the same volume", async () => {
+    const p = await createProfile(t, user, { warm_pool: 1 });
+    await full(t, p.id, 1);
+    const [member] = members(t, p.id);
+    await docker.getContainer(member!.dockerId).kill();
+    const { session, workspace } = await t.app.services.sessionLifecycle.start(user.id, p.id);
+    expect(workspace.docker_id).toBe(member!.dockerId);
+    const r = await t.app.services.workspaces.exec(session.id, { cmd: ["/bin/sh", "-c", "echo alive > /workspace/f; cat /workspace/f"] });
+    expect(r.output.trim()).toBe("alive");
+    const row = t.app.services.workspaces.forSession(session.id)!;
+    expect(row.status).toBe("running");
+    expect(row.volume).toBe(member!.volume);
+    await t.app.services.sessionLifecycle.delete(user.id, session.id);
     await t.app.services.profiles.delete(user.id, p.id);
   });
 

@@ -18,27 +18,17 @@ PKG_VERSION="$("$NODE" -e 'const p = require(process.argv[1]); process.stdout.wr
 GIT="$(readlink -f "$(command -v git || true)")"
 [ -x "$GIT" ] || { echo "git is not installed (apt-get install git)" >&2; exit 1; }
 GIT_VERSION="$("$GIT" --version)"
-HASH="$( { sha256sum < "$0"; echo "node $NODE_VERSION"; echo "$PKG@$PKG_VERSION"; echo "$GIT_VERSION"; } | sha256sum | cut -c1-16)"
+. "$DIR/scripts/lib/busybox-rootfs.sh"
+HASH="$( { cat "$0" "$DIR/scripts/lib/busybox-rootfs.sh" | sha256sum; echo "node $NODE_VERSION"; echo "$PKG@$PKG_VERSION"; echo "$GIT_VERSION"; } | sha256sum | cut -c1-16)"
 if [ "$(docker image inspect -f '{{index .Config.Labels "runcell.test-image"}}' "$IMAGE" 2>/dev/null || true)" = "$HASH" ]; then
   echo "test image $IMAGE is up to date (node $NODE_VERSION, $PKG@$PKG_VERSION)"
   exit 0
 fi
 OLD_ID="$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
-BUSYBOX="$(command -v busybox || true)"
-[ -n "$BUSYBOX" ] && file -L "$BUSYBOX" 2>/dev/null | grep -q "statically linked" || BUSYBOX=/bin/busybox
-[ -x "$BUSYBOX" ] || { echo "busybox-static is not installed (apt-get install busybox-static)" >&2; exit 1; }
 ROOT="$(mktemp -d)"
 NPM_DIR="$(mktemp -d)"
 trap 'rm -rf "$ROOT" "$NPM_DIR"' EXIT
-chmod 755 "$ROOT"
-mkdir -p "$ROOT"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,opt,tmp,workspace,etc,root,proc,sys,dev}
-chmod 1777 "$ROOT/tmp"
-cp "$BUSYBOX" "$ROOT/bin/busybox"
-for applet in $("$ROOT/bin/busybox" --list); do
-  [ "$applet" = "busybox" ] || ln -sf /bin/busybox "$ROOT/bin/$applet"
-done
-printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$ROOT/etc/passwd"
-printf 'root:x:0:\nnogroup:x:65534:\n' > "$ROOT/etc/group"
+busybox_rootfs "$ROOT"
 
 # A binary, then every library ldd lists (the `=> /path` ones and the loader's absolute path),
 # copied dereferenced to the same paths in the rootfs (/lib64 may be a symlink on the host).

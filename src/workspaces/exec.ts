@@ -34,7 +34,7 @@ export const DEFAULT_MAX_OUTPUT = 1024 * 1024;
 /** After the kill exec, how long to wait for the stream to end before giving up on it. */
 const KILL_GRACE_MS = 1500;
 
-export const WRAPPER = 'echo "$$"; exec "$@"';
+const WRAPPER = 'echo "$$"; exec "$@"';
 
 const KILL_TREE = `r=$1
 kill -STOP "$r" 2>/dev/null
@@ -79,16 +79,13 @@ export async function killTree(container: Docker.Container, pid: number): Promis
   });
 }
 
-export async function runExec(container: Docker.Container, opts: ExecOptions, onKillError?: (e: unknown) => void): Promise<ExecResult> {
-  const out = new CappedOutput(opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
-  const result = { exitCode: null as number | null, timedOut: false, cancelled: false };
-  if (opts.signal?.aborted) return { ...result, output: "", truncated: false, cancelled: true };
-
-  const withStdin = opts.stdin !== undefined;
-  let exec: Docker.Exec;
-  let stream: Duplex;
+/**
+ * Creates and starts the wrapped command (its pid comes first on stdout), stdout and stderr
+ * attached, stdin too when asked; ContainerNotRunning when the container is gone or stopped.
+ */
+export async function startExec(container: Docker.Container, opts: Pick<ExecOptions, "cmd" | "cwd" | "env">, withStdin: boolean): Promise<{ exec: Docker.Exec; stream: Duplex }> {
   try {
-    exec = await container.exec({
+    const exec = await container.exec({
       Cmd: ["/bin/sh", "-c", WRAPPER, "runcell-exec", ...opts.cmd],
       AttachStdin: withStdin,
       AttachStdout: true,
@@ -97,10 +94,20 @@ export async function runExec(container: Docker.Container, opts: ExecOptions, on
       WorkingDir: opts.cwd ?? WORKSPACE_ROOT,
       Env: opts.env ? Object.entries(opts.env).map(([k, v]) => `${k}=${v}`) : undefined,
     });
-    stream = (await exec.start({ hijack: withStdin, stdin: withStdin, Detach: false })) as unknown as Duplex;
+    const stream = (await exec.start({ hijack: withStdin, stdin: withStdin, Detach: false })) as unknown as Duplex;
+    return { exec, stream };
   } catch (e) {
     throw wrapDockerError(e);
   }
+}
+
+export async function runExec(container: Docker.Container, opts: ExecOptions, onKillError?: (e: unknown) => void): Promise<ExecResult> {
+  const out = new CappedOutput(opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
+  const result = { exitCode: null as number | null, timedOut: false, cancelled: false };
+  if (opts.signal?.aborted) return { ...result, output: "", truncated: false, cancelled: true };
+
+  const withStdin = opts.stdin !== undefined;
+  const { exec, stream } = await startExec(container, opts, withStdin);
 
   let pid: number | null = null;
   let pidText = "";

@@ -4,11 +4,8 @@
  * process exits or `kill` freezes and kills its tree.
  */
 import type Docker from "dockerode";
-import type { Duplex } from "node:stream";
-import { ContainerNotRunning, killTree, WRAPPER } from "./exec.ts";
-import { dockerMessage, dockerStatus } from "./docker.ts";
+import { killTree, startExec } from "./exec.ts";
 import { Demuxer } from "./output.ts";
-import { WORKSPACE_ROOT } from "./paths.ts";
 
 export interface ProcessOptions {
   cmd: string[];
@@ -29,22 +26,7 @@ export interface AttachedProcess {
 }
 
 export async function openProcess(container: Docker.Container, opts: ProcessOptions): Promise<AttachedProcess> {
-  let stream: Duplex;
-  try {
-    const exec = await container.exec({
-      Cmd: ["/bin/sh", "-c", WRAPPER, "runcell-exec", ...opts.cmd],
-      AttachStdin: true,
-      AttachStdout: true,
-      AttachStderr: true,
-      Tty: false,
-      WorkingDir: opts.cwd ?? WORKSPACE_ROOT,
-      Env: opts.env ? Object.entries(opts.env).map(([k, v]) => `${k}=${v}`) : undefined,
-    });
-    stream = (await exec.start({ hijack: true, stdin: true, Detach: false })) as unknown as Duplex;
-  } catch (e) {
-    const status = dockerStatus(e);
-    throw status === 404 || status === 409 ? new ContainerNotRunning(dockerMessage(e)) : e;
-  }
+  const { stream } = await startExec(container, opts, true);
   let pid: number | null = null;
   let pidText = "";
   let alive = true;

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
-import { lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
+import { createProfile, lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
 import { type GitServer, startGitServer } from "../helpers/git-server.ts";
 import { MCP_IMAGE } from "../helpers/mcp-server.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
@@ -21,21 +21,8 @@ let other: TestUser;
 let srv: GitServer;
 let repoUrl: string;
 
-const LIMITS = { max_turns: 10, max_budget_usd: 5, max_concurrency: 50, memory_mb: 256, cpus: 1, pids: 256 };
-
-async function profile(body: Record<string, unknown>): Promise<string> {
-  const r = await api(t, "POST", "/v1/profiles", user.bearer, {
-    name: "git",
-    model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url },
-    image: MCP_IMAGE,
-    network: "none",
-    tools: ["Bash"],
-    limits: LIMITS,
-    ...body,
-  });
-  expect(r.status, JSON.stringify(r.body)).toBe(201);
-  return r.body.id;
-}
+/** A profile on the test MCP image (node, git, the reference MCP server) with a scripted model; `body` adds its fields. */
+const profile = (body: Record<string, unknown>) => createProfile(t, user, { mock, tools: ["Bash"], image: MCP_IMAGE, limits: { memory_mb: 256, cpus: 1, pids: 256 }, extra: body });
 
 const docker = (...args: string[]) => Bun.spawnSync(["docker", ...args]).stdout.toString();
 

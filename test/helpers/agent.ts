@@ -15,6 +15,10 @@ export interface ProfileOptions {
   env?: Record<string, string | { secret: string }>;
   system_prompt?: string;
   pricing?: { input_per_mtok: number; output_per_mtok: number };
+  /** Default: the server's workspace image. */
+  image?: string;
+  /** Any other profile fields (mcp_servers, repositories…), applied last. */
+  extra?: Record<string, unknown>;
 }
 
 export async function createProfile(t: TestApp, user: TestUser, o: ProfileOptions): Promise<string> {
@@ -23,11 +27,12 @@ export async function createProfile(t: TestApp, user: TestUser, o: ProfileOption
     name: `test ${provider}`,
     system_prompt: o.system_prompt ?? "You are a test agent.",
     model: { provider, name: provider === "anthropic" ? "claude-sonnet-4-6" : "gpt-4o-mini", base_url: o.mock.url, ...(o.pricing ? { pricing: o.pricing } : {}) },
-    image: t.config.workspaceImage,
+    image: o.image ?? t.config.workspaceImage,
     network: "none",
     ...(o.tools ? { tools: o.tools } : {}),
     ...(o.env ? { env: o.env } : {}),
     limits: { max_turns: 10, max_budget_usd: 5, max_concurrency: 50, memory_mb: 256, cpus: 0.5, pids: 128, ...(o.limits ?? {}) },
+    ...o.extra,
   });
   expect(r.status, JSON.stringify(r.body)).toBe(201);
   return r.body.id as string;

@@ -128,7 +128,6 @@ export function urlForAddress(url: URL, a: ResolvedAddress): string {
  * Redirects are never followed.
  */
 export function guardedFetch(net: NetworkPolicy, opts: { ca?: string } = {}): typeof fetch {
-  const NOT_CONNECTED = /refused|unreach|EADDRNOTAVAIL/i;
   const f = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
     const req = input instanceof Request ? input : null;
     const url = new URL(req ? req.url : String(input));
@@ -139,14 +138,25 @@ export function guardedFetch(net: NetworkPolicy, opts: { ca?: string } = {}): ty
     const host = bareHost(url);
     const tls = url.protocol === "https:" && !isIpLiteral(host) ? { serverName: host, ...(opts.ca ? { ca: opts.ca } : {}) } : opts.ca ? { ca: opts.ca } : undefined;
     const body = init.body ?? (req && req.body ? await req.arrayBuffer() : undefined);
-    for (let i = 0; ; i++) {
-      try {
-        return await fetch(urlForAddress(url, addrs[i]!), { ...init, method: init.method ?? req?.method, body, headers, redirect: "manual", ...(tls ? { tls } : {}) } as RequestInit);
-      } catch (e) {
-        const code = String((e as { code?: string }).code ?? "");
-        if (i + 1 >= addrs.length || init.signal?.aborted || !NOT_CONNECTED.test(code)) throw e;
-      }
-    }
+    return fetchFirst(
+      addrs.map((a) => urlForAddress(url, a)),
+      { ...init, method: init.method ?? req?.method, body, headers, redirect: "manual", ...(tls ? { tls } : {}) } as RequestInit,
+    );
   };
   return f as typeof fetch;
+}
+
+/** Errors that prove nothing was sent: the next address may be tried. */
+const NOT_CONNECTED = /refused|unreach|EADDRNOTAVAIL/i;
+
+/** Fetches the first of `targets` (one URL per checked address, in order) that accepts a connection. */
+export async function fetchFirst(targets: string[], init: RequestInit): Promise<Response> {
+  for (let i = 0; ; i++) {
+    try {
+      return await fetch(targets[i]!, init);
+    } catch (e) {
+      const code = String((e as { code?: string }).code ?? "");
+      if (i + 1 >= targets.length || init.signal?.aborted || !NOT_CONNECTED.test(code)) throw e;
+    }
+  }
 }

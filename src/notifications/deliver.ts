@@ -8,7 +8,7 @@
  * any other 4xx, a 3xx, or a refused address is `fail` (retrying cannot help); `aborted` means
  * our own shutdown cut the attempt short.
  */
-import { bareHost, BlockedAddressError, checkedAddresses, type NetworkPolicy, ResolveError, urlForAddress } from "../lib/ssrf.ts";
+import { bareHost, BlockedAddressError, checkedAddresses, fetchFirst, type NetworkPolicy, ResolveError, urlForAddress } from "../lib/ssrf.ts";
 import { isIpLiteral } from "../lib/ip.ts";
 
 export type Outcome =
@@ -62,21 +62,6 @@ function networkError(e: unknown): string {
   return `network error: ${code}`;
 }
 
-/** Errors that prove nothing was sent: the next address may be tried. */
-const NOT_CONNECTED = /refused|unreach|EADDRNOTAVAIL/i;
-
-/** POSTs to the first address that accepts a connection. */
-async function send(targets: string[], init: RequestInit & { tls?: { serverName?: string; ca?: string } }): Promise<Response> {
-  for (let i = 0; ; i++) {
-    try {
-      return await fetch(targets[i]!, init);
-    } catch (e) {
-      const code = String((e as { code?: string }).code ?? "");
-      if (i + 1 >= targets.length || init.signal?.aborted || !NOT_CONNECTED.test(code)) throw e;
-    }
-  }
-}
-
 export async function attempt(req: AttemptRequest, opts: AttemptOptions): Promise<Outcome> {
   const url = typeof req.url === "string" ? new URL(req.url) : req.url;
   // One controller for both the attempt's deadline and the worker's shutdown.
@@ -100,7 +85,7 @@ export async function attempt(req: AttemptRequest, opts: AttemptOptions): Promis
       const host = bareHost(url);
       if (url.protocol === "https:" && !isIpLiteral(host)) serverName = host;
     }
-    const res = await send(targets, { method: "POST", body: req.body, headers, redirect: "manual", signal, tls: serverName || opts.ca ? { serverName, ca: opts.ca } : undefined });
+    const res = await fetchFirst(targets, { method: "POST", body: req.body, headers, redirect: "manual", signal, tls: serverName || opts.ca ? { serverName, ca: opts.ca } : undefined } as RequestInit);
     const status = res.status;
     if (status >= 200 && status < 300) {
       // Drain a small body so the connection goes back to the pool; cut a large one short.

@@ -15,7 +15,7 @@ import { chmodSync, createReadStream, existsSync, mkdirSync, mkdtempSync, readdi
 import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
-import { NewerDatabaseError, type SchemaInfo, schemaInfo, type SchemaWriter } from "../db/migrate.ts";
+import { NewerDatabaseError, type SchemaInfo, schemaInfo, schemaInfoOfFile, type SchemaWriter } from "../db/migrate.ts";
 import { KEY_FILE } from "../lib/sealer.ts";
 import { writeTarGz, type TarSource } from "../lib/tar.ts";
 import { COMMIT, VERSION } from "../version.ts";
@@ -285,16 +285,8 @@ export const DAILY_PATTERN = /^runcell-backup-(\d{8}T\d{9}Z)\.tar\.gz$/;
  * Returns the backup's path, or null when there was nothing to migrate (or no database yet).
  */
 export async function upgradeGuard(dataDir: string, report: Progress = () => {}): Promise<{ backup: string | null; info: SchemaInfo | null }> {
-  const path = join(dataDir, DB_FILE);
-  if (!existsSync(path)) return { backup: null, info: null };
-  const db = new Database(path, { readonly: true });
-  let info: SchemaInfo;
-  try {
-    db.exec("PRAGMA busy_timeout = 5000");
-    info = schemaInfo(db);
-  } finally {
-    db.close();
-  }
+  const info = schemaInfoOfFile(join(dataDir, DB_FILE));
+  if (!info) return { backup: null, info: null };
   if (info.state === "newer") throw new NewerDatabaseError(info.unknown[0]!, info.schema!, info.writer, info.binarySchema);
   if (info.state !== "older") return { backup: null, info };
   const dir = join(dataDir, BACKUPS_DIR);

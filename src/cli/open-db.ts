@@ -9,13 +9,11 @@
  * a migrate or restore), the command refuses, having changed nothing. A database written by a newer
  * runcell is refused (NewerDatabaseError), untouched.
  */
-import { Database } from "bun:sqlite";
-import { existsSync } from "node:fs";
 import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/client.ts";
 import { prepareDataDir } from "../db/data-dir.ts";
 import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from "../db/lock.ts";
-import { BINARY_SCHEMA, migrate, NewerDatabaseError, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
+import { BINARY_SCHEMA, migrate, NewerDatabaseError, schemaInfo, schemaInfoOfFile } from "../db/migrate.ts";
 import { VERSION } from "../version.ts";
 import { upgradeGuard } from "./backup.ts";
 
@@ -24,18 +22,6 @@ export class OpenDataDirError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "OpenDataDirError";
-  }
-}
-
-/** The database's schema against this binary's, read-only (null: no database file yet). */
-function readSchema(path: string): SchemaInfo | null {
-  if (!existsSync(path)) return null;
-  const db = new Database(path, { readonly: true });
-  try {
-    db.exec("PRAGMA busy_timeout = 5000");
-    return schemaInfo(db);
-  } finally {
-    db.close();
   }
 }
 
@@ -48,7 +34,7 @@ function readSchema(path: string): SchemaInfo | null {
 export async function openDataDir(config: Config, opts: { command?: string; report?: (line: string) => void } = {}): Promise<DatabaseHandle> {
   const report = opts.report ?? ((line: string) => process.stderr.write(line + "\n"));
   const path = prepareDataDir(config.dataDir);
-  const info = readSchema(path);
+  const info = schemaInfoOfFile(path);
   if (info?.state === "newer") throw new NewerDatabaseError(info.unknown[0]!, info.schema!, info.writer, info.binarySchema);
   if (info?.state === "current") return openCurrent(path);
 

@@ -1,4 +1,5 @@
-import type { Database } from "bun:sqlite";
+import { Database } from "bun:sqlite";
+import { existsSync } from "node:fs";
 import { sha256Hex } from "../lib/crypto.ts";
 import { COMMIT, VERSION } from "../version.ts";
 import { type Migration, MIGRATIONS } from "./migrations.ts";
@@ -93,6 +94,18 @@ export interface SchemaInfo {
 }
 
 /** The database's schema compared with this binary's, without writing anything (never throws for a newer one). */
+/** A database file's schema against this binary's, read-only (null: no database file yet). */
+export function schemaInfoOfFile(path: string): SchemaInfo | null {
+  if (!existsSync(path)) return null;
+  const db = new Database(path, { readonly: true });
+  try {
+    db.exec("PRAGMA busy_timeout = 5000");
+    return schemaInfo(db);
+  } finally {
+    db.close();
+  }
+}
+
 export function schemaInfo(sqlite: Database, migrations: Migration[] = MIGRATIONS): SchemaInfo {
   const applied = appliedTags(sqlite);
   const known = migrations.map((m) => m.tag);

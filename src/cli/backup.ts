@@ -27,9 +27,9 @@ export const BACKUPS_DIR = "backups";
 export const BACKUP_FORMAT = "runcell-backup";
 export const BACKUP_FORMAT_VERSION = 1;
 /** Pre-migration backups kept in <data dir>/backups. */
-export const KEEP_PRE_MIGRATE = 3;
+const KEEP_PRE_MIGRATE = 3;
 /** Above this size, long phases report their progress every 10%. */
-export const BIG_BYTES = 32 * 1024 * 1024;
+const BIG_BYTES = 32 * 1024 * 1024;
 
 export interface BackupManifest {
   format: typeof BACKUP_FORMAT;
@@ -275,7 +275,7 @@ export function pruneBackups(dir: string, pattern: RegExp, keep: number): string
 }
 
 export const PRE_MIGRATE_PATTERN = /^pre-migrate-.+-(\d{8}T\d{9}Z)\.tar\.gz$/;
-export const DAILY_PATTERN = /^runcell-backup-(\d{8}T\d{9}Z)\.tar\.gz$/;
+const DAILY_PATTERN = /^runcell-backup-(\d{8}T\d{9}Z)\.tar\.gz$/;
 
 /**
  * Run by `serve` and `migrate` (holding the data dir's lock) before the database is migrated:

@@ -31,16 +31,16 @@ import type { Provisioner } from "./provision.ts";
 import { LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, LABEL_WORKSPACE } from "./spec.ts";
 
 /** No member is made while the host has less memory available than this. */
-export const MIN_AVAILABLE_MB = 512;
+const MIN_AVAILABLE_MB = 512;
 /** After a member failed to start, the profile's pool waits this long before trying again. */
-export const RETRY_AFTER_MS = 30_000;
+const RETRY_AFTER_MS = 30_000;
 /**
  * A take's refill waits until the burst of takes is over (this long after the last one, at most
  * REFILL_MAX_DELAY_MS after the first): the refill's container creations would otherwise keep the
  * engine busy while the takes wait for its answers.
  */
-export const REFILL_DELAY_MS = 200;
-export const REFILL_MAX_DELAY_MS = 1000;
+const REFILL_DELAY_MS = 200;
+const REFILL_MAX_DELAY_MS = 1000;
 
 export interface PoolMember {
   /** The workspace id the member becomes (`ctr_…`): its volume and labels are named after it. */
@@ -95,7 +95,7 @@ interface ProfilePool {
 }
 
 /** MemAvailable from /proc/meminfo (what can be used without swapping), else Infinity. */
-export function hostAvailableMb(): number {
+function hostAvailableMb(): number {
   try {
     const m = /^MemAvailable:\s+(\d+) kB/m.exec(readFileSync("/proc/meminfo", "utf8"));
     return m ? Number(m[1]) / 1024 : Infinity;

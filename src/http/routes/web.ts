@@ -19,7 +19,7 @@ interface WebBundle {
 }
 const built = bundle as WebBundle;
 
-export const CSP = [
+const CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",

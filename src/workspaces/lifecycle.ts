@@ -10,7 +10,7 @@ import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceRow, WorkspaceSpec } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
-import { type DockerEngine, dockerMessage, dockerStatus, isUnreachable } from "./docker.ts";
+import { type DockerEngine, dockerMessage, dockerStatus, isUnreachable, removeContainerAndVolume } from "./docker.ts";
 import { isRunning } from "./exec.ts";
 import type { StartGate } from "./gate.ts";
 import type { KeyedMutex } from "./mutex.ts";
@@ -269,18 +269,7 @@ export class Lifecycle {
       const row = this.d.store.byId(id);
       if (!row) return false;
       try {
-        await this.client
-          .getContainer(row.docker_id ?? row.name)
-          .remove({ force: true })
-          .catch((e) => {
-            if (dockerStatus(e) !== 404) throw e;
-          });
-        await this.client
-          .getVolume(row.volume)
-          .remove()
-          .catch((e) => {
-            if (dockerStatus(e) !== 404) throw e;
-          });
+        await removeContainerAndVolume(this.client, row.docker_id ?? row.name, row.volume);
       } catch (e) {
         this.d.log.warn("could not remove workspace container or volume; reconciliation will retry", { workspace: id, error: dockerMessage(e) });
       }

@@ -25,7 +25,7 @@ import type { Config } from "../config.ts";
 import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceSpec } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
-import { dockerMessage, dockerStatus } from "./docker.ts";
+import { dockerMessage, removeContainerAndVolume } from "./docker.ts";
 import type { StartGate } from "./gate.ts";
 import type { Provisioner } from "./provision.ts";
 import { LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, LABEL_WORKSPACE } from "./spec.ts";
@@ -323,18 +323,7 @@ export class WarmPool {
   /** Removes a member's container and volume (errors logged: reconciliation finishes the job). */
   async discard(m: Pick<PoolMember, "ctrId" | "dockerId" | "name" | "volume">) {
     try {
-      await this.client
-        .getContainer(m.dockerId || m.name)
-        .remove({ force: true })
-        .catch((e) => {
-          if (dockerStatus(e) !== 404) throw e;
-        });
-      await this.client
-        .getVolume(m.volume)
-        .remove()
-        .catch((e) => {
-          if (dockerStatus(e) !== 404) throw e;
-        });
+      await removeContainerAndVolume(this.client, m.dockerId || m.name, m.volume);
     } catch (e) {
       this.d.log.warn("warm pool: could not remove a member; reconciliation will retry", { member: m.ctrId, error: dockerMessage(e) });
     }

@@ -125,6 +125,19 @@ function commandOf(pid: number): string | null {
 
 const DATA_DIR = "data dir";
 /** Files of the data dir the server must be able to write. */
+/** The database's size on disk: the file and its WAL (either may not exist yet). */
+function databaseBytes(dataDir: string): number {
+  let bytes = 0;
+  for (const f of [DB_FILE, `${DB_FILE}-wal`]) {
+    try {
+      bytes += statSync(join(dataDir, f)).size;
+    } catch {
+      // not there (yet)
+    }
+  }
+  return bytes;
+}
+
 const DATA_FILES = [DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, KEY_FILE, LOCK_FILE, "runcell.toml", "runcell.json"];
 
 const dataDir: CheckFn = ({ config }) => {
@@ -223,14 +236,7 @@ const database: CheckFn = (ctx) => {
   if (error) return fail("database", `cannot open ${path}: ${error}`, "check the file's owner and permissions; if it is damaged, restore the latest backup (runcell restore <file> --force)");
   const db = ctx.db();
   if (!db) return ok("database", `${path} does not exist yet (serve creates it)`);
-  let bytes = 0;
-  for (const f of [DB_FILE, `${DB_FILE}-wal`]) {
-    try {
-      bytes += statSync(join(ctx.config.dataDir, f)).size;
-    } catch {
-      // no WAL
-    }
-  }
+  const bytes = databaseBytes(ctx.config.dataDir);
   let rows: string[];
   try {
     rows = db
@@ -294,14 +300,7 @@ const disk: CheckFn = async (ctx) => {
   } catch (e) {
     return warn("disk", `cannot read the free space of ${dir}: ${(e as Error).message}`, `df -h ${dir}`);
   }
-  let dbBytes = 0;
-  for (const f of [DB_FILE, `${DB_FILE}-wal`]) {
-    try {
-      dbBytes += statSync(join(ctx.config.dataDir, f)).size;
-    } catch {
-      // none yet
-    }
-  }
+  const dbBytes = databaseBytes(ctx.config.dataDir);
   const pct = total ? (free / total) * 100 : 100;
   const parts = [`${size(free)} free of ${size(total)} (${pct.toFixed(0)}%) on the data dir's filesystem`];
   const status: CheckStatus[] = [];

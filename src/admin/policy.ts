@@ -49,7 +49,6 @@ export interface EffectivePolicy extends Policy {
   exempt: boolean;
 }
 
-const limitError = (code: AppError["code"], message: string, details: Record<string, unknown>) => new AppError(code, message, details);
 
 export class Policies {
   private profilesStmt: Statement<{ n: number }, [string]>;
@@ -166,7 +165,7 @@ export class Policies {
     if (p.exempt || p.monthly_spend_usd <= 0) return;
     const spent = this.monthSpend(userId);
     if (spent >= p.monthly_spend_usd) {
-      throw limitError(
+      throw new AppError(
         "BUDGET_EXCEEDED",
         `This month's spend on the server's model keys ($${spent}) has reached your cap of $${p.monthly_spend_usd} (monthly_spend_usd): use a profile with your own key (model.api_key_secret), or ask the operator`,
         { limit: "monthly_spend_usd", max: p.monthly_spend_usd, spent },

@@ -35,6 +35,7 @@ import { ApiTokens } from "./auth/tokens.ts";
 import { Users } from "./auth/users.ts";
 import type { Config } from "./config.ts";
 import { openDatabase } from "./db/client.ts";
+import { WalCheckpointer } from "./db/checkpoint.ts";
 import { prepareDataDir } from "./db/data-dir.ts";
 import { migrate } from "./db/migrate.ts";
 import { Settings } from "./db/settings.ts";
@@ -213,7 +214,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   profiles.onDelete.push((profileId) => void workspaces.pool.profileDeleted(profileId));
 
   // Background work, started in this order and stopped in reverse ----------------------------
+  const checkpointer = new WalCheckpointer(sqlite, dbPath, log);
   const workers: Worker[] = [
+    { name: "wal-checkpoint", start: () => checkpointer.start(), stop: () => checkpointer.stop() },
     { name: "admin-password", start: () => adminPassword.applyConfigured(config, log), stop() {} },
     intervalWorker(log, "login-throttle-sweep", 60_000, () => throttle.sweep()),
     intervalWorker(log, "login-session-purge", 3_600_000, () => {

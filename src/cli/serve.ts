@@ -60,11 +60,24 @@ export const serveCommand: Command = {
       lock.release();
       return 1;
     }
+    // Listening from here on: a SIGTERM while the app starts (its workers can take a moment) waits
+    // for the start, then shuts down cleanly, instead of the default action killing the process.
+    let signalled: string | null = null;
+    let onSignal: (signal: string) => void = (signal) => void (signalled ??= signal);
+    const onTerm = () => onSignal("SIGTERM");
+    const onInt = () => onSignal("SIGINT");
+    const unlisten = () => {
+      process.off("SIGTERM", onTerm);
+      process.off("SIGINT", onInt);
+    };
+    process.on("SIGTERM", onTerm);
+    process.on("SIGINT", onInt);
     let app;
     try {
       app = await createApp(config);
       await app.start();
     } catch (e) {
+      unlisten();
       if (e instanceof NewerDatabaseError || (e as { code?: string }).code === "EADDRINUSE" || (e as { code?: string }).code === "EACCES") {
         console.error(`runcell serve: ${(e as Error).message}`);
         lock.release();
@@ -83,8 +96,7 @@ export const serveCommand: Command = {
     printSetupLink(started.services);
     return await new Promise<number>((resolve) => {
       const shutdown = (signal: string) => {
-        process.off("SIGTERM", onTerm);
-        process.off("SIGINT", onInt);
+        unlisten();
         started.services.log.info("signal received", { signal });
         started.stop().then(
           () => {
@@ -98,10 +110,8 @@ export const serveCommand: Command = {
           },
         );
       };
-      const onTerm = () => shutdown("SIGTERM");
-      const onInt = () => shutdown("SIGINT");
-      process.on("SIGTERM", onTerm);
-      process.on("SIGINT", onInt);
+      onSignal = shutdown;
+      if (signalled) shutdown(signalled);
     });
   },
 };

@@ -218,7 +218,7 @@ export class AgentLoop {
 
   /** Runs one tool call and stores its result ("waiting": the task now waits for an answer). */
   private async runTool(task: TaskRow, profile: ProfileRow, extra: RunTools, use: ToolUse, signal: AbortSignal, scrub: Scrubber): Promise<ToolStep> {
-    const { tasks, transcript } = this.d;
+    const { tasks } = this.d;
     const current = tasks.byId(task.id)!;
     if (current.pending_tool_use_id === use.id && use.name !== ASK_USER) {
       // It was running when the server stopped.

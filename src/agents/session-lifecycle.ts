@@ -62,7 +62,7 @@ export class SessionLifecycle {
     this.d.secrets.resolveEnv(userId, profile.env);
     let task: TaskRow | undefined;
     const session = this.d.db.transaction((tx) => {
-      const s = this.d.sessions.create(userId, profile.id, title, tx, repositories);
+      const s = this.d.sessions.create(userId, profile.id, title, repositories);
       if (withTask) task = withTask(tx, s);
       return s;
     });

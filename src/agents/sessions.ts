@@ -32,7 +32,8 @@ export class AgentSessions {
     this.insertRow = preparedInsert(db, sessions);
   }
 
-  create(userId: string, profileId: string, title: string | null, db: DB = this.db, repositories: RepositoryConfig[] | null = null): SessionRow {
+  /** Inside a caller's transaction too: the prepared insert runs on the one connection. */
+  create(userId: string, profileId: string, title: string | null, repositories: RepositoryConfig[] | null = null): SessionRow {
     const now = this.now();
     const row: SessionRow = { id: newId("session"), user_id: userId, profile_id: profileId, title, input_tokens: 0, output_tokens: 0, cost_usd: 0, seq_reserved: 0, repositories, created_at: now, updated_at: now };
     this.insertRow(row);

@@ -88,7 +88,7 @@ export class EventLog {
   private writeBatch: (rows: Pending[]) => void;
 
   constructor(
-    private sqlite: Database,
+    sqlite: Database,
     private now: () => number,
     private opts: { maxBatch?: number; flushDelayMs?: number } = {},
   ) {

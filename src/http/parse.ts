@@ -2,7 +2,7 @@
  * The JSON body parser every route shares: JSON only (415 otherwise), at most 1 MiB (413, also
  * for chunked bodies without Content-Length), malformed JSON is 400 VALIDATION_FAILED.
  */
-import { AppError, Errors } from "../lib/errors.ts";
+import { AppError } from "../lib/errors.ts";
 import { HttpErrors } from "./errors.ts";
 
 export const MAX_JSON_BODY = 1024 * 1024;

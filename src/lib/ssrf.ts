@@ -7,7 +7,7 @@
  * `--allow-private-webhooks` (webhooks) or `--allow-model-hosts` (named model hosts).
  */
 import { lookup } from "node:dns/promises";
-import { type BlockReason, classifyAddress, isIpLiteral, REASON_TEXT } from "./ip.ts";
+import { type BlockReason, isIpLiteral, REASON_TEXT } from "./ip.ts";
 
 export interface ResolvedAddress {
   address: string;

@@ -59,7 +59,7 @@ export class PlaybookRuns {
   private activeStmt: Statement<{ n: number }, [string]>;
   private insertMissed: Statement;
 
-  constructor(private sqlite: Database) {
+  constructor(sqlite: Database) {
     this.firstPage = sqlite.prepare(`${UNION} ORDER BY created_at DESC, key DESC LIMIT ?2`);
     this.nextPage = sqlite.prepare(`${UNION} WHERE created_at < ?3 OR (created_at = ?3 AND key < ?4) ORDER BY created_at DESC, key DESC LIMIT ?2`);
     this.activeStmt = sqlite.prepare(`SELECT count(*) AS n FROM tasks WHERE playbook_id = ? AND status IN (${ACTIVE_TASK_STATUSES.map((s) => `'${s}'`).join(",")})`);

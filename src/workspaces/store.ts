@@ -84,20 +84,20 @@ export class WorkspaceStore {
   }
 
   // One connection: a statement prepared on `db` runs inside the caller's transaction.
-  private activeCount(_tx: DB, profileId: string, except?: string): number {
+  private activeCount(profileId: string, except?: string): number {
     return this.activeOfProfileStmt.get({ owner: profileId, except: except ?? "" })!.n;
   }
 
-  private userActiveCount(_tx: DB, userId: string, except?: string): number {
+  private userActiveCount(userId: string, except?: string): number {
     return this.activeOfUserStmt.get({ owner: userId, except: except ?? "" })!.n;
   }
 
   /** Throws CONCURRENCY_LIMIT when one more active workspace would exceed the profile's or the user's limit. */
-  private checkRoom(tx: DB, profileId: string, userId: string, limits: RoomLimits, except?: string) {
-    const n = this.activeCount(tx, profileId, except);
+  private checkRoom(profileId: string, userId: string, limits: RoomLimits, except?: string) {
+    const n = this.activeCount(profileId, except);
     if (n >= limits.profile) throw concurrencyLimit(profileId, n, limits.profile);
     if (limits.user !== null) {
-      const u = this.userActiveCount(tx, userId, except);
+      const u = this.userActiveCount(userId, except);
       if (u >= limits.user) throw userRunningLimit(u, limits.user);
     }
   }
@@ -110,16 +110,16 @@ export class WorkspaceStore {
   assertRoom(sessionId: string, profileId: string, userId: string, limits: RoomLimits) {
     const ws = this.bySession(sessionId);
     if (ws && (ACTIVE as string[]).includes(ws.status)) return;
-    this.checkRoom(this.db, profileId, userId, limits);
+    this.checkRoom(profileId, userId, limits);
   }
 
   /** Inserts a `starting` row, or throws CONCURRENCY_LIMIT; returns the session's row if one exists. */
   reserveNew(row: WorkspaceRow, limits: RoomLimits): { row: WorkspaceRow; created: boolean } {
     return this.db.transaction(
-      (tx) => {
+      () => {
         const existing = this.bySession(row.session_id);
         if (existing) return { row: existing, created: false };
-        this.checkRoom(tx, row.profile_id, row.user_id, limits);
+        this.checkRoom(row.profile_id, row.user_id, limits);
         this.insertRow(row);
         return { row: this.byId(row.id)!, created: true };
       },
@@ -131,7 +131,7 @@ export class WorkspaceStore {
   reserveRestart(id: string, profileId: string, userId: string, limits: RoomLimits): WorkspaceRow {
     return this.db.transaction(
       (tx) => {
-        this.checkRoom(tx, profileId, userId, limits, id);
+        this.checkRoom(profileId, userId, limits, id);
         tx.update(workspaces).set({ status: "starting", updated_at: this.now() }).where(eq(workspaces.id, id)).run();
         return tx.select().from(workspaces).where(eq(workspaces.id, id)).get()!;
       },

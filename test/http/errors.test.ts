@@ -3,7 +3,7 @@
  * small route module that exercises body parsing, validation and an unexpected failure.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Elysia, t } from "elysia";
+import { t } from "elysia";
 import { parseArgs, resolveConfig } from "../../src/config.ts";
 import { createPipeline } from "../../src/http/pipeline.ts";
 import { RateLimiter } from "../../src/lib/ratelimit.ts";

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createProfile, submit, waitTask } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { type MockProviderServer, type RecordedRequest, startMockAnthropic } from "../helpers/mock-anthropic.ts";
-import { api, createUser, type TestUser } from "../helpers/users.ts";
+import { api, createUser } from "../helpers/users.ts";
 
 const PASSWORD = "operator password 42";
 const ADMIN = { authorization: `Bearer ${PASSWORD}` };

@@ -11,7 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeScrubber, SCRUBBED } from "../../src/agents/scrub.ts";
-import { createProfile, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
+import { createProfile, sessionFrames, waitTask } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";

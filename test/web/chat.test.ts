@@ -22,7 +22,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createProfile, lastToolResults, submit, waitTask } from "../helpers/agent.ts";
+import { createProfile, lastToolResults, waitTask } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { type Browser, EXPECTED_4XX, expectClean, launchBrowser, openPage, type Page, screenshots, type WatchedPage } from "../helpers/browser.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";

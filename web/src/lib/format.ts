@@ -20,3 +20,6 @@ export function ago(iso: string | null | undefined, now = Date.now()): string {
 }
 
 export const when = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : "—");
+
+/** A time shown relative, with the exact time as its tooltip — spread on the element: `<td {...stamp(iso)} />`. */
+export const stamp = (iso: string | null | undefined) => ({ title: when(iso), children: ago(iso) });

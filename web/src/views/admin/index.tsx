@@ -5,12 +5,13 @@
  * notifications.
  */
 import { Alert } from "../../components/feedback.tsx";
+import { THead } from "../../components/table.tsx";
 import { useEffect, useState } from "preact/hooks";
 import type { AdminNotificationRecord } from "../../../../src/schema/notification.ts";
 import type { RuntimeSettings, StatsRecord } from "../../../../src/schema/admin.ts";
 import type { AdminUser } from "../../../../src/schema/user.ts";
 import { ApiError } from "../../lib/api.ts";
-import { ago, int, when } from "../../lib/format.ts";
+import { int, stamp } from "../../lib/format.ts";
 
 let password = "";
 
@@ -70,14 +71,7 @@ function Users() {
       <h2 id="admin-users">Users</h2>
       <Alert text={error} />
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Email</th>
-            <th scope="col">Role</th>
-            <th scope="col">Status</th>
-            <th scope="col">Created</th>
-          </tr>
-        </thead>
+        <THead columns={["Email", "Role", "Status", "Created"]} />
         <tbody>
           {users.map((u) => (
             <tr key={u.id}>
@@ -97,7 +91,7 @@ function Users() {
                 </button>{" "}
                 {u.disabled && <span class="error">disabled</span>}
               </td>
-              <td title={when(u.created_at)}>{ago(u.created_at)}</td>
+              <td {...stamp(u.created_at)} />
             </tr>
           ))}
         </tbody>
@@ -197,19 +191,11 @@ function FailedNotifications() {
         <p class="muted">None.</p>
       ) : (
         <table>
-          <thead>
-            <tr>
-              <th scope="col">When</th>
-              <th scope="col">User</th>
-              <th scope="col">Message</th>
-              <th scope="col">Attempts</th>
-              <th scope="col">Last error</th>
-            </tr>
-          </thead>
+          <THead columns={["When", "User", "Message", "Attempts", "Last error"]} />
           <tbody>
             {rows.map((n) => (
               <tr key={n.id}>
-                <td title={when(n.created_at)}>{ago(n.created_at)}</td>
+                <td {...stamp(n.created_at)} />
                 <td>{n.user_id}</td>
                 <td>{n.payload.message}</td>
                 <td>{n.attempts}</td>

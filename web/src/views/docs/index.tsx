@@ -3,6 +3,7 @@
  * collapsible card with its auth, parameters, request body and responses as TypeScript-like shapes.
  */
 import { useEffect, useState } from "preact/hooks";
+import { THead } from "../../components/table.tsx";
 import "./docs.css";
 
 type Schema = Record<string, any>;
@@ -58,13 +59,7 @@ function Operation({ spec, path, method, op, shape }: { spec: Spec; path: string
         <p class="meta">{security?.length ? `Auth: ${security.map((s) => Object.keys(s)[0]).join(" or ")}` : "No authentication"}</p>
         {op.parameters?.length > 0 && (
           <table>
-            <thead>
-              <tr>
-                <th scope="col">Parameter</th>
-                <th scope="col">In</th>
-                <th scope="col">Type</th>
-              </tr>
-            </thead>
+            <THead columns={["Parameter", "In", "Type"]} />
             <tbody>
               {op.parameters.map((p: Schema) => (
                 <tr key={`${p.in}:${p.name}`}>

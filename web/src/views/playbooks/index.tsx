@@ -4,11 +4,12 @@
  * copy button, Rotate and a curl example, its runs, and deletion.
  */
 import { Alert, EmptyRow } from "../../components/feedback.tsx";
+import { THead } from "../../components/table.tsx";
 import { useEffect, useState } from "preact/hooks";
 import type { PlaybookRecord } from "../../../../src/schema/playbook.ts";
 import type { ProfileRecord } from "../../../../src/schema/profile.ts";
 import { all, del, get, patch, post } from "../../lib/api.ts";
-import { ago, when } from "../../lib/format.ts";
+import { ago, stamp, when } from "../../lib/format.ts";
 import { linkTo, navigate } from "../../lib/router.ts";
 import { CopyButton } from "../profiles/fields.tsx";
 import { PlaybookForm } from "./form.tsx";
@@ -34,15 +35,7 @@ export function Playbooks() {
       <Alert text={error} />
       <table class="card">
         <caption class="sr-only">Your playbooks</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Profile</th>
-            <th scope="col">Schedule</th>
-            <th scope="col">Next run</th>
-            <th scope="col">Last run</th>
-          </tr>
-        </thead>
+        <THead columns={["Name", "Profile", "Schedule", "Next run", "Last run"]} />
         <tbody>
           {list.map((pb) => {
             const last = pb.last_runs[0];
@@ -63,7 +56,7 @@ export function Playbooks() {
                     <span class="muted">on demand</span>
                   )}
                 </td>
-                <td>{!pb.enabled ? <span class="muted">disabled</span> : pb.next_run_at ? <span title={when(pb.next_run_at)}>{ago(pb.next_run_at)}</span> : "—"}</td>
+                <td>{!pb.enabled ? <span class="muted">disabled</span> : pb.next_run_at ? <span {...stamp(pb.next_run_at)} /> : "—"}</td>
                 <td>
                   {last ? (
                     <SessionLink run={last}>

@@ -1,10 +1,11 @@
 /** A playbook's runs (GET /v1/playbooks/:id/runs), newest first, a page at a time; refreshed while one is active. */
 import { Alert, EmptyRow } from "../../components/feedback.tsx";
+import { THead } from "../../components/table.tsx";
 import type { ComponentChildren } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import type { PlaybookRun } from "../../../../src/schema/playbook.ts";
 import { get, type Page } from "../../lib/api.ts";
-import { ago, int, usd, when } from "../../lib/format.ts";
+import { int, stamp, usd, when } from "../../lib/format.ts";
 import { linkTo } from "../../lib/router.ts";
 
 const ACTIVE = ["queued", "running", "waiting_input"];
@@ -64,20 +65,11 @@ export function Runs({ id, reload }: { id: string; reload: number }) {
       {/* Focusable: on a phone the table scrolls sideways, and a keyboard must reach that too. */}
       <table tabIndex={0}>
         <caption class="sr-only">Runs of this playbook, newest first</caption>
-        <thead>
-          <tr>
-            <th scope="col">Started</th>
-            <th scope="col">Trigger</th>
-            <th scope="col">Status</th>
-            <th scope="col">Tokens in / out</th>
-            <th scope="col">Cost</th>
-            <th scope="col">Session</th>
-          </tr>
-        </thead>
+        <THead columns={["Started", "Trigger", "Status", "Tokens in / out", "Cost", "Session"]} />
         <tbody>
           {runs.map((r, i) => (
             <tr key={r.task_id ?? `${r.created_at}-${i}`}>
-              <td title={when(r.created_at)}>{ago(r.created_at)}</td>
+              <td {...stamp(r.created_at)} />
               <td>{r.trigger}</td>
               <td>
                 {statusText(r.status)}

@@ -1,5 +1,6 @@
 /** Profiles: the list, a form to create one or edit one (every field the API accepts), deletion. */
 import { Alert, EmptyRow } from "../../components/feedback.tsx";
+import { THead } from "../../components/table.tsx";
 import { useEffect, useState } from "preact/hooks";
 import type { ProfileRecord } from "../../../../src/schema/profile.ts";
 import type { SecretRecord } from "../../../../src/schema/secret.ts";
@@ -51,18 +52,7 @@ export function Profiles() {
       <Alert text={error} />
       <table class="card">
         <caption class="sr-only">Your profiles</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Model</th>
-            <th scope="col">Image</th>
-            <th scope="col">Network</th>
-            <th scope="col">Tools</th>
-            <th scope="col">
-              <span class="sr-only">Actions</span>
-            </th>
-          </tr>
-        </thead>
+        <THead columns={["Name", "Model", "Image", "Network", "Tools", ""]} />
         <tbody>
           {profiles.map((p) => (
             <tr key={p.id}>

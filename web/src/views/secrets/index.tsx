@@ -3,10 +3,11 @@
  * and deletion. Values are write-only: never shown, never fetched back.
  */
 import { EmptyRow } from "../../components/feedback.tsx";
+import { THead } from "../../components/table.tsx";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { SecretRecord } from "../../../../src/schema/secret.ts";
 import { all, ApiError, del, put } from "../../lib/api.ts";
-import { ago, when } from "../../lib/format.ts";
+import { stamp } from "../../lib/format.ts";
 
 type Err = { text: string; field?: string };
 const toErr = (e: unknown): Err => (e instanceof ApiError ? { text: e.message, field: e.field } : { text: String(e) });
@@ -137,24 +138,15 @@ export function Secrets() {
       <p role="status">{status}</p>
       <table class="card">
         <caption class="sr-only">Your secrets</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Created</th>
-            <th scope="col">Updated</th>
-            <th scope="col">
-              <span class="sr-only">Actions</span>
-            </th>
-          </tr>
-        </thead>
+        <THead columns={["Name", "Created", "Updated", ""]} />
         <tbody>
           {secrets.map((s) => (
             <tr key={s.name}>
               <td>
                 <code>{s.name}</code>
               </td>
-              <td title={when(s.created_at)}>{ago(s.created_at)}</td>
-              <td title={when(s.updated_at)}>{ago(s.updated_at)}</td>
+              <td {...stamp(s.created_at)} />
+              <td {...stamp(s.updated_at)} />
               <td>
                 <button type="button" onClick={() => replace(s.name)} aria-label={`Replace the value of ${s.name}`}>
                   Replace

@@ -1,8 +1,9 @@
 /** API tokens: create (shown once, with a copy button), list with last use, revoke. */
 import { Alert, EmptyRow } from "../../components/feedback.tsx";
+import { THead } from "../../components/table.tsx";
 import { useEffect, useState } from "preact/hooks";
 import { all, ApiError, del, post } from "../../lib/api.ts";
-import { ago, when } from "../../lib/format.ts";
+import { ago, stamp } from "../../lib/format.ts";
 
 interface Token {
   id: string;
@@ -67,21 +68,12 @@ export function Tokens() {
       <Alert text={error} />
       <table class="card">
         <caption class="sr-only">Your API tokens</caption>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Created</th>
-            <th scope="col">Last used</th>
-            <th scope="col">
-              <span class="sr-only">Actions</span>
-            </th>
-          </tr>
-        </thead>
+        <THead columns={["Name", "Created", "Last used", ""]} />
         <tbody>
           {tokens.map((t) => (
             <tr key={t.id}>
               <td>{t.name}</td>
-              <td title={when(t.created_at)}>{ago(t.created_at)}</td>
+              <td {...stamp(t.created_at)} />
               <td>{t.last_used_at ? ago(t.last_used_at) : "never"}</td>
               <td>
                 <button type="button" class="danger" onClick={() => revoke(t)}>

@@ -1,5 +1,6 @@
 /** Usage: tokens and cost per day (chart) and per profile (table) over 7, 30 or 90 days, with totals. */
 import { Alert, EmptyRow } from "../../components/feedback.tsx";
+import { THead } from "../../components/table.tsx";
 import { useEffect, useState } from "preact/hooks";
 import type { UsageReport } from "../../../../src/schema/usage.ts";
 import { ApiError, get } from "../../lib/api.ts";
@@ -75,15 +76,7 @@ export function Usage() {
       {byProfile && (
         <table class="card">
           <caption>Per profile</caption>
-          <thead>
-            <tr>
-              <th scope="col">Profile</th>
-              <th scope="col">Tasks</th>
-              <th scope="col">Input tokens</th>
-              <th scope="col">Output tokens</th>
-              <th scope="col">Cost</th>
-            </tr>
-          </thead>
+          <THead columns={["Profile", "Tasks", "Input tokens", "Output tokens", "Cost"]} />
           <tbody>
             {byProfile.data.map((b) => (
               <tr key={b.key}>

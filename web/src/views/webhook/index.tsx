@@ -4,11 +4,12 @@
  * recent deliveries (GET /v1/notifications), polled while any is still pending.
  */
 import { Alert, EmptyRow } from "../../components/feedback.tsx";
+import { THead } from "../../components/table.tsx";
 import { useEffect, useState } from "preact/hooks";
 import type { IntegrationRecord } from "../../../../src/schema/integration.ts";
 import type { NotificationRecord } from "../../../../src/schema/notification.ts";
 import { all, ApiError, del, get, type Page, post } from "../../lib/api.ts";
-import { ago, when } from "../../lib/format.ts";
+import { stamp } from "../../lib/format.ts";
 
 const message = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
 
@@ -107,7 +108,7 @@ export function Webhook() {
           <h2 id="webhook-form">{hook ? "Your webhook" : "Set up a webhook"}</h2>
           {hook && (
             <p class="meta">
-              {hook.config.has_secret ? "Signed deliveries" : "Unsigned deliveries"} · updated <span title={when(hook.updated_at)}>{ago(hook.updated_at)}</span>
+              {hook.config.has_secret ? "Signed deliveries" : "Unsigned deliveries"} · updated <span {...stamp(hook.updated_at)} />
             </p>
           )}
           <label>
@@ -165,16 +166,7 @@ export function Webhook() {
       </div>
       <table class="card" data-testid="deliveries" tabIndex={0}>
         <caption class="sr-only">Recent notifications and their delivery state, newest first</caption>
-        <thead>
-          <tr>
-            <th scope="col">Status</th>
-            <th scope="col">Message</th>
-            <th scope="col">Attempts</th>
-            <th scope="col">Last error</th>
-            <th scope="col">Created</th>
-            <th scope="col">Delivered</th>
-          </tr>
-        </thead>
+        <THead columns={["Status", "Message", "Attempts", "Last error", "Created", "Delivered"]} />
         <tbody>
           {deliveries.map((d) => (
             <tr key={d.id}>
@@ -185,8 +177,8 @@ export function Webhook() {
               </td>
               <td>{d.attempts}</td>
               <td>{d.last_error ?? "—"}</td>
-              <td title={when(d.created_at)}>{ago(d.created_at)}</td>
-              <td title={when(d.delivered_at)}>{d.delivered_at ? ago(d.delivered_at) : "—"}</td>
+              <td {...stamp(d.created_at)} />
+              <td {...stamp(d.delivered_at)} />
             </tr>
           ))}
           {deliveries.length === 0 && (

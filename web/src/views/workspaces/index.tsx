@@ -4,11 +4,12 @@
  * /v1/workspaces/:id/files/<path>, images previewed inline.
  */
 import { Alert, EmptyRow } from "../../components/feedback.tsx";
+import { THead } from "../../components/table.tsx";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { ProfileRecord } from "../../../../src/schema/profile.ts";
 import type { DirEntry, DirListing, WorkspaceRecord } from "../../../../src/schema/workspace.ts";
 import { all, ApiError, del, get, type Page } from "../../lib/api.ts";
-import { ago, when } from "../../lib/format.ts";
+import { stamp } from "../../lib/format.ts";
 import { linkTo, navigate } from "../../lib/router.ts";
 import "./workspaces.css";
 
@@ -73,15 +74,7 @@ export function Workspaces() {
       <Alert text={error} />
       <table class="card ws-list">
         <caption class="sr-only">Your workspaces, newest first</caption>
-        <thead>
-          <tr>
-            <th scope="col">Workspace</th>
-            <th scope="col">Status</th>
-            <th scope="col">Profile</th>
-            <th scope="col">Session</th>
-            <th scope="col">Last active</th>
-          </tr>
-        </thead>
+        <THead columns={["Workspace", "Status", "Profile", "Session", "Last active"]} />
         <tbody>
           {list?.map((w) => (
             <tr key={w.id}>
@@ -99,7 +92,7 @@ export function Workspaces() {
                   Open session
                 </a>
               </td>
-              <td title={when(w.last_active_at)}>{ago(w.last_active_at)}</td>
+              <td {...stamp(w.last_active_at)} />
             </tr>
           ))}
           {list?.length === 0 && (
@@ -204,11 +197,11 @@ export function WorkspaceDetail({ id }: { id: string }) {
           </div>
           <div>
             <dt>Last active</dt>
-            <dd title={when(ws.last_active_at)}>{ago(ws.last_active_at)}</dd>
+            <dd {...stamp(ws.last_active_at)} />
           </div>
           <div>
             <dt>Created</dt>
-            <dd title={when(ws.created_at)}>{ago(ws.created_at)}</dd>
+            <dd {...stamp(ws.created_at)} />
           </div>
         </dl>
       )}
@@ -235,16 +228,7 @@ export function WorkspaceDetail({ id }: { id: string }) {
           <Alert text={listError} />
           <table class="card ws-files" data-testid="workspace-files">
             <caption class="sr-only">Contents of /workspace{dir ? `/${dir}` : ""}</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Size</th>
-                <th scope="col">Modified</th>
-                <th scope="col">
-                  <span class="sr-only">Actions</span>
-                </th>
-              </tr>
-            </thead>
+            <THead columns={["Name", "Size", "Modified", ""]} />
             <tbody>
               {dir && (
                 <tr>
@@ -274,7 +258,7 @@ export function WorkspaceDetail({ id }: { id: string }) {
                       {e.type === "symlink" && <span class="meta"> (link)</span>}
                     </td>
                     <td>{e.type === "dir" ? "—" : bytes(e.size)}</td>
-                    <td title={when(e.modified)}>{ago(e.modified)}</td>
+                    <td {...stamp(e.modified)} />
                     <td>
                       {url && IMAGE.test(e.name) && (
                         <button type="button" aria-label={`Preview ${e.name}`} onClick={() => setPreview({ name: e.name, url })}>

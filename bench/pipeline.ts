@@ -7,16 +7,20 @@
  * Load: `wrk -t1 -c32 -d4s` (BENCH_SECONDS changes the duration), runcell and raw alternating
  * A B A B A B after a warm-up, the median of 3 each. Without wrk, bench/lib/load.ts (Bun's fetch,
  * a slower client: the ratios come out closer to 1) — the output says which one ran.
+ * Besides req/s, each run's server CPU time per request is read from /proc/<pid>/stat (utime +
+ * stime over the requests wrk completed): this VM's steal time swings raw req/s by 10× within a
+ * minute, while CPU time per request barely moves — the printed "CPU-equivalent" ratio (raw's
+ * CPU per request over ours) is the steadier figure of the same thing.
  * - idle RSS and binary size against the compiled hello-world (bench/fixtures/hello.ts), printed.
  * Run: bun bench/pipeline.ts
  */
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { compile, freePort, median, report, ROOT, rssKiB, waitHttp } from "./lib/util.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
-const ROUNDS = 3;
+const ROUNDS = 5;
 const CONNECTIONS = 32;
 const wrk = Bun.which("wrk");
 
@@ -68,23 +72,35 @@ await waitHttp(`${rawBase}/healthz`);
 interface Load {
   rps: number;
   non2xx: number;
+  /** The server's CPU time per completed request, µs (NaN without wrk). */
+  cpuUs: number;
 }
 
-async function load(url: string, headers: Record<string, string>, seconds = SECONDS): Promise<Load> {
+/** utime + stime of a process, in clock ticks (USER_HZ, 100 on Linux). */
+function cpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return Number(f[11]) + Number(f[12]);
+}
+
+async function load(url: string, headers: Record<string, string>, pid: number, seconds = SECONDS): Promise<Load> {
   if (wrk) {
     const h = Object.entries(headers).flatMap(([k, v]) => ["-H", `${k}: ${v}`]);
+    const before = cpuTicks(pid);
     const p = Bun.spawn([wrk, "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, ...h, url], { stdout: "pipe", stderr: "pipe" });
     const out = await new Response(p.stdout).text();
     await p.exited;
+    const ticks = cpuTicks(pid) - before;
     const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
+    const requests = Number(/(\d+) requests in/.exec(out)?.[1]);
     if (!Number.isFinite(rps)) throw new Error(`wrk: ${out}`);
-    return { rps, non2xx: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0) };
+    return { rps, non2xx: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0), cpuUs: (ticks * 10_000) / requests };
   }
   const p = Bun.spawn(["bun", join(ROOT, "bench/lib/load.ts"), url, String(CONNECTIONS), String(seconds)], { env: { ...process.env, LOAD_HEADERS: JSON.stringify(headers) }, stdout: "pipe", stderr: "inherit" });
   const out = await new Response(p.stdout).text();
   await p.exited;
   const r = JSON.parse(out.trim().split("\n").pop()!) as { rps: number; errors: number };
-  return { rps: r.rps, non2xx: r.errors };
+  return { rps: r.rps, non2xx: r.errors, cpuUs: Number.NaN };
 }
 
 console.log(`# pipeline benchmark — ${wrk ? `wrk -t1 -c${CONNECTIONS} -d${SECONDS}s` : `wrk not found: bench/lib/load.ts (Bun fetch, ${CONNECTIONS} connections, ${SECONDS}s; install wrk for the issue's figures)`}, A B alternating, median of ${ROUNDS} — bun ${Bun.version}, ${new Date().toISOString()}`);
@@ -94,20 +110,22 @@ const cases = [
 ];
 try {
   for (const c of cases) {
-    await load(base + c.path, c.headers, 1);
-    await load(rawBase + c.path, c.headers, 1);
-    const ours: number[] = [];
-    const theirs: number[] = [];
-    let refused = 0;
+    await load(base + c.path, c.headers, server.pid, 1);
+    await load(rawBase + c.path, c.headers, rawProc.pid, 1);
+    const ours: Load[] = [];
+    const theirs: Load[] = [];
     for (let i = 0; i < ROUNDS; i++) {
-      const a = await load(base + c.path, c.headers);
-      const b = await load(rawBase + c.path, c.headers);
-      ours.push(a.rps);
-      theirs.push(b.rps);
-      refused += a.non2xx + b.non2xx;
+      ours.push(await load(base + c.path, c.headers, server.pid));
+      theirs.push(await load(rawBase + c.path, c.headers, rawProc.pid));
     }
-    report(c.name, median(ours), median(theirs), "req/s", c.goal, "higher");
-    console.log(`  runs: runcell ${ours.map(Math.round).join(", ")}; raw ${theirs.map(Math.round).join(", ")}${refused ? `; ${refused} non-2xx answers` : ""}`);
+    const refused = [...ours, ...theirs].reduce((n, l) => n + l.non2xx, 0);
+    report(c.name, median(ours.map((l) => l.rps)), median(theirs.map((l) => l.rps)), "req/s", c.goal, "higher");
+    console.log(`  runs: runcell ${ours.map((l) => Math.round(l.rps)).join(", ")}; raw ${theirs.map((l) => Math.round(l.rps)).join(", ")}${refused ? `; ${refused} non-2xx answers` : ""}`);
+    if (wrk) {
+      const us = median(ours.map((l) => l.cpuUs));
+      const rawUs = median(theirs.map((l) => l.cpuUs));
+      console.log(`  server CPU per request: runcell ${us.toFixed(1)} µs, raw ${rawUs.toFixed(1)} µs — CPU-equivalent ratio ${(rawUs / us).toFixed(2)}× (the same goal, steadier on this VM)`);
+    }
   }
 
   // Idle RSS and size against the compiled hello-world: a fresh runcell (no load behind it).

@@ -43,6 +43,7 @@ import { Hub } from "./events/hub.ts";
 import { EventLog } from "./events/log.ts";
 import { createPipeline } from "./http/pipeline.ts";
 import { createRouter } from "./http/router.ts";
+import { healthCheck } from "./http/routes/health.ts";
 import { spaFallback } from "./http/routes/web.ts";
 import { mountRoutes } from "./http/routes/index.ts";
 import { RateLimiter } from "./lib/ratelimit.ts";
@@ -179,6 +180,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     limiter,
     authenticate: (req, path, opts) => authenticator.authenticate(req, path, opts),
     handle: (req) => router.handle(req),
+    direct: new Map([["/healthz", healthCheck(services)]]),
     upgrade: (req, server, ctx) => stream.upgrade(req, server, ctx),
     onResponse: (method, route, status, seconds) => metrics.http(method, route, status, seconds),
   });

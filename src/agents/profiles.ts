@@ -9,10 +9,11 @@ import { changes, type DB } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type ModelConfig, type ProfileRow, profiles } from "../db/schema.ts";
-import { Errors } from "../lib/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
+import { VersionedJson } from "../lib/versioned-json.ts";
 import { iso } from "../lib/time.ts";
-import { type Model, ProfilePatchBody, type PoolState, type ProfileRecord } from "../schema/profile.ts";
-import { check } from "../schema/validate.ts";
+import { type Model, ProfilePatchBody, type PoolState, ProfileRecord } from "../schema/profile.ts";
+import { check, matches } from "../schema/validate.ts";
 import { checkOutbound, type OutboundNet } from "./outbound.ts";
 import { clampConcurrency, mergeProfilePatch, normalizeProfile, type ProfileDefaults, type ProfileFields } from "./profile-rules.ts";
 
@@ -44,11 +45,22 @@ function fieldsOf(row: ProfileRow): ProfileFields {
   };
 }
 
+/** The API record of a row, without the pool's live state. */
+function recordOf(row: ProfileRow): ProfileRecord {
+  return { id: row.id, ...fieldsOf(row), model: cleanModel(row.model), created_at: iso(row.created_at), updated_at: iso(row.updated_at) };
+}
+
 export class Profiles {
   private byIdStmt;
   /** The list's two pages (first, after a cursor), prepared once: building and preparing the query was most of GET /v1/profiles. */
   private firstPageStmt;
   private nextPageStmt;
+  /** The read routes' statements: only what says which version of each record to send. */
+  private versionStmt;
+  private firstVersionsStmt;
+  private nextVersionsStmt;
+  /** Each profile's API record (without the pool's live state) as JSON, per `updated_at`. */
+  private json = new VersionedJson();
   /** Called after a profile is deleted (its playbooks are disabled, its warm pool removed). */
   onDelete: ((profileId: string, userId: string) => void)[] = [];
   /** Called after a profile is changed (its warm pool is drained when its containers would differ, and resized). */
@@ -75,6 +87,15 @@ export class Profiles {
     const page = (where: ReturnType<typeof and>) => db.select().from(profiles).where(where).orderBy(desc(profiles.id)).limit(sql.placeholder("fetch")).prepare();
     this.firstPageStmt = page(eq(profiles.user_id, sql.placeholder("user_id")));
     this.nextPageStmt = page(and(eq(profiles.user_id, sql.placeholder("user_id")), lt(profiles.id, sql.placeholder("cursor"))));
+    const version = { id: profiles.id, updated_at: profiles.updated_at, warm_pool: profiles.warm_pool };
+    this.versionStmt = db
+      .select(version)
+      .from(profiles)
+      .where(and(eq(profiles.id, sql.placeholder("id")), eq(profiles.user_id, sql.placeholder("user_id"))))
+      .prepare();
+    const versions = (where: ReturnType<typeof and>) => db.select(version).from(profiles).where(where).orderBy(desc(profiles.id)).limit(sql.placeholder("fetch")).prepare();
+    this.firstVersionsStmt = versions(eq(profiles.user_id, sql.placeholder("user_id")));
+    this.nextVersionsStmt = versions(and(eq(profiles.user_id, sql.placeholder("user_id")), lt(profiles.id, sql.placeholder("cursor"))));
   }
 
   /**
@@ -99,10 +120,49 @@ export class Profiles {
   }
 
   toApi(row: ProfileRow): ProfileRecord {
-    const rec: ProfileRecord = { id: row.id, ...fieldsOf(row), model: cleanModel(row.model), created_at: iso(row.created_at), updated_at: iso(row.updated_at) };
+    const rec = recordOf(row);
     const pool = row.warm_pool > 0 ? this.guards.pool?.state(row.id) : null;
     if (pool) rec.pool = pool;
     return rec;
+  }
+
+  /**
+   * GET /v1/profiles/:id's body: the record's JSON, made once per version (src/lib/versioned-json.ts)
+   * and checked against its schema when made; the pool's live state is added per request.
+   */
+  getJson(userId: string, profileId: string): string {
+    const v = isId("profile", profileId) ? this.versionStmt.get({ id: profileId, user_id: userId }) : undefined;
+    const json = v && this.recordJson(v);
+    if (!json) throw Errors.notFound("Profile", profileId);
+    return json;
+  }
+
+  /** GET /v1/profiles's body (the shape of `list`), from the records' stored JSON. */
+  listJson(userId: string, p: PageParams): string {
+    const k = keyset(profiles.id, undefined, p);
+    const rows = p.cursor ? this.nextVersionsStmt.all({ user_id: userId, cursor: p.cursor, fetch: k.fetch }) : this.firstVersionsStmt.all({ user_id: userId, fetch: k.fetch });
+    const page = rows.slice(0, k.limit);
+    let data = "";
+    for (const v of page) {
+      const json = this.recordJson(v);
+      if (json) data += (data ? "," : "") + json;
+    }
+    const next = rows.length > k.limit ? JSON.stringify(page[page.length - 1]!.id) : "null";
+    return `{"data":[${data}],"next_cursor":${next}}`;
+  }
+
+  /** One record's JSON at the version read (null: deleted meanwhile), with the pool's state. */
+  private recordJson(v: { id: string; updated_at: number; warm_pool: number }): string | null {
+    const json = this.json.get(v.id, v.updated_at, () => {
+      const row = this.byIdAny(v.id);
+      if (!row) return null;
+      const rec = recordOf(row);
+      // What Elysia's response check did per request, once per version.
+      if (!matches(ProfileRecord, rec)) throw new AppError("INTERNAL_ERROR", "Internal server error: response failed its schema");
+      return { version: row.updated_at, json: JSON.stringify(rec) };
+    });
+    const pool = json && v.warm_pool > 0 ? this.guards.pool?.state(v.id) : null;
+    return pool ? `${json!.slice(0, -1)},"pool":${JSON.stringify(pool)}}` : json;
   }
 
   /** What the owner may save: the operator's policy, and where the model URL may point. */
@@ -146,14 +206,16 @@ export class Profiles {
     const { current, fields } = this.validatePatch(userId, profileId, patch);
     if (Bun.deepEquals(fields, fieldsOf(current))) return current;
     await this.allowed(userId, fields, false);
-    const updated_at = Math.max(this.now(), current.updated_at);
-    const res = this.db
+    // updated_at rises with every update, in the statement itself (concurrent ones included): it is
+    // the version the read routes' stored JSON is keyed by.
+    const [stored] = this.db
       .update(profiles)
-      .set({ ...fields, updated_at })
+      .set({ ...fields, updated_at: sql`max(${this.now()}, ${profiles.updated_at} + 1)` })
       .where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId)))
-      .run();
-    if (changes(res) === 0) throw Errors.notFound("Profile", profileId);
-    const after = { ...current, ...fields, updated_at };
+      .returning({ updated_at: profiles.updated_at })
+      .all();
+    if (!stored) throw Errors.notFound("Profile", profileId);
+    const after = { ...current, ...fields, updated_at: stored.updated_at };
     for (const f of this.onUpdate) f(current, after);
     return after;
   }
@@ -163,6 +225,7 @@ export class Profiles {
     if (!isId("profile", profileId)) throw Errors.notFound("Profile", profileId);
     const res = this.db.delete(profiles).where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId))).run();
     if (changes(res) === 0) throw Errors.notFound("Profile", profileId);
+    this.json.drop(profileId);
     for (const f of this.onDelete) f(profileId, userId);
   }
 }

@@ -5,7 +5,7 @@
  */
 import type { Authenticated, AuthUser, Principal } from "./principal.ts";
 import { type CookieOptions, type LoginSessions, readCookie } from "./sessions.ts";
-import type { ApiTokens, VerifyOptions } from "./tokens.ts";
+import type { ApiTokens, VerifiedToken, VerifyOptions } from "./tokens.ts";
 import type { UserRow, Users } from "./users.ts";
 
 export interface Credentials {
@@ -20,6 +20,8 @@ const BEARER = /^bearer\s+/i;
 
 /** Visible ASCII: no whitespace of any kind to strip (NaN, past the end, is not). */
 const printable = (c: number) => c > 32 && c < 127;
+
+const authenticatedAs = (p: Principal | null): Authenticated => (p ? { principal: p, error: "missing" } : { principal: null, error: "invalid" });
 
 const toAuthUser = (u: UserRow): AuthUser => ({ id: u.id, email: u.email, name: u.name, role: u.role, created_at: u.created_at });
 
@@ -41,8 +43,12 @@ export class Authenticator {
    * The principal for an API token, or null (unknown, deleted, disabled user). `opts.beforeCompare`
    * runs (and may throw) before a bcrypt compare is spent on it.
    */
-  async fromToken(token: string, opts?: VerifyOptions): Promise<Principal | null> {
-    const verified = await this.tokens.verify(token, opts);
+  fromToken(token: string, opts?: VerifyOptions): Principal | null | Promise<Principal | null> {
+    const verified = this.tokens.verify(token, opts);
+    return verified instanceof Promise ? verified.then((v) => this.principalOf(v)) : this.principalOf(verified);
+  }
+
+  private principalOf(verified: VerifiedToken | null): Principal | null {
     if (!verified) return null;
     const user = this.users.byId(verified.userId);
     if (!user || user.disabled) return null;
@@ -59,7 +65,8 @@ export class Authenticator {
 
   resolve(creds: Credentials, opts?: VerifyOptions): Authenticated | Promise<Authenticated> {
     if (creds.bearer !== null) {
-      return this.fromToken(creds.bearer, opts).then((p): Authenticated => (p ? { principal: p, error: "missing" } : { principal: null, error: "invalid" }));
+      const p = this.fromToken(creds.bearer, opts);
+      return p instanceof Promise ? p.then(authenticatedAs) : authenticatedAs(p);
     }
     if (creds.cookie !== null) {
       const p = this.fromCookie(creds.cookie);

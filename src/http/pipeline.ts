@@ -28,6 +28,12 @@ export interface PipelineDeps {
   /** The /v1/stream upgrade; returns a Response only when the upgrade was refused. */
   upgrade?(req: Request, server: Server<unknown>, ctx: RequestContext): Promise<Response | undefined>;
   /**
+   * GET routes that need no caller and no body (/healthz, what load balancers poll), answered
+   * before authentication and the router: a credential changes nothing there, the client
+   * address's bucket is reported (not taken), and the headers, log line and metrics are the same.
+   */
+  direct?: ReadonlyMap<string, () => Response>;
+  /**
    * Told of every response (the /metrics counters): the method, the route template the router
    * matched (undefined when none did), the status and the seconds it took.
    */
@@ -85,7 +91,7 @@ const PAGE_HEADER_NAMES = Object.keys(PAGE_HEADERS);
  * headers is a frozen constant, and the header names and messages are made once per pipeline.
  */
 export function createPipeline(deps: PipelineDeps) {
-  const { config, log, limiter } = deps;
+  const { config, log, limiter, direct } = deps;
   const publicOrigin = new URL(config.publicUrl).origin;
   const trustProxy = config.trustProxy;
   const limited = (r: RateLimitResult) => Errors.rateLimited(r.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${r.limit}`);
@@ -214,6 +220,17 @@ export function createPipeline(deps: PipelineDeps) {
     const ctx = new Context(requestIdFor(req), clientIp(req, server, trustProxy), started);
     setRequestContext(req, ctx);
     if (path === "/v1/stream" && deps.upgrade) return upgrade(req, server, ctx, path);
+    const answer = direct?.get(path);
+    if (answer && req.method === "GET") {
+      ctx.route = path;
+      let response: Response;
+      try {
+        response = answer();
+      } catch (e) {
+        response = failed(e, ctx);
+      }
+      return finish(req, path, ctx, response, limiter.peek(`ip:${ctx.ip}`));
+    }
     let pending: Authenticated | Promise<Authenticated>;
     try {
       pending = deps.authenticate(req, path, ctx);

@@ -2,6 +2,7 @@ import { Elysia } from "elysia";
 import { asyncApiDocument } from "../../schema/asyncapi.ts";
 import { VERSION } from "../../version.ts";
 import { docsPage } from "./web.ts";
+import { jsonResponse } from "../json.ts";
 
 const TAGS = [
   { name: "Auth", description: "Cookie sessions (better-auth compatible paths)" },
@@ -88,10 +89,10 @@ export function docsRoutes(getRouter: () => Elysia<any, any, any, any, any, any,
   return new Elysia()
     .get(
       "/v1/asyncapi.json",
-      () => new Response((asyncApi ??= JSON.stringify(asyncApiDocument({ publicUrl, version: VERSION }))), { headers: { "content-type": "application/json; charset=utf-8" } }),
+      () => jsonResponse((asyncApi ??= JSON.stringify(asyncApiDocument({ publicUrl, version: VERSION })))),
       { detail: { hide: true } },
     )
-    .get("/v1/openapi.json", () => new Response(spec(), { headers: { "content-type": "application/json; charset=utf-8" } }), {
+    .get("/v1/openapi.json", () => jsonResponse(spec()), {
       detail: { hide: true },
     })
     // The reference is a view of the dashboard's app (same look, same CSP), rendered from /v1/openapi.json.

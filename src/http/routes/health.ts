@@ -1,4 +1,5 @@
 import { Elysia, t } from "elysia";
+import { jsonResponse } from "../json.ts";
 import type { Services } from "../../services.ts";
 import { VERSION } from "../../version.ts";
 
@@ -9,8 +10,15 @@ const Health = t.Object({
   docker: t.UnionEnum(["ok", "unavailable"]),
 });
 
-/** GET /healthz: no auth, no secrets; 503 only when the database does not answer. */
-export const healthRoutes = (s: Services) => {
+const checks = new WeakMap<Services, () => Response>();
+
+/**
+ * GET /healthz's answer: no auth, no secrets; 503 only when the database does not answer. One per
+ * app (the pipeline answers /healthz with it before routing; the route below documents it).
+ */
+export function healthCheck(s: Services): () => Response {
+  let check = checks.get(s);
+  if (check) return check;
   const ping = s.sqlite.prepare("SELECT 1 AS ok");
   // Four possible bodies: serialized once (this route is what load balancers poll).
   const bodies = new Map<string, string>();
@@ -20,23 +28,24 @@ export const healthRoutes = (s: Services) => {
     if (!b) bodies.set(key, (b = JSON.stringify({ status: db === "ok" ? "ok" : "error", version: VERSION, db, docker })));
     return b;
   };
-  return new Elysia().get(
-    "/healthz",
-    () => {
-      let db: "ok" | "error" = "ok";
-      try {
-        ping.get();
-      } catch {
-        db = "error";
-      }
-      // Refresh the Docker probe in the background; answer from the last result.
-      s.docker.refreshIfStale();
-      const docker = s.docker.status.ok ? "ok" : "unavailable";
-      return new Response(body(db, docker), { status: db === "ok" ? 200 : 503, headers: { "content-type": "application/json; charset=utf-8" } });
-    },
-    {
-      response: { 200: Health, 503: Health },
-      detail: { tags: ["Health"], summary: "Liveness and dependency status", security: [] },
-    },
-  );
-};
+  check = () => {
+    let db: "ok" | "error" = "ok";
+    try {
+      ping.get();
+    } catch {
+      db = "error";
+    }
+    // Refresh the Docker probe in the background; answer from the last result.
+    s.docker.refreshIfStale();
+    const docker = s.docker.status.ok ? "ok" : "unavailable";
+    return jsonResponse(body(db, docker), db === "ok" ? 200 : 503);
+  };
+  checks.set(s, check);
+  return check;
+}
+
+export const healthRoutes = (s: Services) =>
+  new Elysia().get("/healthz", healthCheck(s), {
+    response: { 200: Health, 503: Health },
+    detail: { tags: ["Health"], summary: "Liveness and dependency status", security: [] },
+  });

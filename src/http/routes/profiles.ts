@@ -4,6 +4,7 @@ import { ListOf } from "../../schema/common.ts";
 import { ProfileCreateBody, ProfilePatchBody, ProfileRecord } from "../../schema/profile.ts";
 import type { Services } from "../../services.ts";
 import { requirePrincipal, USER_SECURITY, userGuard } from "../guards.ts";
+import { jsonResponse } from "../json.ts";
 import { errorResponses, PageQuery } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Profiles"], summary, description, security: USER_SECURITY });
@@ -29,12 +30,14 @@ export const profileRoutes = (s: Services) => {
         detail: detail("Create a profile", "Every field is optional; omitted fields get the documented defaults."),
       },
     )
-    .get("/", ({ user, query }) => p.list(user.id, query), {
+    // The read routes send each record's stored JSON (src/lib/versioned-json.ts): checked against
+    // ProfileRecord once per version there, so Elysia's per-request check of a Response is not needed.
+    .get("/", ({ user, query }) => jsonResponse(p.listJson(user.id, query)), {
       query: t.Object(PageQuery),
       response: { 200: ListOf(ProfileRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your profiles, newest first"),
     })
-    .get("/:id", ({ user, params }) => p.toApi(p.get(user.id, params.id)), {
+    .get("/:id", ({ user, params }) => jsonResponse(p.getJson(user.id, params.id)), {
       response: { 200: ProfileRecord, ...errorResponses(401, 404, 429) },
       detail: detail("Get a profile"),
     })

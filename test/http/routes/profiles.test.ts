@@ -324,6 +324,45 @@ describe("PATCH semantics", () => {
   });
 });
 
+describe("the read routes' stored JSON (src/lib/versioned-json.ts)", () => {
+  test("GET answers the records toApi makes, and every change shows at once — also several within one millisecond", async () => {
+    // A clock that does not move: updated_at must still rise with each change (it keys the stored JSON).
+    const frozen = await startTestApp({ now: () => Date.parse("2026-01-01T00:00:00.000Z") });
+    try {
+      const u = await createUser(frozen);
+      const id = (await api(frozen, "POST", "/v1/profiles", u.bearer, { name: "v0" })).body.id;
+      const versions = new Set<string>();
+      for (let i = 1; i <= 5; i++) {
+        expect((await api(frozen, "GET", `/v1/profiles/${id}`, u.bearer)).body.name).toBe(`v${i - 1}`);
+        const patched = await api(frozen, "PATCH", `/v1/profiles/${id}`, u.bearer, { name: `v${i}`, tools: i % 2 ? ["Bash"] : ["Read", "Write"] });
+        versions.add(patched.body.updated_at);
+        const one = await api(frozen, "GET", `/v1/profiles/${id}`, u.bearer);
+        const list = await api(frozen, "GET", "/v1/profiles", u.bearer);
+        expect(one.body).toEqual(patched.body);
+        expect(list.body.data).toEqual([patched.body]);
+        const p = frozen.app.services.profiles;
+        expect(one.body).toEqual(JSON.parse(JSON.stringify(p.toApi(p.get(u.id, id)))));
+        expect(one.headers.get("content-type")).toBe("application/json; charset=utf-8");
+      }
+      expect(versions.size).toBe(5);
+      await api(frozen, "DELETE", `/v1/profiles/${id}`, u.bearer);
+      expect((await api(frozen, "GET", `/v1/profiles/${id}`, u.bearer)).status).toBe(404);
+      expect((await api(frozen, "GET", "/v1/profiles", u.bearer)).body).toEqual({ data: [], next_cursor: null });
+    } finally {
+      await frozen.stop();
+    }
+  });
+
+  test("a row changed behind the service (another process on the same database) is read anew, not served stale", async () => {
+    const id = (await create({ name: "before" })).body.id;
+    expect((await api(t, "GET", `/v1/profiles/${id}`, alice.bearer)).body.name).toBe("before");
+    t.app.services.sqlite.run("UPDATE profiles SET name = 'after', updated_at = updated_at + 1 WHERE id = ?", [id]);
+    expect((await api(t, "GET", `/v1/profiles/${id}`, alice.bearer)).body.name).toBe("after");
+    const listed = (await api(t, "GET", "/v1/profiles?limit=100", alice.bearer)).body.data.find((p: { id: string }) => p.id === id);
+    expect(listed.name).toBe("after");
+  });
+});
+
 describe("list and delete", () => {
   test("newest first, paginated with next_cursor", async () => {
     const u = await createUser(t);

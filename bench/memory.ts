@@ -15,7 +15,9 @@
  * level, as the lowest reading over an idle window (the collector runs on its own timer).
  * Run: bun bench/memory.ts [--source] [--sessions N] [--turns N] [--only concurrent|turns]
  *   --source    run `bun src/main.ts serve` instead of the compiled binary
- * (BENCH_IMAGE, default `runcell-test/busybox:latest`; BENCH_SETTLE_MS, the idle window, default 6000)
+ * (BENCH_IMAGE, default `runcell-test/busybox:latest`; BENCH_SETTLE_MS, the idle window, default 6000;
+ *  BENCH_CONCURRENT_TEXT, characters per session in part 1, default 262144 — a small value shows
+ *  what the sessions cost without their text)
  */
 import { rmSync } from "node:fs";
 import { startMockAnthropic } from "../test/helpers/mock-anthropic.ts";
@@ -33,7 +35,7 @@ const TURNS = Number(opt("--turns") ?? 24);
 const ONLY = opt("--only");
 const IMAGE = process.env.BENCH_IMAGE ?? "runcell-test/busybox:latest";
 const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 6000);
-const CONCURRENT_TEXT = 256 * 1024;
+const CONCURRENT_TEXT = Number(process.env.BENCH_CONCURRENT_TEXT ?? 256 * 1024);
 const TURN_TEXT = 2 * 1024 * 1024;
 /** Characters per streamed delta (a real model sends a few tokens per delta). */
 const DELTA = 64;

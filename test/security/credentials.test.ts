@@ -70,12 +70,21 @@ describe("forged tokens with a real lookup prefix", () => {
     expect(compares).toBe(more);
   });
 
-  test("paths outside the API surfaces (the dashboard, /healthz) cannot be used to buy compares either", async () => {
+  test("paths outside the API surfaces (the dashboard) cannot be used to buy compares either", async () => {
     const ip = nextIp();
     const before = compares;
-    const res = await Promise.all(Array.from({ length: 8 }, (_, i) => get(forge(alice.token), ip, i % 2 ? "/healthz" : "/")));
+    const res = await Promise.all(Array.from({ length: 8 }, () => get(forge(alice.token), ip, "/")));
     expect(compares - before).toBeLessThanOrEqual(BURST);
     expect(res.filter((r) => r.status === 429)).toHaveLength(8 - BURST);
+  });
+
+  test("/healthz never looks at a credential: forged tokens cost no compare and take nothing from the bucket", async () => {
+    const ip = nextIp();
+    const before = compares;
+    const res = await Promise.all(Array.from({ length: 8 }, () => get(forge(alice.token), ip, "/healthz")));
+    expect(res.map((r) => r.status)).toEqual(Array(8).fill(200));
+    expect(compares).toBe(before);
+    expect(res.every((r) => r.headers.get("ratelimit-remaining") === String(BURST))).toBe(true);
   });
 
   test("the same forged token again, from fresh addresses, costs no compare (its refusal is cached) and stays 401", async () => {

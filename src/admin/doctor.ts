@@ -124,7 +124,6 @@ function commandOf(pid: number): string | null {
 // The checks
 
 const DATA_DIR = "data dir";
-/** Files of the data dir the server must be able to write. */
 /** The database's size on disk: the file and its WAL (either may not exist yet). */
 function databaseBytes(dataDir: string): number {
   let bytes = 0;
@@ -138,6 +137,7 @@ function databaseBytes(dataDir: string): number {
   return bytes;
 }
 
+/** Files of the data dir the server must be able to write. */
 const DATA_FILES = [DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, KEY_FILE, LOCK_FILE, "runcell.toml", "runcell.json"];
 
 const dataDir: CheckFn = ({ config }) => {

@@ -43,12 +43,9 @@ export function applyPolicy(target: PolicyDefaults, p: Partial<Policy>) {
   for (const k of POLICY_KEYS) if (p[k] !== undefined) (target as unknown as Record<string, unknown>)[POLICY_OPTIONS[k].key] = p[k];
 }
 
-/** `*` matches any run of characters; the rest is literal. */
-
 export interface EffectivePolicy extends Policy {
   exempt: boolean;
 }
-
 
 export class Policies {
   private profilesStmt: Statement<{ n: number }, [string]>;

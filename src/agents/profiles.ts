@@ -3,11 +3,11 @@
  * network). Every read and write is scoped by owner in the query itself; someone else's profile
  * answers NOT_FOUND exactly like a missing one. The runtime calls `get` + `toApi`.
  */
-import { and, desc, eq, lt, sql } from "drizzle-orm";
+import { and, desc, eq, lt, type SQL, sql } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import { changes, type DB } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
-import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
+import { keyset, type PageParams } from "../db/paginate.ts";
 import { type ModelConfig, type ProfileRow, profiles } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { VersionedJson } from "../lib/versioned-json.ts";
@@ -52,10 +52,7 @@ function recordOf(row: ProfileRow): ProfileRecord {
 
 export class Profiles {
   private byIdStmt;
-  /** The list's two pages (first, after a cursor), prepared once: building and preparing the query was most of GET /v1/profiles. */
-  private firstPageStmt;
-  private nextPageStmt;
-  /** The read routes' statements: only what says which version of each record to send. */
+  /** The read routes' statements, prepared once: only what says which version of each record to send. */
   private versionStmt;
   private firstVersionsStmt;
   private nextVersionsStmt;
@@ -79,23 +76,14 @@ export class Profiles {
       pool?: { state(profileId: string): PoolState | null };
     } = {},
   ) {
-    this.byIdStmt = db
-      .select()
-      .from(profiles)
-      .where(and(eq(profiles.id, sql.placeholder("id")), eq(profiles.user_id, sql.placeholder("user_id"))))
-      .prepare();
-    const page = (where: ReturnType<typeof and>) => db.select().from(profiles).where(where).orderBy(desc(profiles.id)).limit(sql.placeholder("fetch")).prepare();
-    this.firstPageStmt = page(eq(profiles.user_id, sql.placeholder("user_id")));
-    this.nextPageStmt = page(and(eq(profiles.user_id, sql.placeholder("user_id")), lt(profiles.id, sql.placeholder("cursor"))));
+    const mine = eq(profiles.user_id, sql.placeholder("user_id"));
+    this.byIdStmt = db.select().from(profiles).where(and(eq(profiles.id, sql.placeholder("id")), mine)).prepare();
     const version = { id: profiles.id, updated_at: profiles.updated_at, warm_pool: profiles.warm_pool };
-    this.versionStmt = db
-      .select(version)
-      .from(profiles)
-      .where(and(eq(profiles.id, sql.placeholder("id")), eq(profiles.user_id, sql.placeholder("user_id"))))
-      .prepare();
-    const versions = (where: ReturnType<typeof and>) => db.select(version).from(profiles).where(where).orderBy(desc(profiles.id)).limit(sql.placeholder("fetch")).prepare();
-    this.firstVersionsStmt = versions(eq(profiles.user_id, sql.placeholder("user_id")));
-    this.nextVersionsStmt = versions(and(eq(profiles.user_id, sql.placeholder("user_id")), lt(profiles.id, sql.placeholder("cursor"))));
+    this.versionStmt = db.select(version).from(profiles).where(and(eq(profiles.id, sql.placeholder("id")), mine)).prepare();
+    const versions = (where: SQL | undefined) => db.select(version).from(profiles).where(where).orderBy(desc(profiles.id)).limit(sql.placeholder("fetch")).prepare();
+    // A page of the owner's profiles, newest first: the first one, or the one after a cursor.
+    this.firstVersionsStmt = versions(mine);
+    this.nextVersionsStmt = versions(and(mine, lt(profiles.id, sql.placeholder("cursor"))));
   }
 
   /**
@@ -183,11 +171,6 @@ export class Profiles {
     return row;
   }
 
-  list(userId: string, p: PageParams): Page<ProfileRecord> {
-    const k = keyset(profiles.id, undefined, p);
-    const rows = p.cursor ? this.nextPageStmt.all({ user_id: userId, cursor: p.cursor, fetch: k.fetch }) : this.firstPageStmt.all({ user_id: userId, fetch: k.fetch });
-    return toPage(rows, k.limit, (r) => this.toApi(r));
-  }
 
   /** Validates a new profile without storing it (throws VALIDATION_FAILED naming the field). */
   validateCreate(input: unknown): ProfileFields {

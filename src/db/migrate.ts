@@ -93,7 +93,6 @@ export interface SchemaInfo {
   writer: SchemaWriter | null;
 }
 
-/** The database's schema compared with this binary's, without writing anything (never throws for a newer one). */
 /** A database file's schema against this binary's, read-only (null: no database file yet). */
 export function schemaInfoOfFile(path: string): SchemaInfo | null {
   if (!existsSync(path)) return null;
@@ -106,6 +105,7 @@ export function schemaInfoOfFile(path: string): SchemaInfo | null {
   }
 }
 
+/** The database's schema compared with this binary's, without writing anything (never throws for a newer one). */
 export function schemaInfo(sqlite: Database, migrations: Migration[] = MIGRATIONS): SchemaInfo {
   const applied = appliedTags(sqlite);
   const known = migrations.map((m) => m.tag);

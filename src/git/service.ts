@@ -13,6 +13,7 @@ import { AppError, Errors } from "../lib/errors.ts";
 import { BlockedAddressError, ResolveError, type ResolvedAddress } from "../lib/ssrf.ts";
 import type { Logger } from "../log.ts";
 import type { ExecOptions, ExecResult } from "../workspaces/exec.ts";
+import { BRANCH_PATTERN } from "../schema/session.ts";
 import { resolveWorkspacePath } from "../workspaces/paths.ts";
 import { type GitContext, gitContext, gitFailure, runGit } from "./command.ts";
 import { copyHistory } from "./extract.ts";
@@ -58,7 +59,7 @@ export interface PushResult {
 }
 
 const SHA = /^[0-9a-f]{40}$/;
-export const BRANCH_RE = /^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*\.lock$)(?!.*\/$)[A-Za-z0-9._/-]{1,255}$/;
+const BRANCH_RE = new RegExp(BRANCH_PATTERN);
 
 const FIND = `for p; do
   if [ -e "$p/.git" ]; then echo "git $p"

@@ -19,12 +19,9 @@ export class VersionedJson {
     const hit = this.entries.get(id);
     if (hit && hit.version === version) return hit.json;
     const made = make();
-    if (!made) {
-      if (hit) this.entries.delete(id);
-      return null;
-    }
     if (hit) this.entries.delete(id);
-    else if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
+    if (!made) return null;
+    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(id, made);
     return made.json;
   }

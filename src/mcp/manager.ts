@@ -131,11 +131,6 @@ export class McpManager {
     return { tools, failures };
   }
 
-  /** The server and tool behind a model-facing name offered to this session, if any. */
-  offered(sessionId: string, name: string): { server: string; tool: string } | undefined {
-    return this.sessions.get(sessionId)?.offered.get(name);
-  }
-
   /** Calls an offered tool; the output is the model's tool result (files stored in the workspace). */
   async call(sessionId: string, name: string, input: Record<string, unknown>, signal: AbortSignal, callId: string): Promise<McpCallResult> {
     const entry = this.sessions.get(sessionId);

@@ -19,7 +19,9 @@ export type SessionRecord = Static<typeof SessionRecord>;
 
 export const SessionCreateBody = Body({ profile_id: T.String() });
 
-const BranchName = T.String({ minLength: 1, maxLength: 255, pattern: "^(?!-)(?!.*\\.\\.)(?!.*//)(?!.*\\.lock$)(?!.*/$)[A-Za-z0-9._/-]+$", "x-hint": "a git branch name" });
+/** A branch name git accepts (and no option-like or path-escaping one); the GitPush tool's input is held to it too (src/git/service.ts). */
+export const BRANCH_PATTERN = "^(?!-)(?!.*\\.\\.)(?!.*//)(?!.*\\.lock$)(?!.*/$)[A-Za-z0-9._/-]{1,255}$";
+const BranchName = T.String({ minLength: 1, maxLength: 255, pattern: BRANCH_PATTERN, "x-hint": "a git branch name" });
 
 /** POST /v1/sessions/:id/git/push: which repository (its directory) and branch to push. */
 export const GitPushBody = Body(

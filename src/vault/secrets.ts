@@ -143,13 +143,7 @@ export class Secrets {
         out[key] = val;
         continue;
       }
-      const value = this.reveal(userId, val.secret, `${field}.${key}`);
-      if (value === null) {
-        throw Errors.validation(`${field}.${key}`, `${field}.${key} names the secret "${val.secret}", which is not in your vault: store it with PUT /v1/secrets/${val.secret}`, {
-          reason: "missing secret",
-          secret_name: val.secret,
-        });
-      }
+      const value = this.secretValue(userId, val.secret, `${field}.${key}`);
       out[key] = value;
     }
     return out;

@@ -42,7 +42,8 @@ export async function openProcess(container: Docker.Container, opts: ProcessOpti
   });
   const proc: AttachedProcess = {
     write: (data) => {
-      if (alive) stream.write(typeof data === "string" ? Buffer.from(data) : Buffer.from(data));
+      // Bytes are copied: the caller may reuse its buffer before the stream has written it.
+      if (alive) stream.write(typeof data === "string" ? data : Buffer.from(data));
     },
     onStdout: () => {},
     onStderr: () => {},

@@ -46,6 +46,21 @@ interface Opened {
   close(): Promise<void>;
 }
 
+/**
+ * A field error the server answered, shown by the form: the message next to the field (id `<id>-err`),
+ * the field marked invalid and described by it, and the focus on the field.
+ */
+async function expectFieldError(page: Page, id: string, text: string) {
+  const err = page.locator(`[id='${id}-err']`);
+  await err.waitFor();
+  expect(await err.textContent()).toContain(text);
+  const input = page.locator(`[id='${id}']`);
+  expect(await input.getAttribute("aria-invalid")).toBe("true");
+  expect(await input.getAttribute("aria-describedby")).toContain(`${id}-err`);
+  expect(await page.evaluate(() => document.activeElement?.id)).toBe(id);
+  return err;
+}
+
 /** A fresh browser context signed in as `u` (its cookie), in UTC and en-US, clipboard allowed, confirm() accepted. */
 async function open(u: TestUser, allow: RegExp[] = []): Promise<Opened> {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, timezoneId: "UTC", locale: "en-US" });
@@ -307,13 +322,7 @@ describe("/profiles", () => {
       await page.waitForSelector("#pf-title:has-text('Edit Builder 2')");
       await page.fill("[id='pf-model.base_url']", "https://someone:hunter2@models.example.com/v1");
       await page.click("button:has-text('Save changes')");
-      const err = page.locator("[id='pf-model.base_url-err']");
-      await err.waitFor();
-      expect(await err.textContent()).toContain("credentials");
-      const input = page.locator("[id='pf-model.base_url']");
-      expect(await input.getAttribute("aria-invalid")).toBe("true");
-      expect(await input.getAttribute("aria-describedby")).toContain("pf-model.base_url-err");
-      expect(await page.evaluate(() => document.activeElement?.id)).toBe("pf-model.base_url");
+      const err = await expectFieldError(page, "pf-model.base_url", "credentials");
       // The error sits in the same field block as the input, right after its label.
       expect(await err.evaluate((e) => e.previousElementSibling?.contains(document.getElementById("pf-model.base_url")) ?? false)).toBe(true);
       // Nothing was saved.
@@ -394,13 +403,7 @@ describe("/profiles", () => {
       // A URL the server refuses (not http or https): its message is shown next to that server's URL, which gets the focus.
       await server(1).getByLabel("URL", { exact: true }).fill("ftp://x");
       await page.click("button:has-text('Save changes')");
-      const err = page.locator("[id='pf-mcp_servers[0].url-err']");
-      await err.waitFor();
-      expect(await err.textContent()).toContain("mcp_servers[0].url must use http or https");
-      const input = page.locator("[id='pf-mcp_servers[0].url']");
-      expect(await input.getAttribute("aria-invalid")).toBe("true");
-      expect(await input.getAttribute("aria-describedby")).toContain("pf-mcp_servers[0].url-err");
-      expect(await page.evaluate(() => document.activeElement?.id)).toBe("pf-mcp_servers[0].url");
+      await expectFieldError(page, "pf-mcp_servers[0].url", "mcp_servers[0].url must use http or https");
       expect((await api(t, "GET", `/v1/profiles/${id}`, user.bearer)).body.mcp_servers[0].url).toBe(mcpUrl);
 
       // Removing the stdio server and the repository replaces both lists as a whole.

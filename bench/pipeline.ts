@@ -14,10 +14,10 @@
  * - idle RSS and binary size against the compiled hello-world (bench/fixtures/hello.ts), printed.
  * Run: bun bench/pipeline.ts
  */
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { compile, freePort, median, report, ROOT, rssKiB, waitHttp } from "./lib/util.ts";
+import { compile, cpuTicks, freePort, median, report, ROOT, rssKiB, waitHttp } from "./lib/util.ts";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const ROUNDS = 5;
@@ -74,13 +74,6 @@ interface Load {
   non2xx: number;
   /** The server's CPU time per completed request, µs (NaN without wrk). */
   cpuUs: number;
-}
-
-/** utime + stime of a process, in clock ticks (USER_HZ, 100 on Linux). */
-function cpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return Number(f[11]) + Number(f[12]);
 }
 
 async function load(url: string, headers: Record<string, string>, pid: number, seconds = SECONDS): Promise<Load> {

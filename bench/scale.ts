@@ -13,12 +13,14 @@
  *   the relay latency of each chunk (the model server's write → the task:token frame carrying it
  *   at the subscriber, one clock) at p50/p99. Goal: relay p99 ≤ 5 ms at N = 100. Also the
  *   server's RSS idle → after.
+ * BENCH_SCALE_ONLY=pool runs only the pooled half (no bare runs, no burst without a pool).
  * Removal is outside every timing. Never fails on timing. Run: bun bench/scale.ts
  */
 import Docker from "dockerode";
 import { OPEN_POLICY } from "../test/helpers/app.ts";
 import { prepareRuncell, serveRuncell, userToken } from "./lib/runcell-process.ts";
-import { quantile, rssKiB } from "./lib/util.ts";
+import { join } from "node:path";
+import { cpuTicks, freePort, quantile, ROOT, rssKiB, waitListening } from "./lib/util.ts";
 
 const SIZES = (process.env.BENCH_SCALE_N ?? "1,10,40").split(",").map(Number).filter((n) => n > 0);
 const IMAGE = process.env.BENCH_IMAGE ?? "runcell-test/busybox:latest";
@@ -28,54 +30,32 @@ const CHUNK = Number(process.env.BENCH_SCALE_CHUNK ?? 256);
 const CHUNKS_PER_TICK = Number(process.env.BENCH_SCALE_CHUNKS_PER_TICK ?? 4);
 const TICK_MS = Number(process.env.BENCH_SCALE_TICK_MS ?? 10);
 const CHUNKS = Math.ceil((KIB * 1024) / CHUNK);
+/** BENCH_SCALE_ONLY=pool: only the pooled burst and its streaming (no bare runs, no pool-less burst). */
+const POOL_ONLY = process.env.BENCH_SCALE_ONLY === "pool";
 
-const fmt = (ms: number) => `${ms.toFixed(0).padStart(6)} ms`;
+const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "     - ms" : `${ms.toFixed(0).padStart(6)} ms`);
 const p50 = (xs: number[]) => quantile(xs, 0.5);
 const p99 = (xs: number[]) => quantile(xs, 0.99);
 
-// The model server: "stream <k>" → CHUNKS text deltas, each starting with its marker [#k.i#].
-const sentAt = new Map<string, number>();
-const enc = new TextEncoder();
-const sse = (event: string, data: unknown) => enc.encode(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-const model = Bun.serve({
-  hostname: "127.0.0.1",
-  port: 0,
-  idleTimeout: 0,
-  async fetch(req) {
-    const body = (await req.json()) as { messages: { role: string; content: unknown }[] };
-    const last = body.messages[body.messages.length - 1]!;
-    const text = typeof last.content === "string" ? last.content : JSON.stringify(last.content);
-    const k = /stream (\d+)/.exec(text)?.[1] ?? "0";
-    const stream = new ReadableStream<Uint8Array>({
-      async start(c) {
-        c.enqueue(sse("message_start", { type: "message_start", message: { id: `msg_${k}`, type: "message", role: "assistant", model: "claude-sonnet-4-6", content: [], stop_reason: null, usage: { input_tokens: 10, output_tokens: 0 } } }));
-        c.enqueue(sse("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }));
-        for (let i = 0; i < CHUNKS; i++) {
-          if (i % CHUNKS_PER_TICK === 0) await Bun.sleep(TICK_MS);
-          const marker = `[#${k}.${i}#]`;
-          sentAt.set(`${k}.${i}`, performance.now());
-          c.enqueue(sse("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: marker + "x".repeat(Math.max(0, CHUNK - marker.length)) } }));
-        }
-        c.enqueue(sse("content_block_stop", { type: "content_block_stop", index: 0 }));
-        c.enqueue(sse("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: CHUNKS } }));
-        c.enqueue(sse("message_stop", { type: "message_stop" }));
-        c.close();
-      },
-    });
-    return new Response(stream, { headers: { "content-type": "text/event-stream" } });
-  },
+// The model server, in its own process (bench/fixtures/stream-model.ts): every delta carries the time of its write.
+const modelPort = await freePort();
+const model = Bun.spawn(["bun", join(ROOT, "bench/fixtures/stream-model.ts")], {
+  env: { ...process.env, PORT: String(modelPort), MODEL_CHUNKS: String(CHUNKS), MODEL_CHUNK: String(CHUNK), MODEL_PER_TICK: String(CHUNKS_PER_TICK), MODEL_TICK_MS: String(TICK_MS) },
+  stdout: "ignore",
+  stderr: "inherit",
 });
+await waitListening(modelPort);
 
 /** `flags` without the named flags (and their values). */
 const without = (flags: string[], names: string[]) => flags.filter((f, i) => !names.includes(f) && !names.includes(flags[i - 1]!));
 
 const docker = new Docker({ socketPath: "/var/run/docker.sock" });
-const r = prepareRuncell("scale", { fromSource: process.argv.includes("--source") });
+const r = prepareRuncell("scale", { fromSource: process.argv.includes("--source"), preload: process.env.BENCH_PRELOAD });
 const token = await userToken(r, "scale@example.com");
 const srv = await serveRuncell(r, {
   token,
   image: IMAGE,
-  modelPort: String(model.port),
+  modelPort: String(modelPort),
   flags: [...without(OPEN_POLICY, ["--allow-model-hosts", "--max-sockets-per-caller"]), "--max-sockets-per-caller", String(MAX * 2 + 10), "--max-warm-pool", String(MAX), "--max-warm-pool-total", String(MAX)],
 });
 const wsUrl = `${srv.url.replace(/^http/, "ws")}/v1/stream`;
@@ -115,33 +95,46 @@ async function burst(sockets: WebSocket[], profileId: string): Promise<{ ms: num
   return { ms: await Promise.all(waits), sessions };
 }
 
-/** Every session streams its answer at once; text bytes, wall time and per-chunk relay latencies. */
-async function stream(sockets: WebSocket[], sessions: string[]): Promise<{ bytes: number; ms: number; relay: number[] }> {
+/**
+ * Every session streams its answer at once: text bytes, wall time, per-chunk relay latencies (the
+ * marker's write time → the frame's arrival, on the system clock shared by both processes), and
+ * the CPU each process used meanwhile (a share of one core: 1.0 = a core busy all the time).
+ */
+async function stream(sockets: WebSocket[], sessions: string[]): Promise<Streamed> {
   let bytes = 0;
   const relay: number[] = [];
   const MARK = /\[#(\d+\.\d+)#\]/g;
   const t0 = performance.now();
+  const before = { server: cpuTicks(srv.proc.pid), main: cpuTicks(srv.proc.pid, srv.proc.pid), model: cpuTicks(model.pid), bench: process.cpuUsage() };
   await Promise.all(
     sockets.map(
       (ws, k) =>
         new Promise<void>((resolve, reject) => {
-          ws.addEventListener("message", (m) => {
-            const now = performance.now();
+          const on = (m: MessageEvent) => {
+            const now = performance.timeOrigin + performance.now();
             const f = JSON.parse(m.data as string);
             if (f.type === "task:token") {
               bytes += f.text.length;
-              for (const x of f.text.matchAll(MARK)) {
-                const at = sentAt.get(x[1]!);
-                if (at !== undefined) relay.push(now - at);
-              }
-            } else if (f.type === "task:done") resolve();
-            else if (f.type === "task:failed" || f.type === "error") reject(new Error(JSON.stringify(f)));
-          });
+              for (const x of f.text.matchAll(MARK)) relay.push(now - Number(x[1]));
+            } else if (f.type === "task:done") {
+              ws.removeEventListener("message", on);
+              resolve();
+            } else if (f.type === "task:failed" || f.type === "error") reject(new Error(JSON.stringify(f)));
+          };
+          ws.addEventListener("message", on);
           ws.send(JSON.stringify({ type: "task.submit", session_id: sessions[k], prompt: `stream ${k}` }));
         }),
     ),
   );
-  return { bytes, ms: performance.now() - t0, relay };
+  const ms = performance.now() - t0;
+  const bench = process.cpuUsage(before.bench);
+  const share = (ticks: number) => (ticks * 10) / ms;
+  return {
+    bytes,
+    ms,
+    relay,
+    cpu: { server: share(cpuTicks(srv.proc.pid) - before.server), main: share(cpuTicks(srv.proc.pid, srv.proc.pid) - before.main), model: share(cpuTicks(model.pid) - before.model), bench: (bench.user + bench.system) / 1000 / ms },
+  };
 }
 
 async function cleanup(sessions: string[]) {
@@ -163,9 +156,29 @@ async function bare(n: number): Promise<number[]> {
   return runs.map((x) => x.ms);
 }
 
+/** Waits until the profile's pool has n members ready. */
+async function poolFilled(profileId: string, n: number) {
+  const deadline = Date.now() + 120_000 + n * 2000;
+  while (((await srv.api("GET", `/v1/profiles/${profileId}`)).pool?.ready ?? 0) < n) {
+    if (Date.now() > deadline) throw new Error(`the warm pool of ${n} did not fill`);
+    await Bun.sleep(100);
+  }
+}
+
+/** N sessions at once on a profile without a pool. */
+async function coldBurst(n: number) {
+  const cold = await srv.api("POST", "/v1/profiles", profileBody(`cold-${n}`, 0));
+  const coldSockets = await openSockets(n);
+  const c = await burst(coldSockets, cold.id);
+  for (const ws of coldSockets) ws.close();
+  await cleanup(c.sessions);
+  await srv.api("DELETE", `/v1/profiles/${cold.id}`);
+  return c;
+}
+
 const profileBody = (name: string, warm: number) => ({
   name,
-  model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: `http://127.0.0.1:${model.port}` },
+  model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: `http://127.0.0.1:${modelPort}` },
   image: IMAGE,
   network: "none",
   tools: [],
@@ -173,7 +186,9 @@ const profileBody = (name: string, warm: number) => ({
   limits: { max_concurrency: Math.min(1000, MAX * 2), memory_mb: 128, cpus: 0.5, pids: 128 },
 });
 
-interface Row { n: number; bare: number[]; cold: number[]; warm: number[]; mibps: number; relay: number[]; rss: [number, number] }
+interface Cpu { server: number; main: number; model: number; bench: number }
+interface Streamed { bytes: number; ms: number; relay: number[]; cpu: Cpu }
+interface Row { n: number; bare: number[]; cold: number[]; warm: number[]; streams: [Streamed, Streamed]; rss: [number, number] }
 const rows: Row[] = [];
 try {
   // Warm-up: the image's layers, the engine's caches, the server's first requests.
@@ -185,39 +200,33 @@ try {
   await srv.api("DELETE", `/v1/profiles/${warmup.id}`);
 
   for (const n of SIZES) {
-    const b = await bare(n);
-
-    const cold = await srv.api("POST", "/v1/profiles", profileBody(`cold-${n}`, 0));
-    const coldSockets = await openSockets(n);
-    const c = await burst(coldSockets, cold.id);
-    for (const ws of coldSockets) ws.close();
-    await cleanup(c.sessions);
-    await srv.api("DELETE", `/v1/profiles/${cold.id}`);
+    const b = POOL_ONLY ? [] : await bare(n);
+    const c = POOL_ONLY ? { ms: [] } : await coldBurst(n);
 
     const warm = await srv.api("POST", "/v1/profiles", profileBody(`warm-${n}`, n));
-    const deadline = Date.now() + 120_000 + n * 2000;
-    while (((await srv.api("GET", `/v1/profiles/${warm.id}`)).pool?.ready ?? 0) < n) {
-      if (Date.now() > deadline) throw new Error(`the warm pool of ${n} did not fill`);
-      await Bun.sleep(100);
-    }
+    await poolFilled(warm.id, n);
     await Bun.sleep(500);
     const idle = rssKiB(srv.proc.pid);
     const sockets = await openSockets(n);
     const w = await burst(sockets, warm.id);
-    sentAt.clear();
+    // First while the pool refills behind the burst (N container creations competing for the CPU),
+    // then again once it is full and the engine is quiet.
     const s = await stream(sockets, w.sessions);
+    await poolFilled(warm.id, n);
+    const q = await stream(sockets, w.sessions);
     const after = rssKiB(srv.proc.pid);
     for (const ws of sockets) ws.close();
-    // The pool refills behind the burst; delete the profile first so it stops, then the sessions.
+    // Delete the profile first so that its pool goes, then the sessions.
     await srv.api("DELETE", `/v1/profiles/${warm.id}`);
     await cleanup(w.sessions);
     await Bun.sleep(500);
-    rows.push({ n, bare: b, cold: c.ms, warm: w.ms, mibps: s.bytes / 1024 / 1024 / (s.ms / 1000), relay: s.relay, rss: [idle / 1024, after / 1024] });
+    rows.push({ n, bare: b, cold: c.ms, warm: w.ms, streams: [s, q], rss: [idle / 1024, after / 1024] });
   }
 } finally {
   srv.proc.kill();
   await srv.proc.exited;
-  model.stop(true);
+  model.kill();
+  await model.exited;
 }
 
 console.log(`scale benchmark (runcell as its own process): N sessions at once over N WebSockets, image ${IMAGE}, Docker ${(await docker.version()).Version}`);
@@ -231,7 +240,13 @@ for (const x of rows) {
 }
 console.log("  goals: pool p50 ≤ 50 ms and p99 ≤ 0.25× bare p99; no pool ≤ 1.2× bare");
 console.log(`streaming: each session ${KIB} KiB in ${CHUNKS} chunks of ${CHUNK} characters, ${CHUNKS_PER_TICK} chunks every ${TICK_MS} ms (${((CHUNKS_PER_TICK * CHUNK) / TICK_MS / 1024 * 1000 / 1024).toFixed(2)} MiB/s offered per session)`);
+const line = (n: number, when: string, x: Streamed) =>
+  console.log(
+    `${String(n).padStart(4)} ${when} | ${(x.bytes / 1024 / 1024 / (x.ms / 1000)).toFixed(2)} MiB/s at the subscribers | relay p50 ${p50(x.relay).toFixed(2)} ms, p99 ${p99(x.relay).toFixed(2)} ms (${x.relay.length} chunks) | CPU (cores) server ${x.cpu.server.toFixed(2)} (its JS thread ${x.cpu.main.toFixed(2)}), model ${x.cpu.model.toFixed(2)}, subscribers ${x.cpu.bench.toFixed(2)}`,
+  );
 for (const x of rows) {
-  console.log(`${String(x.n).padStart(4)} | ${x.mibps.toFixed(2)} MiB/s at the subscribers | relay p50 ${p50(x.relay).toFixed(2)} ms, p99 ${p99(x.relay).toFixed(2)} ms (${x.relay.length} chunks) | server RSS ${x.rss[0].toFixed(0)} → ${x.rss[1].toFixed(0)} MiB`);
+  line(x.n, "while the pool refills", x.streams[0]);
+  line(x.n, "engine quiet          ", x.streams[1]);
+  console.log(`${String(x.n).padStart(4)} server RSS ${x.rss[0].toFixed(0)} → ${x.rss[1].toFixed(0)} MiB (idle before the burst → after both rounds)`);
 }
 console.log("  goal: relay p99 ≤ 5 ms at N = 100");

@@ -80,6 +80,8 @@ export async function serveRuncell(r: RuncellProcess, o: { token: string; image:
     { cwd: r.dir, stdout: "ignore", stderr: "pipe" },
   );
   const stderr = new Response(proc.stderr).text();
+  // BENCH_SERVER_STDERR=<file>: the server's stderr is also written there once it exits (e.g. with BUN_JSC_logGC=1).
+  if (process.env.BENCH_SERVER_STDERR) void stderr.then((t) => Bun.write(process.env.BENCH_SERVER_STDERR!, t));
   const headers = { authorization: `Bearer ${o.token}`, "content-type": "application/json" };
   const api = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });

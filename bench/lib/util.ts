@@ -16,6 +16,28 @@ export function rssKiB(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
 }
 
+/** utime + stime of a process (or of one of its threads), in clock ticks (USER_HZ: 100 a second on Linux). */
+export function cpuTicks(pid: number, thread?: number): number {
+  const stat = require("node:fs").readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, "utf8") as string;
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return Number(f[11]) + Number(f[12]);
+}
+
+/** Resolves once something accepts TCP connections on 127.0.0.1:port. */
+export async function waitListening(port: number, timeoutMs = 20_000): Promise<void> {
+  const t0 = performance.now();
+  for (;;) {
+    try {
+      const s = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } });
+      s.end();
+      return;
+    } catch {
+      if (performance.now() - t0 > timeoutMs) throw new Error(`nothing listens on port ${port}`);
+      await Bun.sleep(10);
+    }
+  }
+}
+
 export const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;

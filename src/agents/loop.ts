@@ -13,7 +13,8 @@ import type { AgentMetricsDep, ProfileRow, SecretsDep, WorkspacesDep, Notificati
 import { polishResultText } from "./polish.ts";
 import { costUsd } from "./pricing.ts";
 import { getProvider } from "./providers/index.ts";
-import { type ContentBlock, ModelError } from "./providers/types.ts";
+import { type ContentBlock, ModelError, type ModelResponse } from "./providers/types.ts";
+import { TokenBatch } from "./token-batch.ts";
 import { makeScrubber, type Scrubber, scrubDeep } from "./scrub.ts";
 import type { AgentSessions } from "./sessions.ts";
 import type { Tasks, TaskRow } from "./tasks.ts";
@@ -147,30 +148,33 @@ export class AgentLoop {
       // Secrets set or rotated during the task are scrubbed from here on; a token split across
       // chunks is held back until it is clear whether it begins a secret.
       scrub.add(this.d.secrets.valuesFor(task.user_id));
-      const tokens = scrub.stream();
-      const response = await provider.complete(
-        {
-          model: profile.model.name,
-          system,
-          messages: transcript.history(steps),
-          tools: continuing ? [...profileTools, continueToolSpec] : profileTools,
-          maxTokens: MAX_OUTPUT_TOKENS,
-          baseUrl: profile.model.base_url,
-          apiKey,
-          fetch: route.fetch,
-          signal,
-        },
-        (e) => {
-          if (e.type !== "text" || !e.text) return;
-          const text = tokens.push(e.text);
-          if (text) this.emit(task, { type: "task:token", text });
-        },
-      );
+      const tokens = new TokenBatch(scrub.stream(), (text) => this.emit(task, { type: "task:token", text }));
+      let response: ModelResponse;
+      try {
+        response = await provider.complete(
+          {
+            model: profile.model.name,
+            system,
+            messages: transcript.history(steps),
+            tools: continuing ? [...profileTools, continueToolSpec] : profileTools,
+            maxTokens: MAX_OUTPUT_TOKENS,
+            baseUrl: profile.model.base_url,
+            apiKey,
+            fetch: route.fetch,
+            signal,
+          },
+          (e) => {
+            if (e.type === "text") tokens.push(e.text);
+          },
+        );
+      } finally {
+        // Text that arrived before a failure or a cancel still leaves ahead of the outcome frame.
+        tokens.flush();
+      }
       // A large conversation leaves its request (the JSON body and its encoded copy) as garbage the
       // collector would only reach after several more such requests: collect it now.
       if (transcript.size(task.session_id) >= LARGE_REQUEST_CHARS) Bun.gc(true);
-      const tail = tokens.flush();
-      if (tail) this.emit(task, { type: "task:token", text: tail });
+      tokens.end();
       const content = scrubDeep(response.content, scrub);
       const cost = costUsd(profile.model, response.usage);
       const totals = tasks.byId(task.id)!;

@@ -41,7 +41,8 @@ function checkOrdering(frames: any[]) {
 describe("agent runtime", () => {
   test("plain answer: tokens stream, turn.done carries result, usage and cost, task:done follows", async () => {
     mock.reset();
-    mock.enqueue({ text: "Hello there, friend.", usage: { input_tokens: 100, output_tokens: 20 } });
+    // Paced like a model: each delta arrives in a read of its own, so each leaves as a frame of its own.
+    mock.enqueue({ text: "Hello there, friend.", delayMs: 30, usage: { input_tokens: 100, output_tokens: 20 } });
     const { task_id, session_id } = await submit(t, user, { profile_id: profileId, prompt: "Say hello" });
     const task = await waitTask(t, user, task_id);
     expect(task).toMatchObject({ status: "completed", result_text: "Hello there, friend.", input_tokens: 100, output_tokens: 20, turns: 1, error: null });
@@ -60,6 +61,20 @@ describe("agent runtime", () => {
     // The system prompt and the user prompt reached the provider.
     expect(mock.requests[0]!.body.system).toContain("You are a test agent.");
     expect(JSON.stringify(mock.requests[0]!.body.messages)).toContain("Say hello");
+  });
+
+  test("deltas that arrive together leave as one frame; the text is whole and in order", async () => {
+    mock.reset();
+    const words = Array.from({ length: 200 }, (_, i) => `w${i} `);
+    mock.enqueue({ text: words, usage: { input_tokens: 10, output_tokens: 200 } });
+    const { task_id, session_id } = await submit(t, user, { profile_id: profileId, prompt: "Many deltas at once" });
+    expect((await waitTask(t, user, task_id)).status).toBe("completed");
+    const frames = await sessionFrames(t, user, session_id);
+    checkOrdering(frames);
+    const tokens = frames.filter((f) => f.type === "task:token");
+    expect(tokens.map((f) => f.text).join("")).toBe(words.join(""));
+    // 200 deltas written without a pause: far fewer frames than deltas.
+    expect(tokens.length).toBeLessThan(20);
   });
 
   test("Bash round trip: output and exit code go back to the model", async () => {

@@ -20,7 +20,7 @@ import Docker from "dockerode";
 import { OPEN_POLICY } from "../test/helpers/app.ts";
 import { prepareRuncell, serveRuncell, userToken } from "./lib/runcell-process.ts";
 import { join } from "node:path";
-import { cpuTicks, freePort, quantile, ROOT, rssKiB, waitListening } from "./lib/util.ts";
+import { cpuTicks, freePort, quantile, ROOT, rssKiB, schedMs, waitListening } from "./lib/util.ts";
 
 const SIZES = (process.env.BENCH_SCALE_N ?? "1,10,40").split(",").map(Number).filter((n) => n > 0);
 const IMAGE = process.env.BENCH_IMAGE ?? "runcell-test/busybox:latest";
@@ -74,8 +74,9 @@ async function openSockets(n: number): Promise<WebSocket[]> {
 }
 
 /** N session.start frames at once; each socket's time to its session.ready. Sockets stay open. */
-async function burst(sockets: WebSocket[], profileId: string): Promise<{ ms: number[]; sessions: string[] }> {
+async function burst(sockets: WebSocket[], profileId: string): Promise<{ ms: number[]; sessions: string[]; jsCpuMs: number; jsWaitMs: number }> {
   const sessions: string[] = new Array(sockets.length);
+  const sched0 = schedMs(srv.proc.pid);
   const t0 = performance.now();
   const waits = sockets.map(
     (ws, i) =>
@@ -92,7 +93,9 @@ async function burst(sockets: WebSocket[], profileId: string): Promise<{ ms: num
       }),
   );
   for (const ws of sockets) ws.send(JSON.stringify({ type: "session.start", profile_id: profileId }));
-  return { ms: await Promise.all(waits), sessions };
+  const ms = await Promise.all(waits);
+  const sched = schedMs(srv.proc.pid);
+  return { ms, sessions, jsCpuMs: sched.cpu - sched0.cpu, jsWaitMs: sched.waiting - sched0.waiting };
 }
 
 /**
@@ -188,7 +191,7 @@ const profileBody = (name: string, warm: number) => ({
 
 interface Cpu { server: number; main: number; model: number; bench: number }
 interface Streamed { bytes: number; ms: number; relay: number[]; cpu: Cpu }
-interface Row { n: number; bare: number[]; cold: number[]; warm: number[]; streams: [Streamed, Streamed]; rss: [number, number] }
+interface Row { n: number; bare: number[]; cold: number[]; warm: number[]; warmSched: { cpu: number; waiting: number }; streams: [Streamed, Streamed]; rss: [number, number] }
 const rows: Row[] = [];
 try {
   // Warm-up: the image's layers, the engine's caches, the server's first requests.
@@ -220,7 +223,7 @@ try {
     await srv.api("DELETE", `/v1/profiles/${warm.id}`);
     await cleanup(w.sessions);
     await Bun.sleep(500);
-    rows.push({ n, bare: b, cold: c.ms, warm: w.ms, streams: [s, q], rss: [idle / 1024, after / 1024] });
+    rows.push({ n, bare: b, cold: c.ms, warm: w.ms, warmSched: { cpu: w.jsCpuMs, waiting: w.jsWaitMs }, streams: [s, q], rss: [idle / 1024, after / 1024] });
   }
 } finally {
   srv.proc.kill();
@@ -239,6 +242,9 @@ for (const x of rows) {
   );
 }
 console.log("  goals: pool p50 ≤ 50 ms and p99 ≤ 0.25× bare p99; no pool ≤ 1.2× bare");
+for (const x of rows) {
+  console.log(`${String(x.n).padStart(4)} pooled burst: the server's JS thread ran ${x.warmSched.cpu.toFixed(1)} ms and waited for a CPU ${x.warmSched.waiting.toFixed(1)} ms (${(x.warmSched.cpu / x.n).toFixed(2)} ms of CPU a start)`);
+}
 console.log(`streaming: each session ${KIB} KiB in ${CHUNKS} chunks of ${CHUNK} characters, ${CHUNKS_PER_TICK} chunks every ${TICK_MS} ms (${((CHUNKS_PER_TICK * CHUNK) / TICK_MS / 1024 * 1000 / 1024).toFixed(2)} MiB/s offered per session)`);
 const line = (n: number, when: string, x: Streamed) =>
   console.log(

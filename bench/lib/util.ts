@@ -23,6 +23,15 @@ export function cpuTicks(pid: number, thread?: number): number {
   return Number(f[11]) + Number(f[12]);
 }
 
+/**
+ * A thread's scheduler figures (Linux schedstat), in ms: time on a CPU, and time runnable but
+ * waiting for one (the machine's other work, or steal time on a VM, holding it back).
+ */
+export function schedMs(pid: number, thread = pid): { cpu: number; waiting: number } {
+  const [cpu, waiting] = (require("node:fs").readFileSync(`/proc/${pid}/task/${thread}/schedstat`, "utf8") as string).split(" ").map(Number);
+  return { cpu: cpu! / 1e6, waiting: waiting! / 1e6 };
+}
+
 /** Resolves once something accepts TCP connections on 127.0.0.1:port. */
 export async function waitListening(port: number, timeoutMs = 20_000): Promise<void> {
   const t0 = performance.now();

@@ -127,9 +127,12 @@ export class Lifecycle {
       return this.ensureRunning(input.sessionId);
     }
     // session.ready waits on nothing here: the member is checked and renamed behind it, under the
-    // workspace's lock, which the session's first exec waits for (Workspaces.runningRow).
+    // workspace's lock, which the session's first exec waits for (Workspaces.runningRow). The
+    // Engine API calls begin after the current turn of the event loop, so that the other starts of
+    // a burst (already read, waiting for their own session.ready) are not held up by their sockets.
     void this.d.locks
       .run(m.ctrId, async () => {
+        await new Promise<void>((resolve) => setImmediate(resolve));
         const c = this.container(m.dockerId);
         const st = await isRunning(c).catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
         if (st.running) {

@@ -1,7 +1,7 @@
 /**
  * Scale benchmark (issue 15), measured from outside: the compiled runcell runs as its own process
- * (bench/lib/runcell-process.ts); this process holds the clients, the bare Docker runs and a local
- * Anthropic-format model server. For N = 1, 10, 40 (BENCH_SCALE_N, e.g. "1,10,40,100"):
+ * (bench/lib/runcell-process.ts), the model server in another; this process holds the clients and
+ * the bare Docker runs. For N = 1, 10, 40 (BENCH_SCALE_N, e.g. "1,10,40,100"):
  * - session.ready: N `session.start` frames sent at once over N WebSockets, each socket's time to
  *   its `session.ready`; with a warm pool of N (members ready before the burst) and without one,
  *   against N parallel bare `docker run -d --network none <same image> sleep infinity` in the same
@@ -9,10 +9,16 @@
  *   the pool ≤ 1.2× the bare runs.
  * - streaming (the pool's sessions): each session then streams a 256 KiB answer
  *   (BENCH_SCALE_KIB) in chunks of BENCH_SCALE_CHUNK characters, CHUNKS_PER_TICK chunks every
- *   TICK_MS per session; reported: MiB/s of text arriving at the subscribers (all sessions), and
- *   the relay latency of each chunk (the model server's write → the task:token frame carrying it
- *   at the subscriber, one clock) at p50/p99. Goal: relay p99 ≤ 5 ms at N = 100. Also the
+ *   TICK_MS per session, from a model server in its own process (bench/fixtures/stream-model.ts,
+ *   so the subscribers' work here cannot delay its writes); twice: at once, while the pool refills
+ *   behind the burst (N container creations competing for the CPU), and again once the pool is
+ *   full. Reported per round: MiB/s of text arriving at the subscribers (all sessions), the relay
+ *   latency of each chunk (its write time, carried in the chunk → the task:token frame carrying it
+ *   at the subscriber, on the system clock both processes share) at p50/p99, and the CPU each
+ *   process used (the server's JS thread apart). Goal: relay p99 ≤ 5 ms at N = 100. Also the
  *   server's RSS idle → after.
+ * - the pooled burst's cost on the server's JS thread: CPU time and time spent runnable but
+ *   waiting for a CPU (Linux schedstat).
  * BENCH_SCALE_ONLY=pool runs only the pooled half (no bare runs, no burst without a pool).
  * Removal is outside every timing. Never fails on timing. Run: bun bench/scale.ts
  */

@@ -23,6 +23,7 @@
  * Removal is outside every timing. Never fails on timing. Run: bun bench/scale.ts
  */
 import Docker from "dockerode";
+import { LABEL_POOL } from "../src/workspaces/spec.ts";
 import { OPEN_POLICY } from "../test/helpers/app.ts";
 import { prepareRuncell, serveRuncell, userToken } from "./lib/runcell-process.ts";
 import { join } from "node:path";
@@ -165,6 +166,21 @@ async function bare(n: number): Promise<number[]> {
   return runs.map((x) => x.ms);
 }
 
+/** The profiles this run gave a pool (their members are removed at the end, whatever happened). */
+const poolProfiles: string[] = [];
+
+async function removeLeftovers(profileIds: string[]) {
+  if (!profileIds.length) return;
+  // Label filters are ANDed by the engine: list every pool member, keep this run's.
+  const all = await docker.listContainers({ all: true, filters: { label: [LABEL_POOL] } }).catch(() => []);
+  const left = all.filter((c) => profileIds.includes(c.Labels[LABEL_POOL] ?? ""));
+  for (const c of left) {
+    await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+    for (const m of c.Mounts) if (m.Type === "volume" && m.Name) await docker.getVolume(m.Name).remove().catch(() => {});
+  }
+  if (left.length) console.log(`  (removed ${left.length} warm-pool container(s) created after the server stopped)`);
+}
+
 /** Waits until the profile's pool has n members ready. */
 async function poolFilled(profileId: string, n: number) {
   const deadline = Date.now() + 120_000 + n * 2000;
@@ -213,6 +229,7 @@ try {
     const c = POOL_ONLY ? { ms: [] } : await coldBurst(n);
 
     const warm = await srv.api("POST", "/v1/profiles", profileBody(`warm-${n}`, n));
+    poolProfiles.push(warm.id);
     await poolFilled(warm.id, n);
     await Bun.sleep(500);
     const idle = rssKiB(srv.proc.pid);
@@ -236,6 +253,9 @@ try {
   await srv.proc.exited;
   model.kill();
   await model.exited;
+  // A refill in flight when the server stopped can still create a member, which the server would
+  // remove at its next start — but this data directory is never started again.
+  await removeLeftovers(poolProfiles);
 }
 
 console.log(`scale benchmark (runcell as its own process): N sessions at once over N WebSockets, image ${IMAGE}, Docker ${(await docker.version()).Version}`);

@@ -5,7 +5,7 @@
  * - GET /v1/profiles req/s with an API token, for a user with 3 profiles (goal ≥ 0.6×); the raw
  *   server answers the very body runcell sent
  * Load: `wrk -t1 -c32 -d4s` (BENCH_SECONDS changes the duration), runcell and raw alternating
- * A B A B A B after a warm-up, the median of 3 each. Without wrk, bench/lib/load.ts (Bun's fetch,
+ * A B A B … after a warm-up, the median of ROUNDS (5) each. Without wrk, bench/lib/load.ts (Bun's fetch,
  * a slower client: the ratios come out closer to 1) — the output says which one ran.
  * Besides req/s, each run's server CPU time per request is read from /proc/<pid>/stat (utime +
  * stime over the requests wrk completed): this VM's steal time swings raw req/s by 10× within a

@@ -41,6 +41,8 @@ const CHUNKS = Math.ceil((KIB * 1024) / CHUNK);
 const POOL_ONLY = process.env.BENCH_SCALE_ONLY === "pool";
 
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "     - ms" : `${ms.toFixed(0).padStart(6)} ms`);
+/** a / b as "0.00×", or "-" when a part was not run. */
+const ratio = (a: number | undefined, b: number | undefined, digits = 2) => (a === undefined || b === undefined ? "-" : `${(a / b).toFixed(digits)}×`);
 const p50 = (xs: number[]) => quantile(xs, 0.5);
 const p99 = (xs: number[]) => quantile(xs, 0.99);
 
@@ -115,7 +117,7 @@ async function stream(sockets: WebSocket[], sessions: string[]): Promise<Streame
   const relay: number[] = [];
   const MARK = /\[#(\d+\.\d+)#\]/g;
   const t0 = performance.now();
-  const before = { server: cpuTicks(srv.proc.pid), main: cpuTicks(srv.proc.pid, srv.proc.pid), model: cpuTicks(model.pid), bench: process.cpuUsage() };
+  const before = { server: cpuTicks(srv.proc.pid), main: schedMs(srv.proc.pid).cpu, model: cpuTicks(model.pid), bench: process.cpuUsage() };
   await Promise.all(
     sockets.map(
       (ws, k) =>
@@ -143,7 +145,7 @@ async function stream(sockets: WebSocket[], sessions: string[]): Promise<Streame
     bytes,
     ms,
     relay,
-    cpu: { server: share(cpuTicks(srv.proc.pid) - before.server), main: share(cpuTicks(srv.proc.pid, srv.proc.pid) - before.main), model: share(cpuTicks(model.pid) - before.model), bench: (bench.user + bench.system) / 1000 / ms },
+    cpu: { server: share(cpuTicks(srv.proc.pid) - before.server), main: (schedMs(srv.proc.pid).cpu - before.main) / ms, model: share(cpuTicks(model.pid) - before.model), bench: (bench.user + bench.system) / 1000 / ms },
   };
 }
 
@@ -264,7 +266,7 @@ for (const x of rows) {
   const bare50 = p50(x.bare);
   const bare99 = p99(x.bare);
   console.log(
-    `${String(x.n).padStart(4)} | ${fmt(bare50)} / ${fmt(bare99)} | ${fmt(p50(x.cold))} / ${fmt(p99(x.cold))} (${(p50(x.cold) / bare50).toFixed(2)}× / ${(p99(x.cold) / bare99).toFixed(2)}×) | ${fmt(p50(x.warm))} / ${fmt(p99(x.warm))} (${(p99(x.warm) / bare99).toFixed(3)}×)`,
+    `${String(x.n).padStart(4)} | ${fmt(bare50)} / ${fmt(bare99)} | ${fmt(p50(x.cold))} / ${fmt(p99(x.cold))} (${ratio(p50(x.cold), bare50)} / ${ratio(p99(x.cold), bare99)}) | ${fmt(p50(x.warm))} / ${fmt(p99(x.warm))} (${ratio(p99(x.warm), bare99, 3)})`,
   );
 }
 console.log("  goals: pool p50 ≤ 50 ms and p99 ≤ 0.25× bare p99; no pool ≤ 1.2× bare");

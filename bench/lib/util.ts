@@ -16,9 +16,9 @@ export function rssKiB(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
 }
 
-/** utime + stime of a process (or of one of its threads), in clock ticks (USER_HZ: 100 a second on Linux). */
-export function cpuTicks(pid: number, thread?: number): number {
-  const stat = require("node:fs").readFileSync(thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`, "utf8") as string;
+/** utime + stime of a process, in clock ticks (USER_HZ: 100 a second on Linux). */
+export function cpuTicks(pid: number): number {
+  const stat = require("node:fs").readFileSync(`/proc/${pid}/stat`, "utf8") as string;
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return Number(f[11]) + Number(f[12]);
 }

@@ -171,7 +171,6 @@ export class Profiles {
     return row;
   }
 
-
   /** Validates a new profile without storing it (throws VALIDATION_FAILED naming the field). */
   validateCreate(input: unknown): ProfileFields {
     return normalizeProfile(input, this.currentDefaults());

@@ -4,11 +4,12 @@
  * Retry-After for RATE_LIMITED. Plus the two errors only HTTP has (413, 415).
  */
 import { AppError, ERROR_STATUS } from "../lib/errors.ts";
+import { JSON_TYPE } from "./json.ts";
 
 export const statusOf = (err: AppError): number => err.status ?? ERROR_STATUS[err.code];
 
 export function errorResponse(err: AppError, headers: Record<string, string> = {}): Response {
-  const h: Record<string, string> = { "content-type": "application/json; charset=utf-8", ...headers };
+  const h: Record<string, string> = { "content-type": JSON_TYPE, ...headers };
   const retry = err.details?.retry_after;
   if (err.code === "RATE_LIMITED" && typeof retry === "number") h["retry-after"] = String(retry);
   return new Response(JSON.stringify(err.toBody()), { status: statusOf(err), headers: h });

@@ -143,8 +143,7 @@ export class Secrets {
         out[key] = val;
         continue;
       }
-      const value = this.secretValue(userId, val.secret, `${field}.${key}`);
-      out[key] = value;
+      out[key] = this.secretValue(userId, val.secret, `${field}.${key}`);
     }
     return out;
   }

@@ -6,6 +6,7 @@ import { GitPushBody, GitPushResult, SessionCreateBody, SessionRecord } from "..
 import { TranscriptFrame } from "../../schema/stream.ts";
 import type { Services } from "../../services.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
+import { jsonResponse } from "../json.ts";
 import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Sessions"], summary, description, security: USER_SECURITY });
@@ -38,9 +39,7 @@ export const sessionRoutes = (s: Services) =>
     .get(
       "/:id/events",
       ({ user, params, query, principal }) =>
-        new Response(s.agentSessions.eventsJson(user.id, params.id, isAdmin(principal), query.after ?? query.cursor ?? 0, query.limit ?? 100), {
-          headers: { "content-type": "application/json; charset=utf-8" },
-        }),
+        jsonResponse(s.agentSessions.eventsJson(user.id, params.id, isAdmin(principal), query.after ?? query.cursor ?? 0, query.limit ?? 100)),
       {
         query: t.Object({
           after: t.Optional(t.Integer({ minimum: 0, "x-field": "after", description: "Only frames with a greater seq" })),

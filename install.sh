@@ -198,6 +198,8 @@ case "$MODE" in
     if [ "$WITH_DOCKER" = "1" ]; then
       bash scripts/test-image.sh | sed 's/^/    /'
       bash scripts/test-mcp-image.sh | sed 's/^/    /'
+      # A second Docker engine (own data root and socket, TLS on loopback): the multi-host tests.
+      bash scripts/second-dockerd.sh start | sed 's/^/    /'
     fi
     step "Type check (tsc --strict)"
     bunx tsc --noEmit -p . && ok "no type errors"

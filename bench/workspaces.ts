@@ -46,6 +46,7 @@ const profile: ProfileRow = {
   warm_pool: 0,
   mcp_servers: [],
   allowed_tools: [],
+  host_labels: [],
   repositories: [],
   limits: { max_turns: 10, max_budget_usd: 1, max_concurrency: 5, memory_mb: 512, cpus: 1, pids: 256 },
   network: "none",

@@ -57,7 +57,6 @@ import { Playbooks } from "./playbooks/service.ts";
 import type { Services } from "./services.ts";
 import { Secrets } from "./vault/secrets.ts";
 import { VERSION } from "./version.ts";
-import { DockerEngine } from "./workspaces/docker.ts";
 import { Workspaces } from "./workspaces/service.ts";
 import { Policies } from "./admin/policy.ts";
 import { CLOSE_GOING_AWAY } from "./ws/connection.ts";
@@ -119,7 +118,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     websockets: () => stream.size,
     eventsAppended: () => eventLog.appended,
     warmPool: () => workspaces.pool.totals(),
-    startQueue: () => ({ waiting: workspaces.gate.waiting, running: workspaces.gate.running }),
+    startQueue: () => workspaces.hosts.queue(),
   });
 
   // Agents ----------------------------------------------------------------------------------
@@ -127,9 +126,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const policy = new Policies({ config, sqlite, users, now });
   const modelNet = new ModelNetwork({ allowHosts: config.allowModelHosts, isAdmin: (id) => users.byId(id)?.role === "admin" });
   const profiles = new Profiles(db, config, now, { policy, modelNet, pool: { state: (id) => workspaces.pool.state(id) } });
-  const docker = new DockerEngine(config.dockerHost);
   const workspaces: Workspaces = new Workspaces({
-    db, docker, settings, sealer, log, config, now, policy, metrics,
+    db, settings, sealer, log, config, now, policy, metrics,
     envFor: (row): Record<string, string> => {
       const profile = profiles.byIdAny(row.profile_id);
       return profile && profile.user_id === row.user_id ? secrets.resolveEnv(row.user_id, profile.env) : {};
@@ -160,6 +158,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   });
   const scheduler = new PlaybookScheduler(playbooks, log, now);
 
+  const docker = workspaces.hosts.primary.engine;
   const services: Services = {
     config, log, now, db, sqlite, settings, sealer, limiter,
     users, tokens, loginSessions, throttle, accounts, authenticator, setup, oauth,

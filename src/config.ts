@@ -5,11 +5,12 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { type DockerHostSpec, parseDockerHosts } from "./lib/docker-hosts.ts";
 import { formatDuration, parseDuration } from "./lib/time.ts";
 
 export class ConfigError extends Error {}
 
-type Kind = "string" | "int" | "number" | "bool" | "duration" | "durations" | "url" | "listen" | "enum" | "list";
+type Kind = "string" | "int" | "number" | "bool" | "duration" | "durations" | "url" | "listen" | "enum" | "list" | "hosts";
 
 interface OptionSpec {
   /** Flag name without dashes; env is RUNCELL_<FLAG_IN_SNAKE_UPPER>, file key is flag_in_snake. */
@@ -30,7 +31,12 @@ export const OPTIONS: readonly OptionSpec[] = [
   { flag: "http", kind: "listen", default: "127.0.0.1:7420", help: "address to listen on (host:port)" },
   { flag: "data-dir", kind: "string", default: "./runcell_data", noFile: true, help: "directory for the database, keys and runcell.json (created 0700)" },
   { flag: "public-url", kind: "url", help: "URL users reach the server at (default http://<http address>); cookies get Secure behind https" },
-  { flag: "docker-host", kind: "string", default: "unix:///var/run/docker.sock", help: "Docker engine: unix:///path, tcp://host:port or ssh://user@host" },
+  {
+    flag: "docker-host",
+    kind: "hosts",
+    default: ["unix:///var/run/docker.sock"],
+    help: "Docker engine for workspaces: unix:///path, tcp://host:port or ssh://user@host, with optional ?name=&labels=&capacity=&tls_dir=; repeat the flag for several hosts (env: space-separated; file: a list)",
+  },
   { flag: "admin-password-file", kind: "string", help: "file holding the /admin password (hashed into the database at start)" },
   { flag: "signup", kind: "enum", values: ["closed", "open"], default: "closed", help: "who may create an account: closed (admin/setup link only) or open" },
   { flag: "allow-private-webhooks", kind: "bool", default: false, help: "allow webhook URLs on loopback/private networks (SSRF guard off)" },
@@ -109,7 +115,10 @@ export interface Config {
   port: number;
   dataDir: string;
   publicUrl: string;
+  /** The first Docker host's URL (doctor, `runcell image build`). */
   dockerHost: string;
+  /** Every Docker host workspaces may be placed on (at least one). */
+  dockerHosts: DockerHostSpec[];
   adminPasswordFile: string | null;
   /** From RUNCELL_ADMIN_PASSWORD only (never a flag: flags show in `ps`). */
   adminPassword: string | null;
@@ -154,6 +163,17 @@ function convert(spec: OptionSpec, raw: unknown, origin: string): unknown {
     if (["1", "true", "yes", "on"].includes(s)) return true;
     if (["0", "false", "no", "off"].includes(s)) return false;
     return bad(`expected true or false, got "${raw}"`);
+  }
+  if (spec.kind === "hosts") {
+    const parts = Array.isArray(raw) ? raw.map(String) : String(raw).split(/\s+/);
+    const hosts = parts.map((p) => p.trim()).filter(Boolean);
+    if (hosts.length === 0) bad("expected at least one Docker host");
+    try {
+      parseDockerHosts(hosts);
+    } catch (e) {
+      bad((e as Error).message);
+    }
+    return hosts;
   }
   if (spec.kind === "list") {
     const parts = Array.isArray(raw) ? raw.map(String) : String(raw).split(",");
@@ -255,7 +275,9 @@ export function parseArgs(argv: string[], commandFlags: Record<string, boolean> 
     }
     if (value === undefined) value = argv[++i];
     if (value === undefined || value.startsWith("--")) throw new ConfigError(`--${name} needs a value`);
-    flags.set(name, convert(spec, value, `--${name}`));
+    // A repeatable flag (--docker-host) adds to what earlier occurrences gave.
+    const prior = spec.kind === "hosts" ? ((flags.get(name) as string[] | undefined) ?? []) : [];
+    flags.set(name, spec.kind === "hosts" ? convert(spec, [...prior, value], `--${name}`) : convert(spec, value, `--${name}`));
   }
   return { flags, extra, positionals };
 }
@@ -311,6 +333,8 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
   const browserHost = host === "0.0.0.0" || host === "::" ? "localhost" : host.includes(":") ? `[${host}]` : host;
   const publicUrl = get<string | undefined>("public-url") ?? `http://${browserHost}:${port}`;
 
+  const dockerHosts = parseDockerHosts(get<string[]>("docker-host"));
+
   const oauth = (p: "github" | "google", apiKey: string): OAuthProviderConfig | null => {
     const clientId = get<string | undefined>(`${p}-client-id`);
     const clientSecret = get<string | undefined>(`${p}-client-secret`);
@@ -324,7 +348,8 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     port,
     dataDir,
     publicUrl,
-    dockerHost: get("docker-host"),
+    dockerHost: dockerHosts[0]!.url,
+    dockerHosts,
     adminPasswordFile: get<string | undefined>("admin-password-file") ?? null,
     adminPassword: env.RUNCELL_ADMIN_PASSWORD || null,
     signup: get("signup"),
@@ -372,7 +397,7 @@ export function optionsHelp(): string {
         : o.kind === "list" && (o.default as string[]).length === 0
           ? ""
           : ` (default ${o.kind === "duration" ? formatDuration(o.default as number) : o.kind === "durations" || o.kind === "list" ? (o.default as (number | string)[]).map((d) => (typeof d === "number" ? formatDuration(d) : d)).join(",") : String(o.default)})`;
-    const arg = o.kind === "bool" ? "" : o.kind === "enum" ? ` ${o.values!.join("|")}` : ` <${o.kind === "listen" ? "host:port" : o.kind}>`;
+    const arg = o.kind === "bool" ? "" : o.kind === "enum" ? ` ${o.values!.join("|")}` : ` <${o.kind === "listen" ? "host:port" : o.kind === "hosts" ? "url" : o.kind}>`;
     return `  --${o.flag}${arg}\n      ${o.help}${def}  [${envName(o.flag)}]`;
   }).join("\n");
 }

@@ -26,6 +26,7 @@ export interface ProfileFields {
   mcp_servers: McpServerConfig[];
   allowed_tools: string[];
   repositories: RepositoryConfig[];
+  host_labels: string[];
 }
 
 export interface ProfileDefaults {
@@ -121,6 +122,7 @@ export function normalizeProfile(raw: unknown, d: ProfileDefaults): ProfileField
     mcp_servers: checkMcpServers((b.mcp_servers ?? []) as McpServerConfig[]),
     allowed_tools: b.allowed_tools ?? [],
     repositories: checkRepositories(b.repositories ?? []),
+    host_labels: b.host_labels ?? [],
   };
 }
 

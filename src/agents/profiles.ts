@@ -42,6 +42,7 @@ function fieldsOf(row: ProfileRow): ProfileFields {
     mcp_servers: row.mcp_servers,
     allowed_tools: row.allowed_tools,
     repositories: row.repositories,
+    host_labels: row.host_labels,
   };
 }
 

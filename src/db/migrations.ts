@@ -4,6 +4,7 @@ import m1 from "../../migrations/0001_playbooks.sql" with { type: "text" };
 import m2 from "../../migrations/0002_hardening.sql" with { type: "text" };
 import m3 from "../../migrations/0003_warm_pool.sql" with { type: "text" };
 import m4 from "../../migrations/0004_mcp_git.sql" with { type: "text" };
+import m5 from "../../migrations/0005_docker_hosts.sql" with { type: "text" };
 
 export interface Migration {
   tag: string;
@@ -16,4 +17,5 @@ export const MIGRATIONS: Migration[] = [
   { tag: "0002_hardening", sql: m2 },
   { tag: "0003_warm_pool", sql: m3 },
   { tag: "0004_mcp_git", sql: m4 },
+  { tag: "0005_docker_hosts", sql: m5 },
 ];

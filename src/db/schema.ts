@@ -14,7 +14,8 @@ export const ROLES = ["user", "admin"] as const;
 export const OAUTH_PROVIDERS = ["github", "google"] as const;
 export const MODEL_PROVIDERS = ["anthropic", "openai", "demo"] as const;
 export const NETWORKS = ["none", "bridge"] as const;
-export const WORKSPACE_STATUSES = ["starting", "running", "stopped", "failed"] as const;
+/** `unavailable`: its Docker host stopped answering (src/workspaces/hosts.ts); stopped when the host is back. */
+export const WORKSPACE_STATUSES = ["starting", "running", "stopped", "failed", "unavailable"] as const;
 /** A workspace in one of these counts against its profile's concurrency. */
 export const ACTIVE_WORKSPACE_STATUSES = ["starting", "running"] as const satisfies readonly WorkspaceStatus[];
 export const TASK_STATUSES = ["queued", "running", "waiting_input", "completed", "failed", "cancelled"] as const;
@@ -201,6 +202,8 @@ export const profiles = sqliteTable(
     /** Patterns over MCP tool names (`mcp__srv__*`, `!mcp__srv__write_*`); empty: every MCP tool. */
     allowed_tools: json<string[]>().notNull().default(sql`'[]'`),
     repositories: json<RepositoryConfig[]>().notNull().default(sql`'[]'`),
+    /** Labels a Docker host must have for this profile's workspaces (`gpu`, `region=eu`); empty: any host. */
+    host_labels: json<string[]>().notNull().default(sql`'[]'`),
     created_at: createdAt(),
     updated_at: updatedAt(),
   },
@@ -245,6 +248,8 @@ export const workspaces = sqliteTable(
     profile_id: text().notNull(),
     name: text().notNull(),
     image: text().notNull(),
+    /** The Docker host (its --docker-host name) the container and volume are on. */
+    host: text().notNull().default("default"),
     /** Docker's own container id, once created. */
     docker_id: text(),
     volume: text().notNull(),
@@ -259,7 +264,12 @@ export const workspaces = sqliteTable(
     created_at: createdAt(),
     updated_at: updatedAt(),
   },
-  (t) => [uniqueIndex("workspaces_session").on(t.session_id), index("workspaces_user").on(t.user_id, t.id), index("workspaces_profile_status").on(t.profile_id, t.status)],
+  (t) => [
+    uniqueIndex("workspaces_session").on(t.session_id),
+    index("workspaces_user").on(t.user_id, t.id),
+    index("workspaces_profile_status").on(t.profile_id, t.status),
+    index("workspaces_host_status").on(t.host, t.status),
+  ],
 );
 
 export const tasks = sqliteTable(

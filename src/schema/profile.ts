@@ -151,6 +151,17 @@ export const AllowedTools = T.Array(T.String({ pattern: "^!?[A-Za-z0-9_*-]{1,200
   examples: [["mcp__github__*", "!mcp__github__delete_*"]],
 });
 
+/** Labels a Docker host must have for the profile's workspaces (src/workspaces/hosts.ts). */
+export const HostLabels = T.Array(
+  T.String({ minLength: 1, maxLength: 264, pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}(=[^,\\s]{0,200})?$", "x-hint": "key or key=value, as in the operator's --docker-host …?labels=" }),
+  {
+    maxItems: 20,
+    uniqueItems: true,
+    description: "Labels a Docker host must all have to run this profile's workspaces (key or key=value, matched whole); empty: any host",
+    examples: [["gpu"], ["region=eu", "ssd"]],
+  },
+);
+
 /** Git repositories checked out into the workspace before the first turn (src/git/). */
 export const REPOSITORIES_MAX = 20;
 export const Repository = T.Object(
@@ -185,6 +196,7 @@ export const ProfileRecord = T.Object(
     mcp_servers: McpServers,
     allowed_tools: AllowedTools,
     repositories: Repositories,
+    host_labels: HostLabels,
     created_at: Timestamp,
     updated_at: Timestamp,
   },
@@ -220,6 +232,7 @@ const body = (providerRequired: boolean, title: string) =>
       mcp_servers: T.Optional(McpServers),
       allowed_tools: T.Optional(AllowedTools),
       repositories: T.Optional(Repositories),
+      host_labels: T.Optional(HostLabels),
     },
     { title },
   );

@@ -15,7 +15,7 @@ export const WorkspaceRecord = T.Object(record, { title: "Workspace" });
 export type WorkspaceRecord = Static<typeof WorkspaceRecord>;
 
 export const AdminWorkspaceRecord = T.Object(
-  { ...record, ...recordColumns(workspaces, ["user_id", "docker_id", "volume"]), updated_at: Timestamp },
+  { ...record, ...recordColumns(workspaces, ["user_id", "host", "docker_id", "volume"]), updated_at: Timestamp },
   { title: "AdminWorkspace" },
 );
 export type AdminWorkspaceRecord = Static<typeof AdminWorkspaceRecord>;

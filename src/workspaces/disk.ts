@@ -18,7 +18,8 @@ import type { WorkspaceRow, WorkspaceStore } from "./store.ts";
 export const DISK_CHECK_EVERY_MS = 60_000;
 
 export interface DiskDeps {
-  client: Docker;
+  /** The row's container on its Docker host (throws when the host is unknown or down). */
+  container(row: WorkspaceRow): Docker.Container;
   store: WorkspaceStore;
   locks: KeyedMutex;
   log: Logger;
@@ -57,9 +58,10 @@ export async function checkDisk(d: DiskDeps): Promise<DiskReport> {
   for (const candidate of d.store.running()) {
     const cap = d.capBytes(candidate.user_id);
     if (cap === null || !candidate.docker_id) continue;
-    const container = d.client.getContainer(candidate.docker_id);
+    let container: Docker.Container;
     let bytes: number | null;
     try {
+      container = d.container(candidate);
       bytes = await measure(container);
     } catch (e) {
       d.log.warn("disk check failed", { workspace: candidate.id, error: dockerMessage(e) });

@@ -2,10 +2,26 @@
  * The Docker engine connection (dockerode over the local socket, tcp:// or ssh://) and a cached
  * reachability probe for /healthz and doctor. Workspace lifecycle lives in workspaces/service.ts.
  */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import type Docker from "dockerode";
 
-export function dockerOptions(host: string): Docker.DockerOptions {
+/**
+ * dockerode's options for an engine URL. With `tlsDir` (Docker's client files ca.pem, cert.pem,
+ * key.pem), tcp:// is TLS with that client certificate, the engine verified against ca.pem.
+ */
+export function dockerOptions(host: string, tlsDir: string | null = null): Docker.DockerOptions {
   const u = new URL(host);
+  if (tlsDir && (u.protocol === "tcp:" || u.protocol === "https:")) {
+    const read = (f: string) => {
+      try {
+        return readFileSync(join(tlsDir, f));
+      } catch (e) {
+        throw new Error(`Docker host ${host}: cannot read ${join(tlsDir, f)} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      }
+    };
+    return { host: u.hostname, port: Number(u.port || 2376), protocol: "https", ca: read("ca.pem"), cert: read("cert.pem"), key: read("key.pem") };
+  }
   switch (u.protocol) {
     case "unix:":
       return { socketPath: u.pathname };
@@ -26,27 +42,32 @@ export class DockerEngine {
   private last: { ok: boolean; at: number; version?: string; error?: string } = { ok: false, at: 0 };
   private inflight: Promise<boolean> | null = null;
 
-  constructor(readonly host: string) {
-    dockerOptions(host); // validates the address now
+  private options: Docker.DockerOptions;
+
+  constructor(
+    readonly host: string,
+    tlsDir: string | null = null,
+  ) {
+    this.options = dockerOptions(host, tlsDir); // validates the address (and reads TLS files) now
   }
 
   /** dockerode is loaded on first use (it and its ssh/http stack cost ~100 ms of start-up). */
   get client(): Docker {
     if (!this._client) {
       const Dockerode = require("dockerode") as typeof Docker;
-      this._client = new Dockerode(dockerOptions(this.host));
+      this._client = new Dockerode(this.options);
     }
     return this._client;
   }
 
-  /** Pings the engine (at most once per `maxAgeMs`); never throws. */
-  async available(maxAgeMs = 5000): Promise<boolean> {
+  /** Pings the engine (at most once per `maxAgeMs`, waiting at most `timeoutMs`); never throws. */
+  async available(maxAgeMs = 5000, timeoutMs = 2000): Promise<boolean> {
     if (Date.now() - this.last.at < maxAgeMs) return this.last.ok;
     this.inflight ??= (async () => {
       try {
         const v = await Promise.race([
           this.client.version(),
-          new Promise<never>((_, rej) => setTimeout(() => rej(new Error("timed out after 2s")), 2000)),
+          new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`timed out after ${timeoutMs / 1000}s`)), timeoutMs)),
         ]);
         this.last = { ok: true, at: Date.now(), version: v.Version };
       } catch (e) {

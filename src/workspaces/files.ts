@@ -20,7 +20,8 @@ import type { WorkspaceRow } from "../db/schema.ts";
 
 /** What the file helpers need from the service. */
 export interface FileHost {
-  container(dockerId: string): Docker.Container;
+  /** The row's container on its Docker host. */
+  container(row: WorkspaceRow): Docker.Container;
   execIn(row: WorkspaceRow, opts: ExecOptions): Promise<ExecResult>;
 }
 
@@ -53,7 +54,7 @@ function failed(what: string, r: ExecResult): AppError {
 }
 
 export async function writeViaExec(host: FileHost, row: WorkspaceRow, abs: string, data: string | Uint8Array): Promise<void> {
-  const r = await checkChain(host.container(row.docker_id!), abs);
+  const r = await checkChain(host.container(row), abs);
   if (r.stat && entryType(r.stat.mode) === "dir") throw Errors.validation("path", `${abs} is a directory, not a file`);
   const res = await host.execIn(row, {
     cmd: ["/bin/sh", "-c", 'mkdir -p -- "$1" && cat > "$2"', "runcell-write", posix.dirname(r.path), r.path],
@@ -65,7 +66,7 @@ export async function writeViaExec(host: FileHost, row: WorkspaceRow, abs: strin
 }
 
 export async function listDirectory(host: FileHost, row: WorkspaceRow, abs: string, page: { limit?: number; cursor?: string }): Promise<DirListing> {
-  const r = await checkChain(host.container(row.docker_id!), abs);
+  const r = await checkChain(host.container(row), abs);
   if (!r.stat) throw Errors.notFound("Directory", abs);
   if (entryType(r.stat.mode) !== "dir") throw Errors.validation("path", `${abs} is not a directory`);
   const names = await host.execIn(row, { cmd: ["/bin/sh", "-c", NAMES, "runcell-ls", r.path], maxOutputBytes: LIST_MAX_BYTES, timeoutMs: 60_000 });

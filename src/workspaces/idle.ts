@@ -8,10 +8,11 @@ import type Docker from "dockerode";
 import type { Logger } from "../log.ts";
 import { dockerMessage, dockerStatus } from "./docker.ts";
 import type { KeyedMutex } from "./mutex.ts";
-import type { WorkspaceStore } from "./store.ts";
+import type { WorkspaceRow, WorkspaceStore } from "./store.ts";
 
 export interface IdleDeps {
-  client: Docker;
+  /** The row's container on its Docker host (throws when the host is unknown or down). */
+  container(row: WorkspaceRow): Docker.Container;
   store: WorkspaceStore;
   locks: KeyedMutex;
   inflight: Map<string, number>;
@@ -30,7 +31,7 @@ export async function stopIdle(d: IdleDeps): Promise<string[]> {
       const row = d.store.byId(candidate.id);
       if (!row || row.status !== "running" || row.last_active_at >= cutoff || d.inflight.get(row.id) || !row.docker_id) return;
       try {
-        await d.client.getContainer(row.docker_id).stop({ t: 2 });
+        await d.container(row).stop({ t: 2 });
       } catch (e) {
         const status = dockerStatus(e);
         if (status !== 304 && status !== 404) {

@@ -1,6 +1,7 @@
 /**
  * The lifecycle of workspace containers: reserving a row under the per-profile concurrency rule
- * (store.ts), making and starting the Docker objects (provision.ts), restarting a stopped or
+ * (store.ts), placing it on a Docker host (hosts.ts), making and starting the Docker objects
+ * there (provision.ts), restarting a stopped or
  * vanished container on its volume, stopping and removing. Operations on one workspace are
  * serialised by a KeyedMutex. The Workspaces service (service.ts) owns one Lifecycle.
  */
@@ -10,26 +11,25 @@ import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceRow, WorkspaceSpec } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
-import { type DockerEngine, dockerMessage, dockerStatus, isUnreachable, removeContainerAndVolume } from "./docker.ts";
+import { dockerMessage, dockerStatus, isUnreachable, removeContainerAndVolume } from "./docker.ts";
 import { isRunning } from "./exec.ts";
-import type { StartGate } from "./gate.ts";
+import type { DockerHosts, HostUsage } from "./hosts.ts";
 import type { KeyedMutex } from "./mutex.ts";
 import type { PoolMember, WarmPool } from "./pool.ts";
-import type { Provisioner } from "./provision.ts";
 import type { RoomLimits, WorkspaceStore } from "./store.ts";
 
 export interface LifecycleDeps {
-  docker: DockerEngine;
   store: WorkspaceStore;
   locks: KeyedMutex;
-  provisioner: Provisioner;
+  /** Where containers run: placement, and each host's provisioner and start gate (hosts.ts). */
+  hosts: DockerHosts;
+  /** Each host's load now (placement). */
+  usage: () => HostUsage;
   log: Logger;
-  config: Pick<Config, "workspaceImage" | "defaultMaxConcurrency" | "dockerHost">;
+  config: Pick<Config, "workspaceImage" | "defaultMaxConcurrency">;
   now: () => number;
   /** The operator's policy: the user's running-workspace cap and the container ceilings (wired by the app). */
   policy?: WorkspacePolicy;
-  /** Bounded parallel container creation (gate.ts). */
-  gate: StartGate;
   /** Started containers a new session takes (pool.ts). */
   pool: WarmPool;
 }
@@ -42,12 +42,9 @@ export interface WorkspacePolicy {
 export class Lifecycle {
   constructor(private d: LifecycleDeps) {}
 
-  private get client(): Docker {
-    return this.d.docker.client;
-  }
-
-  container(dockerId: string): Docker.Container {
-    return this.client.getContainer(dockerId);
+  /** The container of a row (or pool member) on its host; CONTAINER_FAILED when the host is unknown or down. */
+  private container(row: { id: string; host: string }, dockerId: string): Docker.Container {
+    return this.d.hosts.of(row).engine.client.getContainer(dockerId);
   }
 
   /**
@@ -62,6 +59,9 @@ export class Lifecycle {
     const now = this.d.now();
     const asked: WorkspaceSpec = { network: profile.network, memory_mb: profile.limits.memory_mb, cpus: profile.limits.cpus, pids: profile.limits.pids };
     const spec = this.d.policy?.clampSpec(input.userId, asked) ?? asked;
+    const existing = this.d.store.bySession(input.sessionId);
+    if (existing) return this.ensureRunning(input.sessionId);
+    const host = this.d.hosts.place(profile.host_labels, this.d.usage());
     const { row, created } = this.d.store.reserveNew(
       {
         id,
@@ -70,6 +70,7 @@ export class Lifecycle {
         profile_id: profile.id,
         name: `runcell-${id}`,
         image: profile.image || this.d.config.workspaceImage,
+        host: host.name,
         docker_id: null,
         volume: `runcell-${id}`,
         spec,
@@ -105,6 +106,7 @@ export class Lifecycle {
           profile_id: input.profile.id,
           name: `runcell-${m.ctrId}`,
           image: m.image,
+          host: m.host,
           docker_id: m.dockerId,
           volume: m.volume,
           spec: m.spec,
@@ -133,7 +135,12 @@ export class Lifecycle {
     void this.d.locks
       .run(m.ctrId, async () => {
         await new Promise<void>((resolve) => setImmediate(resolve));
-        const c = this.container(m.dockerId);
+        let c: Docker.Container;
+        try {
+          c = this.container({ id: m.ctrId, host: m.host }, m.dockerId);
+        } catch {
+          return; // its host went down meanwhile: the row is marked unavailable with the host's other workspaces
+        }
         const st = await isRunning(c).catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
         if (st.running) {
           // Cosmetic (the row holds the Docker id).
@@ -157,8 +164,10 @@ export class Lifecycle {
     return this.d.locks.run(found.id, async () => {
       let row = store.byId(found.id);
       if (!row) throw new AppError("CONTAINER_FAILED", `The workspace of session ${sessionId} was removed`);
+      // Its volume is on its host: it runs there or not at all (CONTAINER_FAILED while the host is down).
+      this.d.hosts.of(row);
       if (row.status === "running" && row.docker_id) {
-        const st = await this.guard(() => isRunning(this.container(row!.docker_id!)));
+        const st = await this.guard(() => isRunning(this.container(row!, row!.docker_id!)));
         if (st.running) {
           store.touch(row.id);
           return store.byId(row.id)!;
@@ -191,7 +200,7 @@ export class Lifecycle {
     const { store } = this.d;
     if (row.docker_id) {
       try {
-        await this.container(row.docker_id).start();
+        await this.container(row, row.docker_id).start();
         return store.update(row.id, { status: "running", error: null, last_active_at: this.d.now() })!;
       } catch (e) {
         if (dockerStatus(e) === 304) return store.update(row.id, { status: "running", error: null, last_active_at: this.d.now() })!;
@@ -211,13 +220,14 @@ export class Lifecycle {
   private async provision(row: WorkspaceRow): Promise<WorkspaceRow> {
     const started = Date.now();
     try {
-      const c = await this.d.gate.run(
+      const host = this.d.hosts.of(row);
+      const c = await host.gate.run(
         "session",
-        () => this.d.provisioner.up(row),
-        (position) => this.d.log.info("workspace start queued", { workspace: row.id, session: row.session_id, position, in_flight: this.d.gate.running }),
+        () => host.provisioner.up(row),
+        (position) => this.d.log.info("workspace start queued", { workspace: row.id, session: row.session_id, docker_host: host.name, position, in_flight: host.gate.running }),
       );
       const up = this.d.store.update(row.id, { docker_id: c.id, status: "running", error: null, last_active_at: this.d.now() })!;
-      this.d.log.info("workspace started", { workspace: row.id, session: row.session_id, image: row.image, ms: Date.now() - started });
+      this.d.log.info("workspace started", { workspace: row.id, session: row.session_id, image: row.image, docker_host: host.name, ms: Date.now() - started });
       return up;
     } catch (e) {
       throw this.fail(row, e);
@@ -226,16 +236,18 @@ export class Lifecycle {
 
   /** Marks the row failed and turns any error into CONTAINER_FAILED (AppErrors pass through). */
   private fail(row: WorkspaceRow, e: unknown): AppError {
-    const err = this.toAppError(e, `Workspace container for image "${row.image}" could not start`);
+    const err = this.toAppError(e, `Workspace container for image "${row.image}" could not start`, row);
     this.d.store.update(row.id, { status: "failed", error: err.message });
     this.d.log.warn("workspace failed to start", { workspace: row.id, session: row.session_id, error: err.message });
     return err;
   }
 
-  toAppError(e: unknown, what: string): AppError {
+  toAppError(e: unknown, what: string, row?: { host: string }): AppError {
     if (e instanceof AppError) return e;
     if (isUnreachable(e)) {
-      return new AppError("CONTAINER_FAILED", `Docker is not reachable at ${this.d.config.dockerHost} (${(e as Error).message}); start the engine or pass --docker-host (runcell doctor checks it)`);
+      const host = row ? this.d.hosts.get(row.host) : this.d.hosts.primary;
+      const where = host ? `Docker host "${host.name}" is not reachable at ${host.spec.url}` : "Docker is not reachable";
+      return new AppError("CONTAINER_FAILED", `${where} (${(e as Error).message}); start the engine or pass the right --docker-host (runcell doctor checks it)`);
     }
     return new AppError("CONTAINER_FAILED", `${what}: ${dockerMessage(e)}`);
   }
@@ -253,10 +265,11 @@ export class Lifecycle {
     return this.d.locks.run(ctrId, async () => {
       const row = this.d.store.byId(ctrId);
       if (!row) return null;
-      if (row.docker_id) {
+      // A host that is down keeps its container as it is; the row says so (unavailable).
+      if (row.docker_id && this.d.hosts.get(row.host)?.up === true) {
         await this.guard(async () => {
           try {
-            await this.container(row.docker_id!).stop({ t: 2 });
+            await this.container(row, row.docker_id!).stop({ t: 2 });
           } catch (e) {
             if (dockerStatus(e) !== 304 && dockerStatus(e) !== 404) throw e;
           }
@@ -272,7 +285,7 @@ export class Lifecycle {
       const row = this.d.store.byId(id);
       if (!row) return false;
       try {
-        await removeContainerAndVolume(this.client, row.docker_id ?? row.name, row.volume);
+        await removeContainerAndVolume(this.d.hosts.of(row).engine.client, row.docker_id ?? row.name, row.volume);
       } catch (e) {
         this.d.log.warn("could not remove workspace container or volume; reconciliation will retry", { workspace: id, error: dockerMessage(e) });
       }

@@ -14,20 +14,21 @@
  *   start waiting there (gate.ts).
  * - A profile change that alters the container (image, network, memory, CPUs, pids) drains the
  *   pool's members (its shape key changes); a deleted profile's members are removed.
- * - Reconciled with Docker before each workspace reconciliation (at start, then every few
- *   minutes): a member of this instance whose profile still wants it with the same shape is
+ * - Members are placed on the Docker hosts like workspaces (hosts.ts: labels, most free capacity);
+ *   a take prefers any ready member on an answering host. Members on a host that goes down are
+ *   forgotten (the pool refills elsewhere) and adopted or removed when it is back.
+ * - Reconciled with each Docker host before its workspace reconciliation (at start, then every
+ *   few minutes): a member of this instance whose profile still wants it with the same shape is
  *   adopted, any other one is removed (container and volume).
  */
 import { sha256Hex } from "../lib/crypto.ts";
 import { readFileSync } from "node:fs";
-import type Docker from "dockerode";
 import type { Config } from "../config.ts";
 import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceSpec } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
 import { dockerMessage, removeContainerAndVolume } from "./docker.ts";
-import type { StartGate } from "./gate.ts";
-import type { Provisioner } from "./provision.ts";
+import type { DockerHost, DockerHosts, HostUsage } from "./hosts.ts";
 import { LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, LABEL_WORKSPACE } from "./spec.ts";
 
 /** No member is made while the host has less memory available than this. */
@@ -53,6 +54,8 @@ export interface PoolMember {
   spec: WorkspaceSpec;
   key: string;
   profileId: string;
+  /** The Docker host it runs on. */
+  host: string;
 }
 
 export interface PoolState {
@@ -68,9 +71,10 @@ export interface PoolMetrics {
 }
 
 export interface PoolDeps {
-  engine: { readonly client: Docker };
-  provisioner: Provisioner;
-  gate: StartGate;
+  /** Placement, and each host's engine, provisioner and start gate. */
+  hosts: DockerHosts;
+  /** Each host's load now (its workspaces and pool members), for placement. */
+  usage: () => HostUsage;
   log: Logger;
   instanceId: string;
   config: Pick<Config, "workspaceImage" | "maxWarmPool" | "maxWarmPoolTotal">;
@@ -106,8 +110,8 @@ function hostAvailableMb(): number {
 
 export class WarmPool {
   private pools = new Map<string, ProfilePool>();
-  /** Ctr ids of members being created (reconciliation leaves their objects alone). */
-  private pending = new Set<string>();
+  /** Members being created, by ctr id, with their host (reconciliation leaves their objects alone). */
+  private pending = new Map<string, string>();
   private filling = new Set<string>();
   private again = new Set<string>();
   /** Refills due after a burst of takes: the timer, and when the burst's first take was. */
@@ -116,17 +120,31 @@ export class WarmPool {
 
   constructor(private d: PoolDeps) {}
 
-  private get client(): Docker {
-    return this.d.engine.client;
-  }
-
-  /** The container a profile's sessions get: image and spec (the owner's ceilings applied) and their hash. */
+  /** The container a profile's sessions get: image and spec (the owner's ceilings applied), host labels, and their hash. */
   shapeOf(profile: ProfileRow): { image: string; spec: WorkspaceSpec; key: string } {
     const asked: WorkspaceSpec = { network: profile.network, memory_mb: profile.limits.memory_mb, cpus: profile.limits.cpus, pids: profile.limits.pids };
     const spec = this.d.policy?.clampSpec(profile.user_id, asked) ?? asked;
     const image = profile.image || this.d.config.workspaceImage;
-    const key = sha256Hex(JSON.stringify([image, spec.network, spec.memory_mb, spec.cpus, spec.pids])).slice(0, 16);
+    const labels = profile.host_labels.length ? [[...profile.host_labels].sort()] : [];
+    const key = sha256Hex(JSON.stringify([image, spec.network, spec.memory_mb, spec.cpus, spec.pids, ...labels])).slice(0, 16);
     return { image, spec, key };
+  }
+
+  /** Members (ready and being made) per Docker host: placement counts them. */
+  membersByHost(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const host of this.pending.values()) out.set(host, (out.get(host) ?? 0) + 1);
+    for (const p of this.pools.values()) for (const m of p.ready) out.set(m.host, (out.get(m.host) ?? 0) + 1);
+    return out;
+  }
+
+  /** A host stopped answering: its ready members are forgotten (adopted or removed when it is back), the pools refill elsewhere. */
+  hostDown(host: string) {
+    for (const [profileId, p] of this.pools) {
+      const before = p.ready.length;
+      p.ready = p.ready.filter((m) => m.host !== host);
+      if (p.ready.length !== before) this.refill(profileId);
+    }
   }
 
   /** The size the profile's pool aims at now. */
@@ -174,7 +192,7 @@ export class WarmPool {
     const p = this.pools.get(profile.id);
     if (!p && this.target(profile) === 0) return null;
     const key = this.shapeOf(profile).key;
-    const i = p ? p.ready.findIndex((m) => m.key === key) : -1;
+    const i = p ? p.ready.findIndex((m) => m.key === key && this.d.hosts.get(m.host)?.up === true) : -1;
     const member = i >= 0 ? p!.ready.splice(i, 1)[0]! : null;
     this.d.metrics?.poolTake(member !== null);
     // Deferred: a member given back meanwhile (the session had no room) needs no replacement.
@@ -269,7 +287,7 @@ export class WarmPool {
     }
     if (Date.now() < p.retryAt) return;
     const spawns: Promise<void>[] = [];
-    while (p.ready.length + p.starting < target && this.total < this.d.config.maxWarmPoolTotal) {
+    while (p.ready.length + p.starting < target && this.total < this.d.config.maxWarmPoolTotal && Date.now() >= p.retryAt) {
       const avail = (this.d.availableMb ?? hostAvailableMb)();
       if (avail < MIN_AVAILABLE_MB) {
         this.d.log.warn("warm pool: not refilled, the host is short of memory", { profile: profileId, available_mb: Math.round(avail), min_mb: MIN_AVAILABLE_MB });
@@ -289,13 +307,16 @@ export class WarmPool {
   private async spawn(profile: ProfileRow, shape: { image: string; spec: WorkspaceSpec; key: string }, p: ProfilePool) {
     const ctrId = newId("container");
     const generation = p.generation;
-    const member: PoolMember = { ctrId, dockerId: "", name: `runcell-pool-${ctrId}`, volume: `runcell-${ctrId}`, image: shape.image, spec: shape.spec, key: shape.key, profileId: profile.id };
+    const member: PoolMember = { ctrId, dockerId: "", name: `runcell-pool-${ctrId}`, volume: `runcell-${ctrId}`, image: shape.image, spec: shape.spec, key: shape.key, profileId: profile.id, host: "" };
     p.starting++;
-    this.pending.add(ctrId);
     const started = performance.now();
     try {
+      // Placed now (synchronously, before the next spawn counts the hosts' usage).
+      const host = this.d.hosts.place(profile.host_labels, this.d.usage());
+      member.host = host.name;
+      this.pending.set(ctrId, host.name);
       const labels = { [LABEL_POOL]: profile.id, [LABEL_POOL_KEY]: shape.key };
-      const c = await this.d.gate.run("pool", () => this.d.provisioner.up({ id: ctrId, session_id: "", name: member.name, volume: member.volume, image: shape.image, spec: shape.spec }, labels));
+      const c = await host.gate.run("pool", () => host.provisioner.up({ id: ctrId, session_id: "", name: member.name, volume: member.volume, image: shape.image, spec: shape.spec }, labels));
       member.dockerId = c.id;
       const current = this.pools.get(profile.id);
       const stale = this.closed || current !== p || p.generation !== generation;
@@ -321,20 +342,22 @@ export class WarmPool {
   }
 
   /** Removes a member's container and volume (errors logged: reconciliation finishes the job). */
-  async discard(m: Pick<PoolMember, "ctrId" | "dockerId" | "name" | "volume">) {
+  async discard(m: Pick<PoolMember, "ctrId" | "dockerId" | "name" | "volume" | "host">) {
+    const host = this.d.hosts.get(m.host);
+    if (!host?.up) return; // never placed, or its host is down: reconciliation removes it there
     try {
-      await removeContainerAndVolume(this.client, m.dockerId || m.name, m.volume);
+      await removeContainerAndVolume(host.engine.client, m.dockerId || m.name, m.volume);
     } catch (e) {
       this.d.log.warn("warm pool: could not remove a member; reconciliation will retry", { member: m.ctrId, error: dockerMessage(e) });
     }
   }
 
   /**
-   * Matches Docker's pool members of this instance with the pools (before each workspace
+   * Matches a Docker host's pool members of this instance with the pools (before its workspace
    * reconciliation): a running member its profile still wants, with the profile's current shape,
-   * is adopted; any other one not taken by a session is removed. Then every pool is refilled.
+   * is adopted; any other one not taken by a session is removed. The caller refills the pools.
    */
-  async reconcile(): Promise<{ adopted: string[]; removed: string[] }> {
+  async reconcile(host: DockerHost): Promise<{ adopted: string[]; removed: string[] }> {
     const report = { adopted: [] as string[], removed: [] as string[] };
     const wanted = this.d.pooledProfiles();
     if (wanted.length === 0 && this.pools.size === 0) {
@@ -342,14 +365,24 @@ export class WarmPool {
       return report;
     }
     const filters = JSON.stringify({ label: [`${LABEL_INSTANCE}=${this.d.instanceId}`, LABEL_POOL] });
-    const containers = await this.client.listContainers({ all: true, filters });
+    const containers = await host.engine.client.listContainers({ all: true, filters });
     for (const c of containers) {
       const ctrId = c.Labels?.[LABEL_WORKSPACE] ?? "";
       if (!ctrId || this.holds(ctrId) || this.d.hasRow(ctrId)) continue;
       const profileId = c.Labels?.[LABEL_POOL] ?? "";
       const profile = this.d.profile(profileId);
       const name = c.Names?.[0]?.replace(/^\//, "") ?? `runcell-pool-${ctrId}`;
-      const member: PoolMember = { ctrId, dockerId: c.Id, name, volume: `runcell-${ctrId}`, image: c.Image, spec: { network: "none", memory_mb: 0, cpus: 0, pids: 0 }, key: c.Labels?.[LABEL_POOL_KEY] ?? "", profileId };
+      const member: PoolMember = {
+        ctrId,
+        dockerId: c.Id,
+        name,
+        volume: `runcell-${ctrId}`,
+        image: c.Image,
+        spec: { network: "none", memory_mb: 0, cpus: 0, pids: 0 },
+        key: c.Labels?.[LABEL_POOL_KEY] ?? "",
+        profileId,
+        host: host.name,
+      };
       let keep = false;
       if (profile && c.State === "running" && !this.closed) {
         const shape = this.shapeOf(profile);
@@ -370,8 +403,7 @@ export class WarmPool {
         report.removed.push(ctrId);
       }
     }
-    if (report.adopted.length || report.removed.length) this.d.log.info("warm pool reconciled with Docker", report);
-    this.refillAll();
+    if (report.adopted.length || report.removed.length) this.d.log.info("warm pool reconciled with Docker", { docker_host: host.name, ...report });
     return report;
   }
 

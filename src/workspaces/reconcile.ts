@@ -4,7 +4,8 @@
  * live record are removed; records whose container vanished are marked `stopped` (recreated on
  * the same volume at the next turn) or `failed` when the volume went too (the files are lost);
  * records that say running while the container is not are marked `stopped`. Workspaces with a
- * lifecycle operation in flight are left alone. Runs at start and every few minutes.
+ * lifecycle operation in flight are left alone. Runs per Docker host (the rows of that host
+ * against its objects), at start, every few minutes, and when a host answers again.
  */
 import type Docker from "dockerode";
 import type { Logger } from "../log.ts";
@@ -22,6 +23,8 @@ export interface ReconcileReport {
 
 export interface ReconcileDeps {
   client: Docker;
+  /** The host's name: only its rows are compared with its objects. */
+  host: string;
   store: WorkspaceStore;
   locks: KeyedMutex;
   instanceId: string;
@@ -35,7 +38,7 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
   const filters = JSON.stringify({ label: [`${LABEL_INSTANCE}=${d.instanceId}`] });
   // Rows are read before Docker is listed and re-read before acting, so a create or start that
   // completes meanwhile is never mistaken for an orphan or a vanished container.
-  const snapshot = d.store.all();
+  const snapshot = d.store.all(d.host);
   const containers = await d.client.listContainers({ all: true, filters });
   const volumes = (await d.client.listVolumes({ filters })).Volumes ?? [];
 
@@ -47,7 +50,7 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
       continue;
     }
     const row = d.store.byId(ctr);
-    const ours = row && (row.docker_id === c.Id || (!row.docker_id && row.status === "starting"));
+    const ours = row && row.host === d.host && (row.docker_id === c.Id || (!row.docker_id && row.status === "starting"));
     if (ours) {
       live.set(c.Id, c);
       continue;
@@ -63,7 +66,7 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
   const volumeNames = new Set(volumes.map((v) => v.Name));
   for (const row of snapshot) {
     const fresh = d.store.byId(row.id);
-    if (d.locks.busy(row.id) || !fresh || fresh.updated_at !== row.updated_at || fresh.status !== row.status || fresh.docker_id !== row.docker_id) continue;
+    if (d.locks.busy(row.id) || !fresh || fresh.status === "unavailable" || fresh.updated_at !== row.updated_at || fresh.status !== row.status || fresh.docker_id !== row.docker_id) continue;
     const c = row.docker_id ? live.get(row.docker_id) : undefined;
     if (row.docker_id && !c) {
       const volumeGone = !volumeNames.has(row.volume);
@@ -81,7 +84,7 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
 
   for (const v of volumes) {
     const ctr = v.Labels?.[LABEL_WORKSPACE] ?? "";
-    if (d.locks.busy(ctr) || d.pooled?.(ctr) || d.store.byId(ctr)) continue;
+    if (d.locks.busy(ctr) || d.pooled?.(ctr) || d.store.byId(ctr)?.host === d.host) continue;
     try {
       await d.client.getVolume(v.Name).remove();
       report.removed_volumes.push(v.Name);
@@ -91,7 +94,7 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
   }
 
   const changed = Object.values(report).some((l) => l.length > 0);
-  if (changed) d.log.info("workspaces reconciled with Docker", { ...report });
-  else d.log.debug("workspaces reconciled with Docker: nothing to do", { containers: containers.length, records: snapshot.length });
+  if (changed) d.log.info("workspaces reconciled with Docker", { docker_host: d.host, ...report });
+  else d.log.debug("workspaces reconciled with Docker: nothing to do", { docker_host: d.host, containers: containers.length, records: snapshot.length });
   return report;
 }

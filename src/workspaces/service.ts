@@ -22,19 +22,18 @@ import { intervalWorker } from "../lib/worker.ts";
 import type { Logger } from "../log.ts";
 import type { AdminWorkspaceRecord, DirListing, WorkspaceRecord } from "../schema/workspace.ts";
 import { checkChain, entryType, readAll } from "./archive.ts";
-import { type DockerEngine, dockerMessage } from "./docker.ts";
+import { dockerMessage } from "./docker.ts";
 import { ContainerNotRunning, type ExecOptions, type ExecResult, isRunning, runExec } from "./exec.ts";
 import { type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
 import { checkDisk, DISK_CHECK_EVERY_MS, type DiskReport } from "./disk.ts";
-import { type GateObserver, StartGate } from "./gate.ts";
+import type { GateObserver } from "./gate.ts";
+import { type DockerHost, DockerHosts, HEALTH_EVERY_MS } from "./hosts.ts";
 import { idleCheckEveryMs, stopIdle } from "./idle.ts";
-import { ImagePuller } from "./image.ts";
 import { Lifecycle, type WorkspacePolicy } from "./lifecycle.ts";
 import { KeyedMutex } from "./mutex.ts";
 import { relativePath, resolveWorkspacePath, WORKSPACE_ROOT } from "./paths.ts";
 import { type PoolMetrics, WarmPool } from "./pool.ts";
 import { type AttachedProcess, openProcess, type ProcessOptions } from "./process.ts";
-import { Provisioner } from "./provision.ts";
 import { reconcile, type ReconcileReport } from "./reconcile.ts";
 import { FileUrlSigner, loadSigningKey } from "./signing.ts";
 import { WorkspaceStore } from "./store.ts";
@@ -48,13 +47,12 @@ export const INSTANCE_SETTING = "workspaces.instance_id";
 
 export interface WorkspaceDeps {
   db: DB;
-  docker: DockerEngine;
   settings: Settings;
   sealer: Sealer;
   log: Logger;
   config: Pick<
     Config,
-    "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHost" | "maxWarmPool" | "maxWarmPoolTotal" | "workspaceStartParallelism"
+    "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHosts" | "maxWarmPool" | "maxWarmPoolTotal" | "workspaceStartParallelism"
   >;
   now: () => number;
   /**
@@ -84,7 +82,7 @@ export function workspaceRecord(r: WorkspaceRow): WorkspaceRecord {
 }
 
 export function adminWorkspaceRecord(r: WorkspaceRow): AdminWorkspaceRecord {
-  return { ...workspaceRecord(r), user_id: r.user_id, docker_id: r.docker_id, volume: r.volume, updated_at: iso(r.updated_at) };
+  return { ...workspaceRecord(r), user_id: r.user_id, host: r.host, docker_id: r.docker_id, volume: r.volume, updated_at: iso(r.updated_at) };
 }
 
 export class Workspaces {
@@ -95,8 +93,8 @@ export class Workspaces {
   /** Running execs per workspace: the idle stop never stops a container that is working. */
   readonly inflight = new Map<string, number>();
   maxFileBytes = MAX_FILE_BYTES;
-  /** Container creations against the engine, bounded (gate.ts). */
-  readonly gate: StartGate;
+  /** The Docker hosts (hosts.ts): each with its engine, provisioner and start gate. */
+  readonly hosts: DockerHosts;
   /** Started containers per profile for its next sessions (pool.ts). */
   readonly pool: WarmPool;
   private lifecycle: Lifecycle;
@@ -107,12 +105,10 @@ export class Workspaces {
     this.log = d.log.child({ component: "workspaces" });
     this.store = new WorkspaceStore(d.db, d.now);
     this.instanceId = d.settings.get<string>(INSTANCE_SETTING) ?? this.newInstanceId();
-    const provisioner = new Provisioner(d.docker, new ImagePuller(d.docker, this.log), this.log, this.instanceId);
-    this.gate = new StartGate(() => d.config.workspaceStartParallelism, d.metrics);
+    this.hosts = new DockerHosts(d.config.dockerHosts, { log: this.log, instanceId: this.instanceId, parallelism: () => d.config.workspaceStartParallelism, observer: d.metrics });
     this.pool = new WarmPool({
-      engine: d.docker,
-      provisioner,
-      gate: this.gate,
+      hosts: this.hosts,
+      usage: () => this.hostUsage(),
       log: this.log.child({ component: "warm-pool" }),
       instanceId: this.instanceId,
       config: d.config,
@@ -122,7 +118,7 @@ export class Workspaces {
       hasRow: (id) => this.store.byId(id) !== null,
       metrics: d.metrics,
     });
-    this.lifecycle = new Lifecycle({ ...d, log: this.log, store: this.store, locks: this.locks, provisioner, gate: this.gate, pool: this.pool });
+    this.lifecycle = new Lifecycle({ ...d, log: this.log, store: this.store, locks: this.locks, hosts: this.hosts, usage: () => this.hostUsage(), pool: this.pool });
     this.signer = new FileUrlSigner(loadSigningKey(d.settings, d.sealer), d.config.publicUrl, d.now);
   }
 
@@ -132,13 +128,17 @@ export class Workspaces {
     return id;
   }
 
-  /** The dockerode client (loaded on first use by DockerEngine). */
-  private get client(): Docker {
-    return this.d.docker.client;
+  /** Each host's load for placement: its starting and running workspaces plus its pool members. */
+  private hostUsage(): Map<string, number> {
+    const usage = this.store.activeByHost();
+    for (const [host, n] of this.pool.membersByHost()) usage.set(host, (usage.get(host) ?? 0) + n);
+    return usage;
   }
 
-  container(dockerId: string): Docker.Container {
-    return this.client.getContainer(dockerId);
+  /** The row's container on its Docker host (CONTAINER_FAILED when the host is unknown or down). */
+  container(row: Pick<WorkspaceRow, "id" | "host" | "docker_id">): Docker.Container {
+    if (!row.docker_id) throw new AppError("CONTAINER_FAILED", `Workspace ${row.id} has no container`);
+    return this.hosts.of(row).engine.client.getContainer(row.docker_id);
   }
 
   // ------------------------------------------------------------------------------------------
@@ -236,7 +236,7 @@ export class Workspaces {
       const withEnv: ExecOptions = env && Object.keys(env).length ? { ...opts, env: { ...env, ...opts.env } } : opts;
       for (let attempt = 0; ; attempt++) {
         try {
-          const r = await runExec(this.container(row.docker_id!), withEnv, (e) => this.log.warn("could not kill an exec", { workspace: row.id, error: dockerMessage(e) }));
+          const r = await runExec(this.container(row), withEnv, (e) => this.log.warn("could not kill an exec", { workspace: row.id, error: dockerMessage(e) }));
           if (!r.timedOut && !r.cancelled && (r.exitCode === null || r.exitCode >= 128)) await this.assertAlive(row);
           return r;
         } catch (e) {
@@ -267,7 +267,7 @@ export class Workspaces {
     this.store.touch(row.id);
     const env = { ...this.d.envFor?.(row), ...opts.env };
     try {
-      return await openProcess(this.container(row.docker_id!), { ...opts, env });
+      return await openProcess(this.container(row), { ...opts, env });
     } catch (e) {
       if (e instanceof ContainerNotRunning) throw this.markDead(row, e.message);
       throw this.lifecycle.toAppError(e, "The process could not start in the workspace");
@@ -301,7 +301,7 @@ export class Workspaces {
    */
   private async assertAlive(row: WorkspaceRow) {
     for (let i = 0; i < 5; i++) {
-      const st = await this.lifecycle.guard(() => isRunning(this.container(row.docker_id!)));
+      const st = await this.lifecycle.guard(() => isRunning(this.container(row)));
       if (!st.running) throw this.markDead(row, st.detail);
       await Bun.sleep(60);
     }
@@ -320,7 +320,7 @@ export class Workspaces {
   /** The row's container for archive access (running or stopped). */
   private containerOf(row: WorkspaceRow): Docker.Container {
     if (!row.docker_id) throw new AppError("CONTAINER_FAILED", `Workspace ${row.id} has no container (${row.error ?? row.status}); it is created on the session's next turn`);
-    return this.container(row.docker_id);
+    return this.container(row);
   }
 
   async readFile(sessionId: string, path: string): Promise<Uint8Array> {
@@ -379,14 +379,52 @@ export class Workspaces {
     return stopIdle({ ...this.background(), inflight: this.inflight, now: this.d.now, idleMs: this.d.config.workspaceIdleTimeoutMs });
   }
 
-  /** Reconciles the warm pool, then records, with Docker (this instance's labels only). */
+  /**
+   * Reconciles the warm pool, then records, with each answering Docker host (this instance's
+   * labels only); the report sums the hosts'.
+   */
   async reconcile(): Promise<ReconcileReport> {
-    try {
-      await this.pool.reconcile();
-    } catch (e) {
-      this.log.warn("warm pool could not be reconciled", { error: dockerMessage(e) });
+    const total: ReconcileReport = { removed_containers: [], removed_volumes: [], marked_stopped: [], marked_failed: [] };
+    for (const host of this.hosts.list) {
+      if (!host.up) continue;
+      try {
+        const r = await this.reconcileHost(host);
+        for (const k of Object.keys(total) as (keyof ReconcileReport)[]) total[k].push(...r[k]);
+      } catch (e) {
+        this.log.warn("workspaces could not be reconciled with a Docker host", { docker_host: host.name, error: dockerMessage(e) });
+      }
     }
-    return reconcile({ ...this.background(), instanceId: this.instanceId, pooled: (id) => this.pool.holds(id) });
+    this.pool.refillAll();
+    return total;
+  }
+
+  private async reconcileHost(host: DockerHost): Promise<ReconcileReport> {
+    try {
+      await this.pool.reconcile(host);
+    } catch (e) {
+      this.log.warn("warm pool could not be reconciled", { docker_host: host.name, error: dockerMessage(e) });
+    }
+    return reconcile({ client: host.engine.client, host: host.name, store: this.store, locks: this.locks, log: this.log, instanceId: this.instanceId, pooled: (id) => this.pool.holds(id) });
+  }
+
+  /**
+   * One health round over the hosts (every HEALTH_EVERY_MS): a host down marks its workspaces
+   * `unavailable` and its pool members unusable; a host back has them `stopped` and is reconciled.
+   */
+  async checkHosts(): Promise<{ down: string[]; back: string[] }> {
+    const { down, back } = await this.hosts.check();
+    for (const h of down) {
+      const ids = this.store.markHostUnavailable(h.name, `Docker host "${h.name}" is not answering (${h.lastError ?? "unreachable"}); the workspace's files are there`);
+      this.pool.hostDown(h.name);
+      this.log.error("Docker host not answering: its workspaces are unavailable", { docker_host: h.name, error: h.lastError, workspaces: ids.length });
+    }
+    for (const h of back) {
+      const ids = this.store.markHostBack(h.name);
+      this.log.info("Docker host answers again: its workspaces are stopped until their next turn", { docker_host: h.name, workspaces: ids.length });
+      await this.reconcileHost(h).catch((e: unknown) => this.log.warn("workspaces could not be reconciled with a Docker host", { docker_host: h.name, error: dockerMessage(e) }));
+      this.pool.refillAll();
+    }
+    return { down: down.map((h) => h.name), back: back.map((h) => h.name) };
   }
 
   /** Measures running workspaces' volumes; stops those over their owner's disk cap. */
@@ -397,7 +435,7 @@ export class Workspaces {
   }
 
   private background() {
-    return { client: this.client, store: this.store, locks: this.locks, log: this.log };
+    return { container: (row: WorkspaceRow) => this.container(row), store: this.store, locks: this.locks, log: this.log };
   }
 
   /** The reconcile (at start, then every 5 min) and idle-stop workers (started by the app). */
@@ -406,6 +444,7 @@ export class Workspaces {
       intervalWorker(this.log, "workspace-reconcile", RECONCILE_EVERY_MS, () => this.reconcile(), { runAtStart: true }),
       intervalWorker(this.log, "workspace-idle-stop", idleCheckEveryMs(this.d.config.workspaceIdleTimeoutMs), () => this.stopIdle()),
       intervalWorker(this.log, "workspace-disk-check", DISK_CHECK_EVERY_MS, () => this.checkDisk()),
+      intervalWorker(this.log, "docker-host-health", HEALTH_EVERY_MS, () => this.checkHosts()),
       { name: "warm-pool", start() {}, stop: () => this.pool.stop() },
     ];
   }

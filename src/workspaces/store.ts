@@ -157,9 +157,42 @@ export class WorkspaceStore {
     return { rows: this.db.select().from(workspaces).where(k.where).orderBy(k.orderBy).limit(k.fetch).all(), limit: k.limit };
   }
 
-  /** Every row (reconciliation). */
-  all(): WorkspaceRow[] {
-    return this.db.select().from(workspaces).orderBy(desc(workspaces.id)).all();
+  /** Every row, or every row on one Docker host (reconciliation). */
+  all(host?: string): WorkspaceRow[] {
+    return this.db
+      .select()
+      .from(workspaces)
+      .where(host === undefined ? undefined : eq(workspaces.host, host))
+      .orderBy(desc(workspaces.id))
+      .all();
+  }
+
+  /** Starting and running workspaces per Docker host (placement). */
+  activeByHost(): Map<string, number> {
+    const rows = this.db.select({ host: workspaces.host, n: count() }).from(workspaces).where(inArray(workspaces.status, ACTIVE)).groupBy(workspaces.host).all();
+    return new Map(rows.map((r) => [r.host, r.n]));
+  }
+
+  /** A Docker host stopped answering: its workspaces, but failed ones, become `unavailable`. Returns their ids. */
+  markHostUnavailable(host: string, error: string): string[] {
+    return this.db
+      .update(workspaces)
+      .set({ status: "unavailable", error, updated_at: this.now() })
+      .where(and(eq(workspaces.host, host), ne(workspaces.status, "failed"), ne(workspaces.status, "unavailable")))
+      .returning({ id: workspaces.id })
+      .all()
+      .map((r) => r.id);
+  }
+
+  /** The host answers again: its unavailable workspaces become `stopped` (the next turn starts them). Returns their ids. */
+  markHostBack(host: string): string[] {
+    return this.db
+      .update(workspaces)
+      .set({ status: "stopped", error: null, updated_at: this.now() })
+      .where(and(eq(workspaces.host, host), eq(workspaces.status, "unavailable")))
+      .returning({ id: workspaces.id })
+      .all()
+      .map((r) => r.id);
   }
 
   /** The user's starting and running rows. */

@@ -26,6 +26,7 @@ export function insertProfile(t: TestApp, userId: string, over: Omit<Partial<Pro
     warm_pool: 0,
     mcp_servers: [],
     allowed_tools: [],
+    host_labels: [],
     repositories: [],
     created_at: now,
     updated_at: now,

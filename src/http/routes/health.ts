@@ -7,7 +7,8 @@ const Health = t.Object({
   status: t.UnionEnum(["ok", "error"]),
   version: t.String(),
   db: t.UnionEnum(["ok", "error"]),
-  docker: t.UnionEnum(["ok", "unavailable"]),
+  docker: t.UnionEnum(["ok", "unavailable"], { description: "ok when a Docker host answers (with several hosts: any of them)" }),
+  docker_hosts: t.Optional(t.Record(t.String(), t.UnionEnum(["ok", "unavailable"]), { description: "With several --docker-host: each host's last ping, by name" })),
 });
 
 const checks = new WeakMap<Services, () => Response>();
@@ -20,25 +21,34 @@ export function healthCheck(s: Services): () => Response {
   let check = checks.get(s);
   if (check) return check;
   const ping = s.sqlite.prepare("SELECT 1 AS ok");
-  // Four possible bodies: serialized once (this route is what load balancers poll).
-  const bodies = new Map<string, string>();
-  const body = (db: "ok" | "error", docker: "ok" | "unavailable") => {
-    const key = db + docker;
+  const hosts = s.workspaces.hosts.list;
+  // A few possible bodies, keyed by a bit mask (bit 0: the database, bit i+1: host i answers),
+  // each serialized once: this route is what load balancers poll.
+  const bodies = new Map<number, string>();
+  const body = (key: number) => {
     let b = bodies.get(key);
-    if (!b) bodies.set(key, (b = JSON.stringify({ status: db === "ok" ? "ok" : "error", version: VERSION, db, docker })));
+    if (!b) {
+      const db = key & 1 ? "ok" : "error";
+      const docker = key >> 1 ? "ok" : "unavailable";
+      const perHost = hosts.length > 1 ? { docker_hosts: Object.fromEntries(hosts.map((h, i) => [h.name, key & (2 << i) ? "ok" : "unavailable"])) } : {};
+      bodies.set(key, (b = JSON.stringify({ status: db, version: VERSION, db, docker, ...perHost })));
+    }
     return b;
   };
   check = () => {
-    let db: "ok" | "error" = "ok";
+    let key = 1;
     try {
       ping.get();
     } catch {
-      db = "error";
+      key = 0;
     }
-    // Refresh the Docker probe in the background; answer from the last result.
-    s.docker.refreshIfStale();
-    const docker = s.docker.status.ok ? "ok" : "unavailable";
-    return jsonResponse(body(db, docker), db === "ok" ? 200 : 503);
+    // Refresh the Docker probes in the background; answer from the last results.
+    for (let i = 0; i < hosts.length && i < 30; i++) {
+      const h = hosts[i]!;
+      h.engine.refreshIfStale();
+      if (h.engine.status.ok) key |= 2 << i;
+    }
+    return jsonResponse(body(key), key & 1 ? 200 : 503);
   };
   checks.set(s, check);
   return check;

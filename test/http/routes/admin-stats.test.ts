@@ -60,7 +60,7 @@ describe("the counts", () => {
     expect(r.body.login_sessions.active).toBe(3);
     expect(r.body.sessions.total).toBe(1);
     expect(r.body.profiles.total).toBe(0);
-    expect(r.body.workspaces).toEqual({ total: 0, starting: 0, running: 0, stopped: 0, failed: 0 });
+    expect(r.body.workspaces).toEqual({ total: 0, starting: 0, running: 0, stopped: 0, failed: 0, unavailable: 0 });
     expect(r.body.notifications).toEqual({ total: 0, pending: 0, delivered: 0, failed: 0 });
     expect(r.body.started_at).toBe(new Date(t.app.services.stats.startedAt).toISOString());
     clock += 90_000;

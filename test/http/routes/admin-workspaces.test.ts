@@ -28,7 +28,7 @@ afterAll(async () => {
   await t.stop();
 });
 
-const RECORD_KEYS = ["created_at", "docker_id", "error", "id", "image", "last_active_at", "name", "profile_id", "session_id", "status", "updated_at", "user_id", "volume"];
+const RECORD_KEYS = ["created_at", "docker_id", "error", "host", "id", "image", "last_active_at", "name", "profile_id", "session_id", "status", "updated_at", "user_id", "volume"];
 
 routeTable("/admin/workspaces", () => a, [
   {

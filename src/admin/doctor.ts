@@ -38,8 +38,10 @@ export interface CheckResult {
 export interface DoctorContext {
   config: Config;
   env: Record<string, string | undefined>;
-  /** The Docker engine's answer (version, info), or why it did not answer. */
+  /** The (first) Docker engine's answer (version, info), or why it did not answer. */
   docker(): Promise<DockerProbe>;
+  /** The answer of another --docker-host, by its name. */
+  dockerHost?(name: string): Promise<DockerProbe>;
   /** The database opened read-only, null when there is no database file (or it cannot be opened: dbError). */
   db(): Database | null;
   dbError(): string | null;
@@ -348,6 +350,31 @@ const docker: CheckFn = async (ctx) => {
   return ok("docker", message);
 };
 
+/** With several --docker-host: each further host answers and has the workspace image (they are optional: a warning each). */
+const dockerHosts: CheckFn = async (ctx) => {
+  const others = ctx.config.dockerHosts.slice(1);
+  if (others.length === 0) return ok("docker hosts", "one Docker host (the docker check above)");
+  const lines: string[] = [];
+  const bad: string[] = [];
+  for (const h of others) {
+    const probe = await (ctx.dockerHost?.(h.name) ?? probeDocker(h.url, h.tlsDir));
+    if (!probe.ok) {
+      bad.push(h.name);
+      lines.push(`${h.name} (${h.url}): cannot reach it: ${probe.error}`);
+      continue;
+    }
+    const image = await withTimeout(probe.engine.client.getImage(ctx.config.workspaceImage).inspect(), 5000, "image inspect").then(
+      () => "has the workspace image",
+      () => `lacks ${ctx.config.workspaceImage}`,
+    );
+    if (image.startsWith("lacks")) bad.push(h.name);
+    lines.push(`${h.name} (${h.url}): Docker Engine ${probe.version}, ${image}`);
+  }
+  const message = `${ctx.config.dockerHosts[0]!.name} above; ${lines.join("; ")}`;
+  if (bad.length) return warn("docker hosts", message, `start the engines of ${bad.join(", ")}, check their --docker-host URL and TLS files, and give them the workspace image (runcell image build --docker-host <url>); new workspaces go to the other hosts meanwhile`);
+  return ok("docker hosts", message);
+};
+
 /** The image the README's install builds locally; it is on no registry, so it cannot be pulled. */
 const BUILT_LOCALLY = "runcell/workspace:latest";
 
@@ -606,6 +633,7 @@ export const CHECKS: Check[] = [
   { name: "schema", run: schema },
   { name: "disk", run: disk },
   { name: "docker", run: docker },
+  { name: "docker hosts", run: dockerHosts },
   { name: "workspace image", run: workspaceImage },
   { name: "clock", run: clock },
   { name: ADMIN_PASSWORD, run: adminPassword },
@@ -616,10 +644,10 @@ export const CHECKS: Check[] = [
   { name: "git", run: git },
 ];
 
-async function probeDocker(host: string): Promise<DockerProbe> {
+async function probeDocker(host: string, tlsDir: string | null = null): Promise<DockerProbe> {
   let engine: DockerEngine;
   try {
-    engine = new DockerEngine(host);
+    engine = new DockerEngine(host, tlsDir);
   } catch (e) {
     return { ok: false, error: (e as Error).message };
   }
@@ -667,7 +695,7 @@ export function createContext(config: Config, env: Record<string, string | undef
   return {
     config,
     env,
-    docker: () => (dockerProbe ??= probeDocker(config.dockerHost)),
+    docker: () => (dockerProbe ??= probeDocker(config.dockerHost, config.dockerHosts[0]!.tlsDir)),
     db: openDb,
     dbError() {
       openDb();

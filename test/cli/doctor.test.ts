@@ -109,7 +109,7 @@ describe("a good setup", () => {
     expectStatus(report, "providers", "OK", "anthropic key set (ANTHROPIC_API_KEY)");
     expectStatus(report, "webhooks", "OK", "SSRF guard on");
     expectStatus(report, "git", "OK", /^git 2\.\d+.* at \/.*git \(repositories are cloned and pushed with it\)$/);
-    expect(r.stdout).toMatch(/^14 checks: \d+ OK, \d+ WARN, 0 FAIL$/m);
+    expect(r.stdout).toMatch(/^15 checks: \d+ OK, \d+ WARN, 0 FAIL$/m);
     expect(r.stdout + r.stderr).not.toContain(KEY);
     expect(r.stdout + r.stderr).not.toContain(KEY.slice(8, 24));
   });
@@ -174,6 +174,21 @@ describe("a broken setup: FAIL lines with their fix, exit 1", () => {
     // DOCKER_HOST is not what serve uses: doctor says so instead of silently checking another engine.
     const r = await doctor(["--data-dir", d, "--workspace-image", IMAGE], { DOCKER_HOST: `unix://${missing}` });
     expectStatus(parse(r), "docker", "WARN", `DOCKER_HOST=unix://${missing} is set, but runcell uses --docker-host / RUNCELL_DOCKER_HOST`);
+  });
+
+  test("several Docker hosts: each further one is checked (reached over TLS, its workspace image), one that does not answer is a warning", async () => {
+    const d = await goodDataDir();
+    const second = Object.fromEntries(Bun.spawnSync(["bash", "scripts/second-dockerd.sh", "env"]).stdout.toString().trim().split("\n").map((l) => l.split("=", 2)));
+    expect(Bun.spawnSync(["bash", "scripts/second-dockerd.sh", "start"]).exitCode).toBe(0);
+    const missing = join(dir(), "docker.sock");
+    const hosts = ["--docker-host", "unix:///var/run/docker.sock", "--docker-host", `${second.TCP}?name=b&tls_dir=${second.TLS_DIR}`];
+    let report = parse(await doctor(["--data-dir", d, "--workspace-image", IMAGE, ...hosts]));
+    expectStatus(report, "docker", "OK", /^unix:\/\/\/var\/run\/docker\.sock answers/);
+    expectStatus(report, "docker hosts", "OK", new RegExp(`^default above; b \\(${second.TCP}\\): Docker Engine \\d+\\.\\d+.*, has the workspace image$`));
+    report = parse(await doctor(["--data-dir", d, "--workspace-image", IMAGE, ...hosts, "--docker-host", `unix://${missing}?name=gone`]));
+    expectStatus(report, "docker hosts", "WARN", `gone (unix://${missing}): cannot reach it`);
+    expect(report.get("docker hosts")!.fix).toContain("start the engines of gone");
+    expectStatus(parse(await doctor(["--data-dir", d, "--workspace-image", IMAGE])), "docker hosts", "OK", "one Docker host (the docker check above)");
   });
 
   test("a data dir that cannot be written: under a file, a file itself, immutable, or holding another user's files", async () => {

@@ -88,6 +88,12 @@ const cases: [string, unknown, string][] = [
   ["cpus too high", { limits: { cpus: 65 } }, "limits.cpus"],
   ["pids too high", { limits: { pids: 100_000 } }, "limits.pids"],
   ["network unknown", { network: "host" }, "network"],
+  ["host_labels not an array", { host_labels: "gpu" }, "host_labels"],
+  ["host label empty", { host_labels: [""] }, "host_labels[0]"],
+  ["host label with a comma", { host_labels: ["gpu,ssd"] }, "host_labels[0]"],
+  ["host label with a space", { host_labels: ["region = eu"] }, "host_labels[0]"],
+  ["host label twice", { host_labels: ["gpu", "gpu"] }, "host_labels[1]"],
+  ["host labels too many", { host_labels: Array.from({ length: 21 }, (_, i) => `l${i}`) }, "host_labels"],
 ];
 
 const bad = cases.map(([name, body, field]) => ({ name, body, field }));
@@ -296,6 +302,16 @@ describe("PATCH semantics", () => {
     const p = await patch({ network: "none" });
     expect(p.network).toBe("none");
     expect(p.env).toEqual(base.env);
+  });
+
+  test("host_labels: empty by default, kept as given, replaced by a PATCH", async () => {
+    const created = (await create(base)).body;
+    expect(created.host_labels).toEqual([]);
+    const labelled = await api(t, "PATCH", `/v1/profiles/${created.id}`, alice.bearer, { host_labels: ["gpu", "region=eu"] });
+    expect(labelled.status).toBe(200);
+    expect(labelled.body.host_labels).toEqual(["gpu", "region=eu"]);
+    expect((await api(t, "GET", `/v1/profiles/${created.id}`, alice.bearer)).body.host_labels).toEqual(["gpu", "region=eu"]);
+    expect((await api(t, "PATCH", `/v1/profiles/${created.id}`, alice.bearer, { host_labels: [] })).body.host_labels).toEqual([]);
   });
 
   test("an empty PATCH changes nothing, not even updated_at", async () => {

@@ -1,9 +1,9 @@
 /**
  * The lifecycle of workspace containers: reserving a row under the per-profile concurrency rule
  * (store.ts), placing it on a Docker host (hosts.ts), making and starting the Docker objects
- * there (provision.ts), restarting a stopped or
- * vanished container on its volume, stopping and removing. Operations on one workspace are
- * serialised by a KeyedMutex. The Workspaces service (service.ts) owns one Lifecycle.
+ * there (provision.ts), restarting a stopped or vanished container on its volume (on its own
+ * host), stopping and removing. Operations on one workspace are serialised by a KeyedMutex. The
+ * Workspaces service (service.ts) owns one Lifecycle.
  */
 import type Docker from "dockerode";
 import type { Config } from "../config.ts";

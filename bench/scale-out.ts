@@ -1,0 +1,124 @@
+/**
+ * Scale-out benchmark (issue 17), measured from outside against the compiled runcell.
+ *
+ * - session.ready with two Docker hosts against one: N (BENCH_SCALE_OUT_N, default 20)
+ *   `session.start` frames sent at once over N WebSockets to a profile without a warm pool, each
+ *   socket's time to its `session.ready` (the container created and started). Server "one" has the
+ *   usual engine; server "two" has it plus a second dockerd on this machine
+ *   (scripts/second-dockerd.sh, its unix socket), so placement spreads the burst over both and
+ *   each host's start gate (--workspace-start-parallelism, per host) runs its own creations.
+ *   Rounds alternate one, two, one, two… (BENCH_SCALE_OUT_ROUNDS, default 3 each); reported: the
+ *   median of the rounds' p50 and p99, and two/one. Goal: p50 ≤ 0.6×.
+ *   Both engines share this machine's 2 CPUs, so the figure shows what parallel engines give
+ *   when runc and containerd are not already saturating the CPU; on separate machines each engine
+ *   brings its own.
+ * - Events/s with subscribers on another replica, and the REST suite on PostgreSQL against
+ *   SQLite: not measured — runcell has no PostgreSQL option or replicas yet (printed as such).
+ *
+ * Removal is outside every timing. Never fails on timing. Run: bun bench/scale-out.ts
+ */
+import Docker from "dockerode";
+import { OPEN_POLICY } from "../test/helpers/app.ts";
+import { prepareRuncell, type Served, serveRuncell, userToken } from "./lib/runcell-process.ts";
+import { freePort, median, quantile, ROOT } from "./lib/util.ts";
+
+const N = Number(process.env.BENCH_SCALE_OUT_N ?? 20);
+const ROUNDS = Number(process.env.BENCH_SCALE_OUT_ROUNDS ?? 3);
+const IMAGE = process.env.BENCH_IMAGE ?? "runcell-test/busybox:latest";
+const SECOND_SOCKET = "/var/run/runcell-docker2.sock";
+
+const up = Bun.spawnSync(["bash", `${ROOT}/scripts/second-dockerd.sh`, "start"], { stdout: "inherit", stderr: "inherit" });
+if (up.exitCode !== 0) throw new Error("scripts/second-dockerd.sh start failed");
+
+const modelPort = String(await freePort()); // nothing answers there: session.start makes no model call
+const flags = [...OPEN_POLICY.filter((f, i, a) => f !== "--allow-model-hosts" && a[i - 1] !== "--allow-model-hosts"), "--max-sockets-per-caller", String(N * 2 + 10)];
+
+async function server(name: string, hosts: string[]): Promise<{ srv: Served; token: string; profile: string; close(): void }> {
+  const r = prepareRuncell(`scale-out-${name}`, { fromSource: process.argv.includes("--source") });
+  const token = await userToken(r, `${name}@example.com`);
+  const srv = await serveRuncell(r, { token, image: IMAGE, modelPort, flags: [...flags, ...hosts.flatMap((h) => ["--docker-host", h])] });
+  const profile = await srv.api("POST", "/v1/profiles", {
+    name: "burst",
+    model: { provider: "demo" },
+    image: IMAGE,
+    network: "none",
+    tools: [],
+    limits: { max_concurrency: Math.min(1000, N * 2), memory_mb: 128, cpus: 0.5, pids: 128 },
+  });
+  return { srv, token, profile: profile.id, close: () => srv.proc.kill() };
+}
+
+/** N session.start frames at once; each socket's time to its session.ready; then the sessions are deleted. */
+async function burst(s: { srv: Served; token: string; profile: string }): Promise<{ ms: number[]; hosts: Record<string, number> }> {
+  const wsUrl = `${s.srv.url.replace(/^http/, "ws")}/v1/stream`;
+  const sockets = await Promise.all(
+    Array.from({ length: N }, async () => {
+      const ws = new WebSocket(wsUrl, [`Bearer.${s.token}`]);
+      await new Promise((res, rej) => {
+        ws.addEventListener("open", res, { once: true });
+        ws.addEventListener("error", rej, { once: true });
+      });
+      return ws;
+    }),
+  );
+  const sessions: string[] = new Array(N);
+  const t0 = performance.now();
+  const waits = sockets.map(
+    (ws, i) =>
+      new Promise<number>((resolve, reject) => {
+        ws.addEventListener("message", (m) => {
+          const f = JSON.parse(m.data as string);
+          if (f.type === "session.ready") {
+            sessions[i] = f.session_id;
+            resolve(performance.now() - t0);
+          } else if (f.type === "error") reject(new Error(`${f.code}: ${f.message}`));
+        });
+      }),
+  );
+  for (const ws of sockets) ws.send(JSON.stringify({ type: "session.start", profile_id: s.profile }));
+  const ms = await Promise.all(waits);
+  for (const ws of sockets) ws.close();
+  // Where the workspaces went (admin view is not needed: the user's list has no host, count by engine).
+  const hosts: Record<string, number> = {};
+  for (const [name, engine] of [
+    ["a", new Docker({ socketPath: "/var/run/docker.sock" })],
+    ["b", new Docker({ socketPath: SECOND_SOCKET })],
+  ] as const) {
+    const list = await engine.listContainers({ filters: { name: ["runcell-ctr_"] } });
+    const mine = new Set((await s.srv.api("GET", `/v1/workspaces?limit=100`)).data.map((w: { name: string }) => w.name));
+    hosts[name] = list.filter((c) => mine.has(c.Names[0]!.replace(/^\//, ""))).length;
+  }
+  for (let i = 0; i < sessions.length; i += 8) await Promise.all(sessions.slice(i, i + 8).map((id) => s.srv.api("DELETE", `/v1/sessions/${id}`)));
+  return { ms, hosts };
+}
+
+const one = await server("one", ["unix:///var/run/docker.sock?name=a"]);
+const two = await server("two", ["unix:///var/run/docker.sock?name=a", `unix://${SECOND_SOCKET}?name=b`]);
+try {
+  // One unmeasured burst each: images, page cache and the engines' first-use costs.
+  await burst(one);
+  await burst(two);
+  const res = { one: { p50: [] as number[], p99: [] as number[] }, two: { p50: [] as number[], p99: [] as number[] } };
+  let spread: Record<string, number> = {};
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const [key, s] of [["one", one], ["two", two]] as const) {
+      const b = await burst(s);
+      res[key].p50.push(quantile(b.ms, 0.5));
+      res[key].p99.push(quantile(b.ms, 0.99));
+      if (key === "two") spread = b.hosts;
+      console.log(`  round ${r + 1} ${key.padEnd(3)} session.ready p50 ${quantile(b.ms, 0.5).toFixed(0).padStart(5)} ms, p99 ${quantile(b.ms, 0.99).toFixed(0).padStart(5)} ms  (containers: ${Object.entries(b.hosts).map(([h, n]) => `${h} ${n}`).join(", ")})`);
+    }
+  }
+  const p50 = { one: median(res.one.p50), two: median(res.two.p50) };
+  const p99 = { one: median(res.one.p99), two: median(res.two.p99) };
+  console.log(`\nsession.ready at N = ${N} parallel starts, median of ${ROUNDS} rounds (two hosts placed ${Object.entries(spread).map(([h, n]) => `${h}: ${n}`).join(", ")} in the last):`);
+  console.log(`  one Docker host  p50 ${p50.one.toFixed(0).padStart(5)} ms  p99 ${p99.one.toFixed(0).padStart(5)} ms`);
+  console.log(`  two Docker hosts p50 ${p50.two.toFixed(0).padStart(5)} ms  p99 ${p99.two.toFixed(0).padStart(5)} ms`);
+  const ratio = p50.two / p50.one;
+  console.log(`  two / one: p50 ${ratio.toFixed(2)}× (goal ≤ 0.6×: ${ratio <= 0.6 ? "MET" : "NOT MET"}), p99 ${(p99.two / p99.one).toFixed(2)}×`);
+  console.log("\nevents/s with subscribers on another replica: not measured — runcell has no replicas yet (PostgreSQL option not implemented)");
+  console.log("REST scenario suite on PostgreSQL vs SQLite: not measured — no PostgreSQL option yet");
+} finally {
+  one.close();
+  two.close();
+}

@@ -138,6 +138,11 @@ export class WarmPool {
     return out;
   }
 
+  /** A host answers again: pools waiting out a failed start try at once (the failure may have been that host). */
+  hostBack() {
+    for (const p of this.pools.values()) p.retryAt = 0;
+  }
+
   /** A host stopped answering: its ready members are forgotten (adopted or removed when it is back), the pools refill elsewhere. */
   hostDown(host: string) {
     for (const [profileId, p] of this.pools) {

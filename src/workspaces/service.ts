@@ -420,6 +420,7 @@ export class Workspaces {
     }
     for (const h of back) {
       const ids = this.store.markHostBack(h.name);
+      this.pool.hostBack();
       this.log.info("Docker host answers again: its workspaces are stopped until their next turn", { docker_host: h.name, workspaces: ids.length });
       await this.reconcileHost(h).catch((e: unknown) => this.log.warn("workspaces could not be reconciled with a Docker host", { docker_host: h.name, error: dockerMessage(e) }));
       this.pool.refillAll();

@@ -232,3 +232,69 @@ describe("two Docker engines", () => {
     expect(healthAfter.docker_hosts).toEqual({ a: "ok", b: "ok" });
   }, 120_000);
 });
+
+describe("the warm pool on two Docker engines", () => {
+  let t: TestApp;
+  let user: TestUser;
+
+  beforeAll(async () => {
+    script("start");
+    t = await startTestApp({
+      flags: ["--max-warm-pool", "2", "--docker-host", "unix:///var/run/docker.sock?name=a", "--docker-host", `unix://${env.SOCKET}?name=b&labels=ssd`],
+    });
+    user = await createUser(t);
+  }, 120_000);
+  afterAll(async () => {
+    script("start");
+    const instance = t.app.services.workspaces.instanceId;
+    await t.stop();
+    await sweepInstance(instance);
+    const filters = JSON.stringify({ label: [`runcell.instance=${instance}`] });
+    for (const c of await dockerB.listContainers({ all: true, filters })) await dockerB.getContainer(c.Id).remove({ force: true }).catch(() => {});
+    for (const v of (await dockerB.listVolumes({ filters })).Volumes ?? []) await dockerB.getVolume(v.Name).remove().catch(() => {});
+  }, 120_000);
+
+  const poolOf = async (id: string) => (await (await t.fetch(`/v1/profiles/${id}`, { headers: user.bearer })).json()).pool as { size: number; ready: number; starting: number };
+  const until = async (what: string, ok: () => Promise<boolean>, ms = 60_000) => {
+    const end = Date.now() + ms;
+    while (!(await ok())) {
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+      await Bun.sleep(100);
+    }
+  };
+
+  test("members are placed by the profile's labels, a take gives a workspace on that host, and a host that goes down takes its members out of the pool until it is back", async () => {
+    const res = await t.fetch("/v1/profiles", {
+      method: "POST",
+      headers: user.bearer,
+      body: JSON.stringify({ image: t.config.workspaceImage, warm_pool: 2, host_labels: ["ssd"], limits: { max_concurrency: 5, memory_mb: 256, cpus: 0.5, pids: 128 } }),
+    });
+    expect(res.status).toBe(201);
+    const profile = await res.json();
+    await until("2 members", async () => (await poolOf(profile.id)).ready === 2);
+    const filters = JSON.stringify({ label: [`runcell.instance=${t.app.services.workspaces.instanceId}`, `runcell.pool=${profile.id}`] });
+    expect((await dockerB.listContainers({ filters })).length).toBe(2);
+    expect((await dockerA.listContainers({ filters })).length).toBe(0);
+
+    const w = t.app.services.workspaces;
+    const row = t.app.services.profiles.byIdAny(profile.id)!;
+    const sessionId = insertSession(t, user.id, profile.id);
+    const ws = await w.createForSession({ userId: user.id, sessionId, profile: row });
+    expect(ws.host).toBe("b");
+    expect(await onEngine(dockerB, ws.docker_id!)).toBe("running");
+    await until("the pool refilled", async () => (await poolOf(profile.id)).ready === 2);
+
+    script("stop");
+    for (let i = 0; i < 5 && w.hosts.get("b")!.up; i++) await w.checkHosts();
+    expect((await poolOf(profile.id)).ready).toBe(0);
+    expect(w.byId(ws.id)?.status).toBe("unavailable");
+    // No other host has the label: a new session of the profile fails clearly (no member, no host).
+    const next = insertSession(t, user.id, profile.id);
+    expect((await errOf(w.createForSession({ userId: user.id, sessionId: next, profile: row })))?.message).toMatch(/Every Docker host for this profile is unavailable \(b: /);
+
+    script("start");
+    expect((await w.checkHosts()).back).toEqual(["b"]);
+    await until("the pool back on b", async () => (await poolOf(profile.id)).ready === 2, 90_000);
+    expect((await dockerB.listContainers({ filters })).length).toBe(2);
+  }, 240_000);
+});

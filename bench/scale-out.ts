@@ -26,6 +26,7 @@ const N = Number(process.env.BENCH_SCALE_OUT_N ?? 20);
 const ROUNDS = Number(process.env.BENCH_SCALE_OUT_ROUNDS ?? 3);
 const IMAGE = process.env.BENCH_IMAGE ?? "runcell-test/busybox:latest";
 const SECOND_SOCKET = "/var/run/runcell-docker2.sock";
+const ENGINES = { a: new Docker({ socketPath: "/var/run/docker.sock" }), b: new Docker({ socketPath: SECOND_SOCKET }) };
 
 const up = Bun.spawnSync(["bash", `${ROOT}/scripts/second-dockerd.sh`, "start"], { stdout: "inherit", stderr: "inherit" });
 if (up.exitCode !== 0) throw new Error("scripts/second-dockerd.sh start failed");
@@ -78,15 +79,11 @@ async function burst(s: { srv: Served; token: string; profile: string }): Promis
   for (const ws of sockets) ws.send(JSON.stringify({ type: "session.start", profile_id: s.profile }));
   const ms = await Promise.all(waits);
   for (const ws of sockets) ws.close();
-  // Where the workspaces went (admin view is not needed: the user's list has no host, count by engine).
+  // Where the workspaces went: this server's containers (by name) on each engine.
+  const mine = new Set((await s.srv.api("GET", `/v1/workspaces?limit=100`)).data.map((w: { name: string }) => `/${w.name}`));
   const hosts: Record<string, number> = {};
-  for (const [name, engine] of [
-    ["a", new Docker({ socketPath: "/var/run/docker.sock" })],
-    ["b", new Docker({ socketPath: SECOND_SOCKET })],
-  ] as const) {
-    const list = await engine.listContainers({ filters: { name: ["runcell-ctr_"] } });
-    const mine = new Set((await s.srv.api("GET", `/v1/workspaces?limit=100`)).data.map((w: { name: string }) => w.name));
-    hosts[name] = list.filter((c) => mine.has(c.Names[0]!.replace(/^\//, ""))).length;
+  for (const [name, engine] of Object.entries(ENGINES)) {
+    hosts[name] = (await engine.listContainers({ filters: { name: ["runcell-ctr_"] } })).filter((c) => mine.has(c.Names[0]!)).length;
   }
   for (let i = 0; i < sessions.length; i += 8) await Promise.all(sessions.slice(i, i + 8).map((id) => s.srv.api("DELETE", `/v1/sessions/${id}`)));
   return { ms, hosts };

@@ -236,7 +236,6 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       { runAtStart: true },
     ),
     { name: "notification-delivery", start: () => notifications.worker.start(), stop: () => notifications.worker.stop() },
-    { name: "docker-probe", start: () => void docker.available(0), stop() {} },
     ...workspaces.workers(),
     // MCP servers of sessions idle as long as an idle workspace are closed (reconnected at the next task).
     intervalWorker(log, "mcp-idle-close", 60_000, () => mcp.sweep(config.workspaceIdleTimeoutMs)),

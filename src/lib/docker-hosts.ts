@@ -47,7 +47,7 @@ export function parseDockerHost(raw: string, index: number): DockerHostSpec {
     throw new Error(`unsupported Docker host "${raw}" (use unix://, tcp:// or ssh://)`);
   }
   for (const key of u.searchParams.keys()) {
-    if (!KNOWN.has(key)) throw new Error(`"${raw}": unknown parameter "${key}" (known: name, labels, capacity, tls_dir)`);
+    if (!KNOWN.has(key)) throw new Error(`"${raw}": unknown parameter "${key}" (known: ${[...KNOWN].join(", ")})`);
   }
   const name = u.searchParams.get("name") ?? defaultHostName(index);
   if (!NAME.test(name)) throw new Error(`"${raw}": name must be 1–63 letters, digits, "_", "." or "-", got "${name}"`);

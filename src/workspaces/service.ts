@@ -135,9 +135,12 @@ export class Workspaces {
     return usage;
   }
 
-  /** The row's container on its Docker host (CONTAINER_FAILED when the host is unknown or down). */
-  container(row: Pick<WorkspaceRow, "id" | "host" | "docker_id">): Docker.Container {
-    if (!row.docker_id) throw new AppError("CONTAINER_FAILED", `Workspace ${row.id} has no container`);
+  /**
+   * The row's container on its Docker host, running or stopped (CONTAINER_FAILED when it has
+   * none yet, or its host is unknown or down).
+   */
+  container(row: Pick<WorkspaceRow, "id" | "host" | "docker_id" | "error" | "status">): Docker.Container {
+    if (!row.docker_id) throw new AppError("CONTAINER_FAILED", `Workspace ${row.id} has no container (${row.error ?? row.status}); it is created on the session's next turn`);
     return this.hosts.of(row).engine.client.getContainer(row.docker_id);
   }
 
@@ -317,17 +320,11 @@ export class Workspaces {
     return new AppError("CONTAINER_FAILED", message);
   }
 
-  /** The row's container for archive access (running or stopped). */
-  private containerOf(row: WorkspaceRow): Docker.Container {
-    if (!row.docker_id) throw new AppError("CONTAINER_FAILED", `Workspace ${row.id} has no container (${row.error ?? row.status}); it is created on the session's next turn`);
-    return this.container(row);
-  }
-
   async readFile(sessionId: string, path: string): Promise<Uint8Array> {
     const abs = resolveWorkspacePath(path);
     const row = this.store.bySession(sessionId);
     if (!row) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
-    const c = this.containerOf(row);
+    const c = this.container(row);
     return this.lifecycle.guard(async () => {
       const r = await checkChain(c, abs);
       if (!r.stat) throw Errors.notFound("File", abs);
@@ -360,13 +357,13 @@ export class Workspaces {
   /** Opens a workspace file for streaming (downloads, signed URLs); never starts the container. */
   async openDownload(row: WorkspaceRow, path: string): Promise<Download> {
     const abs = resolveWorkspacePath(path);
-    const c = this.containerOf(row);
+    const c = this.container(row);
     return this.lifecycle.guard(() => openDownload(c, abs, this.maxFileBytes), `Could not read ${abs}`);
   }
 
   /** Runs an exec for the file helpers (no activity bookkeeping; callers do it). */
   execIn(row: WorkspaceRow, opts: ExecOptions): Promise<ExecResult> {
-    return runExec(this.containerOf(row), opts).catch((e) => {
+    return runExec(this.container(row), opts).catch((e) => {
       throw e instanceof ContainerNotRunning ? this.markDead(row, e.message) : e;
     });
   }
@@ -387,24 +384,26 @@ export class Workspaces {
     const total: ReconcileReport = { removed_containers: [], removed_volumes: [], marked_stopped: [], marked_failed: [] };
     for (const host of this.hosts.list) {
       if (!host.up) continue;
-      try {
-        const r = await this.reconcileHost(host);
-        for (const k of Object.keys(total) as (keyof ReconcileReport)[]) total[k].push(...r[k]);
-      } catch (e) {
-        this.log.warn("workspaces could not be reconciled with a Docker host", { docker_host: host.name, error: dockerMessage(e) });
-      }
+      const r = await this.reconcileHost(host);
+      if (r) for (const k of Object.keys(total) as (keyof ReconcileReport)[]) total[k].push(...r[k]);
     }
     this.pool.refillAll();
     return total;
   }
 
-  private async reconcileHost(host: DockerHost): Promise<ReconcileReport> {
+  /** One host's pool members, then its workspaces; null (logged) when the host could not be listed. */
+  private async reconcileHost(host: DockerHost): Promise<ReconcileReport | null> {
     try {
       await this.pool.reconcile(host);
     } catch (e) {
       this.log.warn("warm pool could not be reconciled", { docker_host: host.name, error: dockerMessage(e) });
     }
-    return reconcile({ client: host.engine.client, host: host.name, store: this.store, locks: this.locks, log: this.log, instanceId: this.instanceId, pooled: (id) => this.pool.holds(id) });
+    try {
+      return await reconcile({ client: host.engine.client, host: host.name, store: this.store, locks: this.locks, log: this.log, instanceId: this.instanceId, pooled: (id) => this.pool.holds(id) });
+    } catch (e) {
+      this.log.warn("workspaces could not be reconciled with a Docker host", { docker_host: host.name, error: dockerMessage(e) });
+      return null;
+    }
   }
 
   /**
@@ -422,7 +421,7 @@ export class Workspaces {
       const ids = this.store.markHostBack(h.name);
       this.pool.hostBack();
       this.log.info("Docker host answers again: its workspaces are stopped until their next turn", { docker_host: h.name, workspaces: ids.length });
-      await this.reconcileHost(h).catch((e: unknown) => this.log.warn("workspaces could not be reconciled with a Docker host", { docker_host: h.name, error: dockerMessage(e) }));
+      await this.reconcileHost(h);
       this.pool.refillAll();
     }
     return { down: down.map((h) => h.name), back: back.map((h) => h.name) };
@@ -445,7 +444,8 @@ export class Workspaces {
       intervalWorker(this.log, "workspace-reconcile", RECONCILE_EVERY_MS, () => this.reconcile(), { runAtStart: true }),
       intervalWorker(this.log, "workspace-idle-stop", idleCheckEveryMs(this.d.config.workspaceIdleTimeoutMs), () => this.stopIdle()),
       intervalWorker(this.log, "workspace-disk-check", DISK_CHECK_EVERY_MS, () => this.checkDisk()),
-      intervalWorker(this.log, "docker-host-health", HEALTH_EVERY_MS, () => this.checkHosts()),
+      // At start too: /healthz answers from each engine's last ping.
+      intervalWorker(this.log, "docker-host-health", HEALTH_EVERY_MS, () => this.checkHosts(), { runAtStart: true }),
       { name: "warm-pool", start() {}, stop: () => this.pool.stop() },
     ];
   }

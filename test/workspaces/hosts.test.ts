@@ -15,6 +15,7 @@ import { createLogger } from "../../src/log.ts";
 import { DockerHosts } from "../../src/workspaces/hosts.ts";
 import type { WorkspaceRow } from "../../src/workspaces/service.ts";
 import { startTestApp, type TestApp, tempDir } from "../helpers/app.ts";
+import { waitFor } from "../helpers/net.ts";
 import { createUser, type TestUser } from "../helpers/users.ts";
 import { docker as dockerA, insertProfile, insertSession, sweepInstance } from "./helpers.ts";
 
@@ -34,6 +35,17 @@ const script = (cmd: "start" | "stop") => {
   const r = Bun.spawnSync(["bash", SECOND, cmd], { stderr: "pipe", stdout: "pipe" });
   if (r.exitCode !== 0) throw new Error(`second-dockerd.sh ${cmd}: ${r.stderr.toString()}`);
 };
+
+/** Stops the app and removes its containers and volumes from both engines (the second one started again for that). */
+async function stopAndSweep(t: TestApp) {
+  script("start");
+  const instance = t.app.services.workspaces.instanceId;
+  await t.stop();
+  await sweepInstance(instance);
+  const filters = JSON.stringify({ label: [`runcell.instance=${instance}`] });
+  for (const c of await dockerB.listContainers({ all: true, filters })) await dockerB.getContainer(c.Id).remove({ force: true }).catch(() => {});
+  for (const v of (await dockerB.listVolumes({ filters })).Volumes ?? []) await dockerB.getVolume(v.Name).remove().catch(() => {});
+}
 
 describe("--docker-host values", () => {
   test("a bare URL is the host named default; later ones host2, host3", () => {
@@ -128,15 +140,7 @@ describe("two Docker engines", () => {
     });
     user = await createUser(t);
   }, 120_000);
-  afterAll(async () => {
-    script("start"); // back for the sweep (and the next test file)
-    const instance = t.app.services.workspaces.instanceId;
-    await t.stop();
-    await sweepInstance(instance);
-    const filters = JSON.stringify({ label: [`runcell.instance=${instance}`] });
-    for (const c of await dockerB.listContainers({ all: true, filters })) await dockerB.getContainer(c.Id).remove({ force: true }).catch(() => {});
-    for (const v of (await dockerB.listVolumes({ filters })).Volumes ?? []) await dockerB.getVolume(v.Name).remove().catch(() => {});
-  }, 120_000);
+  afterAll(() => stopAndSweep(t), 120_000);
 
   const start = async (profile: ReturnType<typeof insertProfile>) => {
     const sessionId = insertSession(t, user.id, profile.id);
@@ -244,24 +248,10 @@ describe("the warm pool on two Docker engines", () => {
     });
     user = await createUser(t);
   }, 120_000);
-  afterAll(async () => {
-    script("start");
-    const instance = t.app.services.workspaces.instanceId;
-    await t.stop();
-    await sweepInstance(instance);
-    const filters = JSON.stringify({ label: [`runcell.instance=${instance}`] });
-    for (const c of await dockerB.listContainers({ all: true, filters })) await dockerB.getContainer(c.Id).remove({ force: true }).catch(() => {});
-    for (const v of (await dockerB.listVolumes({ filters })).Volumes ?? []) await dockerB.getVolume(v.Name).remove().catch(() => {});
-  }, 120_000);
+  afterAll(() => stopAndSweep(t), 120_000);
 
   const poolOf = async (id: string) => (await (await t.fetch(`/v1/profiles/${id}`, { headers: user.bearer })).json()).pool as { size: number; ready: number; starting: number };
-  const until = async (what: string, ok: () => Promise<boolean>, ms = 60_000) => {
-    const end = Date.now() + ms;
-    while (!(await ok())) {
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-      await Bun.sleep(100);
-    }
-  };
+  const until = (what: string, ok: () => Promise<boolean>, timeoutMs = 60_000) => waitFor(ok, { what, timeoutMs, intervalMs: 100 });
 
   test("members are placed by the profile's labels, a take gives a workspace on that host, and a host that goes down takes its members out of the pool until it is back", async () => {
     const res = await t.fetch("/v1/profiles", {

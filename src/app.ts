@@ -35,6 +35,7 @@ import { ApiTokens } from "./auth/tokens.ts";
 import { Users } from "./auth/users.ts";
 import type { Config } from "./config.ts";
 import { openDatabase } from "./db/client.ts";
+import { TableChanges } from "./db/changes.ts";
 import { WalCheckpointer } from "./db/checkpoint.ts";
 import { prepareDataDir } from "./db/data-dir.ts";
 import { migrate } from "./db/migrate.ts";
@@ -95,6 +96,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     throw e;
   }
   const { db, sqlite } = handle;
+  // Which tables changed, without a query: the hot read paths' memos (src/db/changes.ts).
+  const changes = new TableChanges(sqlite);
   const settings = new Settings(db);
   const audit = new Audit(db, now, log.child({ component: "audit" }));
   const sealer = Sealer.fromDataDir(config.dataDir);
@@ -106,7 +109,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const loginSessions = new LoginSessions(db, now);
   const throttle = new LoginThrottle(now);
   const accounts = new Accounts(config, users, loginSessions, throttle, audit);
-  const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl));
+  const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl), changes);
   const adminPassword = new AdminPassword(settings, now, throttle, audit);
   const runtimeConfig = new RuntimeConfig(config, settings, limiter, log, audit);
   const setup = new SetupLinks(db, users, accounts, config.publicUrl, now, audit);
@@ -125,7 +128,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const secrets = new Secrets(db, sealer, log, now, audit);
   const policy = new Policies({ config, sqlite, users, now });
   const modelNet = new ModelNetwork({ allowHosts: config.allowModelHosts, isAdmin: (id) => users.byId(id)?.role === "admin" });
-  const profiles = new Profiles(db, config, now, { policy, modelNet, pool: { state: (id) => workspaces.pool.state(id) } });
+  const profiles = new Profiles(db, config, now, { policy, modelNet, pool: { state: (id) => workspaces.pool.state(id) } }, changes);
   const workspaces: Workspaces = new Workspaces({
     db, settings, sealer, log, config, now, policy, metrics,
     envFor: (row): Record<string, string> => {

@@ -16,6 +16,7 @@ import { type Model, ProfilePatchBody, type PoolState, ProfileRecord } from "../
 import { check, matches } from "../schema/validate.ts";
 import { checkOutbound, type OutboundNet } from "./outbound.ts";
 import { clampConcurrency, mergeProfilePatch, normalizeProfile, type ProfileDefaults, type ProfileFields } from "./profile-rules.ts";
+import { type TableChanges, TableMemo } from "../db/changes.ts";
 
 export type { ProfileRow };
 
@@ -59,6 +60,8 @@ export class Profiles {
   private nextVersionsStmt;
   /** Each profile's API record (without the pool's live state) as JSON, per `updated_at`. */
   private json = new VersionedJson();
+  /** List pages' (id, version) rows, kept while the profiles table is unchanged by anyone (null: read every time). */
+  private pages: TableMemo<{ id: string; updated_at: number; warm_pool: number }[]> | null;
   /** Called after a profile is deleted (its playbooks are disabled, its warm pool removed). */
   onDelete: ((profileId: string, userId: string) => void)[] = [];
   /** Called after a profile is changed (its warm pool is drained when its containers would differ, and resized). */
@@ -76,7 +79,9 @@ export class Profiles {
       /** The warm pool's state shown with the profile (wired by the app). */
       pool?: { state(profileId: string): PoolState | null };
     } = {},
+    changes?: TableChanges,
   ) {
+    this.pages = changes ? new TableMemo(changes, ["profiles"]) : null;
     const mine = eq(profiles.user_id, sql.placeholder("user_id"));
     this.byIdStmt = db.select().from(profiles).where(and(eq(profiles.id, sql.placeholder("id")), mine)).prepare();
     const version = { id: profiles.id, updated_at: profiles.updated_at, warm_pool: profiles.warm_pool };
@@ -129,7 +134,8 @@ export class Profiles {
   /** GET /v1/profiles's body (the shape of `list`), from the records' stored JSON. */
   listJson(userId: string, p: PageParams): string {
     const k = keyset(profiles.id, undefined, p);
-    const rows = p.cursor ? this.nextVersionsStmt.all({ user_id: userId, cursor: p.cursor, fetch: k.fetch }) : this.firstVersionsStmt.all({ user_id: userId, fetch: k.fetch });
+    const read = () => (p.cursor ? this.nextVersionsStmt.all({ user_id: userId, cursor: p.cursor, fetch: k.fetch }) : this.firstVersionsStmt.all({ user_id: userId, fetch: k.fetch }));
+    const rows = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read)! : read();
     const page = rows.slice(0, k.limit);
     let data = "";
     for (const v of page) {

@@ -1,5 +1,6 @@
 import { Elysia, t } from "elysia";
 import { jsonResponse } from "../json.ts";
+import type { DirectAnswer } from "../pipeline.ts";
 import type { Services } from "../../services.ts";
 import { VERSION } from "../../version.ts";
 
@@ -11,13 +12,20 @@ const Health = t.Object({
   docker_hosts: t.Optional(t.Record(t.String(), t.UnionEnum(["ok", "unavailable"]), { description: "With several --docker-host: each host's last ping, by name" })),
 });
 
-const checks = new WeakMap<Services, () => Response>();
+const checks = new WeakMap<Services, () => DirectAnswer>();
+
+/**
+ * The database probe's answer is reused for this long: a load balancer polling every few seconds
+ * still gets a fresh one each time, while a flood of /healthz (unauthenticated, not rate-limited)
+ * costs one SQLite read a second rather than one per request.
+ */
+export const DB_PROBE_MAX_AGE_MS = 1000;
 
 /**
  * GET /healthz's answer: no auth, no secrets; 503 only when the database does not answer. One per
  * app (the pipeline answers /healthz with it before routing; the route below documents it).
  */
-export function healthCheck(s: Services): () => Response {
+export function healthCheck(s: Services): () => DirectAnswer {
   let check = checks.get(s);
   if (check) return check;
   const ping = s.sqlite.prepare("SELECT 1 AS ok");
@@ -35,27 +43,39 @@ export function healthCheck(s: Services): () => Response {
     }
     return b;
   };
+  let dbKey = 0;
+  let probedAt = Number.NEGATIVE_INFINITY;
   check = () => {
-    let key = 1;
-    try {
-      ping.get();
-    } catch {
-      key = 0;
+    const at = performance.now();
+    if (at - probedAt >= DB_PROBE_MAX_AGE_MS) {
+      probedAt = at;
+      try {
+        ping.get();
+        dbKey = 1;
+      } catch {
+        dbKey = 0;
+      }
     }
+    let key = dbKey;
     // Refresh the Docker probes in the background; answer from the last results.
     for (let i = 0; i < hosts.length && i < 30; i++) {
       const h = hosts[i]!;
       h.engine.refreshIfStale();
       if (h.engine.status.ok) key |= 2 << i;
     }
-    return jsonResponse(body(key), key & 1 ? 200 : 503);
+    return { json: body(key), status: key & 1 ? 200 : 503 };
   };
   checks.set(s, check);
   return check;
 }
 
-export const healthRoutes = (s: Services) =>
-  new Elysia().get("/healthz", healthCheck(s), {
+export const healthRoutes = (s: Services) => {
+  const check = healthCheck(s);
+  return new Elysia().get("/healthz", () => {
+    const a = check();
+    return jsonResponse(a.json, a.status);
+  }, {
     response: { 200: Health, 503: Health },
     detail: { tags: ["Health"], summary: "Liveness and dependency status", security: [] },
   });
+};

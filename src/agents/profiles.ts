@@ -52,6 +52,19 @@ function recordOf(row: ProfileRow): ProfileRecord {
   return { id: row.id, ...fieldsOf(row), model: cleanModel(row.model), created_at: iso(row.created_at), updated_at: iso(row.updated_at) };
 }
 
+/** What says which version of a profile to send. */
+interface ProfileVersion {
+  id: string;
+  updated_at: number;
+  warm_pool: number;
+}
+
+/** A list page's rows, and its finished body when it holds no live state (no warm pool). */
+interface ProfilePage {
+  rows: ProfileVersion[];
+  json: string | null;
+}
+
 export class Profiles {
   private byIdStmt;
   /** The read routes' statements, prepared once: only what says which version of each record to send. */
@@ -61,7 +74,7 @@ export class Profiles {
   /** Each profile's API record (without the pool's live state) as JSON, per `updated_at`. */
   private json = new VersionedJson();
   /** List pages' (id, version) rows, kept while the profiles table is unchanged by anyone (null: read every time). */
-  private pages: TableMemo<{ id: string; updated_at: number; warm_pool: number }[]> | null;
+  private pages: TableMemo<ProfilePage> | null;
   /** Called after a profile is deleted (its playbooks are disabled, its warm pool removed). */
   onDelete: ((profileId: string, userId: string) => void)[] = [];
   /** Called after a profile is changed (its warm pool is drained when its containers would differ, and resized). */
@@ -131,23 +144,35 @@ export class Profiles {
     return json;
   }
 
-  /** GET /v1/profiles's body (the shape of `list`), from the records' stored JSON. */
+  /**
+   * GET /v1/profiles's body (the shape of `list`), from the records' stored JSON. A page is kept
+   * while the profiles table is unchanged; when none of its profiles has a warm pool (whose live
+   * state goes in every answer) it is kept finished, so a repeated read is one lookup.
+   */
   listJson(userId: string, p: PageParams): string {
     const k = keyset(profiles.id, undefined, p);
-    const read = () => (p.cursor ? this.nextVersionsStmt.all({ user_id: userId, cursor: p.cursor, fetch: k.fetch }) : this.firstVersionsStmt.all({ user_id: userId, fetch: k.fetch }));
-    const rows = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read)! : read();
-    const page = rows.slice(0, k.limit);
+    const read = (): ProfilePage => {
+      const rows = p.cursor ? this.nextVersionsStmt.all({ user_id: userId, cursor: p.cursor, fetch: k.fetch }) : this.firstVersionsStmt.all({ user_id: userId, fetch: k.fetch });
+      const json = rows.some((r) => r.warm_pool > 0) ? null : this.pageJson(rows, k.limit);
+      return { rows, json };
+    };
+    const page = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read)! : read();
+    return page.json ?? this.pageJson(page.rows, k.limit);
+  }
+
+  private pageJson(rows: readonly ProfileVersion[], limit: number): string {
+    const page = rows.slice(0, limit);
     let data = "";
     for (const v of page) {
       const json = this.recordJson(v);
       if (json) data += (data ? "," : "") + json;
     }
-    const next = rows.length > k.limit ? JSON.stringify(page[page.length - 1]!.id) : "null";
+    const next = rows.length > limit ? JSON.stringify(page[page.length - 1]!.id) : "null";
     return `{"data":[${data}],"next_cursor":${next}}`;
   }
 
   /** One record's JSON at the version read (null: deleted meanwhile), with the pool's state. */
-  private recordJson(v: { id: string; updated_at: number; warm_pool: number }): string | null {
+  private recordJson(v: ProfileVersion): string | null {
     const json = this.json.get(v.id, v.updated_at, () => {
       const row = this.byIdAny(v.id);
       if (!row) return null;

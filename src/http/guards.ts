@@ -41,12 +41,18 @@ export async function requireAdmin(adminPassword: AdminPassword | null, request:
   await adminPassword.authorize(presented, requestContext(request).ip);
 }
 
-export async function authorizeOnce(request: Request, surface: Surface, adminPassword: AdminPassword | null): Promise<void> {
+/** Answers without a promise for the user surface (the usual request takes no await here). */
+export function authorizeOnce(request: Request, surface: Surface, adminPassword: AdminPassword | null): void | Promise<void> {
   const ctx = requestContext(request);
   if (ctx.authorized) return;
-  if (surface === "user") requirePrincipal(request);
-  else await requireAdmin(adminPassword, request);
-  ctx.authorized = true;
+  if (surface === "user") {
+    requirePrincipal(request);
+    ctx.authorized = true;
+    return;
+  }
+  return requireAdmin(adminPassword, request).then(() => {
+    ctx.authorized = true;
+  });
 }
 
 /** Adds `principal` and `user` to every route of the module that uses it (401 otherwise). */

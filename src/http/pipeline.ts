@@ -111,11 +111,21 @@ export function createPipeline(deps: PipelineDeps) {
     route: string | undefined = undefined;
     /** The client address's bucket, when it paid for a token's bcrypt compare. */
     charged: RateLimitResult | null = null;
+    private address: string | undefined = undefined;
     constructor(
       readonly id: string,
-      readonly ip: string,
       readonly started: number,
+      private readonly req: Request,
+      private readonly server: Server<unknown>,
     ) {}
+
+    /**
+     * The client's address, looked up when first needed (a `getpeername` call): an authenticated
+     * request with the access log off never needs it.
+     */
+    get ip(): string {
+      return (this.address ??= clientIp(this.req, this.server, trustProxy));
+    }
 
     /**
      * A token that is not in the verified cache costs a bcrypt compare: the client's address pays
@@ -246,7 +256,7 @@ export function createPipeline(deps: PipelineDeps) {
   return function fetch(req: Request, server: Server<unknown>): Response | Promise<Response | undefined> {
     const started = performance.now();
     const path = pathOf(req.url);
-    const ctx = new Context(requestIdFor(req), clientIp(req, server, trustProxy), started);
+    const ctx = new Context(requestIdFor(req), started, req, server);
     setRequestContext(req, ctx);
     if (path === "/v1/stream" && deps.upgrade) return upgrade(req, server, ctx, path);
     const answer = directs?.get(path);

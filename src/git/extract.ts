@@ -4,7 +4,7 @@
  * a fresh bare repository on the host — never the workspace's config, hooks, alternates or
  * anything else git would act on — and only regular files at plain relative paths are written.
  */
-import type Docker from "dockerode";
+import type { Box } from "../workspaces/box.ts";
 import { mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Errors } from "../lib/errors.ts";
@@ -18,14 +18,14 @@ const wanted = (rel: string) =>
 const plain = (rel: string) => rel.split("/").every((seg) => seg !== "" && seg !== "." && seg !== ".." && !seg.includes("\0"));
 
 /** Copies the history of `<gitDir>` in the container into the bare repository `bare`; returns the files copied. */
-export async function copyHistory(container: Docker.Container, gitDir: string, bare: string): Promise<number> {
-  let res: NodeJS.ReadableStream;
+export async function copyHistory(box: Box, gitDir: string, bare: string): Promise<number> {
+  let res: AsyncIterable<Uint8Array>;
   try {
-    res = (await container.getArchive({ path: gitDir })) as NodeJS.ReadableStream;
+    res = await box.readArchive(gitDir);
   } catch {
     throw Errors.validation("path", `${gitDir} is not a git repository in the workspace`, { reason: "not a repository" });
   }
-  const reader = new TarEntryReader(res as AsyncIterable<Uint8Array>);
+  const reader = new TarEntryReader(res);
   let files = 0;
   let bytes = 0;
   try {

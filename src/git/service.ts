@@ -5,7 +5,7 @@
  * environment, process list). A checkout is idempotent: a directory that already holds a
  * repository is left alone, so a restarted or resumed task does not clone twice.
  */
-import type Docker from "dockerode";
+import type { Box } from "../workspaces/box.ts";
 import { Readable } from "node:stream";
 import { join } from "node:path";
 import type { RepositoryConfig, WorkspaceRow } from "../db/schema.ts";
@@ -24,7 +24,7 @@ export interface GitDeps {
   net: { pin(userId: string, url: URL): Promise<ResolvedAddress[] | null>; mayUsePrivate(userId: string, url: URL): boolean };
   workspaces: {
     forSession(sessionId: string): WorkspaceRow | null;
-    container(row: WorkspaceRow): Docker.Container;
+    box(row: WorkspaceRow): Box;
     exec(sessionId: string, opts: ExecOptions): Promise<ExecResult>;
     busy(sessionId: string, delta: 1 | -1): void;
   };
@@ -189,7 +189,7 @@ export class GitRepos {
       }),
     );
     try {
-      await this.d.workspaces.container(row).putArchive(Readable.fromWeb(counted as never), { path });
+      await this.d.workspaces.box(row).writeArchive(path, Readable.fromWeb(counted as never));
     } catch (e) {
       tar.kill();
       // Nothing half-copied stays behind.
@@ -226,7 +226,7 @@ export class GitRepos {
       const bare = join(ctx.dir, "push.git");
       const init = await runGit(ctx, ["init", "-q", "--bare", bare]);
       if (init.code !== 0) throw new AppError("INTERNAL_ERROR", `git init failed: ${gitFailure(init, undefined)}`);
-      await copyHistory(this.d.workspaces.container(row), `${abs}/.git`, bare);
+      await copyHistory(this.d.workspaces.box(row), `${abs}/.git`, bare);
       let branch = input.branch;
       if (!branch) {
         const head = (await Bun.file(join(bare, "HEAD")).text().catch(() => "")).trim();

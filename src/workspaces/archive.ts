@@ -1,13 +1,13 @@
 /**
- * File access through Docker's archive API (`HEAD/GET /containers/:id/archive`). It works on
- * running and stopped containers alike, so downloads and signed URLs never start a workspace.
- * `checkChain` stats every component of a path (in parallel) and refuses one that resolves, via a
- * symlink, outside /workspace: Docker reports each symlink's target fully resolved in the scope of
- * the container's root, which is exactly what the check needs.
+ * File access through the box's archive operations (box.ts; on Docker its archive API,
+ * `HEAD/GET /containers/:id/archive`). They work on running and stopped boxes alike, so downloads
+ * and signed URLs never start a workspace. `checkChain` stats every component of a path (in
+ * parallel) and refuses one that resolves, via a symlink, outside /workspace: the stat reports
+ * each symlink's target fully resolved in the scope of the box's root (Docker does), which is
+ * exactly what the check needs.
  */
-import type Docker from "dockerode";
 import { AppError, Errors } from "../lib/errors.ts";
-import { dockerMessage, dockerStatus } from "./docker.ts";
+import { type Box, BoxGone, PathMissing } from "./box.ts";
 import { componentPaths, insideWorkspace, WORKSPACE_ROOT } from "./paths.ts";
 import type { EntryType } from "../schema/workspace.ts";
 import { TarEntryReader } from "./tar.ts";
@@ -42,19 +42,7 @@ export function decodeStat(header: string | undefined): PathStat | null {
   }
 }
 
-const gone = (e: unknown) =>
-  new AppError("CONTAINER_FAILED", `The workspace container is gone (${dockerMessage(e)}); it is recreated on the session's next turn`);
-
-/** Stats one absolute container path; null when it does not exist. */
-export async function statPath(container: Docker.Container, abs: string): Promise<PathStat | null> {
-  try {
-    const res = (await container.infoArchive({ path: abs })) as { headers?: Record<string, string> };
-    return decodeStat(res.headers?.["x-docker-container-path-stat"]);
-  } catch (e) {
-    if (dockerStatus(e) === 404) return null;
-    throw e;
-  }
-}
+const gone = (why: string) => new AppError("CONTAINER_FAILED", `The workspace container is gone (${why}); it is recreated on the session's next turn`);
 
 export interface Resolved {
   /** What the path finally points at (null: it does not exist). */
@@ -68,18 +56,14 @@ export interface Resolved {
  * the path. Throws VALIDATION_FAILED when a symlink leads outside /workspace, CONTAINER_FAILED when
  * the container does not exist.
  */
-export async function checkChain(container: Docker.Container, abs: string, field = "path"): Promise<Resolved> {
+export async function checkChain(box: Box, abs: string, field = "path"): Promise<Resolved> {
   const paths = [WORKSPACE_ROOT, ...componentPaths(abs)];
-  const stats = await Promise.all(paths.map((p) => statPath(container, p).catch((e: unknown) => e as Error)));
+  const stats = await Promise.all(paths.map((p) => box.stat(p).catch((e: unknown) => e as Error)));
   for (const s of stats) if (s instanceof Error) throw s;
   if (!stats[0]) {
-    // /workspace always exists (it is the volume's mount point): the container itself is missing.
-    try {
-      await container.inspect();
-    } catch (e) {
-      if (dockerStatus(e) === 404) throw gone(e);
-      throw e;
-    }
+    // /workspace always exists (it is the volume's mount point): is the box itself missing?
+    const st = await box.state();
+    if (!st.exists) throw gone(st.detail);
     throw new AppError("CONTAINER_FAILED", `${WORKSPACE_ROOT} is missing in the workspace container`);
   }
   let target = abs;
@@ -96,20 +80,20 @@ export async function checkChain(container: Docker.Container, abs: string, field
   const last = stats[stats.length - 1] as PathStat;
   if (target === abs) return { stat: last, path: abs };
   // A final symlink inside /workspace: the target's own stat (it may be missing: a dangling link).
-  return { stat: await statPath(container, target), path: target };
+  return { stat: await box.stat(target), path: target };
 }
 
 /** Opens the single entry of `GET /archive?path=` (a regular file) as a stream of its bytes. */
-export async function openFile(container: Docker.Container, abs: string): Promise<{ size: number; body: AsyncGenerator<Uint8Array> }> {
-  let res: NodeJS.ReadableStream;
+export async function openFile(box: Box, abs: string): Promise<{ size: number; body: AsyncGenerator<Uint8Array> }> {
+  let res: AsyncIterable<Uint8Array>;
   try {
-    res = (await container.getArchive({ path: abs })) as NodeJS.ReadableStream;
+    res = await box.readArchive(abs);
   } catch (e) {
-    if (dockerStatus(e) === 404 && /could not find the file/i.test(dockerMessage(e))) throw Errors.notFound("File", abs);
-    if (dockerStatus(e) === 404) throw gone(e);
+    if (e instanceof PathMissing) throw Errors.notFound("File", abs);
+    if (e instanceof BoxGone) throw gone(e.message);
     throw e;
   }
-  const reader = new TarEntryReader(res as AsyncIterable<Uint8Array>);
+  const reader = new TarEntryReader(res);
   const header = await reader.next();
   if (!header || header.type !== "file") {
     reader.close();
@@ -119,8 +103,8 @@ export async function openFile(container: Docker.Container, abs: string): Promis
 }
 
 /** Reads a whole regular file (at most `maxBytes`). */
-export async function readAll(container: Docker.Container, abs: string, maxBytes: number): Promise<Uint8Array> {
-  const { size, body } = await openFile(container, abs);
+export async function readAll(box: Box, abs: string, maxBytes: number): Promise<Uint8Array> {
+  const { size, body } = await openFile(box, abs);
   if (size > maxBytes) {
     await body.return(undefined);
     throw tooLarge(abs, size, maxBytes);

@@ -7,7 +7,7 @@
  * message at its next command. The next turn starts the workspace again (so the agent or the user
  * can delete files), and the next check stops it again while it is still over.
  */
-import type Docker from "dockerode";
+import type { Box } from "./box.ts";
 import type { Logger } from "../log.ts";
 import { dockerMessage, dockerStatus } from "./docker.ts";
 import { type ExecOptions, type ExecResult, runExec } from "./exec.ts";
@@ -18,8 +18,8 @@ import type { WorkspaceRow, WorkspaceStore } from "./store.ts";
 export const DISK_CHECK_EVERY_MS = 60_000;
 
 export interface DiskDeps {
-  /** The row's container on its Docker host (throws when the host is unknown or down). */
-  container(row: WorkspaceRow): Docker.Container;
+  /** The row's box on its host (throws when the host is unknown or down). */
+  box(row: WorkspaceRow): Box;
   store: WorkspaceStore;
   locks: KeyedMutex;
   log: Logger;
@@ -43,9 +43,9 @@ export function overCapMessage(bytes: number, cap: number): string {
 }
 
 /** `du -sk` of /workspace in bytes, or null when it could not be measured. */
-async function measure(container: Docker.Container): Promise<number | null> {
+async function measure(box: Box): Promise<number | null> {
   const opts: ExecOptions = { cmd: ["du", "-sk", WORKSPACE_ROOT], timeoutMs: 30_000, maxOutputBytes: 64 * 1024 };
-  const r: ExecResult = await runExec(container, opts);
+  const r: ExecResult = await runExec(box, opts);
   // du exits 1 when some entry was unreadable, and still prints the total on its last line.
   const last = r.output.trim().split("\n").at(-1) ?? "";
   const kb = Number.parseInt(last, 10);
@@ -58,11 +58,11 @@ export async function checkDisk(d: DiskDeps): Promise<DiskReport> {
   for (const candidate of d.store.running()) {
     const cap = d.capBytes(candidate.user_id);
     if (cap === null || !candidate.docker_id) continue;
-    let container: Docker.Container;
+    let box: Box;
     let bytes: number | null;
     try {
-      container = d.container(candidate);
-      bytes = await measure(container);
+      box = d.box(candidate);
+      bytes = await measure(box);
     } catch (e) {
       d.log.warn("disk check failed", { workspace: candidate.id, error: dockerMessage(e) });
       continue;
@@ -78,7 +78,7 @@ export async function checkDisk(d: DiskDeps): Promise<DiskReport> {
       // Marked first: a command killed by the stop reports this message, not a generic death.
       d.store.update(row.id, { status: "failed", error: message });
       try {
-        await container.stop({ t: 2 });
+        await box.stop(2);
       } catch (e) {
         const status = dockerStatus(e);
         if (status !== 304 && status !== 404) d.log.warn("could not stop a workspace over its disk cap", { workspace: row.id, error: dockerMessage(e) });

@@ -9,7 +9,7 @@
  * Every path first passes `checkChain` (archive.ts): no component may be a symlink out of
  * /workspace.
  */
-import type Docker from "dockerode";
+import type { Box } from "./box.ts";
 import { posix } from "node:path";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { DirEntry, DirListing, EntryType } from "../schema/workspace.ts";
@@ -20,8 +20,8 @@ import type { WorkspaceRow } from "../db/schema.ts";
 
 /** What the file helpers need from the service. */
 export interface FileHost {
-  /** The row's container on its Docker host. */
-  container(row: WorkspaceRow): Docker.Container;
+  /** The row's box on its host. */
+  box(row: WorkspaceRow): Box;
   execIn(row: WorkspaceRow, opts: ExecOptions): Promise<ExecResult>;
 }
 
@@ -54,7 +54,7 @@ function failed(what: string, r: ExecResult): AppError {
 }
 
 export async function writeViaExec(host: FileHost, row: WorkspaceRow, abs: string, data: string | Uint8Array): Promise<void> {
-  const r = await checkChain(host.container(row), abs);
+  const r = await checkChain(host.box(row), abs);
   if (r.stat && entryType(r.stat.mode) === "dir") throw Errors.validation("path", `${abs} is a directory, not a file`);
   const res = await host.execIn(row, {
     cmd: ["/bin/sh", "-c", 'mkdir -p -- "$1" && cat > "$2"', "runcell-write", posix.dirname(r.path), r.path],
@@ -66,7 +66,7 @@ export async function writeViaExec(host: FileHost, row: WorkspaceRow, abs: strin
 }
 
 export async function listDirectory(host: FileHost, row: WorkspaceRow, abs: string, page: { limit?: number; cursor?: string }): Promise<DirListing> {
-  const r = await checkChain(host.container(row), abs);
+  const r = await checkChain(host.box(row), abs);
   if (!r.stat) throw Errors.notFound("Directory", abs);
   if (entryType(r.stat.mode) !== "dir") throw Errors.validation("path", `${abs} is not a directory`);
   const names = await host.execIn(row, { cmd: ["/bin/sh", "-c", NAMES, "runcell-ls", r.path], maxOutputBytes: LIST_MAX_BYTES, timeoutMs: 60_000 });
@@ -100,7 +100,7 @@ export async function listDirectory(host: FileHost, row: WorkspaceRow, abs: stri
   return { path: rel, data, next_cursor: after.length > limit ? slice[slice.length - 1]!.name : null };
 }
 
-export async function openDownload(c: Docker.Container, abs: string, maxBytes: number): Promise<Download> {
+export async function openDownload(c: Box, abs: string, maxBytes: number): Promise<Download> {
   const r = await checkChain(c, abs);
   if (!r.stat) throw Errors.notFound("File", abs);
   const type = entryType(r.stat.mode);

@@ -4,15 +4,15 @@
  * the next turn's ensureRunning starts it again. A workspace with an exec in flight is never
  * stopped, however long the command runs.
  */
-import type Docker from "dockerode";
+import type { Box } from "./box.ts";
 import type { Logger } from "../log.ts";
 import { dockerMessage, dockerStatus } from "./docker.ts";
 import type { KeyedMutex } from "./mutex.ts";
 import type { WorkspaceRow, WorkspaceStore } from "./store.ts";
 
 export interface IdleDeps {
-  /** The row's container on its Docker host (throws when the host is unknown or down). */
-  container(row: WorkspaceRow): Docker.Container;
+  /** The row's box on its host (throws when the host is unknown or down). */
+  box(row: WorkspaceRow): Box;
   store: WorkspaceStore;
   locks: KeyedMutex;
   inflight: Map<string, number>;
@@ -31,7 +31,7 @@ export async function stopIdle(d: IdleDeps): Promise<string[]> {
       const row = d.store.byId(candidate.id);
       if (!row || row.status !== "running" || row.last_active_at >= cutoff || d.inflight.get(row.id) || !row.docker_id) return;
       try {
-        await d.container(row).stop({ t: 2 });
+        await d.box(row).stop(2);
       } catch (e) {
         const status = dockerStatus(e);
         if (status !== 304 && status !== 404) {

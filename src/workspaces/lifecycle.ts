@@ -12,6 +12,7 @@ import type { ProfileRow, WorkspaceRow, WorkspaceSpec } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import { dockerMessage, dockerStatus, isUnreachable, removeContainerAndVolume } from "./docker.ts";
+import { DockerBox } from "./docker-box.ts";
 import { isRunning } from "./exec.ts";
 import type { DockerHosts, HostUsage } from "./hosts.ts";
 import type { KeyedMutex } from "./mutex.ts";
@@ -141,7 +142,7 @@ export class Lifecycle {
         } catch {
           return; // its host went down meanwhile: the row is marked unavailable with the host's other workspaces
         }
-        const st = await isRunning(c).catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
+        const st = await isRunning(new DockerBox(c)).catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
         if (st.running) {
           // Cosmetic (the row holds the Docker id).
           await c.rename({ name: `runcell-${m.ctrId}` }).catch((e: unknown) => this.d.log.warn("could not rename a warm-pool container", { workspace: m.ctrId, error: dockerMessage(e) }));
@@ -167,7 +168,7 @@ export class Lifecycle {
       // Its volume is on its host: it runs there or not at all (CONTAINER_FAILED while the host is down).
       this.d.hosts.of(row);
       if (row.status === "running" && row.docker_id) {
-        const st = await this.guard(() => isRunning(this.container(row!, row!.docker_id!)));
+        const st = await this.guard(() => isRunning(new DockerBox(this.container(row!, row!.docker_id!))));
         if (st.running) {
           store.touch(row.id);
           return store.byId(row.id)!;

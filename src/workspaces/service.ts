@@ -7,7 +7,8 @@
  * (signing.ts) and the background work (idle.ts, reconcile.ts). This class composes them and is
  * what the rest of runcell calls.
  */
-import type Docker from "dockerode";
+import type { Box } from "./box.ts";
+import { DockerBox } from "./docker-box.ts";
 import { and, eq } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import type { DB } from "../db/client.ts";
@@ -136,12 +137,12 @@ export class Workspaces {
   }
 
   /**
-   * The row's container on its Docker host, running or stopped (CONTAINER_FAILED when it has
-   * none yet, or its host is unknown or down).
+   * The row's box (box.ts: the runner interface) on its host, running or stopped
+   * (CONTAINER_FAILED when it has none yet, or its host is unknown or down).
    */
-  container(row: Pick<WorkspaceRow, "id" | "host" | "docker_id" | "error" | "status">): Docker.Container {
+  box(row: Pick<WorkspaceRow, "id" | "host" | "docker_id" | "error" | "status">): Box {
     if (!row.docker_id) throw new AppError("CONTAINER_FAILED", `Workspace ${row.id} has no container (${row.error ?? row.status}); it is created on the session's next turn`);
-    return this.hosts.of(row).engine.client.getContainer(row.docker_id);
+    return new DockerBox(this.hosts.of(row).engine.client.getContainer(row.docker_id));
   }
 
   // ------------------------------------------------------------------------------------------
@@ -239,7 +240,7 @@ export class Workspaces {
       const withEnv: ExecOptions = env && Object.keys(env).length ? { ...opts, env: { ...env, ...opts.env } } : opts;
       for (let attempt = 0; ; attempt++) {
         try {
-          const r = await runExec(this.container(row), withEnv, (e) => this.log.warn("could not kill an exec", { workspace: row.id, error: dockerMessage(e) }));
+          const r = await runExec(this.box(row), withEnv, (e) => this.log.warn("could not kill an exec", { workspace: row.id, error: dockerMessage(e) }));
           if (!r.timedOut && !r.cancelled && (r.exitCode === null || r.exitCode >= 128)) await this.assertAlive(row);
           return r;
         } catch (e) {
@@ -270,7 +271,7 @@ export class Workspaces {
     this.store.touch(row.id);
     const env = { ...this.d.envFor?.(row), ...opts.env };
     try {
-      return await openProcess(this.container(row), { ...opts, env });
+      return await openProcess(this.box(row), { ...opts, env });
     } catch (e) {
       if (e instanceof ContainerNotRunning) throw this.markDead(row, e.message);
       throw this.lifecycle.toAppError(e, "The process could not start in the workspace");
@@ -304,7 +305,7 @@ export class Workspaces {
    */
   private async assertAlive(row: WorkspaceRow) {
     for (let i = 0; i < 5; i++) {
-      const st = await this.lifecycle.guard(() => isRunning(this.container(row)));
+      const st = await this.lifecycle.guard(() => isRunning(this.box(row)));
       if (!st.running) throw this.markDead(row, st.detail);
       await Bun.sleep(60);
     }
@@ -324,7 +325,7 @@ export class Workspaces {
     const abs = resolveWorkspacePath(path);
     const row = this.store.bySession(sessionId);
     if (!row) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
-    const c = this.container(row);
+    const c = this.box(row);
     return this.lifecycle.guard(async () => {
       const r = await checkChain(c, abs);
       if (!r.stat) throw Errors.notFound("File", abs);
@@ -357,13 +358,13 @@ export class Workspaces {
   /** Opens a workspace file for streaming (downloads, signed URLs); never starts the container. */
   async openDownload(row: WorkspaceRow, path: string): Promise<Download> {
     const abs = resolveWorkspacePath(path);
-    const c = this.container(row);
+    const c = this.box(row);
     return this.lifecycle.guard(() => openDownload(c, abs, this.maxFileBytes), `Could not read ${abs}`);
   }
 
   /** Runs an exec for the file helpers (no activity bookkeeping; callers do it). */
   execIn(row: WorkspaceRow, opts: ExecOptions): Promise<ExecResult> {
-    return runExec(this.container(row), opts).catch((e) => {
+    return runExec(this.box(row), opts).catch((e) => {
       throw e instanceof ContainerNotRunning ? this.markDead(row, e.message) : e;
     });
   }
@@ -435,7 +436,7 @@ export class Workspaces {
   }
 
   private background() {
-    return { container: (row: WorkspaceRow) => this.container(row), store: this.store, locks: this.locks, log: this.log };
+    return { box: (row: WorkspaceRow) => this.box(row), store: this.store, locks: this.locks, log: this.log };
   }
 
   /** The reconcile (at start, then every 5 min) and idle-stop workers (started by the app). */

@@ -1,0 +1,129 @@
+/**
+ * The runner interface's contract (src/workspaces/box.ts), as tests any backend must pass: run
+ * `boxContract` with a way to make a fresh running box and to remove it. box.test.ts runs it on
+ * Docker; a Kubernetes or Nomad backend would run the same suite against its own engine.
+ */
+import { describe, expect, test } from "bun:test";
+import { Readable } from "node:stream";
+import { type Box, BoxGone, ContainerNotRunning, PathMissing } from "../../src/workspaces/box.ts";
+import { entryType } from "../../src/workspaces/archive.ts";
+import { TarEntryReader } from "../../src/workspaces/tar.ts";
+
+export interface BoxFactory {
+  /** A new running box whose image has /bin/sh, sleep and cat. */
+  make(): Promise<Box>;
+  /** Removes the box for good. */
+  remove(box: Box): Promise<void>;
+}
+
+/** Runs argv and collects its output by stream, with the exit code. */
+async function run(box: Box, cmd: string[], stdin?: string) {
+  const exec = await box.exec({ cmd, cwd: "/tmp", stdin: stdin !== undefined });
+  const out = { 1: "", 2: "" } as Record<1 | 2, string>;
+  exec.onOutput((s, chunk) => (out[s] += new TextDecoder().decode(chunk)));
+  if (stdin !== undefined) exec.end(new TextEncoder().encode(stdin));
+  await exec.ended;
+  return { stdout: out[1], stderr: out[2], exitCode: await exec.exitCode() };
+}
+
+/** A one-file tar archive (ustar), made with the system's tar. */
+async function tarOf(name: string, content: string): Promise<Uint8Array> {
+  const dir = `/tmp/runcell-box-contract-${crypto.randomUUID()}`;
+  await Bun.write(`${dir}/${name}`, content);
+  const p = Bun.spawn(["tar", "-C", dir, "-cf", "-", name], { stdout: "pipe" });
+  const bytes = new Uint8Array(await new Response(p.stdout).arrayBuffer());
+  await p.exited;
+  Bun.spawnSync(["rm", "-rf", dir]);
+  return bytes;
+}
+
+export function boxContract(name: string, factory: () => BoxFactory) {
+  describe(`runner interface contract: ${name}`, () => {
+    test("exec: argv, cwd, env, stdout and stderr apart, the exit code", async () => {
+      const f = factory();
+      const box = await f.make();
+      try {
+        const exec = await box.exec({ cmd: ["/bin/sh", "-c", 'echo "$PWD $GREETING"; echo oops >&2; exit 7'], cwd: "/tmp", env: { GREETING: "hi there" }, stdin: false });
+        const out: string[] = [];
+        exec.onOutput((s, c) => out.push(`${s}:${new TextDecoder().decode(c)}`));
+        await exec.ended;
+        expect(out.sort()).toEqual(["1:/tmp hi there\n", "2:oops\n"]);
+        expect(await exec.exitCode()).toBe(7);
+      } finally {
+        await f.remove(box);
+      }
+    });
+
+    test("exec with stdin: written, then ended; output held until onOutput is set", async () => {
+      const f = factory();
+      const box = await f.make();
+      try {
+        expect(await run(box, ["cat"], "line one\nline two\n")).toEqual({ stdout: "line one\nline two\n", stderr: "", exitCode: 0 });
+        const exec = await box.exec({ cmd: ["/bin/sh", "-c", "echo early"], cwd: "/", stdin: false });
+        await Bun.sleep(300);
+        let got = "";
+        exec.onOutput((_s, c) => (got += new TextDecoder().decode(c)));
+        await exec.ended;
+        expect(got).toBe("early\n");
+        const streaming = await box.exec({ cmd: ["cat"], cwd: "/", stdin: true });
+        let echoed = "";
+        streaming.onOutput((_s, c) => (echoed += new TextDecoder().decode(c)));
+        streaming.write(new TextEncoder().encode("a"));
+        streaming.write(new TextEncoder().encode("b\n"));
+        streaming.end();
+        await streaming.ended;
+        expect(echoed).toBe("ab\n");
+      } finally {
+        await f.remove(box);
+      }
+    });
+
+    test("stat, writeArchive and readArchive: a file, a directory, a symlink, nothing", async () => {
+      const f = factory();
+      const box = await f.make();
+      try {
+        await box.writeArchive("/tmp", Readable.from([await tarOf("hello.txt", "hello, box\n")]));
+        await run(box, ["ln", "-s", "/tmp/hello.txt", "/tmp/link"]);
+        const file = await box.stat("/tmp/hello.txt");
+        expect(file).toMatchObject({ name: "hello.txt", size: 11 });
+        expect(entryType(file!.mode)).toBe("file");
+        expect(entryType((await box.stat("/tmp"))!.mode)).toBe("dir");
+        const link = await box.stat("/tmp/link");
+        expect(entryType(link!.mode)).toBe("symlink");
+        expect(link!.linkTarget).toBe("/tmp/hello.txt");
+        expect(await box.stat("/tmp/nothing-here")).toBeNull();
+        const reader = new TarEntryReader(await box.readArchive("/tmp/hello.txt"));
+        const h = await reader.next();
+        expect(h).toMatchObject({ type: "file", size: 11 });
+        let text = "";
+        for await (const c of reader.read(h!.size)) text += new TextDecoder().decode(c);
+        reader.close();
+        expect(text).toBe("hello, box\n");
+        await expect(box.readArchive("/tmp/nothing-here")).rejects.toBeInstanceOf(PathMissing);
+      } finally {
+        await f.remove(box);
+      }
+    });
+
+    test("state and stop; archives still work on a stopped box, exec does not", async () => {
+      const f = factory();
+      const box = await f.make();
+      try {
+        expect(await box.state()).toMatchObject({ exists: true, running: true });
+        await box.writeArchive("/tmp", Readable.from([await tarOf("kept.txt", "kept")]));
+        await box.stop(1);
+        const st = await box.state();
+        expect(st).toMatchObject({ exists: true, running: false });
+        expect(st.detail).toMatch(/exit/);
+        expect((await box.stat("/tmp/kept.txt"))?.size).toBe(4);
+        await expect(box.exec({ cmd: ["true"], cwd: "/", stdin: false })).rejects.toBeInstanceOf(ContainerNotRunning);
+      } finally {
+        await f.remove(box);
+      }
+      expect(await box.state()).toMatchObject({ exists: false, running: false });
+      expect(await box.stat("/tmp")).toBeNull();
+      await expect(box.readArchive("/tmp")).rejects.toBeInstanceOf(BoxGone);
+      await expect(box.exec({ cmd: ["true"], cwd: "/", stdin: false })).rejects.toBeInstanceOf(ContainerNotRunning);
+    });
+  });
+}

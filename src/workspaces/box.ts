@@ -1,15 +1,18 @@
 /**
- * The runner interface: what the rest of runcell needs from one workspace's box — a Docker
- * container today (docker-box.ts). Commands, files, git copies, MCP stdio servers, the disk check
- * and the idle stop all go through it and nothing else; none of them sees an engine's API.
- * Creating, starting and removing boxes on a host (provision.ts, lifecycle.ts, reconcile.ts,
- * pool.ts) is the engine side, still Docker's own; docs/scale.md maps both onto Kubernetes and
- * Nomad.
+ * The runner interface: what runcell needs from where workspaces run — a Docker engine today
+ * (docker-box.ts). Two halves:
+ * - `Box`: one workspace's box (a container). Commands, files, git copies, MCP stdio servers, the
+ *   disk check, the idle stop, starting, stopping and removing it.
+ * - `BoxEngine`: one host's engine. Making boxes from runcell's own spec (spec.ts), finding them
+ *   by label (reconciliation, the warm pool), their volumes, and getting an image there.
+ * Nothing outside docker-box.ts (and the host's connection, docker.ts, and image pulls, image.ts)
+ * sees an engine's API. docs/scale.md maps both halves onto Kubernetes and Nomad.
  *
  * Paths are absolute paths inside the box. Errors that mean something to the callers are the
  * classes below; anything else is the engine's own failure, passed through.
  */
 import type { PathStat } from "./archive.ts";
+import type { ContainerInput } from "./spec.ts";
 
 export interface BoxExecOptions {
   /** argv; no shell unless the caller puts one there. */
@@ -51,8 +54,47 @@ export interface Box {
   writeArchive(dir: string, tar: NodeJS.ReadableStream): Promise<void>;
   /** Whether the box exists and runs now, and if not why. */
   state(): Promise<BoxState>;
-  /** Stops the box: SIGTERM, then SIGKILL after `graceSeconds`. */
+  /** Starts the (created or stopped) box — a running one is fine; BoxGone, or InitMissing when the engine has no init for PID 1. */
+  start(): Promise<void>;
+  /** Stops the box: SIGTERM, then SIGKILL after `graceSeconds` (a stopped or gone box is fine). */
   stop(graceSeconds: number): Promise<void>;
+  /** Removes the box, running or not (one already gone is fine). Its volume stays. */
+  remove(): Promise<void>;
+  rename(name: string): Promise<void>;
+}
+
+/** A box as a listing shows it. */
+export interface BoxSummary {
+  id: string;
+  name: string;
+  image: string;
+  labels: Record<string, string>;
+  /** "running", "exited", "created", … */
+  state: string;
+  /** Human words for the state ("Exited (137) 2 minutes ago"). */
+  status: string;
+}
+
+export interface VolumeSummary {
+  name: string;
+  labels: Record<string, string>;
+}
+
+/** One host's engine. */
+export interface BoxEngine {
+  /** Makes a box (not started) from runcell's spec; ImageMissing or NameTaken. */
+  create(spec: ContainerInput): Promise<Box>;
+  /** The box with this id or name (it may not exist: its operations say so). */
+  box(idOrName: string): Box;
+  /** Every box, in any state, carrying all of `labels` (a value of "" matches the label with any value). */
+  list(labels: Record<string, string>): Promise<BoxSummary[]>;
+  /** Makes the named volume (an existing one is kept as it is). */
+  createVolume(name: string, labels: Record<string, string>): Promise<void>;
+  listVolumes(labels: Record<string, string>): Promise<VolumeSummary[]>;
+  /** Removes the named volume (one already gone is fine). */
+  removeVolume(name: string): Promise<void>;
+  /** Gets `image` onto the host (concurrent calls share one pull); CONTAINER_FAILED when it cannot be had. */
+  pullImage(image: string): Promise<void>;
 }
 
 export interface BoxState {
@@ -70,3 +112,12 @@ export class BoxGone extends Error {}
 
 /** Nothing exists at the path asked for. */
 export class PathMissing extends Error {}
+
+/** The box's image is not on the host (pull it, then create again). */
+export class ImageMissing extends Error {}
+
+/** Another box holds the name (one left behind by an interrupted attempt). */
+export class NameTaken extends Error {}
+
+/** The engine cannot run the init process the spec asked for as PID 1 (make the box without one). */
+export class InitMissing extends Error {}

@@ -1,14 +1,37 @@
 /**
- * The runner interface (box.ts) on a Docker container: exec with Docker's multiplexed stream taken
- * apart here, the archive API for files (its path-stat header for `stat`), inspect for `state`,
- * and the engine's 404/409 answers turned into the interface's errors.
+ * The runner interface (box.ts) on Docker. A box is a container: exec with Docker's multiplexed
+ * stream taken apart here, the archive API for files (its path-stat header for `stat`), inspect
+ * for `state`. The engine is dockerode's client: containers made from spec.ts's options, listed
+ * and volumes filtered by label, images pulled by image.ts. The Engine API's 404/409 answers
+ * become the interface's errors here and nowhere else.
  */
 import type Docker from "dockerode";
 import type { Duplex } from "node:stream";
 import { decodeStat, type PathStat } from "./archive.ts";
-import { type Box, BoxGone, type BoxExec, type BoxState, type BoxExecOptions, ContainerNotRunning, PathMissing } from "./box.ts";
+import {
+  type Box,
+  type BoxEngine,
+  type BoxExec,
+  type BoxExecOptions,
+  BoxGone,
+  type BoxState,
+  type BoxSummary,
+  ContainerNotRunning,
+  ImageMissing,
+  InitMissing,
+  NameTaken,
+  PathMissing,
+  type VolumeSummary,
+} from "./box.ts";
 import { dockerMessage, dockerStatus } from "./docker.ts";
+import type { ImagePuller } from "./image.ts";
 import { Demuxer } from "./output.ts";
+import { type ContainerInput, containerOptions } from "./spec.ts";
+
+/** A 404 is "already gone": fine for a removal. */
+const goneIsFine = (e: unknown) => {
+  if (dockerStatus(e) !== 404) throw e;
+};
 
 class DockerExec implements BoxExec {
   readonly ended: Promise<void>;
@@ -117,7 +140,81 @@ export class DockerBox implements Box {
     }
   }
 
+  async start(): Promise<void> {
+    try {
+      await this.container.start();
+    } catch (e) {
+      if (dockerStatus(e) === 304) return; // running already
+      if (dockerStatus(e) === 404) throw new BoxGone(dockerMessage(e));
+      if (/docker-init|init binary|init-path/i.test(dockerMessage(e))) throw new InitMissing(dockerMessage(e));
+      throw e;
+    }
+  }
+
   async stop(graceSeconds: number): Promise<void> {
-    await this.container.stop({ t: graceSeconds });
+    try {
+      await this.container.stop({ t: graceSeconds });
+    } catch (e) {
+      // Stopped already, or gone: either way it is not running.
+      if (dockerStatus(e) !== 304 && dockerStatus(e) !== 404) throw e;
+    }
+  }
+
+  async remove(): Promise<void> {
+    await this.container.remove({ force: true }).catch(goneIsFine);
+  }
+
+  async rename(name: string): Promise<void> {
+    await this.container.rename({ name });
+  }
+}
+
+/** Docker's label filter: `key=value`, or `key` alone for any value. */
+const labelFilter = (labels: Record<string, string>) => JSON.stringify({ label: Object.entries(labels).map(([k, v]) => (v === "" ? k : `${k}=${v}`)) });
+
+export class DockerBoxEngine implements BoxEngine {
+  constructor(
+    private engine: { readonly client: Docker },
+    private puller: ImagePuller,
+  ) {}
+
+  private get client(): Docker {
+    return this.engine.client;
+  }
+
+  async create(spec: ContainerInput): Promise<Box> {
+    try {
+      return new DockerBox(await this.client.createContainer(containerOptions(spec)));
+    } catch (e) {
+      if (dockerStatus(e) === 404 && /no such image/i.test(dockerMessage(e))) throw new ImageMissing(dockerMessage(e));
+      if (dockerStatus(e) === 409) throw new NameTaken(dockerMessage(e));
+      throw e;
+    }
+  }
+
+  box(idOrName: string): Box {
+    return new DockerBox(this.client.getContainer(idOrName));
+  }
+
+  async list(labels: Record<string, string>): Promise<BoxSummary[]> {
+    const found = await this.client.listContainers({ all: true, filters: labelFilter(labels) });
+    return found.map((c) => ({ id: c.Id, name: c.Names?.[0]?.replace(/^\//, "") ?? c.Id, image: c.Image, labels: c.Labels ?? {}, state: c.State, status: c.Status }));
+  }
+
+  async createVolume(name: string, labels: Record<string, string>): Promise<void> {
+    await this.client.createVolume({ Name: name, Labels: labels });
+  }
+
+  async listVolumes(labels: Record<string, string>): Promise<VolumeSummary[]> {
+    const found = (await this.client.listVolumes({ filters: labelFilter(labels) })).Volumes ?? [];
+    return found.map((v) => ({ name: v.Name, labels: v.Labels ?? {} }));
+  }
+
+  async removeVolume(name: string): Promise<void> {
+    await this.client.getVolume(name).remove().catch(goneIsFine);
+  }
+
+  pullImage(image: string): Promise<void> {
+    return this.puller.pull(image);
   }
 }

@@ -108,12 +108,3 @@ export function isUnreachable(e: unknown): boolean {
   const code = (e as { code?: string } | null)?.code;
   return code === "ENOENT" || code === "ECONNREFUSED" || code === "EACCES" || code === "ECONNRESET" || code === "EHOSTUNREACH" || code === "ETIMEDOUT";
 }
-
-/** Removes a container (forced) and then its volume; either one already gone is fine. Other errors throw. */
-export async function removeContainerAndVolume(client: Docker, container: string, volume: string): Promise<void> {
-  const gone = (e: unknown) => {
-    if (dockerStatus(e) !== 404) throw e;
-  };
-  await client.getContainer(container).remove({ force: true }).catch(gone);
-  await client.getVolume(volume).remove().catch(gone);
-}

@@ -19,6 +19,8 @@ import { labelsMatch } from "../lib/docker-hosts.ts";
 import { AppError } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import { DockerEngine } from "./docker.ts";
+import type { BoxEngine } from "./box.ts";
+import { DockerBoxEngine } from "./docker-box.ts";
 import { type GateObserver, StartGate } from "./gate.ts";
 import { ImagePuller } from "./image.ts";
 import { Provisioner } from "./provision.ts";
@@ -31,7 +33,10 @@ const PING_TIMEOUT_MS = 5000;
 export type HostStatus = "ok" | "unavailable";
 
 export class DockerHost {
+  /** The connection and its reachability probe. */
   readonly engine: DockerEngine;
+  /** The runner interface's engine on this host (box.ts). */
+  readonly boxes: BoxEngine;
   readonly provisioner: Provisioner;
   readonly gate: StartGate;
   /** False once DOWN_AFTER pings in a row failed, true again at the next answer. */
@@ -45,7 +50,8 @@ export class DockerHost {
   ) {
     this.engine = new DockerEngine(spec.url, spec.tlsDir);
     const log = deps.log.child({ docker_host: spec.name });
-    this.provisioner = new Provisioner(this.engine, new ImagePuller(this.engine, log), log, deps.instanceId);
+    this.boxes = new DockerBoxEngine(this.engine, new ImagePuller(this.engine, log));
+    this.provisioner = new Provisioner(this.boxes, log, deps.instanceId);
     this.gate = new StartGate(deps.parallelism, deps.observer);
   }
 

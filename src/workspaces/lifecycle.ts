@@ -5,14 +5,13 @@
  * host), stopping and removing. Operations on one workspace are serialised by a KeyedMutex. The
  * Workspaces service (service.ts) owns one Lifecycle.
  */
-import type Docker from "dockerode";
+import { type Box, BoxGone } from "./box.ts";
 import type { Config } from "../config.ts";
 import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceRow, WorkspaceSpec } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
-import { dockerMessage, dockerStatus, isUnreachable, removeContainerAndVolume } from "./docker.ts";
-import { DockerBox } from "./docker-box.ts";
+import { dockerMessage, isUnreachable } from "./docker.ts";
 import { isRunning } from "./exec.ts";
 import type { DockerHosts, HostUsage } from "./hosts.ts";
 import type { KeyedMutex } from "./mutex.ts";
@@ -43,9 +42,9 @@ export interface WorkspacePolicy {
 export class Lifecycle {
   constructor(private d: LifecycleDeps) {}
 
-  /** The container of a row (or pool member) on its host; CONTAINER_FAILED when the host is unknown or down. */
-  private container(row: { id: string; host: string }, dockerId: string): Docker.Container {
-    return this.d.hosts.of(row).engine.client.getContainer(dockerId);
+  /** The box of a row (or pool member) on its host; CONTAINER_FAILED when the host is unknown or down. */
+  private box(row: { id: string; host: string }, dockerId: string): Box {
+    return this.d.hosts.of(row).boxes.box(dockerId);
   }
 
   /**
@@ -136,20 +135,20 @@ export class Lifecycle {
     void this.d.locks
       .run(m.ctrId, async () => {
         await new Promise<void>((resolve) => setImmediate(resolve));
-        let c: Docker.Container;
+        let c: Box;
         try {
-          c = this.container({ id: m.ctrId, host: m.host }, m.dockerId);
+          c = this.box({ id: m.ctrId, host: m.host }, m.dockerId);
         } catch {
           return; // its host went down meanwhile: the row is marked unavailable with the host's other workspaces
         }
-        const st = await isRunning(new DockerBox(c)).catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
+        const st = await isRunning(c).catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
         if (st.running) {
           // Cosmetic (the row holds the Docker id).
-          await c.rename({ name: `runcell-${m.ctrId}` }).catch((e: unknown) => this.d.log.warn("could not rename a warm-pool container", { workspace: m.ctrId, error: dockerMessage(e) }));
+          await c.rename(`runcell-${m.ctrId}`).catch((e: unknown) => this.d.log.warn("could not rename a warm-pool container", { workspace: m.ctrId, error: dockerMessage(e) }));
           return;
         }
         this.d.log.warn("a warm-pool container was not running; creating the workspace anew on its volume", { workspace: m.ctrId, detail: st.detail });
-        await c.remove({ force: true }).catch(() => {});
+        await c.remove().catch(() => {});
         const row = this.d.store.update(m.ctrId, { docker_id: null, status: "starting" });
         if (row) await this.provision(row);
       })
@@ -168,7 +167,7 @@ export class Lifecycle {
       // Its volume is on its host: it runs there or not at all (CONTAINER_FAILED while the host is down).
       this.d.hosts.of(row);
       if (row.status === "running" && row.docker_id) {
-        const st = await this.guard(() => isRunning(new DockerBox(this.container(row!, row!.docker_id!))));
+        const st = await this.guard(() => isRunning(this.box(row!, row!.docker_id!)));
         if (st.running) {
           store.touch(row.id);
           return store.byId(row.id)!;
@@ -201,11 +200,10 @@ export class Lifecycle {
     const { store } = this.d;
     if (row.docker_id) {
       try {
-        await this.container(row, row.docker_id).start();
+        await this.box(row, row.docker_id).start();
         return store.update(row.id, { status: "running", error: null, last_active_at: this.d.now() })!;
       } catch (e) {
-        if (dockerStatus(e) === 304) return store.update(row.id, { status: "running", error: null, last_active_at: this.d.now() })!;
-        if (dockerStatus(e) !== 404) throw this.fail(row, e);
+        if (!(e instanceof BoxGone)) throw this.fail(row, e);
         this.d.log.warn("workspace container vanished; recreating it on the same volume", { workspace: row.id, session: row.session_id });
         store.update(row.id, { docker_id: null });
       }
@@ -269,11 +267,7 @@ export class Lifecycle {
       // A host that is down keeps its container as it is; the row says so (unavailable).
       if (row.docker_id && this.d.hosts.get(row.host)?.up === true) {
         await this.guard(async () => {
-          try {
-            await this.container(row, row.docker_id!).stop({ t: 2 });
-          } catch (e) {
-            if (dockerStatus(e) !== 304 && dockerStatus(e) !== 404) throw e;
-          }
+          await this.box(row, row.docker_id!).stop(2);
         }, "Could not stop the workspace container");
       }
       return row.status === "running" || row.status === "starting" ? this.d.store.update(row.id, { status: "stopped" }) : row;
@@ -286,7 +280,9 @@ export class Lifecycle {
       const row = this.d.store.byId(id);
       if (!row) return false;
       try {
-        await removeContainerAndVolume(this.d.hosts.of(row).engine.client, row.docker_id ?? row.name, row.volume);
+        const { boxes } = this.d.hosts.of(row);
+        await boxes.box(row.docker_id ?? row.name).remove();
+        await boxes.removeVolume(row.volume);
       } catch (e) {
         this.d.log.warn("could not remove workspace container or volume; reconciliation will retry", { workspace: id, error: dockerMessage(e) });
       }

@@ -27,7 +27,7 @@ import type { Config } from "../config.ts";
 import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceSpec } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
-import { dockerMessage, removeContainerAndVolume } from "./docker.ts";
+import { dockerMessage } from "./docker.ts";
 import type { DockerHost, DockerHosts, HostUsage } from "./hosts.ts";
 import { LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, LABEL_WORKSPACE } from "./spec.ts";
 
@@ -351,7 +351,8 @@ export class WarmPool {
     const host = this.d.hosts.get(m.host);
     if (!host?.up) return; // never placed, or its host is down: reconciliation removes it there
     try {
-      await removeContainerAndVolume(host.engine.client, m.dockerId || m.name, m.volume);
+      await host.boxes.box(m.dockerId || m.name).remove();
+      await host.boxes.removeVolume(m.volume);
     } catch (e) {
       this.d.log.warn("warm pool: could not remove a member; reconciliation will retry", { member: m.ctrId, error: dockerMessage(e) });
     }
@@ -369,27 +370,26 @@ export class WarmPool {
       // Nothing wants a pool: left-over members (no workspace row) are orphans the workspace reconciliation removes.
       return report;
     }
-    const filters = JSON.stringify({ label: [`${LABEL_INSTANCE}=${this.d.instanceId}`, LABEL_POOL] });
-    const containers = await host.engine.client.listContainers({ all: true, filters });
+    const containers = await host.boxes.list({ [LABEL_INSTANCE]: this.d.instanceId, [LABEL_POOL]: "" });
     for (const c of containers) {
-      const ctrId = c.Labels?.[LABEL_WORKSPACE] ?? "";
+      const ctrId = c.labels[LABEL_WORKSPACE] ?? "";
       if (!ctrId || this.holds(ctrId) || this.d.hasRow(ctrId)) continue;
-      const profileId = c.Labels?.[LABEL_POOL] ?? "";
+      const profileId = c.labels[LABEL_POOL] ?? "";
       const profile = this.d.profile(profileId);
-      const name = c.Names?.[0]?.replace(/^\//, "") ?? `runcell-pool-${ctrId}`;
+      const name = c.name;
       const member: PoolMember = {
         ctrId,
-        dockerId: c.Id,
+        dockerId: c.id,
         name,
         volume: `runcell-${ctrId}`,
-        image: c.Image,
+        image: c.image,
         spec: { network: "none", memory_mb: 0, cpus: 0, pids: 0 },
-        key: c.Labels?.[LABEL_POOL_KEY] ?? "",
+        key: c.labels[LABEL_POOL_KEY] ?? "",
         profileId,
         host: host.name,
       };
       let keep = false;
-      if (profile && c.State === "running" && !this.closed) {
+      if (profile && c.state === "running" && !this.closed) {
         const shape = this.shapeOf(profile);
         let p = this.pools.get(profileId);
         if (!p && this.target(profile) > 0) {

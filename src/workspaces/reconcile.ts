@@ -7,9 +7,9 @@
  * lifecycle operation in flight are left alone. Runs per Docker host (the rows of that host
  * against its objects), at start, every few minutes, and when a host answers again.
  */
-import type Docker from "dockerode";
 import type { Logger } from "../log.ts";
-import { dockerMessage, dockerStatus } from "./docker.ts";
+import type { BoxEngine, BoxSummary } from "./box.ts";
+import { dockerMessage } from "./docker.ts";
 import type { KeyedMutex } from "./mutex.ts";
 import { LABEL_INSTANCE, LABEL_WORKSPACE } from "./spec.ts";
 import type { WorkspaceStore } from "./store.ts";
@@ -22,7 +22,7 @@ export interface ReconcileReport {
 }
 
 export interface ReconcileDeps {
-  client: Docker;
+  boxes: BoxEngine;
   /** The host's name: only its rows are compared with its objects. */
   host: string;
   store: WorkspaceStore;
@@ -35,35 +35,35 @@ export interface ReconcileDeps {
 
 export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
   const report: ReconcileReport = { removed_containers: [], removed_volumes: [], marked_stopped: [], marked_failed: [] };
-  const filters = JSON.stringify({ label: [`${LABEL_INSTANCE}=${d.instanceId}`] });
+  const ours = { [LABEL_INSTANCE]: d.instanceId };
   // Rows are read before Docker is listed and re-read before acting, so a create or start that
   // completes meanwhile is never mistaken for an orphan or a vanished container.
   const snapshot = d.store.all(d.host);
-  const containers = await d.client.listContainers({ all: true, filters });
-  const volumes = (await d.client.listVolumes({ filters })).Volumes ?? [];
+  const containers = await d.boxes.list(ours);
+  const volumes = await d.boxes.listVolumes(ours);
 
-  const live = new Map<string, Docker.ContainerInfo>();
+  const live = new Map<string, BoxSummary>();
   for (const c of containers) {
-    const ctr = c.Labels?.[LABEL_WORKSPACE] ?? "";
+    const ctr = c.labels[LABEL_WORKSPACE] ?? "";
     if (d.locks.busy(ctr) || d.pooled?.(ctr)) {
-      live.set(c.Id, c);
+      live.set(c.id, c);
       continue;
     }
     const row = d.store.byId(ctr);
-    const ours = row && row.host === d.host && (row.docker_id === c.Id || (!row.docker_id && row.status === "starting"));
-    if (ours) {
-      live.set(c.Id, c);
+    const kept = row && row.host === d.host && (row.docker_id === c.id || (!row.docker_id && row.status === "starting"));
+    if (kept) {
+      live.set(c.id, c);
       continue;
     }
     try {
-      await d.client.getContainer(c.Id).remove({ force: true });
-      report.removed_containers.push(c.Names?.[0]?.replace(/^\//, "") ?? c.Id);
+      await d.boxes.box(c.id).remove();
+      report.removed_containers.push(c.name);
     } catch (e) {
-      if (dockerStatus(e) !== 404) d.log.warn("reconcile: could not remove an orphan container", { container: c.Id, error: dockerMessage(e) });
+      d.log.warn("reconcile: could not remove an orphan container", { container: c.id, error: dockerMessage(e) });
     }
   }
 
-  const volumeNames = new Set(volumes.map((v) => v.Name));
+  const volumeNames = new Set(volumes.map((v) => v.name));
   for (const row of snapshot) {
     const fresh = d.store.byId(row.id);
     if (d.locks.busy(row.id) || !fresh || fresh.status === "unavailable" || fresh.updated_at !== row.updated_at || fresh.status !== row.status || fresh.docker_id !== row.docker_id) continue;
@@ -76,20 +76,20 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
         error: volumeGone ? "container and volume vanished: the workspace files are lost" : "container vanished; it is recreated on the same volume at the next turn",
       });
       (volumeGone ? report.marked_failed : report.marked_stopped).push(row.id);
-    } else if ((row.status === "running" || row.status === "starting") && (!c || c.State !== "running")) {
-      d.store.update(row.id, { status: "stopped", error: c ? `container ${c.State}: ${c.Status}` : "start was interrupted" });
+    } else if ((row.status === "running" || row.status === "starting") && (!c || c.state !== "running")) {
+      d.store.update(row.id, { status: "stopped", error: c ? `container ${c.state}: ${c.status}` : "start was interrupted" });
       report.marked_stopped.push(row.id);
     }
   }
 
   for (const v of volumes) {
-    const ctr = v.Labels?.[LABEL_WORKSPACE] ?? "";
+    const ctr = v.labels[LABEL_WORKSPACE] ?? "";
     if (d.locks.busy(ctr) || d.pooled?.(ctr) || d.store.byId(ctr)?.host === d.host) continue;
     try {
-      await d.client.getVolume(v.Name).remove();
-      report.removed_volumes.push(v.Name);
+      await d.boxes.removeVolume(v.name);
+      report.removed_volumes.push(v.name);
     } catch (e) {
-      if (dockerStatus(e) !== 404) d.log.warn("reconcile: could not remove an orphan volume", { volume: v.Name, error: dockerMessage(e) });
+      d.log.warn("reconcile: could not remove an orphan volume", { volume: v.name, error: dockerMessage(e) });
     }
   }
 

@@ -8,7 +8,6 @@
  * what the rest of runcell calls.
  */
 import type { Box } from "./box.ts";
-import { DockerBox } from "./docker-box.ts";
 import { and, eq } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import type { DB } from "../db/client.ts";
@@ -142,7 +141,7 @@ export class Workspaces {
    */
   box(row: Pick<WorkspaceRow, "id" | "host" | "docker_id" | "error" | "status">): Box {
     if (!row.docker_id) throw new AppError("CONTAINER_FAILED", `Workspace ${row.id} has no container (${row.error ?? row.status}); it is created on the session's next turn`);
-    return new DockerBox(this.hosts.of(row).engine.client.getContainer(row.docker_id));
+    return this.hosts.of(row).boxes.box(row.docker_id);
   }
 
   // ------------------------------------------------------------------------------------------
@@ -400,7 +399,7 @@ export class Workspaces {
       this.log.warn("warm pool could not be reconciled", { docker_host: host.name, error: dockerMessage(e) });
     }
     try {
-      return await reconcile({ client: host.engine.client, host: host.name, store: this.store, locks: this.locks, log: this.log, instanceId: this.instanceId, pooled: (id) => this.pool.holds(id) });
+      return await reconcile({ boxes: host.boxes, host: host.name, store: this.store, locks: this.locks, log: this.log, instanceId: this.instanceId, pooled: (id) => this.pool.holds(id) });
     } catch (e) {
       this.log.warn("workspaces could not be reconciled with a Docker host", { docker_host: host.name, error: dockerMessage(e) });
       return null;

@@ -1,19 +1,34 @@
 /**
  * The runner interface's contract (src/workspaces/box.ts), as tests any backend must pass: run
- * `boxContract` with a way to make a fresh running box and to remove it. box.test.ts runs it on
- * Docker; a Kubernetes or Nomad backend would run the same suite against its own engine.
+ * `boxContract` with an engine and a spec maker. box.test.ts runs it on Docker; a Kubernetes or
+ * Nomad backend would run the same suite against its own engine.
  */
 import { describe, expect, test } from "bun:test";
 import { Readable } from "node:stream";
-import { type Box, BoxGone, ContainerNotRunning, PathMissing } from "../../src/workspaces/box.ts";
+import { type Box, type BoxEngine, BoxGone, ContainerNotRunning, ImageMissing, NameTaken, PathMissing } from "../../src/workspaces/box.ts";
+import type { ContainerInput } from "../../src/workspaces/spec.ts";
+import { LABEL_INSTANCE, LABEL_WORKSPACE } from "../../src/workspaces/spec.ts";
 import { entryType } from "../../src/workspaces/archive.ts";
 import { TarEntryReader } from "../../src/workspaces/tar.ts";
 
 export interface BoxFactory {
-  /** A new running box whose image has /bin/sh, sleep and cat. */
-  make(): Promise<Box>;
-  /** Removes the box for good. */
-  remove(box: Box): Promise<void>;
+  engine: BoxEngine;
+  /** A new spec (unique name, volume and workspace id) for an image with /bin/sh, sleep and cat; `instanceId` labels it. */
+  spec(overrides?: Partial<ContainerInput>): ContainerInput;
+}
+
+/** A new running box, and how to remove it with its volume. */
+async function running(f: BoxFactory, overrides?: Partial<ContainerInput>) {
+  const spec = f.spec(overrides);
+  await f.engine.createVolume(spec.volume, { [LABEL_INSTANCE]: spec.instanceId, [LABEL_WORKSPACE]: spec.ctrId });
+  const box = await f.engine.create(spec);
+  await box.start();
+  return { box, spec, remove: () => removeAll(f, box, spec) };
+}
+
+async function removeAll(f: BoxFactory, box: Box, spec: ContainerInput) {
+  await box.remove();
+  await f.engine.removeVolume(spec.volume);
 }
 
 /** Runs argv and collects its output by stream, with the exit code. */
@@ -39,9 +54,57 @@ async function tarOf(name: string, content: string): Promise<Uint8Array> {
 
 export function boxContract(name: string, factory: () => BoxFactory) {
   describe(`runner interface contract: ${name}`, () => {
-    test("exec: argv, cwd, env, stdout and stderr apart, the exit code", async () => {
+    test("engine: create, start, list by label, rename, remove; volumes made, listed and removed", async () => {
       const f = factory();
-      const box = await f.make();
+      const instanceId = `contract-${crypto.randomUUID().slice(0, 8)}`;
+      const { box, spec } = await running(f, { instanceId });
+      try {
+        expect(box.id).toBeTruthy();
+        // A second start of a running box is fine.
+        await box.start();
+        const listed = await f.engine.list({ [LABEL_INSTANCE]: instanceId });
+        expect(listed.map((b) => [b.id, b.name, b.state, b.labels[LABEL_WORKSPACE]])).toEqual([[box.id, spec.name, "running", spec.ctrId]]);
+        expect(listed[0]!.image).toBe(spec.image);
+        expect(await f.engine.list({ [LABEL_INSTANCE]: instanceId, [LABEL_WORKSPACE]: "" })).toHaveLength(1);
+        expect(await f.engine.list({ [LABEL_INSTANCE]: instanceId, [LABEL_WORKSPACE]: "no-such" })).toHaveLength(0);
+        expect((await f.engine.listVolumes({ [LABEL_INSTANCE]: instanceId })).map((v) => v.name)).toEqual([spec.volume]);
+        // The volume is the workspace: what is written there survives a new box on it.
+        await run(box, ["/bin/sh", "-c", "echo kept > /workspace/note"]);
+        await box.rename(`${spec.name}-renamed`);
+        expect((await f.engine.list({ [LABEL_INSTANCE]: instanceId }))[0]!.name).toBe(`${spec.name}-renamed`);
+        await box.remove();
+        await box.remove(); // gone already: fine
+        expect(await f.engine.list({ [LABEL_INSTANCE]: instanceId })).toHaveLength(0);
+        const again = await f.engine.create(spec);
+        await again.start();
+        expect((await run(again, ["cat", "/workspace/note"])).stdout).toBe("kept\n");
+        await again.remove();
+      } finally {
+        await removeAll(f, box, spec);
+      }
+      expect(await f.engine.listVolumes({ [LABEL_INSTANCE]: instanceId })).toHaveLength(0);
+      await f.engine.removeVolume(spec.volume); // gone already: fine
+    });
+
+    test("engine: a missing image is ImageMissing, a taken name NameTaken; the box of an unknown id is gone", async () => {
+      const f = factory();
+      await expect(f.engine.create(f.spec({ image: "runcell-test/no-such-image:never" }))).rejects.toBeInstanceOf(ImageMissing);
+      const { spec, remove } = await running(f);
+      try {
+        await expect(f.engine.create({ ...f.spec(), name: spec.name })).rejects.toBeInstanceOf(NameTaken);
+        // The same box reached by its name.
+        expect((await f.engine.box(spec.name).state()).running).toBe(true);
+      } finally {
+        await remove();
+      }
+      const unknown = f.engine.box("runcell-contract-no-such-box");
+      expect(await unknown.state()).toMatchObject({ exists: false, running: false });
+      await expect(unknown.start()).rejects.toBeInstanceOf(BoxGone);
+      await unknown.stop(1); // fine: not running
+    });
+
+    test("exec: argv, cwd, env, stdout and stderr apart, the exit code", async () => {
+      const { box, remove } = await running(factory());
       try {
         const exec = await box.exec({ cmd: ["/bin/sh", "-c", 'echo "$PWD $GREETING"; echo oops >&2; exit 7'], cwd: "/tmp", env: { GREETING: "hi there" }, stdin: false });
         const out: string[] = [];
@@ -50,13 +113,12 @@ export function boxContract(name: string, factory: () => BoxFactory) {
         expect(out.sort()).toEqual(["1:/tmp hi there\n", "2:oops\n"]);
         expect(await exec.exitCode()).toBe(7);
       } finally {
-        await f.remove(box);
+        await remove();
       }
     });
 
     test("exec with stdin: written, then ended; output held until onOutput is set", async () => {
-      const f = factory();
-      const box = await f.make();
+      const { box, remove } = await running(factory());
       try {
         expect(await run(box, ["cat"], "line one\nline two\n")).toEqual({ stdout: "line one\nline two\n", stderr: "", exitCode: 0 });
         const exec = await box.exec({ cmd: ["/bin/sh", "-c", "echo early"], cwd: "/", stdin: false });
@@ -74,13 +136,12 @@ export function boxContract(name: string, factory: () => BoxFactory) {
         await streaming.ended;
         expect(echoed).toBe("ab\n");
       } finally {
-        await f.remove(box);
+        await remove();
       }
     });
 
     test("stat, writeArchive and readArchive: a file, a directory, a symlink, nothing", async () => {
-      const f = factory();
-      const box = await f.make();
+      const { box, remove } = await running(factory());
       try {
         await box.writeArchive("/tmp", Readable.from([await tarOf("hello.txt", "hello, box\n")]));
         await run(box, ["ln", "-s", "/tmp/hello.txt", "/tmp/link"]);
@@ -101,13 +162,12 @@ export function boxContract(name: string, factory: () => BoxFactory) {
         expect(text).toBe("hello, box\n");
         await expect(box.readArchive("/tmp/nothing-here")).rejects.toBeInstanceOf(PathMissing);
       } finally {
-        await f.remove(box);
+        await remove();
       }
     });
 
     test("state and stop; archives still work on a stopped box, exec does not", async () => {
-      const f = factory();
-      const box = await f.make();
+      const { box, remove } = await running(factory());
       try {
         expect(await box.state()).toMatchObject({ exists: true, running: true });
         await box.writeArchive("/tmp", Readable.from([await tarOf("kept.txt", "kept")]));
@@ -118,7 +178,7 @@ export function boxContract(name: string, factory: () => BoxFactory) {
         expect((await box.stat("/tmp/kept.txt"))?.size).toBe(4);
         await expect(box.exec({ cmd: ["true"], cwd: "/", stdin: false })).rejects.toBeInstanceOf(ContainerNotRunning);
       } finally {
-        await f.remove(box);
+        await remove();
       }
       expect(await box.state()).toMatchObject({ exists: false, running: false });
       expect(await box.stat("/tmp")).toBeNull();

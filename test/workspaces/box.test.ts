@@ -1,32 +1,40 @@
-/** The runner interface's contract (box-contract.ts) on Docker: DockerBox over a real container. */
+/** The runner interface's contract (box-contract.ts) on Docker: DockerBoxEngine and DockerBox on the real engine. */
 import { afterAll } from "bun:test";
-import type Docker from "dockerode";
-import { DockerBox } from "../../src/workspaces/docker-box.ts";
+import { silentLogger } from "../../src/log.ts";
+import { DockerBoxEngine } from "../../src/workspaces/docker-box.ts";
+import { DockerEngine } from "../../src/workspaces/docker.ts";
+import { ImagePuller } from "../../src/workspaces/image.ts";
+import { LABEL_INSTANCE } from "../../src/workspaces/spec.ts";
 import { boxContract } from "./box-contract.ts";
 import { docker } from "./helpers.ts";
 
 const IMAGE = process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest";
-const LABEL = "runcell.test.box-contract";
-const made = new Map<string, Docker.Container>();
+/** Every box and volume the contract makes carries this instance label (or its own, under the same prefix). */
+const INSTANCE = `box-contract-${process.pid}`;
+
+const connection = new DockerEngine("unix:///var/run/docker.sock");
+const engine = new DockerBoxEngine(connection, new ImagePuller(connection, silentLogger));
 
 afterAll(async () => {
-  for (const c of made.values()) await c.remove({ force: true }).catch(() => {});
+  // Anything a failed test left behind.
+  for (const c of await docker.listContainers({ all: true })) if (c.Labels?.[LABEL_INSTANCE]?.startsWith("contract-") || c.Labels?.[LABEL_INSTANCE] === INSTANCE) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+  for (const v of (await docker.listVolumes()).Volumes ?? []) if (v.Labels?.[LABEL_INSTANCE]?.startsWith("contract-") || v.Labels?.[LABEL_INSTANCE] === INSTANCE) await docker.getVolume(v.Name).remove().catch(() => {});
 });
 
 boxContract("Docker", () => ({
-  async make() {
-    const c = await docker.createContainer({
-      Image: IMAGE,
-      Cmd: ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"],
-      Labels: { [LABEL]: "1" },
-      HostConfig: { NetworkMode: "none" },
-    });
-    await c.start();
-    made.set(c.id, c);
-    return new DockerBox(c);
-  },
-  async remove(box) {
-    await made.get(box.id)?.remove({ force: true });
-    made.delete(box.id);
+  engine,
+  spec(overrides = {}) {
+    const ctrId = `ctr_contract${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    return {
+      ctrId,
+      sessionId: "sess_contract",
+      instanceId: INSTANCE,
+      name: `runcell-${ctrId}`,
+      volume: `runcell-${ctrId}`,
+      image: IMAGE,
+      spec: { network: "none", memory_mb: 256, cpus: 1, pids: 256 },
+      init: true,
+      ...overrides,
+    };
   },
 }));

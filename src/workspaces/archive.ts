@@ -7,20 +7,10 @@
  * exactly what the check needs.
  */
 import { AppError, Errors } from "../lib/errors.ts";
-import { type Box, BoxGone, PathMissing } from "./box.ts";
+import { type Box, BoxGone, PathMissing, type PathStat } from "./box.ts";
 import { componentPaths, insideWorkspace, WORKSPACE_ROOT } from "./paths.ts";
 import type { EntryType } from "../schema/workspace.ts";
 import { TarEntryReader } from "./tar.ts";
-
-export interface PathStat {
-  name: string;
-  size: number;
-  /** Go os.FileMode bits as Docker sends them. */
-  mode: number;
-  mtime: string;
-  /** For a symlink: its target resolved inside the container's root; "" otherwise. */
-  linkTarget: string;
-}
 
 const MODE_DIR = 2 ** 31;
 const MODE_SYMLINK = 1 << 27;
@@ -31,15 +21,6 @@ export function entryType(mode: number): EntryType {
   if (mode & MODE_SYMLINK) return "symlink";
   if (mode & MODE_IRREGULAR_BITS) return "other";
   return "file";
-}
-
-export function decodeStat(header: string | undefined): PathStat | null {
-  if (!header) return null;
-  try {
-    return JSON.parse(Buffer.from(header, "base64").toString("utf8")) as PathStat;
-  } catch {
-    return null;
-  }
 }
 
 const gone = (why: string) => new AppError("CONTAINER_FAILED", `The workspace container is gone (${why}); it is recreated on the session's next turn`);

@@ -11,8 +11,18 @@
  * Paths are absolute paths inside the box. Errors that mean something to the callers are the
  * classes below; anything else is the engine's own failure, passed through.
  */
-import type { PathStat } from "./archive.ts";
 import type { ContainerInput } from "./spec.ts";
+
+/** What is at a path in a box (`Box.stat`). */
+export interface PathStat {
+  name: string;
+  size: number;
+  /** The type and permission bits as Go's os.FileMode (what Docker sends; archive.ts's entryType reads them). */
+  mode: number;
+  mtime: string;
+  /** For a symlink: its target resolved inside the box's root; "" otherwise. */
+  linkTarget: string;
+}
 
 export interface BoxExecOptions {
   /** argv; no shell unless the caller puts one there. */

@@ -7,7 +7,6 @@
  */
 import type Docker from "dockerode";
 import type { Duplex } from "node:stream";
-import { decodeStat, type PathStat } from "./archive.ts";
 import {
   type Box,
   type BoxEngine,
@@ -21,12 +20,23 @@ import {
   InitMissing,
   NameTaken,
   PathMissing,
+  type PathStat,
   type VolumeSummary,
 } from "./box.ts";
 import { dockerMessage, dockerStatus } from "./docker.ts";
 import type { ImagePuller } from "./image.ts";
 import { Demuxer } from "./output.ts";
 import { type ContainerInput, containerOptions } from "./spec.ts";
+
+/** The archive API's `X-Docker-Container-Path-Stat` header: base64 of the stat's JSON. */
+function decodeStat(header: string | undefined): PathStat | null {
+  if (!header) return null;
+  try {
+    return JSON.parse(Buffer.from(header, "base64").toString("utf8")) as PathStat;
+  } catch {
+    return null;
+  }
+}
 
 /** A 404 is "already gone": fine for a removal. */
 const goneIsFine = (e: unknown) => {

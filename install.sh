@@ -195,6 +195,16 @@ case "$MODE" in
       $SUDO pkill -x prometheus >/dev/null 2>&1 || true
     fi
     ok "systemd-analyze $(systemd-analyze --version 2>/dev/null | head -1 | awk '{print $2}'), prometheus $(prometheus --version 2>&1 | head -1 | awk '{print $3}'), $(nginx -v 2>&1 | sed 's/.*: //')"
+    # PostgreSQL: the PostgreSQL schema and `migrate --from-sqlite --to postgres://` are tested
+    # against a private server (scripts/test-postgres.sh: own cluster, port 55432); the
+    # distribution's own cluster is stopped.
+    if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+      echo "    installing postgresql (the PostgreSQL schema and migration tests)"
+      apt_install postgresql
+      $SUDO systemctl disable --now postgresql >/dev/null 2>&1 || true
+      for c in /etc/postgresql/*/main; do [ -d "$c" ] && $SUDO pg_ctlcluster "$(basename "$(dirname "$c")")" main stop >/dev/null 2>&1 || true; done
+    fi
+    $SUDO bash scripts/test-postgres.sh start | sed 's/^/    /'
     if [ "$WITH_DOCKER" = "1" ]; then
       bash scripts/test-image.sh | sed 's/^/    /'
       bash scripts/test-mcp-image.sh | sed 's/^/    /'

@@ -1,32 +1,47 @@
+import { existsSync } from "node:fs";
 import { prepareDataDir } from "../db/data-dir.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { openDatabase } from "../db/client.ts";
 import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
 import { migrate, migrationStatus, NewerDatabaseError } from "../db/migrate.ts";
 import { upgradeGuard } from "./backup.ts";
-import { type Command, failUsage } from "./command.ts";
+import { type Command, failUsage, UsageError } from "./command.ts";
 
 export const migrateCommand: Command = {
   name: "migrate",
   summary: "Apply pending database migrations (serve does this at start) and report what ran.",
-  usage: "runcell migrate [--data-dir DIR] [--status]",
+  usage: "runcell migrate [--data-dir DIR] [--status] | runcell migrate --from-sqlite FILE --to postgres://…",
   details: `  --status   only list applied and pending migrations (read-only; works next to a running server)
+  --from-sqlite FILE --to URL
+             copy an installation's SQLite database (stop its server first) into an empty PostgreSQL
+             database: the PostgreSQL schema is created, every row copied in one transaction with
+             progress, and every table's row count compared afterwards. Keep the data dir's
+             secret.key: the vault's secrets are copied encrypted. (Preview: serve does not run on
+             PostgreSQL yet — docs/scale.md.)
 
   Holds the data dir's lock (exit 1, naming the holder's pid, while a server runs on it). Before
   migrating an existing database it writes <data dir>/backups/pre-migrate-<schema>-<timestamp>.tar.gz
   (the last 3 are kept). A database written by a newer runcell is refused (exit 1), untouched.`,
-  examples: ["runcell migrate --data-dir /var/lib/runcell", "runcell migrate --status"],
+  examples: ["runcell migrate --data-dir /var/lib/runcell", "runcell migrate --status", "runcell migrate --from-sqlite /var/lib/runcell/runcell.db --to postgres://runcell@db.internal/runcell"],
   configFlags: true,
   async run(argv) {
     let config;
     let statusOnly = false;
+    let from: string | undefined;
+    let to: string | undefined;
     try {
-      const args = parseArgs(argv, { status: false });
+      const args = parseArgs(argv, { status: false, "from-sqlite": true, to: true });
       statusOnly = args.extra.get("status") === true;
+      from = args.extra.get("from-sqlite") as string | undefined;
+      to = args.extra.get("to") as string | undefined;
+      if ((from === undefined) !== (to === undefined)) throw new UsageError(from === undefined ? "--to needs --from-sqlite FILE" : "--from-sqlite needs --to postgres://…");
+      if (to !== undefined && !/^postgres(ql)?:\/\//.test(to)) throw new UsageError(`--to must be a postgres:// URL, not "${redactUrl(to)}"`);
+      if (from !== undefined && statusOnly) throw new UsageError("--status and --from-sqlite do not go together");
       config = resolveConfig(args.flags);
     } catch (e) {
       return failUsage("migrate", e);
     }
+    if (from !== undefined && to !== undefined) return copyToPostgres(from, to);
     let lock: DataDirLock | null = null;
     if (!statusOnly) {
       try {
@@ -65,3 +80,59 @@ export const migrateCommand: Command = {
     }
   },
 };
+
+/** The URL without its password, for messages. */
+function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(not a URL)";
+  }
+}
+
+/** `migrate --from-sqlite FILE --to URL`: see the command's details. */
+async function copyToPostgres(file: string, url: string): Promise<number> {
+  const fail = (message: string) => {
+    console.error(`runcell migrate: ${message}`);
+    return 1;
+  };
+  if (!existsSync(file)) return fail(`no SQLite database at ${file}`);
+  let handle;
+  try {
+    handle = openDatabase(file, { readonly: true });
+    const { pending } = migrationStatus(handle.sqlite);
+    if (pending.length) {
+      handle.close();
+      return fail(`${file} is not at this runcell's schema (pending: ${pending.map((m) => m.tag).join(", ")}); run \`runcell migrate --data-dir <its data dir>\` first`);
+    }
+  } catch (e) {
+    handle?.close();
+    return fail(`cannot read ${file}: ${(e as Error).message}`);
+  }
+  // Loaded here: drizzle's pg-core is not part of every start.
+  const [{ SQL }, { copySqliteToPostgres }, { migratePostgres }] = await Promise.all([import("bun"), import("../db/pg/copy.ts"), import("../db/pg/migrate.ts")]);
+  const pg = new SQL(url, { max: 1, connectionTimeout: 10 });
+  const target = redactUrl(url);
+  try {
+    const { applied } = await migratePostgres(pg);
+    console.log(applied.length ? `PostgreSQL schema created at ${target}: ${applied.join(", ")}` : `PostgreSQL schema at ${target} is up to date`);
+    let lastLine = 0;
+    const report = await copySqliteToPostgres(handle.sqlite, pg, (p) => {
+      const now = Date.now();
+      if (p.copied === p.total || now - lastLine > 1000) {
+        lastLine = now;
+        console.log(`  ${p.table}: ${p.copied.toLocaleString("en")} / ${p.total.toLocaleString("en")} rows`);
+      }
+    });
+    console.log(`copied ${report.rows.toLocaleString("en")} rows in ${report.tables.length} tables; row counts verified on both sides`);
+    console.log("keep the data dir's secret.key: the vault's secrets were copied encrypted with it");
+    return 0;
+  } catch (e) {
+    return fail(`copy to ${target} failed, no rows were committed: ${(e as Error).message}`);
+  } finally {
+    handle.close();
+    await pg.close();
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * Copies an installation's SQLite database into a PostgreSQL database that has runcell's schema
+ * (src/db/pg/schema.ts, migrated by ./migrate.ts) and no rows: every table, in an order where each
+ * row's foreign keys point at rows already copied, in batches, in one transaction — all or nothing.
+ * Values are converted by the PostgreSQL column's type (0/1 → boolean, JSON text → jsonb, blobs →
+ * bytea; everything else as stored). Afterwards every table's row count is compared on both sides.
+ * Encrypted values (the vault's secrets, webhook signing secrets, trigger URLs) are copied as
+ * ciphertext: the data dir's secret.key still opens them.
+ */
+import type { Database } from "bun:sqlite";
+import type { SQL } from "bun";
+import { getTableName, is } from "drizzle-orm";
+import { getTableConfig, PgTable } from "drizzle-orm/pg-core";
+import * as schema from "./schema.ts";
+
+/** Rows per INSERT (PostgreSQL takes at most 65,535 parameters in one statement). */
+const BATCH_ROWS = 500;
+
+export interface CopyProgress {
+  table: string;
+  copied: number;
+  total: number;
+}
+
+export interface CopyReport {
+  tables: { table: string; rows: number }[];
+  rows: number;
+}
+
+interface ColumnPlan {
+  name: string;
+  /** How a SQLite value becomes the PostgreSQL parameter, and the placeholder's cast. */
+  convert: (v: unknown) => unknown;
+  cast: string;
+}
+
+const asIs = (v: unknown) => v;
+const toBoolean = (v: unknown) => (v === null || v === undefined ? null : v !== 0 && v !== "0" && v !== false);
+const toBytes = (v: unknown) => (v === null || v === undefined ? null : Buffer.from(v as Uint8Array));
+
+function planOf(table: PgTable): ColumnPlan[] {
+  return getTableConfig(table).columns.map((c) => {
+    const type = c.getSQLType();
+    if (type === "boolean") return { name: c.name, convert: toBoolean, cast: "" };
+    if (type === "jsonb") return { name: c.name, convert: asIs, cast: "::jsonb" };
+    if (type === "bytea") return { name: c.name, convert: toBytes, cast: "::bytea" };
+    return { name: c.name, convert: asIs, cast: "" };
+  });
+}
+
+/** The schema's tables, parents before children (foreign keys to the same table are ignored). */
+export function tablesInDependencyOrder(): PgTable[] {
+  const tables = Object.values(schema as Record<string, unknown>).filter((t): t is PgTable => is(t, PgTable));
+  const byName = new Map(tables.map((t) => [getTableName(t), t]));
+  const parents = new Map(
+    tables.map((t) => [getTableName(t), new Set(getTableConfig(t).foreignKeys.map((fk) => getTableName(fk.reference().foreignTable)).filter((p) => p !== getTableName(t)))]),
+  );
+  const ordered: PgTable[] = [];
+  const done = new Set<string>();
+  const visit = (name: string, path: string[]) => {
+    if (done.has(name)) return;
+    if (path.includes(name)) throw new Error(`foreign keys form a cycle: ${[...path, name].join(" → ")}`);
+    for (const p of parents.get(name) ?? []) visit(p, [...path, name]);
+    done.add(name);
+    ordered.push(byName.get(name)!);
+  };
+  for (const name of [...byName.keys()].sort()) visit(name, []);
+  return ordered;
+}
+
+const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
+
+/** Row counts of every schema table in the PostgreSQL database. */
+export async function postgresCounts(pg: SQL): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const t of tablesInDependencyOrder()) {
+    const [r] = await pg.unsafe(`SELECT count(*)::bigint AS n FROM ${quote(getTableName(t))}`);
+    counts.set(getTableName(t), Number(r.n));
+  }
+  return counts;
+}
+
+export async function copySqliteToPostgres(sqlite: Database, pg: SQL, onProgress: (p: CopyProgress) => void = () => {}): Promise<CopyReport> {
+  const tables = tablesInDependencyOrder();
+  const nonEmpty = [...(await postgresCounts(pg))].filter(([, n]) => n > 0);
+  if (nonEmpty.length) {
+    throw new Error(`the PostgreSQL database already holds runcell data (${nonEmpty.map(([t, n]) => `${t}: ${n}`).join(", ")}); copy into an empty database`);
+  }
+  const report: CopyReport = { tables: [], rows: 0 };
+  await pg.begin(async (tx) => {
+    for (const table of tables) {
+      const name = getTableName(table);
+      const plan = planOf(table);
+      const total = (sqlite.query(`SELECT count(*) AS n FROM ${quote(name)}`).get() as { n: number }).n;
+      const columns = plan.map((c) => quote(c.name)).join(", ");
+      const select = sqlite.query(`SELECT ${columns} FROM ${quote(name)} ORDER BY rowid`);
+      let copied = 0;
+      let batch: Record<string, unknown>[] = [];
+      const flush = async () => {
+        if (!batch.length) return;
+        const params: unknown[] = [];
+        const rows = batch.map((row) => `(${plan.map((c) => `$${params.push(c.convert(row[c.name]))}${c.cast}`).join(", ")})`);
+        await tx.unsafe(`INSERT INTO ${quote(name)} (${columns}) VALUES ${rows.join(", ")}`, params);
+        copied += batch.length;
+        batch = [];
+        onProgress({ table: name, copied, total });
+      };
+      // A row at a time from SQLite (a table may not fit in memory), a batch at a time to PostgreSQL.
+      for (const row of select.iterate() as Iterable<Record<string, unknown>>) {
+        batch.push(row);
+        if (batch.length >= BATCH_ROWS) await flush();
+      }
+      await flush();
+      if (copied === 0) onProgress({ table: name, copied, total });
+      // Identity columns took the copied ids as given: their sequences continue after the largest.
+      for (const c of getTableConfig(table).columns.filter((c) => c.generatedIdentity)) {
+        await tx.unsafe(`SELECT setval(pg_get_serial_sequence($1, $2), COALESCE(max(${quote(c.name)}), 1), max(${quote(c.name)}) IS NOT NULL) FROM ${quote(name)}`, [quote(name), c.name]);
+      }
+      report.tables.push({ table: name, rows: copied });
+      report.rows += copied;
+    }
+  });
+  // The verification: every table's count, read back after the commit.
+  const after = await postgresCounts(pg);
+  const wrong = report.tables.filter(({ table }) => after.get(table) !== (sqlite.query(`SELECT count(*) AS n FROM ${quote(table)}`).get() as { n: number }).n);
+  if (wrong.length) throw new Error(`row counts differ after the copy: ${wrong.map((w) => `${w.table} (SQLite ${w.rows}, PostgreSQL ${after.get(w.table)})`).join(", ")}`);
+  return report;
+}

@@ -59,6 +59,14 @@ interface ProfileVersion {
   warm_pool: number;
 }
 
+/**
+ * The page memo's bounds: any cursor makes its own entry, so a caller walking made-up cursors must
+ * not grow the memory — at most PAGES_KEPT pages, a finished body kept only up to
+ * PAGE_JSON_KEPT_MAX characters (at worst ~32 MB; the rows alone are small).
+ */
+const PAGES_KEPT = 512;
+const PAGE_JSON_KEPT_MAX = 64 * 1024;
+
 /** A list page's rows, and its finished body when it holds no live state (no warm pool). */
 interface ProfilePage {
   rows: ProfileVersion[];
@@ -94,7 +102,7 @@ export class Profiles {
     } = {},
     changes?: TableChanges,
   ) {
-    this.pages = changes ? new TableMemo(changes, ["profiles"]) : null;
+    this.pages = changes ? new TableMemo(changes, ["profiles"], PAGES_KEPT) : null;
     const mine = eq(profiles.user_id, sql.placeholder("user_id"));
     this.byIdStmt = db.select().from(profiles).where(and(eq(profiles.id, sql.placeholder("id")), mine)).prepare();
     const version = { id: profiles.id, updated_at: profiles.updated_at, warm_pool: profiles.warm_pool };
@@ -153,7 +161,8 @@ export class Profiles {
     const k = keyset(profiles.id, undefined, p);
     const read = (): ProfilePage => {
       const rows = p.cursor ? this.nextVersionsStmt.all({ user_id: userId, cursor: p.cursor, fetch: k.fetch }) : this.firstVersionsStmt.all({ user_id: userId, fetch: k.fetch });
-      const json = rows.some((r) => r.warm_pool > 0) ? null : this.pageJson(rows, k.limit);
+      let json = rows.some((r) => r.warm_pool > 0) ? null : this.pageJson(rows, k.limit);
+      if (json && json.length > PAGE_JSON_KEPT_MAX) json = null; // kept as rows only: the memo's memory stays bounded
       return { rows, json };
     };
     const page = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read)! : read();

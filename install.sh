@@ -205,6 +205,13 @@ case "$MODE" in
       for c in /etc/postgresql/*/main; do [ -d "$c" ] && $SUDO pg_ctlcluster "$(basename "$(dirname "$c")")" main stop >/dev/null 2>&1 || true; done
     fi
     $SUDO bash scripts/test-postgres.sh start | sed 's/^/    /'
+    # OpenSSH's server: ssh:// Docker hosts are tested against a private sshd (its own port and
+    # keys, test/workspaces/ssh-host.test.ts); the distribution's own sshd is stopped.
+    if [ ! -x /usr/sbin/sshd ]; then
+      echo "    installing openssh-server (the ssh:// Docker host tests)"
+      apt_install openssh-server
+      $SUDO systemctl disable --now ssh >/dev/null 2>&1 || true
+    fi
     if [ "$WITH_DOCKER" = "1" ]; then
       bash scripts/test-image.sh | sed 's/^/    /'
       bash scripts/test-mcp-image.sh | sed 's/^/    /'

@@ -20,7 +20,7 @@ import { LOCK_FILE, lockHolder } from "../db/lock.ts";
 import { BINARY_SCHEMA, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
 import { KEY_FILE } from "../lib/sealer.ts";
 import { VERSION } from "../version.ts";
-import { DockerEngine } from "../workspaces/docker.ts";
+import { DockerEngine, type EngineAuth } from "../workspaces/docker.ts";
 import { ADMIN_PASSWORD_MIN } from "./password.ts";
 
 export type CheckStatus = "OK" | "WARN" | "FAIL";
@@ -357,7 +357,7 @@ const dockerHosts: CheckFn = async (ctx) => {
   const lines: string[] = [];
   const bad: string[] = [];
   for (const h of others) {
-    const probe = await (ctx.dockerHost?.(h.name) ?? probeDocker(h.url, h.tlsDir));
+    const probe = await (ctx.dockerHost?.(h.name) ?? probeDocker(h.url, h));
     if (!probe.ok) {
       bad.push(h.name);
       lines.push(`${h.name} (${h.url}): cannot reach it: ${probe.error}`);
@@ -644,10 +644,10 @@ export const CHECKS: Check[] = [
   { name: "git", run: git },
 ];
 
-async function probeDocker(host: string, tlsDir: string | null = null): Promise<DockerProbe> {
+async function probeDocker(host: string, auth: EngineAuth = {}): Promise<DockerProbe> {
   let engine: DockerEngine;
   try {
-    engine = new DockerEngine(host, tlsDir);
+    engine = new DockerEngine(host, auth);
   } catch (e) {
     return { ok: false, error: (e as Error).message };
   }
@@ -695,7 +695,7 @@ export function createContext(config: Config, env: Record<string, string | undef
   return {
     config,
     env,
-    docker: () => (dockerProbe ??= probeDocker(config.dockerHost, config.dockerHosts[0]!.tlsDir)),
+    docker: () => (dockerProbe ??= probeDocker(config.dockerHost, config.dockerHosts[0]!)),
     db: openDb,
     dbError() {
       openDb();

@@ -15,6 +15,11 @@
  *   omitted, no limit.
  * - `tls_dir`: a directory holding Docker's client files `ca.pem`, `cert.pem`, `key.pem` (like
  *   DOCKER_CERT_PATH); `tcp://` with it is TLS with the client certificate, verified against ca.pem.
+ * - `ssh_key` (ssh:// only): the private key file to sign in with; without it, the ssh-agent at
+ *   SSH_AUTH_SOCK. The remote user runs `docker system dial-stdio` (the Docker CLI must be there).
+ * - `host_key` (ssh:// only): the server's host key fingerprint as `ssh-keygen -lf` prints it
+ *   (`SHA256:…`); without it, the host must be in ~/.ssh/known_hosts (or /etc/ssh/ssh_known_hosts)
+ *   of the user runcell runs as. An unknown host key is refused, never trusted on first use.
  */
 
 export interface DockerHostSpec {
@@ -25,11 +30,16 @@ export interface DockerHostSpec {
   /** null: no limit. */
   capacity: number | null;
   tlsDir: string | null;
+  /** ssh://: the private key file (null: the ssh-agent). */
+  sshKey: string | null;
+  /** ssh://: the expected host key fingerprint, `SHA256:…` (null: known_hosts). */
+  hostKey: string | null;
 }
 
 const NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
 const LABEL = /^[a-z0-9][a-z0-9_.-]{0,62}(=[^,\s]{0,200})?$/i;
-const KNOWN = new Set(["name", "labels", "capacity", "tls_dir"]);
+const KNOWN = new Set(["name", "labels", "capacity", "tls_dir", "ssh_key", "host_key"]);
+const FINGERPRINT = /^SHA256:[A-Za-z0-9+/]{43}$/;
 
 /** The default name of the host at `index` (0-based) when the operator gave none. */
 export const defaultHostName = (index: number) => (index === 0 ? "default" : `host${index + 1}`);
@@ -66,9 +76,15 @@ export function parseDockerHost(raw: string, index: number): DockerHostSpec {
   const tlsDir = u.searchParams.get("tls_dir");
   if (tlsDir !== null && !tlsDir.startsWith("/")) throw new Error(`"${raw}": tls_dir must be an absolute path`);
   if (tlsDir !== null && u.protocol !== "tcp:" && u.protocol !== "https:") throw new Error(`"${raw}": tls_dir applies to tcp:// hosts only`);
+  const sshKey = u.searchParams.get("ssh_key");
+  // A fingerprint's "+" reads as a space in a query string; it never holds a space itself.
+  const hostKey = u.searchParams.get("host_key")?.replaceAll(" ", "+") ?? null;
+  if ((sshKey !== null || hostKey !== null) && u.protocol !== "ssh:") throw new Error(`"${raw}": ssh_key and host_key apply to ssh:// hosts only`);
+  if (sshKey !== null && !sshKey.startsWith("/")) throw new Error(`"${raw}": ssh_key must be an absolute path`);
+  if (hostKey !== null && !FINGERPRINT.test(hostKey)) throw new Error(`"${raw}": host_key must be a fingerprint as \`ssh-keygen -lf\` prints it (SHA256: and 43 base64 characters)`);
   for (const key of KNOWN) u.searchParams.delete(key);
   const url = u.protocol === "unix:" ? `unix://${u.pathname}` : u.toString().replace(/\?$/, "").replace(/\/$/, "");
-  return { name, url, labels, capacity, tlsDir };
+  return { name, url, labels, capacity, tlsDir, sshKey, hostKey };
 }
 
 /** Parses every host; names must be unique. */

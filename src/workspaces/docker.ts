@@ -1,17 +1,24 @@
 /**
- * The Docker engine connection (dockerode over the local socket, tcp:// or ssh://) and a cached
- * reachability probe for /healthz and doctor. Workspace lifecycle lives in workspaces/service.ts.
+ * The Docker engine connection (dockerode over the local socket, tcp:// with TLS, or ssh:// with a
+ * key or the ssh-agent and a checked host key) and a cached reachability probe for /healthz and
+ * doctor. Workspace lifecycle lives in workspaces/service.ts.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type Docker from "dockerode";
+import type { DockerHostSpec } from "../lib/docker-hosts.ts";
+import { hostVerifier } from "./ssh-host-key.ts";
+
+/** How to reach an engine beyond its URL (a host's parameters, src/lib/docker-hosts.ts). */
+export type EngineAuth = Partial<Pick<DockerHostSpec, "tlsDir" | "sshKey" | "hostKey">>;
 
 /**
  * dockerode's options for an engine URL. With `tlsDir` (Docker's client files ca.pem, cert.pem,
  * key.pem), tcp:// is TLS with that client certificate, the engine verified against ca.pem.
  */
-export function dockerOptions(host: string, tlsDir: string | null = null): Docker.DockerOptions {
+export function dockerOptions(host: string, auth: EngineAuth = {}, onHostKeyRefused: (why: string) => void = () => {}): Docker.DockerOptions {
   const u = new URL(host);
+  const tlsDir = auth.tlsDir ?? null;
   if (tlsDir && (u.protocol === "tcp:" || u.protocol === "https:")) {
     const read = (f: string) => {
       try {
@@ -30,8 +37,24 @@ export function dockerOptions(host: string, tlsDir: string | null = null): Docke
       return { host: u.hostname, port: Number(u.port || 2375), protocol: "http" };
     case "https:":
       return { host: u.hostname, port: Number(u.port || 2376), protocol: "https" };
-    case "ssh:":
-      return { host: u.hostname, port: Number(u.port || 22), username: u.username || undefined, protocol: "ssh" } as Docker.DockerOptions;
+    case "ssh:": {
+      const port = Number(u.port || 22);
+      let privateKey: Buffer | undefined;
+      if (auth.sshKey) {
+        try {
+          privateKey = readFileSync(auth.sshKey);
+        } catch (e) {
+          throw new Error(`Docker host ${host}: cannot read ssh_key ${auth.sshKey} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+        }
+      }
+      const sshOptions = {
+        // The key file, else the ssh-agent; never a password.
+        ...(privateKey ? { privateKey } : { agent: process.env.SSH_AUTH_SOCK }),
+        hostVerifier: hostVerifier(u.hostname, port, auth.hostKey ?? null, onHostKeyRefused),
+        readyTimeout: 10_000,
+      };
+      return { host: u.hostname, port, username: u.username || undefined, protocol: "ssh", sshOptions } as Docker.DockerOptions;
+    }
     default:
       throw new Error(`unsupported Docker host "${host}" (use unix://, tcp:// or ssh://)`);
   }
@@ -43,12 +66,15 @@ export class DockerEngine {
   private inflight: Promise<boolean> | null = null;
 
   private options: Docker.DockerOptions;
+  /** Why the ssh:// host's key was last refused (the probe's error says so rather than "Host denied"). */
+  private hostKeyRefused: string | null = null;
 
   constructor(
     readonly host: string,
-    tlsDir: string | null = null,
+    auth: EngineAuth = {},
   ) {
-    this.options = dockerOptions(host, tlsDir); // validates the address (and reads TLS files) now
+    // Validates the address (and reads the TLS or ssh key files) now.
+    this.options = dockerOptions(host, auth, (why) => (this.hostKeyRefused = why));
   }
 
   /** dockerode is loaded on first use (it and its ssh/http stack cost ~100 ms of start-up). */
@@ -64,15 +90,18 @@ export class DockerEngine {
   async available(maxAgeMs = 5000, timeoutMs = 2000): Promise<boolean> {
     if (Date.now() - this.last.at < maxAgeMs) return this.last.ok;
     this.inflight ??= (async () => {
+      let timer: Timer | undefined;
+      this.hostKeyRefused = null;
       try {
         const v = await Promise.race([
           this.client.version(),
-          new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`timed out after ${timeoutMs / 1000}s`)), timeoutMs)),
+          new Promise<never>((_, rej) => (timer = setTimeout(() => rej(new Error(`timed out after ${timeoutMs / 1000}s`)), timeoutMs))),
         ]);
         this.last = { ok: true, at: Date.now(), version: v.Version };
       } catch (e) {
-        this.last = { ok: false, at: Date.now(), error: (e as Error).message };
+        this.last = { ok: false, at: Date.now(), error: this.hostKeyRefused ?? (e as Error).message };
       } finally {
+        clearTimeout(timer);
         this.inflight = null;
       }
       return this.last.ok;

@@ -48,7 +48,7 @@ export class DockerHost {
     readonly spec: DockerHostSpec,
     deps: { log: Logger; instanceId: string; parallelism: () => number; observer?: GateObserver },
   ) {
-    this.engine = new DockerEngine(spec.url, spec.tlsDir);
+    this.engine = new DockerEngine(spec.url, spec);
     const log = deps.log.child({ docker_host: spec.name });
     this.boxes = new DockerBoxEngine(this.engine, new ImagePuller(this.engine, log));
     this.provisioner = new Provisioner(this.boxes, log, deps.instanceId);

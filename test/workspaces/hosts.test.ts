@@ -49,7 +49,7 @@ async function stopAndSweep(t: TestApp) {
 
 describe("--docker-host values", () => {
   test("a bare URL is the host named default; later ones host2, host3", () => {
-    expect(parseDockerHost("unix:///var/run/docker.sock", 0)).toEqual({ name: "default", url: "unix:///var/run/docker.sock", labels: [], capacity: null, tlsDir: null });
+    expect(parseDockerHost("unix:///var/run/docker.sock", 0)).toEqual({ name: "default", url: "unix:///var/run/docker.sock", labels: [], capacity: null, tlsDir: null, sshKey: null, hostKey: null });
     expect(defaultHostName(2)).toBe("host3");
   });
   test("name, labels, capacity and tls_dir are read and removed from the engine URL", () => {
@@ -59,6 +59,18 @@ describe("--docker-host values", () => {
       labels: ["gpu", "region=eu"],
       capacity: 40,
       tlsDir: "/etc/rc/gpu1",
+      sshKey: null,
+      hostKey: null,
+    });
+  });
+  test("ssh_key and host_key are read and removed from an ssh:// URL", () => {
+    // Pasted as ssh-keygen prints it: "+" and "/" unescaped.
+    const fp = "SHA256:ab+cd/" + "A".repeat(37);
+    expect(parseDockerHost(`ssh://deploy@10.0.0.6:2222?name=edge&ssh_key=/etc/rc/id_ed25519&host_key=${fp}`, 1)).toMatchObject({
+      name: "edge",
+      url: "ssh://deploy@10.0.0.6:2222",
+      sshKey: "/etc/rc/id_ed25519",
+      hostKey: fp,
     });
   });
   test.each([
@@ -71,6 +83,9 @@ describe("--docker-host values", () => {
     ["unix:///s?labels=gpu,=x", /label "=x"/],
     ["unix:///s?tls_dir=/x", /tls_dir applies to tcp/],
     ["tcp://h:2376?tls_dir=certs", /tls_dir must be an absolute path/],
+    ["tcp://h:2376?ssh_key=/k", /apply to ssh:\/\/ hosts only/],
+    ["ssh://u@h?ssh_key=id_rsa", /ssh_key must be an absolute path/],
+    ["ssh://u@h?host_key=MD5:aa:bb", /host_key must be a fingerprint/],
   ])("%s is refused", (raw, why) => {
     expect(() => parseDockerHost(raw, 0)).toThrow(why);
   });

@@ -87,6 +87,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
 
   // Storage ---------------------------------------------------------------------------------
   const dbPath = prepareDataDir(config.dataDir);
+  // The vault key before the database: a missing --vault-key-file stops the start with nothing changed.
+  const sealer = Sealer.forConfig(config);
   const handle = openDatabase(dbPath);
   try {
     const { applied } = migrate(handle.sqlite);
@@ -100,7 +102,6 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const changes = new TableChanges(sqlite);
   const settings = new Settings(db);
   const audit = new Audit(db, now, log.child({ component: "audit" }));
-  const sealer = Sealer.fromDataDir(config.dataDir);
   const limiter = new RateLimiter(config.rateLimit.perMinute, config.rateLimit.burst);
 
   // Identity and the operator ---------------------------------------------------------------

@@ -38,6 +38,11 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: "Docker engine for workspaces: unix:///path, tcp://host:port or ssh://user@host, with optional ?name=&labels=&capacity=&tls_dir=; repeat the flag for several hosts (env: space-separated; file: a list)",
   },
   { flag: "admin-password-file", kind: "string", help: "file holding the /admin password (hashed into the database at start)" },
+  {
+    flag: "vault-key-file",
+    kind: "string",
+    help: "file holding the vault key (32 bytes, base64) instead of <data dir>/secret.key: kept out of the data dir and its backups, and the same for every server sharing a database",
+  },
   { flag: "signup", kind: "enum", values: ["closed", "open"], default: "closed", help: "who may create an account: closed (admin/setup link only) or open" },
   { flag: "allow-private-webhooks", kind: "bool", default: false, help: "allow webhook URLs on loopback/private networks (SSRF guard off)" },
   { flag: "trust-proxy", kind: "bool", default: false, help: "take the client address from X-Forwarded-For (its last entry), set by a reverse proxy" },
@@ -120,6 +125,8 @@ export interface Config {
   /** Every Docker host workspaces may be placed on (at least one). */
   dockerHosts: DockerHostSpec[];
   adminPasswordFile: string | null;
+  /** The vault key's file when not <data dir>/secret.key (--vault-key-file). */
+  vaultKeyFile: string | null;
   /** From RUNCELL_ADMIN_PASSWORD only (never a flag: flags show in `ps`). */
   adminPassword: string | null;
   signup: "closed" | "open";
@@ -351,6 +358,7 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     dockerHost: dockerHosts[0]!.url,
     dockerHosts,
     adminPasswordFile: get<string | undefined>("admin-password-file") ?? null,
+    vaultKeyFile: get<string | undefined>("vault-key-file") ?? null,
     adminPassword: env.RUNCELL_ADMIN_PASSWORD || null,
     signup: get("signup"),
     allowPrivateWebhooks: get("allow-private-webhooks"),

@@ -18,7 +18,8 @@ import type { Config } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
 import { LOCK_FILE, lockHolder } from "../db/lock.ts";
 import { BINARY_SCHEMA, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
-import { KEY_FILE } from "../lib/sealer.ts";
+import { KEY_FILE, readKey, Sealer } from "../lib/sealer.ts";
+import { aadFor } from "../vault/secrets.ts";
 import { VERSION } from "../version.ts";
 import { DockerEngine, type EngineAuth } from "../workspaces/docker.ts";
 import { ADMIN_PASSWORD_MIN } from "./password.ts";
@@ -579,32 +580,57 @@ const webhooks: CheckFn = ({ config }) => {
 };
 
 const vaultKey: CheckFn = (ctx) => {
-  const path = join(ctx.config.dataDir, KEY_FILE);
+  const external = ctx.config.vaultKeyFile;
+  const path = external ?? join(ctx.config.dataDir, KEY_FILE);
   let st: Stats | null = null;
   try {
     st = statSync(path);
   } catch {
     st = null;
   }
-  if (!st) {
-    let sealed = 0;
-    const db = ctx.db();
-    if (db) {
-      try {
-        sealed =
-          (db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM secrets").get()?.n ?? 0) +
-          (db.query<{ n: number }, []>("SELECT COUNT(*) AS n FROM integrations WHERE secret_ciphertext IS NOT NULL").get()?.n ?? 0);
-      } catch {
-        sealed = 0;
-      }
+  const db = ctx.db();
+  const count = (sql: string) => {
+    try {
+      return db?.query<{ n: number }, []>(sql).get()?.n ?? 0;
+    } catch {
+      return 0;
     }
+  };
+  if (!st) {
+    if (external) return fail("vault key", `${path} (--vault-key-file) does not exist: serve will not start`, `copy the key that belongs to this database there, or for a new installation: head -c 32 /dev/urandom | base64 > ${path}; chmod 600 ${path}`);
+    const sealed = count("SELECT COUNT(*) AS n FROM secrets") + count("SELECT COUNT(*) AS n FROM integrations WHERE secret_ciphertext IS NOT NULL");
     if (sealed) {
       return fail("vault key", `${path} is missing, and the database holds ${sealed} sealed value(s): they cannot be decrypted`, "put back the secret.key that belongs to this database (it is in every runcell backup: runcell restore)");
     }
     return ok("vault key", `${path} not created yet (serve creates it)`);
   }
+  let key: Buffer;
+  try {
+    key = readKey(path);
+  } catch (e) {
+    return fail("vault key", (e as Error).message, "the file must hold 32 random bytes in base64 (head -c 32 /dev/urandom | base64)");
+  }
+  // The key must open what the database holds: one stored secret is tried.
+  let sample: { user_id: string; name: string; ciphertext: Uint8Array } | null = null;
+  try {
+    sample = db?.query<{ user_id: string; name: string; ciphertext: Uint8Array }, []>("SELECT user_id, name, ciphertext FROM secrets LIMIT 1").get() ?? null;
+  } catch {
+    sample = null;
+  }
+  if (sample) {
+    try {
+      Sealer.fromKey(key).open(sample.ciphertext, aadFor(sample.user_id, sample.name));
+    } catch {
+      return fail("vault key", `${path} does not open this database's secrets: it is not the key they were stored with`, external ? "point --vault-key-file at the key of this database (the secret.key of its data dir, or of its backup)" : "put back the secret.key that belongs to this database (runcell restore)");
+    }
+  }
   if (st.mode & 0o077) return warn("vault key", `${path} has mode ${octal(st.mode)}: others can read the key of every stored secret`, `chmod 600 ${path}`);
-  return ok("vault key", `${path} present (mode ${octal(st.mode)}); keep it with your backups`);
+  const opens = sample ? "; it opens the stored secrets" : "";
+  if (external) {
+    const stray = existsSync(join(ctx.config.dataDir, KEY_FILE)) ? `; ${join(ctx.config.dataDir, KEY_FILE)} is not used` : "";
+    return ok("vault key", `${path} (--vault-key-file, mode ${octal(st.mode)})${opens}${stray}; back it up apart from the data dir: backups do not hold it`);
+  }
+  return ok("vault key", `${path} present (mode ${octal(st.mode)})${opens}; keep it with your backups`);
 };
 
 /** Repositories are cloned and pushed with the host's git (src/git/); without it, profiles with repositories fail their tasks. */

@@ -168,7 +168,11 @@ export interface BackupResult {
  * the key and config file, through `<dest>.partial` renamed at the end. Throws with a sentence
  * for the operator; leaves nothing behind on failure.
  */
-export async function createBackup(dataDir: string, dest: string, report: Progress = () => {}): Promise<BackupResult> {
+/**
+ * `vaultKeyFile`: the server's --vault-key-file, when the key lives outside the data dir (then the
+ * backup holds no key, by design, and says where the key is instead of warning).
+ */
+export async function createBackup(dataDir: string, dest: string, report: Progress = () => {}, vaultKeyFile: string | null = null): Promise<BackupResult> {
   const started = Date.now();
   const source = join(dataDir, DB_FILE);
   if (!existsSync(source)) throw new Error(`no database at ${source} (is --data-dir right?)`);
@@ -218,7 +222,8 @@ export async function createBackup(dataDir: string, dest: string, report: Progre
       const p = join(dataDir, name);
       if (existsSync(p)) small.push({ name, bytes: readFileSync(p) });
     }
-    if (!small.some((f) => f.name === KEY_FILE)) report(`warning: no ${KEY_FILE} in ${dataDir}: stored secrets in this backup cannot be decrypted`, { phase: "key", warning: true });
+    if (vaultKeyFile) report(`the vault key is not in this backup: it is ${vaultKeyFile} (--vault-key-file); keep a copy of it apart from the backups`, { phase: "key" });
+    else if (!small.some((f) => f.name === KEY_FILE)) report(`warning: no ${KEY_FILE} in ${dataDir}: stored secrets in this backup cannot be decrypted`, { phase: "key", warning: true });
 
     const files: BackupManifest["files"] = { [DB_FILE]: { size: dbSize, sha256: await sha256File(copy) } };
     for (const f of small) files[f.name] = { size: f.bytes.length, sha256: sha256Hex(f.bytes) };
@@ -284,7 +289,7 @@ const DAILY_PATTERN = /^runcell-backup-(\d{8}T\d{9}Z)\.tar\.gz$/;
  * first into `<data dir>/backups/pre-migrate-<schema>-<timestamp>.tar.gz`, keeping the last 3.
  * Returns the backup's path, or null when there was nothing to migrate (or no database yet).
  */
-export async function upgradeGuard(dataDir: string, report: Progress = () => {}): Promise<{ backup: string | null; info: SchemaInfo | null }> {
+export async function upgradeGuard(dataDir: string, report: Progress = () => {}, vaultKeyFile: string | null = null): Promise<{ backup: string | null; info: SchemaInfo | null }> {
   const info = schemaInfoOfFile(join(dataDir, DB_FILE));
   if (!info) return { backup: null, info: null };
   if (info.state === "newer") throw new NewerDatabaseError(info.unknown[0]!, info.schema!, info.writer, info.binarySchema);
@@ -302,7 +307,7 @@ export async function upgradeGuard(dataDir: string, report: Progress = () => {})
     schema: info.schema,
     pending: info.pending,
   });
-  await createBackup(dataDir, dest, report);
+  await createBackup(dataDir, dest, report, vaultKeyFile);
   const removed = pruneBackups(dir, PRE_MIGRATE_PATTERN, KEEP_PRE_MIGRATE);
   if (removed.length) report(`removed older pre-migration backups (the last ${KEEP_PRE_MIGRATE} are kept): ${removed.map((p) => basename(p)).join(", ")}`, { phase: "prune", removed });
   return { backup: dest, info };
@@ -358,7 +363,7 @@ export const backupCommand: Command = {
       return 1;
     }
     try {
-      const r = await createBackup(config.dataDir, dest, (line) => console.log(line));
+      const r = await createBackup(config.dataDir, dest, (line) => console.log(line), config.vaultKeyFile);
       if (toDir && keep !== null) {
         const removed = pruneBackups(target, DAILY_PATTERN, keep);
         if (removed.length) console.log(`removed ${removed.length} older backup(s) (--keep ${keep}): ${removed.map((p) => basename(p)).join(", ")}`);

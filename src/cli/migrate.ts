@@ -51,7 +51,7 @@ export const migrateCommand: Command = {
         return 1;
       }
       try {
-        const { backup } = await upgradeGuard(config.dataDir, (line) => console.log(line));
+        const { backup } = await upgradeGuard(config.dataDir, (line) => console.log(line), config.vaultKeyFile);
         if (backup) console.log(`pre-migration backup: ${backup}`);
       } catch (e) {
         const message = e instanceof NewerDatabaseError ? e.message : `the pre-migration backup failed, nothing was migrated: ${(e as Error).message}`;
@@ -127,7 +127,7 @@ async function copyToPostgres(file: string, url: string): Promise<number> {
       }
     });
     console.log(`copied ${report.rows.toLocaleString("en")} rows in ${report.tables.length} tables; row counts verified on both sides`);
-    console.log("keep the data dir's secret.key: the vault's secrets were copied encrypted with it");
+    console.log("keep the vault key (the data dir's secret.key, or your --vault-key-file): the vault's secrets were copied encrypted with it");
     return 0;
   } catch (e) {
     return fail(`copy to ${target} failed, no rows were committed: ${(e as Error).message}`);

@@ -57,7 +57,7 @@ export async function openDataDir(config: Config, opts: { command?: string; repo
   try {
     let backup: string | null;
     try {
-      ({ backup } = await upgradeGuard(config.dataDir, (line) => report(line)));
+      ({ backup } = await upgradeGuard(config.dataDir, (line) => report(line), config.vaultKeyFile));
     } catch (e) {
       if (e instanceof NewerDatabaseError) throw e;
       throw new OpenDataDirError(`the pre-migration backup failed, nothing was migrated: ${(e as Error).message}`);

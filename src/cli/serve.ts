@@ -3,6 +3,7 @@ import { ConfigError, parseArgs, resolveConfig } from "../config.ts";
 import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
 import { NewerDatabaseError } from "../db/migrate.ts";
 import { createLogger } from "../log.ts";
+import { VaultKeyError } from "../lib/sealer.ts";
 import type { Services } from "../services.ts";
 import { upgradeGuard } from "./backup.ts";
 import { type Command, failUsage } from "./command.ts";
@@ -53,7 +54,7 @@ export const serveCommand: Command = {
     // Upgrades: refuse a newer database; back up an older one before it is migrated.
     try {
       const log = createLogger({ level: config.logLevel }).child({ component: "upgrade" });
-      await upgradeGuard(config.dataDir, (msg, fields) => (fields?.warning ? log.warn(msg, fields) : log.info(msg, fields)));
+      await upgradeGuard(config.dataDir, (msg, fields) => (fields?.warning ? log.warn(msg, fields) : log.info(msg, fields)), config.vaultKeyFile);
     } catch (e) {
       const message = e instanceof NewerDatabaseError ? e.message : `the pre-migration backup failed, nothing was migrated: ${(e as Error).message}`;
       console.error(`runcell serve: ${message}`);
@@ -78,7 +79,7 @@ export const serveCommand: Command = {
       await app.start();
     } catch (e) {
       unlisten();
-      if (e instanceof NewerDatabaseError || (e as { code?: string }).code === "EADDRINUSE" || (e as { code?: string }).code === "EACCES") {
+      if (e instanceof NewerDatabaseError || e instanceof VaultKeyError || (e as { code?: string }).code === "EADDRINUSE" || (e as { code?: string }).code === "EACCES") {
         console.error(`runcell serve: ${(e as Error).message}`);
         lock.release();
         return 1;

@@ -1,6 +1,8 @@
 /**
  * Encryption at rest for secrets (vault values, webhook secrets): AES-256-GCM under a 32-byte key
- * kept in `<data-dir>/secret.key` (created at first start, mode 0600). A sealed value is
+ * kept in `<data-dir>/secret.key` (created at first start, mode 0600), or in the file
+ * `--vault-key-file` names (never created: the operator makes it and keeps it out of the data dir
+ * and its backups; servers sharing a database share it). A sealed value is
  * 12-byte nonce ‖ ciphertext ‖ 16-byte tag; `aad` binds it to its owner and purpose, so a row
  * copied onto another user's record does not decrypt.
  */
@@ -11,6 +13,22 @@ import { randomBytes } from "./crypto.ts";
 
 export const KEY_FILE = "secret.key";
 
+/** The vault key cannot be had (a missing or malformed key file): the server does not start. */
+export class VaultKeyError extends Error {}
+
+/** A file's 32-byte base64 key. */
+export function readKey(path: string): Buffer {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new VaultKeyError(`cannot read the vault key ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  const key = Buffer.from(text.trim(), "base64");
+  if (key.length !== 32) throw new VaultKeyError(`${path} does not hold a 32-byte base64 key`);
+  return key;
+}
+
 export class Sealer {
   private constructor(private key: Buffer) {}
 
@@ -20,9 +38,18 @@ export class Sealer {
       writeFileSync(path, Buffer.from(randomBytes(32)).toString("base64") + "\n", { mode: 0o600, flag: "wx" });
     }
     chmodSync(path, 0o600);
-    const key = Buffer.from(readFileSync(path, "utf8").trim(), "base64");
-    if (key.length !== 32) throw new Error(`${path} does not hold a 32-byte base64 key`);
-    return new Sealer(key);
+    return new Sealer(readKey(path));
+  }
+
+  /** The key in `path` (--vault-key-file); it must exist: a new key would not open what is stored. */
+  static fromFile(path: string): Sealer {
+    if (!existsSync(path)) throw new VaultKeyError(`the vault key file ${path} does not exist: make one with \`head -c 32 /dev/urandom | base64 > ${path}; chmod 600 ${path}\` (for a new installation), or copy the secret.key of the data dir whose secrets it must open`);
+    return new Sealer(readKey(path));
+  }
+
+  /** --vault-key-file's key when given, else the data dir's secret.key. */
+  static forConfig(config: { dataDir: string; vaultKeyFile: string | null }): Sealer {
+    return config.vaultKeyFile ? Sealer.fromFile(config.vaultKeyFile) : Sealer.fromDataDir(config.dataDir);
   }
 
   static fromKey(key: Uint8Array): Sealer {

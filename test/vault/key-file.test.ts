@@ -1,0 +1,107 @@
+/**
+ * --vault-key-file: the vault key outside the data dir.
+ * - serve seals with that key and never makes <data dir>/secret.key; a second server (its own data
+ *   dir, the same key file) opens what the first one sealed — how replicas will share the key;
+ * - a missing key file stops serve before the database is touched (exit 1, the fix in the message);
+ * - doctor checks the file and that it opens the stored secrets (the wrong key is a FAIL);
+ * - a backup says where the key is instead of warning that it has none.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Sealer } from "../../src/lib/sealer.ts";
+import { aadFor } from "../../src/vault/secrets.ts";
+import { startTestApp, tempDir } from "../helpers/app.ts";
+import { runCli } from "../helpers/cli.ts";
+import { api, createUser } from "../helpers/users.ts";
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+function dir() {
+  const d = tempDir("runcell-vault-key-");
+  dirs.push(d);
+  return d;
+}
+function keyFile(at: string): string {
+  const path = join(at, "vault.key");
+  writeFileSync(path, Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64") + "\n", { mode: 0o600 });
+  return path;
+}
+
+describe("--vault-key-file", () => {
+  test("serve seals with it, makes no secret.key, and another server with the same key opens the secret", async () => {
+    const key = keyFile(dir());
+    const t = await startTestApp({ flags: ["--vault-key-file", key] });
+    try {
+      const u = await createUser(t);
+      const put = await api(t, "PUT", "/v1/secrets/GITHUB_TOKEN", { authorization: `Bearer ${u.token}` }, { value: "ghp_shared_between_replicas" });
+      expect(put.status).toBeLessThan(300);
+      expect(existsSync(join(t.dataDir, "secret.key"))).toBe(false);
+      const row = t.app.services.sqlite.query("SELECT ciphertext FROM secrets WHERE user_id = ? AND name = ?").get(u.id, "GITHUB_TOKEN") as { ciphertext: Uint8Array };
+      // Any process holding the same file opens it: the key is all a second replica needs.
+      expect(Sealer.fromFile(key).open(row.ciphertext, aadFor(u.id, "GITHUB_TOKEN"))).toBe("ghp_shared_between_replicas");
+      const other = await startTestApp({ flags: ["--vault-key-file", key] });
+      try {
+        expect(other.app.services.sealer.open(row.ciphertext, aadFor(u.id, "GITHUB_TOKEN"))).toBe("ghp_shared_between_replicas");
+      } finally {
+        await other.stop();
+      }
+    } finally {
+      await t.stop();
+    }
+  });
+
+  test("a missing key file: serve exits 1 naming the fix, and the data dir gets no database", async () => {
+    const d = dir();
+    const data = join(d, "data");
+    const r = await runCli(["serve", "--data-dir", data, "--http", "127.0.0.1:0", "--vault-key-file", join(d, "nope.key")]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`the vault key file ${join(d, "nope.key")} does not exist`);
+    expect(r.stderr).toContain("head -c 32 /dev/urandom | base64");
+    expect(r.stderr).not.toContain("    at ");
+    expect(existsSync(join(data, "runcell.db"))).toBe(false);
+  });
+
+  test("doctor: OK when the key opens the stored secrets, FAIL for another key or none", async () => {
+    const d = dir();
+    const data = join(d, "data");
+    const key = keyFile(d);
+    const t = await startTestApp({ dataDir: data, flags: ["--vault-key-file", key] });
+    const u = await createUser(t);
+    t.app.services.secrets.put(u.id, "OPENAI_API_KEY", "sk-doctor");
+    await t.stop();
+    const line = (out: string) => out.split("\n").find((l) => /^\S+\s+vault key:/.test(l)) ?? "";
+
+    const good = await runCli(["doctor", "--data-dir", data, "--vault-key-file", key]);
+    expect(line(good.stdout)).toContain("OK");
+    expect(line(good.stdout)).toContain("it opens the stored secrets");
+    expect(line(good.stdout)).toContain("backups do not hold it");
+
+    const wrong = await runCli(["doctor", "--data-dir", data, "--vault-key-file", keyFile(dir())]);
+    expect(wrong.code).toBe(1);
+    expect(line(wrong.stdout)).toContain("FAIL");
+    expect(wrong.stdout).toContain("does not open this database's secrets");
+
+    const missing = await runCli(["doctor", "--data-dir", data, "--vault-key-file", join(d, "gone.key")]);
+    expect(missing.code).toBe(1);
+    expect(missing.stdout).toContain("does not exist: serve will not start");
+  });
+
+  test("backup: no key in the archive, and the report says where the key is", async () => {
+    const d = dir();
+    const data = join(d, "data");
+    const key = keyFile(d);
+    const t = await startTestApp({ dataDir: data, flags: ["--vault-key-file", key] });
+    await t.stop();
+    const archive = join(d, "b.tar.gz");
+    const r = await runCli(["backup", "--data-dir", data, "--vault-key-file", key, archive]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`the vault key is not in this backup: it is ${key}`);
+    expect(r.stdout + r.stderr).not.toContain("warning: no secret.key");
+    const listing = Bun.spawnSync(["tar", "-tzf", archive]).stdout.toString();
+    expect(listing).not.toContain("secret.key");
+    expect(readdirSync(data)).not.toContain("secret.key");
+  });
+});

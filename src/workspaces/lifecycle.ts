@@ -61,6 +61,10 @@ export class Lifecycle {
     const spec = this.d.policy?.clampSpec(input.userId, asked) ?? asked;
     const existing = this.d.store.bySession(input.sessionId);
     if (existing) return this.ensureRunning(input.sessionId);
+    // The caller's own limit first: when both refuse, CONCURRENCY_LIMIT says what the caller can
+    // change (reserveNew below decides again, atomically with the insert).
+    const limits = this.limitsOf(input.userId, profile);
+    this.d.store.assertRoom(input.sessionId, profile.id, input.userId, limits);
     const host = this.d.hosts.place(profile.host_labels, this.d.usage());
     const { row, created } = this.d.store.reserveNew(
       {
@@ -82,7 +86,7 @@ export class Lifecycle {
         created_at: now,
         updated_at: now,
       },
-      this.limitsOf(input.userId, profile),
+      limits,
     );
     if (!created) return this.ensureRunning(input.sessionId);
     return this.d.locks.run(row.id, () => this.provision(row));

@@ -180,6 +180,9 @@ describe("two Docker engines", () => {
     const full = await errOf(start(profile));
     expect(full?.code).toBe("CONTAINER_FAILED");
     expect(full?.message).toMatch(/at its capacity \(a: 4, b: 2\)/);
+    // At its own limit too: the caller's limit is what the refusal names, not the hosts'.
+    const capped = await errOf(start({ ...profile, limits: { ...profile.limits, max_concurrency: 6 } }));
+    expect(capped?.code).toBe("CONCURRENCY_LIMIT");
     onB = started.filter((s) => s.ws.host === "b");
     for (const s of started.filter((x) => x.ws.host === "a")) await t.app.services.workspaces.removeForSession(s.sessionId);
   }, 120_000);

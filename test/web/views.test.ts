@@ -366,6 +366,7 @@ describe("/profiles", () => {
       await server(2).getByLabel("Command", { exact: true }).fill("npx");
       await server(2).getByLabel("Arguments (one per line)").fill("-y\n@modelcontextprotocol/server-filesystem\n\n/workspace");
       await page.fill("#pf-allowed_tools", "mcp__tracker__*, !mcp__tracker__delete_* mcp__files__read_file");
+      await page.getByLabel("Docker host labels").fill("ssd, region=eu");
       await page.click("button:has-text('Add repository')");
       await repo.getByLabel("URL", { exact: true }).fill(repoUrl);
       await repo.getByLabel("Branch, tag or commit").fill("main");
@@ -381,6 +382,7 @@ describe("/profiles", () => {
       ]);
       expect(saved.allowed_tools).toEqual(["mcp__tracker__*", "!mcp__tracker__delete_*", "mcp__files__read_file"]);
       expect(saved.repositories).toEqual([{ url: repoUrl, ref: "main", path: "widgets", credential_secret: "GIT_TOKEN", depth: 0 }]);
+      expect(saved.host_labels).toEqual(["ssd", "region=eu"]);
 
       // After a reload the form holds them again, and saving it unchanged sends nothing.
       await page.reload();
@@ -394,6 +396,7 @@ describe("/profiles", () => {
       expect(await server(2).getByLabel("Transport").inputValue()).toBe("stdio");
       expect(await server(2).getByLabel("Arguments (one per line)").inputValue()).toBe("-y\n@modelcontextprotocol/server-filesystem\n/workspace");
       expect(await page.inputValue("#pf-allowed_tools")).toBe("mcp__tracker__*, !mcp__tracker__delete_*, mcp__files__read_file");
+      expect(await page.getByLabel("Docker host labels").inputValue()).toBe("ssd, region=eu");
       expect(await repo.getByLabel("URL", { exact: true }).inputValue()).toBe(repoUrl);
       expect(await repo.getByLabel("Credential secret").inputValue()).toBe("GIT_TOKEN");
       expect(await repo.getByLabel("History depth (0: full)").inputValue()).toBe("0");
@@ -416,6 +419,12 @@ describe("/profiles", () => {
       expect(after.mcp_servers.map((s: { name: string }) => s.name)).toEqual(["tracker"]);
       expect(after.repositories).toEqual([]);
       expect(after.allowed_tools).toEqual(saved.allowed_tools);
+      expect(after.host_labels).toEqual(["ssd", "region=eu"]);
+      // A label the server refuses is shown next to the field.
+      await edit();
+      await page.getByLabel("Docker host labels").fill("=bad");
+      await page.click("button:has-text('Save changes')");
+      await expectFieldError(page, "pf-host_labels", "host_labels");
       expect(problems).toEqual([]);
     } finally {
       await close();

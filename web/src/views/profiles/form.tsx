@@ -47,6 +47,7 @@ interface Draft {
   mcp: McpRow[];
   allowed_tools: string;
   repos: RepoRow[];
+  host_labels: string;
 }
 
 const str = (v: unknown) => (v === undefined || v === null ? "" : String(v));
@@ -69,6 +70,7 @@ const draftOf = (p?: ProfileRecord): Draft => ({
   mcp: mcpRows(p?.mcp_servers),
   allowed_tools: (p?.allowed_tools ?? []).join(", "),
   repos: repoRows(p?.repositories),
+  host_labels: (p?.host_labels ?? []).join(", "),
 });
 
 const pricingOf = (d: Draft) => (d.price_in || d.price_out ? { input_per_mtok: Number(d.price_in), output_per_mtok: Number(d.price_out) } : undefined);
@@ -97,6 +99,7 @@ function createBody(d: Draft): ProfileCreate {
     limits: Object.keys(limits).length ? limits : undefined,
     network: d.network as ProfileCreate["network"],
     warm_pool: d.warm_pool.trim() ? Number(d.warm_pool) : undefined,
+    host_labels: patternsOf(d.host_labels).length ? patternsOf(d.host_labels) : undefined,
     ...listsOf(d),
   };
 }
@@ -110,6 +113,7 @@ function patchBody(d: Draft, p: ProfileRecord): ProfilePatch {
   if (d.image.trim() !== o.image) b.image = d.image.trim();
   if (d.network !== o.network) b.network = d.network;
   if (d.warm_pool.trim() !== o.warm_pool) b.warm_pool = Number(d.warm_pool || 0);
+  if (patternsOf(d.host_labels).join() !== patternsOf(o.host_labels).join()) b.host_labels = patternsOf(d.host_labels);
   if (toolsOf(d).join() !== toolsOf(o).join()) b.tools = toolsOf(d);
   if (JSON.stringify(envOf(d)) !== JSON.stringify(envOf(o))) b.env = envOf(d);
   const lists = listsOf(d);
@@ -186,6 +190,9 @@ export function ProfileForm(props: { profile?: ProfileRecord; secrets: string[];
         </Field>
         <Field f={f} name="warm_pool" label="Warm pool (ready containers)">
           {(a) => <input {...a} type="number" min={0} max={WARM_POOL_MAX} step={1} value={d.warm_pool} onInput={on("warm_pool")} placeholder="0" />}
+        </Field>
+        <Field f={f} name="host_labels" label="Docker host labels">
+          {(a) => <input {...a} value={d.host_labels} onInput={on("host_labels")} placeholder="any host" autoCapitalize="off" spellcheck={false} title="key or key=value, separated by commas: only hosts with all of them run this profile" />}
         </Field>
       </div>
       <Field f={f} name="system_prompt" label="System prompt">

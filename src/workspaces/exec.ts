@@ -1,10 +1,11 @@
 /**
- * Commands in a box (box.ts) with the controls an engine's exec does not have. The command runs under a one-line /bin/sh
- * wrapper that prints its own pid (inside the container) on stdout and then `exec`s the command,
- * so the process keeps that pid and is, like every docker exec, a session and process-group
- * leader. Docker (like Kubernetes) has no "kill this exec" call, so a timeout or an abort runs a
- * second exec that freezes the process tree (walking /proc by parent pid), then SIGKILLs the group and every
- * process of the tree. Only POSIX sh and /proc are needed: any image with /bin/sh works.
+ * Commands in a box (box.ts) with the controls an engine's exec does not have. The command runs
+ * under a one-line /bin/sh wrapper that prints its own pid (inside the box) on stdout and then
+ * `exec`s the command, so the process keeps that pid and is, like every docker exec, a session
+ * and process-group leader. Docker (like Kubernetes) has no "kill this exec" call, so a timeout
+ * or an abort runs a second exec that freezes the process tree (walking /proc by parent pid),
+ * then SIGKILLs the group and every process of the tree. Only POSIX sh and /proc are needed: any
+ * image with /bin/sh works.
  */
 import type { Box, BoxExec } from "./box.ts";
 import { CappedOutput } from "./output.ts";

@@ -13,6 +13,7 @@ import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent 
 import { abortError, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import { deferArray, withStreamedArrays } from "./streamed-body.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
 // The SDK sends the key as `Authorization: Bearer`; gateways behind a custom base_url may only know
@@ -24,7 +25,8 @@ const clients = new ClientCache(
       apiKey,
       baseURL,
       maxRetries: 0,
-      ...(fetchImpl ? { fetch: fetchImpl } : {}),
+      // The conversation is streamed into the request body rather than made one string (streamed-body.ts).
+      fetch: withStreamedArrays(fetchImpl ?? ((input, init) => fetch(input, init))),
       ...(baseURL ? { defaultHeaders: { ...dropEnvHeaders("ANTHROPIC_CUSTOM_HEADERS"), "x-api-key": apiKey } } : {}),
     }),
 );
@@ -94,7 +96,14 @@ export class AnthropicProvider implements Provider {
   private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void): Promise<ModelResponse> {
     const baseUrl = req.baseUrl || undefined;
     const client = clients.get(baseUrl, resolveApiKey("anthropic", "ANTHROPIC_API_KEY", req.apiKey, baseUrl), req.fetch);
-    const stream = await client.messages.create(anthropicParams(req), { signal: req.signal });
+    const params = anthropicParams(req);
+    const conversation = deferArray(params.messages);
+    let stream;
+    try {
+      stream = await client.messages.create({ ...params, messages: conversation.value as typeof params.messages }, { signal: req.signal });
+    } finally {
+      conversation.release();
+    }
     const blocks: Block[] = [];
     let input = 0;
     let output = 0;

@@ -13,6 +13,7 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatComp
 import { abortError, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import { deferArray, withStreamedArrays } from "./streamed-body.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
 /**
@@ -27,7 +28,8 @@ const clients = new ClientCache(
       apiKey,
       baseURL,
       maxRetries: 0,
-      ...(fetchImpl ? { fetch: fetchImpl } : {}),
+      // The conversation is streamed into the request body rather than made one string (streamed-body.ts).
+      fetch: withStreamedArrays(fetchImpl ?? ((input, init) => fetch(input, init))),
       adminAPIKey: null,
       ...(baseURL || apiKey !== process.env.OPENAI_API_KEY ? { organization: null, project: null } : {}),
       ...(baseURL ? { defaultHeaders: dropEnvHeaders("OPENAI_CUSTOM_HEADERS") } : {}),
@@ -145,7 +147,14 @@ export class OpenAIProvider implements Provider {
   private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void): Promise<ModelResponse> {
     const baseUrl = req.baseUrl || undefined;
     const client = clients.get(baseUrl, resolveApiKey("openai", "OPENAI_API_KEY", req.apiKey, baseUrl), req.fetch);
-    const stream = await client.chat.completions.create(openaiParams(req), { signal: req.signal });
+    const params = openaiParams(req);
+    const conversation = deferArray(params.messages);
+    let stream;
+    try {
+      stream = await client.chat.completions.create({ ...params, messages: conversation.value as typeof params.messages }, { signal: req.signal });
+    } finally {
+      conversation.release();
+    }
     const parts: Part[] = [];
     const slots = new Map<number | string, Slot>();
     let lastKey: number | string | undefined;

@@ -24,14 +24,9 @@ import type { StoredStep, Transcript } from "./transcript.ts";
 import { type ModelRoute, quietModelMessage } from "./model-network.ts";
 import { NO_RUN_TOOLS, type RunSetup, type RunTools } from "./run-setup.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
+import { releaseMemory } from "../lib/memory.ts";
 
 export const MAX_OUTPUT_TOKENS = 8192;
-/** A full collection, then the allocator's free pages returned to the system (`Bun.shrink`, where it exists). */
-function releaseMemory() {
-  Bun.gc(true);
-  (Bun as { shrink?: () => void }).shrink?.();
-}
-
 /** From this size of a session's conversation (characters of JSON), a model request is followed by a collection. */
 export const LARGE_REQUEST_CHARS = 8 * 1024 * 1024;
 const INTERRUPTED = "[interrupted: the server restarted while this tool was running; it may or may not have completed]";

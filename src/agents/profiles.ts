@@ -157,7 +157,7 @@ export class Profiles {
    * while the profiles table is unchanged; when none of its profiles has a warm pool (whose live
    * state goes in every answer) it is kept finished, so a repeated read is one lookup.
    */
-  listJson(userId: string, p: PageParams): string {
+  listJson(userId: string, p: PageParams, scope?: object): string {
     const k = keyset(profiles.id, undefined, p);
     const read = (): ProfilePage => {
       const rows = p.cursor ? this.nextVersionsStmt.all({ user_id: userId, cursor: p.cursor, fetch: k.fetch }) : this.firstVersionsStmt.all({ user_id: userId, fetch: k.fetch });
@@ -165,7 +165,7 @@ export class Profiles {
       if (json && json.length > PAGE_JSON_KEPT_MAX) json = null; // kept as rows only: the memo's memory stays bounded
       return { rows, json };
     };
-    const page = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read)! : read();
+    const page = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read, scope)! : read();
     return page.json ?? this.pageJson(page.rows, k.limit);
   }
 

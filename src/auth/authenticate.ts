@@ -44,13 +44,13 @@ export class Authenticator {
     this.callers = changes ? new TableMemo(changes, ["users"]) : null;
   }
 
-  /** The enabled user `id` as a caller (undefined: gone or disabled). */
-  private caller(id: string): AuthUser | undefined {
+  /** The enabled user `id` as a caller (undefined: gone or disabled); `scope`: the request (TableChanges.stamp). */
+  private caller(id: string, scope?: object): AuthUser | undefined {
     const load = () => {
       const user = this.users.byId(id);
       return user && !user.disabled ? toAuthUser(user) : undefined;
     };
-    return this.callers ? this.callers.get(id, load) : load();
+    return this.callers ? this.callers.get(id, load, scope) : load();
   }
 
   credentials(req: Request): Credentials {
@@ -65,12 +65,13 @@ export class Authenticator {
    */
   fromToken(token: string, opts?: VerifyOptions): Principal | null | Promise<Principal | null> {
     const verified = this.tokens.verify(token, opts);
-    return verified instanceof Promise ? verified.then((v) => this.principalOf(v)) : this.principalOf(verified);
+    // The options object is the request's context: it scopes the users table's change check.
+    return verified instanceof Promise ? verified.then((v) => this.principalOf(v, opts)) : this.principalOf(verified, opts);
   }
 
-  private principalOf(verified: VerifiedToken | null): Principal | null {
+  private principalOf(verified: VerifiedToken | null, scope?: object): Principal | null {
     if (!verified) return null;
-    const user = this.caller(verified.userId);
+    const user = this.caller(verified.userId, scope);
     return user ? { user, via: "token", tokenId: verified.tokenId } : null;
   }
 

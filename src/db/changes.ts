@@ -26,6 +26,8 @@ export class TableChanges {
   private external = 0;
   private dataVersion: Statement;
   private lastDataVersion: number;
+  /** The scope (a request) whose stamp last asked SQLite: its later stamps do not ask again. */
+  private checkedFor: object | null = null;
 
   constructor(sqlite: Database) {
     const bump = (_db: unknown, table: string) => this.local.set(table, (this.local.get(table) ?? 0) + 1);
@@ -42,13 +44,19 @@ export class TableChanges {
 
   /**
    * A stamp of `tables` now: equal to a later stamp only if none of them was written in between,
-   * by this connection or any other. Asks SQLite once (data_version).
+   * by this connection or any other. Asks SQLite (data_version) — once per `scope` when one is
+   * given: a request's authentication and its route then read one answer. Another process's
+   * commit during the request is concurrent with it, so the request may see the database as of
+   * its first check; this connection's own writes are counted as they happen, always.
    */
-  stamp(tables: readonly string[]): string {
-    const dv = this.readDataVersion();
-    if (dv !== this.lastDataVersion) {
-      this.lastDataVersion = dv;
-      this.external++;
+  stamp(tables: readonly string[], scope?: object): string {
+    if (scope === undefined || scope !== this.checkedFor) {
+      this.checkedFor = scope ?? null;
+      const dv = this.readDataVersion();
+      if (dv !== this.lastDataVersion) {
+        this.lastDataVersion = dv;
+        this.external++;
+      }
     }
     let s = String(this.external);
     for (const t of tables) s += ":" + (this.local.get(t) ?? 0);
@@ -70,9 +78,12 @@ export class TableMemo<V> {
     private max = 10_000,
   ) {}
 
-  /** The value for `key`: the stored one while the tables are unchanged, else `load()`'s (undefined is not stored). */
-  get(key: string, load: () => V | undefined): V | undefined {
-    const stamp = this.changes.stamp(this.tables);
+  /**
+   * The value for `key`: the stored one while the tables are unchanged, else `load()`'s (undefined
+   * is not stored). `scope`: see TableChanges.stamp.
+   */
+  get(key: string, load: () => V | undefined, scope?: object): V | undefined {
+    const stamp = this.changes.stamp(this.tables, scope);
     if (stamp !== this.stampOf) {
       this.entries.clear();
       this.stampOf = stamp;

@@ -109,6 +109,26 @@ describe("TableChanges and TableMemo on a real SQLite file", () => {
     expect(get().loaded).toBe(false);
   });
 
+  test("a scope (a request) asks SQLite once: its later stamps keep its first answer; a new scope or none asks again", () => {
+    const request = {};
+    const first = changes.stamp(["users"], request);
+    other.exec("UPDATE users SET name = 'Ada (during the request)' WHERE id = 'u1'");
+    // Within the request: the commit elsewhere is concurrent with it, the first answer stands.
+    expect(changes.stamp(["users"], request)).toBe(first);
+    // This connection's own writes always count, scope or not.
+    db.exec("INSERT INTO unrelated (v) VALUES ('own')");
+    db.exec("UPDATE users SET name = name WHERE id = 'u2'");
+    const own = changes.stamp(["users"], request);
+    expect(own).not.toBe(first);
+    // The next request sees the other connection's commit.
+    expect(changes.stamp(["users"], {})).not.toBe(own);
+    const nextRequest = {};
+    expect(memo.get("u1", read("u1"), nextRequest)?.name).toBe("Ada (during the request)");
+    // Without a scope every stamp asks.
+    other.exec("UPDATE users SET name = 'Ada King' WHERE id = 'u1'");
+    expect(get()).toEqual({ name: "Ada King", loaded: true });
+  });
+
   test("another process's commit drops it", () => {
     get();
     const r = Bun.spawnSync(["bun", "-e", `const { Database } = require("bun:sqlite"); new Database(${JSON.stringify(file)}).exec("UPDATE users SET name = 'Countess' WHERE id = 'u1'")`]);

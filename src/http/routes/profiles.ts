@@ -5,6 +5,7 @@ import { ProfileCreateBody, ProfilePatchBody, ProfileRecord } from "../../schema
 import type { Services } from "../../services.ts";
 import { requirePrincipal, USER_SECURITY, userGuard } from "../guards.ts";
 import { jsonResponse } from "../json.ts";
+import { requestContext } from "../context.ts";
 import { errorResponses, PageQuery } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Profiles"], summary, description, security: USER_SECURITY });
@@ -32,7 +33,8 @@ export const profileRoutes = (s: Services) => {
     )
     // The read routes send each record's stored JSON (src/lib/versioned-json.ts): checked against
     // ProfileRecord once per version there, so Elysia's per-request check of a Response is not needed.
-    .get("/", ({ user, query }) => jsonResponse(p.listJson(user.id, query)), {
+    // The request's context scopes the change check (one data_version per request: db/changes.ts).
+    .get("/", ({ user, query, request }) => jsonResponse(p.listJson(user.id, query, requestContext(request))), {
       query: t.Object(PageQuery),
       response: { 200: ListOf(ProfileRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your profiles, newest first"),

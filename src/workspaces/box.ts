@@ -114,6 +114,12 @@ export interface BoxState {
   detail: string;
 }
 
+/** Removes a box and its volume (either one already gone is fine). */
+export async function removeWithVolume(engine: BoxEngine, idOrName: string, volume: string): Promise<void> {
+  await engine.box(idOrName).remove();
+  await engine.removeVolume(volume);
+}
+
 /** The box is missing or not running: a command cannot start (exec answered 404 or 409). */
 export class ContainerNotRunning extends Error {}
 

@@ -19,15 +19,16 @@ export type EngineAuth = Partial<Pick<DockerHostSpec, "tlsDir" | "sshKey" | "hos
 export function dockerOptions(host: string, auth: EngineAuth = {}, onHostKeyRefused: (why: string) => void = () => {}): Docker.DockerOptions {
   const u = new URL(host);
   const tlsDir = auth.tlsDir ?? null;
+  /** A file the host's parameters name (TLS files, the ssh key), or an error naming the host. */
+  const read = (path: string) => {
+    try {
+      return readFileSync(path);
+    } catch (e) {
+      throw new Error(`Docker host ${host}: cannot read ${path} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
+  };
   if (tlsDir && (u.protocol === "tcp:" || u.protocol === "https:")) {
-    const read = (f: string) => {
-      try {
-        return readFileSync(join(tlsDir, f));
-      } catch (e) {
-        throw new Error(`Docker host ${host}: cannot read ${join(tlsDir, f)} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
-      }
-    };
-    return { host: u.hostname, port: Number(u.port || 2376), protocol: "https", ca: read("ca.pem"), cert: read("cert.pem"), key: read("key.pem") };
+    return { host: u.hostname, port: Number(u.port || 2376), protocol: "https", ca: read(join(tlsDir, "ca.pem")), cert: read(join(tlsDir, "cert.pem")), key: read(join(tlsDir, "key.pem")) };
   }
   switch (u.protocol) {
     case "unix:":
@@ -39,14 +40,7 @@ export function dockerOptions(host: string, auth: EngineAuth = {}, onHostKeyRefu
       return { host: u.hostname, port: Number(u.port || 2376), protocol: "https" };
     case "ssh:": {
       const port = Number(u.port || 22);
-      let privateKey: Buffer | undefined;
-      if (auth.sshKey) {
-        try {
-          privateKey = readFileSync(auth.sshKey);
-        } catch (e) {
-          throw new Error(`Docker host ${host}: cannot read ssh_key ${auth.sshKey} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
-        }
-      }
+      const privateKey = auth.sshKey ? read(auth.sshKey) : undefined;
       const sshOptions = {
         // The key file, else the ssh-agent; never a password.
         ...(privateKey ? { privateKey } : { agent: process.env.SSH_AUTH_SOCK }),
@@ -107,11 +101,6 @@ export class DockerEngine {
       return this.last.ok;
     })();
     return this.inflight;
-  }
-
-  /** Starts a background probe when the last one is older than `maxAgeMs` (no promise otherwise). */
-  refreshIfStale(maxAgeMs = 5000) {
-    if (Date.now() - this.last.at >= maxAgeMs && !this.inflight) void this.available(maxAgeMs);
   }
 
   /** Last probe result without waiting (for the hot /healthz path). */

@@ -11,8 +11,6 @@ import type { Box, BoxExec } from "./box.ts";
 import { CappedOutput } from "./output.ts";
 import { WORKSPACE_ROOT } from "./paths.ts";
 
-export { ContainerNotRunning } from "./box.ts";
-
 export interface ExecOptions {
   cmd: string[];
   stdin?: string | Uint8Array;
@@ -166,10 +164,4 @@ export async function runExec(box: Box, opts: ExecOptions, onKillError?: (e: unk
   if (killing) await killing;
   result.exitCode = await exec.exitCode();
   return { ...result, output: out.text(), truncated: out.truncated };
-}
-
-/** Whether the box exists and is running. */
-export async function isRunning(box: Box): Promise<{ running: boolean; detail: string }> {
-  const st = await box.state();
-  return { running: st.running, detail: st.detail };
 }

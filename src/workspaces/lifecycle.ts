@@ -5,14 +5,13 @@
  * host), stopping and removing. Operations on one workspace are serialised by a KeyedMutex. The
  * Workspaces service (service.ts) owns one Lifecycle.
  */
-import { type Box, BoxGone } from "./box.ts";
+import { type Box, BoxGone, removeWithVolume } from "./box.ts";
 import type { Config } from "../config.ts";
 import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceRow, WorkspaceSpec } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import { dockerMessage, isUnreachable } from "./docker.ts";
-import { isRunning } from "./exec.ts";
 import type { DockerHosts, HostUsage } from "./hosts.ts";
 import type { KeyedMutex } from "./mutex.ts";
 import type { PoolMember, WarmPool } from "./pool.ts";
@@ -145,7 +144,7 @@ export class Lifecycle {
         } catch {
           return; // its host went down meanwhile: the row is marked unavailable with the host's other workspaces
         }
-        const st = await isRunning(c).catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
+        const st = await c.state().catch((e: unknown) => ({ running: false, detail: dockerMessage(e) }));
         if (st.running) {
           // Cosmetic (the row holds the Docker id).
           await c.rename(`runcell-${m.ctrId}`).catch((e: unknown) => this.d.log.warn("could not rename a warm-pool container", { workspace: m.ctrId, error: dockerMessage(e) }));
@@ -171,7 +170,7 @@ export class Lifecycle {
       // Its volume is on its host: it runs there or not at all (CONTAINER_FAILED while the host is down).
       this.d.hosts.of(row);
       if (row.status === "running" && row.docker_id) {
-        const st = await this.guard(() => isRunning(this.box(row!, row!.docker_id!)));
+        const st = await this.guard(() => this.box(row!, row!.docker_id!).state());
         if (st.running) {
           store.touch(row.id);
           return store.byId(row.id)!;
@@ -284,9 +283,7 @@ export class Lifecycle {
       const row = this.d.store.byId(id);
       if (!row) return false;
       try {
-        const { boxes } = this.d.hosts.of(row);
-        await boxes.box(row.docker_id ?? row.name).remove();
-        await boxes.removeVolume(row.volume);
+        await removeWithVolume(this.d.hosts.of(row).boxes, row.docker_id ?? row.name, row.volume);
       } catch (e) {
         this.d.log.warn("could not remove workspace container or volume; reconciliation will retry", { workspace: id, error: dockerMessage(e) });
       }

@@ -27,6 +27,7 @@ import type { Config } from "../config.ts";
 import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceSpec } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
+import { removeWithVolume } from "./box.ts";
 import { dockerMessage } from "./docker.ts";
 import type { DockerHost, DockerHosts, HostUsage } from "./hosts.ts";
 import { LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, LABEL_WORKSPACE } from "./spec.ts";
@@ -351,8 +352,7 @@ export class WarmPool {
     const host = this.d.hosts.get(m.host);
     if (!host?.up) return; // never placed, or its host is down: reconciliation removes it there
     try {
-      await host.boxes.box(m.dockerId || m.name).remove();
-      await host.boxes.removeVolume(m.volume);
+      await removeWithVolume(host.boxes, m.dockerId || m.name, m.volume);
     } catch (e) {
       this.d.log.warn("warm pool: could not remove a member; reconciliation will retry", { member: m.ctrId, error: dockerMessage(e) });
     }
@@ -376,11 +376,10 @@ export class WarmPool {
       if (!ctrId || this.holds(ctrId) || this.d.hasRow(ctrId)) continue;
       const profileId = c.labels[LABEL_POOL] ?? "";
       const profile = this.d.profile(profileId);
-      const name = c.name;
       const member: PoolMember = {
         ctrId,
         dockerId: c.id,
-        name,
+        name: c.name,
         volume: `runcell-${ctrId}`,
         image: c.image,
         spec: { network: "none", memory_mb: 0, cpus: 0, pids: 0 },

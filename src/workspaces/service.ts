@@ -7,7 +7,7 @@
  * (signing.ts) and the background work (idle.ts, reconcile.ts). This class composes them and is
  * what the rest of runcell calls.
  */
-import type { Box } from "./box.ts";
+import { type Box, ContainerNotRunning } from "./box.ts";
 import { and, eq } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import type { DB } from "../db/client.ts";
@@ -23,7 +23,7 @@ import type { Logger } from "../log.ts";
 import type { AdminWorkspaceRecord, DirListing, WorkspaceRecord } from "../schema/workspace.ts";
 import { checkChain, entryType, readAll } from "./archive.ts";
 import { dockerMessage } from "./docker.ts";
-import { ContainerNotRunning, type ExecOptions, type ExecResult, isRunning, runExec } from "./exec.ts";
+import { type ExecOptions, type ExecResult, runExec } from "./exec.ts";
 import { type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
 import { checkDisk, DISK_CHECK_EVERY_MS, type DiskReport } from "./disk.ts";
 import type { GateObserver } from "./gate.ts";
@@ -304,7 +304,7 @@ export class Workspaces {
    */
   private async assertAlive(row: WorkspaceRow) {
     for (let i = 0; i < 5; i++) {
-      const st = await this.lifecycle.guard(() => isRunning(this.box(row)));
+      const st = await this.lifecycle.guard(() => this.box(row).state());
       if (!st.running) throw this.markDead(row, st.detail);
       await Bun.sleep(60);
     }

@@ -11,6 +11,24 @@ import { LABEL_INSTANCE, LABEL_WORKSPACE } from "../../src/workspaces/spec.ts";
 import { entryType } from "../../src/workspaces/archive.ts";
 import { TarEntryReader } from "../../src/workspaces/tar.ts";
 
+/** `BoxFactory.spec` for the test image: a small box without network, labelled `instanceId`. */
+export function testSpec(instanceId: string, image: string, prefix: string): (overrides?: Partial<ContainerInput>) => ContainerInput {
+  return (overrides = {}) => {
+    const ctrId = `ctr_${prefix}${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+    return {
+      ctrId,
+      sessionId: `sess_${prefix}`,
+      instanceId,
+      name: `runcell-${ctrId}`,
+      volume: `runcell-${ctrId}`,
+      image,
+      spec: { network: "none", memory_mb: 256, cpus: 1, pids: 256 },
+      init: true,
+      ...overrides,
+    };
+  };
+}
+
 export interface BoxFactory {
   engine: BoxEngine;
   /** A new spec (unique name, volume and workspace id) for an image with /bin/sh, sleep and cat; `instanceId` labels it. */

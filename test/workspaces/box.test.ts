@@ -5,7 +5,7 @@ import { DockerBoxEngine } from "../../src/workspaces/docker-box.ts";
 import { DockerEngine } from "../../src/workspaces/docker.ts";
 import { ImagePuller } from "../../src/workspaces/image.ts";
 import { LABEL_INSTANCE } from "../../src/workspaces/spec.ts";
-import { boxContract } from "./box-contract.ts";
+import { boxContract, testSpec } from "./box-contract.ts";
 import { docker } from "./helpers.ts";
 
 const IMAGE = process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest";
@@ -21,20 +21,4 @@ afterAll(async () => {
   for (const v of (await docker.listVolumes()).Volumes ?? []) if (v.Labels?.[LABEL_INSTANCE]?.startsWith("contract-") || v.Labels?.[LABEL_INSTANCE] === INSTANCE) await docker.getVolume(v.Name).remove().catch(() => {});
 });
 
-boxContract("Docker", () => ({
-  engine,
-  spec(overrides = {}) {
-    const ctrId = `ctr_contract${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
-    return {
-      ctrId,
-      sessionId: "sess_contract",
-      instanceId: INSTANCE,
-      name: `runcell-${ctrId}`,
-      volume: `runcell-${ctrId}`,
-      image: IMAGE,
-      spec: { network: "none", memory_mb: 256, cpus: 1, pids: 256 },
-      init: true,
-      ...overrides,
-    };
-  },
-}));
+boxContract("Docker", () => ({ engine, spec: testSpec(INSTANCE, IMAGE, "contract") }));

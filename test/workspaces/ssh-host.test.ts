@@ -17,7 +17,7 @@ import { DockerEngine } from "../../src/workspaces/docker.ts";
 import { ImagePuller } from "../../src/workspaces/image.ts";
 import { LABEL_INSTANCE } from "../../src/workspaces/spec.ts";
 import { tempDir } from "../helpers/app.ts";
-import { boxContract } from "./box-contract.ts";
+import { boxContract, testSpec } from "./box-contract.ts";
 import { docker } from "./helpers.ts";
 
 const IMAGE = process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest";
@@ -148,21 +148,5 @@ boxContract("Docker over ssh://", () => {
     const connection = engineOf(url(`ssh_key=${clientKey}&host_key=${hostFingerprint}`));
     sshEngine = new DockerBoxEngine(connection, new ImagePuller(connection, silentLogger));
   }
-  return {
-    engine: sshEngine,
-    spec(overrides = {}) {
-      const ctrId = `ctr_ssh${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
-      return {
-        ctrId,
-        sessionId: "sess_ssh",
-        instanceId: INSTANCE,
-        name: `runcell-${ctrId}`,
-        volume: `runcell-${ctrId}`,
-        image: IMAGE,
-        spec: { network: "none", memory_mb: 256, cpus: 1, pids: 256 },
-        init: true,
-        ...overrides,
-      };
-    },
-  };
+  return { engine: sshEngine, spec: testSpec(INSTANCE, IMAGE, "ssh") };
 });

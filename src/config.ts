@@ -35,7 +35,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     flag: "docker-host",
     kind: "hosts",
     default: ["unix:///var/run/docker.sock"],
-    help: "Docker engine for workspaces: unix:///path, tcp://host:port or ssh://user@host, with optional ?name=&labels=&capacity=&tls_dir=; repeat the flag for several hosts (env: space-separated; file: a list)",
+    help: "Docker engine for workspaces: unix:///path, tcp://host:port or ssh://user@host, with optional ?name=&labels=&capacity=&tls_dir= (ssh://: &ssh_key=&host_key=); repeat the flag for several hosts (env: space-separated; file: a list)",
   },
   { flag: "admin-password-file", kind: "string", help: "file holding the /admin password (hashed into the database at start)" },
   {

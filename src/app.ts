@@ -58,7 +58,7 @@ import { Playbooks } from "./playbooks/service.ts";
 import type { Services } from "./services.ts";
 import { Secrets } from "./vault/secrets.ts";
 import { VERSION } from "./version.ts";
-import { Workspaces } from "./workspaces/service.ts";
+import { loadWorkspaceSettings, Workspaces } from "./workspaces/service.ts";
 import { Policies } from "./admin/policy.ts";
 import { CLOSE_GOING_AWAY } from "./ws/connection.ts";
 import { createStreamServer, type StreamServer } from "./ws/stream.ts";
@@ -113,6 +113,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl), changes);
   const adminPassword = new AdminPassword(settings, now, throttle, audit);
   const runtimeConfig = new RuntimeConfig(config, settings, limiter, log, audit);
+  await runtimeConfig.applyAtStart();
   const setup = new SetupLinks(db, users, accounts, config.publicUrl, now, audit);
   const oauth = new OAuth(config, db, users, accounts, now, log, audit);
   const stats = new Stats(sqlite, now);
@@ -131,7 +132,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const modelNet = new ModelNetwork({ allowHosts: config.allowModelHosts, isAdmin: (id) => users.byId(id)?.role === "admin" });
   const profiles = new Profiles(db, config, now, { policy, modelNet, pool: { state: (id) => workspaces.pool.state(id) } }, changes);
   const workspaces: Workspaces = new Workspaces({
-    db, settings, sealer, log, config, now, policy, metrics,
+    db, ...(await loadWorkspaceSettings(settings, sealer)), log, config, now, policy, metrics,
     envFor: (row): Record<string, string> => {
       const profile = profiles.byIdAny(row.profile_id);
       return profile && profile.user_id === row.user_id ? secrets.resolveEnv(row.user_id, profile.env) : {};

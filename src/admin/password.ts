@@ -31,15 +31,15 @@ export class AdminPassword {
     private audit?: AuditSink,
   ) {}
 
-  isSet(): boolean {
-    return !!this.settings.get<string>(KEY);
+  async isSet(): Promise<boolean> {
+    return !!(await this.settings.get<string>(KEY));
   }
 
   /** Audited as admin.password_changed (actor: the operator unless `origin` says; `source`: where it came from). */
   async set(password: string, origin: AuditOrigin & { source?: string } = {}) {
     if (password.length < ADMIN_PASSWORD_MIN) throw Errors.validation("password", `the admin password must be at least ${ADMIN_PASSWORD_MIN} characters`);
     if (password.length > 256) throw Errors.validation("password", "the admin password must be at most 256 characters");
-    this.settings.set(KEY, await hashPassword(password));
+    await this.settings.set(KEY, await hashPassword(password));
     this.verified.clear();
     const { source, ...by } = origin;
     this.audit?.record({ ...by, actor: by.actor ?? "admin", action: "admin.password_changed", details: source ? { source } : undefined });
@@ -47,7 +47,7 @@ export class AdminPassword {
 
   /** Stores `password` unless it is already the current one (a restart with the same file). */
   async ensure(password: string, origin: AuditOrigin & { source?: string } = {}): Promise<"unchanged" | "set"> {
-    const current = this.settings.get<string>(KEY);
+    const current = await this.settings.get<string>(KEY);
     if (current && (await verifyPassword(current, password))) return "unchanged";
     await this.set(password, origin);
     return "set";
@@ -59,7 +59,7 @@ export class AdminPassword {
    * like sign-in (429 with Retry-After after 5).
    */
   async authorize(presented: string | null, ip: string): Promise<void> {
-    if (!this.isSet()) throw Errors.unauthorized("No admin password is set: run `runcell admin set-password` or start with --admin-password-file");
+    if (!(await this.isSet())) throw Errors.unauthorized("No admin password is set: run `runcell admin set-password` or start with --admin-password-file");
     if (!presented) throw Errors.unauthorized("Missing credentials: send Authorization: Bearer <admin password>");
     const check = async () => {
       const ok = await this.verify(presented);
@@ -78,7 +78,7 @@ export class AdminPassword {
     try {
       configured = configuredAdminPassword(config, log);
       if (!configured) {
-        if (!this.isSet()) log.warn("no admin password is set: /admin/* answers 401 until `runcell admin set-password` or --admin-password-file");
+        if (!(await this.isSet())) log.warn("no admin password is set: /admin/* answers 401 until `runcell admin set-password` or --admin-password-file");
         return;
       }
       if ((await this.ensure(configured.password, { actor: "system", source: configured.source })) === "set") log.info("admin password stored", { source: configured.source });
@@ -89,7 +89,7 @@ export class AdminPassword {
   }
 
   async verify(presented: string): Promise<boolean> {
-    const current = this.settings.get<string>(KEY);
+    const current = await this.settings.get<string>(KEY);
     if (!current) return false;
     const key = sha256Hex(current + "\n" + presented);
     const until = this.verified.get(key);

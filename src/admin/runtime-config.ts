@@ -37,22 +37,21 @@ export class RuntimeConfig {
     private limiter: RateLimiter,
     private log: Logger,
     private audit?: AuditSink,
-  ) {
-    this.applyAtStart();
-  }
+  ) {}
 
   get(): RuntimeSettings {
     const c = this.config;
     return { rate_limit: { per_minute: c.rateLimit.perMinute, burst: c.rateLimit.burst }, default_max_concurrency: c.defaultMaxConcurrency, signup: c.signup, policy: policyOf(c.policy) };
   }
 
-  private persisted(): RuntimePatch {
-    const v = this.settings.get<RuntimePatch>(KEY);
+  private async persisted(): Promise<RuntimePatch> {
+    const v = await this.settings.get<RuntimePatch>(KEY);
     return v && typeof v === "object" ? v : {};
   }
 
-  private applyAtStart() {
-    const saved = this.persisted();
+  /** At start (before anything is served): applies the settings saved by earlier PATCHes, unless explicit configuration overrides them. */
+  async applyAtStart(): Promise<void> {
+    const saved = await this.persisted();
     const src = this.config.sources ?? {};
     const effective = this.get();
     const pick = <T>(field: string, flag: string, current: T, stored: T | undefined): T => {
@@ -91,7 +90,7 @@ export class RuntimeConfig {
    * Applies a (validated) patch live and persists it. Returns the effective settings. Audited as
    * admin.config_changed with each field sent, `{from, to}` (actor: the operator unless `origin` says).
    */
-  patch(p: RuntimePatch, origin: AuditOrigin = {}): RuntimeSettings {
+  async patch(p: RuntimePatch, origin: AuditOrigin = {}): Promise<RuntimeSettings> {
     const before = this.get();
     const next = this.get();
     if (p.rate_limit?.per_minute !== undefined) next.rate_limit.per_minute = p.rate_limit.per_minute;
@@ -100,11 +99,11 @@ export class RuntimeConfig {
     if (p.signup !== undefined) next.signup = p.signup;
     if (p.policy) next.policy = { ...next.policy, ...p.policy };
 
-    const saved = this.persisted();
+    const saved = await this.persisted();
     const merged: RuntimePatch = { ...saved, ...p, rate_limit: { ...saved.rate_limit, ...p.rate_limit }, policy: { ...saved.policy, ...p.policy } };
     if (!merged.rate_limit || Object.keys(merged.rate_limit).length === 0) delete merged.rate_limit;
     if (!merged.policy || Object.keys(merged.policy).length === 0) delete merged.policy;
-    this.settings.set(KEY, merged);
+    await this.settings.set(KEY, merged);
     this.apply(next);
     this.log.info("runtime configuration changed", { changed: p, effective: this.get() });
     const after = this.get();

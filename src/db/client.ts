@@ -45,3 +45,27 @@ export function openDatabase(path: string, opts: { readonly?: boolean } = {}): D
 
 /** Rows changed by a drizzle `.run()` (bun:sqlite returns them; drizzle's type says void). */
 export const changes = (result: unknown): number => (result as { changes: number }).changes;
+
+/*
+ * The repository layer is asynchronous so that one layer serves SQLite and PostgreSQL (issue 17):
+ * methods that reach the database return promises and use only the query-builder forms both of
+ * drizzle's dialects have — `await db.select()…`, `await first(db.select()…)`, `await
+ * db.insert()/update()/delete()…` (with `.returning()` when rows are needed, `affected()` when
+ * only the count is). A block whose statements must run as one (a read-modify-write, a claim) is
+ * one repository method, so that each dialect can give it a transaction of its own. Fast paths
+ * that answer from memory (TableMemo, caches) stay synchronous and only the miss awaits.
+ */
+
+/** The first row a select finds, or undefined (adds LIMIT 1; the same in both dialects). */
+export async function first<T>(query: { limit(n: number): PromiseLike<T[]> }): Promise<T | undefined> {
+  return (await query.limit(1))[0];
+}
+
+/**
+ * Rows changed by an awaited insert/update/delete without `.returning()`: bun:sqlite's result
+ * has `changes`, Bun's SQL client's (PostgreSQL) has `count`.
+ */
+export function affected(result: unknown): number {
+  const r = result as { changes?: number; count?: number | bigint };
+  return Number(r.changes ?? r.count ?? 0);
+}

@@ -47,8 +47,9 @@ export const INSTANCE_SETTING = "workspaces.instance_id";
 
 export interface WorkspaceDeps {
   db: DB;
-  settings: Settings;
-  sealer: Sealer;
+  /** Read from `settings` at start (loadWorkspaceSettings). */
+  instanceId: string;
+  fileUrlKey: Uint8Array;
   log: Logger;
   config: Pick<
     Config,
@@ -65,6 +66,20 @@ export interface WorkspaceDeps {
   policy?: WorkspacePolicy & { diskCapBytes(userId: string): number | null };
   /** /metrics: warm-pool takes, misses and refills; start-queue waits (wired by the app). */
   metrics?: PoolMetrics & GateObserver;
+}
+
+/** This data dir's instance id (made and stored at the first start). */
+export async function loadInstanceId(settings: Settings): Promise<string> {
+  const stored = await settings.get<string>(INSTANCE_SETTING);
+  if (stored) return stored;
+  const id = randomHex(8);
+  await settings.set(INSTANCE_SETTING, id);
+  return id;
+}
+
+/** What the workspaces read from `settings` at start: the instance id and the file-URL signing key. */
+export async function loadWorkspaceSettings(settings: Settings, sealer: Sealer): Promise<{ instanceId: string; fileUrlKey: Uint8Array }> {
+  return { instanceId: await loadInstanceId(settings), fileUrlKey: await loadSigningKey(settings, sealer) };
 }
 
 export function workspaceRecord(r: WorkspaceRow): WorkspaceRecord {
@@ -104,7 +119,7 @@ export class Workspaces {
   constructor(private d: WorkspaceDeps) {
     this.log = d.log.child({ component: "workspaces" });
     this.store = new WorkspaceStore(d.db, d.now);
-    this.instanceId = d.settings.get<string>(INSTANCE_SETTING) ?? this.newInstanceId();
+    this.instanceId = d.instanceId;
     this.hosts = new DockerHosts(d.config.dockerHosts, { log: this.log, instanceId: this.instanceId, parallelism: () => d.config.workspaceStartParallelism, observer: d.metrics });
     this.pool = new WarmPool({
       hosts: this.hosts,
@@ -119,13 +134,7 @@ export class Workspaces {
       metrics: d.metrics,
     });
     this.lifecycle = new Lifecycle({ ...d, log: this.log, store: this.store, locks: this.locks, hosts: this.hosts, usage: () => this.hostUsage(), pool: this.pool });
-    this.signer = new FileUrlSigner(loadSigningKey(d.settings, d.sealer), d.config.publicUrl, d.now);
-  }
-
-  private newInstanceId(): string {
-    const id = randomHex(8);
-    this.d.settings.set(INSTANCE_SETTING, id);
-    return id;
+    this.signer = new FileUrlSigner(d.fileUrlKey, d.config.publicUrl, d.now);
   }
 
   /** Each host's load for placement: its starting and running workspaces plus its pool members. */

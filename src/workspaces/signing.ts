@@ -13,8 +13,8 @@ import type { Settings } from "../db/settings.ts";
 export const SIGNING_KEY_SETTING = "workspaces.file_url_key";
 const AAD = "settings:" + SIGNING_KEY_SETTING;
 
-export function loadSigningKey(settings: Settings, sealer: Sealer): Uint8Array {
-  const stored = settings.get<{ sealed: string }>(SIGNING_KEY_SETTING);
+export async function loadSigningKey(settings: Settings, sealer: Sealer): Promise<Uint8Array> {
+  const stored = await settings.get<{ sealed: string }>(SIGNING_KEY_SETTING);
   if (stored?.sealed) {
     try {
       return Buffer.from(sealer.open(Buffer.from(stored.sealed, "base64"), AAD), "hex");
@@ -23,7 +23,7 @@ export function loadSigningKey(settings: Settings, sealer: Sealer): Uint8Array {
     }
   }
   const key = randomBytes(32);
-  settings.set(SIGNING_KEY_SETTING, { sealed: sealer.seal(Buffer.from(key).toString("hex"), AAD).toString("base64") });
+  await settings.set(SIGNING_KEY_SETTING, { sealed: sealer.seal(Buffer.from(key).toString("hex"), AAD).toString("base64") });
   return key;
 }
 

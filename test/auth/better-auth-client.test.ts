@@ -81,13 +81,13 @@ test("errors reach the client in its error shape: wrong password 401, closed sig
   // runcell's one error shape, {error, code}, arrives as the client's error object plus status.
   expect(bad.error).toMatchObject({ status: 401, code: "UNAUTHORIZED", error: "Invalid email or password" });
 
-  t.app.services.runtimeConfig.patch({ signup: "closed" });
+  await t.app.services.runtimeConfig.patch({ signup: "closed" });
   const closed = await client.signUp.email({ email: "late@example.com", password: "late password", name: "Late" });
   expect(closed.error).toMatchObject({ status: 403, code: "FORBIDDEN" });
 });
 
 test("signIn.social: the client gets {url, redirect:true}; after the provider round trip getSession shows the user", async () => {
-  t.app.services.runtimeConfig.patch({ signup: "open" });
+  await t.app.services.runtimeConfig.patch({ signup: "open" });
   const out = await client.signOut();
   expect(out.error).toBeNull();
   const start = await client.signIn.social({ provider: "github", callbackURL: "/welcome" });

@@ -89,7 +89,7 @@ describe("runcell admin set-password", () => {
     const after = await runCli(["doctor", "--data-dir", dir]);
     expect(after.stdout).toMatch(/^OK {3}admin password: set \(argon2id hash in the database\)$/m);
     await withApp(dir, async (t) => {
-      const hash = t.app.services.settings.get<string>("admin_password_hash")!;
+      const hash = (await t.app.services.settings.get<string>("admin_password_hash"))!;
       expect(hash).toStartWith("$argon2id$v=19$m=19456,t=2,p=1$");
       expect((await api(t, "GET", "/admin/stats", { authorization: "Bearer the operator's password" })).status).toBe(200);
       expect((await api(t, "GET", "/admin/stats", { authorization: "Bearer the operator's passwor" })).status).toBe(401);

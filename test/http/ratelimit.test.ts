@@ -112,7 +112,7 @@ describe("persisted settings against explicit configuration at start", () => {
     try {
       const first = await boot([]);
       expect(first.app.services.runtimeConfig.get()).toMatchObject({ rate_limit: { per_minute: 60, burst: 10 }, default_max_concurrency: 5, signup: "closed" });
-      first.app.services.runtimeConfig.patch({ rate_limit: { per_minute: 30, burst: 4 }, signup: "open", default_max_concurrency: 9 });
+      await first.app.services.runtimeConfig.patch({ rate_limit: { per_minute: 30, burst: 4 }, signup: "open", default_max_concurrency: 9 });
       await first.app.stop();
 
       // Nothing explicit: the saved values apply, to the limiter as well.

@@ -76,7 +76,7 @@ test("PATCH applies live, persists, and leaves other fields alone", async () => 
   expect(t.app.services.config.defaultMaxConcurrency).toBe(7);
   const signUp = await api(t, "POST", "/api/auth/sign-up/email", {}, { email: "walkin@example.com", password: "walk in pw" });
   expect(signUp.status).toBe(200);
-  expect(t.app.services.settings.get("runtime_config")).toEqual({ signup: "open", default_max_concurrency: 7 });
+  expect(await t.app.services.settings.get("runtime_config")).toEqual({ signup: "open", default_max_concurrency: 7 });
   const partial = await api(t, "PATCH", "/admin/config", a.headers("admin"), { rate_limit: { per_minute: 2000000 } });
   expect(partial.body).toEqual({ rate_limit: { per_minute: 2000000, burst: 1000000 }, default_max_concurrency: 7, signup: "open", policy: POLICY });
   const closed = await api(t, "PATCH", "/admin/config", a.headers("admin"), { signup: "closed" });
@@ -89,7 +89,7 @@ test("PATCH policy: fields merge, apply live to every user's next check, and per
   expect(r.status).toBe(200);
   expect(r.body.policy).toEqual({ ...POLICY, max_profiles: 3, monthly_spend_usd: 25 });
   expect(t.app.services.config.policy.maxProfiles).toBe(3);
-  expect(t.app.services.settings.get<{ policy: unknown }>("runtime_config")?.policy).toMatchObject({ max_profiles: 3, monthly_spend_usd: 25 });
+  expect((await t.app.services.settings.get<{ policy: unknown }>("runtime_config"))?.policy).toMatchObject({ max_profiles: 3, monthly_spend_usd: 25 });
   const me = await api(t, "GET", "/v1/me", a.headers("owner"));
   expect(me.body.limits).toMatchObject({ max_profiles: 3, monthly_spend_usd: 25, exempt: false });
   const back = await api(t, "PATCH", "/admin/config", a.headers("admin"), { policy: { max_profiles: POLICY.max_profiles, monthly_spend_usd: 0 } });

@@ -143,7 +143,7 @@ describe("round trips", () => {
   });
 
   test("Google with sign-up open: creates the account (role user, email verified, no password)", async () => {
-    t.app.services.runtimeConfig.patch({ signup: "open" });
+    await t.app.services.runtimeConfig.patch({ signup: "open" });
     try {
       const r = await roundTrip(google);
       expect(r.status).toBe(302);
@@ -161,12 +161,12 @@ describe("round trips", () => {
       expect((await whoAmI(viaGithub.jar)).user.id).toBe(me.user.id);
       github.account = { id: "583231", name: "Octo Cat", email: "octo@example.com", verified: true };
     } finally {
-      t.app.services.runtimeConfig.patch({ signup: "closed" });
+      await t.app.services.runtimeConfig.patch({ signup: "closed" });
     }
   });
 
   test("an unverified email is refused (403) even while sign-up is open", async () => {
-    t.app.services.runtimeConfig.patch({ signup: "open" });
+    await t.app.services.runtimeConfig.patch({ signup: "open" });
     try {
       github.account = { id: "999", name: "Unverified", email: "unverified@example.com", verified: false };
       const r = await roundTrip(github);
@@ -177,13 +177,13 @@ describe("round trips", () => {
       github.account = { id: "998", name: "Claimer", email: "octo@example.com", verified: false };
       expect((await roundTrip(github)).status).toBe(403);
     } finally {
-      t.app.services.runtimeConfig.patch({ signup: "closed" });
+      await t.app.services.runtimeConfig.patch({ signup: "closed" });
       github.account = { id: "583231", name: "Octo Cat", email: "octo@example.com", verified: true };
     }
   });
 
   test("a self-registered account that never verified its address is not linked (pre-hijacking), even with a verified provider email", async () => {
-    t.app.services.runtimeConfig.patch({ signup: "open" });
+    await t.app.services.runtimeConfig.patch({ signup: "open" });
     try {
       // Someone registers the victim's address with a password of their choosing…
       const squat = await api(t, "POST", "/api/auth/sign-up/email", { origin: t.url }, { email: "victim@example.com", password: "squatter pw 1" });
@@ -196,7 +196,7 @@ describe("round trips", () => {
       expect(r.cookies.some((c) => c.name === SESSION)).toBe(false);
       expect(t.app.services.sqlite.query("SELECT 1 FROM oauth_accounts WHERE provider_account_id = 'g-victim'").get()).toBeNull();
     } finally {
-      t.app.services.runtimeConfig.patch({ signup: "closed" });
+      await t.app.services.runtimeConfig.patch({ signup: "closed" });
     }
   });
 

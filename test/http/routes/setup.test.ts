@@ -27,7 +27,7 @@ describe("setup link", () => {
     expect(tokenOf(link.url)).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(Date.parse(link.expires_at) - clock).toBe(30 * 60_000);
     // Only the hash is stored.
-    const stored = JSON.stringify(t.app.services.settings.get("setup_token"));
+    const stored = JSON.stringify(await t.app.services.settings.get("setup_token"));
     expect(stored).not.toContain(link.token);
     expect(stored).toContain(new Bun.CryptoHasher("sha256").update(link.token).digest("hex"));
 
@@ -50,7 +50,7 @@ describe("setup link", () => {
     const me = await api(t, "GET", "/api/auth/get-session", { cookie: `runcell.session_token=${cookie.value}` });
     expect(me.body.user.role).toBe("admin");
     expect((await api(t, "GET", "/api/auth/setup")).body).toEqual({ setup_required: false });
-    expect(t.app.services.settings.get("setup_token")).toBeUndefined();
+    expect(await t.app.services.settings.get("setup_token")).toBeUndefined();
   });
 
   test("single use: the same link again → 403 (the server is set up), no second account", async () => {
@@ -108,7 +108,7 @@ describe("setup link", () => {
   test("a foreign Origin is refused (403); without any link, setup is impossible", async () => {
     const link = t.app.services.setup.issue()!;
     expect((await complete({ token: link.token, ...admin }, { origin: "https://evil.example" })).status).toBe(403);
-    t.app.services.settings.delete("setup_token");
+    await t.app.services.settings.delete("setup_token");
     expect((await complete({ token: link.token, ...admin })).status).toBe(401);
   });
 

@@ -61,7 +61,7 @@ try {
   const user = await s.users.create({ email: "bench@example.com", password: "bench password 1", role: "user" });
   const token = (await s.tokens.create(user.id, "bench")).token;
   for (let i = 0; i < 20; i++) await s.tokens.create(user.id, `filler-${i}`);
-  const cookie = `${s.authenticator.cookie.name}=${s.loginSessions.create(user.id).token}`;
+  const cookie = `${s.authenticator.cookie.name}=${(await s.loginSessions.create(user.id)).token}`;
   const url = `${app.url}/v1/api-tokens`;
 
   // Warm-up: JIT, prepared statements, the token cache.

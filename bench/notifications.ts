@@ -92,7 +92,7 @@ async function pipeline(app: App, userId: string, oneTransaction: boolean): Prom
   if (oneTransaction) s.db.transaction((tx) => {
     for (let i = 0; i < N; i++) s.notifications.enqueue({ userId, source: "agent", message: `job ${i} finished` }, tx);
   });
-  else for (let i = 0; i < N; i++) s.notifications.enqueue({ userId, source: "agent", message: `job ${i} finished` });
+  else for (let i = 0; i < N; i++) await s.notifications.enqueue({ userId, source: "agent", message: `job ${i} finished` });
   const enqueueUs = ((performance.now() - t0) * 1000) / N;
   await finished;
   const perSec = (N / (performance.now() - t0)) * 1000;
@@ -155,13 +155,13 @@ if (process.env.BENCH_RETRY !== "0") {
   const userId = await userWithWebhook(app4, `http://127.0.0.1:${failing.port}/hook`, 99);
   const schedule = app4.config.webhook.backoffMs;
   console.log(`\n2. Real-time retry schedule: 4 attempts, waits ${schedule.map((w) => w / 1000 + " s").join(", ")} (takes ~${Math.round(schedule.reduce((a, c) => a + c, 0) / 1000) + 1} s)`);
-  const { id } = app4.services.notifications.enqueue({ userId, source: "agent", message: "retry timing" })!;
+  const { id } = (await app4.services.notifications.enqueue({ userId, source: "agent", message: "retry timing" }))!;
   const t0 = performance.now();
   for (;;) {
     await Bun.sleep(250);
-    if (app4.services.notifications.get(userId, id).status !== "pending") break;
+    if ((await app4.services.notifications.get(userId, id)).status !== "pending") break;
   }
-  const final = app4.services.notifications.get(userId, id);
+  const final = await app4.services.notifications.get(userId, id);
   await app4.stop();
   rmSync(dir4, { recursive: true, force: true });
   failing.stop(true);

@@ -53,7 +53,7 @@ async function precision(count = 1000) {
   const bareDue = Math.ceil(now / 1000) * 1000 + 2000;
   const due = bareDue + 3000;
   const fired = new Map<string, number>();
-  const runs = new PlaybookRuns(h.sqlite);
+  const runs = new PlaybookRuns(h.db, h.sqlite);
   const service = new Playbooks({
     db: h.db,
     sealer,
@@ -80,7 +80,7 @@ async function precision(count = 1000) {
     }
   });
   const scheduler = new PlaybookScheduler(service, silentLogger);
-  scheduler.start();
+  await scheduler.start();
 
   // The baseline: as many bare croner timers, firing once on one second.
   const bare: number[] = [];
@@ -159,7 +159,7 @@ async function triggerLatency() {
   const user = await s.users.create({ email: `bench-${Date.now()}@example.com`, name: "bench", password: "correct horse battery", role: "admin" });
   const token = (await s.tokens.create(user.id, "bench")).token;
   const profile = await s.profiles.create(user.id, { name: "bench", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: IMAGE, network: "none", limits: { max_concurrency: 1000 } });
-  const pb = s.playbooks.create(user.id, { name: "bench", profile_id: profile.id, prompt: "hi" });
+  const pb = await s.playbooks.create(user.id, { name: "bench", profile_id: profile.id, prompt: "hi" });
   const hookUrl = pb.trigger_url.replace(config.publicUrl, app.url);
   const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
   const sessions: string[] = [];
@@ -169,7 +169,7 @@ async function triggerLatency() {
     const ms = performance.now() - t0;
     if (r.status !== 202) throw new Error(`expected 202, got ${r.status}: ${await r.text()}`);
     const body = (await r.json()) as { task_id: string };
-    sessions.push(s.tasks.byId(body.task_id)!.session_id);
+    sessions.push((await s.tasks.byId(body.task_id))!.session_id);
     return ms;
   };
   const hook = () => time(() => fetch(hookUrl, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }));

@@ -19,10 +19,10 @@ const config = resolveConfig(parseArgs(["--data-dir", dataDir, "--http", "127.0.
 const app = await createApp(config, { logger: silentLogger });
 const s = app.services;
 
-function measure(fn: () => unknown, iterations: number): number {
-  for (let i = 0; i < Math.min(200, iterations); i++) fn();
+async function measure(fn: () => unknown, iterations: number): Promise<number> {
+  for (let i = 0; i < Math.min(200, iterations); i++) await fn();
   const t0 = performance.now();
-  for (let i = 0; i < iterations; i++) fn();
+  for (let i = 0; i < iterations; i++) await fn();
   return ((performance.now() - t0) * 1000) / iterations; // µs per call
 }
 
@@ -32,7 +32,7 @@ function report(name: string, ours: number, base: number) {
 
 try {
   const user = await s.users.create({ email: "bench@example.com", name: "bench", password: "correct horse battery", role: "admin" });
-  for (let i = 0; i < 50; i++) s.secrets.put(user.id, `SECRET_${i}`, `value-${i}-${crypto.randomUUID()}`);
+  for (let i = 0; i < 50; i++) await s.secrets.put(user.id, `SECRET_${i}`, `value-${i}-${crypto.randomUUID()}`);
   const env = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`VAR_${i}`, { secret: `SECRET_${i}` }]));
   const profile = await s.profiles.create(user.id, { env });
 
@@ -54,11 +54,11 @@ try {
   const rawAll = s.sqlite.query<{ name: string; ciphertext: Uint8Array }, [string]>("SELECT name, ciphertext FROM secrets WHERE user_id = ?");
 
   const N = 20_000;
-  report("profiles.get", measure(() => s.profiles.get(user.id, profile.id), N), measure(rawProfileRow, N));
+  report("profiles.get", await measure(() => s.profiles.get(user.id, profile.id), N), await measure(rawProfileRow, N));
   report(
     "secrets.resolveEnv (10 references)",
-    measure(() => s.secrets.resolveEnv(user.id, env), N / 10),
-    measure(() => {
+    await measure(() => s.secrets.resolveEnv(user.id, env), N / 10),
+    await measure(() => {
       const out: Record<string, string> = {};
       for (let i = 0; i < 10; i++) out[`VAR_${i}`] = decrypt(rawSecret.get(user.id, `SECRET_${i}`)!.ciphertext, `vault:${user.id}:SECRET_${i}`);
       return out;
@@ -66,8 +66,8 @@ try {
   );
   report(
     "secrets.valuesFor (50 secrets)",
-    measure(() => s.secrets.valuesFor(user.id), N / 20),
-    measure(() => rawAll.all(user.id).map((r) => decrypt(r.ciphertext, `vault:${user.id}:${r.name}`)), N / 20),
+    await measure(() => s.secrets.valuesFor(user.id), N / 20),
+    await measure(() => rawAll.all(user.id).map((r) => decrypt(r.ciphertext, `vault:${user.id}:${r.name}`)), N / 20),
   );
 } finally {
   await app.stop();

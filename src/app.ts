@@ -116,7 +116,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   await runtimeConfig.applyAtStart();
   const setup = new SetupLinks(db, users, accounts, config.publicUrl, now, audit);
   const oauth = new OAuth(config, db, users, accounts, now, log, audit);
-  const stats = new Stats(sqlite, now);
+  const stats = new Stats(db, now);
   // Read at scrape time; `stream` and `eventLog` are built below.
   const metrics = new Metrics({
     stats: () => stats.collect(),
@@ -128,14 +128,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
 
   // Agents ----------------------------------------------------------------------------------
   const secrets = new Secrets(db, sealer, log, now, audit);
-  const policy = new Policies({ config, sqlite, users, now });
-  const modelNet = new ModelNetwork({ allowHosts: config.allowModelHosts, isAdmin: (id) => users.byId(id)?.role === "admin" });
-  const profiles = new Profiles(db, config, now, { policy, modelNet, pool: { state: (id) => workspaces.pool.state(id) } }, changes);
+  const policy = new Policies({ config, db, users, now });
+  const modelNet = new ModelNetwork({ allowHosts: config.allowModelHosts, isAdmin: async (id) => (await users.byId(id))?.role === "admin" });
+  const profiles = new Profiles(db, config, now, { policy, modelNet, pool: { state: (p) => workspaces.pool.state(p) } }, changes);
   const workspaces: Workspaces = new Workspaces({
     db, ...(await loadWorkspaceSettings(settings, sealer)), log, config, now, policy, metrics,
-    envFor: (row): Record<string, string> => {
-      const profile = profiles.byIdAny(row.profile_id);
-      return profile && profile.user_id === row.user_id ? secrets.resolveEnv(row.user_id, profile.env) : {};
+    envFor: async (row): Promise<Record<string, string>> => {
+      const profile = await profiles.byIdAny(row.profile_id);
+      return profile && profile.user_id === row.user_id ? await secrets.resolveEnv(row.user_id, profile.env) : {};
     },
   });
   const notifications = new Notifications({ db, sqlite, sealer, log, now, config, audit });
@@ -155,11 +155,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     log, now, db, hub, eventLog, tasks, sessions: agentSessions, transcript, profiles, secrets, workspaces, notifications, lifecycle: sessionLifecycle,
     policy, modelNet, spend: policy, metrics, setup: runSetup,
     repositoriesAllowed: (userId, repositories) => checkOutbound(modelNet, userId, { repositories }),
-    playbookName: (id: string): string | null => playbooks.nameOf(id),
+    playbookName: (id, tx) => playbooks.nameOf(tx, id),
   });
   const playbooks: Playbooks = new Playbooks({
-    db, sealer, log, now, publicUrl: config.publicUrl, runs: new PlaybookRuns(sqlite), profiles, orchestrator, notifications, audit,
-    ownerDisabled: (userId) => users.byId(userId)?.disabled ?? true,
+    db, sealer, log, now, publicUrl: config.publicUrl, runs: new PlaybookRuns(db, sqlite), profiles, orchestrator, notifications, audit,
+    ownerDisabled: async (userId) => (await users.byId(userId))?.disabled ?? true,
   });
   const scheduler = new PlaybookScheduler(playbooks, log, now);
 
@@ -195,15 +195,15 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // open sockets closed. Then their work stops, before the admin's request is answered:
   // schedules held, queued tasks failed, running ones cancelled, workspaces stopped.
   users.onDisabled.push(async (userId) => {
-    loginSessions.deleteAllForUser(userId);
+    await loginSessions.deleteAllForUser(userId);
     tokens.evictUser(userId);
     stream.revoke({ userId });
-    const held = playbooks.holdForUser(userId);
+    const held = await playbooks.holdForUser(userId);
     const tasksEnded = await orchestrator.stopUser(userId);
     const stopped = await workspaces.stopForUser(userId);
     log.info("user disabled: sessions revoked, work stopped", { user_id: userId, tasks_ended: tasksEnded, workspaces_stopped: stopped.length, schedules_held: held });
   });
-  users.onEnabled.push((userId) => void playbooks.resumeForUser(userId));
+  users.onEnabled.push(async (userId) => void (await playbooks.resumeForUser(userId)));
   // A revoked credential closes the sockets it opened (4001).
   tokens.onRevoke.push((tokenId) => stream.revoke({ tokenId }));
   loginSessions.onRevokeSession.push((loginSessionId) => stream.revoke({ loginSessionId }));
@@ -225,8 +225,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     { name: "wal-checkpoint", start: () => checkpointer.start(), stop: () => checkpointer.stop() },
     { name: "admin-password", start: () => adminPassword.applyConfigured(config, log), stop() {} },
     intervalWorker(log, "login-throttle-sweep", 60_000, () => throttle.sweep()),
-    intervalWorker(log, "login-session-purge", 3_600_000, () => {
-      const n = loginSessions.purgeExpired();
+    intervalWorker(log, "login-session-purge", 3_600_000, async () => {
+      const n = await loginSessions.purgeExpired();
       if (n) log.info("expired login sessions purged", { count: n });
     }),
     intervalWorker(log, "ratelimit-sweep", 60_000, () => limiter.sweep()),
@@ -234,8 +234,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       log,
       "audit-purge",
       3_600_000,
-      () => {
-        const n = audit.purge(now() - config.auditRetentionMs);
+      async () => {
+        const n = await audit.purge(now() - config.auditRetentionMs);
         if (n) log.info("old audit log rows purged", { count: n, retention_ms: config.auditRetentionMs });
       },
       { runAtStart: true },

@@ -9,11 +9,11 @@
  * Details hold names, ids and changed fields only; as a last guard they pass through the logger's
  * `redact`, which blanks any value under a credential-like key and credential shapes in strings.
  * Recording never fails the action it describes (it has already happened): a write that fails is
- * logged. Rows are kept for `--audit-retention` (default 90 days); `purge` drops older ones and
- * runs hourly (src/app.ts).
+ * logged, and the promise `record` returns never rejects (see AuditSink). Rows are kept for
+ * `--audit-retention` (default 90 days); `purge` drops older ones and runs hourly (src/app.ts).
  */
 import { and, eq, lt, type SQL } from "drizzle-orm";
-import { changes, type DB } from "../db/client.ts";
+import { affected, type DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type AuditRow, auditLog } from "../db/schema.ts";
@@ -39,8 +39,8 @@ export class Audit implements AuditSink {
     private log?: Logger,
   ) {}
 
-  /** Writes one row (synchronously). Never throws: a failed write is logged. */
-  record(e: AuditEvent): void {
+  /** Writes one row. Never throws and never rejects: a failed write is logged. */
+  async record(e: AuditEvent): Promise<void> {
     const details = { ...e.details, ...(e.via ? { via: e.via } : {}) };
     const row = {
       id: newId("audit"),
@@ -53,24 +53,24 @@ export class Audit implements AuditSink {
       details: Object.keys(details).length ? (redact(details) as Record<string, unknown>) : null,
     };
     try {
-      this.db.insert(auditLog).values(row).run();
+      await this.db.insert(auditLog).values(row);
     } catch (err) {
       this.log?.error("audit log row not written", { action: e.action, user_id: row.user_id, target_id: row.target_id, err });
     }
   }
 
   /** Newest first, keyset-paged by id; filtered by the user (acting or acted on) and/or the action. */
-  list(q: AuditQuery): Page<AuditRecord> {
+  async list(q: AuditQuery): Promise<Page<AuditRecord>> {
     const filters: SQL[] = [];
     if (q.user_id) filters.push(eq(auditLog.user_id, q.user_id));
     if (q.action) filters.push(eq(auditLog.action, q.action));
     const k = keyset(auditLog.id, filters.length ? and(...filters) : undefined, q);
-    const rows = this.db.select().from(auditLog).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
+    const rows = await this.db.select().from(auditLog).where(k.where).orderBy(k.orderBy).limit(k.fetch);
     return toPage(rows, k.limit, auditRecord);
   }
 
   /** Deletes the rows recorded before `before` (ms); returns how many. */
-  purge(before: number): number {
-    return changes(this.db.delete(auditLog).where(lt(auditLog.at, before)).run());
+  async purge(before: number): Promise<number> {
+    return affected(await this.db.delete(auditLog).where(lt(auditLog.at, before)));
   }
 }

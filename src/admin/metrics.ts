@@ -69,7 +69,7 @@ function processMetrics(): Registry {
 
 /** The scrape-time readings: the row counts, and what the transports and the event log hold now. */
 export interface MetricsSources {
-  stats(): StatsRecord;
+  stats(): Promise<StatsRecord>;
   /** Open /v1/stream sockets. */
   websockets(): number;
   /** Frames appended to the event log since start. */
@@ -359,13 +359,13 @@ export class Metrics {
 
   /** The scrape: the readings taken now, then the registry's text (this app's metrics, then the process's). */
   async render(): Promise<string> {
-    this.refresh();
+    await this.refresh();
     const [own, proc] = await Promise.all([this.registry.metrics(), processMetrics().metrics()]);
     return own.trimEnd() + "\n\n" + proc;
   }
 
-  private refresh() {
-    const s = this.sources.stats();
+  private async refresh() {
+    const s = await this.sources.stats();
     this.startTime.set(Math.floor(Date.parse(s.started_at) / 1000));
     this.uptime.set(s.uptime_seconds);
     this.users.labels("enabled").set(s.users.total - s.users.disabled);

@@ -42,7 +42,7 @@ export class AdminPassword {
     await this.settings.set(KEY, await hashPassword(password));
     this.verified.clear();
     const { source, ...by } = origin;
-    this.audit?.record({ ...by, actor: by.actor ?? "admin", action: "admin.password_changed", details: source ? { source } : undefined });
+    await this.audit?.record({ ...by, actor: by.actor ?? "admin", action: "admin.password_changed", details: source ? { source } : undefined });
   }
 
   /** Stores `password` unless it is already the current one (a restart with the same file). */

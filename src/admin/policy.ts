@@ -7,10 +7,11 @@
  * user), a model request made (the monthly spend); and watched for disk (src/workspaces/disk.ts).
  * Violations answer the interface's codes and name the limit in `details.limit`.
  */
+import { and, count, eq, gte, inArray, sql } from "drizzle-orm";
 import { globRe } from "../lib/glob.ts";
-import type { Database, Statement } from "bun:sqlite";
 import type { Config, PolicyDefaults } from "../config.ts";
-import type { PolicyOverrides, UserRow, WorkspaceSpec } from "../db/schema.ts";
+import { type DB, first } from "../db/client.ts";
+import { type PolicyOverrides, profiles, tasks, type UserRow, workspaces, type WorkspaceSpec } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Policy, PolicyKey, Usage } from "../schema/policy.ts";
 
@@ -48,21 +49,18 @@ export interface EffectivePolicy extends Policy {
 }
 
 export class Policies {
-  private profilesStmt: Statement<{ n: number }, [string]>;
-  private runningStmt: Statement<{ n: number }, [string]>;
-  private spendStmt: Statement<{ usd: number | null }, [string, number]>;
-
   constructor(
-    private d: { config: Pick<Config, "policy" | "workspaceImage"> & Partial<Pick<Config, "maxWarmPool">>; sqlite: Database; users: { byId(id: string): UserRow | undefined }; now: () => number },
-  ) {
-    this.profilesStmt = d.sqlite.prepare("SELECT count(*) AS n FROM profiles WHERE user_id = ?");
-    this.runningStmt = d.sqlite.prepare("SELECT count(*) AS n FROM workspaces WHERE user_id = ? AND status IN ('starting', 'running')");
-    this.spendStmt = d.sqlite.prepare("SELECT sum(cost_usd) AS usd FROM tasks WHERE user_id = ? AND server_paid = 1 AND created_at >= ?");
-  }
+    private d: {
+      config: Pick<Config, "policy" | "workspaceImage"> & Partial<Pick<Config, "maxWarmPool">>;
+      db: DB;
+      users: { byId(id: string): UserRow | undefined | Promise<UserRow | undefined> };
+      now: () => number;
+    },
+  ) {}
 
   /** The user's policy: the operator's settings with the user's overrides; admins are exempt. */
-  forUser(userId: string): EffectivePolicy {
-    const user = this.d.users.byId(userId);
+  async forUser(userId: string): Promise<EffectivePolicy> {
+    const user = await this.d.users.byId(userId);
     const base = policyOf(this.d.config.policy);
     const overrides: PolicyOverrides = user?.policy ?? {};
     return { ...base, ...overrides, exempt: user?.role === "admin" };
@@ -75,11 +73,11 @@ export class Policies {
   }
 
   /** A profile about to be saved: its limits within the ceilings, an allowed image and network; a new one within the count. */
-  checkProfile(userId: string, f: { image: string; network: string; warm_pool?: number; limits: { memory_mb: number; cpus: number; pids: number; max_concurrency: number; max_turns: number; max_budget_usd: number } }, isNew: boolean) {
-    const p = this.forUser(userId);
+  async checkProfile(userId: string, f: { image: string; network: string; warm_pool?: number; limits: { memory_mb: number; cpus: number; pids: number; max_concurrency: number; max_turns: number; max_budget_usd: number } }, isNew: boolean): Promise<void> {
+    const p = await this.forUser(userId);
     if (p.exempt) return;
     if (isNew) {
-      const n = this.profilesStmt.get(userId)!.n;
+      const n = await this.profileCount(userId);
       if (n >= p.max_profiles) {
         throw Errors.validation("profile", `You have ${n} profiles, the most this server allows (max_profiles ${p.max_profiles}): delete one first`, { limit: "max_profiles", max: p.max_profiles });
       }
@@ -110,8 +108,8 @@ export class Policies {
   }
 
   /** A task about to be submitted: explicit limits within the ceilings; the monthly spend when the server pays. */
-  checkSubmit(userId: string, explicit: { max_turns?: number; max_budget_usd?: number }, serverPaid: boolean) {
-    const p = this.forUser(userId);
+  async checkSubmit(userId: string, explicit: { max_turns?: number; max_budget_usd?: number }, serverPaid: boolean): Promise<void> {
+    const p = await this.forUser(userId);
     if (p.exempt) return;
     if (explicit.max_turns !== undefined && explicit.max_turns > p.max_turns) {
       throw Errors.validation("max_turns", `max_turns must be at most ${p.max_turns} on this server (max_turns)`, { limit: "max_turns", max: p.max_turns });
@@ -119,32 +117,32 @@ export class Policies {
     if (explicit.max_budget_usd !== undefined && explicit.max_budget_usd > p.max_budget_usd) {
       throw Errors.validation("max_budget_usd", `max_budget_usd must be at most ${p.max_budget_usd} on this server (max_budget_usd)`, { limit: "max_budget_usd", max: p.max_budget_usd });
     }
-    if (serverPaid) this.assertSpend(userId, p);
+    if (serverPaid) await this.assertSpend(userId, p);
   }
 
   /** The task limits in effect: the profile's (or the request's), within the ceilings. */
-  clampTask(userId: string, t: { maxTurns: number; maxBudgetUsd: number }): { maxTurns: number; maxBudgetUsd: number } {
-    const p = this.forUser(userId);
+  async clampTask(userId: string, t: { maxTurns: number; maxBudgetUsd: number }): Promise<{ maxTurns: number; maxBudgetUsd: number }> {
+    const p = await this.forUser(userId);
     if (p.exempt) return t;
     return { maxTurns: Math.min(t.maxTurns, p.max_turns), maxBudgetUsd: Math.min(t.maxBudgetUsd, p.max_budget_usd) };
   }
 
   /** A container's shape within the ceilings (a profile saved before the operator lowered them). */
-  clampSpec(userId: string, s: WorkspaceSpec): WorkspaceSpec {
-    const p = this.forUser(userId);
+  async clampSpec(userId: string, s: WorkspaceSpec): Promise<WorkspaceSpec> {
+    const p = await this.forUser(userId);
     if (p.exempt) return s;
     return { network: s.network === "bridge" && !p.allow_bridge_network ? "none" : s.network, memory_mb: Math.min(s.memory_mb, p.max_memory_mb), cpus: Math.min(s.cpus, p.max_cpus), pids: Math.min(s.pids, p.max_pids) };
   }
 
   /** Running workspaces the user may have (null: no limit). */
-  runningLimit(userId: string): number | null {
-    const p = this.forUser(userId);
+  async runningLimit(userId: string): Promise<number | null> {
+    const p = await this.forUser(userId);
     return p.exempt ? null : p.max_running_workspaces;
   }
 
   /** The disk cap of the user's workspaces in bytes (null: none); it binds admins too. */
-  diskCapBytes(userId: string): number | null {
-    const mb = this.forUser(userId).workspace_disk_mb;
+  async diskCapBytes(userId: string): Promise<number | null> {
+    const mb = (await this.forUser(userId)).workspace_disk_mb;
     return mb > 0 ? mb * 1024 * 1024 : null;
   }
 
@@ -153,14 +151,26 @@ export class Policies {
     return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
   }
 
-  monthSpend(userId: string): number {
-    return Math.round((this.spendStmt.get(userId, this.monthStart())!.usd ?? 0) * 1e6) / 1e6;
+  private async profileCount(userId: string): Promise<number> {
+    return (await first(this.d.db.select({ n: count() }).from(profiles).where(eq(profiles.user_id, userId))))?.n ?? 0;
+  }
+
+  private async runningCount(userId: string): Promise<number> {
+    const running = and(eq(workspaces.user_id, userId), inArray(workspaces.status, ["starting", "running"]));
+    return (await first(this.d.db.select({ n: count() }).from(workspaces).where(running)))?.n ?? 0;
+  }
+
+  async monthSpend(userId: string): Promise<number> {
+    const usd = sql<number | null>`sum(${tasks.cost_usd})`.mapWith(Number);
+    const row = await first(this.d.db.select({ usd }).from(tasks).where(and(eq(tasks.user_id, userId), eq(tasks.server_paid, true), gte(tasks.created_at, this.monthStart()))));
+    return Math.round((row?.usd ?? 0) * 1e6) / 1e6;
   }
 
   /** 402 BUDGET_EXCEEDED when the user's monthly spend on the server's keys has reached the cap. */
-  assertSpend(userId: string, p: EffectivePolicy = this.forUser(userId)) {
+  async assertSpend(userId: string, policy?: EffectivePolicy): Promise<void> {
+    const p = policy ?? (await this.forUser(userId));
     if (p.exempt || p.monthly_spend_usd <= 0) return;
-    const spent = this.monthSpend(userId);
+    const spent = await this.monthSpend(userId);
     if (spent >= p.monthly_spend_usd) {
       throw new AppError(
         "BUDGET_EXCEEDED",
@@ -171,11 +181,11 @@ export class Policies {
   }
 
   /** GET /v1/me's limits and usage. */
-  me(userId: string): { limits: EffectivePolicy; usage: Usage } {
-    return { limits: this.forUser(userId), usage: this.usage(userId) };
+  async me(userId: string): Promise<{ limits: EffectivePolicy; usage: Usage }> {
+    return { limits: await this.forUser(userId), usage: await this.usage(userId) };
   }
 
-  usage(userId: string): Usage {
-    return { profiles: this.profilesStmt.get(userId)!.n, running_workspaces: this.runningStmt.get(userId)!.n, month_spend_usd: this.monthSpend(userId) };
+  async usage(userId: string): Promise<Usage> {
+    return { profiles: await this.profileCount(userId), running_workspaces: await this.runningCount(userId), month_spend_usd: await this.monthSpend(userId) };
   }
 }

@@ -108,7 +108,7 @@ export class RuntimeConfig {
     this.log.info("runtime configuration changed", { changed: p, effective: this.get() });
     const after = this.get();
     const changes = Object.fromEntries(leafPaths(p).map((path) => [path, { from: valueAt(before, path) ?? null, to: valueAt(after, path) ?? null }]));
-    this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action: "admin.config_changed", details: { changes } });
+    await this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action: "admin.config_changed", details: { changes } });
     return after;
   }
 }

@@ -10,20 +10,20 @@ import type { WorkspaceOps } from "./tools/types.ts";
 export type { ProfileRow, WorkspaceRow };
 
 export interface ProfilesDep {
-  get(userId: string, profileId: string): ProfileRow;
+  get(userId: string, profileId: string): Promise<ProfileRow>;
 }
 
 export interface SecretsDep {
-  resolveEnv(userId: string, env: Record<string, EnvValue>): Record<string, string>;
-  resolveApiKey(userId: string, model: ModelConfig): string | null;
-  valuesFor(userId: string): string[];
+  resolveEnv(userId: string, env: Record<string, EnvValue>): Promise<Record<string, string>>;
+  resolveApiKey(userId: string, model: ModelConfig): Promise<string | null>;
+  valuesFor(userId: string): Promise<string[]>;
 }
 
 export interface WorkspacesDep extends WorkspaceOps {
   createForSession(input: { userId: string; sessionId: string; profile: ProfileRow }): Promise<WorkspaceRow>;
   ensureRunning(sessionId: string): Promise<WorkspaceRow>;
   /** Throws CONCURRENCY_LIMIT when the session's workspace would have to start with no room. */
-  assertRoom(sessionId: string, profile: ProfileRow): void;
+  assertRoom(sessionId: string, profile: ProfileRow): Promise<void>;
   removeForSession(sessionId: string): Promise<void>;
   signedFileUrl(ctrId: string, path: string, ttlSec?: number): string;
 }
@@ -45,12 +45,13 @@ export interface NotifyInput {
 }
 
 export interface NotificationsDep {
-  enqueue(input: NotifyInput, db?: DB): { id: string; status: "pending" } | null;
-  /** The platform notification for a failed task (one wording for every failure). */
-  taskFailed(t: { userId: string; taskId: string; playbookId?: string | null; code?: string | null; error: string }, db?: DB): unknown;
-  /** The platform notification at the end of a playbook run. */
+  /** Queues a notification (a transaction of its own). */
+  enqueue(input: NotifyInput): Promise<{ id: string; status: "pending" } | null>;
+  /** The platform notification for a failed task (one wording for every failure), written synchronously in the caller's transaction `db`. */
+  taskFailed(t: { userId: string; taskId: string; playbookId?: string | null; code?: string | null; error: string }, db: DB): unknown;
+  /** The platform notification at the end of a playbook run, written synchronously in the caller's transaction `db`. */
   playbookRunEnded(
     r: { userId: string; playbookId: string; taskId: string; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null },
-    db?: DB,
+    db: DB,
   ): unknown;
 }

@@ -46,7 +46,7 @@ export interface LoopDeps {
   notifications: NotificationsDep;
   now: () => number;
   /** The monthly spend cap on the server's own keys, checked before each request they pay for. */
-  spend?: { assertSpend(userId: string): void };
+  spend?: { assertSpend(userId: string): Promise<void> };
   /** Where the profile's model requests may go (the SSRF guard of a user's base_url). */
   modelNet?: { route(userId: string, baseUrl: string | null | undefined): Promise<ModelRoute> };
   /** /metrics: tokens and cost by provider, task durations, session.ready latency (wired by the app). */
@@ -70,7 +70,7 @@ export class AgentLoop {
 
   /** Runs until the task completes, waits for input, or is stopped. Never throws. */
   async run(task: TaskRow, profile: ProfileRow, signal: AbortSignal): Promise<Outcome> {
-    const scrub = makeScrubber(this.d.secrets.valuesFor(task.user_id));
+    const scrub = makeScrubber(await this.d.secrets.valuesFor(task.user_id));
     let route: ModelRoute = { quiet: false };
     try {
       route = (await this.d.modelNet?.route(task.user_id, profile.model.base_url)) ?? route;
@@ -90,22 +90,22 @@ export class AgentLoop {
   private async loop(task: TaskRow, profile: ProfileRow, signal: AbortSignal, scrub: Scrubber, route: ModelRoute): Promise<Outcome> {
     const { tasks, transcript } = this.d;
     // Vault or server environment; a missing key fails in the provider with a message saying how to fix it.
-    const apiKey = this.d.secrets.resolveApiKey(task.user_id, profile.model);
-    let steps = transcript.steps(task.session_id);
+    const apiKey = await this.d.secrets.resolveApiKey(task.user_id, profile.model);
+    let steps = await transcript.steps(task.session_id);
     if (!transcript.hasPrompt(steps, task.id)) {
-      transcript.addUserPrompt(task.session_id, task.id, task.prompt);
+      await transcript.addUserPrompt(task.session_id, task.id, task.prompt);
       this.emit(task, { type: "task:system_prompt", system_prompt: profile.system_prompt, model: profile.model.name, provider: profile.model.provider, tools: profile.tools });
-      steps = transcript.steps(task.session_id);
+      steps = await transcript.steps(task.session_id);
     }
     const workspace = await this.d.workspaces.ensureRunning(task.session_id);
     const extra = (await this.d.setup?.prepare(task, profile, (f) => this.emit(task, f), scrub, signal)) ?? NO_RUN_TOOLS;
     const provider = getProvider(profile.model.provider);
     const profileTools = [...toolSpecs(profile.tools), ...extra.specs];
     const system = profile.system_prompt + extra.note;
-    const complete = (text: string): Outcome => {
+    const complete = async (text: string): Promise<Outcome> => {
       const resultText = polishResultText(text, (rel) => this.d.workspaces.signedFileUrl(workspace.id, rel));
-      const done = tasks.byId(task.id)!;
-      tasks.update(task.id, { result_text: resultText });
+      const done = (await tasks.byId(task.id))!;
+      await tasks.update(task.id, { result_text: resultText });
       this.emit(task, {
         type: "turn.done",
         result_text: resultText,
@@ -124,31 +124,32 @@ export class AgentLoop {
       const pending = transcript.pendingToolUses(steps, task.id);
       for (let i = 0; i < pending.length; i++) {
         const use = pending[i]!;
-        const step = use.name === CONTINUE_TOOL && task.max_continuations > 0 ? this.continueChain(task, use, steps) : await this.runTool(task, profile, extra, use, signal, scrub);
+        const step = use.name === CONTINUE_TOOL && task.max_continuations > 0 ? await this.continueChain(task, use, steps) : await this.runTool(task, profile, extra, use, signal, scrub);
         if (step === "waiting") return "waiting";
         if (signal.aborted) throw signal.reason;
         if (step === "ran") continue;
         // A new chain starts (or the run ends): the rest of this message's calls do not run.
-        for (const rest of pending.slice(i + 1)) this.finishTool(task, rest, NOT_RUN_AFTER_CHAIN, true);
+        for (const rest of pending.slice(i + 1)) await this.finishTool(task, rest, NOT_RUN_AFTER_CHAIN, true);
         if ("ended" in step) return complete(step.ended);
         break;
       }
-      if (pending.length) steps = transcript.steps(task.session_id);
-      const current = tasks.byId(task.id)!;
+      if (pending.length) steps = await transcript.steps(task.session_id);
+      // Only this loop changes the task's turns and totals while it runs: read, check, write.
+      const current = (await tasks.byId(task.id))!;
       if (current.turns >= current.max_turns) {
         return { failed: { code: "TURN_LIMIT_EXCEEDED", message: `Task reached max_turns (${current.max_turns}) before finishing` } };
       }
       if (current.cost_usd >= current.max_budget_usd) {
         return { failed: { code: "BUDGET_EXCEEDED", message: `Task reached max_budget_usd ($${current.max_budget_usd}) before finishing` } };
       }
-      if (current.server_paid) this.d.spend?.assertSpend(task.user_id);
-      tasks.update(task.id, { turns: current.turns + 1 });
+      if (current.server_paid) await this.d.spend?.assertSpend(task.user_id);
+      await tasks.update(task.id, { turns: current.turns + 1 });
 
       // ContinueInNewChain is offered while the run has continuations left.
       const continuing = current.max_continuations > 0 && transcript.chains(steps, task.id) < current.max_continuations;
       // Secrets set or rotated during the task are scrubbed from here on; a token split across
       // chunks is held back until it is clear whether it begins a secret.
-      scrub.add(this.d.secrets.valuesFor(task.user_id));
+      scrub.add(await this.d.secrets.valuesFor(task.user_id));
       const tokens = new TokenBatch(scrub.stream(), (text) => this.emit(task, { type: "task:token", text }));
       let response: ModelResponse;
       try {
@@ -181,16 +182,11 @@ export class AgentLoop {
       tokens.end();
       const content = scrubDeep(response.content, scrub);
       const cost = costUsd(profile.model, response.usage);
-      const totals = tasks.byId(task.id)!;
-      tasks.update(task.id, {
-        input_tokens: totals.input_tokens + response.usage.input_tokens,
-        output_tokens: totals.output_tokens + response.usage.output_tokens,
-        cost_usd: totals.cost_usd + cost,
-      });
-      this.d.sessions.addUsage(task.session_id, response.usage.input_tokens, response.usage.output_tokens, cost);
+      await tasks.addUsage(task.id, response.usage.input_tokens, response.usage.output_tokens, cost);
+      await this.d.sessions.addUsage(task.session_id, response.usage.input_tokens, response.usage.output_tokens, cost);
       this.d.metrics?.modelUsage(profile.model.provider, response.usage.input_tokens, response.usage.output_tokens, cost);
-      transcript.addAssistant(task.session_id, task.id, content);
-      steps = transcript.steps(task.session_id);
+      await transcript.addAssistant(task.session_id, task.id, content);
+      steps = await transcript.steps(task.session_id);
 
       const uses = content.filter((b): b is ToolUse => b.type === "tool_use");
       if (uses.length === 0) return complete(content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join(""));
@@ -202,23 +198,23 @@ export class AgentLoop {
    * message are stored together and `turn.continuing` is emitted; the loop's next model request
    * sees only the new chain. With none left, the run ends and its result says so.
    */
-  private continueChain(task: TaskRow, use: ToolUse, steps: StoredStep[]): ToolStep {
+  private async continueChain(task: TaskRow, use: ToolUse, steps: StoredStep[]): Promise<ToolStep> {
     const max = task.max_continuations;
     this.emit(task, { type: "task:tool_use", tool: use.name, tool_use_id: use.id, input: use.input });
     const handoff = handoffOf(use.input);
     if (!handoff) {
-      this.finishTool(task, use, `Invalid input for ${CONTINUE_TOOL}: handoff must be a non-empty string of at most ${HANDOFF_MAX} characters`, true);
+      await this.finishTool(task, use, `Invalid input for ${CONTINUE_TOOL}: handoff must be a non-empty string of at most ${HANDOFF_MAX} characters`, true);
       return "ran";
     }
     const used = this.d.transcript.chains(steps, task.id);
     if (used >= max) {
-      this.finishTool(task, use, `Not continued: the run's ${max} continuation${max === 1 ? " is" : "s are"} used up; the run ends with this hand-off note as its result.`, false);
+      await this.finishTool(task, use, `Not continued: the run's ${max} continuation${max === 1 ? " is" : "s are"} used up; the run ends with this hand-off note as its result.`, false);
       return { ended: exhaustedResult(handoff, max) };
     }
     const n = used + 1;
     const output = `Continuing in a new chain (${n} of ${max}).`;
-    this.d.transcript.addChain(task.session_id, task.id, { type: "tool_result", tool_use_id: use.id, content: output }, chainPrompt(task.prompt, handoff, n, max));
-    this.d.tasks.update(task.id, { pending_tool_use_id: null });
+    await this.d.transcript.addChain(task.session_id, task.id, { type: "tool_result", tool_use_id: use.id, content: output }, chainPrompt(task.prompt, handoff, n, max));
+    await this.d.tasks.update(task.id, { pending_tool_use_id: null });
     this.emit(task, { type: "task:tool_result", tool: use.name, tool_use_id: use.id, output, is_error: false });
     this.emit(task, { type: "turn.continuing", continuation: n, max_continuations: max });
     return { chained: n };
@@ -227,7 +223,7 @@ export class AgentLoop {
   /** Runs one tool call and stores its result ("waiting": the task now waits for an answer). */
   private async runTool(task: TaskRow, profile: ProfileRow, extra: RunTools, use: ToolUse, signal: AbortSignal, scrub: Scrubber): Promise<ToolStep> {
     const { tasks } = this.d;
-    const current = tasks.byId(task.id)!;
+    const current = (await tasks.byId(task.id))!;
     if (current.pending_tool_use_id === use.id && use.name !== ASK_USER) {
       // It was running when the server stopped.
       return this.finishTool(task, use, INTERRUPTED, true);
@@ -238,14 +234,15 @@ export class AgentLoop {
     if (use.name === ASK_USER && enabled && !invalid) {
       const questions = flattenQuestions(use.input);
       const asking = current.pending_tool_use_id !== use.id;
+      const dueAt = current.answer_timeout_ms ? (asking ? this.d.now() + current.answer_timeout_ms : current.answer_due_at) : null;
+      // The status first: whoever sees the question can answer it at once.
+      await tasks.update(task.id, { status: "waiting_input", pending_tool_use_id: use.id, answer_due_at: dueAt });
       if (asking) {
         this.emit(task, { type: "task:tool_use", tool: use.name, tool_use_id: use.id, input: use.input });
         this.emit(task, { type: "task:ask_user", questions });
       }
-      const dueAt = current.answer_timeout_ms ? (asking ? this.d.now() + current.answer_timeout_ms : current.answer_due_at) : null;
-      tasks.update(task.id, { status: "waiting_input", pending_tool_use_id: use.id, answer_due_at: dueAt });
       // Nobody watches a scheduled or triggered run: its owner hears of the question on the webhook.
-      if (asking && (task.trigger === "schedule" || task.trigger === "hook")) this.notifyQuestion(task, questions, dueAt);
+      if (asking && (task.trigger === "schedule" || task.trigger === "hook")) await this.notifyQuestion(task, questions, dueAt);
       this.d.eventLog.flush();
       return "waiting";
     }
@@ -253,12 +250,12 @@ export class AgentLoop {
     if (!enabled) return this.finishTool(task, use, `Tool ${use.name} is not enabled for this agent (enabled: ${[...profile.tools, ...extra.specs.map((t) => t.name)].join(", ")})`, true);
     if (invalid) return this.finishTool(task, use, invalid, true);
     // Durable before side effects: the tool_use frame and the in-flight marker.
-    tasks.update(task.id, { pending_tool_use_id: use.id });
+    await tasks.update(task.id, { pending_tool_use_id: use.id });
     this.d.eventLog.flush();
     const tool = isExtra ? null : toolByName(use.name)!;
     // The workspace resolves the vault at every exec: a secret set or rotated since the model
     // request (or during the command) must be scrubbed from this output too.
-    scrub.add(this.d.secrets.valuesFor(task.user_id));
+    scrub.add(await this.d.secrets.valuesFor(task.user_id));
     let output: string;
     let isError: boolean;
     try {
@@ -281,15 +278,15 @@ export class AgentLoop {
       output = e.message;
       isError = true;
     }
-    scrub.add(this.d.secrets.valuesFor(task.user_id));
+    scrub.add(await this.d.secrets.valuesFor(task.user_id));
     if (signal.aborted) return this.stopTool(task, use, signal, scrub(output));
     return this.finishTool(task, use, scrub(output), isError);
   }
 
-  private notifyQuestion(task: TaskRow, questions: { question: string }[], dueAt: number | null) {
+  private async notifyQuestion(task: TaskRow, questions: { question: string }[], dueAt: number | null) {
     const asked = questions.map((q) => q.question).join(" / ");
     const until = dueAt ? ` It fails if unanswered by ${new Date(dueAt).toISOString()}.` : "";
-    this.d.notifications.enqueue({
+    await this.d.notifications.enqueue({
       userId: task.user_id,
       source: "platform",
       urgency: "high",
@@ -303,16 +300,16 @@ export class AgentLoop {
    * The task was stopped while a tool ran. Cancelled: the tool's result says so. Server shutdown:
    * the call stays pending, and the resumed task reports it to the model as interrupted.
    */
-  private stopTool(task: TaskRow, use: ToolUse, signal: AbortSignal, partial: string): never {
+  private async stopTool(task: TaskRow, use: ToolUse, signal: AbortSignal, partial: string): Promise<never> {
     if (signal.reason !== "shutdown") {
-      this.finishTool(task, use, `${partial ? partial + "\n" : ""}[cancelled by the user]`, true);
+      await this.finishTool(task, use, `${partial ? partial + "\n" : ""}[cancelled by the user]`, true);
     }
     throw signal.reason;
   }
 
-  private finishTool(task: TaskRow, use: ToolUse, output: string, isError: boolean): "ran" {
-    this.d.transcript.addToolResult(task.session_id, task.id, { type: "tool_result", tool_use_id: use.id, content: output, ...(isError ? { is_error: true } : {}) });
-    this.d.tasks.update(task.id, { pending_tool_use_id: null });
+  private async finishTool(task: TaskRow, use: ToolUse, output: string, isError: boolean): Promise<"ran"> {
+    await this.d.transcript.addToolResult(task.session_id, task.id, { type: "tool_result", tool_use_id: use.id, content: output, ...(isError ? { is_error: true } : {}) });
+    await this.d.tasks.update(task.id, { pending_tool_use_id: null });
     this.emit(task, { type: "task:tool_result", tool: use.name, tool_use_id: use.id, output, is_error: isError });
     return "ran";
   }

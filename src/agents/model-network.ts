@@ -21,7 +21,7 @@ export interface ModelRoute {
 export interface ModelNetworkDeps {
   /** `host` or `host:port` entries (lower case) every user may use. */
   allowHosts: string[];
-  isAdmin(userId: string): boolean;
+  isAdmin(userId: string): boolean | Promise<boolean>;
   /** Address policy (tests may substitute the resolver). */
   net?: NetworkPolicy;
 }
@@ -44,8 +44,8 @@ export class ModelNetwork {
     return this.d.allowHosts.includes(host) || this.d.allowHosts.includes(`${host}:${port}`);
   }
 
-  private exempt(userId: string, u: URL): boolean {
-    return this.listed(u) || this.d.isAdmin(userId);
+  private async exempt(userId: string, u: URL): Promise<boolean> {
+    return this.listed(u) || (await this.d.isAdmin(userId));
   }
 
   /**
@@ -60,7 +60,7 @@ export class ModelNetwork {
   async checkUrl(userId: string, url: string | null | undefined, field: string, what = "servers"): Promise<void> {
     if (!url) return;
     const u = new URL(url);
-    if (this.exempt(userId, u)) return;
+    if (await this.exempt(userId, u)) return;
     try {
       await checkedAddresses(u, this.net);
     } catch (e) {
@@ -78,12 +78,12 @@ export class ModelNetwork {
    * Throws BlockedAddressError / ResolveError like the guarded fetch.
    */
   async pin(userId: string, url: URL): Promise<ResolvedAddress[] | null> {
-    if (this.exempt(userId, url)) return null;
+    if (await this.exempt(userId, url)) return null;
     return checkedAddresses(url, this.net);
   }
 
   /** Whether the owner may reach private addresses at this URL's host (plain http is allowed only there). */
-  mayUsePrivate(userId: string, url: URL): boolean {
+  mayUsePrivate(userId: string, url: URL): Promise<boolean> {
     return this.exempt(userId, url);
   }
 
@@ -91,7 +91,7 @@ export class ModelNetwork {
   async route(userId: string, baseUrl: string | null | undefined): Promise<ModelRoute> {
     if (!baseUrl) return PUBLIC;
     const u = new URL(baseUrl);
-    if (!this.exempt(userId, u)) return { fetch: this.guarded, quiet: false };
+    if (!(await this.exempt(userId, u))) return { fetch: this.guarded, quiet: false };
     return { quiet: await this.isPrivate(u) };
   }
 

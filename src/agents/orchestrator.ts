@@ -27,13 +27,13 @@ export interface OrchestratorDeps extends LoopDeps {
   lifecycle: SessionLifecycle;
   /** The operator's policy: task limits within the ceilings, the monthly spend (wired by the app). */
   policy?: {
-    checkSubmit(userId: string, explicit: { max_turns?: number; max_budget_usd?: number }, serverPaid: boolean): void;
-    clampTask(userId: string, t: { maxTurns: number; maxBudgetUsd: number }): { maxTurns: number; maxBudgetUsd: number };
+    checkSubmit(userId: string, explicit: { max_turns?: number; max_budget_usd?: number }, serverPaid: boolean): Promise<void>;
+    clampTask(userId: string, t: { maxTurns: number; maxBudgetUsd: number }): Promise<{ maxTurns: number; maxBudgetUsd: number }>;
   };
   /** Where a session's own repositories may point (the network rule of src/agents/outbound.ts; wired by the app). */
   repositoriesAllowed?: (userId: string, repositories: RepositoryConfig[]) => Promise<void>;
-  /** A playbook's name for the notification at the end of its runs (wired by the app). */
-  playbookName?: (playbookId: string) => string | null;
+  /** A playbook's name for the notification at the end of its runs, read inside that transaction (wired by the app). */
+  playbookName?: (playbookId: string, tx: DB) => string | null;
 }
 
 /** A submission (schema/task.ts: POST /v1/tasks, task.submit, session.turn), and the playbook run it is, if any. */
@@ -44,10 +44,16 @@ export interface SubmitHooks extends SessionHooks {
   inTransaction?: (tx: DB, task: TaskRow) => void;
 }
 
+/** A session the queue has taken: it is picking its next task, or running it. */
 interface Running {
-  taskId: string;
+  /** The task run; null while the next one is being picked (or when there was none). */
+  taskId: string | null;
+  /** While the next task is being picked: settles once it is (its id then in `taskId`). */
+  picking: Promise<unknown> | null;
   ctl: AbortController;
   done: Promise<void>;
+  /** Pumped while taken: look for a next task once done. */
+  again: boolean;
 }
 
 const STOP_WAIT_MS = 5000;
@@ -64,7 +70,7 @@ export class Orchestrator {
 
   constructor(private d: OrchestratorDeps) {
     this.loop = new AgentLoop(d);
-    this.answerTimer = new DueTimer(() => this.expireAnswers(), d.now);
+    this.answerTimer = new DueTimer(() => void this.expireAnswers().catch((e) => d.log.error("answer timeouts not checked", { err: e })), d.now);
   }
 
   private publish(sessionId: string, frame: FrameInput) {
@@ -72,10 +78,10 @@ export class Orchestrator {
   }
 
   /** The task's limits (the request's or the profile's, within the operator's ceilings), after the policy's checks. */
-  private limits(userId: string, profile: ProfileRow, input: SubmitInput) {
-    this.d.policy?.checkSubmit(userId, { max_turns: input.max_turns, max_budget_usd: input.max_budget_usd }, serverPaid(profile));
+  private async limits(userId: string, profile: ProfileRow, input: SubmitInput) {
+    await this.d.policy?.checkSubmit(userId, { max_turns: input.max_turns, max_budget_usd: input.max_budget_usd }, serverPaid(profile));
     const asked = { maxTurns: input.max_turns ?? profile.limits.max_turns, maxBudgetUsd: input.max_budget_usd ?? profile.limits.max_budget_usd };
-    const { maxTurns, maxBudgetUsd } = this.d.policy?.clampTask(userId, asked) ?? asked;
+    const { maxTurns, maxBudgetUsd } = (await this.d.policy?.clampTask(userId, asked)) ?? asked;
     if (maxTurns <= 0) throw new AppError("TURN_LIMIT_EXCEEDED", "max_turns is 0: the task could not make a single model request", { field: "max_turns", max_turns: maxTurns });
     if (maxBudgetUsd <= 0) throw new AppError("BUDGET_EXCEEDED", "max_budget_usd is 0: the task has no budget to spend", { field: "max_budget_usd", max_budget_usd: maxBudgetUsd });
     return { maxTurns, maxBudgetUsd };
@@ -85,21 +91,21 @@ export class Orchestrator {
     if (input.mode !== undefined && input.mode !== "session") throw Errors.validation("mode", `mode "${input.mode}" is not supported; use "session"`);
     if (input.session_id) {
       if (input.repositories) throw Errors.validation("repositories", "repositories can only be given when a new session is created (without session_id)");
-      const session = this.d.sessions.get(userId, input.session_id);
+      const session = await this.d.sessions.get(userId, input.session_id);
       if (input.profile_id && input.profile_id !== session.profile_id) {
         throw Errors.validation("profile_id", `Session ${session.id} belongs to profile ${session.profile_id}; omit profile_id or use that one`);
       }
-      const profile = this.d.profiles.get(userId, session.profile_id);
-      const { maxTurns, maxBudgetUsd } = this.limits(userId, profile, input);
-      this.d.workspaces.assertRoom(session.id, profile);
-      const task = this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) });
-      this.d.sessions.setTitleIfEmpty(session.id, titleFrom(input.prompt));
+      const profile = await this.d.profiles.get(userId, session.profile_id);
+      const { maxTurns, maxBudgetUsd } = await this.limits(userId, profile, input);
+      await this.d.workspaces.assertRoom(session.id, profile);
+      const task = await this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) });
+      await this.d.sessions.setTitleIfEmpty(session.id, titleFrom(input.prompt));
       this.pump(session.id);
       return { task, session, created: false };
     }
     if (!input.profile_id) throw Errors.validation("profile_id", "profile_id is required when no session_id is given");
-    const profile = this.d.profiles.get(userId, input.profile_id);
-    const { maxTurns, maxBudgetUsd } = this.limits(userId, profile, input);
+    const profile = await this.d.profiles.get(userId, input.profile_id);
+    const { maxTurns, maxBudgetUsd } = await this.limits(userId, profile, input);
     const repositories = input.repositories?.length ? checkRepositories(input.repositories) : null;
     if (repositories) await this.d.repositoriesAllowed?.(userId, repositories);
     const r = await this.d.lifecycle.open(
@@ -108,44 +114,67 @@ export class Orchestrator {
       titleFrom(input.prompt),
       hooks,
       (tx, s) => {
-        const task = this.d.tasks.create({ userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) }, tx);
+        const task = this.d.tasks.createIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) });
         hooks.inTransaction?.(tx, task);
         return task;
       },
       repositories,
     );
     if (r.error) {
-      this.fail(r.task!, r.error.code, r.error.message);
-      return { task: this.d.tasks.byId(r.task!.id)!, session: r.session, created: true };
+      await this.fail(r.task!, r.error.code, r.error.message);
+      return { task: (await this.d.tasks.byId(r.task!.id))!, session: r.session, created: true };
     }
     this.pump(r.session.id);
     // The task as accepted (queued); the queue may already have started it.
     return { task: r.task!, session: r.session, created: true };
   }
 
-  /** Starts the session's next task unless one is running or waiting for input. */
+  /**
+   * Starts the session's next task unless one is running or waiting for input. The session is
+   * taken at once (before the next task is read), so two pumps never both start one of its tasks;
+   * a pump while it is taken looks again once it is done.
+   */
   pump(sessionId: string) {
-    if (this.stopped || this.running.has(sessionId)) return;
-    const next = this.d.tasks.nextActive(sessionId);
-    if (!next || next.status === "waiting_input") return;
-    const ctl = new AbortController();
-    const entry: Running = { taskId: next.id, ctl, done: Promise.resolve() };
+    if (this.stopped) return;
+    const taken = this.running.get(sessionId);
+    if (taken) {
+      taken.again = true;
+      return;
+    }
+    const entry: Running = { taskId: null, picking: null, ctl: new AbortController(), done: Promise.resolve(), again: false };
     this.running.set(sessionId, entry);
-    entry.done = this.execute(next, ctl).finally(() => {
-      this.running.delete(sessionId);
-      if (!this.stopped) this.pump(sessionId);
-    });
+    entry.done = this.runNext(sessionId, entry)
+      .catch((e) => this.d.log.error("task queue failed", { session_id: sessionId, err: e }))
+      .finally(() => {
+        this.running.delete(sessionId);
+        if (!this.stopped && (entry.taskId || entry.again)) this.pump(sessionId);
+      });
+  }
+
+  private async runNext(sessionId: string, entry: Running) {
+    const picking = this.d.tasks.nextActive(sessionId);
+    entry.picking = picking.catch(() => {});
+    const next = await picking;
+    entry.picking = null;
+    // Nothing to run, or stopped while picking (shutdown, the session being deleted): the task stays queued.
+    if (!next || next.status === "waiting_input" || entry.ctl.signal.aborted) return;
+    entry.taskId = next.id;
+    await this.execute(next, entry.ctl);
   }
 
   private async execute(task: TaskRow, ctl: AbortController) {
     let outcome: Outcome;
     try {
-      const profile = this.d.profiles.get(task.user_id, task.profile_id);
+      const profile = await this.d.profiles.get(task.user_id, task.profile_id);
       if (task.status === "queued") {
-        this.d.tasks.update(task.id, { status: "running", started_at: this.d.now() });
-        task = this.d.tasks.byId(task.id)!;
+        const claimed = await this.d.tasks.claim(task.id, this.d.now());
+        // Ended meanwhile (cancelled, or failed by a disabled account): nothing to run.
+        if (!claimed) return;
+        task = claimed;
       }
-      outcome = await this.loop.run(task, profile, ctl.signal);
+      // Cancelled (or the server stopping) while it was being started: the loop does not begin.
+      const { signal } = ctl;
+      outcome = signal.aborted ? (signal.reason === "shutdown" ? "interrupted" : "cancelled") : await this.loop.run(task, profile, signal);
     } catch (e) {
       outcome =
         e instanceof AppError
@@ -153,36 +182,51 @@ export class Orchestrator {
           : { failed: { code: "INTERNAL_ERROR", message: "Internal error while starting the task" } };
       if (!(e instanceof AppError)) this.d.log.error("task failed to start", { task_id: task.id, err: e });
     }
-    this.settle(task, outcome);
+    await this.settle(task, outcome);
   }
 
-  private settle(task: TaskRow, outcome: Outcome) {
+  private async settle(task: TaskRow, outcome: Outcome) {
     if (outcome === "interrupted") return;
-    if (outcome === "waiting") return this.answerTimer.arm(this.d.tasks.byId(task.id)?.answer_due_at ?? null);
-    if (outcome === "completed") this.finish(task, "completed");
-    else if (outcome === "cancelled") this.finish(task, "cancelled");
-    else this.fail(task, outcome.failed.code, outcome.failed.message);
+    if (outcome === "waiting") return this.answerTimer.arm((await this.d.tasks.byId(task.id))?.answer_due_at ?? null);
+    if (outcome === "completed") await this.finish(task, "completed");
+    else if (outcome === "cancelled") await this.finish(task, "cancelled");
+    else await this.fail(task, outcome.failed.code, outcome.failed.message);
   }
 
-  /** Ends the task completed or cancelled (a playbook run also notifies its owner, in the same transaction). */
-  private finish(task: TaskRow, status: "completed" | "cancelled") {
-    this.d.db.transaction((tx) => {
-      this.d.tasks.update(task.id, { status, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null }, tx);
-      if (task.playbook_id) this.runEnded(task, status, null, tx);
+  /** Ends the task completed or cancelled (a playbook run also notifies its owner, in the same transaction). See `end`. */
+  private finish(task: TaskRow, status: "completed" | "cancelled", question?: string): Promise<boolean> {
+    return this.end(task, status, null, question);
+  }
+
+  /** Marks the task failed and queues the platform notification in the same transaction. See `end`. */
+  private fail(task: TaskRow, code: ErrorCode, message: string, question?: string): Promise<boolean> {
+    return this.end(task, "failed", { code, message }, question);
+  }
+
+  /**
+   * Ends the task, if its status is still the one read (`task.status`): a task that moved on
+   * meanwhile (taken by the queue, answered, ended) is left alone, and false returned. In the same
+   * transaction: the result of the question it waited on (`question`, for its pending tool call),
+   * and the platform notification (a playbook run's end; a failed task's). Its frames follow.
+   */
+  private async end(task: TaskRow, status: "completed" | "cancelled" | "failed", error: { code: ErrorCode; message: string } | null, question?: string): Promise<boolean> {
+    const toolUseId = question !== undefined ? task.pending_tool_use_id : null;
+    const patch: Partial<TaskRow> = { status, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null };
+    if (error) Object.assign(patch, { error_code: error.code, error_message: error.message });
+    // one statement block: gets a transaction of its own per dialect (issue 17)
+    const ended = this.d.db.transaction((tx) => {
+      if (!this.d.tasks.updateIn(tx, task.id, patch, task.status)) return false;
+      if (toolUseId) this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: toolUseId, content: question!, is_error: true });
+      if (task.playbook_id) this.runEnded(task, status, error && `${error.code}: ${error.message}`, tx);
+      else if (error) this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, code: error.code, error: error.message }, tx);
+      return true;
     });
+    if (!ended) return false;
     this.ended(task, status);
-    this.publish(task.session_id, { type: "task:done", task_id: task.id, status });
-  }
-
-  /** Marks the task failed and queues the platform notification in the same transaction. */
-  private fail(task: TaskRow, code: ErrorCode, message: string) {
-    this.d.db.transaction((tx) => {
-      this.d.tasks.update(task.id, { status: "failed", error_code: code, error_message: message, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null }, tx);
-      if (task.playbook_id) this.runEnded(task, "failed", `${code}: ${message}`, tx);
-      else this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, code, error: message }, tx);
-    });
-    this.ended(task, "failed");
-    this.publish(task.session_id, { type: "task:failed", task_id: task.id, error: message, code });
+    if (toolUseId) this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: toolUseId, output: question!, is_error: true });
+    if (error) this.publish(task.session_id, { type: "task:failed", task_id: task.id, error: error.message, code: error.code });
+    else this.publish(task.session_id, { type: "task:done", task_id: task.id, status: status as "completed" | "cancelled" });
+    return true;
   }
 
   /** /metrics: the task's duration from its start (never started: its submission) to now. */
@@ -192,58 +236,66 @@ export class Orchestrator {
 
   /** The platform notification at the end of every playbook run: status, cost and (failed) why. */
   private runEnded(task: TaskRow, status: "completed" | "cancelled" | "failed", why: string | null, tx: DB) {
-    const t = this.d.tasks.byId(task.id) ?? task;
+    const t = this.d.tasks.byIdIn(tx, task.id) ?? task;
     const cost = `cost $${roundUsd(t.cost_usd)}, ${t.turns} model request${t.turns === 1 ? "" : "s"}`;
     this.d.notifications.playbookRunEnded(
-      { userId: t.user_id, playbookId: t.playbook_id!, taskId: t.id, playbookName: this.d.playbookName?.(t.playbook_id!) ?? null, status, detail: why ? `${why} (${cost})` : cost },
+      { userId: t.user_id, playbookId: t.playbook_id!, taskId: t.id, playbookName: this.d.playbookName?.(t.playbook_id!, tx) ?? null, status, detail: why ? `${why} (${cost})` : cost },
       tx,
     );
   }
 
   /** Fails the tasks whose question waited past their answer_timeout; re-arms for the next one. */
-  expireAnswers() {
+  async expireAnswers() {
     const now = this.d.now();
-    for (const task of this.d.tasks.answersDue(now)) {
+    for (const task of await this.d.tasks.answersDue(now)) {
       const message = `No answer within the playbook's answer_timeout (${Math.round((task.answer_timeout_ms ?? 0) / 1000)} s): the run ends`;
-      if (task.pending_tool_use_id) {
-        this.d.transcript.addToolResult(task.session_id, task.id, { type: "tool_result", tool_use_id: task.pending_tool_use_id, content: `[${message}]`, is_error: true });
-        this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: task.pending_tool_use_id, output: `[${message}]`, is_error: true });
-      }
-      this.fail(task, "TURN_LIMIT_EXCEEDED", message);
-      this.pump(task.session_id);
+      // Answered or cancelled meanwhile: nothing to end.
+      if (await this.fail(task, "TURN_LIMIT_EXCEEDED", message, `[${message}]`)) this.pump(task.session_id);
     }
-    this.answerTimer.reset(this.d.tasks.nextAnswerDue());
+    this.answerTimer.reset(await this.d.tasks.nextAnswerDue());
   }
 
-  cancel(userId: string, taskId: string): TaskRow {
-    const task = this.d.tasks.get(userId, taskId);
-    if ((FINAL_TASK_STATUSES as readonly string[]).includes(task.status)) return task;
-    if (task.status === "running") {
+  async cancel(userId: string, taskId: string): Promise<TaskRow> {
+    for (;;) {
+      const task = await this.d.tasks.get(userId, taskId);
+      if ((FINAL_TASK_STATUSES as readonly string[]).includes(task.status)) return task;
       const entry = this.running.get(task.session_id);
-      if (entry?.taskId === task.id) {
-        entry.ctl.abort("cancel");
-        return this.d.tasks.byId(task.id)!;
+      if (entry?.picking) {
+        // The queue is picking the session's next task, maybe this one: look again once it has.
+        await entry.picking;
+        continue;
       }
+      if (entry?.taskId === task.id && task.status !== "waiting_input") {
+        // Taken by the queue (running, or being started): its loop ends it cancelled.
+        entry.ctl.abort("cancel");
+        return (await this.d.tasks.byId(task.id))!;
+      }
+      const question = task.status === "waiting_input" && task.pending_tool_use_id ? "[cancelled by the user]" : undefined;
+      if (await this.finish(task, "cancelled", question)) {
+        this.pump(task.session_id);
+        return (await this.d.tasks.byId(task.id))!;
+      }
+      // Its status changed meanwhile (the queue took it, an answer came): look again.
     }
-    if (task.status === "waiting_input" && task.pending_tool_use_id) {
-      this.d.transcript.addToolResult(task.session_id, task.id, { type: "tool_result", tool_use_id: task.pending_tool_use_id, content: "[cancelled by the user]", is_error: true });
-      this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: task.pending_tool_use_id, output: "[cancelled by the user]", is_error: true });
-    }
-    this.finish(task, "cancelled");
-    this.pump(task.session_id);
-    return this.d.tasks.byId(task.id)!;
   }
 
-  answer(userId: string, taskId: string, answer: string): TaskRow {
-    const task = this.d.tasks.get(userId, taskId);
-    if (task.status !== "waiting_input" || !task.pending_tool_use_id) {
-      throw Errors.validation("task_id", `Task ${task.id} is not waiting for an answer (status ${task.status})`, { status: task.status });
-    }
-    this.d.transcript.addToolResult(task.session_id, task.id, { type: "tool_result", tool_use_id: task.pending_tool_use_id, content: answer });
-    this.d.tasks.update(task.id, { status: "running", pending_tool_use_id: null, answer_due_at: null });
-    this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: task.pending_tool_use_id, output: answer, is_error: false });
+  async answer(userId: string, taskId: string, answer: string): Promise<TaskRow> {
+    const task = await this.d.tasks.get(userId, taskId);
+    const notWaiting = (t: TaskRow) => Errors.validation("task_id", `Task ${t.id} is not waiting for an answer (status ${t.status})`, { status: t.status });
+    const toolUseId = task.pending_tool_use_id;
+    if (task.status !== "waiting_input" || !toolUseId) throw notWaiting(task);
+    // The answer stored and the task running again, only if it still waits (not cancelled,
+    // expired or answered meanwhile).
+    // one statement block: gets a transaction of its own per dialect (issue 17)
+    const answered = this.d.db.transaction((tx) => {
+      if (!this.d.tasks.updateIn(tx, task.id, { status: "running", pending_tool_use_id: null, answer_due_at: null }, "waiting_input")) return false;
+      this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: toolUseId, content: answer });
+      return true;
+    });
+    if (!answered) throw notWaiting((await this.d.tasks.byId(task.id)) ?? task);
+    this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: toolUseId, output: answer, is_error: false });
     this.pump(task.session_id);
-    return this.d.tasks.byId(task.id)!;
+    return (await this.d.tasks.byId(task.id))!;
   }
 
   /** Stops the session's running task (it ends cancelled), waiting a few seconds for it; before a session is deleted. */
@@ -260,30 +312,32 @@ export class Orchestrator {
    * many tasks it ended.
    */
   async stopUser(userId: string, reason = "The account was disabled"): Promise<number> {
-    const active = this.d.tasks.activeForUser(userId);
+    const active = await this.d.tasks.activeForUser(userId);
     // Queued first, so a cancelled task's session does not start its next one.
-    for (const t of active.filter((t) => t.status === "queued")) this.fail(t, "FORBIDDEN", `${reason}: the task did not run`);
+    const failed = new Set<string>();
+    for (const t of active.filter((t) => t.status === "queued")) {
+      if (await this.fail(t, "FORBIDDEN", `${reason}: the task did not run`)) failed.add(t.id);
+    }
     const waits: Promise<unknown>[] = [];
     for (const t of active) {
-      if (t.status === "waiting_input") this.cancel(userId, t.id);
-      else if (t.status === "running") {
-        const entry = this.running.get(t.session_id);
-        if (entry?.taskId === t.id) {
-          entry.ctl.abort("cancel");
-          waits.push(entry.done);
-        } else this.finish(t, "cancelled");
-      }
+      // A queued task the queue took meanwhile is cancelled like a running one.
+      if (failed.has(t.id)) continue;
+      const entry = this.running.get(t.session_id);
+      if (entry?.taskId === t.id && t.status !== "waiting_input") {
+        entry.ctl.abort("cancel");
+        waits.push(entry.done);
+      } else await this.cancel(userId, t.id);
     }
     await Promise.race([Promise.allSettled(waits), Bun.sleep(STOP_WAIT_MS)]);
     return active.length;
   }
 
   /** At start: resume running tasks from their last step and start queued ones; watch answer timeouts. */
-  recover() {
-    const sessions = this.d.tasks.sessionsWithWork();
+  async recover() {
+    const sessions = await this.d.tasks.sessionsWithWork();
     if (sessions.length) this.d.log.info("resuming tasks", { sessions: sessions.length });
     for (const sid of sessions) this.pump(sid);
-    this.answerTimer.reset(this.d.tasks.nextAnswerDue());
+    this.answerTimer.reset(await this.d.tasks.nextAnswerDue());
   }
 
   /** On shutdown: stop every loop, leaving its task `running` for `recover` at the next start. */

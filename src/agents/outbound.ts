@@ -10,7 +10,7 @@ import { Errors } from "../lib/errors.ts";
 
 export interface OutboundNet {
   checkUrl(userId: string, url: string, field: string, what?: string): Promise<void>;
-  mayUsePrivate(userId: string, url: URL): boolean;
+  mayUsePrivate(userId: string, url: URL): Promise<boolean>;
 }
 
 export async function checkOutbound(net: OutboundNet, userId: string, f: { mcp_servers?: McpServerConfig[]; repositories?: RepositoryConfig[] }): Promise<void> {
@@ -20,7 +20,7 @@ export async function checkOutbound(net: OutboundNet, userId: string, f: { mcp_s
   for (const [i, r] of (f.repositories ?? []).entries()) {
     const field = `repositories[${i}].url`;
     const repo = parseRepoUrl(r.url, field);
-    if (repo.scheme === "http" && !net.mayUsePrivate(userId, new URL(repo.url))) {
+    if (repo.scheme === "http" && !(await net.mayUsePrivate(userId, new URL(repo.url)))) {
       throw Errors.validation(field, `${field} must use https or ssh (plain http is only for git servers on private networks that admins or the operator's --allow-model-hosts allow)`, { reason: "invalid scheme" });
     }
     await net.checkUrl(userId, repo.url, field, "git servers");

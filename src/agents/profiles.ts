@@ -3,9 +3,9 @@
  * network). Every read and write is scoped by owner in the query itself; someone else's profile
  * answers NOT_FOUND exactly like a missing one. The runtime calls `get` + `toApi`.
  */
-import { and, desc, eq, lt, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, lt, sql } from "drizzle-orm";
 import type { Config } from "../config.ts";
-import { changes, type DB } from "../db/client.ts";
+import { affected, type DB, first } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
 import { type ModelConfig, type ProfileRow, profiles } from "../db/schema.ts";
@@ -73,18 +73,16 @@ interface ProfilePage {
   json: string | null;
 }
 
+/** What the read routes select: only what says which version of each record to send. */
+const VERSION = { id: profiles.id, updated_at: profiles.updated_at, warm_pool: profiles.warm_pool };
+
 export class Profiles {
-  private byIdStmt;
-  /** The read routes' statements, prepared once: only what says which version of each record to send. */
-  private versionStmt;
-  private firstVersionsStmt;
-  private nextVersionsStmt;
   /** Each profile's API record (without the pool's live state) as JSON, per `updated_at`. */
   private json = new VersionedJson();
   /** List pages' (id, version) rows, kept while the profiles table is unchanged by anyone (null: read every time). */
   private pages: TableMemo<ProfilePage> | null;
   /** Called after a profile is deleted (its playbooks are disabled, its warm pool removed). */
-  onDelete: ((profileId: string, userId: string) => void)[] = [];
+  onDelete: ((profileId: string, userId: string) => void | Promise<void>)[] = [];
   /** Called after a profile is changed (its warm pool is drained when its containers would differ, and resized). */
   onUpdate: ((before: ProfileRow, after: ProfileRow) => void)[] = [];
 
@@ -95,22 +93,14 @@ export class Profiles {
     private now: () => number,
     /** The operator's policy and the model-network rule, checked when a profile is saved (wired by the app). */
     private guards: {
-      policy?: { checkProfile(userId: string, fields: ProfileFields, isNew: boolean): void };
+      policy?: { checkProfile(userId: string, fields: ProfileFields, isNew: boolean): Promise<void> };
       modelNet?: { check(userId: string, baseUrl: string | null | undefined): Promise<void> } & OutboundNet;
       /** The warm pool's state shown with the profile (wired by the app). */
-      pool?: { state(profileId: string): PoolState | null };
+      pool?: { state(profile: { id: string; warm_pool: number }): PoolState | null };
     } = {},
     changes?: TableChanges,
   ) {
     this.pages = changes ? new TableMemo(changes, ["profiles"], PAGES_KEPT) : null;
-    const mine = eq(profiles.user_id, sql.placeholder("user_id"));
-    this.byIdStmt = db.select().from(profiles).where(and(eq(profiles.id, sql.placeholder("id")), mine)).prepare();
-    const version = { id: profiles.id, updated_at: profiles.updated_at, warm_pool: profiles.warm_pool };
-    this.versionStmt = db.select(version).from(profiles).where(and(eq(profiles.id, sql.placeholder("id")), mine)).prepare();
-    const versions = (where: SQL | undefined) => db.select(version).from(profiles).where(where).orderBy(desc(profiles.id)).limit(sql.placeholder("fetch")).prepare();
-    // A page of the owner's profiles, newest first: the first one, or the one after a cursor.
-    this.firstVersionsStmt = versions(mine);
-    this.nextVersionsStmt = versions(and(mine, lt(profiles.id, sql.placeholder("cursor"))));
   }
 
   /**
@@ -123,20 +113,20 @@ export class Profiles {
   }
 
   /** A profile by id whoever owns it (the workspace's environment, resolved per exec). */
-  byIdAny(profileId: string): ProfileRow | undefined {
-    return this.db.select().from(profiles).where(eq(profiles.id, profileId)).get();
+  async byIdAny(profileId: string): Promise<ProfileRow | undefined> {
+    return first(this.db.select().from(profiles).where(eq(profiles.id, profileId)));
   }
 
   /** The caller's profile; NOT_FOUND when missing or someone else's. */
-  get(userId: string, profileId: string): ProfileRow {
-    const row = isId("profile", profileId) ? this.byIdStmt.get({ id: profileId, user_id: userId }) : undefined;
+  async get(userId: string, profileId: string): Promise<ProfileRow> {
+    const row = isId("profile", profileId) ? await first(this.db.select().from(profiles).where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId)))) : undefined;
     if (!row) throw Errors.notFound("Profile", profileId);
     return row;
   }
 
   toApi(row: ProfileRow): ProfileRecord {
     const rec = recordOf(row);
-    const pool = row.warm_pool > 0 ? this.guards.pool?.state(row.id) : null;
+    const pool = row.warm_pool > 0 ? this.guards.pool?.state(row) : null;
     if (pool) rec.pool = pool;
     return rec;
   }
@@ -145,9 +135,9 @@ export class Profiles {
    * GET /v1/profiles/:id's body: the record's JSON, made once per version (src/lib/versioned-json.ts)
    * and checked against its schema when made; the pool's live state is added per request.
    */
-  getJson(userId: string, profileId: string): string {
-    const v = isId("profile", profileId) ? this.versionStmt.get({ id: profileId, user_id: userId }) : undefined;
-    const json = v && this.recordJson(v);
+  async getJson(userId: string, profileId: string): Promise<string> {
+    const v = isId("profile", profileId) ? await first(this.db.select(VERSION).from(profiles).where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId)))) : undefined;
+    const json = v && (await this.recordJson(v));
     if (!json) throw Errors.notFound("Profile", profileId);
     return json;
   }
@@ -155,48 +145,60 @@ export class Profiles {
   /**
    * GET /v1/profiles's body (the shape of `list`), from the records' stored JSON. A page is kept
    * while the profiles table is unchanged; when none of its profiles has a warm pool (whose live
-   * state goes in every answer) it is kept finished, so a repeated read is one lookup.
+   * state goes in every answer) it is kept finished, so a repeated read is one lookup. A kept page
+   * is answered without a promise when its records' JSON is stored; only a read returns one.
    */
-  listJson(userId: string, p: PageParams, scope?: object): string {
+  listJson(userId: string, p: PageParams, scope?: object): string | Promise<string> {
     const k = keyset(profiles.id, undefined, p);
-    const read = (): ProfilePage => {
-      const rows = p.cursor ? this.nextVersionsStmt.all({ user_id: userId, cursor: p.cursor, fetch: k.fetch }) : this.firstVersionsStmt.all({ user_id: userId, fetch: k.fetch });
-      let json = rows.some((r) => r.warm_pool > 0) ? null : this.pageJson(rows, k.limit);
+    const read = async (): Promise<ProfilePage> => {
+      // A page of the owner's profiles, newest first: the first one, or the one after a cursor.
+      const mine = eq(profiles.user_id, userId);
+      const rows = await this.db.select(VERSION).from(profiles).where(p.cursor ? and(mine, lt(profiles.id, p.cursor)) : mine).orderBy(desc(profiles.id)).limit(k.fetch);
+      let json = rows.some((r) => r.warm_pool > 0) ? null : await this.pageJson(rows, k.limit);
       if (json && json.length > PAGE_JSON_KEPT_MAX) json = null; // kept as rows only: the memo's memory stays bounded
       return { rows, json };
     };
-    const page = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read, scope)! : read();
-    return page.json ?? this.pageJson(page.rows, k.limit);
+    const page = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read, scope) : read();
+    const body = (pg: ProfilePage | undefined) => pg!.json ?? this.pageJson(pg!.rows, k.limit);
+    return page instanceof Promise ? page.then(body) : body(page);
   }
 
-  private pageJson(rows: readonly ProfileVersion[], limit: number): string {
+  /** A page's body: synchronous when every record's JSON is stored, else once the missing ones are read. */
+  private pageJson(rows: readonly ProfileVersion[], limit: number): string | Promise<string> {
     const page = rows.slice(0, limit);
-    let data = "";
-    for (const v of page) {
-      const json = this.recordJson(v);
-      if (json) data += (data ? "," : "") + json;
-    }
     const next = rows.length > limit ? JSON.stringify(page[page.length - 1]!.id) : "null";
-    return `{"data":[${data}],"next_cursor":${next}}`;
+    const join = (jsons: (string | null)[]) => `{"data":[${jsons.filter((j) => j).join(",")}],"next_cursor":${next}}`;
+    const jsons = page.map((v) => this.recordJson(v));
+    return jsons.some((j) => j instanceof Promise) ? Promise.all(jsons).then(join) : join(jsons as (string | null)[]);
   }
 
-  /** One record's JSON at the version read (null: deleted meanwhile), with the pool's state. */
-  private recordJson(v: ProfileVersion): string | null {
-    const json = this.json.get(v.id, v.updated_at, () => {
-      const row = this.byIdAny(v.id);
-      if (!row) return null;
-      const rec = recordOf(row);
-      // What Elysia's response check did per request, once per version.
-      if (!matches(ProfileRecord, rec)) throw new AppError("INTERNAL_ERROR", "Internal server error: response failed its schema");
-      return { version: row.updated_at, json: JSON.stringify(rec) };
+  /**
+   * One record's JSON at the version read (null: deleted meanwhile), with the pool's state: from
+   * memory when stored at that version, else read (a promise).
+   */
+  private recordJson(v: ProfileVersion): string | null | Promise<string | null> {
+    const stored = this.json.peek(v.id, v.updated_at);
+    if (stored !== undefined) return this.withPool(v, stored);
+    return this.byIdAny(v.id).then((row) => {
+      const json = this.json.get(v.id, v.updated_at, () => {
+        if (!row) return null;
+        const rec = recordOf(row);
+        // What Elysia's response check did per request, once per version.
+        if (!matches(ProfileRecord, rec)) throw new AppError("INTERNAL_ERROR", "Internal server error: response failed its schema");
+        return { version: row.updated_at, json: JSON.stringify(rec) };
+      });
+      return this.withPool(v, json);
     });
-    const pool = json && v.warm_pool > 0 ? this.guards.pool?.state(v.id) : null;
+  }
+
+  private withPool(v: ProfileVersion, json: string | null): string | null {
+    const pool = json && v.warm_pool > 0 ? this.guards.pool?.state(v) : null;
     return pool ? `${json!.slice(0, -1)},"pool":${JSON.stringify(pool)}}` : json;
   }
 
   /** What the owner may save: the operator's policy, and where the model URL may point. */
   private async allowed(userId: string, fields: ProfileFields, isNew: boolean) {
-    this.guards.policy?.checkProfile(userId, fields, isNew);
+    await this.guards.policy?.checkProfile(userId, fields, isNew);
     await this.guards.modelNet?.check(userId, fields.model.base_url);
     if (this.guards.modelNet) await checkOutbound(this.guards.modelNet, userId, fields);
   }
@@ -207,7 +209,7 @@ export class Profiles {
     await this.allowed(userId, fields, true);
     const at = this.now();
     const row: ProfileRow = { id: newId("profile"), user_id: userId, ...fields, created_at: at, updated_at: at };
-    this.db.insert(profiles).values(row).run();
+    await this.db.insert(profiles).values(row);
     if (row.warm_pool > 0) for (const f of this.onUpdate) f({ ...row, warm_pool: 0 }, row);
     return row;
   }
@@ -218,25 +220,25 @@ export class Profiles {
   }
 
   /** Validates a PATCH against the caller's profile without storing it. */
-  validatePatch(userId: string, profileId: string, patch: unknown): { current: ProfileRow; fields: ProfileFields } {
-    const current = this.get(userId, profileId);
+  async validatePatch(userId: string, profileId: string, patch: unknown): Promise<{ current: ProfileRow; fields: ProfileFields }> {
+    const current = await this.get(userId, profileId);
     const body = check(ProfilePatchBody, patch);
     return { current, fields: normalizeProfile(mergeProfilePatch(fieldsOf(current), body), this.currentDefaults()) };
   }
 
   /** Applies a PATCH (semantics in mergeProfilePatch); a patch that changes nothing writes nothing. */
   async update(userId: string, profileId: string, patch: unknown): Promise<ProfileRow> {
-    const { current, fields } = this.validatePatch(userId, profileId, patch);
+    const { current, fields } = await this.validatePatch(userId, profileId, patch);
     if (Bun.deepEquals(fields, fieldsOf(current))) return current;
     await this.allowed(userId, fields, false);
     // updated_at rises with every update, in the statement itself (concurrent ones included): it is
-    // the version the read routes' stored JSON is keyed by.
-    const [stored] = this.db
+    // the version the read routes' stored JSON is keyed by. SQLite's scalar max() (PostgreSQL:
+    // greatest()): a per-dialect statement later (issue 17).
+    const [stored] = await this.db
       .update(profiles)
       .set({ ...fields, updated_at: sql`max(${this.now()}, ${profiles.updated_at} + 1)` })
       .where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId)))
-      .returning({ updated_at: profiles.updated_at })
-      .all();
+      .returning({ updated_at: profiles.updated_at });
     if (!stored) throw Errors.notFound("Profile", profileId);
     const after = { ...current, ...fields, updated_at: stored.updated_at };
     for (const f of this.onUpdate) f(current, after);
@@ -244,11 +246,11 @@ export class Profiles {
   }
 
   /** Deletes the caller's profile; its sessions keep their transcripts. Again → NOT_FOUND. */
-  delete(userId: string, profileId: string): void {
+  async delete(userId: string, profileId: string): Promise<void> {
     if (!isId("profile", profileId)) throw Errors.notFound("Profile", profileId);
-    const res = this.db.delete(profiles).where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId))).run();
-    if (changes(res) === 0) throw Errors.notFound("Profile", profileId);
+    const res = await this.db.delete(profiles).where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId)));
+    if (affected(res) === 0) throw Errors.notFound("Profile", profileId);
     this.json.drop(profileId);
-    for (const f of this.onDelete) f(profileId, userId);
+    for (const f of this.onDelete) await f(profileId, userId);
   }
 }

@@ -36,8 +36,8 @@ export const NO_RUN_TOOLS: RunTools = { specs: [], note: "", has: () => false, i
 export interface RunSetupDeps {
   mcp: Pick<McpManager, "prepare" | "call">;
   git: Pick<GitRepos, "checkout" | "push">;
-  sessions: { byId(id: string): SessionRow | undefined; get(userId: string, id: string): SessionRow };
-  profiles: { byIdAny(id: string): ProfileRow | undefined };
+  sessions: { byId(id: string): Promise<SessionRow | undefined>; get(userId: string, id: string): Promise<SessionRow> };
+  profiles: { byIdAny(id: string): Promise<ProfileRow | undefined> };
   log: Logger;
 }
 
@@ -47,20 +47,20 @@ export class RunSetup {
   constructor(private d: RunSetupDeps) {}
 
   /** The repositories of a session: its profile's and its own. */
-  repositories(profile: ProfileRow, sessionId: string) {
-    return mergeRepositories(profile.repositories ?? [], this.d.sessions.byId(sessionId)?.repositories);
+  async repositories(profile: ProfileRow, sessionId: string) {
+    return mergeRepositories(profile.repositories ?? [], (await this.d.sessions.byId(sessionId))?.repositories);
   }
 
   /** POST /v1/sessions/:id/git/push: the caller's session (NOT_FOUND otherwise), its profile's and own repositories. */
   async push(userId: string, sessionId: string, input: PushInput): Promise<PushResult> {
-    const session = this.d.sessions.get(userId, sessionId);
-    const profile = this.d.profiles.byIdAny(session.profile_id);
+    const session = await this.d.sessions.get(userId, sessionId);
+    const profile = await this.d.profiles.byIdAny(session.profile_id);
     const repos = mergeRepositories(profile && profile.user_id === userId ? profile.repositories : [], session.repositories);
     return this.d.git.push(userId, sessionId, repos, input);
   }
 
   async prepare(task: TaskRow, profile: ProfileRow, emit: (f: TaskFrameInput) => void, scrub: (s: string) => string, signal: AbortSignal): Promise<RunTools> {
-    const repos = this.repositories(profile, task.session_id);
+    const repos = await this.repositories(profile, task.session_id);
     const servers = profile.mcp_servers ?? [];
     if (!repos.length && !servers.length) return NO_RUN_TOOLS;
     const notes: string[] = [];
@@ -110,7 +110,7 @@ export class RunSetup {
       },
       run: async (use, sig) => {
         if (use.name === GIT_PUSH) {
-          const r = await this.d.git.push(task.user_id, task.session_id, this.repositories(profile, task.session_id), use.input as unknown as PushInput, sig);
+          const r = await this.d.git.push(task.user_id, task.session_id, await this.repositories(profile, task.session_id), use.input as unknown as PushInput, sig);
           return { output: `${r.status === "pushed" ? "Pushed" : "Already up to date:"} ${r.branch} of ${r.path} to ${r.repository} as ${r.remote_branch} at commit ${r.commit}`, isError: false };
         }
         return this.d.mcp.call(task.session_id, use.name, use.input, sig, use.id);

@@ -59,8 +59,9 @@ export class SessionLifecycle {
   ): Promise<OpenedSession> {
     const started = performance.now();
     // The env reaches the workspace per exec; a secret it names that is missing is refused now.
-    this.d.secrets.resolveEnv(userId, profile.env);
+    await this.d.secrets.resolveEnv(userId, profile.env);
     let task: TaskRow | undefined;
+    // one statement block: gets a transaction of its own per dialect (issue 17)
     const session = this.d.db.transaction((tx) => {
       const s = this.d.sessions.create(userId, profile.id, title, repositories);
       if (withTask) task = withTask(tx, s);
@@ -82,14 +83,14 @@ export class SessionLifecycle {
 
   /** `session.start` / `POST /v1/sessions`: a session and its workspace, without a task. */
   async start(userId: string, profileId: string, hooks: SessionHooks = {}): Promise<{ session: SessionRow; workspace: WorkspaceRow }> {
-    const profile = this.d.profiles.get(userId, profileId);
+    const profile = await this.d.profiles.get(userId, profileId);
     const r = await this.open(userId, profile, null, hooks);
     return { session: r.session, workspace: r.workspace! };
   }
 
   /** Stops the session's work, then removes its workspace (container and volume) and its records. */
   async delete(userId: string, sessionId: string): Promise<void> {
-    this.d.sessions.get(userId, sessionId);
+    await this.d.sessions.get(userId, sessionId);
     for (const stop of this.onDelete) await stop(sessionId);
     await this.purge(sessionId);
   }
@@ -107,6 +108,6 @@ export class SessionLifecycle {
     }
     this.d.hub.closeSession(sessionId);
     this.d.eventLog.forget(sessionId);
-    this.d.sessions.delete(sessionId);
+    await this.d.sessions.delete(sessionId);
   }
 }

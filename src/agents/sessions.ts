@@ -1,6 +1,6 @@
 /** Agent session rows: creation, usage totals, the API record, owner-scoped lookups and lists. */
 import { and, eq, inArray, sql } from "drizzle-orm";
-import type { DB } from "../db/client.ts";
+import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { preparedInsert } from "../db/prepared.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
@@ -19,7 +19,6 @@ export const titleFrom = (prompt: string) => {
 };
 
 export class AgentSessions {
-  private byIdStmt;
   /** Prepared once (a new session on every session.start); runs inside the caller's transaction (one connection). */
   private insertRow;
 
@@ -28,11 +27,13 @@ export class AgentSessions {
     private now: () => number,
     private log: EventLog,
   ) {
-    this.byIdStmt = db.select().from(sessions).where(eq(sessions.id, sql.placeholder("id"))).prepare();
     this.insertRow = preparedInsert(db, sessions);
   }
 
-  /** Inside a caller's transaction too: the prepared insert runs on the one connection. */
+  /**
+   * Synchronous: it runs inside the caller's transaction (SessionLifecycle.open's), where the
+   * prepared insert runs on the one connection (SQLite-specific; a per-dialect insert later, issue 17).
+   */
   create(userId: string, profileId: string, title: string | null, repositories: RepositoryConfig[] | null = null): SessionRow {
     const now = this.now();
     const row: SessionRow = { id: newId("session"), user_id: userId, profile_id: profileId, title, input_tokens: 0, output_tokens: 0, cost_usd: 0, seq_reserved: 0, repositories, created_at: now, updated_at: now };
@@ -40,38 +41,38 @@ export class AgentSessions {
     return row;
   }
 
-  byId(id: string): SessionRow | undefined {
-    return this.byIdStmt.get({ id });
+  async byId(id: string): Promise<SessionRow | undefined> {
+    return first(this.db.select().from(sessions).where(eq(sessions.id, id)));
   }
 
-  get(userId: string, id: string): SessionRow {
-    const s = this.byId(id);
+  async get(userId: string, id: string): Promise<SessionRow> {
+    const s = await this.byId(id);
     if (!s || s.user_id !== userId) throw Errors.notFound("Session", id);
     return s;
   }
 
-  addUsage(sessionId: string, inputTokens: number, outputTokens: number, costUsd: number, db: DB = this.db) {
-    db.update(sessions)
+  async addUsage(sessionId: string, inputTokens: number, outputTokens: number, costUsd: number): Promise<void> {
+    await this.db
+      .update(sessions)
       .set({
         input_tokens: sql`${sessions.input_tokens} + ${inputTokens}`,
         output_tokens: sql`${sessions.output_tokens} + ${outputTokens}`,
         cost_usd: sql`${sessions.cost_usd} + ${costUsd}`,
         updated_at: this.now(),
       })
-      .where(eq(sessions.id, sessionId))
-      .run();
+      .where(eq(sessions.id, sessionId));
   }
 
-  setTitleIfEmpty(sessionId: string, title: string | null) {
-    if (title) this.db.update(sessions).set({ title }).where(and(eq(sessions.id, sessionId), sql`${sessions.title} IS NULL`)).run();
+  async setTitleIfEmpty(sessionId: string, title: string | null): Promise<void> {
+    if (title) await this.db.update(sessions).set({ title }).where(and(eq(sessions.id, sessionId), sql`${sessions.title} IS NULL`));
   }
 
-  private records(rows: SessionRow[]): SessionRecord[] {
+  private async records(rows: SessionRow[]): Promise<SessionRecord[]> {
     if (rows.length === 0) return [];
     const ids = rows.map((r) => r.id);
-    const ctr = new Map(this.db.select({ sid: workspaces.session_id, id: workspaces.id }).from(workspaces).where(inArray(workspaces.session_id, ids)).all().map((w) => [w.sid, w.id]));
+    const ctr = new Map((await this.db.select({ sid: workspaces.session_id, id: workspaces.id }).from(workspaces).where(inArray(workspaces.session_id, ids))).map((w) => [w.sid, w.id]));
     const active = new Set(
-      this.db.selectDistinct({ sid: tasks.session_id }).from(tasks).where(and(inArray(tasks.session_id, ids), inArray(tasks.status, ACTIVE_TASK_STATUSES))).all().map((r) => r.sid),
+      (await this.db.selectDistinct({ sid: tasks.session_id }).from(tasks).where(and(inArray(tasks.session_id, ids), inArray(tasks.status, ACTIVE_TASK_STATUSES)))).map((r) => r.sid),
     );
     return rows.map((s) => ({
       id: s.id,
@@ -87,23 +88,23 @@ export class AgentSessions {
     }));
   }
 
-  record(row: SessionRow): SessionRecord {
-    return this.records([row])[0]!;
+  async record(row: SessionRow): Promise<SessionRecord> {
+    return (await this.records([row]))[0]!;
   }
 
-  list(userId: string, p: PageParams): Page<SessionRecord> {
+  async list(userId: string, p: PageParams): Promise<Page<SessionRecord>> {
     const k = keyset(sessions.id, eq(sessions.user_id, userId), p);
-    const rows = this.db.select().from(sessions).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
+    const rows = await this.db.select().from(sessions).where(k.where).orderBy(k.orderBy).limit(k.fetch);
     const page = toPage(rows, k.limit, (r) => r);
-    return { data: this.records(page.data), next_cursor: page.next_cursor };
+    return { data: await this.records(page.data), next_cursor: page.next_cursor };
   }
 
   /**
    * The persisted transcript after `after`, oldest first, as the JSON text of
    * `{data: [frames], next_cursor}` (frames are stored serialized; they are not re-encoded).
    */
-  eventsJson(userId: string, id: string, isAdmin: boolean, after: number, limit: number): string {
-    this.get(userId, id);
+  async eventsJson(userId: string, id: string, isAdmin: boolean, after: number, limit: number): Promise<string> {
+    await this.get(userId, id);
     const rows = this.log.read(id, after, limit + 1, isAdmin);
     let cut = rows.length;
     let counted = 0;
@@ -124,7 +125,7 @@ export class AgentSessions {
     return `{"data":[${frames.join(",")}],"next_cursor":${JSON.stringify(more ? String(last) : null)}}`;
   }
 
-  delete(id: string) {
-    this.db.delete(sessions).where(eq(sessions.id, id)).run();
+  async delete(id: string): Promise<void> {
+    await this.db.delete(sessions).where(eq(sessions.id, id));
   }
 }

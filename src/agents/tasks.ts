@@ -1,6 +1,6 @@
 /** Task rows: creation, state changes, the API record, owner-scoped lookups and lists. */
 import { and, asc, eq, inArray, lte, min, type SQL, sql } from "drizzle-orm";
-import type { DB } from "../db/client.ts";
+import { affected, type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { ACTIVE_TASK_STATUSES, type RunTrigger, type TaskRow, tasks, type TaskStatus } from "../db/schema.ts";
@@ -45,37 +45,42 @@ export interface RunOptions {
   scheduledFor?: number | null;
 }
 
-export class Tasks {
-  private byIdStmt;
-  private nextStmt;
+/** What a new task is made of. */
+export interface NewTask {
+  userId: string;
+  sessionId: string;
+  profileId: string;
+  prompt: string;
+  maxTurns: number;
+  maxBudgetUsd: number;
+  run?: RunOptions | null;
+  /** Paid with the server's own provider key (the monthly spend cap counts it). */
+  serverPaid?: boolean;
+}
 
+export class Tasks {
   constructor(
     private db: DB,
     private now: () => number,
-  ) {
-    this.byIdStmt = db.select().from(tasks).where(eq(tasks.id, sql.placeholder("id"))).prepare();
-    this.nextStmt = db
-      .select()
-      .from(tasks)
-      .where(and(eq(tasks.session_id, sql.placeholder("sid")), inArray(tasks.status, ACTIVE_TASK_STATUSES)))
-      .orderBy(asc(tasks.id))
-      .limit(1)
-      .prepare();
+  ) {}
+
+  /** Stores a new queued task. */
+  async create(input: NewTask): Promise<TaskRow> {
+    const row = this.newRow(input);
+    await this.db.insert(tasks).values(row);
+    return row;
   }
 
-  create(input: {
-    userId: string;
-    sessionId: string;
-    profileId: string;
-    prompt: string;
-    maxTurns: number;
-    maxBudgetUsd: number;
-    run?: RunOptions | null;
-    /** Paid with the server's own provider key (the monthly spend cap counts it). */
-    serverPaid?: boolean;
-  }, db: DB = this.db): TaskRow {
+  /** `create` inside the caller's transaction (synchronous, as SQLite's transactions are). */
+  createIn(tx: DB, input: NewTask): TaskRow {
+    const row = this.newRow(input);
+    tx.insert(tasks).values(row).run();
+    return row;
+  }
+
+  private newRow(input: NewTask): TaskRow {
     const run = input.run;
-    const row: TaskRow = {
+    return {
       id: newId("task"),
       user_id: input.userId,
       session_id: input.sessionId,
@@ -104,66 +109,94 @@ export class Tasks {
       started_at: null,
       finished_at: null,
     };
-    db.insert(tasks).values(row).run();
-    return row;
   }
 
-  byId(id: string): TaskRow | undefined {
-    return this.byIdStmt.get({ id });
+  async byId(id: string): Promise<TaskRow | undefined> {
+    return first(this.db.select().from(tasks).where(eq(tasks.id, id)));
+  }
+
+  /** `byId` inside the caller's transaction (synchronous, as SQLite's transactions are). */
+  byIdIn(tx: DB, id: string): TaskRow | undefined {
+    return tx.select().from(tasks).where(eq(tasks.id, id)).get();
   }
 
   /** Waiting tasks whose question is past its answer_due_at. */
-  answersDue(now: number): TaskRow[] {
-    return this.db.select().from(tasks).where(and(eq(tasks.status, "waiting_input"), lte(tasks.answer_due_at, now))).all();
+  async answersDue(now: number): Promise<TaskRow[]> {
+    return this.db.select().from(tasks).where(and(eq(tasks.status, "waiting_input"), lte(tasks.answer_due_at, now)));
   }
 
   /** The earliest answer_due_at of a waiting task, or null. */
-  nextAnswerDue(): number | null {
-    const r = this.db.select({ at: min(tasks.answer_due_at) }).from(tasks).where(eq(tasks.status, "waiting_input")).get();
+  async nextAnswerDue(): Promise<number | null> {
+    const r = await first(this.db.select({ at: min(tasks.answer_due_at) }).from(tasks).where(eq(tasks.status, "waiting_input")));
     return r?.at ?? null;
   }
 
   /** The caller's task, or NOT_FOUND (also for someone else's). */
-  get(userId: string, id: string): TaskRow {
-    const t = this.byId(id);
+  async get(userId: string, id: string): Promise<TaskRow> {
+    const t = await this.byId(id);
     if (!t || t.user_id !== userId) throw Errors.notFound("Task", id);
     return t;
   }
 
   /** The oldest task of the session that is queued, running or waiting for input. */
-  nextActive(sessionId: string): TaskRow | undefined {
-    return this.nextStmt.get({ sid: sessionId });
+  async nextActive(sessionId: string): Promise<TaskRow | undefined> {
+    return first(this.db.select().from(tasks).where(and(eq(tasks.session_id, sessionId), inArray(tasks.status, ACTIVE_TASK_STATUSES))).orderBy(asc(tasks.id)));
   }
 
-  update(id: string, patch: Partial<TaskRow>, db: DB = this.db) {
-    db.update(tasks).set(patch).where(eq(tasks.id, id)).run();
+  async update(id: string, patch: Partial<TaskRow>): Promise<void> {
+    await this.db.update(tasks).set(patch).where(eq(tasks.id, id));
+  }
+
+  /**
+   * `update` inside the caller's transaction (synchronous, as SQLite's transactions are); with
+   * `from`, only while the task's status is still `from`. Whether the row was changed.
+   */
+  updateIn(tx: DB, id: string, patch: Partial<TaskRow>, from?: TaskStatus): boolean {
+    return affected(tx.update(tasks).set(patch).where(from ? and(eq(tasks.id, id), eq(tasks.status, from)) : eq(tasks.id, id)).run()) > 0;
+  }
+
+  /**
+   * The queue takes a queued task: queued → running in one statement, so that a task cancelled
+   * (or failed) meanwhile is never started. The task as running, or undefined when it was no
+   * longer queued.
+   */
+  async claim(id: string, startedAt: number): Promise<TaskRow | undefined> {
+    const [row] = await this.db.update(tasks).set({ status: "running", started_at: startedAt }).where(and(eq(tasks.id, id), eq(tasks.status, "queued"))).returning();
+    return row;
+  }
+
+  /** Adds a model request's tokens and cost to the task's totals (in the statement: no read-modify-write). */
+  async addUsage(id: string, inputTokens: number, outputTokens: number, costUsd: number): Promise<void> {
+    await this.db
+      .update(tasks)
+      .set({ input_tokens: sql`${tasks.input_tokens} + ${inputTokens}`, output_tokens: sql`${tasks.output_tokens} + ${outputTokens}`, cost_usd: sql`${tasks.cost_usd} + ${costUsd}` })
+      .where(eq(tasks.id, id));
   }
 
   /** Session ids that have a task to run or resume (startup recovery). */
-  sessionsWithWork(): string[] {
-    return this.db
+  async sessionsWithWork(): Promise<string[]> {
+    const rows = await this.db
       .selectDistinct({ sid: tasks.session_id })
       .from(tasks)
-      .where(inArray(tasks.status, ["queued", "running"]))
-      .all()
-      .map((r) => r.sid);
+      .where(inArray(tasks.status, ["queued", "running"]));
+    return rows.map((r) => r.sid);
   }
 
-  list(userId: string, filter: { session_id?: string; status?: TaskStatus } & PageParams): Page<TaskRecord> {
+  async list(userId: string, filter: { session_id?: string; status?: TaskStatus } & PageParams): Promise<Page<TaskRecord>> {
     const conds: SQL[] = [eq(tasks.user_id, userId)];
     if (filter.session_id) conds.push(eq(tasks.session_id, filter.session_id));
     if (filter.status) conds.push(eq(tasks.status, filter.status));
     const k = keyset(tasks.id, and(...conds), filter);
-    const rows = this.db.select().from(tasks).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
+    const rows = await this.db.select().from(tasks).where(k.where).orderBy(k.orderBy).limit(k.fetch);
     return toPage(rows, k.limit, taskRecord);
   }
 
   /** The user's queued, running and waiting tasks, oldest first. */
-  activeForUser(userId: string): TaskRow[] {
-    return this.db.select().from(tasks).where(and(eq(tasks.user_id, userId), inArray(tasks.status, ACTIVE_TASK_STATUSES))).orderBy(tasks.id).all();
+  async activeForUser(userId: string): Promise<TaskRow[]> {
+    return this.db.select().from(tasks).where(and(eq(tasks.user_id, userId), inArray(tasks.status, ACTIVE_TASK_STATUSES))).orderBy(tasks.id);
   }
 
-  activeInSession(sessionId: string): TaskRow[] {
-    return this.db.select().from(tasks).where(and(eq(tasks.session_id, sessionId), inArray(tasks.status, ACTIVE_TASK_STATUSES))).all();
+  async activeInSession(sessionId: string): Promise<TaskRow[]> {
+    return this.db.select().from(tasks).where(and(eq(tasks.session_id, sessionId), inArray(tasks.status, ACTIVE_TASK_STATUSES)));
   }
 }

@@ -15,7 +15,9 @@
  * Nothing may mutate a step's content: the tail hands out the same objects each time.
  */
 import type { Database, Statement } from "bun:sqlite";
+import { sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
+import { messages } from "../db/schema.ts";
 import type { ChatMessage, ContentBlock } from "./providers/types.ts";
 
 type ToolResultBlock = Extract<ContentBlock, { type: "tool_result" }>;
@@ -39,8 +41,8 @@ interface StepRow {
 }
 
 export class Transcript {
+  /** bun:sqlite's row-at-a-time iteration (SQLite-specific; a per-dialect read later, issue 17). */
   private loadStmt: Statement<StepRow, [string]>;
-  private insertStmt: Statement<unknown, [string, string, string, string, number]>;
   /** The in-memory tail of each session whose task is running (see the file's comment). */
   private tails = new Map<string, StoredStep[]>();
   /** Characters of stored JSON in each tail (what a model request built from it roughly weighs). */
@@ -52,7 +54,6 @@ export class Transcript {
   ) {
     const sqlite = (db as unknown as { $client: Database }).$client;
     this.loadStmt = sqlite.prepare("SELECT id, task_id, role, content FROM messages WHERE session_id = ? ORDER BY id");
-    this.insertStmt = sqlite.prepare("INSERT INTO messages (session_id, task_id, role, content, created_at) VALUES (?, ?, ?, ?, ?)");
   }
 
   /**
@@ -60,7 +61,7 @@ export class Transcript {
    * (a row at a time, so the stored JSON and its parsed copy of the whole conversation are never
    * held together). The array grows as steps are added; call `release` when the task stops.
    */
-  steps(sessionId: string): StoredStep[] {
+  async steps(sessionId: string): Promise<StoredStep[]> {
     let tail = this.tails.get(sessionId);
     if (!tail) {
       tail = [];
@@ -91,24 +92,34 @@ export class Transcript {
     return this.tails.size;
   }
 
-  addUserPrompt(sessionId: string, taskId: string, text: string) {
-    this.insert(sessionId, taskId, "user", [{ type: "text", text }]);
+  async addUserPrompt(sessionId: string, taskId: string, text: string): Promise<void> {
+    await this.insert(sessionId, taskId, "user", [{ type: "text", text }]);
   }
 
-  addAssistant(sessionId: string, taskId: string, content: ContentBlock[]) {
-    this.insert(sessionId, taskId, "assistant", content);
+  async addAssistant(sessionId: string, taskId: string, content: ContentBlock[]): Promise<void> {
+    await this.insert(sessionId, taskId, "assistant", content);
   }
 
-  addToolResult(sessionId: string, taskId: string, block: ToolResultBlock) {
-    this.insert(sessionId, taskId, "tool_result", block);
+  async addToolResult(sessionId: string, taskId: string, block: ToolResultBlock): Promise<void> {
+    await this.insert(sessionId, taskId, "tool_result", block);
+  }
+
+  /**
+   * `addToolResult` inside the caller's transaction (synchronous, as SQLite's are): the session's
+   * tail, if it has one, is dropped (read again at its next use, after the commit).
+   */
+  addToolResultIn(tx: DB, sessionId: string, taskId: string, block: ToolResultBlock): void {
+    this.writeIn(tx, sessionId, taskId, "tool_result", block);
+    this.release(sessionId);
   }
 
   /**
    * Ends a chain and starts the next (a playbook continuation): the continue call's result and the
    * new chain's first message, in one transaction, so a restart resumes in exactly one of the two.
    */
-  addChain(sessionId: string, taskId: string, result: ToolResultBlock, text: string) {
-    const steps = this.db.transaction(() => [this.write(sessionId, taskId, "tool_result", result), this.write(sessionId, taskId, "chain", { text })]);
+  async addChain(sessionId: string, taskId: string, result: ToolResultBlock, text: string): Promise<void> {
+    // one statement block: gets a transaction of its own per dialect (issue 17)
+    const steps = this.db.transaction((tx) => [this.writeIn(tx, sessionId, taskId, "tool_result", result), this.writeIn(tx, sessionId, taskId, "chain", { text })]);
     this.add(sessionId, steps);
   }
 
@@ -120,9 +131,10 @@ export class Transcript {
   }
 
   /** Stores a step, then adds it to the session's tail (if it has one). */
-  private insert(sessionId: string, taskId: string, role: StoredStep["role"], content: unknown) {
-    const step = this.write(sessionId, taskId, role, content);
-    this.add(sessionId, [step]);
+  private async insert(sessionId: string, taskId: string, role: StoredStep["role"], content: unknown): Promise<void> {
+    const json = JSON.stringify(content);
+    const [r] = await this.db.insert(messages).values(this.row(sessionId, taskId, role, json)).returning({ id: messages.id });
+    this.add(sessionId, [{ id: r!.id, task_id: taskId, role, content, size: json.length }]);
   }
 
   /**
@@ -130,10 +142,15 @@ export class Transcript {
    * caller hands it over and must not change it; our callers build it fresh for the call, with no
    * undefined members, so it equals what a read of the row gives.
    */
-  private write(sessionId: string, taskId: string, role: StoredStep["role"], content: unknown): StoredStep & { size: number } {
+  private writeIn(tx: DB, sessionId: string, taskId: string, role: StoredStep["role"], content: unknown): StoredStep & { size: number } {
     const json = JSON.stringify(content);
-    const r = this.insertStmt.run(sessionId, taskId, role, json, this.now()) as { lastInsertRowid: number | bigint };
-    return { id: Number(r.lastInsertRowid), task_id: taskId, role, content, size: json.length };
+    const r = tx.insert(messages).values(this.row(sessionId, taskId, role, json)).returning({ id: messages.id }).get()!;
+    return { id: r.id, task_id: taskId, role, content, size: json.length };
+  }
+
+  /** The row of a step whose content is serialized already (bound as it is: not serialized again). */
+  private row(sessionId: string, taskId: string, role: StoredStep["role"], json: string) {
+    return { session_id: sessionId, task_id: taskId, role, content: sql`${json}`, created_at: this.now() };
   }
 
   private add(sessionId: string, steps: (StoredStep & { size: number })[]) {

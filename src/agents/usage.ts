@@ -24,6 +24,7 @@ export class UsageReports {
     sqlite: Database,
     private now: () => number,
   ) {
+    // SQLite SQL (strftime/unixepoch; a correlated subquery on an ungrouped column): a per-dialect statement later (issue 17).
     const sums = "count(*) AS tasks, coalesce(sum(input_tokens), 0) AS input_tokens, coalesce(sum(output_tokens), 0) AS output_tokens, coalesce(sum(cost_usd), 0) AS cost_usd";
     this.byDay = sqlite.prepare(
       `SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS key, ${sums} FROM tasks WHERE user_id = ? AND created_at >= ? AND created_at < ? GROUP BY key`,
@@ -35,7 +36,7 @@ export class UsageReports {
   }
 
   /** The report; `from` defaults to 30 days before `to`, `to` to now. */
-  report(userId: string, q: { from?: string; to?: string; group_by?: UsageGroup }): UsageReport {
+  async report(userId: string, q: { from?: string; to?: string; group_by?: UsageGroup }): Promise<UsageReport> {
     const parse = (v: string | undefined, field: string, fallback: number) => {
       if (v === undefined) return fallback;
       const t = Date.parse(v);

@@ -44,8 +44,8 @@ export class Accounts {
   async signUp(input: { name?: unknown; email: unknown; password: unknown }, meta: ClientMeta): Promise<SignedIn> {
     if (this.signupMode() !== "open") throw Errors.forbidden("Sign-up is closed on this server: ask the operator for an account");
     const user = await this.users.create({ email: input.email, name: input.name, password: input.password, role: "user" });
-    const signedIn = { ...this.sessions.create(user.id, meta), user };
-    this.audit?.record({ action: "auth.sign_up", actor: "user", user_id: user.id, target_id: user.id, ip: meta.ip, details: { method: "password", email: user.email, ...userAgentDetail(meta) } });
+    const signedIn = { ...(await this.sessions.create(user.id, meta)), user };
+    await this.audit?.record({ action: "auth.sign_up", actor: "user", user_id: user.id, target_id: user.id, ip: meta.ip, details: { method: "password", email: user.email, ...userAgentDetail(meta) } });
     return signedIn;
   }
 
@@ -57,7 +57,7 @@ export class Accounts {
   async signIn(input: { email: unknown; password: unknown }, meta: ClientMeta): Promise<SignedIn> {
     const email = typeof input.email === "string" ? normalizeEmail(input.email) : "";
     const password = typeof input.password === "string" ? input.password : "";
-    const user = email ? this.users.byEmail(email) : undefined;
+    const user = email ? await this.users.byEmail(email) : undefined;
     const check = async () => {
       const ok = await verifyPassword(user?.password_hash, password);
       return { ok: !!user && ok, value: ok };
@@ -74,29 +74,29 @@ export class Accounts {
     try {
       ok = this.throttle ? await this.throttle.attempt(signInKeys(email, meta.ip), check) : (await check()).value;
     } catch (e) {
-      if (e instanceof AppError && e.code === "RATE_LIMITED") failed("throttled");
+      if (e instanceof AppError && e.code === "RATE_LIMITED") await failed("throttled");
       throw e;
     }
     if (!user || !ok) {
-      failed(user ? "wrong_password" : "unknown_account");
+      await failed(user ? "wrong_password" : "unknown_account");
       throw Errors.unauthorized("Invalid email or password");
     }
     if (user.disabled) {
-      failed("disabled");
+      await failed("disabled");
       throw Errors.forbidden("This account is disabled");
     }
-    const signedIn = { ...this.sessions.create(user.id, meta), user };
-    this.audit?.record({ action: "auth.sign_in", actor: "user", user_id: user.id, target_id: signedIn.session.id, ip: meta.ip, details: { method: "password", ...userAgentDetail(meta) } });
+    const signedIn = { ...(await this.sessions.create(user.id, meta)), user };
+    await this.audit?.record({ action: "auth.sign_in", actor: "user", user_id: user.id, target_id: signedIn.session.id, ip: meta.ip, details: { method: "password", ...userAgentDetail(meta) } });
     return signedIn;
   }
 
   /** A new login session for a user found another way (setup link, OAuth). */
-  sessionFor(user: UserRow, meta: ClientMeta): SignedIn {
+  async sessionFor(user: UserRow, meta: ClientMeta): Promise<SignedIn> {
     if (user.disabled) throw Errors.forbidden("This account is disabled");
-    return { ...this.sessions.create(user.id, meta), user };
+    return { ...(await this.sessions.create(user.id, meta)), user };
   }
 
-  signOut(loginSessionId: string | undefined) {
-    if (loginSessionId) this.sessions.delete(loginSessionId);
+  async signOut(loginSessionId: string | undefined): Promise<void> {
+    if (loginSessionId) await this.sessions.delete(loginSessionId);
   }
 }

@@ -26,11 +26,13 @@ const authenticatedAs = (p: Principal | null): Authenticated => (p ? { principal
 
 const toAuthUser = (u: UserRow): AuthUser => ({ id: u.id, email: u.email, name: u.name, role: u.role, created_at: u.created_at });
 
+const viaToken = (user: AuthUser | undefined, tokenId: string): Principal | null => (user ? { user, via: "token", tokenId } : null);
+
 export class Authenticator {
   /**
    * A token's user, kept while the users table is unchanged (by this server or any other process):
-   * the usual authenticated request reads nothing, and a user disabled anywhere is still refused
-   * on the very next request. Without `changes`, read every time.
+   * the usual authenticated request reads nothing (and takes no await), and a user disabled
+   * anywhere is still refused on the very next request. Without `changes`, read every time.
    */
   private callers: TableMemo<AuthUser> | null;
 
@@ -44,10 +46,13 @@ export class Authenticator {
     this.callers = changes ? new TableMemo(changes, ["users"]) : null;
   }
 
-  /** The enabled user `id` as a caller (undefined: gone or disabled); `scope`: the request (TableChanges.stamp). */
-  private caller(id: string, scope?: object): AuthUser | undefined {
-    const load = () => {
-      const user = this.users.byId(id);
+  /**
+   * The enabled user `id` as a caller (undefined: gone or disabled); `scope`: the request
+   * (TableChanges.stamp). Without a promise when memoized; a read is awaited.
+   */
+  private caller(id: string, scope?: object): AuthUser | undefined | Promise<AuthUser | undefined> {
+    const load = async () => {
+      const user = await this.users.byId(id);
       return user && !user.disabled ? toAuthUser(user) : undefined;
     };
     return this.callers ? this.callers.get(id, load, scope) : load();
@@ -69,15 +74,15 @@ export class Authenticator {
     return verified instanceof Promise ? verified.then((v) => this.principalOf(v, opts)) : this.principalOf(verified, opts);
   }
 
-  private principalOf(verified: VerifiedToken | null, scope?: object): Principal | null {
+  private principalOf(verified: VerifiedToken | null, scope?: object): Principal | null | Promise<Principal | null> {
     if (!verified) return null;
     const user = this.caller(verified.userId, scope);
-    return user ? { user, via: "token", tokenId: verified.tokenId } : null;
+    return user instanceof Promise ? user.then((u) => viaToken(u, verified.tokenId)) : viaToken(user, verified.tokenId);
   }
 
   /** The principal for a session cookie, or null (unknown, expired, disabled user). */
-  fromCookie(token: string): Principal | null {
-    const valid = this.sessions.validate(token);
+  async fromCookie(token: string): Promise<Principal | null> {
+    const valid = await this.sessions.validate(token);
     if (!valid || valid.user.disabled) return null;
     const { id, user_id, expires_at, created_at } = valid.session;
     return { user: toAuthUser(valid.user), via: "cookie", loginSession: { id, user_id, expires_at, created_at } };
@@ -88,10 +93,7 @@ export class Authenticator {
       const p = this.fromToken(creds.bearer, opts);
       return p instanceof Promise ? p.then(authenticatedAs) : authenticatedAs(p);
     }
-    if (creds.cookie !== null) {
-      const p = this.fromCookie(creds.cookie);
-      return p ? { principal: p, error: "missing" } : { principal: null, error: "invalid" };
-    }
+    if (creds.cookie !== null) return this.fromCookie(creds.cookie).then(authenticatedAs);
     return NOBODY;
   }
 

@@ -18,7 +18,7 @@ let arcticModule: Arctic | null = null;
 const arctic = (): Arctic => (arcticModule ??= require("arctic") as Arctic);
 import { and, eq } from "drizzle-orm";
 import type { Config, OAuthProviderConfig } from "../config.ts";
-import type { DB } from "../db/client.ts";
+import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { oauthAccounts, users } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
@@ -175,7 +175,7 @@ export class OAuth {
       return await this.complete(name, cfg, query, cookieHeader, meta, seen);
     } catch (e) {
       if (e instanceof AppError) {
-        this.audit?.record({
+        await this.audit?.record({
           action: "auth.sign_in_failed",
           actor: "anonymous",
           user_id: seen.userId ?? null,
@@ -221,8 +221,8 @@ export class OAuth {
     if (identity.email) seen.email = normalizeEmail(identity.email);
     const { user, created } = await this.findOrCreateUser(name, identity, meta, seen);
     seen.userId = user.id;
-    const signedIn = this.accounts.sessionFor(user, meta);
-    this.audit?.record({
+    const signedIn = await this.accounts.sessionFor(user, meta);
+    await this.audit?.record({
       action: created ? "auth.sign_up" : "auth.sign_in",
       actor: "user",
       user_id: user.id,
@@ -268,23 +268,25 @@ export class OAuth {
     return data.access_token;
   }
 
-  private linked(provider: ProviderName, accountId: string): UserRow | undefined {
-    return this.db
-      .select({ user: users })
-      .from(oauthAccounts)
-      .innerJoin(users, eq(users.id, oauthAccounts.user_id))
-      .where(and(eq(oauthAccounts.provider, provider), eq(oauthAccounts.provider_account_id, accountId)))
-      .get()?.user;
+  private async linked(provider: ProviderName, accountId: string): Promise<UserRow | undefined> {
+    const row = await first(
+      this.db
+        .select({ user: users })
+        .from(oauthAccounts)
+        .innerJoin(users, eq(users.id, oauthAccounts.user_id))
+        .where(and(eq(oauthAccounts.provider, provider), eq(oauthAccounts.provider_account_id, accountId))),
+    );
+    return row?.user;
   }
 
   private async findOrCreateUser(provider: ProviderName, id: ProviderIdentity, meta: ClientMeta, seen: { userId?: string }): Promise<{ user: UserRow; created: boolean }> {
-    const known = this.linked(provider, id.accountId);
+    const known = await this.linked(provider, id.accountId);
     if (known) return { user: known, created: false };
     if (!id.email || !id.emailVerified) {
       throw Errors.forbidden(`Your ${LABEL[provider]} account has no verified primary email address: verify one with ${LABEL[provider]}, then sign in again`);
     }
     const email = normalizeEmail(id.email);
-    let user = this.users.byEmail(email);
+    let user = await this.users.byEmail(email);
     let created = false;
     if (user) seen.userId = user.id;
     if (!user) {
@@ -295,7 +297,7 @@ export class OAuth {
         user = await this.users.create({ email, name: id.name, password: null, role: "user", emailVerified: true });
         created = true;
       } catch (e) {
-        user = this.users.byEmail(email);
+        user = await this.users.byEmail(email);
         if (!user) throw e;
       }
     } else if (!user.email_verified && user.password_hash !== null) {
@@ -305,16 +307,16 @@ export class OAuth {
     }
     const linkId = newId("oauth");
     try {
-      this.db.insert(oauthAccounts).values({ id: linkId, user_id: user.id, provider, provider_account_id: id.accountId, email, created_at: this.now() }).run();
+      await this.db.insert(oauthAccounts).values({ id: linkId, user_id: user.id, provider, provider_account_id: id.accountId, email, created_at: this.now() });
       this.log.info("oauth account linked", { provider, user_id: user.id });
     } catch (e) {
       // The same provider account linked by a concurrent callback: use that link.
       if (!isUniqueViolation(e)) throw e;
-      return { user: this.linked(provider, id.accountId) ?? user, created: false };
+      return { user: (await this.linked(provider, id.accountId)) ?? user, created: false };
     }
     if (!created) {
-      this.audit?.record({ action: "auth.oauth_linked", actor: "user", user_id: user.id, target_id: linkId, ip: meta.ip, details: { provider, email, ...userAgentDetail(meta) } });
+      await this.audit?.record({ action: "auth.oauth_linked", actor: "user", user_id: user.id, target_id: linkId, ip: meta.ip, details: { provider, email, ...userAgentDetail(meta) } });
     }
-    return { user: this.users.byId(user.id)!, created };
+    return { user: (await this.users.byId(user.id))!, created };
   }
 }

@@ -3,8 +3,8 @@
  * database cannot be replayed as cookies. Every sign-in creates a new session row (and id).
  * Idle expiry 7 days, pushed forward at most once a day while used; absolute expiry 30 days.
  */
-import { and, eq, gt, lt, or, sql } from "drizzle-orm";
-import { changes, type DB } from "../db/client.ts";
+import { and, count, eq, gt, lt, or } from "drizzle-orm";
+import { affected, type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { loginSessions, users } from "../db/schema.ts";
 import { randomToken, sha256Hex } from "../lib/crypto.ts";
@@ -71,7 +71,6 @@ export interface ValidSession {
 }
 
 export class LoginSessions {
-  private byHash;
   /** Called with a user id whose sessions were all removed (sockets close). */
   onRevokeUser: ((userId: string) => void)[] = [];
   /** Called with a login session id that was deleted (sign-out; its sockets close). */
@@ -80,16 +79,9 @@ export class LoginSessions {
   constructor(
     private db: DB,
     private now: () => number,
-  ) {
-    this.byHash = db
-      .select({ session: loginSessions, user: users })
-      .from(loginSessions)
-      .innerJoin(users, eq(users.id, loginSessions.user_id))
-      .where(eq(loginSessions.token_hash, sql.placeholder("hash")))
-      .prepare();
-  }
+  ) {}
 
-  create(userId: string, meta: { ip?: string; userAgent?: string | null } = {}): { token: string; session: LoginSessionRow } {
+  async create(userId: string, meta: { ip?: string; userAgent?: string | null } = {}): Promise<{ token: string; session: LoginSessionRow }> {
     const token = randomToken(32);
     const now = this.now();
     const session: LoginSessionRow = {
@@ -103,48 +95,55 @@ export class LoginSessions {
       user_agent: meta.userAgent?.slice(0, 300) ?? null,
       created_at: now,
     };
-    this.db.insert(loginSessions).values(session).run();
+    await this.db.insert(loginSessions).values(session);
     return { token, session };
   }
 
   /** The session and user for a cookie token, or null when unknown or expired. */
-  validate(token: string): ValidSession | null {
+  async validate(token: string): Promise<ValidSession | null> {
     if (!token || token.length > 200) return null;
-    const row = this.byHash.get({ hash: sha256Hex(token) });
+    const row = await first(
+      this.db
+        .select({ session: loginSessions, user: users })
+        .from(loginSessions)
+        .innerJoin(users, eq(users.id, loginSessions.user_id))
+        .where(eq(loginSessions.token_hash, sha256Hex(token))),
+    );
     if (!row) return null;
     const now = this.now();
     const { session } = row;
     if (session.expires_at <= now || session.absolute_expires_at <= now) {
-      this.db.delete(loginSessions).where(eq(loginSessions.id, session.id)).run();
+      await this.db.delete(loginSessions).where(eq(loginSessions.id, session.id));
       return null;
     }
     if (now - session.refreshed_at >= REFRESH_EVERY_MS) {
       session.expires_at = Math.min(now + IDLE_MS, session.absolute_expires_at);
       session.refreshed_at = now;
-      this.db.update(loginSessions).set({ expires_at: session.expires_at, refreshed_at: now }).where(eq(loginSessions.id, session.id)).run();
+      await this.db.update(loginSessions).set({ expires_at: session.expires_at, refreshed_at: now }).where(eq(loginSessions.id, session.id));
     }
     return row;
   }
 
-  delete(sessionId: string) {
-    this.db.delete(loginSessions).where(eq(loginSessions.id, sessionId)).run();
+  async delete(sessionId: string): Promise<void> {
+    await this.db.delete(loginSessions).where(eq(loginSessions.id, sessionId));
     for (const f of this.onRevokeSession) f(sessionId);
   }
 
-  deleteAllForUser(userId: string) {
-    this.db.delete(loginSessions).where(eq(loginSessions.user_id, userId)).run();
+  async deleteAllForUser(userId: string): Promise<void> {
+    await this.db.delete(loginSessions).where(eq(loginSessions.user_id, userId));
     for (const f of this.onRevokeUser) f(userId);
   }
 
   /** Removes expired rows (a worker calls this hourly). */
-  purgeExpired(): number {
+  async purgeExpired(): Promise<number> {
     const now = this.now();
-    return changes(this.db.delete(loginSessions).where(or(lt(loginSessions.expires_at, now), lt(loginSessions.absolute_expires_at, now))).run());
+    return affected(await this.db.delete(loginSessions).where(or(lt(loginSessions.expires_at, now), lt(loginSessions.absolute_expires_at, now))));
   }
 
-  countActive(): number {
+  async countActive(): Promise<number> {
     const now = this.now();
-    return this.db.select({ id: loginSessions.id }).from(loginSessions).where(and(gt(loginSessions.expires_at, now), gt(loginSessions.absolute_expires_at, now))).all().length;
+    const row = await first(this.db.select({ n: count() }).from(loginSessions).where(and(gt(loginSessions.expires_at, now), gt(loginSessions.absolute_expires_at, now))));
+    return row?.n ?? 0;
   }
 }
 

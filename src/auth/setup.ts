@@ -8,7 +8,7 @@
  * once any account exists (made by the CLI, for instance).
  */
 import { and, eq, sql } from "drizzle-orm";
-import { changes, type DB } from "../db/client.ts";
+import { affected, type DB, first } from "../db/client.ts";
 import { settings } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { randomToken, safeEqual, sha256Hex } from "../lib/crypto.ts";
@@ -42,28 +42,27 @@ export class SetupLinks {
   ) {}
 
   /** True while the server has no account. */
-  required(): boolean {
-    return this.users.count() === 0;
+  async required(): Promise<boolean> {
+    return (await this.users.count()) === 0;
   }
 
-  private stored(): Stored | undefined {
-    const row = this.db.select({ value: settings.value }).from(settings).where(eq(settings.key, KEY)).get();
+  private async stored(): Promise<Stored | undefined> {
+    const row = await first(this.db.select({ value: settings.value }).from(settings).where(eq(settings.key, KEY)));
     return row?.value as Stored | undefined;
   }
 
   /** A fresh link replacing any earlier one, or null when an account already exists. */
-  issue(): IssuedSetupLink | null {
-    if (!this.required()) {
-      this.db.delete(settings).where(eq(settings.key, KEY)).run();
+  async issue(): Promise<IssuedSetupLink | null> {
+    if (!(await this.required())) {
+      await this.db.delete(settings).where(eq(settings.key, KEY));
       return null;
     }
     const token = randomToken(32);
     const value: Stored = { hash: sha256Hex(token), expires_at: this.now() + SETUP_TTL_MS };
-    this.db
+    await this.db
       .insert(settings)
       .values({ key: KEY, value, updated_at: this.now() })
-      .onConflictDoUpdate({ target: settings.key, set: { value, updated_at: this.now() } })
-      .run();
+      .onConflictDoUpdate({ target: settings.key, set: { value, updated_at: this.now() } });
     return { url: `${this.publicUrl}/setup#${token}`, token, expires_at: iso(value.expires_at) };
   }
 
@@ -76,26 +75,26 @@ export class SetupLinks {
     const email = validateEmail(input.email);
     const password = validatePassword(input.password);
     const name = validateName(input.name, email.split("@")[0]!);
-    if (!this.required()) throw Errors.forbidden("This server is already set up: sign in instead");
-    const s = this.stored();
+    if (!(await this.required())) throw Errors.forbidden("This server is already set up: sign in instead");
+    const s = await this.stored();
     const presented = sha256Hex(input.token);
     if (!s || !safeEqual(s.hash, presented)) throw Errors.unauthorized("This setup link is not valid (it was replaced by a newer one or already used)");
     if (s.expires_at <= this.now()) throw Errors.unauthorized("This setup link has expired: restart `runcell serve` to print a new one");
     // Spend the token first: of two concurrent requests with it, only one gets here.
-    const spent = this.db
+    // SQLite-specific (json_extract): gets a per-dialect form with PostgreSQL (issue 17).
+    const spent = await this.db
       .delete(settings)
-      .where(and(eq(settings.key, KEY), sql`json_extract(${settings.value}, '$.hash') = ${s.hash}`))
-      .run();
-    if (changes(spent) !== 1) throw Errors.unauthorized("This setup link has already been used");
+      .where(and(eq(settings.key, KEY), sql`json_extract(${settings.value}, '$.hash') = ${s.hash}`));
+    if (affected(spent) !== 1) throw Errors.unauthorized("This setup link has already been used");
     try {
       const user = await this.users.create({ email, name, password, role: "admin", emailVerified: true });
-      const signedIn = this.accounts.sessionFor(user, meta);
-      this.audit?.record({ action: "auth.setup", actor: "user", user_id: user.id, target_id: user.id, ip: meta.ip, details: { email, role: user.role, ...userAgentDetail(meta) } });
+      const signedIn = await this.accounts.sessionFor(user, meta);
+      await this.audit?.record({ action: "auth.setup", actor: "user", user_id: user.id, target_id: user.id, ip: meta.ip, details: { email, role: user.role, ...userAgentDetail(meta) } });
       return signedIn;
     } catch (e) {
       // Nothing was created: put the link back so the operator can retry with other input.
-      if (e instanceof AppError && this.required()) {
-        this.db.insert(settings).values({ key: KEY, value: s, updated_at: this.now() }).onConflictDoNothing().run();
+      if (e instanceof AppError && (await this.required())) {
+        await this.db.insert(settings).values({ key: KEY, value: s, updated_at: this.now() }).onConflictDoNothing();
       }
       throw e;
     }

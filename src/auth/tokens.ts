@@ -4,7 +4,8 @@
  * database read. Stored as the interface says: bcrypt (cost 10) of the whole token, next to a
  * non-secret lookup prefix (the first 16 hex) with a unique index, so verifying costs one indexed
  * read and at most one bcrypt compare. Verified tokens are cached for up to 60 s under the
- * SHA-256 of the token; deleting a token evicts it at once. Refused tokens (well-formed, but no
+ * SHA-256 of the token (a hit is answered from memory, without a promise); deleting a token
+ * evicts it at once. Refused tokens (well-formed, but no
  * such lookup or a failed compare) are cached the same way for 60 s, so a forged token that reuses
  * a real token's lookup prefix costs one bcrypt compare, not one per request; and the caller can
  * pass a `beforeCompare` hook (the rate limit of the client's address) that runs, and may throw,
@@ -82,10 +83,12 @@ export class ApiTokens {
     private bcryptCost = 10,
     private audit?: AuditSink,
   ) {
+    // Prepared once: read on every first use of a token (lookup is unique: one row at most).
     this.byLookup = db
       .select({ id: apiTokens.id, user_id: apiTokens.user_id, token_hash: apiTokens.token_hash })
       .from(apiTokens)
       .where(eq(apiTokens.lookup, sql.placeholder("lookup")))
+      .limit(1)
       .prepare();
     this.touchStmt = db
       .update(apiTokens)
@@ -108,24 +111,34 @@ export class ApiTokens {
       created_at: this.now(),
       last_used_at: null,
     };
-    this.db.insert(apiTokens).values(row).run();
-    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "token.created", user_id: userId, target_id: row.id, details: { name: row.name } });
+    await this.db.insert(apiTokens).values(row);
+    await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "token.created", user_id: userId, target_id: row.id, details: { name: row.name } });
     return { id: row.id, name: row.name, token, created_at: iso(row.created_at) };
   }
 
   /**
    * Returns the owner of a valid token, or null. Never throws for a bad token; only
-   * `opts.beforeCompare` may throw (and then no compare is spent). Answers without a promise
-   * when no bcrypt compare is needed (a cached verification, a cached refusal, an unknown token):
-   * the usual authenticated request takes no await.
+   * `opts.beforeCompare` may throw (and then no compare is spent; a promise then rejects with
+   * it). Answers without a promise when memory knows the token (a cached verification, a cached
+   * refusal) or its shape is wrong: the usual authenticated request takes no await. Any other
+   * token is read from the database (and compared) behind a promise.
    */
   verify(token: string, opts: VerifyOptions = {}): VerifiedToken | null | Promise<VerifiedToken | null> {
     if (!isWellFormedToken(token)) return null;
     const key = sha256Hex(token);
     const now = this.now();
+    const known = this.remembered(key, now);
+    return known !== undefined ? known : this.verifyMiss(token, key, now, opts);
+  }
+
+  /**
+   * What memory says of a token: its cached verification, null for a cached refusal, the pending
+   * verification of a concurrent first use; undefined when it knows nothing.
+   */
+  private remembered(key: string, now: number): VerifiedToken | null | Promise<VerifiedToken | null> | undefined {
     const hit = this.cache.get(key);
     if (hit && hit.expires > now) {
-      this.touch(hit.tokenId, now);
+      void this.touch(hit.tokenId, now);
       return { tokenId: hit.tokenId, userId: hit.userId };
     }
     if (hit) this.cache.delete(key);
@@ -135,9 +148,14 @@ export class ApiTokens {
       this.refused.delete(key);
     }
     // Concurrent first uses of one token share a single bcrypt compare.
-    const pending = this.inflight.get(key);
-    if (pending) return pending;
-    const row = this.byLookup.get({ lookup: lookupOf(token) });
+    return this.inflight.get(key);
+  }
+
+  private async verifyMiss(token: string, key: string, now: number, opts: VerifyOptions): Promise<VerifiedToken | null> {
+    const row = (await this.byLookup.execute({ lookup: lookupOf(token) }))[0];
+    // A concurrent first use may have got further while the row was read: share its answer.
+    const known = this.remembered(key, now);
+    if (known !== undefined) return known;
     if (!row) {
       this.refuse(key, now);
       return null;
@@ -153,11 +171,16 @@ export class ApiTokens {
       this.refuse(key, now);
       return null;
     }
-    // Deleted while bcrypt ran: do not cache it.
-    if (!this.byLookup.get({ lookup: lookupOf(token) })) return null;
+    // Cached before the token is read again, so a delete is seen either way: by that read (then
+    // the entry goes), or afterwards by the delete's own eviction.
     if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(key, { tokenId: row.id, userId: row.user_id, expires: now + CACHE_TTL_MS });
-    this.touch(row.id, now);
+    // Deleted while bcrypt ran: not valid, not cached.
+    if (!(await this.byLookup.execute({ lookup: lookupOf(token) }))[0]) {
+      this.cache.delete(key);
+      return null;
+    }
+    await this.touch(row.id, now);
     return { tokenId: row.id, userId: row.user_id };
   }
 
@@ -168,32 +191,38 @@ export class ApiTokens {
     this.refused.set(key, now + REFUSED_TTL_MS);
   }
 
-  /** last_used_at is written at most once a minute per token. */
-  private touch(tokenId: string, now: number) {
+  /**
+   * last_used_at is written at most once a minute per token. Never rejects: a cache hit does not
+   * wait for it, and a failed write is tried again at the next use.
+   */
+  private async touch(tokenId: string, now: number): Promise<void> {
     const last = this.lastUsedWritten.get(tokenId) ?? 0;
     if (now - last < LAST_USED_EVERY_MS) return;
     this.lastUsedWritten.set(tokenId, now);
-    this.touchStmt.run({ id: tokenId, at: now });
+    try {
+      await this.touchStmt.execute({ id: tokenId, at: now });
+    } catch {
+      if (this.lastUsedWritten.get(tokenId) === now) this.lastUsedWritten.delete(tokenId);
+    }
   }
 
-  list(userId: string, p: PageParams): Page<TokenRecord> {
+  async list(userId: string, p: PageParams): Promise<Page<TokenRecord>> {
     const k = keyset(apiTokens.id, eq(apiTokens.user_id, userId), p);
-    const rows = this.db
+    const rows = await this.db
       .select({ id: apiTokens.id, name: apiTokens.name, created_at: apiTokens.created_at, last_used_at: apiTokens.last_used_at })
       .from(apiTokens)
       .where(k.where)
       .orderBy(k.orderBy)
-      .limit(k.fetch)
-      .all();
+      .limit(k.fetch);
     return toPage(rows, k.limit, (r) => ({ id: r.id, name: r.name, created_at: iso(r.created_at), last_used_at: iso(r.last_used_at) }));
   }
 
   /** Deletes the caller's token; someone else's or a missing one is NOT_FOUND. Audited as token.deleted. */
-  delete(userId: string, tokenId: string, origin: AuditOrigin = {}) {
-    const [gone] = this.db.delete(apiTokens).where(and(eq(apiTokens.id, tokenId), eq(apiTokens.user_id, userId))).returning({ name: apiTokens.name }).all();
+  async delete(userId: string, tokenId: string, origin: AuditOrigin = {}): Promise<void> {
+    const [gone] = await this.db.delete(apiTokens).where(and(eq(apiTokens.id, tokenId), eq(apiTokens.user_id, userId))).returning({ name: apiTokens.name });
     if (!gone) throw Errors.notFound("API token", tokenId);
-    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "token.deleted", user_id: userId, target_id: tokenId, details: { name: gone.name } });
     this.evict(tokenId);
+    await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "token.deleted", user_id: userId, target_id: tokenId, details: { name: gone.name } });
   }
 
   /** Drops every cached verification of these tokens (delete, user disabled). */

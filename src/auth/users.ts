@@ -4,8 +4,8 @@
  * identity wiring deletes the user's login sessions and evicts their cached tokens, and the
  * WebSocket server closes their sockets.
  */
-import { count, eq, sql } from "drizzle-orm";
-import type { DB } from "../db/client.ts";
+import { count, eq } from "drizzle-orm";
+import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type PolicyOverrides, type Role, type UserRow, users } from "../db/schema.ts";
@@ -55,8 +55,6 @@ export function adminUser(u: UserRow): AdminUser {
 }
 
 export class Users {
-  private byIdStmt;
-  private byEmailStmt;
   /** Called with the id of a user who was just disabled (sessions, tokens and sockets close). */
   onDisabled: ((userId: string) => void | Promise<void>)[] = [];
   /** Called with the id of a user who was just enabled again (held schedules resume). */
@@ -66,21 +64,18 @@ export class Users {
     private db: DB,
     private now: () => number,
     private audit?: AuditSink,
-  ) {
-    this.byIdStmt = db.select().from(users).where(eq(users.id, sql.placeholder("id"))).prepare();
-    this.byEmailStmt = db.select().from(users).where(eq(users.email, sql.placeholder("email"))).prepare();
+  ) {}
+
+  async byId(id: string): Promise<UserRow | undefined> {
+    return first(this.db.select().from(users).where(eq(users.id, id)));
   }
 
-  byId(id: string): UserRow | undefined {
-    return this.byIdStmt.get({ id });
+  async byEmail(email: string): Promise<UserRow | undefined> {
+    return first(this.db.select().from(users).where(eq(users.email, normalizeEmail(email))));
   }
 
-  byEmail(email: string): UserRow | undefined {
-    return this.byEmailStmt.get({ email: normalizeEmail(email) });
-  }
-
-  count(): number {
-    return this.db.select({ n: count() }).from(users).get()!.n;
+  async count(): Promise<number> {
+    return (await first(this.db.select({ n: count() }).from(users)))!.n;
   }
 
   /**
@@ -92,36 +87,36 @@ export class Users {
     const email = validateEmail(input.email);
     const password = input.password === null ? null : validatePassword(input.password);
     const name = validateName(input.name, email.split("@")[0]!);
-    if (this.byEmail(email)) throw Errors.validation("email", "An account with this email already exists");
+    if (await this.byEmail(email)) throw Errors.validation("email", "An account with this email already exists");
     const hash = password === null ? null : await hashPassword(password);
     const now = this.now();
     const row = { id: newId("user"), email, name, password_hash: hash, role: input.role ?? "user", disabled: false, email_verified: input.emailVerified ?? false, created_at: now, updated_at: now } as const;
     try {
-      this.db.insert(users).values(row).run();
+      await this.db.insert(users).values(row);
     } catch (e) {
       // Two sign-ups racing for one email: the unique index decides.
       if (isUniqueViolation(e)) throw Errors.validation("email", "An account with this email already exists");
       throw e;
     }
-    if (origin) this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action: "user.created", user_id: row.id, target_id: row.id, details: { email, role: row.role } });
-    return this.byId(row.id)!;
+    if (origin) await this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action: "user.created", user_id: row.id, target_id: row.id, details: { email, role: row.role } });
+    return (await this.byId(row.id))!;
   }
 
   /** Audited as user.password_changed (actor: the user themself unless `origin` says otherwise). */
   async setPassword(id: string, password: unknown, origin: AuditOrigin = {}) {
     const hash = await hashPassword(validatePassword(password));
-    this.db.update(users).set({ password_hash: hash, updated_at: this.now() }).where(eq(users.id, id)).run();
-    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "user.password_changed", user_id: id, target_id: id });
+    await this.db.update(users).set({ password_hash: hash, updated_at: this.now() }).where(eq(users.id, id));
+    await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "user.password_changed", user_id: id, target_id: id });
   }
 
-  update(id: string, patch: Partial<Pick<UserRow, "role" | "disabled" | "name" | "email_verified">>) {
-    this.db.update(users).set({ ...patch, updated_at: this.now() }).where(eq(users.id, id)).run();
+  async update(id: string, patch: Partial<Pick<UserRow, "role" | "disabled" | "name" | "email_verified">>): Promise<void> {
+    await this.db.update(users).set({ ...patch, updated_at: this.now() }).where(eq(users.id, id));
   }
 
   /** Every account, newest first (the admin list). */
-  list(p: PageParams): Page<AdminUser> {
+  async list(p: PageParams): Promise<Page<AdminUser>> {
     const k = keyset(users.id, undefined, p);
-    const rows = this.db.select().from(users).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
+    const rows = await this.db.select().from(users).where(k.where).orderBy(k.orderBy).limit(k.fetch);
     return toPage(rows, k.limit, adminUser);
   }
 
@@ -132,21 +127,34 @@ export class Users {
    * (user.role_changed, user.disabled, user.enabled; actor: the operator unless `origin` says).
    */
   async adminPatch(id: string, patch: AdminUserPatch, origin: AuditOrigin = {}): Promise<UserRow> {
-    const before = this.byId(id);
-    if (!before) throw Errors.notFound("User", id);
-    const set: Partial<Pick<UserRow, "role" | "disabled" | "policy">> = {};
-    if (patch.role !== undefined) set.role = patch.role;
-    if (patch.disabled !== undefined) set.disabled = patch.disabled;
-    if (patch.policy !== undefined) set.policy = mergeOverrides(before.policy, patch.policy);
-    if (Object.keys(set).length) this.update(id, set);
+    const { before, set } = await this.patchRow(id, patch);
     const audit = (action: "user.role_changed" | "user.disabled" | "user.enabled" | "user.policy_changed", details?: Record<string, unknown>) =>
       this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action, user_id: id, target_id: id, details });
-    if (patch.role !== undefined && patch.role !== before.role) audit("user.role_changed", { from: before.role, to: patch.role });
-    if (patch.disabled !== undefined && patch.disabled !== before.disabled) audit(patch.disabled ? "user.disabled" : "user.enabled");
-    if (set.policy !== undefined && JSON.stringify(set.policy) !== JSON.stringify(before.policy)) audit("user.policy_changed", { from: before.policy, to: set.policy });
+    if (patch.role !== undefined && patch.role !== before.role) await audit("user.role_changed", { from: before.role, to: patch.role });
+    if (patch.disabled !== undefined && patch.disabled !== before.disabled) await audit(patch.disabled ? "user.disabled" : "user.enabled");
+    if (set.policy !== undefined && JSON.stringify(set.policy) !== JSON.stringify(before.policy)) await audit("user.policy_changed", { from: before.policy, to: set.policy });
     if (patch.disabled === true && !before.disabled) for (const f of this.onDisabled) await f(id);
     if (patch.disabled === false && before.disabled) for (const f of this.onEnabled) await f(id);
-    return this.byId(id)!;
+    return (await this.byId(id))!;
+  }
+
+  /**
+   * The admin change read, merged (the policy overrides) and written as one block, so that of two
+   * concurrent patches neither loses the other's overrides: the row before it and what was set.
+   * NOT_FOUND for an unknown id.
+   */
+  private async patchRow(id: string, patch: AdminUserPatch): Promise<{ before: UserRow; set: Partial<Pick<UserRow, "role" | "disabled" | "policy">> }> {
+    // one statement block: gets a transaction of its own per dialect (issue 17)
+    return this.db.transaction((tx) => {
+      const before = tx.select().from(users).where(eq(users.id, id)).get();
+      if (!before) throw Errors.notFound("User", id);
+      const set: Partial<Pick<UserRow, "role" | "disabled" | "policy">> = {};
+      if (patch.role !== undefined) set.role = patch.role;
+      if (patch.disabled !== undefined) set.disabled = patch.disabled;
+      if (patch.policy !== undefined) set.policy = mergeOverrides(before.policy, patch.policy);
+      if (Object.keys(set).length) tx.update(users).set({ ...set, updated_at: this.now() }).where(eq(users.id, id)).run();
+      return { before, set };
+    });
   }
 }
 

@@ -66,7 +66,7 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
         let cursor: string | undefined;
         const out: string[] = [];
         while (printed < limit) {
-          const page = audit.list({ user_id: userId, action, limit: Math.min(PAGE, limit - printed), cursor });
+          const page = await audit.list({ user_id: userId, action, limit: Math.min(PAGE, limit - printed), cursor });
           for (const r of page.data) out.push(json ? JSON.stringify(r) : auditLine(r));
           printed += page.data.length;
           if (!page.next_cursor) break;

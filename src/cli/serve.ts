@@ -12,8 +12,8 @@ import { type Command, failUsage } from "./command.ts";
  * First run: while no account exists, a fresh one-time setup link at every start. Printed on
  * stdout directly, not through the logger (which redacts `/setup#…`).
  */
-function printSetupLink(s: Services) {
-  const link = s.setup.issue();
+async function printSetupLink(s: Services) {
+  const link = await s.setup.issue();
   if (!link) return;
   process.stdout.write(
     `\nNo account exists yet. Open this one-time link within 30 minutes to create the first (admin) account:\n\n    ${link.url}\n\n` +
@@ -94,7 +94,7 @@ export const serveCommand: Command = {
       throw e;
     }
     const started = app;
-    printSetupLink(started.services);
+    await printSetupLink(started.services);
     return await new Promise<number>((resolve) => {
       const shutdown = (signal: string) => {
         unlisten();

@@ -33,7 +33,7 @@ async function create(argv: string[]): Promise<number> {
   try {
     const handle = await openDataDir(config, { command: cmd });
     try {
-      const user = new Users(handle.db, Date.now).byEmail(email);
+      const user = await new Users(handle.db, Date.now).byEmail(email);
       if (!user) {
         process.stderr.write(`runcell ${cmd}: no account uses ${email.trim().toLowerCase()}\n`);
         return 1;

@@ -80,9 +80,12 @@ export class TableMemo<V> {
 
   /**
    * The value for `key`: the stored one while the tables are unchanged, else `load()`'s (undefined
-   * is not stored). `scope`: see TableChanges.stamp.
+   * is not stored). A stored value is answered without a promise; only an asynchronous `load`
+   * (a miss) makes one. `scope`: see TableChanges.stamp.
    */
-  get(key: string, load: () => V | undefined, scope?: object): V | undefined {
+  get(key: string, load: () => V | undefined, scope?: object): V | undefined;
+  get(key: string, load: () => Promise<V | undefined>, scope?: object): V | undefined | Promise<V | undefined>;
+  get(key: string, load: () => V | undefined | Promise<V | undefined>, scope?: object): V | undefined | Promise<V | undefined> {
     const stamp = this.changes.stamp(this.tables, scope);
     if (stamp !== this.stampOf) {
       this.entries.clear();
@@ -92,7 +95,15 @@ export class TableMemo<V> {
       if (hit !== undefined) return hit;
     }
     const v = load();
-    if (v === undefined) return v;
+    return v instanceof Promise ? v.then((loaded) => this.keep(key, loaded, stamp)) : this.keep(key, v, stamp);
+  }
+
+  /**
+   * Stores a value loaded at `stamp` — unless a later stamp was seen while it loaded (it may
+   * predate that write; a write seen only afterwards clears it at the next stamp anyway).
+   */
+  private keep(key: string, v: V | undefined, stamp: string): V | undefined {
+    if (v === undefined || stamp !== this.stampOf) return v;
     if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(key, Object.freeze(v));
     return v;

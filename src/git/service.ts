@@ -20,13 +20,13 @@ import { copyHistory } from "./extract.ts";
 import { checkoutPath, displayUrl, parseRepoUrl, type RepoUrl } from "./repository.ts";
 
 export interface GitDeps {
-  secrets: { secretValue(userId: string, name: string, field: string): string };
-  net: { pin(userId: string, url: URL): Promise<ResolvedAddress[] | null>; mayUsePrivate(userId: string, url: URL): boolean };
+  secrets: { secretValue(userId: string, name: string, field: string): Promise<string> };
+  net: { pin(userId: string, url: URL): Promise<ResolvedAddress[] | null>; mayUsePrivate(userId: string, url: URL): Promise<boolean> };
   workspaces: {
-    forSession(sessionId: string): WorkspaceRow | null;
+    forSession(sessionId: string): Promise<WorkspaceRow | null>;
     box(row: WorkspaceRow): Box;
     exec(sessionId: string, opts: ExecOptions): Promise<ExecResult>;
-    busy(sessionId: string, delta: 1 | -1): void;
+    busy(sessionId: string, delta: 1 | -1): Promise<void>;
   };
   log: Logger;
   /** Where clones are made before they are copied (default: the OS temp dir). */
@@ -72,9 +72,9 @@ export class GitRepos {
   constructor(private d: GitDeps) {}
 
   private async context(userId: string, r: RepositoryConfig, field: string, repo: RepoUrl): Promise<GitContext> {
-    const credential = r.credential_secret ? this.d.secrets.secretValue(userId, r.credential_secret, `${field}.credential_secret`) : null;
+    const credential = r.credential_secret ? await this.d.secrets.secretValue(userId, r.credential_secret, `${field}.credential_secret`) : null;
     const u = new URL(repo.url);
-    if (repo.scheme === "http" && !this.d.net.mayUsePrivate(userId, u)) {
+    if (repo.scheme === "http" && !(await this.d.net.mayUsePrivate(userId, u))) {
       throw Errors.validation(`${field}.url`, `${field}.url must use https or ssh`, { reason: "invalid scheme" });
     }
     let pinned: ResolvedAddress[] | null;
@@ -174,7 +174,7 @@ export class GitRepos {
 
   /** Copies a checkout into the workspace with Docker's archive API, owned by the container's user. */
   private async copyIn(sessionId: string, dir: string, path: string, owner: { uid: number; gid: number }): Promise<number> {
-    const row = this.d.workspaces.forSession(sessionId);
+    const row = await this.d.workspaces.forSession(sessionId);
     if (!row?.docker_id) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no running workspace`);
     const mk = await this.d.workspaces.exec(sessionId, { cmd: ["mkdir", "-p", "--", path], timeoutMs: 30_000, maxOutputBytes: 4096 });
     if (mk.exitCode !== 0) throw new AppError("CONTAINER_FAILED", `Could not create ${path} in the workspace: ${mk.output.trim()}`);
@@ -218,10 +218,10 @@ export class GitRepos {
     const r = repos[i]!;
     const field = `repositories[${i}]`;
     const repo = parseRepoUrl(r.url, `${field}.url`);
-    const row = this.d.workspaces.forSession(sessionId);
+    const row = await this.d.workspaces.forSession(sessionId);
     if (!row?.docker_id) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace container`);
     const ctx = await this.context(userId, r, field, repo);
-    this.d.workspaces.busy(sessionId, 1);
+    await this.d.workspaces.busy(sessionId, 1);
     try {
       const bare = join(ctx.dir, "push.git");
       const init = await runGit(ctx, ["init", "-q", "--bare", bare]);
@@ -247,7 +247,7 @@ export class GitRepos {
       this.d.log.info("repository pushed", { session_id: sessionId, repository: repo.url, branch, remote_branch: remoteBranch, commit });
       return { repository: repo.url, path: abs, branch, remote_branch: remoteBranch, commit, status: line.startsWith("=") ? "up_to_date" : "pushed" };
     } finally {
-      this.d.workspaces.busy(sessionId, -1);
+      await this.d.workspaces.busy(sessionId, -1);
       await ctx.cleanup();
     }
   }

@@ -26,6 +26,12 @@ export class VersionedJson {
     return made.json;
   }
 
+  /** The stored JSON of record `id` when it is at `version`, else undefined. */
+  peek(id: string, version: number): string | undefined {
+    const hit = this.entries.get(id);
+    return hit && hit.version === version ? hit.json : undefined;
+  }
+
   drop(id: string): void {
     this.entries.delete(id);
   }

@@ -19,11 +19,11 @@ import { resultText } from "./results.ts";
 export interface McpDeps {
   workspaces: {
     spawn(sessionId: string, opts: ProcessOptions): Promise<AttachedProcess>;
-    busy(sessionId: string, delta: 1 | -1): void;
+    busy(sessionId: string, delta: 1 | -1): Promise<void>;
     /** Stores a result file in the session's workspace; returns a signed URL for it. */
     storeFile(sessionId: string, relPath: string, data: Uint8Array): Promise<string>;
   };
-  secrets: { resolveEnv(userId: string, values: Record<string, EnvValue>, field?: string): Record<string, string> };
+  secrets: { resolveEnv(userId: string, values: Record<string, EnvValue>, field?: string): Promise<Record<string, string>> };
   /** The fetch an http server's requests use for this owner (the SSRF guard), undefined: the global one. */
   route(userId: string, url: string): Promise<{ fetch?: typeof fetch }>;
 }
@@ -71,13 +71,13 @@ export class McpManager {
     const field = `mcp_servers[${index}]`;
     if (s.transport === "stdio") {
       return async () => {
-        const env = s.env ? this.d.secrets.resolveEnv(userId, s.env, `${field}.env`) : undefined;
+        const env = s.env ? await this.d.secrets.resolveEnv(userId, s.env, `${field}.env`) : undefined;
         const t = new ExecStdioTransport(() => this.d.workspaces.spawn(sessionId, { cmd: [s.command, ...(s.args ?? [])], env }));
         return { transport: t, detail: () => t.stderrTail() };
       };
     }
     return async () => {
-      const headers = s.headers ? this.d.secrets.resolveEnv(userId, s.headers, `${field}.headers`) : {};
+      const headers = s.headers ? await this.d.secrets.resolveEnv(userId, s.headers, `${field}.headers`) : {};
       const route = await this.d.route(userId, s.url);
       const transport = new StreamableHTTPClientTransport(new URL(s.url), { requestInit: { headers }, ...(route.fetch ? { fetch: route.fetch } : {}) });
       return { transport };
@@ -138,14 +138,14 @@ export class McpManager {
     const conn = target && entry!.conns.get(target.server);
     if (!target || !conn) return { output: `Tool ${name} is not available in this session`, isError: true };
     entry!.usedAt = Date.now();
-    this.d.workspaces.busy(sessionId, 1);
+    await this.d.workspaces.busy(sessionId, 1);
     try {
       const r = await conn.call(target.tool, input, signal);
       if (!r.ok) return { output: r.message, isError: true, cancelled: r.cancelled };
       const output = await resultText(r.result, { store: (rel, data) => this.d.workspaces.storeFile(sessionId, rel, data) }, { server: target.server, tool: target.tool, callId });
       return { output, isError: r.result.isError === true };
     } finally {
-      this.d.workspaces.busy(sessionId, -1);
+      await this.d.workspaces.busy(sessionId, -1);
     }
   }
 

@@ -4,9 +4,9 @@
  * integration and its owner as associated data and never leaves the server (`has_secret` only).
  * Deleting the integration fails its pending deliveries with a reason, in the same transaction.
  */
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import type { Sealer } from "../lib/sealer.ts";
-import type { DB } from "../db/client.ts";
+import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type IntegrationRow, integrations } from "../db/schema.ts";
@@ -37,9 +37,9 @@ export function toRecord(r: Row): IntegrationRecord {
 const TARGET_CACHE_MAX = 1000;
 
 export class Integrations {
-  private byUserStmt;
-  private byIdStmt;
   private targets = new Map<string, { userId: string; url: string; secret: string | null }>();
+  /** Raised by every change: a target read that a change overtook is not cached. */
+  private generation = 0;
 
   constructor(
     private db: DB,
@@ -48,13 +48,16 @@ export class Integrations {
     private net: NetworkPolicy,
     private now: () => number,
     private audit?: AuditSink,
-  ) {
-    this.byUserStmt = db.select().from(integrations).where(eq(integrations.user_id, sql.placeholder("user_id"))).prepare();
-    this.byIdStmt = db
-      .select()
-      .from(integrations)
-      .where(and(eq(integrations.id, sql.placeholder("id")), eq(integrations.user_id, sql.placeholder("user_id"))))
-      .prepare();
+  ) {}
+
+  /** Drops a changed integration's cached target (after its transaction committed). */
+  private forget(id: string) {
+    this.generation++;
+    this.targets.delete(id);
+  }
+
+  private byId(id: string, userId: string): Promise<Row | undefined> {
+    return first(this.db.select().from(integrations).where(and(eq(integrations.id, id), eq(integrations.user_id, userId))));
   }
 
   /** Validates the URL (syntax, then the SSRF guard on every resolved address). */
@@ -96,17 +99,22 @@ export class Integrations {
   async upsert(userId: string, input: IntegrationInput, origin: AuditOrigin = {}): Promise<{ record: IntegrationRecord; created: boolean }> {
     const { url, secret } = await this.validate(input);
     const now = this.now();
-    // Synchronous from here on: no other request interleaves between the read and the write.
-    const existing = this.byUserStmt.get({ user_id: userId });
-    const id = existing?.id ?? newId("integration");
-    const sealed = secret == null ? null : this.sealer.seal(secret, aad(id, userId));
-    this.targets.delete(id);
-    if (existing) {
-      this.db.update(integrations).set({ url, secret_ciphertext: sealed, updated_at: now }).where(eq(integrations.id, id)).run();
-    } else {
-      this.db.insert(integrations).values({ id, user_id: userId, type: "webhook", url, secret_ciphertext: sealed, created_at: now, updated_at: now }).run();
-    }
-    this.audit?.record({
+    // one statement block: gets a transaction of its own per dialect (issue 17)
+    // (no other request interleaves between the read and the write)
+    const { existing, row } = this.db.transaction((tx) => {
+      const existing = tx.select().from(integrations).where(eq(integrations.user_id, userId)).get();
+      const id = existing?.id ?? newId("integration");
+      const sealed = secret == null ? null : this.sealer.seal(secret, aad(id, userId));
+      if (existing) {
+        tx.update(integrations).set({ url, secret_ciphertext: sealed, updated_at: now }).where(eq(integrations.id, id)).run();
+      } else {
+        tx.insert(integrations).values({ id, user_id: userId, type: "webhook", url, secret_ciphertext: sealed, created_at: now, updated_at: now }).run();
+      }
+      return { existing, row: tx.select().from(integrations).where(eq(integrations.id, id)).get()! };
+    });
+    const id = row.id;
+    this.forget(id);
+    await this.audit?.record({
       ...origin,
       actor: origin.actor ?? "user",
       action: "integration.changed",
@@ -114,49 +122,52 @@ export class Integrations {
       target_id: id,
       details: { type: "webhook", created: !existing, url_origin: new URL(url).origin, has_secret: secret != null },
     });
-    return { record: toRecord(this.byIdStmt.get({ id, user_id: userId })!), created: !existing };
+    return { record: toRecord(row), created: !existing };
   }
 
-  list(userId: string, p: PageParams): Page<IntegrationRecord> {
+  async list(userId: string, p: PageParams): Promise<Page<IntegrationRecord>> {
     const k = keyset(integrations.id, eq(integrations.user_id, userId), p);
-    const rows = this.db.select().from(integrations).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
+    const rows = await this.db.select().from(integrations).where(k.where).orderBy(k.orderBy).limit(k.fetch);
     return toPage(rows, k.limit, toRecord);
   }
 
-  get(userId: string, id: string): IntegrationRecord {
-    const row = this.byIdStmt.get({ id, user_id: userId });
+  async get(userId: string, id: string): Promise<IntegrationRecord> {
+    const row = await this.byId(id, userId);
     if (!row) throw Errors.notFound("Integration", id);
     return toRecord(row);
   }
 
-  /** The user's webhook id, if any (synchronous; runs inside callers' transactions). */
-  idForUser(userId: string): string | null {
-    return this.byUserStmt.get({ user_id: userId })?.id ?? null;
+  /** The user's webhook id, if any. */
+  async idForUser(userId: string): Promise<string | null> {
+    return (await first(this.db.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, userId))))?.id ?? null;
   }
 
   /** Where and how to deliver: the URL and the opened secret, or null when the integration is gone. */
-  target(id: string, userId: string): { url: string; secret: string | null } | null {
+  async target(id: string, userId: string): Promise<{ url: string; secret: string | null } | null> {
     const hit = this.targets.get(id);
     if (hit && hit.userId === userId) return hit;
-    const row = this.byIdStmt.get({ id, user_id: userId });
+    const generation = this.generation;
+    const row = await this.byId(id, userId);
     if (!row) return null;
     const t = { userId, url: row.url, secret: row.secret_ciphertext ? this.sealer.open(row.secret_ciphertext, aad(row.id, userId)) : null };
+    if (generation !== this.generation) return t;
     if (this.targets.size >= TARGET_CACHE_MAX) this.targets.delete(this.targets.keys().next().value!);
     this.targets.set(id, t);
     return t;
   }
 
   /** Deletes the caller's integration and fails its pending deliveries. Twice → 404. Audited as integration.deleted. */
-  delete(userId: string, id: string, origin: AuditOrigin = {}): { failed: number } {
+  async delete(userId: string, id: string, origin: AuditOrigin = {}): Promise<{ failed: number }> {
+    // one statement block: gets a transaction of its own per dialect (issue 17)
     const out = this.db.transaction((tx) => {
       const row = tx.select({ id: integrations.id }).from(integrations).where(and(eq(integrations.id, id), eq(integrations.user_id, userId))).get();
       if (!row) throw Errors.notFound("Integration", id);
       tx.delete(integrations).where(eq(integrations.id, id)).run();
-      this.targets.delete(id);
-      const failed = this.outbox.failForIntegration(id, `the webhook integration ${id} was deleted before this notification was delivered`, this.now());
+      const failed = this.outbox.failForIntegration(tx, id, `the webhook integration ${id} was deleted before this notification was delivered`, this.now());
       return { failed };
     });
-    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "integration.deleted", user_id: userId, target_id: id, details: { failed_deliveries: out.failed } });
+    this.forget(id);
+    await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "integration.deleted", user_id: userId, target_id: id, details: { failed_deliveries: out.failed } });
     return out;
   }
 }

@@ -4,7 +4,7 @@
  * notification log entries with `status=failed`.
  */
 import { and, eq, type SQL } from "drizzle-orm";
-import type { DB } from "../db/client.ts";
+import { type DB, first } from "../db/client.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { notificationLog, type NotificationRow, type NotificationStatus } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
@@ -30,26 +30,26 @@ function toRecord(r: Pick<Row, "id" | "status" | "attempts" | "last_error" | "pa
 export class NotificationLog {
   constructor(private db: DB) {}
 
-  private page(where: SQL | undefined, p: PageParams): { rows: Row[]; limit: number } {
+  private async page(where: SQL | undefined, p: PageParams): Promise<{ rows: Row[]; limit: number }> {
     const k = keyset(notificationLog.id, where, p);
-    return { rows: this.db.select().from(notificationLog).where(k.where).orderBy(k.orderBy).limit(k.fetch).all(), limit: k.limit };
+    return { rows: await this.db.select().from(notificationLog).where(k.where).orderBy(k.orderBy).limit(k.fetch), limit: k.limit };
   }
 
-  list(userId: string, q: PageParams & { status?: NotificationStatus }): Page<NotificationRecord> {
-    const { rows, limit } = this.page(and(eq(notificationLog.user_id, userId), q.status ? eq(notificationLog.status, q.status) : undefined), q);
+  async list(userId: string, q: PageParams & { status?: NotificationStatus }): Promise<Page<NotificationRecord>> {
+    const { rows, limit } = await this.page(and(eq(notificationLog.user_id, userId), q.status ? eq(notificationLog.status, q.status) : undefined), q);
     return toPage(rows, limit, toRecord);
   }
 
-  get(userId: string, id: string): NotificationRecord {
-    const row = this.db.select().from(notificationLog).where(and(eq(notificationLog.id, id), eq(notificationLog.user_id, userId))).get();
+  async get(userId: string, id: string): Promise<NotificationRecord> {
+    const row = await first(this.db.select().from(notificationLog).where(and(eq(notificationLog.id, id), eq(notificationLog.user_id, userId))));
     if (!row) throw Errors.notFound("Notification", id);
     return toRecord(row);
   }
 
   /** GET /admin/notifications: every user's, with the owner. */
-  listAll(q: PageParams & { status?: NotificationStatus; user_id?: string }): Page<AdminNotificationRecord> {
+  async listAll(q: PageParams & { status?: NotificationStatus; user_id?: string }): Promise<Page<AdminNotificationRecord>> {
     const where = and(q.status ? eq(notificationLog.status, q.status) : undefined, q.user_id ? eq(notificationLog.user_id, q.user_id) : undefined);
-    const { rows, limit } = this.page(where, q);
+    const { rows, limit } = await this.page(where, q);
     return toPage(rows, limit, (r) => ({ ...toRecord(r), user_id: r.user_id, failed_at: iso(r.failed_at) }));
   }
 }

@@ -5,9 +5,17 @@
  * would follow a failure as `next_attempt_at` in the same statement, before anything is sent; so
  * a process killed mid-attempt leaves a row that resumes at that stored time after a restart.
  * Every finishing write is conditional on the lease, so a row that was failed meanwhile (its
- * integration deleted) is never overwritten. All statements are prepared once.
+ * integration deleted) is never overwritten.
+ *
+ * The methods are asynchronous (issue 17). A pass (`step`: record outcomes, then claim) is one
+ * SQLite transaction of raw bun:sqlite statements prepared once: the claim's UPDATE … WHERE id IN
+ * (SELECT … LIMIT) is SQLite's form (PostgreSQL gets its own, with FOR UPDATE SKIP LOCKED).
+ * The other statements are drizzle queries both dialects share.
  */
 import type { Database, Statement } from "bun:sqlite";
+import { and, asc, eq, gte, isNotNull, isNull, lte, or } from "drizzle-orm";
+import { affected, changes, type DB, first } from "../db/client.ts";
+import { notificationLog } from "../db/schema.ts";
 
 export interface Claimed {
   id: string;
@@ -50,19 +58,17 @@ function waitSql(n: string, backoffMs: number[]): string {
 
 export class Outbox {
   private claimStmt: Statement<Row, [string, number, number, number]>;
-  private abandon: Statement<unknown, [number, string, number]>;
   private delivered: Statement<unknown, [number, string, string]>;
   private retry: Statement<unknown, [number, string, string, string]>;
   private failed: Statement<unknown, [number, string, string, string]>;
   private releaseOne: Statement<unknown, [number, string, string]>;
   private attemptRow: Statement<unknown, [string, number, number, number, number | null, string | null]>;
-  private nextDue: Statement<{ at: number }, []>;
-  private failByIntegration: Statement<unknown, [number, string, string]>;
   private stepTx: (settled: Settlement[], now: number, limit: number, leaseMs: number) => Claimed[];
 
   /** `backoffMs`: the waits after failed attempts 1, 2, …; the last one repeats. */
   constructor(
-    private sqlite: Database,
+    private db: DB,
+    sqlite: Database,
     backoffMs: number[],
   ) {
     // One statement claims a batch: it raises attempts and, if this attempt fails or the process
@@ -76,10 +82,6 @@ export class Outbox {
                       AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)
                     ORDER BY next_attempt_at LIMIT ?4)
        RETURNING id, user_id, integration_id, payload, attempts, max_attempts`,
-    );
-    this.abandon = sqlite.prepare(
-      `UPDATE notification_log SET status = 'failed', failed_at = ?1, next_attempt_at = NULL, lease_id = NULL, lease_expires_at = NULL, last_error = ?2
-       WHERE status = 'pending' AND attempts >= max_attempts AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)`,
     );
     const done = `next_attempt_at = NULL, lease_id = NULL, lease_expires_at = NULL`;
     this.delivered = sqlite.prepare(
@@ -97,13 +99,6 @@ export class Outbox {
     this.attemptRow = sqlite.prepare(
       `INSERT INTO notification_attempts (notification_id, attempt, started_at, duration_ms, status_code, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
     );
-    this.nextDue = sqlite.prepare(
-      `SELECT next_attempt_at AS at FROM notification_log WHERE status = 'pending' AND lease_id IS NULL ORDER BY next_attempt_at LIMIT 1`,
-    );
-    this.failByIntegration = sqlite.prepare(
-      `UPDATE notification_log SET status = 'failed', failed_at = ?1, next_attempt_at = NULL, lease_id = NULL, lease_expires_at = NULL, last_error = ?2
-       WHERE integration_id = ?3 AND status = 'pending'`,
-    );
     this.stepTx = sqlite.transaction((settled: Settlement[], now: number, limit: number, leaseMs: number) => {
       for (const f of settled) this.settle(f);
       if (limit <= 0) return [];
@@ -119,8 +114,9 @@ export class Outbox {
    * `limit` due rows (raising their attempt count before anything is sent). Batching both keeps
    * the outbox at a few commits per pass instead of two per delivery.
    */
-  step(settled: Settlement[], now: number, limit: number, leaseMs: number): Claimed[] {
+  async step(settled: Settlement[], now: number, limit: number, leaseMs: number): Promise<Claimed[]> {
     if (settled.length === 0 && limit <= 0) return [];
+    // one statement block: gets a transaction of its own per dialect (issue 17)
     return this.stepTx(settled, now, limit, leaseMs);
   }
 
@@ -128,8 +124,14 @@ export class Outbox {
    * Ends rows whose final attempt never reported back (the process died during it, or its lease
    * ran out): the attempt count is spent and the outcome unknown, so they are failed, not retried.
    */
-  abandonSpent(now: number): number {
-    return this.abandon.run(now, INTERRUPTED, now).changes;
+  async abandonSpent(now: number): Promise<number> {
+    const n = notificationLog;
+    return affected(
+      await this.db
+        .update(n)
+        .set({ status: "failed", failed_at: now, next_attempt_at: null, lease_id: null, lease_expires_at: null, last_error: INTERRUPTED })
+        .where(and(eq(n.status, "pending"), gte(n.attempts, n.max_attempts), or(isNull(n.lease_expires_at), lte(n.lease_expires_at, now)))),
+    );
   }
 
   /** Applies one outcome; false when the lease no longer held (e.g. the integration was deleted meanwhile). */
@@ -147,17 +149,30 @@ export class Outbox {
    * At start: leases held by a previous process of this data dir are void (one server owns a data
    * dir), so its in-flight rows resume at their stored next_attempt_at.
    */
-  releaseStaleLeases(): number {
-    return this.sqlite.run(`UPDATE notification_log SET lease_id = NULL, lease_expires_at = NULL WHERE status = 'pending' AND lease_id IS NOT NULL`).changes;
+  async releaseStaleLeases(): Promise<number> {
+    const n = notificationLog;
+    return affected(await this.db.update(n).set({ lease_id: null, lease_expires_at: null }).where(and(eq(n.status, "pending"), isNotNull(n.lease_id))));
   }
 
   /** When the earliest unleased pending row is due, or null when there is none. */
-  nextDueAt(): number | null {
-    return this.nextDue.get()?.at ?? null;
+  async nextDueAt(): Promise<number | null> {
+    const n = notificationLog;
+    const row = await first(this.db.select({ at: n.next_attempt_at }).from(n).where(and(eq(n.status, "pending"), isNull(n.lease_id))).orderBy(asc(n.next_attempt_at)));
+    return row?.at ?? null;
   }
 
-  /** Fails every pending delivery of an integration (it was deleted). */
-  failForIntegration(integrationId: string, reason: string, now: number): number {
-    return this.failByIntegration.run(now, reason, integrationId).changes;
+  /**
+   * Fails every pending delivery of an integration (it was deleted). Synchronous: it runs inside
+   * the transaction that deletes the integration (`tx`), part of that one statement block.
+   */
+  failForIntegration(tx: Pick<DB, "update">, integrationId: string, reason: string, now: number): number {
+    const n = notificationLog;
+    return changes(
+      tx
+        .update(n)
+        .set({ status: "failed", failed_at: now, next_attempt_at: null, lease_id: null, lease_expires_at: null, last_error: reason })
+        .where(and(eq(n.integration_id, integrationId), eq(n.status, "pending")))
+        .run(),
+    );
   }
 }

@@ -1,16 +1,16 @@
 /**
  * Notifications: the one entry point other modules call. `enqueue` writes the outbox row (inside
- * the caller's transaction when given one) and wakes the delivery worker once that transaction
- * has committed; `submit` is POST /v1/notifications; `taskFailed` / `playbookRunEnded` are the
- * platform's own notifications. Reads of the log are in log.ts.
+ * the caller's transaction when given one, else in one of its own) and wakes the delivery worker
+ * once that transaction has committed; `submit` is POST /v1/notifications; `taskFailed` /
+ * `playbookRunEnded` are the platform's own notifications. Reads of the log are in log.ts.
  */
 import type { Database } from "bun:sqlite";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import type { Config } from "../config.ts";
-import type { DB } from "../db/client.ts";
+import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import type { Page, PageParams } from "../db/paginate.ts";
-import { notificationLog, tasks } from "../db/schema.ts";
+import { integrations, notificationLog, tasks } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
@@ -24,10 +24,13 @@ import { buildPayload, type Source, truncate, type Urgency, validateMessage, val
 import { DeliveryWorker } from "./worker.ts";
 
 /**
- * A drizzle database or transaction of `services.db` (the orchestrator passes its transaction).
- * bun:sqlite is one synchronous connection, so our statements run inside that open transaction.
+ * The caller's open transaction on `services.db` (the orchestrator passes the one that fails a
+ * task): on SQLite it is synchronous, so enqueue's statements run in it with `.get()`/`.run()`.
  */
 export type Executor = Pick<DB, "select" | "insert">;
+
+/** What enqueue answers for a queued notification. */
+export type Queued = { id: string; status: "pending" };
 export type { AdminNotificationRecord, NotificationRecord, NotificationStatus };
 
 export interface EnqueueInput {
@@ -38,6 +41,9 @@ export interface EnqueueInput {
   taskId?: string | null;
   playbookId?: string | null;
 }
+
+type TaskFailed = { userId: string; taskId: string; playbookId?: string | null; code?: string | null; error: string };
+type RunEnded = { userId: string; playbookId: string; taskId?: string | null; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null };
 
 /** What the Notify tool and POST /v1/notifications say when the user has no webhook. */
 export const NO_INTEGRATION_MESSAGE =
@@ -50,56 +56,44 @@ export class Notifications {
   readonly integrations: Integrations;
   readonly worker: DeliveryWorker;
   private reads: NotificationLog;
-  private insertStmt;
-  private taskOwned;
 
   constructor(
     private deps: { db: DB; sqlite: Database; sealer: Sealer; log: Logger; now: () => number; config: Pick<Config, "allowPrivateWebhooks" | "webhook">; audit?: AuditSink },
   ) {
     const { db, sqlite, sealer, log, now, config } = deps;
     this.net = { guard: !config.allowPrivateWebhooks, resolve: systemResolver, classify: classifyAddress };
-    this.outbox = new Outbox(sqlite, config.webhook.backoffMs);
+    this.outbox = new Outbox(db, sqlite, config.webhook.backoffMs);
     this.integrations = new Integrations(db, sealer, this.outbox, this.net, now, deps.audit);
     this.worker = new DeliveryWorker({ outbox: this.outbox, integrations: this.integrations, log: log.child({ component: "notifications" }), now, schedule: config.webhook, net: this.net });
     this.reads = new NotificationLog(db);
-    this.insertStmt = db
-      .insert(notificationLog)
-      .values({
-        id: sql.placeholder("id"),
-        user_id: sql.placeholder("user_id"),
-        integration_id: sql.placeholder("integration_id"),
-        source: sql.placeholder("source"),
-        urgency: sql.placeholder("urgency"),
-        task_id: sql.placeholder("task_id"),
-        playbook_id: sql.placeholder("playbook_id"),
-        payload: sql.placeholder("payload"),
-        status: "pending",
-        attempts: 0,
-        max_attempts: sql.placeholder("max_attempts"),
-        next_attempt_at: sql.placeholder("next_attempt_at"),
-        created_at: sql.placeholder("created_at"),
-      })
-      .prepare();
-    this.taskOwned = db
-      .select({ id: tasks.id })
-      .from(tasks)
-      .where(and(eq(tasks.id, sql.placeholder("id")), eq(tasks.user_id, sql.placeholder("user_id"))))
-      .prepare();
   }
 
   /**
-   * Queues a notification for the user's webhook. Synchronous, so it can run inside the caller's
-   * transaction (`db`); the worker is woken after that transaction commits. Returns null and
-   * writes nothing when the user has no webhook integration. Throws VALIDATION_FAILED for a bad
-   * message or urgency.
+   * Queues a notification for the user's webhook. With `tx` (the caller's open transaction):
+   * synchronous, the row commits or rolls back with the caller's writes. Without: asynchronous, in
+   * a transaction of its own. The worker is woken after that transaction commits. Returns null and
+   * writes nothing when the user has no webhook integration. Throws (without `tx`: rejects)
+   * VALIDATION_FAILED for a bad message or urgency.
    */
-  enqueue(input: EnqueueInput, db?: Executor): { id: string; status: "pending" } | null {
+  enqueue(input: EnqueueInput, tx: Executor): Queued | null;
+  enqueue(input: EnqueueInput): Promise<Queued | null>;
+  enqueue(input: EnqueueInput, tx?: Executor): Queued | null | Promise<Queued | null> {
+    return tx ? this.insert(input, tx) : this.enqueueAlone(input);
+  }
+
+  private async enqueueAlone(input: EnqueueInput): Promise<Queued | null> {
+    // one statement block: gets a transaction of its own per dialect (issue 17)
+    // (the webhook read and the insert: deleting a webhook fails its pending rows, none may follow)
+    return this.deps.db.transaction((tx) => this.insert(input, tx));
+  }
+
+  /** Reads the user's webhook and writes the row, synchronously with `tx` (SQLite's transactions are synchronous). */
+  private insert(input: EnqueueInput, tx: Executor): Queued | null {
     // Platform text is generated (it can quote a long error): cut to the limit rather than refuse,
     // so the caller's transaction (e.g. failing a task) never fails because of it.
     const message = validateMessage(input.source === "platform" && typeof input.message === "string" ? truncate(input.message) : input.message);
     const urgency = validateUrgency(input.urgency);
-    void db; // see below: the caller's transaction is the connection's open transaction
-    const integrationId = this.integrations.idForUser(input.userId);
+    const integrationId = tx.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, input.userId)).get()?.id;
     if (!integrationId) return null;
     const now = this.deps.now();
     const row = {
@@ -115,63 +109,73 @@ export class Notifications {
       next_attempt_at: now,
       created_at: now,
     };
-    // bun:sqlite has one connection and drizzle's transactions are synchronous BEGIN…COMMIT on it,
-    // so the prepared statement runs inside the caller's open transaction (and rolls back with it).
-    this.insertStmt.run(row);
-    // A microtask runs after the caller's synchronous transaction has committed.
+    tx.insert(notificationLog).values({ ...row, status: "pending", attempts: 0 }).run();
+    // A microtask runs after the (synchronous) transaction has committed.
     queueMicrotask(() => this.worker.wake());
     return { id: row.id, status: "pending" };
   }
 
   /** POST /v1/notifications (source "agent"); also what the Notify tool calls. */
-  submit(userId: string, body: { message: unknown; urgency?: unknown; task_id?: unknown; playbook_id?: unknown }): { id: string; status: "pending" } {
+  async submit(userId: string, body: { message: unknown; urgency?: unknown; task_id?: unknown; playbook_id?: unknown }): Promise<Queued> {
     const message = validateMessage(body.message);
     const urgency = validateUrgency(body.urgency);
     const taskId = validateRef("task_id", body.task_id);
     const playbookId = validateRef("playbook_id", body.playbook_id);
-    if (taskId && !this.taskOwned.get({ id: taskId, user_id: userId })) throw Errors.validation("task_id", `Task ${taskId} not found`);
-    const out = this.enqueue({ userId, source: "agent", message, urgency, taskId, playbookId });
+    if (taskId && !(await first(this.deps.db.select({ id: tasks.id }).from(tasks).where(and(eq(tasks.id, taskId), eq(tasks.user_id, userId)))))) {
+      throw Errors.validation("task_id", `Task ${taskId} not found`);
+    }
+    const out = await this.enqueue({ userId, source: "agent", message, urgency, taskId, playbookId });
     if (!out) throw Errors.validation("integration", NO_INTEGRATION_MESSAGE);
     return out;
   }
 
   /** POST /v1/integrations/:id/test: a platform notification through the normal outbox. */
-  sendTest(userId: string, integrationId: string): { id: string; status: "pending" } {
-    this.integrations.get(userId, integrationId);
-    const out = this.enqueue({ userId, source: "platform", urgency: "normal", message: "Test notification from runcell: your webhook integration works." });
+  async sendTest(userId: string, integrationId: string): Promise<Queued> {
+    await this.integrations.get(userId, integrationId);
+    const out = await this.enqueue({ userId, source: "platform", urgency: "normal", message: "Test notification from runcell: your webhook integration works." });
     if (!out) throw Errors.notFound("Integration", integrationId);
     return out;
   }
 
-  /** The platform's notification for a failed task (call it in the transaction that fails the task). */
-  taskFailed(t: { userId: string; taskId: string; playbookId?: string | null; code?: string | null; error: string }, db?: Executor) {
+  /**
+   * The platform's notification for a failed task (call it in the transaction that fails the task:
+   * with `tx` synchronous, like enqueue).
+   */
+  taskFailed(t: TaskFailed, tx: Executor): Queued | null;
+  taskFailed(t: TaskFailed): Promise<Queued | null>;
+  taskFailed(t: TaskFailed, tx?: Executor): Queued | null | Promise<Queued | null> {
     const what = t.code ? `${t.code}: ${t.error}` : t.error;
-    return this.enqueue({ userId: t.userId, source: "platform", urgency: "high", taskId: t.taskId, playbookId: t.playbookId ?? null, message: truncate(`Task ${t.taskId} failed — ${what}`) }, db);
+    const input: EnqueueInput = { userId: t.userId, source: "platform", urgency: "high", taskId: t.taskId, playbookId: t.playbookId ?? null, message: truncate(`Task ${t.taskId} failed — ${what}`) };
+    return tx ? this.enqueue(input, tx) : this.enqueue(input);
   }
 
-  /** The platform's notification for a finished playbook run (completed, failed or cancelled). */
-  playbookRunEnded(
-    r: { userId: string; playbookId: string; taskId?: string | null; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null },
-    db?: Executor,
-  ) {
+  /** The platform's notification for a finished playbook run (completed, failed or cancelled); with `tx` synchronous, like enqueue. */
+  playbookRunEnded(r: RunEnded, tx: Executor): Queued | null;
+  playbookRunEnded(r: RunEnded): Promise<Queued | null>;
+  playbookRunEnded(r: RunEnded, tx?: Executor): Queued | null | Promise<Queued | null> {
     const name = r.playbookName ? `"${r.playbookName}" (${r.playbookId})` : r.playbookId;
     const tail = r.detail ? ` — ${r.detail}` : "";
-    return this.enqueue(
-      { userId: r.userId, source: "platform", urgency: r.status === "failed" ? "high" : "normal", taskId: r.taskId ?? null, playbookId: r.playbookId, message: truncate(`Playbook ${name} run ${r.status}${tail}`) },
-      db,
-    );
+    const input: EnqueueInput = {
+      userId: r.userId,
+      source: "platform",
+      urgency: r.status === "failed" ? "high" : "normal",
+      taskId: r.taskId ?? null,
+      playbookId: r.playbookId,
+      message: truncate(`Playbook ${name} run ${r.status}${tail}`),
+    };
+    return tx ? this.enqueue(input, tx) : this.enqueue(input);
   }
 
-  list(userId: string, q: PageParams & { status?: NotificationStatus }): Page<NotificationRecord> {
+  list(userId: string, q: PageParams & { status?: NotificationStatus }): Promise<Page<NotificationRecord>> {
     return this.reads.list(userId, q);
   }
 
-  get(userId: string, id: string): NotificationRecord {
+  get(userId: string, id: string): Promise<NotificationRecord> {
     return this.reads.get(userId, id);
   }
 
   /** GET /admin/notifications: every user's, with the owner. */
-  listAll(q: PageParams & { status?: NotificationStatus; user_id?: string }): Page<AdminNotificationRecord> {
+  listAll(q: PageParams & { status?: NotificationStatus; user_id?: string }): Promise<Page<AdminNotificationRecord>> {
     return this.reads.listAll(q);
   }
 }

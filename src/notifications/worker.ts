@@ -38,6 +38,10 @@ export function waitAfter(schedule: WebhookSchedule, n: number): number {
 export class DeliveryWorker {
   private running = false;
   private scheduled = false;
+  /** The pass under way (start's lease release, or a tick): passes never overlap. */
+  private pass: Promise<void> | null = null;
+  /** A wake-up came during a pass: another pass follows it. */
+  private again = false;
   private timer: Timer | null = null;
   private timerAt = Infinity;
   private cron: Cron | null = null;
@@ -68,19 +72,30 @@ export class DeliveryWorker {
     return this.deps.schedule.timeoutMs + 30_000;
   }
 
-  start() {
+  async start() {
     if (this.running) return;
     this.running = true;
-    const released = this.deps.outbox.releaseStaleLeases();
-    if (released) this.deps.log.info("notification deliveries resumed after a restart", { count: released });
+    // Before any claim: releasing after a claim of ours would void that lease (a double delivery).
+    const release = this.deps.outbox.releaseStaleLeases();
+    this.pass = release.then(
+      () => {},
+      () => {},
+    );
+    try {
+      const released = await release;
+      if (released) this.deps.log.info("notification deliveries resumed after a restart", { count: released });
+    } finally {
+      this.pass = null;
+      this.again = false; // the sweep below wakes the worker
+    }
     this.cron = new Cron(SWEEP_PATTERN, { unref: true, protect: true }, () => this.sweep());
-    this.sweep();
+    await this.sweep();
   }
 
   /** Fails rows whose last attempt never reported back, then wakes the worker. */
-  private sweep() {
+  private async sweep() {
     try {
-      const n = this.deps.outbox.abandonSpent(this.deps.now());
+      const n = await this.deps.outbox.abandonSpent(this.deps.now());
       if (n) this.deps.log.warn("notifications failed: their last attempt was interrupted", { count: n });
     } catch (e) {
       this.deps.log.error("notification sweep failed", { err: e });
@@ -95,17 +110,27 @@ export class DeliveryWorker {
     // setImmediate, not a microtask: attempts finishing in the same I/O turn share one pass.
     setImmediate(() => {
       this.scheduled = false;
-      this.tick();
+      if (this.pass) {
+        this.again = true;
+        return;
+      }
+      this.pass = this.tick().finally(() => {
+        this.pass = null;
+        if (this.again) {
+          this.again = false;
+          this.wake();
+        }
+      });
     });
   }
 
-  private tick() {
+  private async tick() {
     if (!this.running) return;
     const { outbox, now } = this.deps;
     const settled = this.settled.splice(0);
     let claimed: Claimed[] = [];
     try {
-      claimed = outbox.step(settled, now(), CONCURRENCY - this.inflight.size, this.leaseMs);
+      claimed = await outbox.step(settled, now(), CONCURRENCY - this.inflight.size, this.leaseMs);
     } catch (e) {
       // Rows stay leased; the lease expires (or the next start releases it) and they are retried.
       this.deps.log.error("writing notification outcomes failed", { err: e, outcomes: settled.length });
@@ -123,16 +148,17 @@ export class DeliveryWorker {
       this.inflight.set(c.id, p);
     }
     // Saturated: finishing attempts wake us. Otherwise sleep until the next stored due time.
-    if (this.inflight.size < CONCURRENCY) this.armTimer();
+    if (this.inflight.size < CONCURRENCY) await this.armTimer();
   }
 
-  private armTimer() {
+  private async armTimer() {
     let at: number | null = null;
     try {
-      at = this.deps.outbox.nextDueAt();
+      at = await this.deps.outbox.nextDueAt();
     } catch {
       at = null;
     }
+    if (!this.running) return;
     const target = at == null ? Infinity : at;
     if (this.timer && target >= this.timerAt) return;
     if (this.timer) clearTimeout(this.timer);
@@ -152,9 +178,12 @@ export class DeliveryWorker {
     const { integrations, log, now, schedule } = this.deps;
     const startedAt = now();
     const t0 = performance.now();
+    // Registered before anything is awaited, so a shutdown from now on cuts this attempt short.
+    const controller = new AbortController();
+    this.controllers.add(controller);
     let outcome: Outcome;
     try {
-      const target = c.integration_id ? integrations.target(c.integration_id, c.user_id) : null;
+      const target = c.integration_id ? await integrations.target(c.integration_id, c.user_id) : null;
       if (!target) {
         outcome = { kind: "fail", status: null, error: "the webhook integration was deleted before this notification was delivered" };
       } else {
@@ -164,17 +193,13 @@ export class DeliveryWorker {
           [DELIVERY_HEADER]: c.id,
         };
         if (target.secret != null) headers[SIGNATURE_HEADER] = signatureHeader(target.secret, c.payload, now());
-        const controller = new AbortController();
-        this.controllers.add(controller);
-        try {
-          outcome = await attempt({ url: target.url, body: c.payload, headers }, { net: this.deps.net, timeoutMs: schedule.timeoutMs, controller, ca: this.deps.ca });
-        } finally {
-          this.controllers.delete(controller);
-        }
+        outcome = await attempt({ url: target.url, body: c.payload, headers }, { net: this.deps.net, timeoutMs: schedule.timeoutMs, controller, ca: this.deps.ca });
       }
     } catch (e) {
       log.error("notification attempt crashed", { notification_id: c.id, err: e });
       outcome = { kind: "retry", status: null, error: "internal error during the attempt" };
+    } finally {
+      this.controllers.delete(controller);
     }
     const at = now();
     const record = { startedAt, durationMs: performance.now() - t0, statusCode: outcome.kind === "aborted" ? null : outcome.status, error: outcome.kind === "retry" || outcome.kind === "fail" ? outcome.error : null };
@@ -200,6 +225,8 @@ export class DeliveryWorker {
     this.running = false;
     this.cron?.stop();
     this.cron = null;
+    // A pass under way finishes first: the attempts it claims are cut short with the others.
+    await this.pass?.catch(() => {});
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.timerAt = Infinity;
@@ -207,7 +234,7 @@ export class DeliveryWorker {
     await Promise.allSettled([...this.inflight.values()]);
     const settled = this.settled.splice(0);
     try {
-      this.deps.outbox.step(settled, this.deps.now(), 0, this.leaseMs);
+      await this.deps.outbox.step(settled, this.deps.now(), 0, this.leaseMs);
     } catch (e) {
       this.deps.log.error("writing notification outcomes at shutdown failed", { err: e, outcomes: settled.length });
     }

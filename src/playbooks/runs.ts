@@ -3,8 +3,10 @@
  * (`playbook_missed_runs`: skipped while the previous run still went, or refused by a limit), in
  * one list, newest first, keyset-paged on (created_at, key).
  */
-import type { Database, Statement } from "bun:sqlite";
-import { ACTIVE_TASK_STATUSES, type MissedRunRow, type RunTrigger } from "../db/schema.ts";
+import type { Database } from "bun:sqlite";
+import { and, count, eq, inArray } from "drizzle-orm";
+import { type DB, first } from "../db/client.ts";
+import { ACTIVE_TASK_STATUSES, missedRuns, type MissedRunRow, type RunTrigger, tasks } from "../db/schema.ts";
 import type { Page } from "../db/paginate.ts";
 import { Errors, type ErrorCode } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
@@ -27,6 +29,7 @@ interface RunRow {
   ended_at: number | null;
 }
 
+/** SQLite's SQL (printf): PostgreSQL gets its own form of the list (issue 17). */
 const UNION = `SELECT * FROM (
   SELECT t.id AS key, t.id AS task_id, t.session_id, t.trigger, t.status, t.error_code, t.error_message, t.input_tokens, t.output_tokens,
          t.cost_usd, t.scheduled_for, t.created_at, t.started_at, t.finished_at AS ended_at
@@ -54,45 +57,49 @@ const toRun = (r: RunRow): PlaybookRun => ({
 const CURSOR = /^(\d{1,15})\.([A-Za-z0-9_]{1,64})$/;
 
 export class PlaybookRuns {
-  private firstPage: Statement<RunRow, [string, number]>;
-  private nextPage: Statement<RunRow, [string, number, number, string]>;
-  private activeStmt: Statement<{ n: number }, [string]>;
-  private insertMissed: Statement;
+  constructor(
+    private db: DB,
+    private sqlite: Database,
+  ) {}
 
-  constructor(sqlite: Database) {
-    this.firstPage = sqlite.prepare(`${UNION} ORDER BY created_at DESC, key DESC LIMIT ?2`);
-    this.nextPage = sqlite.prepare(`${UNION} WHERE created_at < ?3 OR (created_at = ?3 AND key < ?4) ORDER BY created_at DESC, key DESC LIMIT ?2`);
-    this.activeStmt = sqlite.prepare(`SELECT count(*) AS n FROM tasks WHERE playbook_id = ? AND status IN (${ACTIVE_TASK_STATUSES.map((s) => `'${s}'`).join(",")})`);
-    this.insertMissed = sqlite.prepare(
-      "INSERT INTO playbook_missed_runs (playbook_id, user_id, trigger, status, error_code, error_message, scheduled_for, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-    );
+  /** The first page (bun:sqlite caches the compiled statement per query text). */
+  private firstPage(playbookId: string, n: number): RunRow[] {
+    return this.sqlite.query<RunRow, [string, number]>(`${UNION} ORDER BY created_at DESC, key DESC LIMIT ?2`).all(playbookId, n);
   }
 
   /** Newest first; `cursor` is the previous page's next_cursor. */
-  list(playbookId: string, p: { limit?: number; cursor?: string }): Page<PlaybookRun> {
+  async list(playbookId: string, p: { limit?: number; cursor?: string }): Promise<Page<PlaybookRun>> {
     const limit = p.limit ?? 20;
     let rows: RunRow[];
     if (p.cursor) {
       const m = CURSOR.exec(p.cursor);
       if (!m) throw Errors.validation("cursor", "cursor is not a next_cursor of this list");
-      rows = this.nextPage.all(playbookId, limit + 1, Number(m[1]), m[2]!);
-    } else rows = this.firstPage.all(playbookId, limit + 1);
+      rows = this.sqlite
+        .query<RunRow, [string, number, number, string]>(`${UNION} WHERE created_at < ?3 OR (created_at = ?3 AND key < ?4) ORDER BY created_at DESC, key DESC LIMIT ?2`)
+        .all(playbookId, limit + 1, Number(m[1]), m[2]!);
+    } else rows = this.firstPage(playbookId, limit + 1);
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return { data: page.map(toRun), next_cursor: rows.length > limit && last ? `${last.created_at}.${last.key}` : null };
   }
 
-  recent(playbookId: string, n: number): PlaybookRun[] {
-    return this.firstPage.all(playbookId, n).map(toRun);
+  async recent(playbookId: string, n: number): Promise<PlaybookRun[]> {
+    return this.firstPage(playbookId, n).map(toRun);
   }
 
   /** Whether a run of the playbook is still queued, running or waiting for an answer. */
-  hasActive(playbookId: string): boolean {
-    return this.activeStmt.get(playbookId)!.n > 0;
+  async hasActive(playbookId: string): Promise<boolean> {
+    const row = await first(this.db.select({ n: count() }).from(tasks).where(and(eq(tasks.playbook_id, playbookId), inArray(tasks.status, ACTIVE_TASK_STATUSES))));
+    return row!.n > 0;
   }
 
-  /** Records a slot that did not become a task (synchronous: runs inside the caller's transaction). */
-  recordMissed(r: { playbookId: string; userId: string; trigger: RunTrigger; status: MissedRunRow["status"]; code?: ErrorCode | null; message?: string | null; scheduledFor?: number | null; at: number }) {
-    this.insertMissed.run(r.playbookId, r.userId, r.trigger, r.status, r.code ?? null, r.message ?? null, r.scheduledFor ?? null, r.at);
+  /** Records a slot that did not become a task (synchronous: runs inside the caller's transaction `tx`). */
+  recordMissed(
+    tx: DB,
+    r: { playbookId: string; userId: string; trigger: RunTrigger; status: MissedRunRow["status"]; code?: ErrorCode | null; message?: string | null; scheduledFor?: number | null; at: number },
+  ) {
+    tx.insert(missedRuns)
+      .values({ playbook_id: r.playbookId, user_id: r.userId, trigger: r.trigger, status: r.status, error_code: r.code ?? null, error_message: r.message ?? null, scheduled_for: r.scheduledFor ?? null, created_at: r.at })
+      .run();
   }
 }

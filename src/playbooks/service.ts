@@ -6,10 +6,10 @@
  * again) and compared in constant time; a wrong secret, an unknown or a disabled playbook all
  * answer the same 404.
  */
-import { and, eq, isNotNull, lte, min, sql } from "drizzle-orm";
+import { and, eq, isNotNull, lte, min } from "drizzle-orm";
 import type { RunOptions, SubmitHooks, SubmitInput } from "../agents/orchestrator.ts";
 import type { TaskRow } from "../agents/tasks.ts";
-import { changes, type DB } from "../db/client.ts";
+import { affected, changes, type DB, first } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type PlaybookRow, playbooks, type ProfileRow, type RunTrigger, type SessionRow } from "../db/schema.ts";
@@ -30,15 +30,15 @@ export interface PlaybookDeps {
   now: () => number;
   publicUrl: string;
   runs: PlaybookRuns;
-  profiles: { get(userId: string, profileId: string): ProfileRow };
+  profiles: { get(userId: string, profileId: string): ProfileRow | Promise<ProfileRow> };
   orchestrator: { submit(userId: string, input: SubmitInput, hooks?: SubmitHooks): Promise<{ task: TaskRow; session: SessionRow }> };
   notifications: {
-    playbookRunEnded(r: { userId: string; playbookId: string; taskId?: string | null; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null }): unknown;
+    playbookRunEnded(r: { userId: string; playbookId: string; taskId?: string | null; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null }, tx?: DB): unknown;
   };
   /** The audit log (trigger rotations). */
   audit?: AuditSink;
   /** Whether the owner's account is disabled (its trigger URLs answer 404; wired by the app). */
-  ownerDisabled?: (userId: string) => boolean;
+  ownerDisabled?: (userId: string) => boolean | Promise<boolean>;
 }
 
 const aad = (id: string, userId: string) => `playbook-trigger:${id}:${userId}`;
@@ -56,37 +56,20 @@ export function runPrompt(prompt: string, input: unknown): string {
 class AlreadyClaimed extends Error {}
 
 export class Playbooks {
-  private byIdStmt;
-  private claimStmt;
-  private dueStmt;
-  /** Called after any change to what is scheduled (the scheduler re-arms). */
-  onScheduleChange: (() => void)[] = [];
+  /** Called after any change to what is scheduled (the scheduler re-arms; awaited). */
+  onScheduleChange: (() => void | Promise<void>)[] = [];
 
-  constructor(private d: PlaybookDeps) {
-    this.byIdStmt = d.db.select().from(playbooks).where(eq(playbooks.id, sql.placeholder("id"))).prepare();
-    this.claimStmt = d.db
-      .update(playbooks)
-      .set({ next_run_at: sql`${sql.placeholder("next")}` })
-      .where(and(eq(playbooks.id, sql.placeholder("id")), eq(playbooks.next_run_at, sql.placeholder("due"))))
-      .prepare();
-    this.dueStmt = d.db
-      .select()
-      .from(playbooks)
-      .where(and(isNotNull(playbooks.next_run_at), lte(playbooks.next_run_at, sql.placeholder("now"))))
-      .orderBy(playbooks.next_run_at)
-      .limit(sql.placeholder("limit"))
-      .prepare();
-  }
+  constructor(private d: PlaybookDeps) {}
 
   // ------------------------------------------------------------------------------------------
   // Records
 
-  byId(id: string): PlaybookRow | undefined {
-    return isId("playbook", id) ? this.byIdStmt.get({ id }) : undefined;
+  async byId(id: string): Promise<PlaybookRow | undefined> {
+    return isId("playbook", id) ? await first(this.d.db.select().from(playbooks).where(eq(playbooks.id, id))) : undefined;
   }
 
-  private own(userId: string, id: string): PlaybookRow {
-    const row = this.byId(id);
+  private async own(userId: string, id: string): Promise<PlaybookRow> {
+    const row = await this.byId(id);
     if (!row || row.user_id !== userId) throw notFound(id);
     return row;
   }
@@ -95,7 +78,8 @@ export class Playbooks {
     return `${this.d.publicUrl}/hooks/playbooks/${row.id}/${this.d.sealer.open(row.trigger_ciphertext, aad(row.id, row.user_id))}`;
   }
 
-  record(row: PlaybookRow, lastRuns: PlaybookRun[] = this.d.runs.recent(row.id, LAST_RUNS)): PlaybookRecord {
+  async record(row: PlaybookRow, lastRuns?: PlaybookRun[]): Promise<PlaybookRecord> {
+    lastRuns ??= await this.d.runs.recent(row.id, LAST_RUNS);
     return {
       id: row.id,
       name: row.name,
@@ -116,18 +100,19 @@ export class Playbooks {
     };
   }
 
-  get(userId: string, id: string): PlaybookRecord {
-    return this.record(this.own(userId, id));
+  async get(userId: string, id: string): Promise<PlaybookRecord> {
+    return this.record(await this.own(userId, id));
   }
 
-  list(userId: string, p: PageParams): Page<PlaybookRecord> {
+  async list(userId: string, p: PageParams): Promise<Page<PlaybookRecord>> {
     const k = keyset(playbooks.id, eq(playbooks.user_id, userId), p);
-    const rows = this.d.db.select().from(playbooks).where(k.where).orderBy(k.orderBy).limit(k.fetch).all();
-    return toPage(rows, k.limit, (r) => this.record(r));
+    const rows = await this.d.db.select().from(playbooks).where(k.where).orderBy(k.orderBy).limit(k.fetch);
+    const page = toPage(rows, k.limit, (r) => this.record(r));
+    return { ...page, data: await Promise.all(page.data) };
   }
 
-  runs(userId: string, id: string, p: PageParams): Page<PlaybookRun> {
-    this.own(userId, id);
+  async runs(userId: string, id: string, p: PageParams): Promise<Page<PlaybookRun>> {
+    await this.own(userId, id);
     return this.d.runs.list(id, p);
   }
 
@@ -136,10 +121,10 @@ export class Playbooks {
     return row.enabled && row.schedule ? nextSlot(row.schedule, row.timezone, after) : null;
   }
 
-  create(userId: string, body: PlaybookCreate): PlaybookRecord {
+  async create(userId: string, body: PlaybookCreate): Promise<PlaybookRecord> {
     const timezone = checkTimezone(body.timezone ?? "UTC");
     const schedule = body.schedule == null ? null : checkSchedule(body.schedule, timezone);
-    this.d.profiles.get(userId, body.profile_id);
+    await this.d.profiles.get(userId, body.profile_id);
     const now = this.d.now();
     const id = newId("playbook");
     const fields = {
@@ -163,18 +148,42 @@ export class Playbooks {
       created_at: now,
       updated_at: now,
     };
-    this.d.db.insert(playbooks).values(row).run();
-    this.changed();
+    await this.d.db.insert(playbooks).values(row);
+    await this.changed();
     return this.record(row, []);
   }
 
   /** PATCH: the fields given replace (null clears schedule, limits and answer_timeout). */
-  update(userId: string, id: string, patch: PlaybookPatch): PlaybookRecord {
-    const cur = this.own(userId, id);
+  async update(userId: string, id: string, patch: PlaybookPatch): Promise<PlaybookRecord> {
+    const before = await this.own(userId, id);
+    this.merge(before, patch);
+    if (patch.profile_id !== undefined && patch.profile_id !== before.profile_id) await this.d.profiles.get(userId, patch.profile_id);
+    // one statement block: gets a transaction of its own per dialect (issue 17)
+    const { row, rescheduled } = this.d.db.transaction((tx) => {
+      const cur = this.ownIn(tx, userId, id);
+      const { next, rescheduled, unchanged } = this.merge(cur, patch);
+      if (unchanged) return { row: cur, rescheduled: false };
+      const next_run_at = rescheduled ? this.nextRun(next, this.d.now()) : cur.next_run_at;
+      const updated_at = Math.max(this.d.now(), cur.updated_at);
+      tx.update(playbooks).set({ ...next, next_run_at, updated_at }).where(eq(playbooks.id, id)).run();
+      return { row: { ...cur, ...next, next_run_at, updated_at }, rescheduled };
+    });
+    if (rescheduled) await this.changed();
+    return this.record(row);
+  }
+
+  /** The caller's playbook, read inside the transaction `tx` (synchronous). */
+  private ownIn(tx: DB, userId: string, id: string): PlaybookRow {
+    const row = isId("playbook", id) ? tx.select().from(playbooks).where(eq(playbooks.id, id)).get() : undefined;
+    if (!row || row.user_id !== userId) throw notFound(id);
+    return row;
+  }
+
+  /** The fields after a PATCH (its time zone and schedule checked), and what it changes. */
+  private merge(cur: PlaybookRow, patch: PlaybookPatch) {
     const timezone = patch.timezone !== undefined ? checkTimezone(patch.timezone) : cur.timezone;
     const schedule = patch.schedule === undefined ? cur.schedule : patch.schedule === null ? null : checkSchedule(patch.schedule, timezone);
     if (patch.timezone !== undefined && schedule) checkSchedule(schedule, timezone);
-    if (patch.profile_id !== undefined && patch.profile_id !== cur.profile_id) this.d.profiles.get(userId, patch.profile_id);
     const next = {
       name: patch.name?.trim() ?? cur.name,
       profile_id: patch.profile_id ?? cur.profile_id,
@@ -188,73 +197,77 @@ export class Playbooks {
       answer_timeout_ms: patch.answer_timeout === undefined ? cur.answer_timeout_ms : patch.answer_timeout === null ? null : patch.answer_timeout * 1000,
     };
     const rescheduled = next.schedule !== cur.schedule || next.timezone !== cur.timezone || next.enabled !== cur.enabled;
-    const next_run_at = rescheduled ? this.nextRun(next, this.d.now()) : cur.next_run_at;
     const unchanged = (Object.keys(next) as (keyof typeof next)[]).every((k) => next[k] === cur[k]);
-    if (unchanged) return this.record(cur);
-    const updated_at = Math.max(this.d.now(), cur.updated_at);
-    this.d.db.update(playbooks).set({ ...next, next_run_at, updated_at }).where(eq(playbooks.id, id)).run();
-    if (rescheduled) this.changed();
-    return this.record({ ...cur, ...next, next_run_at, updated_at });
+    return { next, rescheduled, unchanged };
   }
 
   /** Deletes the playbook and its schedule at once (its runs' tasks stay, with playbook_id). */
-  delete(userId: string, id: string): void {
-    const res = this.d.db.delete(playbooks).where(and(eq(playbooks.id, id), eq(playbooks.user_id, userId))).run();
-    if (changes(res) === 0) throw notFound(id);
-    this.changed();
+  async delete(userId: string, id: string): Promise<void> {
+    const res = await this.d.db.delete(playbooks).where(and(eq(playbooks.id, id), eq(playbooks.user_id, userId)));
+    if (affected(res) === 0) throw notFound(id);
+    await this.changed();
   }
 
   /** A new trigger secret: the old URL answers 404 from now on. Audited as playbook.trigger_rotated (never the secret). */
-  rotateTrigger(userId: string, id: string, origin: AuditOrigin = {}): PlaybookRecord {
-    const cur = this.own(userId, id);
-    const trigger_ciphertext = this.d.sealer.seal(randomToken(32), aad(cur.id, userId));
-    const updated_at = Math.max(this.d.now(), cur.updated_at);
-    this.d.db.update(playbooks).set({ trigger_ciphertext, updated_at }).where(eq(playbooks.id, id)).run();
+  async rotateTrigger(userId: string, id: string, origin: AuditOrigin = {}): Promise<PlaybookRecord> {
+    const trigger_ciphertext = this.d.sealer.seal(randomToken(32), aad(id, userId));
+    // one statement block: gets a transaction of its own per dialect (issue 17)
+    const row = this.d.db.transaction((tx) => {
+      const cur = this.ownIn(tx, userId, id);
+      const updated_at = Math.max(this.d.now(), cur.updated_at);
+      tx.update(playbooks).set({ trigger_ciphertext, updated_at }).where(eq(playbooks.id, id)).run();
+      return { ...cur, trigger_ciphertext, updated_at };
+    });
     this.d.log.info("playbook trigger rotated", { playbook_id: id, user_id: userId });
-    this.d.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "playbook.trigger_rotated", user_id: userId, target_id: id, details: { name: cur.name } });
-    return this.record({ ...cur, trigger_ciphertext, updated_at });
+    await this.d.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "playbook.trigger_rotated", user_id: userId, target_id: id, details: { name: row.name } });
+    return this.record(row);
   }
 
   /**
    * A disabled account's schedules are held: no slot is due while it stays disabled (the playbooks
    * keep `enabled`; their trigger URLs answer 404). Returns how many were held.
    */
-  holdForUser(userId: string): number {
-    const res = this.d.db.update(playbooks).set({ next_run_at: null }).where(and(eq(playbooks.user_id, userId), isNotNull(playbooks.next_run_at))).run();
-    if (changes(res)) {
-      this.d.log.info("schedules of a disabled user held", { user_id: userId, count: changes(res) });
-      this.changed();
+  async holdForUser(userId: string): Promise<number> {
+    const held = affected(await this.d.db.update(playbooks).set({ next_run_at: null }).where(and(eq(playbooks.user_id, userId), isNotNull(playbooks.next_run_at))));
+    if (held) {
+      this.d.log.info("schedules of a disabled user held", { user_id: userId, count: held });
+      await this.changed();
     }
-    return changes(res);
+    return held;
   }
 
   /** The account enabled again: its enabled schedules continue from now (slots while held are not run). */
-  resumeForUser(userId: string): number {
+  async resumeForUser(userId: string): Promise<number> {
     const now = this.d.now();
-    const rows = this.d.db.select().from(playbooks).where(and(eq(playbooks.user_id, userId), eq(playbooks.enabled, true), isNotNull(playbooks.schedule))).all();
-    for (const row of rows) this.d.db.update(playbooks).set({ next_run_at: this.nextRun(row, now) }).where(eq(playbooks.id, row.id)).run();
-    if (rows.length) {
-      this.d.log.info("schedules of a re-enabled user resumed", { user_id: userId, count: rows.length });
-      this.changed();
+    // one statement block: gets a transaction of its own per dialect (issue 17)
+    const resumed = this.d.db.transaction((tx) => {
+      const rows = tx.select().from(playbooks).where(and(eq(playbooks.user_id, userId), eq(playbooks.enabled, true), isNotNull(playbooks.schedule))).all();
+      for (const row of rows) tx.update(playbooks).set({ next_run_at: this.nextRun(row, now) }).where(eq(playbooks.id, row.id)).run();
+      return rows.length;
+    });
+    if (resumed) {
+      this.d.log.info("schedules of a re-enabled user resumed", { user_id: userId, count: resumed });
+      await this.changed();
     }
-    return rows.length;
+    return resumed;
   }
 
   /** A deleted profile's playbooks stop: disabled, unscheduled. */
-  disableForProfile(profileId: string, userId: string) {
-    const res = this.d.db
-      .update(playbooks)
-      .set({ enabled: false, next_run_at: null, updated_at: this.d.now() })
-      .where(and(eq(playbooks.user_id, userId), eq(playbooks.profile_id, profileId), eq(playbooks.enabled, true)))
-      .run();
-    if (changes(res)) {
-      this.d.log.info("playbooks of a deleted profile disabled", { profile_id: profileId, count: changes(res) });
-      this.changed();
+  async disableForProfile(profileId: string, userId: string): Promise<void> {
+    const disabled = affected(
+      await this.d.db
+        .update(playbooks)
+        .set({ enabled: false, next_run_at: null, updated_at: this.d.now() })
+        .where(and(eq(playbooks.user_id, userId), eq(playbooks.profile_id, profileId), eq(playbooks.enabled, true))),
+    );
+    if (disabled) {
+      this.d.log.info("playbooks of a deleted profile disabled", { profile_id: profileId, count: disabled });
+      await this.changed();
     }
   }
 
-  private changed() {
-    for (const f of this.onScheduleChange) f();
+  private async changed() {
+    for (const f of this.onScheduleChange) await f();
   }
 
   // ------------------------------------------------------------------------------------------
@@ -274,29 +287,43 @@ export class Playbooks {
 
   /** POST /v1/playbooks/:id/run: a new run every call (also of a disabled playbook). */
   async run(userId: string, id: string, input: unknown): Promise<{ task_id: string; session_id: string; playbook_id: string }> {
-    const row = this.own(userId, id);
+    const row = await this.own(userId, id);
     const { task, session } = await this.start(row, "manual", input);
     return { task_id: task.id, session_id: session.id, playbook_id: row.id };
   }
 
   /** POST /hooks/playbooks/:id/:secret. */
   async trigger(id: string, secret: string, input: unknown): Promise<{ task_id: string }> {
-    const row = this.byId(id);
+    const row = await this.byId(id);
     const expected = row ? this.d.sealer.open(row.trigger_ciphertext, aad(row.id, row.user_id)) : "x".repeat(43);
     const ok = safeEqual(expected, secret);
-    if (!row || !ok || !row.enabled || this.d.ownerDisabled?.(row.user_id)) throw Errors.notFound("Playbook");
+    if (!row || !ok || !row.enabled || (await this.d.ownerDisabled?.(row.user_id))) throw Errors.notFound("Playbook");
     const { task } = await this.start(row, "hook", input);
     return { task_id: task.id };
   }
 
   /** Enabled schedules due at or before `now`, earliest first. */
-  due(now: number, limit: number): PlaybookRow[] {
-    return this.dueStmt.all({ now, limit });
+  async due(now: number, limit: number): Promise<PlaybookRow[]> {
+    return await this.d.db
+      .select()
+      .from(playbooks)
+      .where(and(isNotNull(playbooks.next_run_at), lte(playbooks.next_run_at, now)))
+      .orderBy(playbooks.next_run_at)
+      .limit(limit);
   }
 
   /** The earliest due time of any schedule, or null. */
-  nextDue(): number | null {
-    return this.d.db.select({ at: min(playbooks.next_run_at) }).from(playbooks).get()?.at ?? null;
+  async nextDue(): Promise<number | null> {
+    return (await first(this.d.db.select({ at: min(playbooks.next_run_at) }).from(playbooks)))?.at ?? null;
+  }
+
+  /**
+   * Claims the slot `due` of a playbook: moves `next_run_at` from it to `next`, only if no one
+   * moved it first (so one claim wins, whichever process or replica tries). Synchronous: it runs
+   * inside the caller's transaction, the one that creates the run's task or records the missed run.
+   */
+  private claim(tx: DB, id: string, due: number, next: number | null): boolean {
+    return changes(tx.update(playbooks).set({ next_run_at: next }).where(and(eq(playbooks.id, id), eq(playbooks.next_run_at, due))).run()) === 1;
   }
 
   /**
@@ -304,25 +331,28 @@ export class Playbooks {
    * first slot after now (missed slots collapse into this one run) in the same transaction that
    * creates the run's task, so a crash at any point neither loses nor doubles it. A slot whose
    * previous run still goes is recorded as skipped; one refused by a limit is recorded failed and
-   * its owner notified. The claim happens before this returns its promise (the scheduler fires
-   * many slots without waiting for their containers).
+   * its owner notified. The promise settles once the slot is claimed (or recorded, or found
+   * claimed elsewhere); the run's start goes on without it (the scheduler fires many slots without
+   * waiting for their containers), and a failure to start is recorded and logged here.
    */
-  fireDue(row: PlaybookRow): Promise<void> {
+  async fireDue(row: PlaybookRow): Promise<void> {
     const due = row.next_run_at;
-    if (due === null) return Promise.resolve();
+    if (due === null) return;
     const now = this.d.now();
     const next = this.nextRun(row, now);
-    const claim = () => changes(this.claimStmt.run({ id: row.id, due, next })) === 1;
-    const missed = (status: "skipped" | "failed", code: AppError["code"] | null, message: string) =>
-      this.d.runs.recordMissed({ playbookId: row.id, userId: row.user_id, trigger: "schedule", status, code, message, scheduledFor: due, at: this.d.now() });
+    const missed = (tx: DB, status: "skipped" | "failed", code: AppError["code"] | null, message: string) =>
+      this.d.runs.recordMissed(tx, { playbookId: row.id, userId: row.user_id, trigger: "schedule", status, code, message, scheduledFor: due, at: this.d.now() });
 
-    if (this.d.runs.hasActive(row.id)) {
-      this.d.db.transaction(() => {
-        if (claim()) missed("skipped", null, "The previous run was still going when this slot came");
+    if (await this.d.runs.hasActive(row.id)) {
+      // one statement block: gets a transaction of its own per dialect (issue 17)
+      this.d.db.transaction((tx) => {
+        if (this.claim(tx, row.id, due, next)) missed(tx, "skipped", null, "The previous run was still going when this slot came");
       });
-      return Promise.resolve();
+      return;
     }
     let claimed = false;
+    let onClaimed!: () => void;
+    const claimedNow = new Promise<void>((resolve) => (onClaimed = resolve));
     let started: Promise<unknown>;
     try {
       started = this.start(
@@ -330,9 +360,11 @@ export class Playbooks {
         "schedule",
         undefined,
         {
-          inTransaction: () => {
-            if (!claim()) throw new AlreadyClaimed();
+          // Inside the orchestrator's transaction that creates the session and the run's task.
+          inTransaction: (tx) => {
+            if (!this.claim(tx, row.id, due, next)) throw new AlreadyClaimed();
             claimed = true;
+            onClaimed();
           },
         },
         due,
@@ -340,23 +372,30 @@ export class Playbooks {
     } catch (e) {
       started = Promise.reject(e);
     }
-    return started.then(
-      () => undefined,
-      (e) => {
-        if (e instanceof AlreadyClaimed) return;
-        const err = e instanceof AppError ? e : new AppError("INTERNAL_ERROR", "Internal error while starting the run");
-        if (!(e instanceof AppError)) this.d.log.error("scheduled playbook run failed to start", { playbook_id: row.id, err: e });
-        this.d.db.transaction(() => {
-          if (!claimed && !claim()) return;
-          missed("failed", err.code, err.message);
-          this.d.notifications.playbookRunEnded({ userId: row.user_id, playbookId: row.id, taskId: null, playbookName: row.name, status: "failed", detail: `the scheduled run did not start — ${err.code}: ${err.message}` });
-        });
-      },
-    );
+    const settled = started
+      .then(
+        () => undefined,
+        (e) => {
+          if (e instanceof AlreadyClaimed) return;
+          const err = e instanceof AppError ? e : new AppError("INTERNAL_ERROR", "Internal error while starting the run");
+          if (!(e instanceof AppError)) this.d.log.error("scheduled playbook run failed to start", { playbook_id: row.id, err: e });
+          // one statement block: gets a transaction of its own per dialect (issue 17)
+          this.d.db.transaction((tx) => {
+            if (!claimed && !this.claim(tx, row.id, due, next)) return;
+            missed(tx, "failed", err.code, err.message);
+            this.d.notifications.playbookRunEnded({ userId: row.user_id, playbookId: row.id, taskId: null, playbookName: row.name, status: "failed", detail: `the scheduled run did not start — ${err.code}: ${err.message}` }, tx);
+          });
+        },
+      )
+      .catch((e) => this.d.log.error("playbook schedule failed", { playbook_id: row.id, err: e }));
+    await Promise.race([claimedNow, settled]);
   }
 
-  /** For the task queue's run-end notifications. */
-  nameOf(id: string): string | null {
-    return this.byIdStmt.get({ id })?.name ?? null;
+  /**
+   * For the task queue's run-end notifications. Synchronous: it runs inside the caller's
+   * transaction `tx` (the one that ends the task and queues the notification).
+   */
+  nameOf(tx: DB, id: string): string | null {
+    return tx.select({ name: playbooks.name }).from(playbooks).where(eq(playbooks.id, id)).get()?.name ?? null;
   }
 }

@@ -65,7 +65,14 @@ export interface AuditEvent extends AuditOrigin {
   details?: Record<string, unknown>;
 }
 
-/** What services that perform audited actions are given (src/admin/audit.ts `Audit`). */
+/**
+ * What services that perform audited actions are given (src/admin/audit.ts `Audit`). `record`
+ * returns a promise that never rejects (a failed write is logged), so a caller that does not
+ * await it cannot cause an unhandled rejection. Callers that are async await it, so the row
+ * exists before the action's answer (GET /admin/audit right after sees it) on every dialect; a
+ * sync caller may leave it un-awaited (on SQLite the insert then runs in a microtask of the same
+ * tick, before any later query).
+ */
 export interface AuditSink {
-  record(e: AuditEvent): void;
+  record(e: AuditEvent): Promise<void>;
 }

@@ -5,8 +5,8 @@
  * are never returned by the API, never logged, never put in events or error bodies; they leave the
  * vault only through resolveEnv / resolveApiKey / valuesFor, which the runtime calls.
  */
-import { and, eq, lt, or, sql } from "drizzle-orm";
-import { changes, type DB } from "../db/client.ts";
+import { and, count, desc, eq, lt, or } from "drizzle-orm";
+import { affected, type DB, first } from "../db/client.ts";
 import type { PageParams, Page } from "../db/paginate.ts";
 import { type EnvValue, type ModelConfig, secrets } from "../db/schema.ts";
 import { Errors } from "../lib/errors.ts";
@@ -37,37 +37,24 @@ export const PROVIDER_ORIGIN: Record<ModelConfig["provider"], string | null> = {
 export const aadFor = (userId: string, name: string) => `vault:${userId}:${name}`;
 
 export class Secrets {
-  private oneStmt;
-  private countStmt;
-
   constructor(
     private db: DB,
     private sealer: Sealer,
     private log: Logger,
     private now: () => number,
     private audit?: AuditSink,
-  ) {
-    this.oneStmt = db
-      .select({ ciphertext: secrets.ciphertext })
-      .from(secrets)
-      .where(and(eq(secrets.user_id, sql.placeholder("user_id")), eq(secrets.name, sql.placeholder("name"))))
-      .prepare();
-    this.countStmt = db
-      .select({ n: sql<number>`count(*)` })
-      .from(secrets)
-      .where(eq(secrets.user_id, sql.placeholder("user_id")))
-      .prepare();
-  }
+  ) {}
 
   /** Creates or replaces a secret. Returns whether it was created. Audited as secret.set (the name only). */
-  put(userId: string, name: unknown, value: unknown, origin: AuditOrigin = {}): { created: boolean } {
+  async put(userId: string, name: unknown, value: unknown, origin: AuditOrigin = {}): Promise<{ created: boolean }> {
     const n = checkSecretName(name, "name");
     const v = checkSecretValue(value);
     const sealed = this.sealer.seal(v, aadFor(userId, n));
     const at = this.now();
+    // one statement block: gets a transaction of its own per dialect (issue 17)
     const created = this.db.transaction((tx) => {
-      const exists = this.oneStmt.get({ user_id: userId, name: n }) !== undefined;
-      if (!exists && (this.countStmt.get({ user_id: userId })?.n ?? 0) >= SECRETS_PER_USER) {
+      const exists = tx.select({ name: secrets.name }).from(secrets).where(and(eq(secrets.user_id, userId), eq(secrets.name, n))).get() !== undefined;
+      if (!exists && (tx.select({ n: count() }).from(secrets).where(eq(secrets.user_id, userId)).get()?.n ?? 0) >= SECRETS_PER_USER) {
         throw Errors.validation("name", `You already have ${SECRETS_PER_USER} secrets, the most a user may keep; delete some first`, { reason: "limit", limit: SECRETS_PER_USER });
       }
       tx.insert(secrets)
@@ -77,12 +64,12 @@ export class Secrets {
       return !exists;
     });
     this.log.info(created ? "secret created" : "secret replaced", { user_id: userId, secret_name: n });
-    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "secret.set", user_id: userId, target_id: n, details: { name: n, created } });
+    await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "secret.set", user_id: userId, target_id: n, details: { name: n, created } });
     return { created };
   }
 
   /** Names and times only, newest first; `cursor` is the opaque next_cursor of the previous page. */
-  list(userId: string, p: PageParams): Page<SecretRecord> {
+  async list(userId: string, p: PageParams): Promise<Page<SecretRecord>> {
     const limit = p.limit ?? 20;
     let where = eq(secrets.user_id, userId);
     if (p.cursor) {
@@ -90,13 +77,12 @@ export class Secrets {
       if (!c) throw Errors.validation("cursor", "cursor is not a next_cursor of this list", { reason: "invalid cursor", in: "query" });
       where = and(where, or(lt(secrets.created_at, c.at), and(eq(secrets.created_at, c.at), lt(secrets.name, c.name))))!;
     }
-    const rows = this.db
+    const rows = await this.db
       .select({ name: secrets.name, created_at: secrets.created_at, updated_at: secrets.updated_at })
       .from(secrets)
       .where(where)
-      .orderBy(sql`${secrets.created_at} desc, ${secrets.name} desc`)
-      .limit(limit + 1)
-      .all();
+      .orderBy(desc(secrets.created_at), desc(secrets.name))
+      .limit(limit + 1);
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return {
@@ -106,20 +92,20 @@ export class Secrets {
   }
 
   /** Deletes the caller's secret; a missing one (or deleted twice) is NOT_FOUND. Audited as secret.deleted. */
-  delete(userId: string, name: unknown, origin: AuditOrigin = {}): void {
+  async delete(userId: string, name: unknown, origin: AuditOrigin = {}): Promise<void> {
     const n = checkSecretName(name, "name");
-    const res = this.db.delete(secrets).where(and(eq(secrets.user_id, userId), eq(secrets.name, n))).run();
-    if (changes(res) === 0) throw Errors.notFound("Secret", n);
+    const res = await this.db.delete(secrets).where(and(eq(secrets.user_id, userId), eq(secrets.name, n)));
+    if (affected(res) === 0) throw Errors.notFound("Secret", n);
     this.log.info("secret deleted", { user_id: userId, secret_name: n });
-    this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "secret.deleted", user_id: userId, target_id: n, details: { name: n } });
+    await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "secret.deleted", user_id: userId, target_id: n, details: { name: n } });
   }
 
   /**
    * The decrypted value, or null when the user has no such secret. A value that does not decrypt
    * (key file replaced, row tampered with or copied) throws VALIDATION_FAILED on `field`.
    */
-  private reveal(userId: string, name: string, field: string): string | null {
-    const row = this.oneStmt.get({ user_id: userId, name });
+  private async reveal(userId: string, name: string, field: string): Promise<string | null> {
+    const row = await first(this.db.select({ ciphertext: secrets.ciphertext }).from(secrets).where(and(eq(secrets.user_id, userId), eq(secrets.name, name))));
     if (!row) return null;
     try {
       return this.sealer.open(row.ciphertext, aadFor(userId, name));
@@ -136,21 +122,21 @@ export class Secrets {
    * The environment a workspace gets from a profile's `env`: literals as they are, `{secret}`
    * references decrypted. A missing secret → VALIDATION_FAILED on `env.<NAME>`, naming the secret.
    */
-  resolveEnv(userId: string, env: Record<string, EnvValue>, field = "env"): Record<string, string> {
+  async resolveEnv(userId: string, env: Record<string, EnvValue>, field = "env"): Promise<Record<string, string>> {
     const out: Record<string, string> = {};
     for (const [key, val] of Object.entries(env)) {
       if (typeof val === "string") {
         out[key] = val;
         continue;
       }
-      out[key] = this.secretValue(userId, val.secret, `${field}.${key}`);
+      out[key] = await this.secretValue(userId, val.secret, `${field}.${key}`);
     }
     return out;
   }
 
   /** A named secret's value for runcell's own use (a git credential); missing → VALIDATION_FAILED on `field`. */
-  secretValue(userId: string, name: string, field: string): string {
-    const value = this.reveal(userId, name, field);
+  async secretValue(userId: string, name: string, field: string): Promise<string> {
+    const value = await this.reveal(userId, name, field);
     if (value === null) throw Errors.validation(field, `${field} names the secret "${name}", which is not in your vault: store it with PUT /v1/secrets/${name}`, { reason: "missing secret", secret_name: name });
     return value;
   }
@@ -161,9 +147,9 @@ export class Secrets {
    * (read now), but only when the model talks to that provider's own API — the server's key is
    * never sent to a custom base_url; else null (demo, or a keyless local server).
    */
-  resolveApiKey(userId: string, model: ModelConfig): string | null {
+  async resolveApiKey(userId: string, model: ModelConfig): Promise<string | null> {
     if (model.api_key_secret) {
-      const value = this.reveal(userId, model.api_key_secret, "model.api_key_secret");
+      const value = await this.reveal(userId, model.api_key_secret, "model.api_key_secret");
       if (value === null) {
         throw Errors.validation(
           "model.api_key_secret",
@@ -180,8 +166,8 @@ export class Secrets {
   }
 
   /** Every value of the user's vault, for scrubbing streamed and persisted output. */
-  valuesFor(userId: string): string[] {
-    const rows = this.db.select({ name: secrets.name, ciphertext: secrets.ciphertext }).from(secrets).where(eq(secrets.user_id, userId)).all();
+  async valuesFor(userId: string): Promise<string[]> {
+    const rows = await this.db.select({ name: secrets.name, ciphertext: secrets.ciphertext }).from(secrets).where(eq(secrets.user_id, userId));
     const out: string[] = [];
     for (const r of rows) {
       try {

@@ -25,7 +25,7 @@ export interface DiskDeps {
   log: Logger;
   now: () => number;
   /** The cap of a user's workspaces in bytes (null: none). */
-  capBytes(userId: string): number | null;
+  capBytes(userId: string): Promise<number | null>;
 }
 
 export interface DiskReport {
@@ -55,8 +55,8 @@ async function measure(box: Box): Promise<number | null> {
 /** Measures every running workspace once; stops those over their owner's cap. */
 export async function checkDisk(d: DiskDeps): Promise<DiskReport> {
   const report: DiskReport = { checked: 0, stopped: [] };
-  for (const candidate of d.store.running()) {
-    const cap = d.capBytes(candidate.user_id);
+  for (const candidate of await d.store.running()) {
+    const cap = await d.capBytes(candidate.user_id);
     if (cap === null || !candidate.docker_id) continue;
     let box: Box;
     let bytes: number | null;
@@ -69,14 +69,14 @@ export async function checkDisk(d: DiskDeps): Promise<DiskReport> {
     }
     if (bytes === null) continue;
     report.checked++;
-    d.store.update(candidate.id, { disk_bytes: bytes, disk_checked_at: d.now() });
+    await d.store.update(candidate.id, { disk_bytes: bytes, disk_checked_at: d.now() });
     if (bytes <= cap) continue;
     await d.locks.run(candidate.id, async () => {
-      const row: WorkspaceRow | null = d.store.byId(candidate.id);
+      const row: WorkspaceRow | null = await d.store.byId(candidate.id);
       if (!row || row.status !== "running" || row.docker_id !== candidate.docker_id) return;
       const message = overCapMessage(bytes, cap);
       // Marked first: a command killed by the stop reports this message, not a generic death.
-      d.store.update(row.id, { status: "failed", error: message });
+      await d.store.update(row.id, { status: "failed", error: message });
       try {
         await box.stop(2);
       } catch (e) {

@@ -23,6 +23,7 @@ import type { BoxEngine } from "./box.ts";
 import { DockerBoxEngine } from "./docker-box.ts";
 import { type GateObserver, StartGate } from "./gate.ts";
 import { ImagePuller } from "./image.ts";
+import { KeyedMutex } from "./mutex.ts";
 import { Provisioner } from "./provision.ts";
 
 export const HEALTH_EVERY_MS = 5000;
@@ -70,6 +71,8 @@ export type HostUsage = Map<string, number>;
 export class DockerHosts {
   readonly list: DockerHost[];
   private byName: Map<string, DockerHost>;
+  /** One placement at a time (placeAndRecord). */
+  private placing = new KeyedMutex();
 
   constructor(specs: readonly DockerHostSpec[], deps: { log: Logger; instanceId: string; parallelism: () => number; observer?: GateObserver }) {
     if (specs.length === 0) throw new Error("at least one Docker host is needed");
@@ -103,6 +106,15 @@ export class DockerHosts {
       running += h.gate.running;
     }
     return { waiting, running };
+  }
+
+  /**
+   * Places a new workspace or warm-pool member and records it there (`record`: its row, or the
+   * pool's pending member) before the next placement reads the hosts' usage: that read awaits the
+   * database, so without this a burst of starts could all see the same free capacity.
+   */
+  placeAndRecord<T>(labels: readonly string[], usage: () => Promise<HostUsage>, record: (host: DockerHost) => T | Promise<T>): Promise<T> {
+    return this.placing.run("", async () => record(this.place(labels, await usage())));
   }
 
   /**

@@ -25,10 +25,10 @@ export interface IdleDeps {
 export async function stopIdle(d: IdleDeps): Promise<string[]> {
   const cutoff = d.now() - d.idleMs;
   const stopped: string[] = [];
-  for (const candidate of d.store.idleSince(cutoff)) {
+  for (const candidate of await d.store.idleSince(cutoff)) {
     if (d.inflight.get(candidate.id)) continue;
     await d.locks.run(candidate.id, async () => {
-      const row = d.store.byId(candidate.id);
+      const row = await d.store.byId(candidate.id);
       if (!row || row.status !== "running" || row.last_active_at >= cutoff || d.inflight.get(row.id) || !row.docker_id) return;
       try {
         await d.box(row).stop(2);
@@ -39,7 +39,7 @@ export async function stopIdle(d: IdleDeps): Promise<string[]> {
           return;
         }
       }
-      d.store.update(row.id, { status: "stopped", error: null });
+      await d.store.update(row.id, { status: "stopped", error: null });
       stopped.push(row.id);
       d.log.info("workspace stopped after being idle", { workspace: row.id, session: row.session_id, idle_ms: d.now() - row.last_active_at });
     });

@@ -23,7 +23,7 @@ export interface LifecycleDeps {
   /** Where containers run: placement, and each host's provisioner and start gate (hosts.ts). */
   hosts: DockerHosts;
   /** Each host's load now (placement). */
-  usage: () => HostUsage;
+  usage: () => Promise<HostUsage>;
   log: Logger;
   config: Pick<Config, "workspaceImage" | "defaultMaxConcurrency">;
   now: () => number;
@@ -34,8 +34,8 @@ export interface LifecycleDeps {
 }
 
 export interface WorkspacePolicy {
-  runningLimit(userId: string): number | null;
-  clampSpec(userId: string, spec: WorkspaceSpec): WorkspaceSpec;
+  runningLimit(userId: string): Promise<number | null>;
+  clampSpec(userId: string, spec: WorkspaceSpec): Promise<WorkspaceSpec>;
 }
 
 export class Lifecycle {
@@ -52,40 +52,42 @@ export class Lifecycle {
    */
   async createForSession(input: { userId: string; sessionId: string; profile: ProfileRow }): Promise<WorkspaceRow> {
     const { profile } = input;
-    const member = input.userId === profile.user_id ? this.d.pool.take(profile) : null;
+    const member = input.userId === profile.user_id ? await this.d.pool.take(profile) : null;
     if (member) return this.takeMember(member, input);
     const id = newId("container");
     const now = this.d.now();
     const asked: WorkspaceSpec = { network: profile.network, memory_mb: profile.limits.memory_mb, cpus: profile.limits.cpus, pids: profile.limits.pids };
-    const spec = this.d.policy?.clampSpec(input.userId, asked) ?? asked;
-    const existing = this.d.store.bySession(input.sessionId);
+    const spec = (await this.d.policy?.clampSpec(input.userId, asked)) ?? asked;
+    const existing = await this.d.store.bySession(input.sessionId);
     if (existing) return this.ensureRunning(input.sessionId);
     // The caller's own limit first: when both refuse, CONCURRENCY_LIMIT says what the caller can
     // change (reserveNew below decides again, atomically with the insert).
-    const limits = this.limitsOf(input.userId, profile);
-    this.d.store.assertRoom(input.sessionId, profile.id, input.userId, limits);
-    const host = this.d.hosts.place(profile.host_labels, this.d.usage());
-    const { row, created } = this.d.store.reserveNew(
-      {
-        id,
-        user_id: input.userId,
-        session_id: input.sessionId,
-        profile_id: profile.id,
-        name: `runcell-${id}`,
-        image: profile.image || this.d.config.workspaceImage,
-        host: host.name,
-        docker_id: null,
-        volume: `runcell-${id}`,
-        spec,
-        disk_bytes: null,
-        disk_checked_at: null,
-        status: "starting",
-        error: null,
-        last_active_at: now,
-        created_at: now,
-        updated_at: now,
-      },
-      limits,
+    const limits = await this.limitsOf(input.userId, profile);
+    await this.d.store.assertRoom(input.sessionId, profile.id, input.userId, limits);
+    // Placed and reserved as one: no other start counts the hosts' usage in between.
+    const { row, created } = await this.d.hosts.placeAndRecord(profile.host_labels, () => this.d.usage(), (host) =>
+      this.d.store.reserveNew(
+        {
+          id,
+          user_id: input.userId,
+          session_id: input.sessionId,
+          profile_id: profile.id,
+          name: `runcell-${id}`,
+          image: profile.image || this.d.config.workspaceImage,
+          host: host.name,
+          docker_id: null,
+          volume: `runcell-${id}`,
+          spec,
+          disk_bytes: null,
+          disk_checked_at: null,
+          status: "starting",
+          error: null,
+          last_active_at: now,
+          created_at: now,
+          updated_at: now,
+        },
+        limits,
+      ),
     );
     if (!created) return this.ensureRunning(input.sessionId);
     return this.d.locks.run(row.id, () => this.provision(row));
@@ -101,7 +103,7 @@ export class Lifecycle {
     const now = this.d.now();
     let reserved: { row: WorkspaceRow; created: boolean };
     try {
-      reserved = this.d.store.reserveNew(
+      reserved = await this.d.store.reserveNew(
         {
           id: m.ctrId,
           user_id: input.userId,
@@ -121,16 +123,17 @@ export class Lifecycle {
           created_at: now,
           updated_at: now,
         },
-        this.limitsOf(input.userId, input.profile),
+        await this.limitsOf(input.userId, input.profile),
       );
     } catch (e) {
-      this.d.pool.giveBack(m);
+      await this.d.pool.giveBack(m);
       throw e;
     }
     if (!reserved.created) {
-      this.d.pool.giveBack(m);
+      await this.d.pool.giveBack(m);
       return this.ensureRunning(input.sessionId);
     }
+    this.d.pool.settled(m);
     // session.ready waits on nothing here: the member is checked and renamed behind it, under the
     // workspace's lock, which the session's first exec waits for (Workspaces.runningRow). The
     // Engine API calls begin after the current turn of the event loop, so that the other starts of
@@ -152,7 +155,7 @@ export class Lifecycle {
         }
         this.d.log.warn("a warm-pool container was not running; creating the workspace anew on its volume", { workspace: m.ctrId, detail: st.detail });
         await c.remove().catch(() => {});
-        const row = this.d.store.update(m.ctrId, { docker_id: null, status: "starting" });
+        const row = await this.d.store.update(m.ctrId, { docker_id: null, status: "starting" });
         if (row) await this.provision(row);
       })
       .catch((e: unknown) => this.d.log.warn("a warm-pool container could not be replaced", { workspace: m.ctrId, error: e instanceof Error ? e.message : String(e) }));
@@ -162,31 +165,31 @@ export class Lifecycle {
 
   async ensureRunning(sessionId: string): Promise<WorkspaceRow> {
     const { store } = this.d;
-    const found = store.bySession(sessionId);
+    const found = await store.bySession(sessionId);
     if (!found) return this.recreateForSession(sessionId);
     return this.d.locks.run(found.id, async () => {
-      let row = store.byId(found.id);
+      let row = await store.byId(found.id);
       if (!row) throw new AppError("CONTAINER_FAILED", `The workspace of session ${sessionId} was removed`);
       // Its volume is on its host: it runs there or not at all (CONTAINER_FAILED while the host is down).
       this.d.hosts.of(row);
       if (row.status === "running" && row.docker_id) {
         const st = await this.guard(() => this.box(row!, row!.docker_id!).state());
         if (st.running) {
-          store.touch(row.id);
-          return store.byId(row.id)!;
+          await store.touch(row.id);
+          return (await store.byId(row.id))!;
         }
-        row = store.update(row.id, { status: "stopped", error: `container was not running (${st.detail})` })!;
+        row = (await store.update(row.id, { status: "stopped", error: `container was not running (${st.detail})` }))!;
       }
-      row = store.reserveRestart(row.id, row.profile_id, row.user_id, this.limitsOf(row.user_id, store.profile(row.profile_id)));
+      row = await store.reserveRestart(row.id, row.profile_id, row.user_id, await this.limitsOf(row.user_id, await store.profile(row.profile_id)));
       return this.bringUp(row);
     });
   }
 
   /** The session has no workspace (it was deleted): make a new one from its profile. */
   private async recreateForSession(sessionId: string): Promise<WorkspaceRow> {
-    const session = this.d.store.session(sessionId);
+    const session = await this.d.store.session(sessionId);
     if (!session) throw Errors.notFound("Session", sessionId);
-    const profile = this.d.store.profile(session.profile_id);
+    const profile = await this.d.store.profile(session.profile_id);
     if (!profile || profile.user_id !== session.user_id) {
       throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace and its profile ${session.profile_id} no longer exists`);
     }
@@ -194,8 +197,8 @@ export class Lifecycle {
   }
 
   /** The profile's max_concurrency and the user's running-workspace cap. */
-  limitsOf(userId: string, profile: { limits: { max_concurrency: number } } | null): RoomLimits {
-    return { profile: profile?.limits.max_concurrency ?? this.d.config.defaultMaxConcurrency, user: this.d.policy?.runningLimit(userId) ?? null };
+  async limitsOf(userId: string, profile: { limits: { max_concurrency: number } } | null): Promise<RoomLimits> {
+    return { profile: profile?.limits.max_concurrency ?? this.d.config.defaultMaxConcurrency, user: (await this.d.policy?.runningLimit(userId)) ?? null };
   }
 
   /** Starts the row's container, or recreates it (same volume) when it vanished. Row is `starting`. */
@@ -204,11 +207,11 @@ export class Lifecycle {
     if (row.docker_id) {
       try {
         await this.box(row, row.docker_id).start();
-        return store.update(row.id, { status: "running", error: null, last_active_at: this.d.now() })!;
+        return (await store.update(row.id, { status: "running", error: null, last_active_at: this.d.now() }))!;
       } catch (e) {
-        if (!(e instanceof BoxGone)) throw this.fail(row, e);
+        if (!(e instanceof BoxGone)) throw await this.fail(row, e);
         this.d.log.warn("workspace container vanished; recreating it on the same volume", { workspace: row.id, session: row.session_id });
-        store.update(row.id, { docker_id: null });
+        await store.update(row.id, { docker_id: null });
       }
     }
     return this.provision(row);
@@ -228,18 +231,18 @@ export class Lifecycle {
         () => host.provisioner.up(row),
         (position) => this.d.log.info("workspace start queued", { workspace: row.id, session: row.session_id, docker_host: host.name, position, in_flight: host.gate.running }),
       );
-      const up = this.d.store.update(row.id, { docker_id: c.id, status: "running", error: null, last_active_at: this.d.now() })!;
+      const up = (await this.d.store.update(row.id, { docker_id: c.id, status: "running", error: null, last_active_at: this.d.now() }))!;
       this.d.log.info("workspace started", { workspace: row.id, session: row.session_id, image: row.image, docker_host: host.name, ms: Date.now() - started });
       return up;
     } catch (e) {
-      throw this.fail(row, e);
+      throw await this.fail(row, e);
     }
   }
 
   /** Marks the row failed and turns any error into CONTAINER_FAILED (AppErrors pass through). */
-  private fail(row: WorkspaceRow, e: unknown): AppError {
+  private async fail(row: WorkspaceRow, e: unknown): Promise<AppError> {
     const err = this.toAppError(e, `Workspace container for image "${row.image}" could not start`, row);
-    this.d.store.update(row.id, { status: "failed", error: err.message });
+    await this.d.store.update(row.id, { status: "failed", error: err.message });
     this.d.log.warn("workspace failed to start", { workspace: row.id, session: row.session_id, error: err.message });
     return err;
   }
@@ -265,7 +268,7 @@ export class Lifecycle {
 
   async stop(ctrId: string): Promise<WorkspaceRow | null> {
     return this.d.locks.run(ctrId, async () => {
-      const row = this.d.store.byId(ctrId);
+      const row = await this.d.store.byId(ctrId);
       if (!row) return null;
       // A host that is down keeps its container as it is; the row says so (unavailable).
       if (row.docker_id && this.d.hosts.get(row.host)?.up === true) {
@@ -273,21 +276,21 @@ export class Lifecycle {
           await this.box(row, row.docker_id!).stop(2);
         }, "Could not stop the workspace container");
       }
-      return row.status === "running" || row.status === "starting" ? this.d.store.update(row.id, { status: "stopped" }) : row;
+      return row.status === "running" || row.status === "starting" ? await this.d.store.update(row.id, { status: "stopped" }) : row;
     });
   }
 
   /** Removes container, volume and row. Docker failures are logged; reconciliation finishes them. */
   async remove(id: string): Promise<boolean> {
     return this.d.locks.run(id, async () => {
-      const row = this.d.store.byId(id);
+      const row = await this.d.store.byId(id);
       if (!row) return false;
       try {
         await removeWithVolume(this.d.hosts.of(row).boxes, row.docker_id ?? row.name, row.volume);
       } catch (e) {
         this.d.log.warn("could not remove workspace container or volume; reconciliation will retry", { workspace: id, error: dockerMessage(e) });
       }
-      this.d.store.delete(id);
+      await this.d.store.delete(id);
       this.d.log.info("workspace removed", { workspace: id, session: row.session_id });
       return true;
     });

@@ -75,16 +75,16 @@ export interface PoolDeps {
   /** Placement, and each host's engine, provisioner and start gate. */
   hosts: DockerHosts;
   /** Each host's load now (its workspaces and pool members), for placement. */
-  usage: () => HostUsage;
+  usage: () => Promise<HostUsage>;
   log: Logger;
   instanceId: string;
   config: Pick<Config, "workspaceImage" | "maxWarmPool" | "maxWarmPoolTotal">;
-  policy?: { clampSpec(userId: string, spec: WorkspaceSpec): WorkspaceSpec };
-  profile(id: string): ProfileRow | null;
+  policy?: { clampSpec(userId: string, spec: WorkspaceSpec): Promise<WorkspaceSpec> };
+  profile(id: string): Promise<ProfileRow | null>;
   /** Profiles with warm_pool > 0. */
-  pooledProfiles(): ProfileRow[];
+  pooledProfiles(): Promise<ProfileRow[]>;
   /** Whether a workspace row with this id exists (a member taken before a restart). */
-  hasRow(ctrId: string): boolean;
+  hasRow(ctrId: string): Promise<boolean>;
   metrics?: PoolMetrics;
   /** The host's available memory in MiB (tests replace it). */
   availableMb?: () => number;
@@ -111,7 +111,10 @@ function hostAvailableMb(): number {
 
 export class WarmPool {
   private pools = new Map<string, ProfilePool>();
-  /** Members being created, by ctr id, with their host (reconciliation leaves their objects alone). */
+  /**
+   * Members being created, and members taken whose workspace row is not written yet, by ctr id,
+   * with their host (placement counts them; reconciliation leaves their objects alone).
+   */
   private pending = new Map<string, string>();
   private filling = new Set<string>();
   private again = new Set<string>();
@@ -122,9 +125,9 @@ export class WarmPool {
   constructor(private d: PoolDeps) {}
 
   /** The container a profile's sessions get: image and spec (the owner's ceilings applied), host labels, and their hash. */
-  shapeOf(profile: ProfileRow): { image: string; spec: WorkspaceSpec; key: string } {
+  async shapeOf(profile: ProfileRow): Promise<{ image: string; spec: WorkspaceSpec; key: string }> {
     const asked: WorkspaceSpec = { network: profile.network, memory_mb: profile.limits.memory_mb, cpus: profile.limits.cpus, pids: profile.limits.pids };
-    const spec = this.d.policy?.clampSpec(profile.user_id, asked) ?? asked;
+    const spec = (await this.d.policy?.clampSpec(profile.user_id, asked)) ?? asked;
     const image = profile.image || this.d.config.workspaceImage;
     const labels = profile.host_labels.length ? [[...profile.host_labels].sort()] : [];
     const key = sha256Hex(JSON.stringify([image, spec.network, spec.memory_mb, spec.cpus, spec.pids, ...labels])).slice(0, 16);
@@ -174,15 +177,13 @@ export class WarmPool {
     return { ready, starting };
   }
 
-  /** GET /v1/profiles/:id's `pool`. */
-  state(profileId: string): PoolState | null {
-    const profile = this.d.profile(profileId);
-    if (!profile) return null;
-    const p = this.pools.get(profileId);
+  /** GET /v1/profiles/:id's `pool` (of the profile as the caller read it). */
+  state(profile: Pick<ProfileRow, "id" | "warm_pool">): PoolState {
+    const p = this.pools.get(profile.id);
     return { size: this.target(profile), ready: p?.ready.length ?? 0, starting: p?.starting ?? 0 };
   }
 
-  /** Whether a ctr id is a member (ready or being made): reconciliation keeps its objects. */
+  /** Whether a ctr id is a member (ready, being made, or being taken): reconciliation keeps its objects. */
   holds(ctrId: string): boolean {
     if (this.pending.has(ctrId)) return true;
     for (const p of this.pools.values()) if (p.ready.some((m) => m.ctrId === ctrId)) return true;
@@ -191,15 +192,18 @@ export class WarmPool {
 
   /**
    * A ready member for a new session of the profile, or null (a miss: the pool is empty or its
-   * members have another shape). Synchronous: the member is the caller's at once. The pool
-   * refills in the background.
+   * members have another shape). The shape is read first; the pick and the removal then happen
+   * with nothing awaited between them, so the member is the caller's at once. The pool refills in
+   * the background.
    */
-  take(profile: ProfileRow): PoolMember | null {
+  async take(profile: ProfileRow): Promise<PoolMember | null> {
+    if (!this.pools.get(profile.id) && this.target(profile) === 0) return null;
+    const key = (await this.shapeOf(profile)).key;
     const p = this.pools.get(profile.id);
-    if (!p && this.target(profile) === 0) return null;
-    const key = this.shapeOf(profile).key;
     const i = p ? p.ready.findIndex((m) => m.key === key && this.d.hosts.get(m.host)?.up === true) : -1;
     const member = i >= 0 ? p!.ready.splice(i, 1)[0]! : null;
+    // Until its row is written (settled) or it is given back, it counts on its host and reconciliation keeps it.
+    if (member) this.pending.set(member.ctrId, member.host);
     this.d.metrics?.poolTake(member !== null);
     // Deferred: a member given back meanwhile (the session had no room) needs no replacement.
     this.refillSoon(profile.id);
@@ -219,10 +223,16 @@ export class WarmPool {
     this.soon.set(profileId, { first, timer: setTimeout(run, Math.min(REFILL_DELAY_MS, REFILL_MAX_DELAY_MS - (now - first))) });
   }
 
+  /** A taken member's workspace row is written: the row counts it from now on. */
+  settled(member: PoolMember) {
+    this.pending.delete(member.ctrId);
+  }
+
   /** A member the session could not use after all (no room, or the session had a workspace): back to the pool, or removed. */
-  giveBack(member: PoolMember) {
+  async giveBack(member: PoolMember) {
+    const profile = this.closed ? null : await this.d.profile(member.profileId);
+    this.pending.delete(member.ctrId);
     const p = this.pools.get(member.profileId);
-    const profile = this.closed ? null : this.d.profile(member.profileId);
     if (p && profile && p.key === member.key && this.target(profile) > 0) {
       p.ready.unshift(member);
       this.refill(member.profileId); // trims the pool if it is now over its size
@@ -241,7 +251,7 @@ export class WarmPool {
     this.pools.delete(profileId);
     p.generation++;
     await Promise.all(p.ready.splice(0).map((m) => this.discard(m)));
-    this.refillOthers(profileId);
+    await this.refillOthers(profileId);
   }
 
   /** Starts a background fill of the profile's pool (coalesced while one runs). */
@@ -261,14 +271,14 @@ export class WarmPool {
   }
 
   /** Fills every profile that wants a pool (at start, after reconciliation, and when room frees up). */
-  refillAll() {
+  async refillAll() {
     if (this.closed) return;
-    for (const profile of this.d.pooledProfiles()) this.refill(profile.id);
+    for (const profile of await this.d.pooledProfiles()) this.refill(profile.id);
   }
 
   /** Brings the profile's pool to its target: drains a changed shape, trims extras, starts the missing members. */
   private async fill(profileId: string) {
-    const profile = this.d.profile(profileId);
+    const profile = await this.d.profile(profileId);
     if (!profile) return this.profileDeleted(profileId);
     const target = this.target(profile);
     let p = this.pools.get(profileId);
@@ -277,7 +287,7 @@ export class WarmPool {
       p = { key: null, ready: [], starting: 0, generation: 0, retryAt: 0 };
       this.pools.set(profileId, p);
     }
-    const shape = this.shapeOf(profile);
+    const shape = await this.shapeOf(profile);
     const drop: PoolMember[] = [];
     if (p.key !== shape.key) {
       if (p.key !== null) this.d.log.info("warm pool drained: the profile's container changed", { profile: profileId, members: p.ready.length + p.starting });
@@ -305,9 +315,9 @@ export class WarmPool {
   }
 
   /** Other profiles may have waited for room under the total cap. */
-  private refillOthers(except: string) {
+  private async refillOthers(except: string) {
     if (this.closed) return;
-    for (const profile of this.d.pooledProfiles()) if (profile.id !== except) this.refill(profile.id);
+    for (const profile of await this.d.pooledProfiles()) if (profile.id !== except) this.refill(profile.id);
   }
 
   private async spawn(profile: ProfileRow, shape: { image: string; spec: WorkspaceSpec; key: string }, p: ProfilePool) {
@@ -317,17 +327,19 @@ export class WarmPool {
     p.starting++;
     const started = performance.now();
     try {
-      // Placed now (synchronously, before the next spawn counts the hosts' usage).
-      const host = this.d.hosts.place(profile.host_labels, this.d.usage());
-      member.host = host.name;
-      this.pending.set(ctrId, host.name);
+      // Placed, and pending, before the next placement counts the hosts' usage.
+      const host = await this.d.hosts.placeAndRecord(profile.host_labels, () => this.d.usage(), (h) => {
+        member.host = h.name;
+        this.pending.set(ctrId, h.name);
+        return h;
+      });
       const labels = { [LABEL_POOL]: profile.id, [LABEL_POOL_KEY]: shape.key };
       const c = await host.gate.run("pool", () => host.provisioner.up({ id: ctrId, session_id: "", name: member.name, volume: member.volume, image: shape.image, spec: shape.spec }, labels));
       member.dockerId = c.id;
-      const current = this.pools.get(profile.id);
-      const stale = this.closed || current !== p || p.generation !== generation;
-      const now = stale ? null : this.d.profile(profile.id);
-      if (!now || p.ready.length >= this.target(now)) {
+      const now = this.closed ? null : await this.d.profile(profile.id);
+      // Checked after the read: the pool may have been drained or deleted meanwhile.
+      const stale = this.closed || this.pools.get(profile.id) !== p || p.generation !== generation;
+      if (stale || !now || p.ready.length >= this.target(now)) {
         await this.discard(member);
         this.refill(profile.id);
         return;
@@ -365,7 +377,7 @@ export class WarmPool {
    */
   async reconcile(host: DockerHost): Promise<{ adopted: string[]; removed: string[] }> {
     const report = { adopted: [] as string[], removed: [] as string[] };
-    const wanted = this.d.pooledProfiles();
+    const wanted = await this.d.pooledProfiles();
     if (wanted.length === 0 && this.pools.size === 0) {
       // Nothing wants a pool: left-over members (no workspace row) are orphans the workspace reconciliation removes.
       return report;
@@ -373,9 +385,12 @@ export class WarmPool {
     const containers = await host.boxes.list({ [LABEL_INSTANCE]: this.d.instanceId, [LABEL_POOL]: "" });
     for (const c of containers) {
       const ctrId = c.labels[LABEL_WORKSPACE] ?? "";
-      if (!ctrId || this.holds(ctrId) || this.d.hasRow(ctrId)) continue;
+      if (!ctrId || this.holds(ctrId)) continue;
       const profileId = c.labels[LABEL_POOL] ?? "";
-      const profile = this.d.profile(profileId);
+      const profile = await this.d.profile(profileId);
+      const shape = profile && (await this.shapeOf(profile));
+      // Checked after the reads too: a concurrent reconciliation of this host may have adopted it meanwhile.
+      if ((await this.d.hasRow(ctrId)) || this.holds(ctrId)) continue;
       const member: PoolMember = {
         ctrId,
         dockerId: c.id,
@@ -388,8 +403,7 @@ export class WarmPool {
         host: host.name,
       };
       let keep = false;
-      if (profile && c.state === "running" && !this.closed) {
-        const shape = this.shapeOf(profile);
+      if (profile && shape && c.state === "running" && !this.closed) {
         let p = this.pools.get(profileId);
         if (!p && this.target(profile) > 0) {
           p = { key: shape.key, ready: [], starting: 0, generation: 0, retryAt: 0 };

@@ -38,18 +38,19 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
   const ours = { [LABEL_INSTANCE]: d.instanceId };
   // Rows are read before Docker is listed and re-read before acting, so a create or start that
   // completes meanwhile is never mistaken for an orphan or a vanished container.
-  const snapshot = d.store.all(d.host);
+  const snapshot = await d.store.all(d.host);
   const containers = await d.boxes.list(ours);
   const volumes = await d.boxes.listVolumes(ours);
 
   const live = new Map<string, BoxSummary>();
   for (const c of containers) {
     const ctr = c.labels[LABEL_WORKSPACE] ?? "";
+    // The row is read first, so that the lock and pool checks decide with it, nothing awaited between.
+    const row = await d.store.byId(ctr);
     if (d.locks.busy(ctr) || d.pooled?.(ctr)) {
       live.set(c.id, c);
       continue;
     }
-    const row = d.store.byId(ctr);
     const kept = row && row.host === d.host && (row.docker_id === c.id || (!row.docker_id && row.status === "starting"));
     if (kept) {
       live.set(c.id, c);
@@ -65,26 +66,27 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
 
   const volumeNames = new Set(volumes.map((v) => v.name));
   for (const row of snapshot) {
-    const fresh = d.store.byId(row.id);
+    const fresh = await d.store.byId(row.id);
     if (d.locks.busy(row.id) || !fresh || fresh.status === "unavailable" || fresh.updated_at !== row.updated_at || fresh.status !== row.status || fresh.docker_id !== row.docker_id) continue;
     const c = row.docker_id ? live.get(row.docker_id) : undefined;
     if (row.docker_id && !c) {
       const volumeGone = !volumeNames.has(row.volume);
-      d.store.update(row.id, {
+      await d.store.update(row.id, {
         docker_id: null,
         status: volumeGone ? "failed" : "stopped",
         error: volumeGone ? "container and volume vanished: the workspace files are lost" : "container vanished; it is recreated on the same volume at the next turn",
       });
       (volumeGone ? report.marked_failed : report.marked_stopped).push(row.id);
     } else if ((row.status === "running" || row.status === "starting") && (!c || c.state !== "running")) {
-      d.store.update(row.id, { status: "stopped", error: c ? `container ${c.state}: ${c.status}` : "start was interrupted" });
+      await d.store.update(row.id, { status: "stopped", error: c ? `container ${c.state}: ${c.status}` : "start was interrupted" });
       report.marked_stopped.push(row.id);
     }
   }
 
   for (const v of volumes) {
     const ctr = v.labels[LABEL_WORKSPACE] ?? "";
-    if (d.locks.busy(ctr) || d.pooled?.(ctr) || d.store.byId(ctr)?.host === d.host) continue;
+    const row = await d.store.byId(ctr);
+    if (d.locks.busy(ctr) || d.pooled?.(ctr) || row?.host === d.host) continue;
     try {
       await d.boxes.removeVolume(v.name);
       report.removed_volumes.push(v.name);

@@ -61,9 +61,9 @@ export interface WorkspaceDeps {
    * now (wired by the app). Called at every exec, so a changed or deleted secret applies at the
    * next tool call and the container itself never holds a value.
    */
-  envFor?: (row: WorkspaceRow) => Record<string, string>;
+  envFor?: (row: WorkspaceRow) => Promise<Record<string, string>>;
   /** The operator's policy (running workspaces per user, container ceilings, disk cap; wired by the app). */
-  policy?: WorkspacePolicy & { diskCapBytes(userId: string): number | null };
+  policy?: WorkspacePolicy & { diskCapBytes(userId: string): Promise<number | null> };
   /** /metrics: warm-pool takes, misses and refills; start-queue waits (wired by the app). */
   metrics?: PoolMetrics & GateObserver;
 }
@@ -130,7 +130,7 @@ export class Workspaces {
       policy: d.policy,
       profile: (id) => this.store.profile(id),
       pooledProfiles: () => this.store.pooledProfiles(),
-      hasRow: (id) => this.store.byId(id) !== null,
+      hasRow: async (id) => (await this.store.byId(id)) !== null,
       metrics: d.metrics,
     });
     this.lifecycle = new Lifecycle({ ...d, log: this.log, store: this.store, locks: this.locks, hosts: this.hosts, usage: () => this.hostUsage(), pool: this.pool });
@@ -138,9 +138,11 @@ export class Workspaces {
   }
 
   /** Each host's load for placement: its starting and running workspaces plus its pool members. */
-  private hostUsage(): Map<string, number> {
-    const usage = this.store.activeByHost();
-    for (const [host, n] of this.pool.membersByHost()) usage.set(host, (usage.get(host) ?? 0) + n);
+  private async hostUsage(): Promise<Map<string, number>> {
+    // The members first: a taken member whose row is written meanwhile is then counted twice (as a member and as its row), never not at all.
+    const members = this.pool.membersByHost();
+    const usage = await this.store.activeByHost();
+    for (const [host, n] of members) usage.set(host, (usage.get(host) ?? 0) + n);
     return usage;
   }
 
@@ -169,20 +171,20 @@ export class Workspaces {
   }
 
   async removeForSession(sessionId: string): Promise<void> {
-    const row = this.store.bySession(sessionId);
+    const row = await this.store.bySession(sessionId);
     if (row) await this.lifecycle.remove(row.id);
   }
 
   /** DELETE /v1/workspaces/:id: the caller's workspace, else NOT_FOUND. */
   async remove(userId: string, ctrId: string): Promise<void> {
-    const row = this.store.byIdForUser(userId, ctrId);
+    const row = await this.store.byIdForUser(userId, ctrId);
     if (!row || !(await this.lifecycle.remove(row.id))) throw Errors.notFound("Workspace", ctrId);
   }
 
   /** Stops every running workspace of the user (a disabled account); volumes stay. Returns their ids. */
   async stopForUser(userId: string): Promise<string[]> {
     const stopped: string[] = [];
-    for (const row of this.store.activeForUser(userId)) {
+    for (const row of await this.store.activeForUser(userId)) {
       try {
         await this.lifecycle.stop(row.id);
         stopped.push(row.id);
@@ -199,37 +201,37 @@ export class Workspaces {
   }
 
   /** CONCURRENCY_LIMIT now if the session's next turn would start a container with no room. */
-  assertRoom(sessionId: string, profile: { id: string; user_id: string; limits: { max_concurrency: number } }) {
-    this.store.assertRoom(sessionId, profile.id, profile.user_id, this.lifecycle.limitsOf(profile.user_id, profile));
+  async assertRoom(sessionId: string, profile: { id: string; user_id: string; limits: { max_concurrency: number } }): Promise<void> {
+    await this.store.assertRoom(sessionId, profile.id, profile.user_id, await this.lifecycle.limitsOf(profile.user_id, profile));
   }
 
   // ------------------------------------------------------------------------------------------
   // Records
 
-  get(userId: string, ctrId: string): WorkspaceRow {
-    const row = this.store.byIdForUser(userId, ctrId);
+  async get(userId: string, ctrId: string): Promise<WorkspaceRow> {
+    const row = await this.store.byIdForUser(userId, ctrId);
     if (!row) throw Errors.notFound("Workspace", ctrId);
     return row;
   }
 
-  byId(ctrId: string): WorkspaceRow | null {
+  byId(ctrId: string): Promise<WorkspaceRow | null> {
     return this.store.byId(ctrId);
   }
 
-  forSession(sessionId: string): WorkspaceRow | null {
+  forSession(sessionId: string): Promise<WorkspaceRow | null> {
     return this.store.bySession(sessionId);
   }
 
   /** The user's workspaces, newest first. */
-  list(userId: string, p: PageParams): Page<WorkspaceRecord> {
-    const { rows, limit } = this.store.page(eq(workspaces.user_id, userId), p);
+  async list(userId: string, p: PageParams): Promise<Page<WorkspaceRecord>> {
+    const { rows, limit } = await this.store.page(eq(workspaces.user_id, userId), p);
     return toPage(rows, limit, workspaceRecord);
   }
 
   /** Every user's (GET /admin/workspaces), optionally by status and owner. */
-  listAll(p: PageParams, filter: { status?: WorkspaceStatus; userId?: string } = {}): Page<AdminWorkspaceRecord> {
+  async listAll(p: PageParams, filter: { status?: WorkspaceStatus; userId?: string } = {}): Promise<Page<AdminWorkspaceRecord>> {
     const where = and(filter.status ? eq(workspaces.status, filter.status) : undefined, filter.userId ? eq(workspaces.user_id, filter.userId) : undefined);
-    const { rows, limit } = this.store.page(where, p);
+    const { rows, limit } = await this.store.page(where, p);
     return toPage(rows, limit, adminWorkspaceRecord);
   }
 
@@ -242,9 +244,9 @@ export class Workspaces {
     }
     let row = await this.runningRow(sessionId);
     this.inflight.set(row.id, (this.inflight.get(row.id) ?? 0) + 1);
-    this.store.touch(row.id);
     try {
-      const env = this.d.envFor?.(row);
+      await this.store.touch(row.id);
+      const env = await this.d.envFor?.(row);
       const withEnv: ExecOptions = env && Object.keys(env).length ? { ...opts, env: { ...env, ...opts.env } } : opts;
       for (let attempt = 0; ; attempt++) {
         try {
@@ -253,20 +255,20 @@ export class Workspaces {
           return r;
         } catch (e) {
           if (!(e instanceof ContainerNotRunning)) throw this.lifecycle.toAppError(e, "Command could not run in the workspace");
-          const fresh = this.store.byId(row.id);
+          const fresh = await this.store.byId(row.id);
           // Stopped for idleness between our check and the exec: start it and run once more.
           if (attempt === 0 && fresh?.status === "stopped" && !fresh.error) {
             row = await this.ensureRunning(sessionId);
             continue;
           }
-          throw this.markDead(row, e.message);
+          throw await this.markDead(row, e.message);
         }
       }
     } finally {
       const n = (this.inflight.get(row.id) ?? 1) - 1;
       if (n > 0) this.inflight.set(row.id, n);
       else this.inflight.delete(row.id);
-      this.store.touch(row.id);
+      await this.store.touch(row.id);
     }
   }
 
@@ -276,32 +278,32 @@ export class Workspaces {
    */
   async spawn(sessionId: string, opts: ProcessOptions): Promise<AttachedProcess> {
     const row = await this.runningRow(sessionId);
-    this.store.touch(row.id);
-    const env = { ...this.d.envFor?.(row), ...opts.env };
+    await this.store.touch(row.id);
+    const env = { ...(await this.d.envFor?.(row)), ...opts.env };
     try {
       return await openProcess(this.box(row), { ...opts, env });
     } catch (e) {
-      if (e instanceof ContainerNotRunning) throw this.markDead(row, e.message);
+      if (e instanceof ContainerNotRunning) throw await this.markDead(row, e.message);
       throw this.lifecycle.toAppError(e, "The process could not start in the workspace");
     }
   }
 
   /** Marks the session's workspace as working (or done working): the idle stop leaves a busy one alone. */
-  busy(sessionId: string, delta: 1 | -1): void {
-    const row = this.store.bySession(sessionId);
+  async busy(sessionId: string, delta: 1 | -1): Promise<void> {
+    const row = await this.store.bySession(sessionId);
     if (!row) return;
     const n = (this.inflight.get(row.id) ?? 0) + delta;
     if (n > 0) this.inflight.set(row.id, n);
     else this.inflight.delete(row.id);
-    this.store.touch(row.id);
+    await this.store.touch(row.id);
   }
 
   private async runningRow(sessionId: string): Promise<WorkspaceRow> {
-    let row = this.store.bySession(sessionId);
+    let row = await this.store.bySession(sessionId);
     // A lifecycle operation on it (a warm-pool member's check behind session.ready, a stop) first.
     if (row && this.locks.busy(row.id)) {
       await this.locks.idle(row.id);
-      row = this.store.bySession(sessionId);
+      row = await this.store.bySession(sessionId);
     }
     if (!row) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
     return row.status === "running" && row.docker_id ? row : this.ensureRunning(sessionId);
@@ -314,24 +316,24 @@ export class Workspaces {
   private async assertAlive(row: WorkspaceRow) {
     for (let i = 0; i < 5; i++) {
       const st = await this.lifecycle.guard(() => this.box(row).state());
-      if (!st.running) throw this.markDead(row, st.detail);
+      if (!st.running) throw await this.markDead(row, st.detail);
       await Bun.sleep(60);
     }
   }
 
-  private markDead(row: WorkspaceRow, detail: string): AppError {
+  private async markDead(row: WorkspaceRow, detail: string): Promise<AppError> {
     // Stopped on purpose (the disk cap): its own message says why.
-    const fresh = this.store.byId(row.id);
+    const fresh = await this.store.byId(row.id);
     if (fresh?.status === "failed" && fresh.error) return new AppError("CONTAINER_FAILED", fresh.error);
     const message = `The workspace container stopped unexpectedly (${detail}); it is restarted on the session's next turn`;
-    if (this.store.byId(row.id)) this.store.update(row.id, { status: "failed", error: message });
+    if (fresh) await this.store.update(row.id, { status: "failed", error: message });
     this.log.warn("workspace container died", { workspace: row.id, session: row.session_id, detail });
     return new AppError("CONTAINER_FAILED", message);
   }
 
   async readFile(sessionId: string, path: string): Promise<Uint8Array> {
     const abs = resolveWorkspacePath(path);
-    const row = this.store.bySession(sessionId);
+    const row = await this.store.bySession(sessionId);
     if (!row) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
     const c = this.box(row);
     return this.lifecycle.guard(async () => {
@@ -347,13 +349,13 @@ export class Workspaces {
     if (abs === WORKSPACE_ROOT) throw Errors.validation("path", `${WORKSPACE_ROOT} is a directory, not a file`);
     const row = await this.runningRow(sessionId);
     await this.lifecycle.guard(() => writeViaExec(this, row, abs, data), `Could not write ${abs}`);
-    this.store.touch(row.id);
+    await this.store.touch(row.id);
   }
 
   /** Writes a file the platform made for the session (an MCP tool's image) and returns a signed URL for it. */
   async storeFile(sessionId: string, relPath: string, data: Uint8Array): Promise<string> {
     await this.writeFile(sessionId, relPath, data);
-    const row = this.store.bySession(sessionId)!;
+    const row = (await this.store.bySession(sessionId))!;
     return this.signedFileUrl(row.id, relPath);
   }
 
@@ -372,8 +374,8 @@ export class Workspaces {
 
   /** Runs an exec for the file helpers (no activity bookkeeping; callers do it). */
   execIn(row: WorkspaceRow, opts: ExecOptions): Promise<ExecResult> {
-    return runExec(this.box(row), opts).catch((e) => {
-      throw e instanceof ContainerNotRunning ? this.markDead(row, e.message) : e;
+    return runExec(this.box(row), opts).catch(async (e) => {
+      throw e instanceof ContainerNotRunning ? await this.markDead(row, e.message) : e;
     });
   }
 
@@ -396,7 +398,7 @@ export class Workspaces {
       const r = await this.reconcileHost(host);
       if (r) for (const k of Object.keys(total) as (keyof ReconcileReport)[]) total[k].push(...r[k]);
     }
-    this.pool.refillAll();
+    await this.pool.refillAll();
     return total;
   }
 
@@ -422,16 +424,16 @@ export class Workspaces {
   async checkHosts(): Promise<{ down: string[]; back: string[] }> {
     const { down, back } = await this.hosts.check();
     for (const h of down) {
-      const ids = this.store.markHostUnavailable(h.name, `Docker host "${h.name}" is not answering (${h.lastError ?? "unreachable"}); the workspace's files are there`);
+      const ids = await this.store.markHostUnavailable(h.name, `Docker host "${h.name}" is not answering (${h.lastError ?? "unreachable"}); the workspace's files are there`);
       this.pool.hostDown(h.name);
       this.log.error("Docker host not answering: its workspaces are unavailable", { docker_host: h.name, error: h.lastError, workspaces: ids.length });
     }
     for (const h of back) {
-      const ids = this.store.markHostBack(h.name);
+      const ids = await this.store.markHostBack(h.name);
       this.pool.hostBack();
       this.log.info("Docker host answers again: its workspaces are stopped until their next turn", { docker_host: h.name, workspaces: ids.length });
       await this.reconcileHost(h);
-      this.pool.refillAll();
+      await this.pool.refillAll();
     }
     return { down: down.map((h) => h.name), back: back.map((h) => h.name) };
   }

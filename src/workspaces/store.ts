@@ -5,10 +5,10 @@
  * never let more than the limit through.
  */
 import { and, count, desc, eq, gt, inArray, lt, ne, sql, type SQL } from "drizzle-orm";
-import type { DB } from "../db/client.ts";
+import { affected, type DB, first } from "../db/client.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
 import { preparedInsert } from "../db/prepared.ts";
-import { ACTIVE_WORKSPACE_STATUSES, type NewWorkspaceRow, profiles, sessions, type WorkspaceRow, workspaces, type WorkspaceStatus } from "../db/schema.ts";
+import { ACTIVE_WORKSPACE_STATUSES, type NewWorkspaceRow, type ProfileRow, profiles, sessions, type WorkspaceRow, workspaces, type WorkspaceStatus } from "../db/schema.ts";
 import { AppError } from "../lib/errors.ts";
 
 export type { NewWorkspaceRow, WorkspaceRow, WorkspaceStatus };
@@ -41,8 +41,6 @@ export interface RoomLimits {
 }
 
 export class WorkspaceStore {
-  private bySessionStmt;
-  private byIdStmt;
   private touchStmt;
   private insertRow;
   /** Active workspaces of a profile / of a user, but `except` (an id, or "" for none): prepared once, they run on every start. */
@@ -53,8 +51,6 @@ export class WorkspaceStore {
     private db: DB,
     private now: () => number,
   ) {
-    this.bySessionStmt = db.select().from(workspaces).where(eq(workspaces.session_id, sql.placeholder("sid"))).prepare();
-    this.byIdStmt = db.select().from(workspaces).where(eq(workspaces.id, sql.placeholder("id"))).prepare();
     this.insertRow = preparedInsert(db, workspaces);
     const active = (column: typeof workspaces.profile_id | typeof workspaces.user_id) =>
       db
@@ -64,6 +60,7 @@ export class WorkspaceStore {
         .prepare();
     this.activeOfProfileStmt = active(workspaces.profile_id);
     this.activeOfUserStmt = active(workspaces.user_id);
+    // On every exec (before and after it): kept prepared, run through execute().
     this.touchStmt = db
       .update(workspaces)
       .set({ last_active_at: sql`${sql.placeholder("at")}` })
@@ -71,33 +68,28 @@ export class WorkspaceStore {
       .prepare();
   }
 
-  bySession(sessionId: string): WorkspaceRow | null {
-    return this.bySessionStmt.get({ sid: sessionId }) ?? null;
+  async bySession(sessionId: string): Promise<WorkspaceRow | null> {
+    return (await first(this.db.select().from(workspaces).where(eq(workspaces.session_id, sessionId)))) ?? null;
   }
 
-  byId(id: string): WorkspaceRow | null {
-    return this.byIdStmt.get({ id }) ?? null;
+  async byId(id: string): Promise<WorkspaceRow | null> {
+    return (await first(this.db.select().from(workspaces).where(eq(workspaces.id, id)))) ?? null;
   }
 
-  byIdForUser(userId: string, id: string): WorkspaceRow | null {
-    return this.db.select().from(workspaces).where(and(eq(workspaces.id, id), eq(workspaces.user_id, userId))).get() ?? null;
+  async byIdForUser(userId: string, id: string): Promise<WorkspaceRow | null> {
+    return (await first(this.db.select().from(workspaces).where(and(eq(workspaces.id, id), eq(workspaces.user_id, userId))))) ?? null;
   }
 
-  // One connection: a statement prepared on `db` runs inside the caller's transaction.
-  private activeCount(profileId: string, except?: string): number {
-    return this.activeOfProfileStmt.get({ owner: profileId, except: except ?? "" })!.n;
-  }
-
-  private userActiveCount(userId: string, except?: string): number {
-    return this.activeOfUserStmt.get({ owner: userId, except: except ?? "" })!.n;
-  }
-
-  /** Throws CONCURRENCY_LIMIT when one more active workspace would exceed the profile's or the user's limit. */
+  /**
+   * Throws CONCURRENCY_LIMIT when one more active workspace would exceed the profile's or the
+   * user's limit. Synchronous: it runs inside a reservation's transaction (one connection: a
+   * statement prepared on `db` runs in the caller's transaction).
+   */
   private checkRoom(profileId: string, userId: string, limits: RoomLimits, except?: string) {
-    const n = this.activeCount(profileId, except);
+    const n = this.activeOfProfileStmt.get({ owner: profileId, except: except ?? "" })!.n;
     if (n >= limits.profile) throw concurrencyLimit(profileId, n, limits.profile);
     if (limits.user !== null) {
-      const u = this.userActiveCount(userId, except);
+      const u = this.activeOfUserStmt.get({ owner: userId, except: except ?? "" })!.n;
       if (u >= limits.user) throw userRunningLimit(u, limits.user);
     }
   }
@@ -107,28 +99,35 @@ export class WorkspaceStore {
    * no room: a pre-check so a task is refused before it is queued (reserve* stay the race-free
    * decision when the container actually starts).
    */
-  assertRoom(sessionId: string, profileId: string, userId: string, limits: RoomLimits) {
-    const ws = this.bySession(sessionId);
+  async assertRoom(sessionId: string, profileId: string, userId: string, limits: RoomLimits): Promise<void> {
+    const ws = await this.bySession(sessionId);
     if (ws && (ACTIVE as string[]).includes(ws.status)) return;
-    this.checkRoom(profileId, userId, limits);
+    const n = (await this.activeOfProfileStmt.execute({ owner: profileId, except: "" }))[0]!.n;
+    if (n >= limits.profile) throw concurrencyLimit(profileId, n, limits.profile);
+    if (limits.user !== null) {
+      const u = (await this.activeOfUserStmt.execute({ owner: userId, except: "" }))[0]!.n;
+      if (u >= limits.user) throw userRunningLimit(u, limits.user);
+    }
   }
 
   /** Inserts a `starting` row, or throws CONCURRENCY_LIMIT; returns the session's row if one exists. */
-  reserveNew(row: WorkspaceRow, limits: RoomLimits): { row: WorkspaceRow; created: boolean } {
+  async reserveNew(row: WorkspaceRow, limits: RoomLimits): Promise<{ row: WorkspaceRow; created: boolean }> {
+    // one statement block: gets a transaction of its own per dialect (issue 17)
     return this.db.transaction(
-      () => {
-        const existing = this.bySession(row.session_id);
+      (tx) => {
+        const existing = tx.select().from(workspaces).where(eq(workspaces.session_id, row.session_id)).get();
         if (existing) return { row: existing, created: false };
         this.checkRoom(row.profile_id, row.user_id, limits);
         this.insertRow(row);
-        return { row: this.byId(row.id)!, created: true };
+        return { row: tx.select().from(workspaces).where(eq(workspaces.id, row.id)).get()!, created: true };
       },
       { behavior: "immediate" },
     );
   }
 
   /** Flips a stopped/failed row to `starting`, or throws CONCURRENCY_LIMIT. */
-  reserveRestart(id: string, profileId: string, userId: string, limits: RoomLimits): WorkspaceRow {
+  async reserveRestart(id: string, profileId: string, userId: string, limits: RoomLimits): Promise<WorkspaceRow> {
+    // one statement block: gets a transaction of its own per dialect (issue 17)
     return this.db.transaction(
       (tx) => {
         this.checkRoom(profileId, userId, limits, id);
@@ -139,91 +138,86 @@ export class WorkspaceStore {
     );
   }
 
-  update(id: string, set: Partial<Pick<WorkspaceRow, "status" | "docker_id" | "error" | "last_active_at" | "disk_bytes" | "disk_checked_at">>): WorkspaceRow | null {
-    this.db.update(workspaces).set({ ...set, updated_at: this.now() }).where(eq(workspaces.id, id)).run();
-    return this.byId(id);
+  async update(id: string, set: Partial<Pick<WorkspaceRow, "status" | "docker_id" | "error" | "last_active_at" | "disk_bytes" | "disk_checked_at">>): Promise<WorkspaceRow | null> {
+    return (await this.db.update(workspaces).set({ ...set, updated_at: this.now() }).where(eq(workspaces.id, id)).returning())[0] ?? null;
   }
 
-  touch(id: string) {
-    this.touchStmt.run({ id, at: this.now() });
+  async touch(id: string): Promise<void> {
+    await this.touchStmt.execute({ id, at: this.now() });
   }
 
-  delete(id: string): boolean {
-    return (this.db.delete(workspaces).where(eq(workspaces.id, id)).run() as unknown as { changes: number }).changes > 0;
+  async delete(id: string): Promise<boolean> {
+    return affected(await this.db.delete(workspaces).where(eq(workspaces.id, id))) > 0;
   }
 
-  page(where: SQL | undefined, p: PageParams) {
+  async page(where: SQL | undefined, p: PageParams) {
     const k = keyset(workspaces.id, where, p);
-    return { rows: this.db.select().from(workspaces).where(k.where).orderBy(k.orderBy).limit(k.fetch).all(), limit: k.limit };
+    return { rows: await this.db.select().from(workspaces).where(k.where).orderBy(k.orderBy).limit(k.fetch), limit: k.limit };
   }
 
   /** Every row, or every row on one Docker host (reconciliation). */
-  all(host?: string): WorkspaceRow[] {
+  async all(host?: string): Promise<WorkspaceRow[]> {
     return this.db
       .select()
       .from(workspaces)
       .where(host === undefined ? undefined : eq(workspaces.host, host))
-      .orderBy(desc(workspaces.id))
-      .all();
+      .orderBy(desc(workspaces.id));
   }
 
   /** Starting and running workspaces per Docker host (placement). */
-  activeByHost(): Map<string, number> {
-    const rows = this.db.select({ host: workspaces.host, n: count() }).from(workspaces).where(inArray(workspaces.status, ACTIVE)).groupBy(workspaces.host).all();
+  async activeByHost(): Promise<Map<string, number>> {
+    const rows = await this.db.select({ host: workspaces.host, n: count() }).from(workspaces).where(inArray(workspaces.status, ACTIVE)).groupBy(workspaces.host);
     return new Map(rows.map((r) => [r.host, r.n]));
   }
 
   /** A Docker host stopped answering: its workspaces, but failed ones, become `unavailable`. Returns their ids. */
-  markHostUnavailable(host: string, error: string): string[] {
-    return this.db
+  async markHostUnavailable(host: string, error: string): Promise<string[]> {
+    const rows = await this.db
       .update(workspaces)
       .set({ status: "unavailable", error, updated_at: this.now() })
       .where(and(eq(workspaces.host, host), ne(workspaces.status, "failed"), ne(workspaces.status, "unavailable")))
-      .returning({ id: workspaces.id })
-      .all()
-      .map((r) => r.id);
+      .returning({ id: workspaces.id });
+    return rows.map((r) => r.id);
   }
 
   /** The host answers again: its unavailable workspaces become `stopped` (the next turn starts them). Returns their ids. */
-  markHostBack(host: string): string[] {
-    return this.db
+  async markHostBack(host: string): Promise<string[]> {
+    const rows = await this.db
       .update(workspaces)
       .set({ status: "stopped", error: null, updated_at: this.now() })
       .where(and(eq(workspaces.host, host), eq(workspaces.status, "unavailable")))
-      .returning({ id: workspaces.id })
-      .all()
-      .map((r) => r.id);
+      .returning({ id: workspaces.id });
+    return rows.map((r) => r.id);
   }
 
   /** The user's starting and running rows. */
-  activeForUser(userId: string): WorkspaceRow[] {
-    return this.db.select().from(workspaces).where(and(eq(workspaces.user_id, userId), inArray(workspaces.status, ACTIVE))).all();
+  async activeForUser(userId: string): Promise<WorkspaceRow[]> {
+    return this.db.select().from(workspaces).where(and(eq(workspaces.user_id, userId), inArray(workspaces.status, ACTIVE)));
   }
 
   /** Running rows (the disk check). */
-  running(): WorkspaceRow[] {
-    return this.db.select().from(workspaces).where(eq(workspaces.status, "running")).all();
+  async running(): Promise<WorkspaceRow[]> {
+    return this.db.select().from(workspaces).where(eq(workspaces.status, "running"));
   }
 
   /** Running rows untouched since `cutoff`. */
-  idleSince(cutoff: number): WorkspaceRow[] {
+  async idleSince(cutoff: number): Promise<WorkspaceRow[]> {
     return this.db
       .select()
       .from(workspaces)
-      .where(and(eq(workspaces.status, "running"), lt(workspaces.last_active_at, cutoff)))
-      .all();
+      .where(and(eq(workspaces.status, "running"), lt(workspaces.last_active_at, cutoff)));
   }
 
   /** Profiles that want a warm pool. */
-  pooledProfiles() {
-    return this.db.select().from(profiles).where(gt(profiles.warm_pool, 0)).all();
+  async pooledProfiles(): Promise<ProfileRow[]> {
+    return this.db.select().from(profiles).where(gt(profiles.warm_pool, 0));
   }
 
-  profile(id: string) {
-    return this.db.select().from(profiles).where(eq(profiles.id, id)).get() ?? null;
+  async profile(id: string): Promise<ProfileRow | null> {
+    return (await first(this.db.select().from(profiles).where(eq(profiles.id, id)))) ?? null;
   }
 
-  session(id: string) {
-    return this.db.select().from(sessions).where(eq(sessions.id, id)).get() ?? null;
+  async session(id: string) {
+    return (await first(this.db.select().from(sessions).where(eq(sessions.id, id)))) ?? null;
   }
 }

@@ -168,7 +168,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
       case "task.submit":
       case "session.turn": {
         if (msg.session_id) {
-          d.agentSessions.get(user.id, msg.session_id);
+          await d.agentSessions.get(user.id, msg.session_id);
           watch(ws, d.hub, msg.session_id);
         }
         await d.orchestrator.submit(user.id, msg, { onSession: (sid) => watch(ws, d.hub, sid) });
@@ -178,14 +178,14 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         await d.sessionLifecycle.start(user.id, msg.profile_id, { onSession: (sid) => watch(ws, d.hub, sid) });
         return;
       case "session.resume":
-        d.agentSessions.get(user.id, msg.session_id);
+        await d.agentSessions.get(user.id, msg.session_id);
         await replay(ws, d.hub, msg.session_id, msg.after ?? 0);
         return;
       case "task.cancel":
-        d.orchestrator.cancel(user.id, msg.task_id);
+        await d.orchestrator.cancel(user.id, msg.task_id);
         return;
       case "task.answer":
-        d.orchestrator.answer(user.id, msg.task_id, msg.answer);
+        await d.orchestrator.answer(user.id, msg.task_id, msg.answer);
         return;
     }
   }

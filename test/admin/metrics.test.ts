@@ -121,7 +121,7 @@ beforeAll(async () => {
 
   socket = await WsClient.connect(`${t.wsUrl}/v1/stream`, { protocols: [`Bearer.${a.owner.token}`] });
   await waitFor(() => t.app.stream.size === 1 || null, { what: "the socket to be counted" });
-  await waitFor(() => rcv.received.length >= 2 && t.app.services.notifications.get(a.owner.id, note.body.id).status === "delivered", { what: "the webhook delivery", timeoutMs: 15_000 });
+  await waitFor(async () => rcv.received.length >= 2 && (await t.app.services.notifications.get(a.owner.id, note.body.id)).status === "delivered", { what: "the webhook delivery", timeoutMs: 15_000 });
   // The worker writes the outcome, then reports it.
   await waitFor(async () => value(await scrape(), "runcell_webhook_deliveries_total", { outcome: "delivered" }) === 1 || null, { what: "the delivery counted" });
 }, 60_000);

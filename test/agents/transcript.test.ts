@@ -25,33 +25,33 @@ afterEach(() => h.close());
 /** The steps as a fresh read of the rows gives them. */
 const fromRows = () => new Transcript(h.db, Date.now).steps("sess_a");
 
-test("one read per task: writes extend the tail, which always equals the rows", () => {
-  t.addUserPrompt("sess_a", "task_1", "first");
-  const steps = t.steps("sess_a");
+test("one read per task: writes extend the tail, which always equals the rows", async () => {
+  await t.addUserPrompt("sess_a", "task_1", "first");
+  const steps = await t.steps("sess_a");
   expect(t.held).toBe(1);
-  t.addAssistant("sess_a", "task_1", [{ type: "text", text: "look" }, { type: "tool_use", id: "tu_1", name: "Bash", input: { command: "ls" } }]);
-  t.addToolResult("sess_a", "task_1", { type: "tool_result", tool_use_id: "tu_1", content: "out", is_error: true });
-  t.addChain("sess_a", "task_1", { type: "tool_result", tool_use_id: "tu_2", content: "next" }, "chain prompt");
+  await t.addAssistant("sess_a", "task_1", [{ type: "text", text: "look" }, { type: "tool_use", id: "tu_1", name: "Bash", input: { command: "ls" } }]);
+  await t.addToolResult("sess_a", "task_1", { type: "tool_result", tool_use_id: "tu_1", content: "out", is_error: true });
+  await t.addChain("sess_a", "task_1", { type: "tool_result", tool_use_id: "tu_2", content: "next" }, "chain prompt");
   // The same array, grown: no re-read.
-  expect(t.steps("sess_a")).toBe(steps);
-  expect(steps).toEqual(fromRows());
+  expect(await t.steps("sess_a")).toBe(steps);
+  expect(steps).toEqual(await fromRows());
   expect(steps.map((s) => s.role)).toEqual(["user", "assistant", "tool_result", "tool_result", "chain"]);
   expect(t.size("sess_a")).toBe(h.sqlite.query<{ n: number }, []>("SELECT SUM(LENGTH(content)) AS n FROM messages").get()!.n);
   t.release("sess_a");
   expect(t.held).toBe(0);
   expect(t.size("sess_a")).toBe(0);
   // A write without a tail goes to the rows only; the next read sees it.
-  t.addUserPrompt("sess_a", "task_2", "second");
-  expect(t.steps("sess_a")).not.toBe(steps);
-  expect(t.steps("sess_a")).toEqual(fromRows());
+  await t.addUserPrompt("sess_a", "task_2", "second");
+  expect(await t.steps("sess_a")).not.toBe(steps);
+  expect(await t.steps("sess_a")).toEqual(await fromRows());
 });
 
-test("history merges user turns into new arrays: the stored steps are never changed", () => {
-  t.addUserPrompt("sess_a", "task_1", "one");
-  t.addAssistant("sess_a", "task_1", [{ type: "tool_use", id: "tu_1", name: "Bash", input: {} }]);
-  t.addToolResult("sess_a", "task_1", { type: "tool_result", tool_use_id: "tu_1", content: "done" });
-  t.addUserPrompt("sess_a", "task_2", "two");
-  const steps = t.steps("sess_a");
+test("history merges user turns into new arrays: the stored steps are never changed", async () => {
+  await t.addUserPrompt("sess_a", "task_1", "one");
+  await t.addAssistant("sess_a", "task_1", [{ type: "tool_use", id: "tu_1", name: "Bash", input: {} }]);
+  await t.addToolResult("sess_a", "task_1", { type: "tool_result", tool_use_id: "tu_1", content: "done" });
+  await t.addUserPrompt("sess_a", "task_2", "two");
+  const steps = await t.steps("sess_a");
   const before = JSON.stringify(steps);
   const h1 = t.history(steps);
   expect(h1.at(-1)!.content.map((b) => b.type)).toEqual(["tool_result", "text"]);

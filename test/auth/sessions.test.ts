@@ -76,7 +76,7 @@ test("the hourly purge removes expired rows only", async () => {
   clock = T0 + 300 * DAY;
   await signIn();
   clock = T0 + 400 * DAY + HOUR;
-  const purged = t.app.services.loginSessions.purgeExpired();
+  const purged = await t.app.services.loginSessions.purgeExpired();
   expect(purged).toBeGreaterThanOrEqual(1);
   expect(await session(live.cookie)).not.toBeNull();
 });

@@ -102,7 +102,7 @@ describe("runcell backup", () => {
       await t.stop();
       const again = await startTestApp({ dataDir: restored });
       try {
-        expect(again.app.services.secrets.valuesFor(user.id)).toEqual(["survives-the-backup"]);
+        expect(await again.app.services.secrets.valuesFor(user.id)).toEqual(["survives-the-backup"]);
         const list = await api(again, "GET", "/v1/tasks?limit=100", user.bearer);
         expect(list.status).toBe(200);
         expect(list.body.data.length).toBe(6);

@@ -32,7 +32,7 @@ function dir(prefix = "runcell-restore-") {
 async function source(): Promise<{ dataDir: string; archive: string; email: string }> {
   const t = await startTestApp({ keepDataDir: true });
   const user = await createUser(t);
-  t.app.services.secrets.put(user.id, "KEEP", "restored-secret");
+  await t.app.services.secrets.put(user.id, "KEEP", "restored-secret");
   await t.stop();
   dirs.push(t.dataDir);
   const archive = join(dir(), "good.tar.gz");
@@ -80,8 +80,8 @@ describe("runcell restore", () => {
     for (const f of ["runcell.db", "secret.key"]) expect(statSync(join(target, f)).mode & 0o777).toBe(0o600);
     const t = await startTestApp({ dataDir: target });
     try {
-      const user = t.app.services.users.byEmail(email)!;
-      expect(t.app.services.secrets.valuesFor(user.id)).toEqual(["restored-secret"]);
+      const user = (await t.app.services.users.byEmail(email))!;
+      expect(await t.app.services.secrets.valuesFor(user.id)).toEqual(["restored-secret"]);
     } finally {
       await t.stop();
     }

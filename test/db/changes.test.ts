@@ -136,6 +136,21 @@ describe("TableChanges and TableMemo on a real SQLite file", () => {
     expect(get()).toEqual({ name: "Countess", loaded: true });
   });
 
+  test("an asynchronous load: a miss answers with a promise, a hit without; a value read before a write seen meanwhile is not kept", async () => {
+    const m = new TableMemo<{ name: string }>(changes, ["users"]);
+    const load = (id: string) => async () => read(id)();
+    const miss = m.get("u2", load("u2"));
+    expect(miss).toBeInstanceOf(Promise);
+    expect((await miss)?.name).toBe("Grace");
+    expect(m.get("u2", load("u2"))).toEqual({ name: "Grace" });
+    // u1 is read, then a write is seen by another lookup before that read settles.
+    const pending = m.get("u1", load("u1"));
+    db.exec("UPDATE users SET name = name WHERE id = 'u2'");
+    expect(m.get("u2", load("u2"))).toBeInstanceOf(Promise);
+    await pending;
+    expect(m.get("u1", load("u1"))).toBeInstanceOf(Promise);
+  });
+
   test("bounded: the oldest entry goes first", () => {
     const small = new TableMemo<{ id: string }>(changes, ["users"], 2);
     let made = 0;

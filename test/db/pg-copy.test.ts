@@ -232,7 +232,7 @@ describe("runcell migrate --from-sqlite FILE --to postgres://", () => {
       const { silentLogger } = await import("../../src/log.ts");
       const app = await createApp(resolveConfig(parseArgs(["--data-dir", dataDir, "--http", "127.0.0.1:0"]).flags, {}), { logger: silentLogger });
       const user = await app.services.users.create({ email: "vault@example.com", password: "vault password 1", role: "user" });
-      app.services.secrets.put(user.id, "ANTHROPIC_API_KEY", "sk-ant-the-real-one");
+      await app.services.secrets.put(user.id, "ANTHROPIC_API_KEY", "sk-ant-the-real-one");
       await app.stop();
       const target = await freshDatabase();
       const r = cli(["migrate", "--from-sqlite", join(dataDir, "runcell.db"), "--to", target]);

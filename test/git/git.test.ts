@@ -78,7 +78,7 @@ describe("clone, commit, push", () => {
     expect(log.split("\n")[0]).toBe(`${sha}\tagent change`);
 
     // Nowhere in the workspace: files, .git/config, the environment, the process list, docker inspect.
-    const row = t.app.services.workspaces.forSession(session_id)!;
+    const row = (await t.app.services.workspaces.forSession(session_id))!;
     // The needle goes in on stdin, so it is not in the process list being checked.
     const inside = Bun.spawnSync(["docker", "exec", "-i", row.docker_id!, "sh", "-c", 'read -r p; grep -rl "$p" /workspace /tmp /root 2>/dev/null; cat /workspace/app/.git/config; env; ps -o args'], { stdin: Buffer.from(srv.password + "\n") }).stdout.toString();
     expect(inside).toContain("[remote \"origin\"]");
@@ -138,7 +138,7 @@ describe("failures and validation", () => {
     expect(mock.requests.length).toBe(0);
     const frames = await sessionFrames(t, user, session_id);
     expect(frames.find((f) => f.type === "task:tool_result" && f.tool === "GitClone")).toMatchObject({ is_error: true });
-    const row = t.app.services.workspaces.forSession(session_id)!;
+    const row = (await t.app.services.workspaces.forSession(session_id))!;
     expect(docker("exec", row.docker_id!, "sh", "-c", "ls -A /workspace").trim()).toBe("");
     expect(JSON.stringify(frames)).not.toContain("not-the-password");
   });

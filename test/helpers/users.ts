@@ -27,7 +27,7 @@ export async function createUser(t: TestApp, opts: { email?: string; role?: Role
   const password = opts.password ?? "correct horse battery";
   const user = await s.users.create({ email, name: email.split("@")[0], password, role: opts.role ?? "user" });
   const tok = await s.tokens.create(user.id, "test");
-  const { token: sessionToken } = s.loginSessions.create(user.id);
+  const { token: sessionToken } = await s.loginSessions.create(user.id);
   const cookie = `${s.authenticator.cookie.name}=${sessionToken}`;
   return {
     id: user.id,

@@ -63,7 +63,7 @@ describe("streamable HTTP", () => {
     // …and nothing else: not the stream, not the logs, not the workspace (files, env, docker inspect).
     expect(JSON.stringify(frames)).not.toContain(http.token);
     expect(t.logs.join("\n")).not.toContain(http.token);
-    const row = t.app.services.workspaces.forSession(session_id)!;
+    const row = (await t.app.services.workspaces.forSession(session_id))!;
     const inside = Bun.spawnSync(["docker", "exec", row.docker_id!, "sh", "-c", "env; grep -rl \"$0\" /workspace /tmp /root 2>/dev/null; true", http.token]).stdout.toString();
     expect(inside).not.toContain(http.token);
     const inspect = Bun.spawnSync(["docker", "inspect", row.docker_id!]).stdout.toString();
@@ -205,7 +205,7 @@ describe("stdio in the workspace", () => {
     const first = await submit(t, user, { profile_id: id, prompt: "add" });
     expect((await waitTask(t, user, first.task_id)).status).toBe("completed");
     expect(lastToolResults(mock.requests[1]!.body)[0]!.content).toContain("5");
-    const row = t.app.services.workspaces.forSession(first.session_id)!;
+    const row = (await t.app.services.workspaces.forSession(first.session_id))!;
     const ps = () => Bun.spawnSync(["docker", "exec", row.docker_id!, "ps", "-o", "pid,args"]).stdout.toString();
     const before = ps().split("\n").filter((l) => l.includes("mcp-everything"));
     expect(before.length).toBeGreaterThan(0);
@@ -243,7 +243,7 @@ describe("stdio in the workspace", () => {
     const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "slow" });
     await waitFor(async () => (await sessionFrames(t, user, session_id)).find((f) => f.type === "task:tool_use" && f.tool.startsWith("mcp__ev__")), { timeoutMs: 30_000, what: "the MCP tool call" });
     await Bun.sleep(500);
-    const row = t.app.services.workspaces.forSession(session_id)!;
+    const row = (await t.app.services.workspaces.forSession(session_id))!;
     const servers = () => Bun.spawnSync(["docker", "exec", row.docker_id!, "ps", "-o", "pid,args"]).stdout.toString().split("\n").filter((l) => l.includes("mcp-everything")).length;
     expect(servers()).toBeGreaterThan(0);
     const started = Date.now();

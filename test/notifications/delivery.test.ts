@@ -48,8 +48,8 @@ async function notify(app: TestApp, headers: Record<string, string>, message = "
 
 function final(app: TestApp, userId: string, id: string) {
   return waitFor(
-    () => {
-      const n = app.app.services.notifications.get(userId, id);
+    async () => {
+      const n = await app.app.services.notifications.get(userId, id);
       return n.status !== "pending" ? n : null;
     },
     { timeoutMs: 15_000, what: `notification ${id} to finish` },
@@ -244,9 +244,9 @@ describe("delivery", () => {
         throw new Error("caller aborts");
       }),
     ).toThrow("caller aborts");
-    expect(() => s.notifications.get(u.id, rolledBack)).toThrow("not found");
+    await expect(s.notifications.get(u.id, rolledBack)).rejects.toThrow("not found");
 
-    const ended = s.notifications.playbookRunEnded({ userId: u.id, playbookId: "pb_01jd4x0v9k8m2n3p4q5r6s7t8v", playbookName: "nightly", taskId: "task_01jd4x0v9k8m2n3p4q5r6s7t8v", status: "completed" })!;
+    const ended = (await s.notifications.playbookRunEnded({ userId: u.id, playbookId: "pb_01jd4x0v9k8m2n3p4q5r6s7t8v", playbookName: "nightly", taskId: "task_01jd4x0v9k8m2n3p4q5r6s7t8v", status: "completed" }))!;
     expect((await final(t, u.id, ended.id)).payload).toMatchObject({
       source: "platform",
       urgency: "normal",
@@ -267,8 +267,8 @@ describe("delivery", () => {
     );
     for (const id of ids) ins.run(id, u.id, now, now);
     t.app.services.notifications.worker.wake();
-    await waitFor(() => ids.every((id) => s.notifications.get(u.id, id).status === "failed"), { what: "40 orphans failed" });
-    expect(s.notifications.get(u.id, ids[0]!).last_error).toContain("integration was deleted");
+    await waitFor(async () => (await Promise.all(ids.map((id) => s.notifications.get(u.id, id)))).every((n) => n.status === "failed"), { what: "40 orphans failed" });
+    expect((await s.notifications.get(u.id, ids[0]!)).last_error).toContain("integration was deleted");
     expect(s.notifications.worker.busy).toBe(0);
     // The worker still delivers afterwards.
     const { rcv, u: v } = await setup(t, () => new Response("ok"));
@@ -279,9 +279,9 @@ describe("delivery", () => {
   test("enqueue without a webhook returns null and writes nothing; bad input throws VALIDATION_FAILED", async () => {
     const u = await createUser(t);
     const s = t.app.services;
-    expect(s.notifications.enqueue({ userId: u.id, source: "agent", message: "hi" })).toBeNull();
+    expect(await s.notifications.enqueue({ userId: u.id, source: "agent", message: "hi" })).toBeNull();
     expect(s.sqlite.query<{ n: number }, [string]>("SELECT count(*) AS n FROM notification_log WHERE user_id = ?").get(u.id)!.n).toBe(0);
-    expect(() => s.notifications.enqueue({ userId: u.id, source: "agent", message: "" })).toThrow("message must not be empty");
-    expect(() => s.notifications.enqueue({ userId: u.id, source: "agent", message: "x", urgency: "urgent" as never })).toThrow("urgency must be one of low, normal, high");
+    await expect(s.notifications.enqueue({ userId: u.id, source: "agent", message: "" })).rejects.toThrow("message must not be empty");
+    await expect(s.notifications.enqueue({ userId: u.id, source: "agent", message: "x", urgency: "urgent" as never })).rejects.toThrow("urgency must be one of low, normal, high");
   });
 });

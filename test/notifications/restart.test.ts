@@ -81,7 +81,7 @@ test("kill -9 with 100 pending deliveries loses none", async () => {
   const user = await s.users.create({ email: "restart@example.com", name: "restart", password: "correct horse battery" });
   const token = (await s.tokens.create(user.id, "restart")).token;
   await s.notifications.integrations.upsert(user.id, { type: "webhook", config: { url: rcv.url + "/in", secret: SECRET } });
-  const ids = Array.from({ length: N }, (_, i) => s.notifications.enqueue({ userId: user.id, source: "agent", message: `job ${i} done` })!.id);
+  const ids = (await Promise.all(Array.from({ length: N }, (_, i) => s.notifications.enqueue({ userId: user.id, source: "agent", message: `job ${i} done` })))).map((q) => q!.id);
   await seed.stop();
   expect(counts()).toEqual({ pending: N });
 
@@ -143,8 +143,8 @@ test("a graceful stop cuts an attempt short and gives the row back; the next sta
     slow = false;
     const t2 = await startTestApp({ dataDir: dir });
     try {
-      const n = await waitFor(() => {
-        const r = t2.app.services.notifications.get(u.id, id);
+      const n = await waitFor(async () => {
+        const r = await t2.app.services.notifications.get(u.id, id);
         return r.status === "delivered" ? r : null;
       });
       expect(n.attempts).toBe(1);

@@ -109,8 +109,8 @@ describe("checked again at every delivery", () => {
     expect((await configure(url, who)).status).toBe(201);
     const n = await api(t, "POST", "/v1/notifications", who.bearer, { message: "rebind?" });
     expect(n.status).toBe(202);
-    return waitFor(() => {
-      const rec = t.app.services.notifications.get(who.id, n.body.id);
+    return waitFor(async () => {
+      const rec = await t.app.services.notifications.get(who.id, n.body.id);
       return rec.status !== "pending" ? rec : null;
     });
   }

@@ -207,7 +207,7 @@ describe("https through nginx", () => {
     // It went through nginx (its access log), and runcell saw the client, not the proxy.
     expect(readFileSync(join(dir, "access.log"), "utf8")).toContain('"POST /api/auth/sign-in/email HTTP/1.1" 200');
     expect(logLine(trusted, id)).toMatchObject({ status: 200, ip: CLIENT_ADDR });
-    const audit = trusted.app.services.audit.list({ action: "auth.sign_in", limit: 10 }).data;
+    const audit = (await trusted.app.services.audit.list({ action: "auth.sign_in", limit: 10 })).data;
     expect(audit[0]).toMatchObject({ action: "auth.sign_in", ip: CLIENT_ADDR });
   });
 

@@ -98,7 +98,7 @@ const CASES: { name: string; run(ip: string): Promise<Expected> }[] = [
   {
     name: "auth.setup: the first account from the setup link",
     async run(ip) {
-      const link = t.app.services.setup.issue()!;
+      const link = (await t.app.services.setup.issue())!;
       const password = "the first admin's passphrase";
       const r = await api(t, "POST", "/api/auth/setup", from(ip), { token: link.token, email: "root@example.com", password });
       expect(r.status).toBe(201);
@@ -315,7 +315,7 @@ const CASES: { name: string; run(ip: string): Promise<Expected> }[] = [
       github.account = { id: "1001", name: "Carol", email: "carol@example.com", verified: true };
       const r = await githubSignIn(ip);
       expect(r.status).toBe(302);
-      const carol = t.app.services.users.byEmail("carol@example.com")!;
+      const carol = (await t.app.services.users.byEmail("carol@example.com"))!;
       return { action: "auth.sign_up", actor: "user", user_id: carol.id, target_id: carol.id, details: { method: "github", email: "carol@example.com", ...ua }, credentials: r.flow };
     },
   },
@@ -454,7 +454,7 @@ describe("retention", () => {
     expect(t.config.auditRetentionMs).toBe(90 * 86_400_000);
   });
 
-  test("purge(before) deletes the rows recorded before the cutoff and keeps the others", () => {
+  test("purge(before) deletes the rows recorded before the cutoff and keeps the others", async () => {
     const { db, audit, now } = t.app.services;
     const day = 86_400_000;
     const old = [newId("audit"), newId("audit")];
@@ -463,9 +463,9 @@ describe("retention", () => {
     }
     const kept = newId("audit");
     db.insert(auditLog).values({ id: kept, at: now() - 89 * day, actor: "user", action: "auth.sign_in", user_id: "usr_retention" }).run();
-    expect(audit.purge(now() - t.config.auditRetentionMs)).toBe(2);
-    expect(audit.list({ user_id: "usr_retention", limit: 10 }).data.map((r) => r.id)).toEqual([kept]);
-    expect(audit.purge(now() - t.config.auditRetentionMs)).toBe(0);
+    expect(await audit.purge(now() - t.config.auditRetentionMs)).toBe(2);
+    expect((await audit.list({ user_id: "usr_retention", limit: 10 })).data.map((r) => r.id)).toEqual([kept]);
+    expect(await audit.purge(now() - t.config.auditRetentionMs)).toBe(0);
   });
 
   test("the worker purges at start by --audit-retention, on the app's clock", async () => {
@@ -474,17 +474,17 @@ describe("retention", () => {
     let clock = Date.UTC(2030, 0, 1);
     try {
       const first = await startTestApp({ dataDir: dir, keepDataDir: true, now: () => clock, flags: ["--audit-retention", "2h"] });
-      first.app.services.audit.record({ action: "secret.deleted", actor: "user", user_id: "usr_clock", target_id: "OLD" });
+      await first.app.services.audit.record({ action: "secret.deleted", actor: "user", user_id: "usr_clock", target_id: "OLD" });
       clock += 2 * hour;
-      first.app.services.audit.record({ action: "secret.deleted", actor: "user", user_id: "usr_clock", target_id: "NEWER" });
-      expect(first.app.services.audit.list({ user_id: "usr_clock", limit: 10 }).data.map((r) => r.target_id)).toEqual(["NEWER", "OLD"]);
+      await first.app.services.audit.record({ action: "secret.deleted", actor: "user", user_id: "usr_clock", target_id: "NEWER" });
+      expect((await first.app.services.audit.list({ user_id: "usr_clock", limit: 10 })).data.map((r) => r.target_id)).toEqual(["NEWER", "OLD"]);
       await first.stop();
 
       clock += hour; // OLD is 3 h old, NEWER 1 h
       const second = await startTestApp({ dataDir: dir, keepDataDir: true, now: () => clock, flags: ["--audit-retention", "2h"] });
       try {
-        const left = await waitFor(() => {
-          const rows = second.app.services.audit.list({ user_id: "usr_clock", limit: 10 }).data;
+        const left = await waitFor(async () => {
+          const rows = (await second.app.services.audit.list({ user_id: "usr_clock", limit: 10 })).data;
           return rows.length === 1 ? rows : null;
         }, { what: "the purge at start" });
         expect(left.map((r) => r.target_id)).toEqual(["NEWER"]);

@@ -68,7 +68,7 @@ describe("PATCH /admin/users/:id {disabled: true} stops the user's work in the s
     // Another user's session, done, with its workspace running.
     const bystander = await submit(t, other, { profile_id: otherProfile, prompt: "hello" });
     expect((await waitTask(t, other, bystander.task_id)).status).toBe("completed");
-    const otherCtr = s.workspaces.forSession(bystander.session_id)!.docker_id!;
+    const otherCtr = (await s.workspaces.forSession(bystander.session_id))!.docker_id!;
     expect(running(otherCtr)).toBe(true);
 
     // 1. A task whose model response is held open; 2. behind it in the same session, a queued task.
@@ -79,7 +79,7 @@ describe("PATCH /admin/users/:id {disabled: true} stops the user's work in the s
     expect(queued.status).toBe("queued");
     // 3. A task running `sleep 300` in its workspace.
     const sleep = await submit(t, user, { profile_id: profileId, prompt: "SLEEP" });
-    const sleepCtr = await until("the sleeping workspace", () => s.workspaces.forSession(sleep.session_id)?.docker_id);
+    const sleepCtr = await until("the sleeping workspace", async () => (await s.workspaces.forSession(sleep.session_id))?.docker_id);
     await until("sleep 300 running", () => processes(sleepCtr).includes("sleep 300"));
     // 4. A task waiting for the user's answer.
     const ask = await submit(t, user, { profile_id: profileId, prompt: "ASK" });
@@ -90,10 +90,10 @@ describe("PATCH /admin/users/:id {disabled: true} stops the user's work in the s
     expect(pb.body.next_run_at).not.toBeNull();
     const triggerPath = new URL(pb.body.trigger_url).pathname;
 
-    expect(s.tasks.byId(hang.task_id)!.status).toBe("running");
-    expect(s.tasks.byId(sleep.task_id)!.status).toBe("running");
-    const hangCtr = s.workspaces.forSession(hang.session_id)!.docker_id!;
-    const askCtr = s.workspaces.forSession(ask.session_id)!.docker_id!;
+    expect((await s.tasks.byId(hang.task_id))!.status).toBe("running");
+    expect((await s.tasks.byId(sleep.task_id))!.status).toBe("running");
+    const hangCtr = (await s.workspaces.forSession(hang.session_id))!.docker_id!;
+    const askCtr = (await s.workspaces.forSession(ask.session_id))!.docker_id!;
     for (const c of [hangCtr, sleepCtr, askCtr]) expect(running(c)).toBe(true);
 
     const started = Date.now();
@@ -104,10 +104,10 @@ describe("PATCH /admin/users/:id {disabled: true} stops the user's work in the s
     expect(Date.now() - started).toBeLessThan(4_500);
 
     // Everything below holds as soon as the request is answered (no waiting).
-    expect(s.tasks.byId(hang.task_id)!.status).toBe("cancelled");
-    expect(s.tasks.byId(sleep.task_id)!.status).toBe("cancelled");
-    expect(s.tasks.byId(ask.task_id)!.status).toBe("cancelled");
-    const q = s.tasks.byId(queued.task_id)!;
+    expect((await s.tasks.byId(hang.task_id))!.status).toBe("cancelled");
+    expect((await s.tasks.byId(sleep.task_id))!.status).toBe("cancelled");
+    expect((await s.tasks.byId(ask.task_id))!.status).toBe("cancelled");
+    const q = (await s.tasks.byId(queued.task_id))!;
     expect(q.status).toBe("failed");
     expect(q.error_code).toBe("FORBIDDEN");
     expect(q.error_message).toContain("disabled");
@@ -115,23 +115,23 @@ describe("PATCH /admin/users/:id {disabled: true} stops the user's work in the s
     await until("the model stream to be dropped", () => mock.disconnects > disconnectsBefore, 5_000);
 
     for (const c of [hangCtr, sleepCtr, askCtr]) expect(running(c)).toBe(false);
-    for (const sid of [hang.session_id, sleep.session_id, ask.session_id]) expect(s.workspaces.forSession(sid)!.status).toBe("stopped");
+    for (const sid of [hang.session_id, sleep.session_id, ask.session_id]) expect((await s.workspaces.forSession(sid))!.status).toBe("stopped");
     expect(running(otherCtr)).toBe(true);
 
-    const held = s.playbooks.get(user.id, pb.body.id);
+    const held = await s.playbooks.get(user.id, pb.body.id);
     expect(held.next_run_at).toBeNull();
     expect(held.enabled).toBe(true);
     const hook = await api(t, "POST", triggerPath, {}, {});
     expect(hook.status).toBe(404);
-    expect(s.playbooks.nextDue()).toBeNull();
+    expect(await s.playbooks.nextDue()).toBeNull();
 
     // The account is shut out; nothing of theirs starts again on its own.
     expect((await api(t, "GET", "/v1/profiles", user.bearer)).status).toBe(401);
     await Bun.sleep(300);
     for (const c of [hangCtr, sleepCtr, askCtr]) expect(running(c)).toBe(false);
-    expect(s.tasks.byId(queued.task_id)!.status).toBe("failed");
+    expect((await s.tasks.byId(queued.task_id))!.status).toBe("failed");
     // Nothing else of theirs is left active.
-    expect(s.tasks.activeForUser(user.id)).toEqual([]);
+    expect(await s.tasks.activeForUser(user.id)).toEqual([]);
     // The other user still works.
     const again = await submit(t, other, { session_id: bystander.session_id, prompt: "still here?" });
     expect((await waitTask(t, other, again.task_id)).status).toBe("completed");
@@ -140,19 +140,19 @@ describe("PATCH /admin/users/:id {disabled: true} stops the user's work in the s
     const en = await api(t, "PATCH", `/admin/users/${user.id}`, ADMIN, { disabled: false });
     expect(en.status).toBe(200);
     expect(en.body.disabled).toBe(false);
-    const resumed = s.playbooks.get(user.id, pb.body.id);
+    const resumed = await s.playbooks.get(user.id, pb.body.id);
     expect(resumed.next_run_at).not.toBeNull();
     expect(Date.parse(resumed.next_run_at!)).toBeGreaterThan(Date.now());
-    expect(s.playbooks.nextDue()).not.toBeNull();
+    expect(await s.playbooks.nextDue()).not.toBeNull();
     const fired = await api(t, "POST", triggerPath, {}, {});
     expect(fired.status, JSON.stringify(fired.body)).toBe(202);
-    const run = await until("the triggered run to finish", () => {
-      const row = s.tasks.byId(fired.body.task_id);
+    const run = await until("the triggered run to finish", async () => {
+      const row = await s.tasks.byId(fired.body.task_id);
       return row && ["completed", "failed", "cancelled"].includes(row.status) ? row : null;
     }, 30_000);
     expect(run.status).toBe("completed");
     // The ended tasks stay ended.
-    expect(s.tasks.byId(hang.task_id)!.status).toBe("cancelled");
-    expect(s.tasks.byId(queued.task_id)!.status).toBe("failed");
+    expect((await s.tasks.byId(hang.task_id))!.status).toBe("cancelled");
+    expect((await s.tasks.byId(queued.task_id))!.status).toBe("failed");
   }, 90_000);
 });

@@ -50,10 +50,10 @@ test("a running task whose transcript ends with its final answer completes on re
   const config = testConfig({ port: await freePort(), dataDir });
   second = await createApp(config, { logger: createLogger({ level: "warn", sink: () => {} }) });
   const s = second.services;
-  expect(s.tasks.byId(task_id)).toMatchObject({ status: "running", result_text: null });
+  expect(await s.tasks.byId(task_id)).toMatchObject({ status: "running", result_text: null });
   const answer = "All done.   \n\n\n\nThe ![chart](out/chart.png) shows it.";
-  s.transcript.addAssistant(session_id, task_id, [{ type: "text", text: answer }]);
-  const steps = s.transcript.steps(session_id).filter((x) => x.task_id === task_id);
+  await s.transcript.addAssistant(session_id, task_id, [{ type: "text", text: answer }]);
+  const steps = (await s.transcript.steps(session_id)).filter((x) => x.task_id === task_id);
   expect(steps.map((x) => x.role)).toEqual(["user", "assistant"]);
 
   // Only an answer without tool calls, as the task's last step, counts as final.
@@ -71,8 +71,8 @@ test("a running task whose transcript ends with its final answer completes on re
 
   // 3. Recovery completes it from the stored answer without asking the model again.
   await second.start();
-  const done = await waitFor(() => {
-    const row = s.tasks.byId(task_id)!;
+  const done = await waitFor(async () => {
+    const row = (await s.tasks.byId(task_id))!;
     return ["completed", "failed", "cancelled"].includes(row.status) ? row : null;
   }, { timeoutMs: 30_000, what: "recovered task" });
   expect(done.error_message).toBeNull();

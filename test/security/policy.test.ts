@@ -328,7 +328,7 @@ describe("beyond the table", () => {
     await override(u, { allow_bridge_network: null, max_memory_mb: 512, max_cpus: 0.5, max_pids: 256 });
     const s = await post(u, "/v1/sessions", { profile_id: p.body.id });
     created(s);
-    const row = t.app.services.workspaces.forSession(s.body.id)!;
+    const row = (await t.app.services.workspaces.forSession(s.body.id))!;
     expect(row.spec).toEqual({ network: "none", memory_mb: 512, cpus: 0.5, pids: 256 });
     const hc = (await docker.getContainer(row.docker_id!).inspect()).HostConfig;
     expect([hc.Memory, hc.NanoCpus, hc.PidsLimit, hc.NetworkMode]).toEqual([512 * MB, 0.5e9, 256, "none"]);
@@ -359,15 +359,15 @@ describe("beyond the table", () => {
     const u = await createUser(t);
     const me = await api(t, "GET", "/v1/me", auth(adm));
     expect(me.body.limits).toMatchObject({ exempt: true, workspace_disk_mb: 10_240 });
-    expect(policy.diskCapBytes(adm.id)).toBe(10_240 * MB);
+    expect(await policy.diskCapBytes(adm.id)).toBe(10_240 * MB);
     await override(u, { workspace_disk_mb: 5 });
-    expect(policy.diskCapBytes(u.id)).toBe(5 * MB);
+    expect(await policy.diskCapBytes(u.id)).toBe(5 * MB);
     await override(u, { workspace_disk_mb: 0 });
-    expect(policy.diskCapBytes(u.id)).toBeNull();
+    expect(await policy.diskCapBytes(u.id)).toBeNull();
     try {
       await setServer({ workspace_disk_mb: 20 });
-      expect(policy.diskCapBytes(adm.id)).toBe(20 * MB);
-      expect(policy.diskCapBytes(u.id)).toBeNull();
+      expect(await policy.diskCapBytes(adm.id)).toBe(20 * MB);
+      expect(await policy.diskCapBytes(u.id)).toBeNull();
     } finally {
       await setServer({ workspace_disk_mb: 10_240 });
     }

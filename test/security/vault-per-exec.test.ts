@@ -55,8 +55,8 @@ describe("a secret in a profile's env is resolved at every exec", () => {
     // The container as each tool call found it: [docker id, started at, inspect output].
     const seen: { id: string; startedAt: string; raw: string }[] = [];
     let sessionId = "";
-    const container = () => {
-      const row = t.app.services.workspaces.forSession(sessionId)!;
+    const container = async () => {
+      const row = (await t.app.services.workspaces.forSession(sessionId))!;
       expect(row.status).toBe("running");
       const { raw, json } = inspect(row.docker_id!);
       expect(json.State.Running).toBe(true);
@@ -68,15 +68,15 @@ describe("a secret in a profile's env is resolved at every exec", () => {
           return { toolCalls: [show("A")] };
         case 1:
           // The first command ran with V1. Rotate while the task runs, between two tool calls.
-          container();
+          await container();
           await putSecret(V2);
           return { toolCalls: [show("B")] };
         case 2:
-          container();
+          await container();
           expect((await api(t, "DELETE", "/v1/secrets/TOK", user.bearer)).status).toBe(204);
           return { toolCalls: [{ name: "Bash", input: { command: 'echo "C:${TOK-unset}:$PLAIN"' } }] };
         case 3:
-          container();
+          await container();
           // The model repeats both values, split across deltas: both stay scrubbed (a value seen
           // during the task stays in the scrubber after its rotation or deletion).
           return { text: ["old ", V1.slice(0, 6), V1.slice(6), " new ", V2.slice(0, 9), V2.slice(9), " end"] };
@@ -129,7 +129,7 @@ describe("a secret in a profile's env is resolved at every exec", () => {
     expect(tokens).toBe(`old ${R} new ${R} end`);
     const everywhere = [
       JSON.stringify(frames),
-      JSON.stringify(t.app.services.transcript.steps(sessionId)),
+      JSON.stringify(await t.app.services.transcript.steps(sessionId)),
       JSON.stringify(mock.requests.map((r) => r.body)),
       t.logs.join("\n"),
     ];
@@ -142,7 +142,7 @@ describe("a secret in a profile's env is resolved at every exec", () => {
     mock.enqueue({ text: "warm" });
     const first = await submit(t, user, { profile_id: profileId, prompt: "start" });
     expect((await waitTask(t, user, first.task_id)).status).toBe("completed");
-    const row = t.app.services.workspaces.forSession(first.session_id)!;
+    const row = (await t.app.services.workspaces.forSession(first.session_id))!;
     expect(row.status).toBe("running");
     const before = inspect(row.docker_id!).json;
 
@@ -152,7 +152,7 @@ describe("a secret in a profile's env is resolved at every exec", () => {
     expect((await waitTask(t, user, next.task_id)).status).toBe("completed");
     const [d] = lastToolResults(mock.requests[2]!.body);
     expect(d!.content).toBe(`D:${R}\n${sha(V4)}  -\n[exit code: 0]`);
-    const after = inspect(t.app.services.workspaces.forSession(first.session_id)!.docker_id!);
+    const after = inspect((await t.app.services.workspaces.forSession(first.session_id))!.docker_id!);
     expect(after.json.Id).toBe(before.Id);
     expect(after.json.State.StartedAt).toBe(before.State.StartedAt);
     for (const v of [V3, V4]) expect(after.raw).not.toContain(v);

@@ -70,7 +70,7 @@ describe("--vault-key-file", () => {
     const key = keyFile(d);
     const t = await startTestApp({ dataDir: data, flags: ["--vault-key-file", key] });
     const u = await createUser(t);
-    t.app.services.secrets.put(u.id, "OPENAI_API_KEY", "sk-doctor");
+    await t.app.services.secrets.put(u.id, "OPENAI_API_KEY", "sk-doctor");
     await t.stop();
     const line = (out: string) => out.split("\n").find((l) => /^\S+\s+vault key:/.test(l)) ?? "";
 

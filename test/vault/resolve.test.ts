@@ -35,9 +35,9 @@ afterEach(() => {
   }
 });
 
-function thrown(fn: () => unknown): AppError {
+async function thrown(fn: () => unknown): Promise<AppError> {
   try {
-    fn();
+    await fn();
   } catch (e) {
     if (e instanceof AppError) return e;
     throw e;
@@ -46,14 +46,14 @@ function thrown(fn: () => unknown): AppError {
 }
 
 describe("resolveEnv", () => {
-  test("literals pass through; secret references are decrypted", () => {
-    const env = t.app.services.secrets.resolveEnv(alice.id, { LOG_LEVEL: "debug", EMPTY: "", GITHUB_TOKEN: { secret: "GH_TOKEN" }, PGPASSWORD: { secret: "DB_PASSWORD" } });
+  test("literals pass through; secret references are decrypted", async () => {
+    const env = await t.app.services.secrets.resolveEnv(alice.id, { LOG_LEVEL: "debug", EMPTY: "", GITHUB_TOKEN: { secret: "GH_TOKEN" }, PGPASSWORD: { secret: "DB_PASSWORD" } });
     expect(env).toEqual({ LOG_LEVEL: "debug", EMPTY: "", GITHUB_TOKEN: GH, PGPASSWORD: DB_PASS });
-    expect(t.app.services.secrets.resolveEnv(alice.id, {})).toEqual({});
+    expect(await t.app.services.secrets.resolveEnv(alice.id, {})).toEqual({});
   });
 
-  test("a missing secret is VALIDATION_FAILED on env.<NAME>, naming the secret and no value", () => {
-    const e = thrown(() => t.app.services.secrets.resolveEnv(alice.id, { GITHUB_TOKEN: { secret: "GH_TOKEN" }, NPM_TOKEN: { secret: "NPM" } }));
+  test("a missing secret is VALIDATION_FAILED on env.<NAME>, naming the secret and no value", async () => {
+    const e = await thrown(() => t.app.services.secrets.resolveEnv(alice.id, { GITHUB_TOKEN: { secret: "GH_TOKEN" }, NPM_TOKEN: { secret: "NPM" } }));
     expect(e.code).toBe("VALIDATION_FAILED");
     expect(statusOf(e)).toBe(400);
     expect(e.details).toMatchObject({ field: "env.NPM_TOKEN", secret_name: "NPM" });
@@ -61,16 +61,16 @@ describe("resolveEnv", () => {
     expect(JSON.stringify(e.toBody())).not.toContain(GH);
   });
 
-  test("another user's secret of that name is not visible", () => {
-    const e = thrown(() => t.app.services.secrets.resolveEnv(bob.id, { T: { secret: "GH_TOKEN" } }));
+  test("another user's secret of that name is not visible", async () => {
+    const e = await thrown(() => t.app.services.secrets.resolveEnv(bob.id, { T: { secret: "GH_TOKEN" } }));
     expect(e.details?.field).toBe("env.T");
-    expect(thrown(() => t.app.services.secrets.resolveEnv(alice.id, { T: { secret: "BOB_ONLY" } })).details?.field).toBe("env.T");
+    expect((await thrown(() => t.app.services.secrets.resolveEnv(alice.id, { T: { secret: "BOB_ONLY" } }))).details?.field).toBe("env.T");
   });
 
   test("a profile's env, stored through the API, resolves for its owner", async () => {
     const created = await api(t, "POST", "/v1/profiles", alice.bearer, { env: { GITHUB_TOKEN: { secret: "GH_TOKEN" }, MODE: "ci" } });
-    const row = t.app.services.profiles.get(alice.id, created.body.id);
-    expect(t.app.services.secrets.resolveEnv(alice.id, row.env)).toEqual({ GITHUB_TOKEN: GH, MODE: "ci" });
+    const row = await t.app.services.profiles.get(alice.id, created.body.id);
+    expect(await t.app.services.secrets.resolveEnv(alice.id, row.env)).toEqual({ GITHUB_TOKEN: GH, MODE: "ci" });
     // The profile itself only ever holds the reference.
     expect(JSON.stringify(created.body)).not.toContain(GH);
   });
@@ -79,50 +79,50 @@ describe("resolveEnv", () => {
 describe("resolveApiKey", () => {
   const key = (model: ModelConfig, user = alice.id) => t.app.services.secrets.resolveApiKey(user, model);
 
-  test("api_key_secret comes from the vault and wins over the server's key", () => {
+  test("api_key_secret comes from the vault and wins over the server's key", async () => {
     process.env.ANTHROPIC_API_KEY = "server-key";
-    expect(key({ provider: "anthropic", name: "claude-sonnet-4-5", api_key_secret: "ANTHROPIC_KEY" })).toBe(ANT);
-    expect(key({ provider: "openai", name: "x", base_url: "http://127.0.0.1:11434/v1", api_key_secret: "ANTHROPIC_KEY" })).toBe(ANT);
+    expect(await key({ provider: "anthropic", name: "claude-sonnet-4-5", api_key_secret: "ANTHROPIC_KEY" })).toBe(ANT);
+    expect(await key({ provider: "openai", name: "x", base_url: "http://127.0.0.1:11434/v1", api_key_secret: "ANTHROPIC_KEY" })).toBe(ANT);
   });
 
-  test("a missing api_key_secret is VALIDATION_FAILED on model.api_key_secret", () => {
-    const e = thrown(() => key({ provider: "openai", name: "gpt-4.1", api_key_secret: "OPENAI_KEY" }));
+  test("a missing api_key_secret is VALIDATION_FAILED on model.api_key_secret", async () => {
+    const e = await thrown(() => key({ provider: "openai", name: "gpt-4.1", api_key_secret: "OPENAI_KEY" }));
     expect(e.code).toBe("VALIDATION_FAILED");
     expect(e.details).toMatchObject({ field: "model.api_key_secret", secret_name: "OPENAI_KEY" });
     expect(e.message).toContain("OPENAI_KEY");
   });
 
-  test("otherwise the server's environment, read at call time, per provider", () => {
-    expect(key({ provider: "anthropic", name: "claude-sonnet-4-5" })).toBeNull();
-    expect(key({ provider: "openai", name: "gpt-4.1" })).toBeNull();
+  test("otherwise the server's environment, read at call time, per provider", async () => {
+    expect(await key({ provider: "anthropic", name: "claude-sonnet-4-5" })).toBeNull();
+    expect(await key({ provider: "openai", name: "gpt-4.1" })).toBeNull();
     process.env.ANTHROPIC_API_KEY = "sk-ant-server";
     process.env.OPENAI_API_KEY = "sk-openai-server";
-    expect(key({ provider: "anthropic", name: "claude-sonnet-4-5" })).toBe("sk-ant-server");
-    expect(key({ provider: "openai", name: "gpt-4.1" })).toBe("sk-openai-server");
-    expect(key({ provider: "openai", name: "gpt-4.1", base_url: "https://api.openai.com/v1" })).toBe("sk-openai-server");
-    expect(key({ provider: "anthropic", name: "x", base_url: "https://api.anthropic.com" })).toBe("sk-ant-server");
+    expect(await key({ provider: "anthropic", name: "claude-sonnet-4-5" })).toBe("sk-ant-server");
+    expect(await key({ provider: "openai", name: "gpt-4.1" })).toBe("sk-openai-server");
+    expect(await key({ provider: "openai", name: "gpt-4.1", base_url: "https://api.openai.com/v1" })).toBe("sk-openai-server");
+    expect(await key({ provider: "anthropic", name: "x", base_url: "https://api.anthropic.com" })).toBe("sk-ant-server");
   });
 
-  test("the server's key is never handed out for a custom base_url", () => {
+  test("the server's key is never handed out for a custom base_url", async () => {
     process.env.OPENAI_API_KEY = "sk-openai-server";
     process.env.ANTHROPIC_API_KEY = "sk-ant-server";
-    expect(key({ provider: "openai", name: "llama3", base_url: "http://127.0.0.1:11434/v1" })).toBeNull();
-    expect(key({ provider: "openai", name: "x", base_url: "https://api.openai.com.evil.example/v1" })).toBeNull();
-    expect(key({ provider: "anthropic", name: "x", base_url: "http://api.anthropic.com" })).toBeNull();
+    expect(await key({ provider: "openai", name: "llama3", base_url: "http://127.0.0.1:11434/v1" })).toBeNull();
+    expect(await key({ provider: "openai", name: "x", base_url: "https://api.openai.com.evil.example/v1" })).toBeNull();
+    expect(await key({ provider: "anthropic", name: "x", base_url: "http://api.anthropic.com" })).toBeNull();
   });
 
-  test("demo needs no key", () => {
+  test("demo needs no key", async () => {
     process.env.ANTHROPIC_API_KEY = "sk-ant-server";
     process.env.OPENAI_API_KEY = "sk-openai-server";
-    expect(key({ provider: "demo", name: "demo" })).toBeNull();
+    expect(await key({ provider: "demo", name: "demo" })).toBeNull();
   });
 });
 
 describe("valuesFor", () => {
-  test("every decrypted value of the user, and only theirs", () => {
-    expect(t.app.services.secrets.valuesFor(alice.id).sort()).toEqual([GH, DB_PASS, ANT].sort());
-    expect(t.app.services.secrets.valuesFor(bob.id)).toEqual(["bob-value-1234"]);
-    expect(t.app.services.secrets.valuesFor("usr_nobody")).toEqual([]);
+  test("every decrypted value of the user, and only theirs", async () => {
+    expect((await t.app.services.secrets.valuesFor(alice.id)).sort()).toEqual([GH, DB_PASS, ANT].sort());
+    expect(await t.app.services.secrets.valuesFor(bob.id)).toEqual(["bob-value-1234"]);
+    expect(await t.app.services.secrets.valuesFor("usr_nobody")).toEqual([]);
   });
 });
 
@@ -140,7 +140,7 @@ test("the key file is created once: secrets stored before a restart decrypt afte
     await first.stop();
     const second = await startTestApp({ dataDir });
     try {
-      expect(second.app.services.secrets.resolveEnv(u.id, { P: { secret: "PERSIST" } })).toEqual({ P: "survives-restart" });
+      expect(await second.app.services.secrets.resolveEnv(u.id, { P: { secret: "PERSIST" } })).toEqual({ P: "survives-restart" });
     } finally {
       await second.stop();
     }

@@ -107,7 +107,7 @@ describe("accounts", () => {
 
   test("the setup link creates the admin account and lands on the dashboard signed in; sign-out returns to the sign-in form", async () => {
     const { page: p, problems } = await page(null);
-    const link = t.app.services.setup.issue()!;
+    const link = (await t.app.services.setup.issue())!;
     await p.goto(`${t.url}/setup#${link.token}`);
     // The token leaves the address bar as soon as it is read.
     expect(new URL(p.url()).hash).toBe("");
@@ -330,7 +330,7 @@ describe("tools and questions", () => {
     const s = t.app.services;
     const profileId = (await api(t, "GET", "/v1/profiles", user.bearer)).body.data[0].id as string;
     const session = s.agentSessions.create(user.id, profileId, "Setup steps");
-    const task = s.tasks.create({ userId: user.id, sessionId: session.id, profileId, prompt: "Fix the widget bug", maxTurns: 10, maxBudgetUsd: 5 });
+    const task = await s.tasks.create({ userId: user.id, sessionId: session.id, profileId, prompt: "Fix the widget bug", maxTurns: 10, maxBudgetUsd: 5 });
     const publish = (f: Parameters<typeof s.hub.publish>[1]) => s.hub.publish(session.id, f);
     const pair = (tool: string, id: string, input: Record<string, unknown>, output: string, isError = false) => {
       publish({ type: "task:tool_use", task_id: task.id, tool, tool_use_id: id, input });
@@ -342,7 +342,7 @@ describe("tools and questions", () => {
     pair("mcp__files__read_file", "toolu_mcp_1", { path: "/workspace/widgets/README.md" }, "# Widgets");
     publish({ type: "turn.done", task_id: task.id, result_text: "Read the README.", input_tokens: 100, output_tokens: 10, cost_usd: 0.0005 });
     publish({ type: "task:done", task_id: task.id, status: "completed" });
-    s.tasks.update(task.id, { status: "completed", result_text: "Read the README.", input_tokens: 100, output_tokens: 10, cost_usd: 0.0005, turns: 1, started_at: Date.now(), finished_at: Date.now() });
+    await s.tasks.update(task.id, { status: "completed", result_text: "Read the README.", input_tokens: 100, output_tokens: 10, cost_usd: 0.0005, turns: 1, started_at: Date.now(), finished_at: Date.now() });
     s.eventLog.flush();
 
     const { page: p, problems } = await page(user);
@@ -553,7 +553,7 @@ describe("resume", () => {
  * streamed tokens, tool calls with results (one in ten failing), now and then a question and its
  * answer, turn.done and task:done. Returns the session, its number of turns and the last answer.
  */
-function seedLongSession(user: TestUser, profileId: string, events: number, perTurn = 20) {
+async function seedLongSession(user: TestUser, profileId: string, events: number, perTurn = 20) {
   const s = t.app.services;
   const session = s.agentSessions.create(user.id, profileId, "A long session");
   const publish = (f: Parameters<typeof s.hub.publish>[1]) => s.hub.publish(session.id, f);
@@ -563,7 +563,7 @@ function seedLongSession(user: TestUser, profileId: string, events: number, perT
   let answer = "";
   while (left > 0) {
     turn++;
-    const task = s.tasks.create({ userId: user.id, sessionId: session.id, profileId, prompt: `Question ${turn}: what about part ${turn}?`, maxTurns: 10, maxBudgetUsd: 5 });
+    const task = await s.tasks.create({ userId: user.id, sessionId: session.id, profileId, prompt: `Question ${turn}: what about part ${turn}?`, maxTurns: 10, maxBudgetUsd: 5 });
     const budget = Math.min(left, perTurn);
     const fixed = 2; // turn.done, task:done
     let body = budget - fixed;
@@ -595,7 +595,7 @@ function seedLongSession(user: TestUser, profileId: string, events: number, perT
     answer = `Answer ${turn}: part ${turn} checked, ${text.length} characters streamed.`;
     publish({ type: "turn.done", task_id: task.id, result_text: answer, input_tokens: 1500, output_tokens: 120, cost_usd: 0.0063 });
     publish({ type: "task:done", task_id: task.id, status: "completed" });
-    s.tasks.update(task.id, { status: "completed", result_text: answer, input_tokens: 1500, output_tokens: 120, cost_usd: 0.0063, turns: 1, started_at: Date.now(), finished_at: Date.now() });
+    await s.tasks.update(task.id, { status: "completed", result_text: answer, input_tokens: 1500, output_tokens: 120, cost_usd: 0.0063, turns: 1, started_at: Date.now(), finished_at: Date.now() });
     left -= budget;
   }
   s.eventLog.flush();
@@ -673,7 +673,7 @@ describe("long sessions", () => {
   });
 
   test("a session of 10,000 events opens fast (replay received and rendered)", async () => {
-    const { sessionId, turns, answer } = seedLongSession(user, profileId, 10_000);
+    const { sessionId, turns, answer } = await seedLongSession(user, profileId, 10_000);
     const { context, page: p, problems } = await page(user);
     await context.addInitScript(openedAtScript(answer));
     await p.goto(t.url); // the assets are cached from here on (hashed, immutable), as for a returning user
@@ -727,7 +727,7 @@ describe("long sessions", () => {
   }, 120_000);
 
   test("a session of more than 1,000 turns shows them in order, the newest last", async () => {
-    const { sessionId, turns, answer } = seedLongSession(user, profileId, 4_404, 4);
+    const { sessionId, turns, answer } = await seedLongSession(user, profileId, 4_404, 4);
     expect(turns).toBe(1_101);
     const { page: p, problems } = await page(user);
     await p.goto(`${t.url}/sessions/${sessionId}`);

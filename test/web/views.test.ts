@@ -135,7 +135,7 @@ describe("/tokens", () => {
 describe("/secrets", () => {
   test("a secret is set and shown by name only, then replaced and deleted", async () => {
     const user = await createUser(t);
-    const value = (name: string) => t.app.services.secrets.resolveEnv(user.id, { V: { secret: name } }).V;
+    const value = async (name: string) => (await t.app.services.secrets.resolveEnv(user.id, { V: { secret: name } })).V;
     const { page, problems, close } = await open(user);
     try {
       await page.goto(`${t.url}/secrets`);
@@ -145,7 +145,7 @@ describe("/secrets", () => {
       await page.click("button:has-text('Save secret')");
       await page.waitForSelector("[role=status]:has-text('Saved DEPLOY_KEY.')");
       await page.waitForSelector("table code:text-is('DEPLOY_KEY')");
-      expect(value("DEPLOY_KEY")).toBe("first-value-4f1c");
+      expect(await value("DEPLOY_KEY")).toBe("first-value-4f1c");
       // Names only: the value is neither on the page nor in the form any more.
       expect(await page.content()).not.toContain("first-value-4f1c");
       expect(await page.inputValue("form input[name=value]")).toBe("");
@@ -161,7 +161,7 @@ describe("/secrets", () => {
       await page.click("button:has-text('Replace value')");
       await page.waitForSelector("[role=status]:has-text('Saved DEPLOY_KEY.')");
       await page.waitForSelector("h2:has-text('Set a secret')");
-      expect(value("DEPLOY_KEY")).toBe("second-value-9a2e");
+      expect(await value("DEPLOY_KEY")).toBe("second-value-9a2e");
       expect(await page.locator("table tbody tr").count()).toBe(1);
       expect(await page.content()).not.toContain("second-value-9a2e");
 

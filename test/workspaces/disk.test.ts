@@ -39,8 +39,8 @@ const fill = async (b: Box, kb: number, name = "blob") => {
   const r = await sh(b, `dd if=/dev/urandom of=/workspace/${name} bs=1024 count=${kb} 2>/dev/null && sync`);
   expect(r.exitCode, r.output).toBe(0);
 };
-const rowOf = (b: Box) => ws.byId(b.row.id)!;
-const containerRunning = async (b: Box) => (await docker.getContainer(rowOf(b).docker_id!).inspect()).State.Running;
+const rowOf = async (b: Box) => (await ws.byId(b.row.id))!;
+const containerRunning = async (b: Box) => (await docker.getContainer((await rowOf(b)).docker_id!).inspect()).State.Running;
 
 async function box(role: "user" | "admin", policy?: Record<string, unknown>): Promise<Box> {
   const u = await createUser(t, { role });
@@ -66,7 +66,7 @@ describe("one disk check", () => {
   let report: Awaited<ReturnType<Workspaces["checkDisk"]>>;
 
   test("stops exactly the workspaces over their owner's cap, admins' included", async () => {
-    for (const b of [over, under, adminOver, raised, uncapped]) expect(rowOf(b)).toMatchObject({ status: "running", disk_bytes: null, disk_checked_at: null });
+    for (const b of [over, under, adminOver, raised, uncapped]) expect(await rowOf(b)).toMatchObject({ status: "running", disk_bytes: null, disk_checked_at: null });
     running = sh(over, "sleep 30").then(
       (r) => r,
       (e) => e,
@@ -81,7 +81,7 @@ describe("one disk check", () => {
 
   test("a workspace over the cap: stopped, failed, with a message naming the cap", async () => {
     for (const b of [over, adminOver]) {
-      const row = rowOf(b);
+      const row = (await rowOf(b));
       expect(row.status).toBe("failed");
       expect(row.error).toBe(overCapMessage(row.disk_bytes!, MB));
       expect(row.error).toContain("over this server's disk cap of 1 MB per workspace (workspace_disk_mb)");
@@ -94,26 +94,26 @@ describe("one disk check", () => {
     const e = await running;
     expect(e).toBeInstanceOf(AppError);
     expect((e as AppError).code).toBe("CONTAINER_FAILED");
-    expect((e as AppError).message).toBe(rowOf(over).error!);
+    expect((e as AppError).message).toBe((await rowOf(over)).error!);
   });
 
   test("the measured figure is recorded, for those stopped and those left running", async () => {
     for (const b of [over, adminOver, raised]) {
-      const row = rowOf(b);
+      const row = (await rowOf(b));
       expect(row.disk_bytes!).toBeGreaterThanOrEqual(3 * MB);
       expect(row.disk_bytes!).toBeLessThan(4 * MB);
       expect(row.disk_checked_at!).toBeGreaterThanOrEqual(before);
     }
-    const small = rowOf(under);
+    const small = (await rowOf(under));
     expect(small.disk_bytes!).toBeGreaterThanOrEqual(100 * 1024);
     expect(small.disk_bytes!).toBeLessThan(MB);
     expect(small.disk_checked_at!).toBeGreaterThanOrEqual(before);
-    expect(rowOf(uncapped)).toMatchObject({ disk_bytes: null, disk_checked_at: null });
+    expect(await rowOf(uncapped)).toMatchObject({ disk_bytes: null, disk_checked_at: null });
   });
 
   test("under the cap, or with the cap lifted for its owner: untouched and still working", async () => {
     for (const b of [under, raised, uncapped]) {
-      expect(rowOf(b)).toMatchObject({ status: "running", error: null });
+      expect(await rowOf(b)).toMatchObject({ status: "running", error: null });
       expect(await containerRunning(b)).toBe(true);
       expect((await sh(b, "echo alive")).output.trim()).toBe("alive");
     }
@@ -124,10 +124,10 @@ describe("after the stop", () => {
   test("the next turn starts it again with its files; the next check stops it again while it is still over", async () => {
     const r = await sh(over, "ls /workspace");
     expect(r.output.trim()).toBe("blob");
-    expect(rowOf(over)).toMatchObject({ status: "running", error: null });
+    expect(await rowOf(over)).toMatchObject({ status: "running", error: null });
     const report = await ws.checkDisk();
     expect(report.stopped).toEqual([over.row.id]);
-    expect(rowOf(over).status).toBe("failed");
+    expect((await rowOf(over)).status).toBe("failed");
     expect(await containerRunning(over)).toBe(false);
   });
 
@@ -135,8 +135,8 @@ describe("after the stop", () => {
     expect((await sh(over, "rm /workspace/blob && echo gone")).output.trim()).toBe("gone");
     const report = await ws.checkDisk();
     expect(report.stopped).toEqual([]);
-    expect(rowOf(over)).toMatchObject({ status: "running", error: null });
-    expect(rowOf(over).disk_bytes!).toBeLessThan(MB);
+    expect(await rowOf(over)).toMatchObject({ status: "running", error: null });
+    expect((await rowOf(over)).disk_bytes!).toBeLessThan(MB);
     expect(await containerRunning(over)).toBe(true);
   });
 
@@ -145,11 +145,11 @@ describe("after the stop", () => {
     try {
       await fill(under, 2048, "more");
       expect((await ws.checkDisk()).stopped).toEqual([]);
-      expect(rowOf(under).status).toBe("running");
+      expect((await rowOf(under)).status).toBe("running");
     } finally {
       await t.app.services.runtimeConfig.patch({ policy: { workspace_disk_mb: 1 } });
     }
     expect((await ws.checkDisk()).stopped).toEqual([under.row.id]);
-    expect(rowOf(under).error).toContain("workspace_disk_mb");
+    expect((await rowOf(under)).error).toContain("workspace_disk_mb");
   });
 });

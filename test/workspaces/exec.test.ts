@@ -112,7 +112,7 @@ describe("exec", () => {
   test("an exec marks the workspace active", async () => {
     t.app.services.sqlite.run("UPDATE workspaces SET last_active_at = 1 WHERE id = ?", [ctrId]);
     await sh("true");
-    expect(ws.byId(ctrId)!.last_active_at).toBeGreaterThan(Date.now() - 10_000);
+    expect((await ws.byId(ctrId))!.last_active_at).toBeGreaterThan(Date.now() - 10_000);
   });
 
   test("cmd must be a non-empty array of strings", async () => {
@@ -126,7 +126,7 @@ describe("exec", () => {
   test("profile env (secrets included) reaches every command, never the container's config or the logs", async () => {
     expect((await sh('echo "$PLAIN:$API_TOKEN_FOR_TOOL"')).output).toBe(`visible:${SECRET}\n`);
     expect(t.logs.join("\n")).not.toContain(SECRET);
-    const inspect = Bun.spawnSync(["docker", "inspect", ws.byId(ctrId)!.docker_id!]).stdout.toString();
+    const inspect = Bun.spawnSync(["docker", "inspect", (await ws.byId(ctrId))!.docker_id!]).stdout.toString();
     expect(inspect).not.toContain(SECRET);
     expect(inspect).not.toContain("API_TOKEN_FOR_TOOL");
   });

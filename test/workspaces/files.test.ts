@@ -203,14 +203,14 @@ describe("signed URLs", () => {
   test("downloads and reads work while the workspace is stopped, without starting it", async () => {
     const url = local(ws.signedFileUrl(ctrId, "sub/f.txt"));
     await ws.stop(ctrId);
-    const dockerId = ws.byId(ctrId)!.docker_id!;
+    const dockerId = (await ws.byId(ctrId))!.docker_id!;
     expect((await docker.getContainer(dockerId).inspect()).State.Running).toBe(false);
     expect(await (await fetch(url)).text()).toBe("through the link\n");
     expect(text(await ws.readFile(sessionId, "sub/f.txt"))).toBe("through the link\n");
     expect((await docker.getContainer(dockerId).inspect()).State.Running).toBe(false);
-    expect(ws.byId(ctrId)!.status).toBe("stopped");
+    expect((await ws.byId(ctrId))!.status).toBe("stopped");
     // Writing needs the container: it starts again.
     await ws.writeFile(sessionId, "after-stop.txt", "x");
-    expect(ws.byId(ctrId)!.status).toBe("running");
+    expect((await ws.byId(ctrId))!.status).toBe("running");
   });
 });

@@ -226,7 +226,7 @@ describe("two Docker engines", () => {
     script("stop");
     for (let i = 0; i < 5 && w.hosts.get("b")!.up; i++) await w.checkHosts();
     expect(w.hosts.get("b")!.up).toBe(false);
-    for (const s of onB) expect(w.byId(s.ws.id)?.status).toBe("unavailable");
+    for (const s of onB) expect((await w.byId(s.ws.id))?.status).toBe("unavailable");
     const rec = await (await t.fetch(`/v1/workspaces/${onB[0]!.ws.id}`, { headers: user.bearer })).json();
     expect(rec.status).toBe("unavailable");
     expect(rec.error).toMatch(/Docker host "b" is not answering/);
@@ -246,10 +246,10 @@ describe("two Docker engines", () => {
     script("start");
     const back = await w.checkHosts();
     expect(back.back).toEqual(["b"]);
-    for (const s of onB) expect(w.byId(s.ws.id)?.status).toBe("stopped");
+    for (const s of onB) expect((await w.byId(s.ws.id))?.status).toBe("stopped");
     const r = await w.exec(onB[0]!.sessionId, { cmd: ["cat", "/workspace/where.txt"] });
     expect(r.output.trim()).toBe("on-b");
-    expect(w.byId(onB[0]!.ws.id)?.status).toBe("running");
+    expect((await w.byId(onB[0]!.ws.id))?.status).toBe("running");
     const healthAfter = await (await t.fetch("/healthz")).json();
     expect(healthAfter.docker_hosts).toEqual({ a: "ok", b: "ok" });
   }, 120_000);
@@ -285,7 +285,7 @@ describe("the warm pool on two Docker engines", () => {
     expect((await dockerA.listContainers({ filters })).length).toBe(0);
 
     const w = t.app.services.workspaces;
-    const row = t.app.services.profiles.byIdAny(profile.id)!;
+    const row = (await t.app.services.profiles.byIdAny(profile.id))!;
     const sessionId = insertSession(t, user.id, profile.id);
     const ws = await w.createForSession({ userId: user.id, sessionId, profile: row });
     expect(ws.host).toBe("b");
@@ -295,7 +295,7 @@ describe("the warm pool on two Docker engines", () => {
     script("stop");
     for (let i = 0; i < 5 && w.hosts.get("b")!.up; i++) await w.checkHosts();
     expect((await poolOf(profile.id)).ready).toBe(0);
-    expect(w.byId(ws.id)?.status).toBe("unavailable");
+    expect((await w.byId(ws.id))?.status).toBe("unavailable");
     // No other host has the label: a new session of the profile fails clearly (no member, no host).
     const next = insertSession(t, user.id, profile.id);
     expect((await errOf(w.createForSession({ userId: user.id, sessionId: next, profile: row })))?.message).toMatch(/Every Docker host for this profile is unavailable \(b: /);

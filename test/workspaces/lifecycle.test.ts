@@ -77,7 +77,7 @@ describe("a new workspace", () => {
   test("removeForSession removes container, volume and record", async () => {
     const { sessionId, ws: row } = await newWorkspace(t, user.id, profile);
     await ws.removeForSession(sessionId);
-    expect(ws.byId(row.id)).toBeNull();
+    expect(await ws.byId(row.id)).toBeNull();
     expect(await docker.getContainer(row.docker_id!).inspect().then(() => "exists", (e) => e.statusCode)).toBe(404);
     expect(await docker.getVolume(row.volume).inspect().then(() => "exists", (e) => e.statusCode)).toBe(404);
     await ws.removeForSession(sessionId);
@@ -112,7 +112,7 @@ describe("per-profile concurrency", () => {
     const b = await newWorkspace(t, user.id, one);
     const e = await errOf(ws.ensureRunning(a.sessionId));
     expect(e?.code).toBe("CONCURRENCY_LIMIT");
-    expect(ws.byId(a.ws.id)!.status).toBe("stopped");
+    expect((await ws.byId(a.ws.id))!.status).toBe("stopped");
     await ws.removeForSession(b.sessionId);
     expect((await ws.ensureRunning(a.sessionId)).status).toBe("running");
     await ws.removeForSession(a.sessionId);
@@ -126,7 +126,7 @@ describe("idle stop", () => {
     expect(await ws.stopIdle()).not.toContain(row.id);
     t.app.services.sqlite.run("UPDATE workspaces SET last_active_at = ? WHERE id = ?", [Date.now() - t.config.workspaceIdleTimeoutMs - 1000, row.id]);
     expect(await ws.stopIdle()).toContain(row.id);
-    expect(ws.byId(row.id)!.status).toBe("stopped");
+    expect((await ws.byId(row.id))!.status).toBe("stopped");
     expect((await inspect(row.docker_id!)).State.Running).toBe(false);
     const up = await ws.ensureRunning(sessionId);
     expect(up.status).toBe("running");
@@ -151,7 +151,7 @@ describe("idle stop", () => {
       const u = await createUser(quick);
       const { sessionId, ws: row } = await newWorkspace(quick, u.id, insertProfile(quick, u.id));
       await quick.app.services.workspaces.writeFile(sessionId, "f.txt", "kept");
-      await waitFor(() => quick.app.services.workspaces.byId(row.id)!.status === "stopped", { timeoutMs: 5000, what: "idle stop" });
+      await waitFor(async () => (await quick.app.services.workspaces.byId(row.id))!.status === "stopped", { timeoutMs: 5000, what: "idle stop" });
       expect(quick.logs.some((l) => l.includes("workspace stopped after being idle"))).toBe(true);
       expect(new TextDecoder().decode(await quick.app.services.workspaces.readFile(sessionId, "f.txt"))).toBe("kept");
       expect((await quick.app.services.workspaces.ensureRunning(sessionId)).status).toBe("running");
@@ -173,9 +173,9 @@ describe("failures", () => {
     const e = await inFlight;
     expect(Date.now() - killedAt).toBeLessThan(3000);
     expect(e?.code).toBe("CONTAINER_FAILED");
-    expect(ws.byId(row.id)).toMatchObject({ status: "failed" });
+    expect(await ws.byId(row.id)).toMatchObject({ status: "failed" });
     expect((await errOf(sh(sessionId, "true"))) ?? "restarted").toBe("restarted");
-    expect(ws.byId(row.id)!.status).toBe("running");
+    expect((await ws.byId(row.id))!.status).toBe("running");
     expect((await sh(sessionId, "cat keep.txt")).output).toBe("still here");
     await ws.removeForSession(sessionId);
   });
@@ -204,7 +204,7 @@ describe("failures", () => {
     expect(e?.message).toContain(image);
     expect(e?.message).toContain("runcell image build");
     expect(e?.message).toContain("--workspace-image");
-    expect(ws.forSession(sessionId)).toMatchObject({ status: "failed" });
+    expect(await ws.forSession(sessionId)).toMatchObject({ status: "failed" });
     const leftovers = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`${LABEL_SESSION}=${sessionId}`] }) });
     expect(leftovers).toEqual([]);
     expect(t.logs.some((l) => l.includes("workspace image missing; pulling it") && l.includes(image))).toBe(true);
@@ -247,9 +247,9 @@ describe("reconciliation", () => {
       expect((await foreign.inspect()).Id).toBe(foreign.id);
       expect(report.removed_volumes).toContain(orphanVolume);
       expect(report.marked_stopped).toEqual(expect.arrayContaining([vanished.ws.id, exited.ws.id]));
-      expect(ws.byId(vanished.ws.id)).toMatchObject({ status: "stopped", docker_id: null });
-      expect(ws.byId(exited.ws.id)).toMatchObject({ status: "stopped" });
-      expect(ws.byId(healthy.ws.id)).toMatchObject({ status: "running" });
+      expect(await ws.byId(vanished.ws.id)).toMatchObject({ status: "stopped", docker_id: null });
+      expect(await ws.byId(exited.ws.id)).toMatchObject({ status: "stopped" });
+      expect(await ws.byId(healthy.ws.id)).toMatchObject({ status: "running" });
       expect((await inspect(healthy.ws.docker_id!)).State.Running).toBe(true);
       expect(t.logs.some((l) => l.includes("workspaces reconciled with Docker") && l.includes(orphanVolume))).toBe(true);
 

@@ -51,7 +51,7 @@ describe("the warm pool", () => {
   beforeAll(async () => {
     t = await startTestApp({ flags: ["--max-warm-pool", "3", "--max-warm-pool-total", "5"] });
     user = await createUser(t);
-    t.app.services.secrets.put(user.id, "POOL_TOKEN", SECRET);
+    await t.app.services.secrets.put(user.id, "POOL_TOKEN", SECRET);
   });
   afterAll(async () => {
     await sweepInstance(t.app.services.workspaces.instanceId);
@@ -117,7 +117,7 @@ describe("the warm pool", () => {
     expect(workspace.docker_id).toBe(member!.dockerId);
     const r = await t.app.services.workspaces.exec(session.id, { cmd: ["/bin/sh", "-c", "echo alive > /workspace/f; cat /workspace/f"] });
     expect(r.output.trim()).toBe("alive");
-    const row = t.app.services.workspaces.forSession(session.id)!;
+    const row = (await t.app.services.workspaces.forSession(session.id))!;
     expect(row.status).toBe("running");
     expect(row.volume).toBe(member!.volume);
     await t.app.services.sessionLifecycle.delete(user.id, session.id);

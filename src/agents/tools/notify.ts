@@ -10,7 +10,7 @@ export const notifyTool: Tool = {
     urgency: Type.Optional(Type.Union([Type.Literal("low"), Type.Literal("normal"), Type.Literal("high")])),
   }),
   async run(input, ctx) {
-    const queued = ctx.notify({ message: input.message as string, urgency: (input.urgency as "low" | "normal" | "high" | undefined) ?? "normal" });
+    const queued = await ctx.notify({ message: input.message as string, urgency: (input.urgency as "low" | "normal" | "high" | undefined) ?? "normal" });
     if (!queued) return fail(`Not sent. ${NO_INTEGRATION_MESSAGE}`);
     return ok(`Notification queued (${queued.id}).`);
   },

@@ -17,7 +17,7 @@ export interface ToolContext {
   signal: AbortSignal;
   workspace: WorkspaceOps;
   /** Queues a notification from the agent; null when the user has no webhook configured. */
-  notify(input: { message: string; urgency: "low" | "normal" | "high" }): { id: string } | null;
+  notify(input: { message: string; urgency: "low" | "normal" | "high" }): Promise<{ id: string } | null>;
 }
 
 export interface ToolResult {

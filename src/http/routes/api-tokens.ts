@@ -31,8 +31,8 @@ export const apiTokenRoutes = (s: Services) =>
     })
     .delete(
       "/:id",
-      ({ user, params, request, set }) => {
-        s.tokens.delete(user.id, params.id, { ip: requestContext(request).ip });
+      async ({ user, params, request, set }) => {
+        await s.tokens.delete(user.id, params.id, { ip: requestContext(request).ip });
         set.status = 204;
       },
       { response: { 204: t.Void(), ...errorResponses(401, 404, 429) }, detail: detail("Delete a token; requests with it are refused at once") },

@@ -42,8 +42,8 @@ export const authRoutes = (s: Services) => {
     )
     .post(
       "/sign-out",
-      ({ request, set }) => {
-        s.accounts.signOut(requestContext(request).principal?.loginSession?.id);
+      async ({ request, set }) => {
+        await s.accounts.signOut(requestContext(request).principal?.loginSession?.id);
         set.headers["set-cookie"] = clearSessionCookie(cookie);
         return { success: true };
       },

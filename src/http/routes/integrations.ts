@@ -39,8 +39,8 @@ export const integrationRoutes = (s: Services) =>
     })
     .delete(
       "/:id",
-      ({ user, params, request, set }) => {
-        s.notifications.integrations.delete(user.id, params.id, { ip: requestContext(request).ip });
+      async ({ user, params, request, set }) => {
+        await s.notifications.integrations.delete(user.id, params.id, { ip: requestContext(request).ip });
         set.status = 204;
       },
       {

@@ -7,7 +7,7 @@ import { USER_SECURITY, userGuard } from "../guards.ts";
 import { errorResponses } from "../schema.ts";
 
 export const meRoutes = (s: Services) =>
-  new Elysia({ prefix: "/v1/me" }).use(userGuard()).get("", ({ user }) => ({ ...publicUser(user), ...s.policy.me(user.id) }), {
+  new Elysia({ prefix: "/v1/me" }).use(userGuard()).get("", async ({ user }) => ({ ...publicUser(user), ...(await s.policy.me(user.id)) }), {
     response: { 200: Me, ...errorResponses(401, 429) },
     detail: {
       tags: ["Account"],

@@ -43,8 +43,8 @@ export const playbookRoutes = (s: Services) =>
     })
     .delete(
       "/:id",
-      ({ user, params, set }) => {
-        s.playbooks.delete(user.id, params.id);
+      async ({ user, params, set }) => {
+        await s.playbooks.delete(user.id, params.id);
         set.status = 204;
       },
       { response: { 204: t.Void(), ...errorResponses(401, 404, 429) }, detail: detail("Delete a playbook (its schedule stops at once; its runs' tasks stay)") },

@@ -34,19 +34,19 @@ export const profileRoutes = (s: Services) => {
     // The read routes send each record's stored JSON (src/lib/versioned-json.ts): checked against
     // ProfileRecord once per version there, so Elysia's per-request check of a Response is not needed.
     // The request's context scopes the change check (one data_version per request: db/changes.ts).
-    .get("/", ({ user, query, request }) => jsonResponse(p.listJson(user.id, query, requestContext(request))), {
+    .get("/", async ({ user, query, request }) => jsonResponse(await p.listJson(user.id, query, requestContext(request))), {
       query: t.Object(PageQuery),
       response: { 200: ListOf(ProfileRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your profiles, newest first"),
     })
-    .get("/:id", ({ user, params }) => jsonResponse(p.getJson(user.id, params.id)), {
+    .get("/:id", async ({ user, params }) => jsonResponse(await p.getJson(user.id, params.id)), {
       response: { 200: ProfileRecord, ...errorResponses(401, 404, 429) },
       detail: detail("Get a profile"),
     })
     .patch("/:id", async ({ user, params, body }) => p.toApi(await p.update(user.id, params.id, body)), {
       body: ProfilePatchBody,
-      transform({ body, request, params }) {
-        p.validatePatch(requirePrincipal(request).user.id, params.id, body);
+      async transform({ body, request, params }) {
+        await p.validatePatch(requirePrincipal(request).user.id, params.id, body);
       },
       response: { 200: ProfileRecord, ...errorResponses(400, 401, 404, 413, 429) },
       detail: detail(
@@ -56,8 +56,8 @@ export const profileRoutes = (s: Services) => {
     })
     .delete(
       "/:id",
-      ({ user, params, set }) => {
-        p.delete(user.id, params.id);
+      async ({ user, params, set }) => {
+        await p.delete(user.id, params.id);
         set.status = 204;
       },
       { response: { 204: t.Void(), ...errorResponses(401, 404, 429) }, detail: detail("Delete a profile (its sessions' transcripts stay readable)") },

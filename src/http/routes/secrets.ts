@@ -16,8 +16,8 @@ export const secretRoutes = (s: Services) =>
     .use(userGuard())
     .put(
       "/:name",
-      ({ user, params, body, request, set }) => {
-        s.secrets.put(user.id, params.name, body.value, { ip: requestContext(request).ip });
+      async ({ user, params, body, request, set }) => {
+        await s.secrets.put(user.id, params.name, body.value, { ip: requestContext(request).ip });
         set.status = 204;
       },
       {
@@ -39,8 +39,8 @@ export const secretRoutes = (s: Services) =>
     })
     .delete(
       "/:name",
-      ({ user, params, request, set }) => {
-        s.secrets.delete(user.id, params.name, { ip: requestContext(request).ip });
+      async ({ user, params, request, set }) => {
+        await s.secrets.delete(user.id, params.name, { ip: requestContext(request).ip });
         set.status = 204;
       },
       { params: SecretNameParam, response: { 204: t.Void(), ...errorResponses(400, 401, 404, 429) }, detail: detail("Delete a secret") },

@@ -19,7 +19,7 @@ export const sessionRoutes = (s: Services) =>
       async ({ user, body, set }) => {
         const { session } = await s.sessionLifecycle.start(user.id, body.profile_id);
         set.status = 201;
-        return s.agentSessions.record(s.agentSessions.byId(session.id)!);
+        return s.agentSessions.record((await s.agentSessions.byId(session.id))!);
       },
       {
         ...jsonBody(SessionCreateBody),
@@ -32,14 +32,14 @@ export const sessionRoutes = (s: Services) =>
       response: { 200: ListOf(SessionRecord), ...errorResponses(400, 401) },
       detail: detail("List your sessions, newest first"),
     })
-    .get("/:id", ({ user, params }) => s.agentSessions.record(s.agentSessions.get(user.id, params.id)), {
+    .get("/:id", async ({ user, params }) => s.agentSessions.record(await s.agentSessions.get(user.id, params.id)), {
       response: { 200: SessionRecord, ...errorResponses(401, 404) },
       detail: detail("A session"),
     })
     .get(
       "/:id/events",
-      ({ user, params, query, principal }) =>
-        jsonResponse(s.agentSessions.eventsJson(user.id, params.id, isAdmin(principal), query.after ?? query.cursor ?? 0, query.limit ?? 100)),
+      async ({ user, params, query, principal }) =>
+        jsonResponse(await s.agentSessions.eventsJson(user.id, params.id, isAdmin(principal), query.after ?? query.cursor ?? 0, query.limit ?? 100)),
       {
         query: t.Object({
           after: t.Optional(t.Integer({ minimum: 0, "x-field": "after", description: "Only frames with a greater seq" })),

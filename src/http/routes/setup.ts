@@ -17,7 +17,7 @@ const detail = (summary: string, description?: string) => ({ tags: ["Auth"], sum
 
 export const setupRoutes = (s: Services) =>
   new Elysia()
-    .get("/api/auth/setup", () => ({ setup_required: s.setup.required() }), {
+    .get("/api/auth/setup", async () => ({ setup_required: await s.setup.required() }), {
       response: { 200: t.Object({ setup_required: t.Boolean() }) },
       detail: detail("Whether the server still waits for its first account"),
     })

@@ -19,7 +19,7 @@ export const signedFileRoutes = (s: Services) =>
       } catch {
         throw Errors.notFound("File");
       }
-      const row = s.workspaces.verifyFileUrl(params.ctr, path, query.exp, query.sig) ? s.workspaces.byId(params.ctr) : null;
+      const row = s.workspaces.verifyFileUrl(params.ctr, path, query.exp, query.sig) ? await s.workspaces.byId(params.ctr) : null;
       if (!row) throw Errors.notFound("File");
       return fileResponse(await s.workspaces.openDownload(row, path));
     },

@@ -30,23 +30,23 @@ export const taskRoutes = (s: Services) =>
       response: { 200: ListOf(TaskRecord), ...errorResponses(400, 401) },
       detail: detail("List your tasks, newest first"),
     })
-    .get("/:id", ({ user, params }) => taskRecord(s.tasks.get(user.id, params.id)), {
+    .get("/:id", async ({ user, params }) => taskRecord(await s.tasks.get(user.id, params.id)), {
       response: { 200: TaskRecord, ...errorResponses(401, 404) },
       detail: detail("A task's status, result, usage and error"),
     })
     .post(
       "/:id/cancel",
-      ({ user, params, set }) => {
+      async ({ user, params, set }) => {
         set.status = 202;
-        return taskRecord(s.orchestrator.cancel(user.id, params.id));
+        return taskRecord(await s.orchestrator.cancel(user.id, params.id));
       },
       { response: { 202: TaskRecord, ...errorResponses(401, 404) }, detail: detail("Cancel a task (idempotent; a finished task is returned unchanged)") },
     )
     .post(
       "/:id/answer",
-      ({ user, params, body, set }) => {
+      async ({ user, params, body, set }) => {
         set.status = 202;
-        return taskRecord(s.orchestrator.answer(user.id, params.id, body.answer));
+        return taskRecord(await s.orchestrator.answer(user.id, params.id, body.answer));
       },
       {
         ...jsonBody(AnswerBody),

@@ -21,7 +21,7 @@ export const workspaceRoutes = (s: Services) =>
       response: { 200: ListOf(WorkspaceRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your workspaces, newest first"),
     })
-    .get("/:id", ({ user, params }) => workspaceRecord(s.workspaces.get(user.id, params.id)), {
+    .get("/:id", async ({ user, params }) => workspaceRecord(await s.workspaces.get(user.id, params.id)), {
       response: { 200: WorkspaceRecord, ...errorResponses(401, 404, 429) },
       detail: detail("Get a workspace"),
     })
@@ -42,7 +42,7 @@ export const workspaceRoutes = (s: Services) =>
     .get(
       "/:id/files",
       async ({ user, params, query }) => {
-        const row = s.workspaces.get(user.id, params.id);
+        const row = await s.workspaces.get(user.id, params.id);
         return s.workspaces.listDir(row.session_id, query.path ?? "", { limit: query.limit, cursor: query.cursor });
       },
       {
@@ -61,7 +61,7 @@ export const workspaceRoutes = (s: Services) =>
     .get(
       "/:id/files/*",
       async ({ user, params }) => {
-        const row = s.workspaces.get(user.id, params.id);
+        const row = await s.workspaces.get(user.id, params.id);
         return fileResponse(await s.workspaces.openDownload(row, decodeWildcard(params["*"])));
       },
       {

@@ -18,18 +18,18 @@ const Y = newId("user");
 const ids: Record<"signInX" | "secretY" | "secretX", string> = { signInX: "", secretY: "", secretX: "" };
 
 /** The id of the newest row (the one just recorded). */
-const newest = () => t.app.services.audit.list({ limit: 1 }).data[0]!.id;
+const newest = async () => (await t.app.services.audit.list({ limit: 1 })).data[0]!.id;
 
 beforeAll(async () => {
   t = await startTestApp();
   a = await actors(t);
   const audit = t.app.services.audit;
-  audit.record({ action: "auth.sign_in", actor: "user", user_id: X, target_id: "login_x", ip: "192.0.2.1", details: { method: "password" } });
-  ids.signInX = newest();
-  audit.record({ action: "secret.set", actor: "user", user_id: Y, target_id: "DEPLOY_KEY", ip: "192.0.2.2", details: { name: "DEPLOY_KEY", created: true } });
-  ids.secretY = newest();
-  audit.record({ action: "secret.set", actor: "user", user_id: X, target_id: "API_KEY", ip: null, details: { name: "API_KEY", created: false } });
-  ids.secretX = newest();
+  await audit.record({ action: "auth.sign_in", actor: "user", user_id: X, target_id: "login_x", ip: "192.0.2.1", details: { method: "password" } });
+  ids.signInX = await newest();
+  await audit.record({ action: "secret.set", actor: "user", user_id: Y, target_id: "DEPLOY_KEY", ip: "192.0.2.2", details: { name: "DEPLOY_KEY", created: true } });
+  ids.secretY = await newest();
+  await audit.record({ action: "secret.set", actor: "user", user_id: X, target_id: "API_KEY", ip: null, details: { name: "API_KEY", created: false } });
+  ids.secretX = await newest();
 });
 afterAll(() => t.stop());
 

@@ -55,7 +55,7 @@ describe("the counts", () => {
   test("stats count users, sessions, tokens and every status; uptime follows the clock", async () => {
     const r = await api(t, "GET", "/admin/stats", a.headers("admin"));
     expect(r.status).toBe(200);
-    expect(r.body.users.total).toBe(t.app.services.users.count());
+    expect(r.body.users.total).toBe(await t.app.services.users.count());
     expect(r.body.api_tokens.total).toBe(count("SELECT count(*) AS n FROM api_tokens"));
     expect(r.body.login_sessions.active).toBe(3);
     expect(r.body.sessions.total).toBe(1);

@@ -55,7 +55,7 @@ routeTable("/admin/workspaces", () => a, [
     success: 204,
     check: async (r, _a, id) => {
       expect(r.body).toBeNull();
-      expect(ws.byId(id!)).toBeNull();
+      expect(await ws.byId(id!)).toBeNull();
       expect((await api(t, "GET", `/v1/workspaces/${id}`, a.headers("owner"))).status).toBe(404);
       const again = await api(t, "DELETE", `/admin/workspaces/${id}`, a.headers("admin"));
       expect(again.status).toBe(404);

@@ -76,9 +76,9 @@ routeTable("/v1/api-tokens", () => a, [
     route: "DELETE /v1/api-tokens/:id",
     record: token,
     success: 204,
-    check: (r, _a, id) => {
+    check: async (r, _a, id) => {
       expect(r.body).toBeNull();
-      expect(t.app.services.tokens.list(a.owner.id, { limit: 100 }).data.map((x) => x.id)).not.toContain(id);
+      expect((await t.app.services.tokens.list(a.owner.id, { limit: 100 })).data.map((x) => x.id)).not.toContain(id);
     },
   },
 ]);

@@ -30,7 +30,7 @@ describe("sign-up", () => {
     const r = await signUp({ name: "Mallory", email: "mallory@example.com", password: "long enough pw" });
     expect(r.status).toBe(403);
     expect(r.body.code).toBe("FORBIDDEN");
-    expect(t.app.services.users.byEmail("mallory@example.com")).toBeUndefined();
+    expect(await t.app.services.users.byEmail("mallory@example.com")).toBeUndefined();
   });
 
   describe("open", () => {

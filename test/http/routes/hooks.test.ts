@@ -127,6 +127,6 @@ describe("rate limit per playbook", () => {
     expect(Number(answers[3]!.headers.get("retry-after"))).toBeGreaterThan(0);
     expect((await hit(two, 50)).status).toBe(202);
     // (Through the service: bob's own REST calls would spend his small bucket.)
-    for (const r of answers.slice(0, 3)) await waitFor(() => ["completed", "failed"].includes(small.app.services.tasks.byId(r.body.task_id)!.status), { what: "run settled" });
+    for (const r of answers.slice(0, 3)) await waitFor(async () => ["completed", "failed"].includes((await small.app.services.tasks.byId(r.body.task_id))!.status), { what: "run settled" });
   });
 });

@@ -76,9 +76,9 @@ routeTable("/v1/integrations", () => sc, [
     query: "limit=10",
     invalid: [{ name: "limit=0", query: "limit=0", field: "limit" }],
     success: 200,
-    check: (r) => {
+    check: async (r) => {
       // The owner's webhook from the POST row, and no one else's.
-      expect(r.body).toEqual({ data: [record(t.app.services.notifications.integrations.idForUser(sc.owner.id)!)], next_cursor: null });
+      expect(r.body).toEqual({ data: [record((await t.app.services.notifications.integrations.idForUser(sc.owner.id))!)], next_cursor: null });
     },
   },
   { route: "GET /v1/integrations/:id", record: webhook, success: 200, check: (r, _a, id) => expect(r.body).toEqual(record(id!)) },
@@ -152,7 +152,7 @@ describe("behaviour", () => {
       const i = await api(t, "POST", "/v1/integrations", u.bearer, { type: "webhook", config: { url: rcv.url } });
       const n = await api(t, "POST", "/v1/notifications", u.bearer, { message: "will never arrive" });
       await waitFor(() => rcv.received.length >= 1);
-      await waitFor(() => t.app.services.notifications.get(u.id, n.body.id).last_error !== null);
+      await waitFor(async () => (await t.app.services.notifications.get(u.id, n.body.id)).last_error !== null);
       expect((await api(t, "DELETE", `/v1/integrations/${i.body.id}`, u.bearer)).status).toBe(204);
       const after = await api(t, "GET", `/v1/notifications/${n.body.id}`, u.bearer);
       expect(after.body.status).toBe("failed");

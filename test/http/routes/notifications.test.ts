@@ -58,7 +58,7 @@ beforeAll(async () => {
   insertTask(sc.other.id, OTHERS_TASK);
   ntfA = (await api(t, "POST", "/v1/notifications", a.bearer, { message: "from a", task_id: taskA })).body.id;
   ntfB = (await api(t, "POST", "/v1/notifications", b.bearer, { message: "from b" })).body.id;
-  await waitFor(() => t.app.services.notifications.get(b.id, ntfB).status === "failed", { what: "b's notification to fail (410)" });
+  await waitFor(async () => (await t.app.services.notifications.get(b.id, ntfB)).status === "failed", { what: "b's notification to fail (410)" });
 });
 
 afterAll(async () => {
@@ -69,7 +69,7 @@ afterAll(async () => {
 });
 
 /** A notification of `user` (through the service, to the table's receiver); its id. */
-const notification = async (_a: Actors, user: TestUser) => t.app.services.notifications.submit(user.id, { message: "a record" }).id;
+const notification = async (_a: Actors, user: TestUser) => (await t.app.services.notifications.submit(user.id, { message: "a record" })).id;
 
 routeTable("/v1/notifications", () => sc, [
   {
@@ -101,11 +101,11 @@ routeTable("/v1/notifications", () => sc, [
       { name: "limit=0", query: "limit=0", field: "limit" },
     ],
     success: 200,
-    check: (r) => {
+    check: async (r) => {
       const ids: string[] = r.body.data.map((n: { id: string }) => n.id);
       // The owner's notifications (the POST row's), none of anyone else's.
       expect(ids.length).toBeGreaterThan(0);
-      expect(ids).toEqual(t.app.services.notifications.list(sc.owner.id, { limit: 100 }).data.map((n) => n.id));
+      expect(ids).toEqual((await t.app.services.notifications.list(sc.owner.id, { limit: 100 })).data.map((n) => n.id));
       expect(ids).not.toContain(ntfA);
       expect(ids).not.toContain(ntfB);
       expect(r.body.next_cursor).toBeNull();

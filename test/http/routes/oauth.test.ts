@@ -139,7 +139,7 @@ describe("round trips", () => {
     expect(r.body.code).toBe("FORBIDDEN");
     expect(r.body.error).toContain("Sign-up is closed");
     expect(r.cookies.some((c) => c.name === SESSION)).toBe(false);
-    expect(t.app.services.users.byEmail("newcomer@example.com")).toBeUndefined();
+    expect(await t.app.services.users.byEmail("newcomer@example.com")).toBeUndefined();
   });
 
   test("Google with sign-up open: creates the account (role user, email verified, no password)", async () => {
@@ -149,7 +149,7 @@ describe("round trips", () => {
       expect(r.status).toBe(302);
       const me = await whoAmI(r.jar);
       expect(me.user).toMatchObject({ email: "newcomer@example.com", name: "Gee", role: "user" });
-      const row = t.app.services.users.byEmail("newcomer@example.com")!;
+      const row = (await t.app.services.users.byEmail("newcomer@example.com"))!;
       expect(row.email_verified).toBe(true);
       expect(row.password_hash).toBeNull();
       // A password sign-in cannot be used for it.
@@ -172,7 +172,7 @@ describe("round trips", () => {
       const r = await roundTrip(github);
       expect(r.status).toBe(403);
       expect(r.body.error).toContain("verified");
-      expect(t.app.services.users.byEmail("unverified@example.com")).toBeUndefined();
+      expect(await t.app.services.users.byEmail("unverified@example.com")).toBeUndefined();
       // Even when an account with that address exists, an unverified claim does not link to it.
       github.account = { id: "998", name: "Claimer", email: "octo@example.com", verified: false };
       expect((await roundTrip(github)).status).toBe(403);
@@ -330,7 +330,7 @@ describe("refusals", () => {
   });
 
   test("a disabled user cannot sign in through OAuth (403)", async () => {
-    const user = t.app.services.users.byEmail("octo@example.com")!;
+    const user = (await t.app.services.users.byEmail("octo@example.com"))!;
     await t.app.services.users.adminPatch(user.id, { disabled: true });
     try {
       const r = await roundTrip(github);

@@ -357,7 +357,7 @@ describe("the read routes' stored JSON (src/lib/versioned-json.ts)", () => {
         expect(one.body).toEqual(patched.body);
         expect(list.body.data).toEqual([patched.body]);
         const p = frozen.app.services.profiles;
-        expect(one.body).toEqual(JSON.parse(JSON.stringify(p.toApi(p.get(u.id, id)))));
+        expect(one.body).toEqual(JSON.parse(JSON.stringify(p.toApi(await p.get(u.id, id)))));
         expect(one.headers.get("content-type")).toBe("application/json; charset=utf-8");
       }
       expect(versions.size).toBe(5);
@@ -424,14 +424,14 @@ describe("service interface for the runtime", () => {
   test("get returns the row for its owner and NOT_FOUND for anyone else; toApi is the API record", async () => {
     const s = t.app.services;
     const created = (await create({ env: { X: { secret: "S" } }, model: { provider: "openai", base_url: "http://127.0.0.1:9/v1" } })).body;
-    const row = s.profiles.get(alice.id, created.id);
+    const row = await s.profiles.get(alice.id, created.id);
     expect(row.user_id).toBe(alice.id);
     expect(row.model.base_url).toBe("http://127.0.0.1:9/v1");
     expect(typeof row.created_at).toBe("number");
     expect(s.profiles.toApi(row)).toEqual(created);
     let err: unknown;
     try {
-      s.profiles.get(bob.id, created.id);
+      await s.profiles.get(bob.id, created.id);
     } catch (e) {
       err = e;
     }

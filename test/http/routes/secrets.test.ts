@@ -38,7 +38,7 @@ beforeAll(async () => {
   t = await startTestApp();
   [alice, bob] = await Promise.all([createUser(t), createUser(t)]);
   a = await actors(t);
-  t.app.services.secrets.put(a.other.id, "OTHERS_ONLY", value("others"));
+  await t.app.services.secrets.put(a.other.id, "OTHERS_ONLY", value("others"));
 });
 afterAll(() => t.stop());
 
@@ -46,7 +46,7 @@ let stored = 0;
 /** A secret of `user` (through the service), by name. */
 async function secret(_a: Actors, user: TestUser): Promise<string> {
   const name = `TABLE_${++stored}`;
-  t.app.services.secrets.put(user.id, name, value(name));
+  await t.app.services.secrets.put(user.id, name, value(name));
   return name;
 }
 
@@ -78,9 +78,9 @@ routeTable("/v1/secrets", () => a, [
       { name: "a body that is not an object", body: ["x"], field: "body" },
     ],
     success: 204,
-    check: (r) => {
+    check: async (r) => {
       expect(r.body).toBeNull();
-      expect(t.app.services.secrets.resolveEnv(a.owner.id, { T: { secret: "TABLE_PUT" } })).toEqual({ T: lastPut });
+      expect(await t.app.services.secrets.resolveEnv(a.owner.id, { T: { secret: "TABLE_PUT" } })).toEqual({ T: lastPut });
     },
   },
   {
@@ -107,9 +107,9 @@ routeTable("/v1/secrets", () => a, [
     missing: "NEVER_SET",
     invalid: BAD_NAMES.map(([name, id]) => ({ name, id, field: "name" })),
     success: 204,
-    check: (r, _a, name) => {
+    check: async (r, _a, name) => {
       expect(r.body).toBeNull();
-      expect(t.app.services.secrets.list(a.owner.id, { limit: 100 }).data.map((s) => s.name)).not.toContain(name);
+      expect((await t.app.services.secrets.list(a.owner.id, { limit: 100 })).data.map((s) => s.name)).not.toContain(name);
     },
   },
 ]);
@@ -171,7 +171,7 @@ describe("lifecycle", () => {
     const rec2 = (await call("GET", "/v1/secrets", alice)).body.data.find((s: { name: string }) => s.name === "GITHUB_TOKEN");
     expect(rec2.created_at).toBe(rec.created_at);
     expect(rec2.updated_at > rec.updated_at).toBe(true);
-    expect(t.app.services.secrets.resolveEnv(alice.id, { T: { secret: "GITHUB_TOKEN" } })).toEqual({ T: v2 });
+    expect(await t.app.services.secrets.resolveEnv(alice.id, { T: { secret: "GITHUB_TOKEN" } })).toEqual({ T: v2 });
   });
 
   test("names are case-sensitive", async () => {
@@ -213,7 +213,7 @@ describe("lifecycle", () => {
 
   test(`at most ${SECRETS_PER_USER} secrets per user; replacing still works at the limit`, async () => {
     const u = await createUser(t);
-    for (let i = 0; i < SECRETS_PER_USER; i++) t.app.services.secrets.put(u.id, `S${i}`, "v");
+    for (let i = 0; i < SECRETS_PER_USER; i++) await t.app.services.secrets.put(u.id, `S${i}`, "v");
     const over = await call("PUT", "/v1/secrets/ONE_MORE", u, { value: "v" });
     expect(over.status).toBe(400);
     expect(over.body.details).toMatchObject({ field: "name", reason: "limit" });
@@ -231,8 +231,8 @@ describe("ownership", () => {
     const theirs = value("bob-own");
     expect((await call("PUT", "/v1/secrets/SHARED_NAME", bob, { value: theirs })).status).toBe(204);
     const s = t.app.services.secrets;
-    expect(s.resolveEnv(alice.id, { X: { secret: "SHARED_NAME" } }).X).toBe(mine);
-    expect(s.resolveEnv(bob.id, { X: { secret: "SHARED_NAME" } }).X).toBe(theirs);
+    expect((await s.resolveEnv(alice.id, { X: { secret: "SHARED_NAME" } })).X).toBe(mine);
+    expect((await s.resolveEnv(bob.id, { X: { secret: "SHARED_NAME" } })).X).toBe(theirs);
   });
 });
 
@@ -262,7 +262,7 @@ describe("at rest", () => {
     for (const [user, name] of [[bob.id, "BOUND"], [alice.id, "RENAMED"]] as const) {
       let err: unknown;
       try {
-        s.resolveEnv(user, { X: { secret: name } });
+        await s.resolveEnv(user, { X: { secret: name } });
       } catch (e) {
         err = e;
       }
@@ -271,9 +271,9 @@ describe("at rest", () => {
       expect((err as AppError).details).toMatchObject({ field: "env.X", reason: "undecryptable secret" });
       expect(JSON.stringify((err as AppError).toBody())).not.toContain(v);
     }
-    expect(s.valuesFor(bob.id)).not.toContain(v);
-    expect(s.valuesFor(alice.id)).toContain(v);
-    expect(s.resolveEnv(alice.id, { X: { secret: "BOUND" } }).X).toBe(v);
+    expect(await s.valuesFor(bob.id)).not.toContain(v);
+    expect(await s.valuesFor(alice.id)).toContain(v);
+    expect((await s.resolveEnv(alice.id, { X: { secret: "BOUND" } })).X).toBe(v);
   });
 
   test("the key file exists in the data dir with mode 0600", () => {

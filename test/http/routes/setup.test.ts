@@ -22,7 +22,7 @@ const admin = { email: "Owner@Example.com", password: "owner password 1", name: 
 describe("setup link", () => {
   test("issue → the page → POST creates the first account with the admin role, sets the cookie and answers 201 {token, user}", async () => {
     expect((await api(t, "GET", "/api/auth/setup")).body).toEqual({ setup_required: true });
-    const link = t.app.services.setup.issue()!;
+    const link = (await t.app.services.setup.issue())!;
     expect(link.url).toStartWith(`${t.url}/setup#`);
     expect(tokenOf(link.url)).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(Date.parse(link.expires_at) - clock).toBe(30 * 60_000);
@@ -54,17 +54,17 @@ describe("setup link", () => {
   });
 
   test("single use: the same link again → 403 (the server is set up), no second account", async () => {
-    const link = t.app.services.setup.issue()!;
+    const link = (await t.app.services.setup.issue())!;
     expect((await complete({ token: link.token, ...admin })).status).toBe(201);
     const again = await complete({ token: link.token, email: "second@example.com", password: "second password" });
     expect(again.status).toBe(403);
     expect(again.body.code).toBe("FORBIDDEN");
-    expect(t.app.services.users.count()).toBe(1);
-    expect(t.app.services.setup.issue()).toBeNull();
+    expect(await t.app.services.users.count()).toBe(1);
+    expect(await t.app.services.setup.issue()).toBeNull();
   });
 
   test("two requests racing with one link: exactly one account", async () => {
-    const link = t.app.services.setup.issue()!;
+    const link = (await t.app.services.setup.issue())!;
     const results = await Promise.all([
       complete({ token: link.token, email: "a@example.com", password: "password a 1" }),
       complete({ token: link.token, email: "b@example.com", password: "password b 1" }),
@@ -72,21 +72,21 @@ describe("setup link", () => {
     ]);
     expect(results.filter((r) => r.status === 201)).toHaveLength(1);
     expect(results.filter((r) => r.status !== 201).every((r) => r.status === 401 || r.status === 403)).toBe(true);
-    expect(t.app.services.users.count()).toBe(1);
+    expect(await t.app.services.users.count()).toBe(1);
   });
 
   test("expires after 30 minutes (401)", async () => {
-    const link = t.app.services.setup.issue()!;
+    const link = (await t.app.services.setup.issue())!;
     clock += 30 * 60_000;
     const r = await complete({ token: link.token, ...admin });
     expect(r.status).toBe(401);
     expect(r.body.error).toContain("expired");
-    expect(t.app.services.users.count()).toBe(0);
+    expect(await t.app.services.users.count()).toBe(0);
   });
 
   test("each issue (each start) replaces the previous link", async () => {
-    const old = t.app.services.setup.issue()!;
-    const fresh = t.app.services.setup.issue()!;
+    const old = (await t.app.services.setup.issue())!;
+    const fresh = (await t.app.services.setup.issue())!;
     expect((await complete({ token: old.token, ...admin })).status).toBe(401);
     expect((await complete({ token: fresh.token, ...admin })).status).toBe(201);
   });
@@ -98,7 +98,7 @@ describe("setup link", () => {
     ["a bad email", { email: "not-an-email" }, 400, "email"],
     ["an unknown field", { role: "admin" }, 400, "role"],
   ])("%s → %d, and the link stays usable", async (_n, override, status, field) => {
-    const link = t.app.services.setup.issue()!;
+    const link = (await t.app.services.setup.issue())!;
     const r = await complete({ token: link.token, ...admin, ...override });
     expect(r.status).toBe(status);
     if (field) expect(r.body.details.field).toBe(field);
@@ -106,21 +106,21 @@ describe("setup link", () => {
   });
 
   test("a foreign Origin is refused (403); without any link, setup is impossible", async () => {
-    const link = t.app.services.setup.issue()!;
+    const link = (await t.app.services.setup.issue())!;
     expect((await complete({ token: link.token, ...admin }, { origin: "https://evil.example" })).status).toBe(403);
     await t.app.services.settings.delete("setup_token");
     expect((await complete({ token: link.token, ...admin })).status).toBe(401);
   });
 
   test("once an account exists (e.g. made by the CLI), no link is issued and setup answers 403", async () => {
-    const link = t.app.services.setup.issue()!;
+    const link = (await t.app.services.setup.issue())!;
     await t.app.services.users.create({ email: "cli@example.com", password: "cli password 1", role: "admin" });
     expect((await complete({ token: link.token, ...admin })).status).toBe(403);
-    expect(t.app.services.setup.issue()).toBeNull();
+    expect(await t.app.services.setup.issue()).toBeNull();
   });
 
   test("the setup token never reaches the log", async () => {
-    const link = t.app.services.setup.issue()!;
+    const link = (await t.app.services.setup.issue())!;
     t.app.services.log.info("an operator pasted it", { url: link.url });
     await complete({ token: link.token, ...admin });
     expect(t.logs.some((l) => l.includes(link.token))).toBe(false);

@@ -97,7 +97,7 @@ routeTable("/v1/workspaces", () => a, [
     success: 204,
     check: async (r, _a, id) => {
       expect(r.body).toBeNull();
-      expect(ws.byId(id!)).toBeNull();
+      expect(await ws.byId(id!)).toBeNull();
       expect((await api(t, "GET", `/v1/workspaces/${id}`, a.headers("owner"))).status).toBe(404);
       const again = await api(t, "DELETE", `/v1/workspaces/${id}`, a.headers("owner"));
       expect(again.status).toBe(404);
@@ -156,7 +156,7 @@ describe("credentials and bad input", () => {
         expect(r.body.code).toBe("UNAUTHORIZED");
       }
     }
-    expect(ws.byId(mine().id)?.status).toBe("running");
+    expect((await ws.byId(mine().id))?.status).toBe("running");
   });
 
   test("an anonymous caller with bad input still gets 401 (credentials are checked first)", async () => {
@@ -193,7 +193,7 @@ describe("credentials and bad input", () => {
 describe("behaviour", () => {
   test("list and get: the caller's records, newest first, in pages", async () => {
     // A second (failed) workspace of the owner's, so there are two pages of one.
-    const row = ws.byId(mine().id)!;
+    const row = (await ws.byId(mine().id))!;
     const failed = newId("container");
     const now = Date.now();
     t.app.services.db

@@ -11,7 +11,8 @@ import { and, count, eq, gte, inArray, sql } from "drizzle-orm";
 import { globRe } from "../lib/glob.ts";
 import type { Config, PolicyDefaults } from "../config.ts";
 import { type DB, first } from "../db/client.ts";
-import { type PolicyOverrides, profiles, tasks, type UserRow, workspaces, type WorkspaceSpec } from "../db/schema.ts";
+import { type PolicyOverrides, type UserRow, type WorkspaceSpec } from "../db/schema.ts";
+import { profiles, tasks, workspaces } from "../db/tables.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Policy, PolicyKey, Usage } from "../schema/policy.ts";
 

@@ -6,7 +6,8 @@
 import { and, count, eq, gt, type SQL } from "drizzle-orm";
 import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { type DB, first } from "../db/client.ts";
-import { apiTokens, loginSessions, NOTIFICATION_STATUSES, notificationLog, profiles, sessions, TASK_STATUSES, tasks, users, WORKSPACE_STATUSES, workspaces } from "../db/schema.ts";
+import { NOTIFICATION_STATUSES, TASK_STATUSES, WORKSPACE_STATUSES } from "../db/schema.ts";
+import { apiTokens, loginSessions, notificationLog, profiles, sessions, tasks, users, workspaces } from "../db/tables.ts";
 import type { StatsRecord } from "../schema/admin.ts";
 import { COMMIT, VERSION } from "../version.ts";
 

@@ -17,7 +17,7 @@
 import type { Database, Statement } from "bun:sqlite";
 import { sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
-import { messages } from "../db/schema.ts";
+import { messages } from "../db/tables.ts";
 import type { ChatMessage, ContentBlock } from "./providers/types.ts";
 
 type ToolResultBlock = Extract<ContentBlock, { type: "tool_result" }>;

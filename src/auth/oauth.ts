@@ -20,7 +20,7 @@ import { and, eq } from "drizzle-orm";
 import type { Config, OAuthProviderConfig } from "../config.ts";
 import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
-import { oauthAccounts, users } from "../db/schema.ts";
+import { oauthAccounts, users } from "../db/tables.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { safeEqual, sha256Hex } from "../lib/crypto.ts";
 import { type Logger, redactString } from "../log.ts";

@@ -6,7 +6,7 @@
 import { and, count, eq, gt, lt, or } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
-import { loginSessions, users } from "../db/schema.ts";
+import { loginSessions, users } from "../db/tables.ts";
 import { randomToken, sha256Hex } from "../lib/crypto.ts";
 import { iso } from "../lib/time.ts";
 import type { UserRow } from "./users.ts";

@@ -9,7 +9,7 @@
  */
 import { and, eq, sql } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
-import { settings } from "../db/schema.ts";
+import { settings } from "../db/tables.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { randomToken, safeEqual, sha256Hex } from "../lib/crypto.ts";
 import { iso } from "../lib/time.ts";

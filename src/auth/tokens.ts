@@ -15,7 +15,7 @@ import { and, eq, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { apiTokens } from "../db/schema.ts";
+import { apiTokens } from "../db/tables.ts";
 import { Errors } from "../lib/errors.ts";
 import { randomHex, sha256Hex } from "../lib/crypto.ts";
 import { iso } from "../lib/time.ts";

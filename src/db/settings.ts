@@ -1,7 +1,7 @@
 /** Typed access to the `settings` table (run-time settings the operator changes). */
 import { eq } from "drizzle-orm";
 import { type DB, first } from "./client.ts";
-import { settings } from "./schema.ts";
+import { settings } from "./tables.ts";
 
 export class Settings {
   constructor(private db: DB) {}

@@ -6,7 +6,8 @@
 import { and, eq, type SQL } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { notificationLog, type NotificationRow, type NotificationStatus } from "../db/schema.ts";
+import { type NotificationRow, type NotificationStatus } from "../db/schema.ts";
+import { notificationLog } from "../db/tables.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import type { AdminNotificationRecord, NotificationPayload, NotificationRecord } from "../schema/notification.ts";

@@ -15,7 +15,7 @@
 import type { Database, Statement } from "bun:sqlite";
 import { and, asc, eq, gte, isNotNull, isNull, lte, or } from "drizzle-orm";
 import { affected, changes, type DB, first } from "../db/client.ts";
-import { notificationLog } from "../db/schema.ts";
+import { notificationLog } from "../db/tables.ts";
 
 export interface Claimed {
   id: string;

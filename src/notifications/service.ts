@@ -10,7 +10,7 @@ import type { Config } from "../config.ts";
 import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import type { Page, PageParams } from "../db/paginate.ts";
-import { integrations, notificationLog, tasks } from "../db/schema.ts";
+import { integrations, notificationLog, tasks } from "../db/tables.ts";
 import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";

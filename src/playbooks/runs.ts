@@ -6,7 +6,8 @@
 import type { Database } from "bun:sqlite";
 import { and, count, eq, inArray } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
-import { ACTIVE_TASK_STATUSES, missedRuns, type MissedRunRow, type RunTrigger, tasks } from "../db/schema.ts";
+import { ACTIVE_TASK_STATUSES, type MissedRunRow, type RunTrigger } from "../db/schema.ts";
+import { missedRuns, tasks } from "../db/tables.ts";
 import type { Page } from "../db/paginate.ts";
 import { Errors, type ErrorCode } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";

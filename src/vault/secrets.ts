@@ -8,7 +8,8 @@
 import { and, count, desc, eq, lt, or } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
 import type { PageParams, Page } from "../db/paginate.ts";
-import { type EnvValue, type ModelConfig, secrets } from "../db/schema.ts";
+import { type EnvValue, type ModelConfig } from "../db/schema.ts";
+import { secrets } from "../db/tables.ts";
 import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";

@@ -8,7 +8,8 @@ import { and, count, desc, eq, gt, inArray, lt, ne, sql, type SQL } from "drizzl
 import { affected, type DB, first } from "../db/client.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
 import { preparedInsert } from "../db/prepared.ts";
-import { ACTIVE_WORKSPACE_STATUSES, type NewWorkspaceRow, type ProfileRow, profiles, sessions, type WorkspaceRow, workspaces, type WorkspaceStatus } from "../db/schema.ts";
+import { ACTIVE_WORKSPACE_STATUSES, type NewWorkspaceRow, type ProfileRow, type WorkspaceRow, type WorkspaceStatus } from "../db/schema.ts";
+import { profiles, sessions, workspaces } from "../db/tables.ts";
 import { AppError } from "../lib/errors.ts";
 
 export type { NewWorkspaceRow, WorkspaceRow, WorkspaceStatus };

@@ -220,7 +220,11 @@ case "$MODE" in
     fi
     step "Type check (tsc --strict)"
     bunx tsc --noEmit -p . && ok "no type errors"
-    step "Test suite"
-    exec bun test --timeout 60000
+    step "Test suite (SQLite)"
+    bun test --timeout 60000
+    # PostgreSQL: test/pg/ (skipped above) and the API scenario suite again, every test app on a
+    # fresh database of the private server.
+    step "Test suite (PostgreSQL: test/pg and the API suite test/http)"
+    exec env RUNCELL_TEST_POSTGRES=postgres://postgres@127.0.0.1:55432/postgres bun test --timeout 60000 test/pg test/http
     ;;
 esac

@@ -21,7 +21,7 @@ const t = await startTestApp({ flags: ["--log-level", "error"] });
 const s = t.app.services;
 const user = await createUser(t);
 const sid = "sess_bench_dashboard";
-s.sqlite.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_bench', 0, 0)", [sid, user.id]);
+s.sqlite!.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_bench', 0, 0)", [sid, user.id]);
 let events = 0;
 const publish = (f: Record<string, unknown>) => {
   s.hub.publish(sid, f as never);

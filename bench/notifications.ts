@@ -120,7 +120,7 @@ for (let r = 0; r < ROUNDS; r++) {
   single.push(b.perSec);
   enqSingle.push(b.enqueueUs);
 }
-const pending = app.services.sqlite.query<{ n: number }, []>("SELECT count(*) AS n FROM notification_log WHERE status != 'delivered'").get()!.n;
+const pending = app.services.sqlite!.query<{ n: number }, []>("SELECT count(*) AS n FROM notification_log WHERE status != 'delivered'").get()!.n;
 await app.stop();
 rmSync(dir, { recursive: true, force: true });
 receiver.stop(true);

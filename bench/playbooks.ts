@@ -24,6 +24,7 @@ import { parseArgs, resolveConfig } from "../src/config.ts";
 import { openDatabase } from "../src/db/client.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { newId } from "../src/db/ids.ts";
+import { transact } from "../src/db/unit.ts";
 import { playbooks } from "../src/db/schema.ts";
 import { Sealer } from "../src/lib/sealer.ts";
 import { silentLogger } from "../src/log.ts";
@@ -65,12 +66,20 @@ async function precision(count = 1000) {
     // The task queue's transaction, without the session's container: the claim runs in it, and its time is the fire time.
     orchestrator: {
       async submit(_user, input, hooks?: SubmitHooks) {
-        h.db.transaction((tx) => hooks?.inTransaction?.(tx, {} as never));
+        await transact(h.db, function* (tx) {
+          if (hooks?.inTransaction) yield* hooks.inTransaction(tx, {} as never);
+        });
+        hooks?.onSession?.("sess_x");
         if (!fired.has(input.run!.playbookId)) fired.set(input.run!.playbookId, Date.now());
         return { task: { id: "task_x" } as never, session: { id: "sess_x" } as never };
       },
     },
-    notifications: { playbookRunEnded: () => null },
+    notifications: {
+      *playbookRunEnded() {
+        return null;
+      },
+      wake() {},
+    },
   });
   h.db.transaction((tx) => {
     for (let i = 0; i < count; i++) {

@@ -12,10 +12,14 @@
  *   Both engines share this machine's 2 CPUs, so the figure shows what parallel engines give
  *   when runc and containerd are not already saturating the CPU; on separate machines each engine
  *   brings its own.
- * - Events/s with subscribers on another replica, and the REST suite on PostgreSQL against
- *   SQLite: not measured — runcell has no PostgreSQL option or replicas yet (printed as such).
+ * - The REST scenario suite (`bun test test/http`: every route's 401/404/400/success table and
+ *   the API behaviour tests, 761 tests) on PostgreSQL (RUNCELL_TEST_POSTGRES: a fresh database per
+ *   test app on scripts/test-postgres.sh's server) against SQLite, wall time, alternating
+ *   SQLite, PostgreSQL × BENCH_SUITE_ROUNDS (default 2); printed, no goal.
+ * - Events/s with subscribers on another replica: not measured — runcell has no replicas yet.
  *
- * Removal is outside every timing. Never fails on timing. Run: bun bench/scale-out.ts
+ * `--suite-only` runs the suite comparison alone. Removal is outside every timing. Never fails on
+ * timing. Run: bun bench/scale-out.ts
  */
 import Docker from "dockerode";
 import { OPEN_POLICY } from "../test/helpers/app.ts";
@@ -27,6 +31,41 @@ const ROUNDS = Number(process.env.BENCH_SCALE_OUT_ROUNDS ?? 3);
 const IMAGE = process.env.BENCH_IMAGE ?? "runcell-test/busybox:latest";
 const SECOND_SOCKET = "/var/run/runcell-docker2.sock";
 const ENGINES = { a: new Docker({ socketPath: "/var/run/docker.sock" }), b: new Docker({ socketPath: SECOND_SOCKET }) };
+
+const SUITE_ROUNDS = Number(process.env.BENCH_SUITE_ROUNDS ?? 2);
+const PG_SERVER = "postgres://postgres@127.0.0.1:55432/postgres";
+
+/** Wall time of `bun test test/http`, on SQLite or (pg) PostgreSQL; throws when a test fails. */
+function suiteSeconds(pg: boolean): number {
+  const env: Record<string, string> = { ...(process.env as Record<string, string>) };
+  if (pg) env.RUNCELL_TEST_POSTGRES = PG_SERVER;
+  else delete env.RUNCELL_TEST_POSTGRES;
+  const t0 = performance.now();
+  const r = Bun.spawnSync(["bun", "test", "--timeout", "60000", "test/http"], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe" });
+  const seconds = (performance.now() - t0) / 1000;
+  const summary = r.stderr.toString().match(/(\d+) pass\s+(\d+) fail/);
+  if (r.exitCode !== 0) throw new Error(`the ${pg ? "PostgreSQL" : "SQLite"} pass failed: ${summary?.[0] ?? r.stderr.toString().slice(-500)}`);
+  console.log(`  ${pg ? "PostgreSQL" : "SQLite    "} ${seconds.toFixed(1).padStart(6)} s  (${summary?.[1] ?? "?"} pass)`);
+  return seconds;
+}
+
+function restSuite() {
+  const pgUp = Bun.spawnSync(["bash", `${ROOT}/scripts/test-postgres.sh`, "start"], { stdout: "inherit", stderr: "inherit" });
+  if (pgUp.exitCode !== 0) throw new Error("scripts/test-postgres.sh start failed");
+  console.log(`\nREST scenario suite (bun test test/http), SQLite and PostgreSQL alternating, ${SUITE_ROUNDS} rounds:`);
+  const times = { sqlite: [] as number[], pg: [] as number[] };
+  for (let r = 0; r < SUITE_ROUNDS; r++) {
+    times.sqlite.push(suiteSeconds(false));
+    times.pg.push(suiteSeconds(true));
+  }
+  const ratio = median(times.pg) / median(times.sqlite);
+  console.log(`  median: SQLite ${median(times.sqlite).toFixed(1)} s, PostgreSQL ${median(times.pg).toFixed(1)} s = ${ratio.toFixed(2)}× (printed, no goal)`);
+}
+
+if (process.argv.includes("--suite-only")) {
+  restSuite();
+  process.exit(0);
+}
 
 const up = Bun.spawnSync(["bash", `${ROOT}/scripts/second-dockerd.sh`, "start"], { stdout: "inherit", stderr: "inherit" });
 if (up.exitCode !== 0) throw new Error("scripts/second-dockerd.sh start failed");
@@ -113,9 +152,9 @@ try {
   console.log(`  two Docker hosts p50 ${p50.two.toFixed(0).padStart(5)} ms  p99 ${p99.two.toFixed(0).padStart(5)} ms`);
   const ratio = p50.two / p50.one;
   console.log(`  two / one: p50 ${ratio.toFixed(2)}× (goal ≤ 0.6×: ${ratio <= 0.6 ? "MET" : "NOT MET"}), p99 ${(p99.two / p99.one).toFixed(2)}×`);
-  console.log("\nevents/s with subscribers on another replica: not measured — runcell has no replicas yet (PostgreSQL option not implemented)");
-  console.log("REST scenario suite on PostgreSQL vs SQLite: not measured — no PostgreSQL option yet");
+  console.log("\nevents/s with subscribers on another replica: not measured — runcell has no replicas yet (one server per database)");
 } finally {
   one.close();
   two.close();
 }
+restSuite();

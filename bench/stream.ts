@@ -46,12 +46,12 @@ const t = await startTestApp({ flags: ["--log-level", "error"] });
 const s = t.app.services;
 const user = await createUser(t);
 const sid = "sess_bench_replay";
-s.sqlite.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_bench', 0, 0)", [sid, user.id]);
+s.sqlite!.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_bench', 0, 0)", [sid, user.id]);
 for (let i = 0; i < EVENTS; i++) s.hub.publish(sid, { type: "task:token", task_id: "task_bench", text: `token number ${i} ` });
 s.eventLog.flush();
 
 // ---- 1. replay ---------------------------------------------------------------------------
-const select = s.sqlite.prepare<{ frame: string }, [string]>("SELECT frame FROM events WHERE session_id = ? AND seq > 0 ORDER BY seq");
+const select = s.sqlite!.prepare<{ frame: string }, [string]>("SELECT frame FROM events WHERE session_id = ? AND seq > 0 ORDER BY seq");
 const raw: Server<unknown> = Bun.serve({
   hostname: "127.0.0.1",
   port: 0,
@@ -109,7 +109,7 @@ async function fanout(kind: "runcell" | "raw"): Promise<number> {
     });
     url = `ws://127.0.0.1:${server.port}`;
   } else {
-    s.sqlite.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_bench', 0, 0)", [fanSid, user.id]);
+    s.sqlite!.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_bench', 0, 0)", [fanSid, user.id]);
     url = `${t.wsUrl}/v1/stream`;
     protocols = [`Bearer.${user.token}`];
   }

@@ -44,14 +44,14 @@ try {
     d.setAuthTag(b.subarray(b.length - 16));
     return Buffer.concat([d.update(b.subarray(12, b.length - 16)), d.final()]).toString("utf8");
   };
-  const rawProfile = s.sqlite.query<Record<string, string>, [string, string]>("SELECT * FROM profiles WHERE id = ? AND user_id = ?");
+  const rawProfile = s.sqlite!.query<Record<string, string>, [string, string]>("SELECT * FROM profiles WHERE id = ? AND user_id = ?");
   // The baseline decodes the JSON columns too, as any useful read must.
   const rawProfileRow = () => {
     const r = rawProfile.get(profile.id, user.id)!;
     return { ...r, model: JSON.parse(r.model!), tools: JSON.parse(r.tools!), env: JSON.parse(r.env!), limits: JSON.parse(r.limits!) };
   };
-  const rawSecret = s.sqlite.query<{ ciphertext: Uint8Array }, [string, string]>("SELECT ciphertext FROM secrets WHERE user_id = ? AND name = ?");
-  const rawAll = s.sqlite.query<{ name: string; ciphertext: Uint8Array }, [string]>("SELECT name, ciphertext FROM secrets WHERE user_id = ?");
+  const rawSecret = s.sqlite!.query<{ ciphertext: Uint8Array }, [string, string]>("SELECT ciphertext FROM secrets WHERE user_id = ? AND name = ?");
+  const rawAll = s.sqlite!.query<{ name: string; ciphertext: Uint8Array }, [string]>("SELECT name, ciphertext FROM secrets WHERE user_id = ?");
 
   const N = 20_000;
   report("profiles.get", await measure(() => s.profiles.get(user.id, profile.id), N), await measure(rawProfileRow, N));

@@ -34,14 +34,14 @@ import { LoginThrottle } from "./auth/throttle.ts";
 import { ApiTokens } from "./auth/tokens.ts";
 import { Users } from "./auth/users.ts";
 import type { Config } from "./config.ts";
-import { openDatabase } from "./db/client.ts";
 import { TableChanges } from "./db/changes.ts";
 import { WalCheckpointer } from "./db/checkpoint.ts";
 import { prepareDataDir } from "./db/data-dir.ts";
-import { migrate } from "./db/migrate.ts";
+import { openStore } from "./db/store.ts";
 import { Settings } from "./db/settings.ts";
 import { Hub } from "./events/hub.ts";
 import { EventLog } from "./events/log.ts";
+import { PgEventLog } from "./events/pg-log.ts";
 import { createPipeline } from "./http/pipeline.ts";
 import { createRouter } from "./http/router.ts";
 import { healthCheck } from "./http/routes/health.ts";
@@ -89,15 +89,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const dbPath = prepareDataDir(config.dataDir);
   // The vault key before the database: a missing --vault-key-file stops the start with nothing changed.
   const sealer = Sealer.forConfig(config);
-  const handle = openDatabase(dbPath);
-  try {
-    const { applied } = migrate(handle.sqlite);
-    if (applied.length) log.info("database migrated", { applied, path: dbPath });
-  } catch (e) {
-    handle.close();
-    throw e;
-  }
-  const { db, sqlite } = handle;
+  const store = await openStore({ databaseUrl: config.databaseUrl, sqlitePath: dbPath, log });
+  // `sqlite`: the bun:sqlite connection for SQLite's own fast paths; null on PostgreSQL.
+  const { db, sqlite } = store;
   // Which tables changed, without a query: the hot read paths' memos (src/db/changes.ts).
   const changes = new TableChanges(sqlite);
   const settings = new Settings(db);
@@ -140,7 +134,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   });
   const notifications = new Notifications({ db, sqlite, sealer, log, now, config, audit });
   notifications.worker.onOutcome = (outcome, attempt) => metrics.webhookSettled(outcome, attempt);
-  const eventLog = new EventLog(sqlite, now);
+  const eventLog = sqlite ? new EventLog(sqlite, now) : new PgEventLog(db, now);
+  if (eventLog instanceof PgEventLog) await eventLog.start();
   eventLog.onDropped = (f, err) => log.warn("event not stored: its session is gone", { session_id: f.session_id, seq: f.seq, type: f.type, err: err.message });
   const hub = new Hub(eventLog);
   const transcript = new Transcript(db, now);
@@ -165,9 +160,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
 
   const docker = workspaces.hosts.primary.engine;
   const services: Services = {
-    config, log, now, db, sqlite, settings, sealer, limiter,
+    config, log, now, db, sqlite, store, settings, sealer, limiter,
     users, tokens, loginSessions, throttle, accounts, authenticator, setup, oauth,
-    adminPassword, runtimeConfig, stats, metrics, audit, policy, usage: new UsageReports(sqlite, now),
+    adminPassword, runtimeConfig, stats, metrics, audit, policy, usage: new UsageReports(db, now),
     secrets, profiles, docker, workspaces, eventLog, hub, transcript, tasks, agentSessions, sessionLifecycle, orchestrator,
     mcp, git, runSetup, notifications, playbooks,
   };
@@ -220,9 +215,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   profiles.onDelete.push((profileId) => void workspaces.pool.profileDeleted(profileId));
 
   // Background work, started in this order and stopped in reverse ----------------------------
-  const checkpointer = new WalCheckpointer(sqlite, dbPath, log);
+  const checkpointer = sqlite ? new WalCheckpointer(sqlite, dbPath, log) : null;
   const workers: Worker[] = [
-    { name: "wal-checkpoint", start: () => checkpointer.start(), stop: () => checkpointer.stop() },
+    ...(checkpointer ? [{ name: "wal-checkpoint", start: () => checkpointer.start(), stop: () => checkpointer.stop() }] : []),
     { name: "admin-password", start: () => adminPassword.applyConfigured(config, log), stop() {} },
     intervalWorker(log, "login-throttle-sweep", 60_000, () => throttle.sweep()),
     intervalWorker(log, "login-session-purge", 3_600_000, async () => {
@@ -252,7 +247,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         await orchestrator.stop();
         await mcp.closeAll();
         // Everything handed out is stored now: unused reserved seqs are given back (no gap at the next start).
-        eventLog.settle();
+        await eventLog.settle();
       },
     },
     // After the recovery: due schedule slots (also those missed while stopped) fire once each.
@@ -319,7 +314,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
             log.error("worker failed to stop", { worker: w.name, err: e });
           }
         }
-        handle.close();
+        await store.close();
         log.info("stopped");
       })();
       return stopping;

@@ -25,10 +25,19 @@ interface OptionSpec {
   secret?: boolean;
   /** Not read from the data-dir file (it locates the file). */
   noFile?: boolean;
+  /** The environment variable, when not RUNCELL_<FLAG_IN_SNAKE_UPPER>. */
+  env?: string;
 }
 
 export const OPTIONS: readonly OptionSpec[] = [
   { flag: "http", kind: "listen", default: "127.0.0.1:7420", help: "address to listen on (host:port)" },
+  {
+    flag: "database",
+    kind: "string",
+    env: "RUNCELL_DATABASE_URL",
+    secret: true,
+    help: "postgres://user:password@host:5432/db to keep the state in PostgreSQL (shared by several servers); without it, the embedded SQLite file in the data dir",
+  },
   { flag: "data-dir", kind: "string", default: "./runcell_data", noFile: true, help: "directory for the database, keys and runcell.json (created 0700)" },
   { flag: "public-url", kind: "url", help: "URL users reach the server at (default http://<http address>); cookies get Secure behind https" },
   {
@@ -127,6 +136,8 @@ export interface Config {
   adminPasswordFile: string | null;
   /** The vault key's file when not <data dir>/secret.key (--vault-key-file). */
   vaultKeyFile: string | null;
+  /** --database: a postgres:// URL (the state in PostgreSQL); null: the SQLite file in the data dir. */
+  databaseUrl: string | null;
   /** From RUNCELL_ADMIN_PASSWORD only (never a flag: flags show in `ps`). */
   adminPassword: string | null;
   signup: "closed" | "open";
@@ -156,7 +167,7 @@ export interface Config {
   sources?: Readonly<Record<string, string>>;
 }
 
-const envName = (flag: string) => "RUNCELL_" + flag.toUpperCase().replace(/-/g, "_");
+const envName = (flag: string) => specByFlag.get(flag)?.env ?? "RUNCELL_" + flag.toUpperCase().replace(/-/g, "_");
 const fileKey = (flag: string) => flag.replace(/-/g, "_");
 const specByFlag = new Map(OPTIONS.map((o) => [o.flag, o]));
 
@@ -359,6 +370,7 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     dockerHosts,
     adminPasswordFile: get<string | undefined>("admin-password-file") ?? null,
     vaultKeyFile: get<string | undefined>("vault-key-file") ?? null,
+    databaseUrl: databaseUrl(get<string | undefined>("database"), sources.database),
     adminPassword: env.RUNCELL_ADMIN_PASSWORD || null,
     signup: get("signup"),
     allowPrivateWebhooks: get("allow-private-webhooks"),
@@ -394,6 +406,22 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     },
     sources,
   };
+}
+
+/** --database: a postgres:// URL (its password never shows in the error). */
+function databaseUrl(raw: string | undefined, origin: string | undefined): string | null {
+  if (raw === undefined || raw === "") return null;
+  let url: URL | null = null;
+  try {
+    url = new URL(raw);
+  } catch {
+    // reported below
+  }
+  if (!url || !/^postgres(ql)?:$/.test(url.protocol) || !url.hostname) {
+    const shown = url ? `${url.protocol}//${url.host}${url.pathname}` : "(not a URL)";
+    throw new ConfigError(`${origin ?? "--database"}: expected postgres://user:password@host:5432/database, got ${shown}`);
+  }
+  return raw;
 }
 
 /** Lines for `--help`: every config flag with its env name and default. */

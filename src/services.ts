@@ -32,7 +32,8 @@ import type { Config } from "./config.ts";
 import type { DB } from "./db/client.ts";
 import type { Settings } from "./db/settings.ts";
 import type { Hub } from "./events/hub.ts";
-import type { EventLog } from "./events/log.ts";
+import type { EventStore } from "./events/log.ts";
+import type { Store } from "./db/store.ts";
 import type { RateLimiter } from "./lib/ratelimit.ts";
 import type { Sealer } from "./lib/sealer.ts";
 import type { Logger } from "./log.ts";
@@ -47,7 +48,10 @@ export interface Services {
   log: Logger;
   now: () => number;
   db: DB;
-  sqlite: Database;
+  /** The bun:sqlite connection (SQLite only: tests and SQLite's own fast paths); null on PostgreSQL. */
+  sqlite: Database | null;
+  /** The database: its dialect, a ping, where it is. */
+  store: Store;
   settings: Settings;
   /** AES-256-GCM for secrets at rest (key file in the data dir). */
   sealer: Sealer;
@@ -87,7 +91,7 @@ export interface Services {
   docker: DockerEngine;
   /** One hardened container + volume per session. */
   workspaces: Workspaces;
-  eventLog: EventLog;
+  eventLog: EventStore;
   hub: Hub;
   transcript: Transcript;
   tasks: Tasks;

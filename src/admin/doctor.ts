@@ -9,8 +9,10 @@
  * Doctor reads and never changes: no data dir is created, the database is opened read-only (it
  * works next to a running server; SQLite may create its -wal/-shm files, owned like the database),
  * the lock is probed, not taken; the only other write is a probe file in the data dir, removed at
- * once.
+ * once. With --database postgres://… the database checks read PostgreSQL instead (connected, never
+ * migrated; its URL is shown without the password).
  */
+import { SQL } from "bun";
 import { Database } from "bun:sqlite";
 import { accessSync, constants, existsSync, readFileSync, type Stats, statfsSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -18,6 +20,9 @@ import type { Config } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
 import { LOCK_FILE, lockHolder } from "../db/lock.ts";
 import { BINARY_SCHEMA, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
+import { redactDatabaseUrl } from "../db/pg/client.ts";
+import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
+import type { Dialect } from "../db/tables.ts";
 import { KEY_FILE, readKey, Sealer } from "../lib/sealer.ts";
 import { aadFor } from "../vault/secrets.ts";
 import { VERSION } from "../version.ts";
@@ -43,9 +48,21 @@ export interface DoctorContext {
   docker(): Promise<DockerProbe>;
   /** The answer of another --docker-host, by its name. */
   dockerHost?(name: string): Promise<DockerProbe>;
-  /** The database opened read-only, null when there is no database file (or it cannot be opened: dbError). */
-  db(): Database | null;
-  dbError(): string | null;
+  /** Where the state is: the data dir's SQLite file, or PostgreSQL (--database). */
+  dialect: Dialect;
+  /** The SQLite file's path, or the PostgreSQL URL without its password. */
+  location: string;
+  /**
+   * The rows of a read-only query, on either database; null when there is no database (no SQLite
+   * file yet, or it cannot be opened or reached: dbError). A query that fails rejects. On
+   * PostgreSQL, COUNT and bigint columns come back as strings (Number() them), jsonb parsed,
+   * bytea as a Buffer.
+   */
+  rows<T = Record<string, unknown>>(sql: string): Promise<T[] | null>;
+  /** Why the database cannot be opened (SQLite) or reached (PostgreSQL); null when it can, or there is none. */
+  dbError(): Promise<string | null>;
+  /** SQLite only: the file opened read-only (schemaInfo reads it); null on PostgreSQL or without a file. */
+  sqlite(): Database | null;
   /** The lock's holder: pid, null (free), -1 (held, pid unknown), or the probe's error. */
   lock(): number | null | Error;
 }
@@ -207,7 +224,7 @@ const dataDir: CheckFn = ({ config }) => {
     );
   }
   if (mode & 0o077) {
-    return warn(DATA_DIR, `${dir}: ${facts.join(", ")}; expected 0700: other users can read the database`, `chmod 700 ${dir}`);
+    return warn(DATA_DIR, `${dir}: ${facts.join(", ")}; expected 0700: other users can read ${config.databaseUrl ? "the vault key" : "the database"}`, `chmod 700 ${dir}`);
   }
   const me = euid();
   if (me >= 0 && st.uid !== me) {
@@ -233,19 +250,16 @@ const lock: CheckFn = (ctx) => {
   return ok("lock", `held by pid ${holder}${cmd ? ` (${cmd})` : ""}: a runcell server (or migrate/restore) is running on this data dir`);
 };
 
-const database: CheckFn = (ctx) => {
+const database: CheckFn = async (ctx) => {
+  if (ctx.dialect === "postgres") return postgresDatabase(ctx);
   const path = join(ctx.config.dataDir, DB_FILE);
-  const error = ctx.dbError();
+  const error = await ctx.dbError();
   if (error) return fail("database", `cannot open ${path}: ${error}`, "check the file's owner and permissions; if it is damaged, restore the latest backup (runcell restore <file> --force)");
-  const db = ctx.db();
-  if (!db) return ok("database", `${path} does not exist yet (serve creates it)`);
+  if (!ctx.sqlite()) return ok("database", `${path} does not exist yet (serve creates it)`);
   const bytes = databaseBytes(ctx.config.dataDir);
   let rows: string[];
   try {
-    rows = db
-      .query<{ quick_check: string }, []>("PRAGMA quick_check(20)")
-      .all()
-      .map((r) => Object.values(r)[0] as string);
+    rows = ((await ctx.rows<Record<string, unknown>>("PRAGMA quick_check(20)")) ?? []).map((r) => Object.values(r)[0] as string);
   } catch (e) {
     return fail("database", `${path}: quick_check failed: ${(e as Error).message}`, "stop the server and restore the latest backup: runcell restore <file> --force (the pre-migration ones are in <data dir>/backups/)");
   }
@@ -259,8 +273,28 @@ const database: CheckFn = (ctx) => {
   return ok("database", `${path}: quick_check ok, ${size(bytes)}`);
 };
 
-const schema: CheckFn = (ctx) => {
-  const db = ctx.db();
+/** --database: PostgreSQL answers (its version and the database's size); the URL is shown without its password. */
+async function postgresDatabase(ctx: DoctorContext): Promise<CheckResult> {
+  const where = ctx.location;
+  const error = await ctx.dbError();
+  if (error) {
+    return fail(
+      "database",
+      `cannot reach PostgreSQL at ${where}: ${error}`,
+      "start PostgreSQL, or correct --database (RUNCELL_DATABASE_URL): host, port, user, password, database name; doctor must reach it from here as the server does (pg_hba.conf, firewall)",
+    );
+  }
+  const [row] = (await ctx.rows<{ version: string; bytes: string | number | null }>(
+    "SELECT current_setting('server_version') AS version, pg_database_size(current_database()) AS bytes",
+  )) ?? [];
+  const version = String(row?.version ?? "?").split(" ")[0];
+  const bytes = row?.bytes == null ? null : Number(row.bytes);
+  return ok("database", `PostgreSQL ${version} at ${where}${bytes !== null && Number.isFinite(bytes) ? `, ${size(bytes)}` : ""} (back it up with pg_dump; runcell backup covers SQLite only)`);
+}
+
+const schema: CheckFn = async (ctx) => {
+  if (ctx.dialect === "postgres") return postgresSchema(ctx);
+  const db = ctx.sqlite();
   if (!db) return ok("schema", `no database yet: serve creates it with schema ${BINARY_SCHEMA}`);
   let info: SchemaInfo;
   try {
@@ -292,6 +326,34 @@ const schema: CheckFn = (ctx) => {
   }
 };
 
+/** --database: the applied migrations against this binary's PG_MIGRATIONS (what serve and migrate would apply). */
+async function postgresSchema(ctx: DoctorContext): Promise<CheckResult> {
+  const known = PG_MIGRATIONS.map((m) => m.tag);
+  const binarySchema = known[known.length - 1] ?? "none";
+  const migrateFix = `restart the server with this binary (it applies them at start), or run: runcell migrate --database ${ctx.location}`;
+  let applied: string[];
+  try {
+    const exists = await ctx.rows<{ ok: boolean }>("SELECT to_regclass('public._migrations') IS NOT NULL AS ok");
+    if (!exists) return warn("schema", "not checked: PostgreSQL is not reachable", "fix the database check first");
+    applied = exists[0]?.ok ? ((await ctx.rows<{ tag: string }>("SELECT tag FROM _migrations ORDER BY id")) ?? []).map((r) => r.tag) : [];
+  } catch (e) {
+    return fail("schema", `cannot read the migrations table: ${(e as Error).message}`, "check the --database user's privileges on the database (it must own runcell's tables)");
+  }
+  const dbSchema = applied[applied.length - 1] ?? null;
+  const unknown = applied.filter((t) => !known.includes(t));
+  if (unknown.length) {
+    return fail(
+      "schema",
+      `newer: ${dbSchema} (migration(s) ${unknown.join(", ")} unknown to this runcell ${VERSION}, which knows schema up to ${binarySchema} and refuses this database)`,
+      "run the newer runcell binary that migrated it, or restore a pg_dump made before the upgrade (pg_restore --clean)",
+    );
+  }
+  if (!applied.length) return warn("schema", `the database has no schema yet; this runcell ${VERSION} creates ${binarySchema}`, `start serve once, or run: runcell migrate --database ${ctx.location}`);
+  const pending = known.filter((t) => !applied.includes(t));
+  if (pending.length) return warn("schema", `older: ${dbSchema}; this runcell ${VERSION} would apply ${pending.join(", ")}`, migrateFix);
+  return ok("schema", `current: ${dbSchema}, as this runcell ${VERSION} expects`);
+}
+
 const disk: CheckFn = async (ctx) => {
   const dir = existingAncestor(ctx.config.dataDir);
   let free: number;
@@ -303,13 +365,15 @@ const disk: CheckFn = async (ctx) => {
   } catch (e) {
     return warn("disk", `cannot read the free space of ${dir}: ${(e as Error).message}`, `df -h ${dir}`);
   }
-  const dbBytes = databaseBytes(ctx.config.dataDir);
+  // On PostgreSQL the database is not on this filesystem (a runcell.db left in the data dir is not used).
+  const dbBytes = ctx.dialect === "postgres" ? 0 : databaseBytes(ctx.config.dataDir);
   const pct = total ? (free / total) * 100 : 100;
   const parts = [`${size(free)} free of ${size(total)} (${pct.toFixed(0)}%) on the data dir's filesystem`];
   const status: CheckStatus[] = [];
   if (free < 256 * MiB || free < dbBytes) status.push("FAIL");
   else if (free < GiB || pct < 5 || free < 2 * dbBytes) status.push("WARN");
   if (dbBytes) parts.push(`the database is ${size(dbBytes)} (a backup or pre-migration backup needs as much again)`);
+  if (ctx.dialect === "postgres") parts.push("the database is in PostgreSQL (its space is the database server's)");
   // Workspace volumes live in Docker's root dir: check it too when the engine is on this host.
   const probe = await ctx.docker();
   if (probe.ok && probe.rootDir && ctx.config.dockerHost.startsWith("unix:") && existsSync(probe.rootDir)) {
@@ -415,11 +479,10 @@ const clock: CheckFn = async (ctx) => {
     }
   } else facts.push("the Docker engine's clock is not available");
   // 2. Against the newest time the database recorded: a clock that went back reorders everything.
-  const db = ctx.db();
-  if (db) {
+  {
     try {
-      const row = db.query<{ at: number | null }, []>("SELECT MAX(at) AS at FROM (SELECT MAX(at) AS at FROM audit_log UNION ALL SELECT MAX(updated_at) FROM settings)").get();
-      const latest = row?.at ?? null;
+      const rows = await ctx.rows<{ at: number | string | null }>("SELECT MAX(at) AS at FROM (SELECT MAX(at) AS at FROM audit_log UNION ALL SELECT MAX(updated_at) FROM settings) AS newest");
+      const latest = rows?.[0]?.at == null ? null : Number(rows[0].at);
       if (latest && latest - now > 60_000) {
         facts.push(`the database holds a time ${((latest - now) / 60_000).toFixed(0)} min in the future (${new Date(latest).toISOString()})`);
         if (status !== "FAIL") {
@@ -451,7 +514,7 @@ const clock: CheckFn = async (ctx) => {
 const ADMIN_PASSWORD = "admin password";
 const ADMIN_PASSWORD_FIX = "run `runcell admin set-password`, or start serve with --admin-password-file FILE or RUNCELL_ADMIN_PASSWORD";
 
-const adminPassword: CheckFn = (ctx) => {
+const adminPassword: CheckFn = async (ctx) => {
   const { config } = ctx;
   if (config.adminPasswordFile) {
     let text: string;
@@ -472,13 +535,10 @@ const adminPassword: CheckFn = (ctx) => {
     return ok(ADMIN_PASSWORD, "set from RUNCELL_ADMIN_PASSWORD at start");
   }
   let stored = false;
-  const db = ctx.db();
-  if (db) {
-    try {
-      stored = !!db.query("SELECT 1 FROM settings WHERE key = 'admin_password_hash'").get();
-    } catch {
-      stored = false;
-    }
+  try {
+    stored = !!(await ctx.rows("SELECT 1 AS ok FROM settings WHERE key = 'admin_password_hash'"))?.length;
+  } catch {
+    stored = false;
   }
   if (stored) return ok(ADMIN_PASSWORD, "set (argon2id hash in the database)");
   return fail(ADMIN_PASSWORD, "none is set: every /admin/* call and /metrics answer 401", ADMIN_PASSWORD_FIX);
@@ -522,22 +582,25 @@ const publicUrl: CheckFn = ({ config }) => {
 /** The server's environment variable holding each provider's key (used for the providers' own endpoints only). */
 const PROVIDER_KEYS = { anthropic: "ANTHROPIC_API_KEY", openai: "OPENAI_API_KEY" } as const;
 
-const providers: CheckFn = (ctx) => {
+const providers: CheckFn = async (ctx) => {
   const set = (Object.keys(PROVIDER_KEYS) as (keyof typeof PROVIDER_KEYS)[]).filter((p) => !!ctx.env[PROVIDER_KEYS[p]]);
   const facts = (Object.keys(PROVIDER_KEYS) as (keyof typeof PROVIDER_KEYS)[]).map((p) => `${p} ${set.includes(p) ? `key set (${PROVIDER_KEYS[p]})` : "no server key"}`);
   // Profiles that depend on a server key this environment does not have, or on a vault secret that does not exist.
   const missingServerKey = new Map<string, number>();
   let missingSecret = 0;
   let profileCount = 0;
-  const db = ctx.db();
+  // Whether there is a database to read (its rows come below).
+  const db = (await ctx.dbError()) === null && (ctx.dialect === "postgres" || ctx.sqlite() !== null);
   if (db) {
     try {
-      const secrets = new Set(db.query<{ k: string }, []>("SELECT user_id || ':' || name AS k FROM secrets").all().map((r) => r.k));
-      for (const row of db.query<{ user_id: string; model: string }, []>("SELECT user_id, model FROM profiles").all()) {
+      const secrets = new Set(((await ctx.rows<{ k: string }>("SELECT user_id || ':' || name AS k FROM secrets")) ?? []).map((r) => r.k));
+      // model: JSON text on SQLite, jsonb (parsed already) on PostgreSQL.
+      for (const row of (await ctx.rows<{ user_id: string; model: unknown }>("SELECT user_id, model FROM profiles")) ?? []) {
         profileCount++;
         let model: { provider?: string; base_url?: string | null; api_key_secret?: string | null };
         try {
-          model = JSON.parse(row.model);
+          model = typeof row.model === "string" ? JSON.parse(row.model) : (row.model as typeof model);
+          if (!model || typeof model !== "object") continue;
         } catch {
           continue;
         }
@@ -579,7 +642,7 @@ const webhooks: CheckFn = ({ config }) => {
   return ok("webhooks", `SSRF guard on: webhook URLs resolving to loopback or private addresses are refused${hosts}`);
 };
 
-const vaultKey: CheckFn = (ctx) => {
+const vaultKey: CheckFn = async (ctx) => {
   const external = ctx.config.vaultKeyFile;
   const path = external ?? join(ctx.config.dataDir, KEY_FILE);
   let st: Stats | null = null;
@@ -588,19 +651,24 @@ const vaultKey: CheckFn = (ctx) => {
   } catch {
     st = null;
   }
-  const db = ctx.db();
-  const count = (sql: string) => {
+  const count = async (sql: string) => {
     try {
-      return db?.query<{ n: number }, []>(sql).get()?.n ?? 0;
+      return Number((await ctx.rows<{ n: number | string }>(sql))?.[0]?.n ?? 0) || 0;
     } catch {
       return 0;
     }
   };
   if (!st) {
     if (external) return fail("vault key", `${path} (--vault-key-file) does not exist: serve will not start`, `copy the key that belongs to this database there, or for a new installation: head -c 32 /dev/urandom | base64 > ${path}; chmod 600 ${path}`);
-    const sealed = count("SELECT COUNT(*) AS n FROM secrets") + count("SELECT COUNT(*) AS n FROM integrations WHERE secret_ciphertext IS NOT NULL");
+    const sealed = (await count("SELECT COUNT(*) AS n FROM secrets")) + (await count("SELECT COUNT(*) AS n FROM integrations WHERE secret_ciphertext IS NOT NULL"));
     if (sealed) {
-      return fail("vault key", `${path} is missing, and the database holds ${sealed} sealed value(s): they cannot be decrypted`, "put back the secret.key that belongs to this database (it is in every runcell backup: runcell restore)");
+      return fail(
+        "vault key",
+        `${path} is missing, and the database holds ${sealed} sealed value(s): they cannot be decrypted`,
+        ctx.dialect === "postgres"
+          ? "put back the secret.key that belongs to this database (the one kept with its pg_dump), or point --vault-key-file at it"
+          : "put back the secret.key that belongs to this database (it is in every runcell backup: runcell restore)",
+      );
     }
     return ok("vault key", `${path} not created yet (serve creates it)`);
   }
@@ -613,7 +681,7 @@ const vaultKey: CheckFn = (ctx) => {
   // The key must open what the database holds: one stored secret is tried.
   let sample: { user_id: string; name: string; ciphertext: Uint8Array } | null = null;
   try {
-    sample = db?.query<{ user_id: string; name: string; ciphertext: Uint8Array }, []>("SELECT user_id, name, ciphertext FROM secrets LIMIT 1").get() ?? null;
+    sample = (await ctx.rows<{ user_id: string; name: string; ciphertext: Uint8Array }>("SELECT user_id, name, ciphertext FROM secrets LIMIT 1"))?.[0] ?? null;
   } catch {
     sample = null;
   }
@@ -630,7 +698,7 @@ const vaultKey: CheckFn = (ctx) => {
     const stray = existsSync(join(ctx.config.dataDir, KEY_FILE)) ? `; ${join(ctx.config.dataDir, KEY_FILE)} is not used` : "";
     return ok("vault key", `${path} (--vault-key-file, mode ${octal(st.mode)})${opens}${stray}; back it up apart from the data dir: backups do not hold it`);
   }
-  return ok("vault key", `${path} present (mode ${octal(st.mode)})${opens}; keep it with your backups`);
+  return ok("vault key", `${path} present (mode ${octal(st.mode)})${opens}; keep it with your ${ctx.dialect === "postgres" ? "pg_dump backups: they do not hold it" : "backups"}`);
 };
 
 /** Repositories are cloned and pushed with the host's git (src/git/); without it, profiles with repositories fail their tasks. */
@@ -698,15 +766,92 @@ async function probeDocker(host: string, auth: EngineAuth = {}): Promise<DockerP
   }
 }
 
-export function createContext(config: Config, env: Record<string, string | undefined> = process.env): DoctorContext & { close(): void } {
+/** How long doctor waits for PostgreSQL to answer. */
+const PG_CONNECT_TIMEOUT_S = 5;
+
+/** A driver's error for people: its code when the message alone says little, never the URL's password. */
+function pgErrorMessage(e: unknown, url: string): string {
+  const err = e as Error & { code?: string; errno?: string };
+  let message = err?.message || String(e);
+  if (err?.code && !message.includes(err.code)) message += ` (${err.code})`;
+  message = message.replaceAll(url, redactDatabaseUrl(url));
+  try {
+    const u = new URL(url);
+    for (const secret of new Set([u.password, decodeURIComponent(u.password)])) if (secret) message = message.replaceAll(secret, "***");
+  } catch {
+    // config.ts accepted only a parsable URL
+  }
+  return message;
+}
+
+export function createContext(config: Config, env: Record<string, string | undefined> = process.env): DoctorContext & { close(): Promise<void> } {
   let dockerProbe: Promise<DockerProbe> | null = null;
+  let holder: number | null | Error | undefined;
+  const lock = () => {
+    if (holder === undefined) {
+      try {
+        holder = lockHolder(config.dataDir);
+      } catch (e) {
+        holder = e as Error;
+      }
+    }
+    return holder;
+  };
+  const common = {
+    config,
+    env,
+    docker: () => (dockerProbe ??= probeDocker(config.dockerHost, config.dockerHosts[0]!)),
+    lock,
+  };
+
+  const url = config.databaseUrl;
+  if (url) {
+    // PostgreSQL: connected at the first query, never migrated; a small pool of its own.
+    let pg: Promise<SQL | null> | undefined;
+    let pgError: string | null = null;
+    const connect = () =>
+      (pg ??= (async () => {
+        const sql = new SQL(url, { max: 2, idleTimeout: 10, connectionTimeout: PG_CONNECT_TIMEOUT_S });
+        try {
+          await withTimeout(sql.unsafe("SELECT 1"), (PG_CONNECT_TIMEOUT_S + 2) * 1000, "connecting");
+          return sql;
+        } catch (e) {
+          pgError = pgErrorMessage(e, url);
+          await sql.close({ timeout: 1 }).catch(() => {});
+          return null;
+        }
+      })());
+    return {
+      ...common,
+      dialect: "postgres",
+      location: redactDatabaseUrl(url),
+      async rows<T>(text: string) {
+        const sql = await connect();
+        if (!sql) return null;
+        try {
+          return [...(await sql.unsafe(text))] as T[];
+        } catch (e) {
+          throw new Error(pgErrorMessage(e, url));
+        }
+      },
+      async dbError() {
+        await connect();
+        return pgError;
+      },
+      sqlite: () => null,
+      async close() {
+        const sql = await pg;
+        await sql?.close({ timeout: 5 }).catch(() => {});
+      },
+    };
+  }
+
   let db: Database | null | undefined;
   let dbError: string | null = null;
-  let holder: number | null | Error | undefined;
+  const path = join(config.dataDir, DB_FILE);
   const openDb = () => {
     if (db !== undefined) return db;
     db = null;
-    const path = join(config.dataDir, DB_FILE);
     if (!existsSync(path)) return db;
     try {
       const d = new Database(path, { readonly: true });
@@ -719,25 +864,19 @@ export function createContext(config: Config, env: Record<string, string | undef
     return db;
   };
   return {
-    config,
-    env,
-    docker: () => (dockerProbe ??= probeDocker(config.dockerHost, config.dockerHosts[0]!)),
-    db: openDb,
-    dbError() {
+    ...common,
+    dialect: "sqlite",
+    location: path,
+    async rows<T>(text: string) {
+      const d = openDb();
+      return d ? (d.query(text).all() as T[]) : null;
+    },
+    async dbError() {
       openDb();
       return dbError;
     },
-    lock() {
-      if (holder === undefined) {
-        try {
-          holder = lockHolder(config.dataDir);
-        } catch (e) {
-          holder = e as Error;
-        }
-      }
-      return holder;
-    },
-    close() {
+    sqlite: openDb,
+    async close() {
       db?.close();
     },
   };
@@ -756,7 +895,7 @@ export async function runChecks(config: Config, opts: { checks?: Check[]; env?: 
       }
     }
   } finally {
-    ctx.close();
+    await ctx.close();
   }
   return out;
 }

@@ -5,6 +5,7 @@
  */
 import type { DB } from "../db/client.ts";
 import type { EnvValue, ModelConfig, ProfileRow, WorkspaceRow } from "../db/schema.ts";
+import type { Unit } from "../db/unit.ts";
 import type { WorkspaceOps } from "./tools/types.ts";
 
 export type { ProfileRow, WorkspaceRow };
@@ -47,11 +48,13 @@ export interface NotifyInput {
 export interface NotificationsDep {
   /** Queues a notification (a transaction of its own). */
   enqueue(input: NotifyInput): Promise<{ id: string; status: "pending" } | null>;
-  /** The platform notification for a failed task (one wording for every failure), written synchronously in the caller's transaction `db`. */
-  taskFailed(t: { userId: string; taskId: string; playbookId?: string | null; code?: string | null; error: string }, db: DB): unknown;
-  /** The platform notification at the end of a playbook run, written synchronously in the caller's transaction `db`. */
+  /** The platform notification for a failed task (one wording for every failure): a unit of the caller's transaction `db` (then `wake`). */
+  taskFailed(t: { userId: string; taskId: string; playbookId?: string | null; code?: string | null; error: string }, db: DB): Unit<unknown>;
+  /** The platform notification at the end of a playbook run: a unit of the caller's transaction `db` (then `wake`). */
   playbookRunEnded(
     r: { userId: string; playbookId: string; taskId: string; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null },
     db: DB,
-  ): unknown;
+  ): Unit<unknown>;
+  /** Wakes the delivery worker once a transaction that queued a notification has committed. */
+  wake(): void;
 }

@@ -7,7 +7,7 @@
 import type { Logger } from "../log.ts";
 import type { FrameInput, TaskFrameInput } from "../schema/stream.ts";
 import type { Hub } from "../events/hub.ts";
-import type { EventLog } from "../events/log.ts";
+import type { EventStore } from "../events/log.ts";
 import { AppError, type ErrorCode } from "../lib/errors.ts";
 import type { AgentMetricsDep, ProfileRow, SecretsDep, WorkspacesDep, NotificationsDep } from "./deps.ts";
 import { polishResultText } from "./polish.ts";
@@ -37,7 +37,7 @@ export interface LoopDeps {
   log: Logger;
   hub: Hub;
   /** Flushed before a side effect, so its tool_use frame is durable first. */
-  eventLog: EventLog;
+  eventLog: EventStore;
   tasks: Tasks;
   sessions: AgentSessions;
   transcript: Transcript;
@@ -243,7 +243,7 @@ export class AgentLoop {
       }
       // Nobody watches a scheduled or triggered run: its owner hears of the question on the webhook.
       if (asking && (task.trigger === "schedule" || task.trigger === "hook")) await this.notifyQuestion(task, questions, dueAt);
-      this.d.eventLog.flush();
+      await this.d.eventLog.flush();
       return "waiting";
     }
     this.emit(task, { type: "task:tool_use", tool: use.name, tool_use_id: use.id, input: use.input });
@@ -251,7 +251,7 @@ export class AgentLoop {
     if (invalid) return this.finishTool(task, use, invalid, true);
     // Durable before side effects: the tool_use frame and the in-flight marker.
     await tasks.update(task.id, { pending_tool_use_id: use.id });
-    this.d.eventLog.flush();
+    await this.d.eventLog.flush();
     const tool = isExtra ? null : toolByName(use.name)!;
     // The workspace resolves the vault at every exec: a secret set or rotated since the model
     // request (or during the command) must be scrubbed from this output too.

@@ -7,6 +7,7 @@
  */
 import type { DB } from "../db/client.ts";
 import { FINAL_TASK_STATUSES, type RepositoryConfig } from "../db/schema.ts";
+import { transact, type Unit } from "../db/unit.ts";
 import { checkRepositories } from "../git/repository.ts";
 import type { FrameInput } from "../schema/stream.ts";
 import type { Submit } from "../schema/task.ts";
@@ -16,7 +17,7 @@ import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { AgentLoop, type LoopDeps, type Outcome } from "./loop.ts";
 import type { SessionHooks, SessionLifecycle } from "./session-lifecycle.ts";
 import { type SessionRow, titleFrom } from "./sessions.ts";
-import { roundUsd, type RunOptions, type TaskRow } from "./tasks.ts";
+import { type NewTask, roundUsd, type RunOptions, type TaskRow } from "./tasks.ts";
 
 export type { RunOptions };
 import { ASK_USER } from "./tools/index.ts";
@@ -32,16 +33,16 @@ export interface OrchestratorDeps extends LoopDeps {
   };
   /** Where a session's own repositories may point (the network rule of src/agents/outbound.ts; wired by the app). */
   repositoriesAllowed?: (userId: string, repositories: RepositoryConfig[]) => Promise<void>;
-  /** A playbook's name for the notification at the end of its runs, read inside that transaction (wired by the app). */
-  playbookName?: (playbookId: string, tx: DB) => string | null;
+  /** A playbook's name for the notification at the end of its runs: a unit of that transaction (wired by the app). */
+  playbookName?: (playbookId: string, tx: DB) => Unit<string | null>;
 }
 
 /** A submission (schema/task.ts: POST /v1/tasks, task.submit, session.turn), and the playbook run it is, if any. */
 export type SubmitInput = Submit & { run?: RunOptions | null };
 
 export interface SubmitHooks extends SessionHooks {
-  /** Runs inside the transaction that creates a new session and its task (a scheduler claims its slot there). */
-  inTransaction?: (tx: DB, task: TaskRow) => void;
+  /** A unit of the transaction that creates a new session and its task (a scheduler claims its slot there). */
+  inTransaction?: (tx: DB, task: TaskRow) => Unit<void>;
 }
 
 /** A session the queue has taken: it is picking its next task, or running it. */
@@ -113,11 +114,7 @@ export class Orchestrator {
       profile,
       titleFrom(input.prompt),
       hooks,
-      (tx, s) => {
-        const task = this.d.tasks.createIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) });
-        hooks.inTransaction?.(tx, task);
-        return task;
-      },
+      (tx, s) => this.firstTaskIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) }, hooks),
       repositories,
     );
     if (r.error) {
@@ -127,6 +124,13 @@ export class Orchestrator {
     this.pump(r.session.id);
     // The task as accepted (queued); the queue may already have started it.
     return { task: r.task!, session: r.session, created: true };
+  }
+
+  /** A new session's first task, and what the submitter does in the same transaction (`inTransaction`). */
+  private *firstTaskIn(tx: DB, input: NewTask, hooks: SubmitHooks): Unit<TaskRow> {
+    const task = yield* this.d.tasks.createIn(tx, input);
+    if (hooks.inTransaction) yield* hooks.inTransaction(tx, task);
+    return task;
   }
 
   /**
@@ -213,19 +217,34 @@ export class Orchestrator {
     const toolUseId = question !== undefined ? task.pending_tool_use_id : null;
     const patch: Partial<TaskRow> = { status, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null };
     if (error) Object.assign(patch, { error_code: error.code, error_message: error.message });
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    const ended = this.d.db.transaction((tx) => {
-      if (!this.d.tasks.updateIn(tx, task.id, patch, task.status)) return false;
-      if (toolUseId) this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: toolUseId, content: question!, is_error: true });
-      if (task.playbook_id) this.runEnded(task, status, error && `${error.code}: ${error.message}`, tx);
-      else if (error) this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, code: error.code, error: error.message }, tx);
-      return true;
-    });
+    const ended = await transact(this.d.db, (tx) => this.endIn(tx, task, status, patch, error, toolUseId, question));
     if (!ended) return false;
+    if (toolUseId) this.d.transcript.release(task.session_id);
+    if (task.playbook_id || error) this.d.notifications.wake();
     this.ended(task, status);
     if (toolUseId) this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: toolUseId, output: question!, is_error: true });
     if (error) this.publish(task.session_id, { type: "task:failed", task_id: task.id, error: error.message, code: error.code });
     else this.publish(task.session_id, { type: "task:done", task_id: task.id, status: status as "completed" | "cancelled" });
+    return true;
+  }
+
+  /**
+   * `end`'s transaction: the conditional status change, the question's result and the platform
+   * notification commit together (or, the task having moved on, nothing is written).
+   */
+  private *endIn(
+    tx: DB,
+    task: TaskRow,
+    status: "completed" | "cancelled" | "failed",
+    patch: Partial<TaskRow>,
+    error: { code: ErrorCode; message: string } | null,
+    toolUseId: string | null,
+    question: string | undefined,
+  ): Unit<boolean> {
+    if (!(yield* this.d.tasks.updateIn(tx, task.id, patch, task.status))) return false;
+    if (toolUseId) yield* this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: toolUseId, content: question!, is_error: true });
+    if (task.playbook_id) yield* this.runEnded(task, status, error && `${error.code}: ${error.message}`, tx);
+    else if (error) yield* this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, code: error.code, error: error.message }, tx);
     return true;
   }
 
@@ -234,14 +253,12 @@ export class Orchestrator {
     this.d.metrics?.taskEnded(status, (this.d.now() - (task.started_at ?? task.created_at)) / 1000);
   }
 
-  /** The platform notification at the end of every playbook run: status, cost and (failed) why. */
-  private runEnded(task: TaskRow, status: "completed" | "cancelled" | "failed", why: string | null, tx: DB) {
-    const t = this.d.tasks.byIdIn(tx, task.id) ?? task;
+  /** The platform notification at the end of every playbook run: status, cost and (failed) why (a unit of `end`'s transaction). */
+  private *runEnded(task: TaskRow, status: "completed" | "cancelled" | "failed", why: string | null, tx: DB): Unit<void> {
+    const t = (yield* this.d.tasks.byIdIn(tx, task.id)) ?? task;
     const cost = `cost $${roundUsd(t.cost_usd)}, ${t.turns} model request${t.turns === 1 ? "" : "s"}`;
-    this.d.notifications.playbookRunEnded(
-      { userId: t.user_id, playbookId: t.playbook_id!, taskId: t.id, playbookName: this.d.playbookName?.(t.playbook_id!, tx) ?? null, status, detail: why ? `${why} (${cost})` : cost },
-      tx,
-    );
+    const playbookName = this.d.playbookName ? yield* this.d.playbookName(t.playbook_id!, tx) : null;
+    yield* this.d.notifications.playbookRunEnded({ userId: t.user_id, playbookId: t.playbook_id!, taskId: t.id, playbookName, status, detail: why ? `${why} (${cost})` : cost }, tx);
   }
 
   /** Fails the tasks whose question waited past their answer_timeout; re-arms for the next one. */
@@ -286,16 +303,19 @@ export class Orchestrator {
     if (task.status !== "waiting_input" || !toolUseId) throw notWaiting(task);
     // The answer stored and the task running again, only if it still waits (not cancelled,
     // expired or answered meanwhile).
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    const answered = this.d.db.transaction((tx) => {
-      if (!this.d.tasks.updateIn(tx, task.id, { status: "running", pending_tool_use_id: null, answer_due_at: null }, "waiting_input")) return false;
-      this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: toolUseId, content: answer });
-      return true;
-    });
+    const answered = await transact(this.d.db, (tx) => this.answerIn(tx, task, toolUseId, answer));
     if (!answered) throw notWaiting((await this.d.tasks.byId(task.id)) ?? task);
+    this.d.transcript.release(task.session_id);
     this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: toolUseId, output: answer, is_error: false });
     this.pump(task.session_id);
     return (await this.d.tasks.byId(task.id))!;
+  }
+
+  /** `answer`'s transaction: the task running again and the answer stored, together, only while it still waits. */
+  private *answerIn(tx: DB, task: TaskRow, toolUseId: string, answer: string): Unit<boolean> {
+    if (!(yield* this.d.tasks.updateIn(tx, task.id, { status: "running", pending_tool_use_id: null, answer_due_at: null }, "waiting_input"))) return false;
+    yield* this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: toolUseId, content: answer });
+    return true;
   }
 
   /** Stops the session's running task (it ends cancelled), waiting a few seconds for it; before a session is deleted. */
@@ -347,7 +367,7 @@ export class Orchestrator {
     const entries = [...this.running.values()];
     for (const e of entries) e.ctl.abort("shutdown");
     await Promise.race([Promise.allSettled(entries.map((e) => e.done)), Bun.sleep(STOP_WAIT_MS)]);
-    this.d.eventLog.flush();
+    await this.d.eventLog.flush();
   }
 
   /** Resolves once no task of the session is running in this process (tests, shutdown). */

@@ -10,6 +10,7 @@ import { isId, newId } from "../db/ids.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
 import { type ModelConfig, type ProfileRow } from "../db/schema.ts";
 import { profiles } from "../db/tables.ts";
+import { isPostgres } from "../db/unit.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { VersionedJson } from "../lib/versioned-json.ts";
 import { iso } from "../lib/time.ts";
@@ -233,11 +234,12 @@ export class Profiles {
     if (Bun.deepEquals(fields, fieldsOf(current))) return current;
     await this.allowed(userId, fields, false);
     // updated_at rises with every update, in the statement itself (concurrent ones included): it is
-    // the version the read routes' stored JSON is keyed by. SQLite's scalar max() (PostgreSQL:
-    // greatest()): a per-dialect statement later (issue 17).
+    // the version the read routes' stored JSON is keyed by: the larger of now and the last + 1
+    // (SQLite's scalar max() is PostgreSQL's greatest()).
+    const larger = isPostgres(this.db) ? sql`greatest` : sql`max`;
     const [stored] = await this.db
       .update(profiles)
-      .set({ ...fields, updated_at: sql`max(${this.now()}, ${profiles.updated_at} + 1)` })
+      .set({ ...fields, updated_at: sql`${larger}(${this.now()}, ${profiles.updated_at} + 1)` })
       .where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId)))
       .returning({ updated_at: profiles.updated_at });
     if (!stored) throw Errors.notFound("Profile", profileId);

@@ -6,7 +6,8 @@
  */
 import type { DB } from "../db/client.ts";
 import type { RepositoryConfig } from "../db/schema.ts";
-import type { EventLog } from "../events/log.ts";
+import { transact, type Unit } from "../db/unit.ts";
+import type { EventStore } from "../events/log.ts";
 import type { Hub } from "../events/hub.ts";
 import { AppError } from "../lib/errors.ts";
 import type { AgentMetricsDep, ProfileRow, ProfilesDep, SecretsDep, WorkspaceRow, WorkspacesDep } from "./deps.ts";
@@ -14,7 +15,7 @@ import type { AgentSessions, SessionRow } from "./sessions.ts";
 import type { TaskRow } from "./tasks.ts";
 
 export interface SessionHooks {
-  /** Called synchronously once a new session exists, before `session.ready` is published. */
+  /** Called synchronously once a new session exists (its transaction committed), before `session.ready` is published. */
   onSession?: (sessionId: string) => void;
 }
 
@@ -29,7 +30,7 @@ export interface OpenedSession {
 export interface SessionLifecycleDeps {
   db: DB;
   hub: Hub;
-  eventLog: EventLog;
+  eventLog: EventStore;
   sessions: AgentSessions;
   profiles: ProfilesDep;
   secrets: SecretsDep;
@@ -54,19 +55,13 @@ export class SessionLifecycle {
     profile: ProfileRow,
     title: string | null,
     hooks: SessionHooks = {},
-    withTask?: (tx: DB, session: SessionRow) => TaskRow,
+    withTask?: (tx: DB, session: SessionRow) => Unit<TaskRow>,
     repositories: RepositoryConfig[] | null = null,
   ): Promise<OpenedSession> {
     const started = performance.now();
     // The env reaches the workspace per exec; a secret it names that is missing is refused now.
     await this.d.secrets.resolveEnv(userId, profile.env);
-    let task: TaskRow | undefined;
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    const session = this.d.db.transaction((tx) => {
-      const s = this.d.sessions.create(userId, profile.id, title, repositories);
-      if (withTask) task = withTask(tx, s);
-      return s;
-    });
+    const { session, task } = await transact(this.d.db, (tx) => this.createIn(tx, userId, profile, title, withTask, repositories));
     hooks.onSession?.(session.id);
     let ws: WorkspaceRow;
     try {
@@ -79,6 +74,20 @@ export class SessionLifecycle {
     this.d.hub.publish(session.id, { type: "session.ready", container_id: ws.id, container_name: ws.name, profile_id: profile.id });
     this.d.metrics?.sessionReady((performance.now() - started) / 1000);
     return { session, task, workspace: ws, error: null };
+  }
+
+  /** The session's row and, with `withTask`, its first task: they commit together. */
+  private *createIn(
+    tx: DB,
+    userId: string,
+    profile: ProfileRow,
+    title: string | null,
+    withTask: ((tx: DB, session: SessionRow) => Unit<TaskRow>) | undefined,
+    repositories: RepositoryConfig[] | null,
+  ): Unit<{ session: SessionRow; task: TaskRow | undefined }> {
+    const session = yield* this.d.sessions.createIn(tx, userId, profile.id, title, repositories);
+    const task = withTask ? yield* withTask(tx, session) : undefined;
+    return { session, task };
   }
 
   /** `session.start` / `POST /v1/sessions`: a session and its workspace, without a task. */

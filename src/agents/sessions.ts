@@ -2,11 +2,12 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
-import { preparedInsert } from "../db/prepared.ts";
+import { preparedInsertStep } from "../db/prepared.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { ACTIVE_TASK_STATUSES, type RepositoryConfig, type SessionRow } from "../db/schema.ts";
 import { sessions, tasks, workspaces } from "../db/tables.ts";
-import type { EventLog } from "../events/log.ts";
+import { run, transact, type Unit } from "../db/unit.ts";
+import type { EventStore } from "../events/log.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import type { SessionRecord } from "../schema/session.ts";
@@ -20,25 +21,27 @@ export const titleFrom = (prompt: string) => {
 };
 
 export class AgentSessions {
-  /** Prepared once (a new session on every session.start); runs inside the caller's transaction (one connection). */
+  /** Prepared once on SQLite (a new session on every session.start); a statement of the caller's unit. */
   private insertRow;
 
   constructor(
     private db: DB,
     private now: () => number,
-    private log: EventLog,
+    private log: EventStore,
   ) {
-    this.insertRow = preparedInsert(db, sessions);
+    this.insertRow = preparedInsertStep(db, sessions);
   }
 
-  /**
-   * Synchronous: it runs inside the caller's transaction (SessionLifecycle.open's), where the
-   * prepared insert runs on the one connection (SQLite-specific; a per-dialect insert later, issue 17).
-   */
-  create(userId: string, profileId: string, title: string | null, repositories: RepositoryConfig[] | null = null): SessionRow {
+  /** A new session in a transaction of its own (tests, tools: a session without a workspace). */
+  async create(userId: string, profileId: string, title: string | null, repositories: RepositoryConfig[] | null = null): Promise<SessionRow> {
+    return transact(this.db, (tx) => this.createIn(tx, userId, profileId, title, repositories));
+  }
+
+  /** A new session as a unit: it commits with the caller's transaction (SessionLifecycle.open's). */
+  *createIn(tx: DB, userId: string, profileId: string, title: string | null, repositories: RepositoryConfig[] | null = null): Unit<SessionRow> {
     const now = this.now();
     const row: SessionRow = { id: newId("session"), user_id: userId, profile_id: profileId, title, input_tokens: 0, output_tokens: 0, cost_usd: 0, seq_reserved: 0, repositories, created_at: now, updated_at: now };
-    this.insertRow(row);
+    yield* run(this.insertRow(tx, row));
     return row;
   }
 
@@ -106,7 +109,7 @@ export class AgentSessions {
    */
   async eventsJson(userId: string, id: string, isAdmin: boolean, after: number, limit: number): Promise<string> {
     await this.get(userId, id);
-    const rows = this.log.read(id, after, limit + 1, isAdmin);
+    const rows = await this.log.read(id, after, limit + 1, isAdmin);
     let cut = rows.length;
     let counted = 0;
     let last = after;

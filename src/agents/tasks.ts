@@ -1,10 +1,11 @@
 /** Task rows: creation, state changes, the API record, owner-scoped lookups and lists. */
 import { and, asc, eq, inArray, lte, min, type SQL, sql } from "drizzle-orm";
-import { affected, type DB, first } from "../db/client.ts";
+import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { ACTIVE_TASK_STATUSES, type RunTrigger, type TaskRow, type TaskStatus } from "../db/schema.ts";
 import { tasks } from "../db/tables.ts";
+import { first as firstIn, run, type Unit } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import type { TaskRecord } from "../schema/task.ts";
@@ -72,10 +73,10 @@ export class Tasks {
     return row;
   }
 
-  /** `create` inside the caller's transaction (synchronous, as SQLite's transactions are). */
-  createIn(tx: DB, input: NewTask): TaskRow {
+  /** `create` as a unit: the task commits with the caller's transaction. */
+  *createIn(tx: DB, input: NewTask): Unit<TaskRow> {
     const row = this.newRow(input);
-    tx.insert(tasks).values(row).run();
+    yield* run(tx.insert(tasks).values(row));
     return row;
   }
 
@@ -116,9 +117,9 @@ export class Tasks {
     return first(this.db.select().from(tasks).where(eq(tasks.id, id)));
   }
 
-  /** `byId` inside the caller's transaction (synchronous, as SQLite's transactions are). */
-  byIdIn(tx: DB, id: string): TaskRow | undefined {
-    return tx.select().from(tasks).where(eq(tasks.id, id)).get();
+  /** `byId` as a unit (a read inside the caller's transaction). */
+  *byIdIn(tx: DB, id: string): Unit<TaskRow | undefined> {
+    return yield* firstIn(tx.select().from(tasks).where(eq(tasks.id, id)).limit(1));
   }
 
   /** Waiting tasks whose question is past its answer_due_at. */
@@ -149,11 +150,11 @@ export class Tasks {
   }
 
   /**
-   * `update` inside the caller's transaction (synchronous, as SQLite's transactions are); with
-   * `from`, only while the task's status is still `from`. Whether the row was changed.
+   * `update` as a unit (inside the caller's transaction); with `from`, only while the task's
+   * status is still `from`. Whether the row was changed.
    */
-  updateIn(tx: DB, id: string, patch: Partial<TaskRow>, from?: TaskStatus): boolean {
-    return affected(tx.update(tasks).set(patch).where(from ? and(eq(tasks.id, id), eq(tasks.status, from)) : eq(tasks.id, id)).run()) > 0;
+  *updateIn(tx: DB, id: string, patch: Partial<TaskRow>, from?: TaskStatus): Unit<boolean> {
+    return (yield* run(tx.update(tasks).set(patch).where(from ? and(eq(tasks.id, id), eq(tasks.status, from)) : eq(tasks.id, id)))) > 0;
   }
 
   /**

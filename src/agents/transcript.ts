@@ -15,9 +15,10 @@
  * Nothing may mutate a step's content: the tail hands out the same objects each time.
  */
 import type { Database, Statement } from "bun:sqlite";
-import { sql } from "drizzle-orm";
+import { and, asc, eq, gt, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { messages } from "../db/tables.ts";
+import { first, isPostgres, transact, type Unit } from "../db/unit.ts";
 import type { ChatMessage, ContentBlock } from "./providers/types.ts";
 
 type ToolResultBlock = Extract<ContentBlock, { type: "tool_result" }>;
@@ -33,6 +34,9 @@ export interface StoredStep {
 
 const NOT_RUN = "[not run: the task ended before this tool call was executed]";
 
+/** Rows a PostgreSQL load reads at a time (it has no row-at-a-time iterator; see `steps`). */
+const LOAD_PAGE = 200;
+
 interface StepRow {
   id: number;
   task_id: string;
@@ -41,39 +45,72 @@ interface StepRow {
 }
 
 export class Transcript {
-  /** bun:sqlite's row-at-a-time iteration (SQLite-specific; a per-dialect read later, issue 17). */
-  private loadStmt: Statement<StepRow, [string]>;
+  /** bun:sqlite's row-at-a-time iteration; null on PostgreSQL, which reads pages (`loadPages`). */
+  private loadStmt: Statement<StepRow, [string]> | null;
   /** The in-memory tail of each session whose task is running (see the file's comment). */
   private tails = new Map<string, StoredStep[]>();
   /** Characters of stored JSON in each tail (what a model request built from it roughly weighs). */
   private sizes = new Map<string, number>();
+  /** PostgreSQL: step content is bound as text and cast to jsonb (`row`). */
+  private readonly pg: boolean;
 
   constructor(
     private db: DB,
     private now: () => number,
   ) {
-    const sqlite = (db as unknown as { $client: Database }).$client;
-    this.loadStmt = sqlite.prepare("SELECT id, task_id, role, content FROM messages WHERE session_id = ? ORDER BY id");
+    this.pg = isPostgres(db);
+    const sqlite = this.pg ? null : (db as unknown as { $client: Database }).$client;
+    this.loadStmt = sqlite?.prepare("SELECT id, task_id, role, content FROM messages WHERE session_id = ? ORDER BY id") ?? null;
   }
 
   /**
    * The session's steps in order: the in-memory tail, loaded from the database at the first call
-   * (a row at a time, so the stored JSON and its parsed copy of the whole conversation are never
-   * held together). The array grows as steps are added; call `release` when the task stops.
+   * (SQLite: a row at a time; PostgreSQL: a page at a time — so the stored JSON and its parsed
+   * copy of the whole conversation are never held together). The array grows as steps are added;
+   * call `release` when the task stops.
    */
   async steps(sessionId: string): Promise<StoredStep[]> {
     let tail = this.tails.get(sessionId);
     if (!tail) {
       tail = [];
       let size = 0;
-      for (const r of this.loadStmt.iterate(sessionId)) {
-        size += r.content.length;
-        tail.push({ id: r.id, task_id: r.task_id, role: r.role, content: JSON.parse(r.content) });
-      }
+      if (this.loadStmt) {
+        for (const r of this.loadStmt.iterate(sessionId)) {
+          size += r.content.length;
+          tail.push({ id: r.id, task_id: r.task_id, role: r.role, content: JSON.parse(r.content) });
+        }
+      } else size = await this.loadPages(sessionId, tail);
+      // Another call loaded it meanwhile (PostgreSQL's load awaits): keep the one already handed out.
+      const loaded = this.tails.get(sessionId);
+      if (loaded) return loaded;
       this.tails.set(sessionId, tail);
       this.sizes.set(sessionId, size);
     }
     return tail;
+  }
+
+  /**
+   * PostgreSQL's load: the session's rows in pages, keyset on id (jsonb arrives parsed; its size
+   * is the length of its text form, as close to the stored JSON's as the tail's sizes need).
+   * Adds the steps to `tail`; answers their size.
+   */
+  private async loadPages(sessionId: string, tail: StoredStep[]): Promise<number> {
+    let size = 0;
+    let after = 0;
+    for (;;) {
+      const rows = await this.db
+        .select({ id: messages.id, task_id: messages.task_id, role: messages.role, content: messages.content, size: sql<number>`length(${messages.content}::text)` })
+        .from(messages)
+        .where(and(eq(messages.session_id, sessionId), gt(messages.id, after)))
+        .orderBy(asc(messages.id))
+        .limit(LOAD_PAGE);
+      for (const r of rows) {
+        size += Number(r.size);
+        tail.push({ id: r.id, task_id: r.task_id, role: r.role, content: r.content });
+      }
+      if (rows.length < LOAD_PAGE) return size;
+      after = rows[rows.length - 1]!.id;
+    }
   }
 
   /** Drops the session's in-memory tail (its task ended or waits for an answer). */
@@ -105,12 +142,12 @@ export class Transcript {
   }
 
   /**
-   * `addToolResult` inside the caller's transaction (synchronous, as SQLite's are): the session's
-   * tail, if it has one, is dropped (read again at its next use, after the commit).
+   * `addToolResult` as a unit (the result commits with the caller's transaction). The session's
+   * tail does not get the step: the caller calls `release` once the transaction has committed, so
+   * the tail is read again at its next use (a tail loaded before the commit would lack the step).
    */
-  addToolResultIn(tx: DB, sessionId: string, taskId: string, block: ToolResultBlock): void {
-    this.writeIn(tx, sessionId, taskId, "tool_result", block);
-    this.release(sessionId);
+  *addToolResultIn(tx: DB, sessionId: string, taskId: string, block: ToolResultBlock): Unit<void> {
+    yield* this.writeIn(tx, sessionId, taskId, "tool_result", block);
   }
 
   /**
@@ -118,9 +155,15 @@ export class Transcript {
    * new chain's first message, in one transaction, so a restart resumes in exactly one of the two.
    */
   async addChain(sessionId: string, taskId: string, result: ToolResultBlock, text: string): Promise<void> {
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    const steps = this.db.transaction((tx) => [this.writeIn(tx, sessionId, taskId, "tool_result", result), this.writeIn(tx, sessionId, taskId, "chain", { text })]);
+    const steps = await transact(this.db, (tx) => this.chainIn(tx, sessionId, taskId, result, text));
     this.add(sessionId, steps);
+  }
+
+  /** The two steps of `addChain`, committed together. */
+  private *chainIn(tx: DB, sessionId: string, taskId: string, result: ToolResultBlock, text: string): Unit<(StoredStep & { size: number })[]> {
+    const ended = yield* this.writeIn(tx, sessionId, taskId, "tool_result", result);
+    const started = yield* this.writeIn(tx, sessionId, taskId, "chain", { text });
+    return [ended, started];
   }
 
   /** How many chains the task has started (its continuations). */
@@ -142,15 +185,20 @@ export class Transcript {
    * caller hands it over and must not change it; our callers build it fresh for the call, with no
    * undefined members, so it equals what a read of the row gives.
    */
-  private writeIn(tx: DB, sessionId: string, taskId: string, role: StoredStep["role"], content: unknown): StoredStep & { size: number } {
+  private *writeIn(tx: DB, sessionId: string, taskId: string, role: StoredStep["role"], content: unknown): Unit<StoredStep & { size: number }> {
     const json = JSON.stringify(content);
-    const r = tx.insert(messages).values(this.row(sessionId, taskId, role, json)).returning({ id: messages.id }).get()!;
+    const r = (yield* first(tx.insert(messages).values(this.row(sessionId, taskId, role, json)).returning({ id: messages.id })))!;
     return { id: r.id, task_id: taskId, role, content, size: json.length };
   }
 
-  /** The row of a step whose content is serialized already (bound as it is: not serialized again). */
+  /**
+   * The row of a step whose content is serialized already (bound as it is: not serialized again).
+   * PostgreSQL: bound as text and cast — Bun's SQL client JSON-encodes a value bound to a jsonb
+   * parameter, so the bare string would be stored as a jsonb *string* and read back unparsed.
+   */
   private row(sessionId: string, taskId: string, role: StoredStep["role"], json: string) {
-    return { session_id: sessionId, task_id: taskId, role, content: sql`${json}`, created_at: this.now() };
+    const content = this.pg ? sql`${json}::text::jsonb` : sql`${json}`;
+    return { session_id: sessionId, task_id: taskId, role, content, created_at: this.now() };
   }
 
   private add(sessionId: string, steps: (StoredStep & { size: number })[]) {

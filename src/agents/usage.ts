@@ -2,7 +2,10 @@
  * Usage reports (GET /v1/usage): the caller's tasks — tokens, cost, count — summed per UTC day
  * or per profile over a range (by the task's creation time; a task's figures are its totals).
  */
-import type { Database, Statement } from "bun:sqlite";
+import { and, asc, count, desc, eq, gte, lt, sql } from "drizzle-orm";
+import type { DB } from "../db/client.ts";
+import { profiles, tasks } from "../db/tables.ts";
+import { isPostgres } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import { USAGE_MAX_DAYS, type UsageGroup, type UsageReport } from "../schema/usage.ts";
 
@@ -16,23 +19,43 @@ interface Row {
   cost_usd: number;
 }
 
-export class UsageReports {
-  private byDay: Statement<Row, [string, number, number]>;
-  private byProfile: Statement<Row & { profile_name: string | null }, [string, number, number]>;
+/** The sums of a group, numbers in both dialects (PostgreSQL's sum() of a bigint is numeric: a string). */
+const sums = () => ({
+  tasks: count(),
+  input_tokens: sql<number>`coalesce(sum(${tasks.input_tokens}), 0)`.mapWith(Number),
+  output_tokens: sql<number>`coalesce(sum(${tasks.output_tokens}), 0)`.mapWith(Number),
+  cost_usd: sql<number>`coalesce(sum(${tasks.cost_usd}), 0)`.mapWith(Number),
+});
 
+export class UsageReports {
   constructor(
-    sqlite: Database,
+    private db: DB,
     private now: () => number,
-  ) {
-    // SQLite SQL (strftime/unixepoch; a correlated subquery on an ungrouped column): a per-dialect statement later (issue 17).
-    const sums = "count(*) AS tasks, coalesce(sum(input_tokens), 0) AS input_tokens, coalesce(sum(output_tokens), 0) AS output_tokens, coalesce(sum(cost_usd), 0) AS cost_usd";
-    this.byDay = sqlite.prepare(
-      `SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS key, ${sums} FROM tasks WHERE user_id = ? AND created_at >= ? AND created_at < ? GROUP BY key`,
-    );
-    this.byProfile = sqlite.prepare(
-      `SELECT t.profile_id AS key, (SELECT name FROM profiles p WHERE p.id = t.profile_id AND p.user_id = t.user_id) AS profile_name, ${sums.replace(/\b(input_tokens|output_tokens|cost_usd)\)/g, "t.$1)")}
-       FROM tasks t WHERE t.user_id = ? AND t.created_at >= ? AND t.created_at < ? GROUP BY t.profile_id ORDER BY cost_usd DESC, key`,
-    );
+  ) {}
+
+  /** The caller's tasks created in [from, to), summed per UTC day (key YYYY-MM-DD; days without tasks absent). */
+  private async byDay(userId: string, from: number, to: number): Promise<Row[]> {
+    // The task's creation day in UTC, in each dialect's words (no parameters: GROUP BY repeats it).
+    const day = isPostgres(this.db)
+      ? sql<string>`to_char(to_timestamp(${tasks.created_at} / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')`
+      : sql<string>`strftime('%Y-%m-%d', ${tasks.created_at} / 1000, 'unixepoch')`;
+    return this.db
+      .select({ key: day, ...sums() })
+      .from(tasks)
+      .where(and(eq(tasks.user_id, userId), gte(tasks.created_at, from), lt(tasks.created_at, to)))
+      .groupBy(day);
+  }
+
+  /** The same per profile (with its name while it exists), the most expensive first. */
+  private async byProfile(userId: string, from: number, to: number): Promise<(Row & { profile_name: string | null })[]> {
+    const s = sums();
+    return this.db
+      .select({ key: tasks.profile_id, profile_name: profiles.name, ...s })
+      .from(tasks)
+      .leftJoin(profiles, and(eq(profiles.id, tasks.profile_id), eq(profiles.user_id, tasks.user_id)))
+      .where(and(eq(tasks.user_id, userId), gte(tasks.created_at, from), lt(tasks.created_at, to)))
+      .groupBy(tasks.profile_id, profiles.name)
+      .orderBy(desc(s.cost_usd), asc(tasks.profile_id));
   }
 
   /** The report; `from` defaults to 30 days before `to`, `to` to now. */
@@ -51,7 +74,7 @@ export class UsageReports {
     const round = (n: number) => Math.round(n * 1e6) / 1e6;
     let data: UsageReport["data"];
     if (group === "day") {
-      const rows = new Map(this.byDay.all(userId, from, to).map((r) => [r.key, r]));
+      const rows = new Map((await this.byDay(userId, from, to)).map((r) => [r.key, r]));
       data = [];
       for (let d = Math.floor(from / DAY) * DAY; d < to; d += DAY) {
         const key = new Date(d).toISOString().slice(0, 10);
@@ -59,7 +82,7 @@ export class UsageReports {
         data.push({ key, profile_name: null, tasks: r?.tasks ?? 0, input_tokens: r?.input_tokens ?? 0, output_tokens: r?.output_tokens ?? 0, cost_usd: round(r?.cost_usd ?? 0) });
       }
     } else {
-      data = this.byProfile.all(userId, from, to).map((r) => ({ ...r, cost_usd: round(r.cost_usd) }));
+      data = (await this.byProfile(userId, from, to)).map((r) => ({ ...r, cost_usd: round(r.cost_usd) }));
     }
     const totals = { tasks: 0, input_tokens: 0, output_tokens: 0, cost_usd: 0 };
     for (const b of data) {

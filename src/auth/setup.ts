@@ -7,9 +7,11 @@
  * The token is single use (consumed atomically before the account is created) and is refused
  * once any account exists (made by the CLI, for instance).
  */
-import { and, eq, sql } from "drizzle-orm";
-import { affected, type DB, first } from "../db/client.ts";
+import { eq } from "drizzle-orm";
+import { type DB, first } from "../db/client.ts";
 import { settings } from "../db/tables.ts";
+import { forNoKeyUpdate } from "../db/row-lock.ts";
+import { first as firstOf, isPostgres, run, transact, type Unit } from "../db/unit.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { randomToken, safeEqual, sha256Hex } from "../lib/crypto.ts";
 import { iso } from "../lib/time.ts";
@@ -81,11 +83,7 @@ export class SetupLinks {
     if (!s || !safeEqual(s.hash, presented)) throw Errors.unauthorized("This setup link is not valid (it was replaced by a newer one or already used)");
     if (s.expires_at <= this.now()) throw Errors.unauthorized("This setup link has expired: restart `runcell serve` to print a new one");
     // Spend the token first: of two concurrent requests with it, only one gets here.
-    // SQLite-specific (json_extract): gets a per-dialect form with PostgreSQL (issue 17).
-    const spent = await this.db
-      .delete(settings)
-      .where(and(eq(settings.key, KEY), sql`json_extract(${settings.value}, '$.hash') = ${s.hash}`));
-    if (affected(spent) !== 1) throw Errors.unauthorized("This setup link has already been used");
+    if (!(await transact(this.db, (tx) => spendToken(tx, s.hash), { immediate: true }))) throw Errors.unauthorized("This setup link has already been used");
     try {
       const user = await this.users.create({ email, name, password, role: "admin", emailVerified: true });
       const signedIn = await this.accounts.sessionFor(user, meta);
@@ -99,4 +97,17 @@ export class SetupLinks {
       throw e;
     }
   }
+}
+
+/**
+ * Deletes the stored setup token if it is still the one whose hash is `hash`: the read and the
+ * delete commit together (compared in code, not with the databases' different JSON functions).
+ * On PostgreSQL the read locks the row, so a concurrent spend waits and then finds it gone;
+ * SQLite's immediate transaction holds the write lock from the start. True when this call spent it.
+ */
+function* spendToken(tx: DB, hash: string): Unit<boolean> {
+  const read = tx.select({ value: settings.value }).from(settings).where(eq(settings.key, KEY));
+  const row = yield* firstOf(isPostgres(tx) ? forNoKeyUpdate(read) : read);
+  if ((row?.value as Stored | undefined)?.hash !== hash) return false;
+  return (yield* run(tx.delete(settings).where(eq(settings.key, KEY)))) === 1;
 }

@@ -84,6 +84,8 @@ export class ApiTokens {
     private audit?: AuditSink,
   ) {
     // Prepared once: read on every first use of a token (lookup is unique: one row at most).
+    // Both run through `execute()` outside any transaction, which both dialects have (on
+    // PostgreSQL drizzle's prepared query is the SQL rendered once, run on the pool).
     this.byLookup = db
       .select({ id: apiTokens.id, user_id: apiTokens.user_id, token_hash: apiTokens.token_hash })
       .from(apiTokens)

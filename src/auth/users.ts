@@ -6,6 +6,8 @@
  */
 import { count, eq } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
+import { forNoKeyUpdate } from "../db/row-lock.ts";
+import { first as firstOf, isPostgres, run, transact, type Unit } from "../db/unit.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type PolicyOverrides, type Role, type UserRow } from "../db/schema.ts";
@@ -140,23 +142,31 @@ export class Users {
   }
 
   /**
-   * The admin change read, merged (the policy overrides) and written as one block, so that of two
+   * The admin change read, merged (the policy overrides) and written as one unit, so that of two
    * concurrent patches neither loses the other's overrides: the row before it and what was set.
    * NOT_FOUND for an unknown id.
    */
   private async patchRow(id: string, patch: AdminUserPatch): Promise<{ before: UserRow; set: Partial<Pick<UserRow, "role" | "disabled" | "policy">> }> {
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    return this.db.transaction((tx) => {
-      const before = tx.select().from(users).where(eq(users.id, id)).get();
-      if (!before) throw Errors.notFound("User", id);
-      const set: Partial<Pick<UserRow, "role" | "disabled" | "policy">> = {};
-      if (patch.role !== undefined) set.role = patch.role;
-      if (patch.disabled !== undefined) set.disabled = patch.disabled;
-      if (patch.policy !== undefined) set.policy = mergeOverrides(before.policy, patch.policy);
-      if (Object.keys(set).length) tx.update(users).set({ ...set, updated_at: this.now() }).where(eq(users.id, id)).run();
-      return { before, set };
-    });
+    return transact(this.db, (tx) => patchUserRow(tx, id, patch, this.now()), { immediate: true });
   }
+}
+
+/**
+ * Reads the user, merges the patch into it and writes what changed. On PostgreSQL the read takes
+ * the row's lock (FOR NO KEY UPDATE), so a concurrent patch waits and merges into this one's
+ * result instead of both merging into the same stale overrides; SQLite's immediate transaction
+ * already holds the write lock from the start.
+ */
+function* patchUserRow(tx: DB, id: string, patch: AdminUserPatch, now: number): Unit<{ before: UserRow; set: Partial<Pick<UserRow, "role" | "disabled" | "policy">> }> {
+  const read = tx.select().from(users).where(eq(users.id, id));
+  const before = yield* firstOf(isPostgres(tx) ? forNoKeyUpdate(read) : read);
+  if (!before) throw Errors.notFound("User", id);
+  const set: Partial<Pick<UserRow, "role" | "disabled" | "policy">> = {};
+  if (patch.role !== undefined) set.role = patch.role;
+  if (patch.disabled !== undefined) set.disabled = patch.disabled;
+  if (patch.policy !== undefined) set.policy = mergeOverrides(before.policy, patch.policy);
+  if (Object.keys(set).length) yield* run(tx.update(users).set({ ...set, updated_at: now }).where(eq(users.id, id)));
+  return { before, set };
 }
 
 export interface AdminUserPatch {
@@ -177,4 +187,17 @@ export function mergeOverrides(current: PolicyOverrides | null, patch: Record<st
   return Object.keys(next).length ? (next as PolicyOverrides) : null;
 }
 
-export const isUniqueViolation = (e: unknown) => e instanceof Error && !(e instanceof AppError) && e.message.includes("UNIQUE constraint failed");
+/**
+ * Whether `e` is a unique-constraint violation: SQLite's "UNIQUE constraint failed" or PostgreSQL's
+ * SQLSTATE 23505, found on the error or any error in its `cause` chain (drizzle wraps driver errors
+ * in a DrizzleQueryError whose `cause` is the driver's).
+ */
+export function isUniqueViolation(e: unknown): boolean {
+  if (e instanceof AppError) return false;
+  for (let err: unknown = e, depth = 0; err instanceof Error && depth < 8; err = err.cause, depth++) {
+    if (err.message.includes("UNIQUE constraint failed")) return true;
+    const { code, errno } = err as { code?: unknown; errno?: unknown };
+    if (code === "23505" || errno === "23505") return true;
+  }
+  return false;
+}

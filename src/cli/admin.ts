@@ -57,7 +57,7 @@ async function setPassword(argv: string[]): Promise<number> {
     try {
       await new AdminPassword(new Settings(handle.db), Date.now, undefined, new Audit(handle.db, Date.now)).set(password, { actor: "admin", via: "cli" });
     } finally {
-      handle.close();
+      await handle.close();
     }
   } catch (e) {
     return report(cmd, e);
@@ -102,7 +102,7 @@ async function createUser(argv: string[]): Promise<number> {
         console.log("This password is shown only once: store it now.");
       }
     } finally {
-      handle.close();
+      await handle.close();
     }
   } catch (e) {
     return report(cmd, e);

@@ -75,7 +75,7 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
         if (out.length) process.stdout.write(out.join("\n") + "\n");
         else process.stderr.write("no audit log rows match\n");
       } finally {
-        handle.close();
+        await handle.close();
       }
     } catch (e) {
       if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof OpenDataDirError) {

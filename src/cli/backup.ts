@@ -15,6 +15,7 @@ import { chmodSync, createReadStream, existsSync, mkdirSync, mkdtempSync, readdi
 import { basename, dirname, join, resolve } from "node:path";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
+import { redactDatabaseUrl } from "../db/pg/client.ts";
 import { NewerDatabaseError, type SchemaInfo, schemaInfo, schemaInfoOfFile, type SchemaWriter } from "../db/migrate.ts";
 import { KEY_FILE } from "../lib/sealer.ts";
 import { writeTarGz, type TarSource } from "../lib/tar.ts";
@@ -327,6 +328,8 @@ export const backupCommand: Command = {
   The archive holds manifest.json (runcell version, schema version, rows per table, sha256 of each
   file), runcell.db, secret.key and runcell.toml|json. It is made while the server runs; progress
   is printed per phase (every 10% for databases over 32 MB). Restore with \`runcell restore <file>\`.
+  With --database postgres://… (RUNCELL_DATABASE_URL) it refuses: back the state up with pg_dump
+  and keep the vault key with the dump; this command copies the embedded SQLite database only.
   Exit status: 0 written, 1 failed (nothing left behind), 2 bad usage.`,
   examples: [
     "runcell backup /srv/backups/runcell-$(date +%F).tar.gz",
@@ -339,6 +342,14 @@ export const backupCommand: Command = {
     let keep: number | null = null;
     try {
       const args = parseArgs(argv, { keep: true });
+      // --database: refused below, whatever the destination.
+      if (args.flags.has("database") || process.env.RUNCELL_DATABASE_URL) {
+        config = resolveConfig(args.flags);
+        if (config.databaseUrl) {
+          console.error(postgresBackupAdvice(config.databaseUrl, config.vaultKeyFile));
+          return 1;
+        }
+      }
       if (args.positionals.length !== 1) throw new UsageError("expected one destination: a .tar.gz file or a directory (see --help)");
       target = resolve(args.positionals[0]!);
       const k = args.extra.get("keep");
@@ -349,6 +360,11 @@ export const backupCommand: Command = {
       config = resolveConfig(args.flags);
     } catch (e) {
       return failUsage("backup", e);
+    }
+    if (config.databaseUrl) {
+      // From the config file's `database`.
+      console.error(postgresBackupAdvice(config.databaseUrl, config.vaultKeyFile));
+      return 1;
     }
     const toDir = !isArchiveName(target) || (existsSync(target) && statSync(target).isDirectory());
     if (keep !== null && !toDir) return failUsage("backup", new UsageError("--keep applies to a destination directory, not to a file"));
@@ -378,3 +394,23 @@ export const backupCommand: Command = {
     }
   },
 };
+
+/** `backup --database …`: why it refuses, and what to run instead (the URL without its password). */
+export function postgresBackupAdvice(url: string, vaultKeyFile: string | null | undefined): string {
+  let target = redactDatabaseUrl(url);
+  try {
+    const u = new URL(url);
+    u.password = "";
+    target = u.toString();
+  } catch {
+    // redactDatabaseUrl said so already
+  }
+  const key = vaultKeyFile ? `${vaultKeyFile} (--vault-key-file)` : `the data dir's ${KEY_FILE}`;
+  return [
+    `runcell backup: the state is in PostgreSQL (${redactDatabaseUrl(url)}); runcell backup copies the embedded SQLite database only.`,
+    `Back PostgreSQL up with pg_dump (the password from ~/.pgpass or PGPASSWORD), e.g.:`,
+    `  pg_dump -Fc -f runcell-$(date +%F).dump '${target}'`,
+    `and keep the vault key with the dump: ${key} decrypts the stored secrets, and the dump does not hold it.`,
+    `Restore: pg_restore --clean --if-exists -d <url> runcell-….dump, with the same vault key.`,
+  ].join("\n");
+}

@@ -15,13 +15,16 @@ export const doctorCommand: Command = {
 
   One line per check: OK, WARN (works, but look at it) or FAIL (broken), each WARN and FAIL with
   the fix. The checks: ${CHECKS.map((c) => c.name).join(", ").replace(/(.{60,}?), /, "$1,\n  ")}.
-  Give doctor the server's flags and environment (--data-dir, --public-url, --trust-proxy,
-  --docker-host…; provider keys): it checks the configuration it is given. It changes nothing
-  (the database is opened read-only, the lock only probed) and works next to a running server.
+  Give doctor the server's flags and environment (--data-dir, --database, --public-url,
+  --trust-proxy, --docker-host…; provider keys): it checks the configuration it is given. It
+  changes nothing (the database is opened read-only, the lock only probed) and works next to a
+  running server. With --database postgres://… (RUNCELL_DATABASE_URL) the database and schema
+  checks read that PostgreSQL database (never migrating it; the URL is shown without its password).
   Exit status: 0 no FAIL (WARNs allowed), 1 at least one FAIL, 2 usage.`,
   examples: [
     "runcell doctor",
     "sudo -u runcell runcell doctor --data-dir /var/lib/runcell --public-url https://agents.example.com --trust-proxy",
+    "runcell doctor --database postgres://runcell@db.internal/runcell",
     "runcell doctor --json | jq -r '.[] | select(.status != \"OK\") | \"\\(.check): \\(.fix)\"'",
   ],
   configFlags: true,

@@ -4,14 +4,20 @@ import { parseArgs, resolveConfig } from "../config.ts";
 import { openDatabase } from "../db/client.ts";
 import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
 import { migrate, migrationStatus, NewerDatabaseError } from "../db/migrate.ts";
+import { openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
+import { appliedPgTags } from "../db/pg/migrate.ts";
+import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
 import { upgradeGuard } from "./backup.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
 
 export const migrateCommand: Command = {
   name: "migrate",
   summary: "Apply pending database migrations (serve does this at start) and report what ran.",
-  usage: "runcell migrate [--data-dir DIR] [--status] | runcell migrate --from-sqlite FILE --to postgres://…",
+  usage: "runcell migrate [--data-dir DIR | --database postgres://…] [--status] | runcell migrate --from-sqlite FILE --to postgres://…",
   details: `  --status   only list applied and pending migrations (read-only; works next to a running server)
+  --database postgres://…
+             the PostgreSQL database (RUNCELL_DATABASE_URL) instead of the data dir's SQLite file:
+             its schema is created or brought up to date (one server at a time: an advisory lock)
   --from-sqlite FILE --to URL
              copy an installation's SQLite database (stop its server first) into an empty PostgreSQL
              database: the PostgreSQL schema is created, every row copied in one transaction with
@@ -35,13 +41,14 @@ export const migrateCommand: Command = {
       from = args.extra.get("from-sqlite") as string | undefined;
       to = args.extra.get("to") as string | undefined;
       if ((from === undefined) !== (to === undefined)) throw new UsageError(from === undefined ? "--to needs --from-sqlite FILE" : "--from-sqlite needs --to postgres://…");
-      if (to !== undefined && !/^postgres(ql)?:\/\//.test(to)) throw new UsageError(`--to must be a postgres:// URL, not "${redactUrl(to)}"`);
+      if (to !== undefined && !/^postgres(ql)?:\/\//.test(to)) throw new UsageError(`--to must be a postgres:// URL, not "${redactDatabaseUrl(to)}"`);
       if (from !== undefined && statusOnly) throw new UsageError("--status and --from-sqlite do not go together");
       config = resolveConfig(args.flags);
     } catch (e) {
       return failUsage("migrate", e);
     }
     if (from !== undefined && to !== undefined) return copyToPostgres(from, to);
+    if (config.databaseUrl) return migrateConfiguredPostgres(config.databaseUrl, statusOnly);
     let lock: DataDirLock | null = null;
     if (!statusOnly) {
       try {
@@ -81,14 +88,28 @@ export const migrateCommand: Command = {
   },
 };
 
-/** The URL without its password, for messages. */
-function redactUrl(url: string): string {
+/** `migrate --database postgres://…`: the PostgreSQL schema brought up to date (or, with --status, reported). */
+async function migrateConfiguredPostgres(url: string, statusOnly: boolean): Promise<number> {
   try {
-    const u = new URL(url);
-    if (u.password) u.password = "***";
-    return u.toString();
-  } catch {
-    return "(not a URL)";
+    if (statusOnly) {
+      const pg = await openPostgres(url, { migrate: false });
+      try {
+        const done = new Set(await appliedPgTags(pg.sql));
+        const pending = PG_MIGRATIONS.filter((m) => !done.has(m.tag));
+        console.log(`applied: ${done.size ? [...done].join(", ") : "none"}`);
+        console.log(`pending: ${pending.length ? pending.map((m) => m.tag).join(", ") : "none"}`);
+      } finally {
+        await pg.close();
+      }
+      return 0;
+    }
+    const pg = await openPostgres(url);
+    await pg.close();
+    console.log(pg.applied.length ? `applied ${pg.applied.length} migration(s) to ${redactDatabaseUrl(url)}: ${pg.applied.join(", ")}` : `${redactDatabaseUrl(url)} is up to date`);
+    return 0;
+  } catch (e) {
+    console.error(`runcell migrate: ${(e as Error).message}`);
+    return 1;
   }
 }
 
@@ -114,7 +135,7 @@ async function copyToPostgres(file: string, url: string): Promise<number> {
   // Loaded here: drizzle's pg-core is not part of every start.
   const [{ SQL }, { copySqliteToPostgres }, { migratePostgres }] = await Promise.all([import("bun"), import("../db/pg/copy.ts"), import("../db/pg/migrate.ts")]);
   const pg = new SQL(url, { max: 1, connectionTimeout: 10 });
-  const target = redactUrl(url);
+  const target = redactDatabaseUrl(url);
   try {
     const { applied } = await migratePostgres(pg);
     console.log(applied.length ? `PostgreSQL schema created at ${target}: ${applied.join(", ")}` : `PostgreSQL schema at ${target} is up to date`);

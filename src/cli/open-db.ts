@@ -7,15 +7,23 @@
  * busy timeout), which is what these commands are for. One that needs migrating is never migrated
  * under a running process: when another process holds the lock (a server running an older runcell,
  * a migrate or restore), the command refuses, having changed nothing. A database written by a newer
- * runcell is refused (NewerDatabaseError), untouched.
+ * runcell is refused (NewerDatabaseError), untouched. With --database postgres://… the commands
+ * work on that database instead (its migrations applied under PostgreSQL's advisory lock).
  */
 import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/client.ts";
 import { prepareDataDir } from "../db/data-dir.ts";
+import { openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
 import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from "../db/lock.ts";
 import { BINARY_SCHEMA, migrate, NewerDatabaseError, schemaInfo, schemaInfoOfFile } from "../db/migrate.ts";
 import { VERSION } from "../version.ts";
 import { upgradeGuard } from "./backup.ts";
+
+/** What the commands use of the database: SQLite's handle, or PostgreSQL's (--database). */
+export interface CliDatabase {
+  db: DatabaseHandle["db"];
+  close(): void | Promise<void>;
+}
 
 /** The data dir cannot be opened for this command (printed as `runcell <command>: <message>`, exit 1). */
 export class OpenDataDirError extends Error {
@@ -31,8 +39,14 @@ export class OpenDataDirError extends Error {
  * keeps stdout for the token alone). Throws NewerDatabaseError, or OpenDataDirError when the
  * database needs migrating and another process holds the data dir (or the backup failed).
  */
-export async function openDataDir(config: Config, opts: { command?: string; report?: (line: string) => void } = {}): Promise<DatabaseHandle> {
+export async function openDataDir(config: Config, opts: { command?: string; report?: (line: string) => void } = {}): Promise<CliDatabase> {
   const report = opts.report ?? ((line: string) => process.stderr.write(line + "\n"));
+  if (config.databaseUrl) {
+    // PostgreSQL: migrated under its advisory lock (next to running servers; none holds it long).
+    const pg = await openPostgres(config.databaseUrl);
+    if (pg.applied.length) report(`applied ${pg.applied.length} migration(s) to ${redactDatabaseUrl(config.databaseUrl)}: ${pg.applied.join(", ")}`);
+    return pg;
+  }
   const path = prepareDataDir(config.dataDir);
   const info = schemaInfoOfFile(path);
   if (info?.state === "newer") throw new NewerDatabaseError(info.unknown[0]!, info.schema!, info.writer, info.binarySchema);

@@ -46,7 +46,7 @@ async function create(argv: string[]): Promise<number> {
       process.stdout.write(created.token + "\n");
       process.stderr.write(`created API token ${created.id} "${created.name}" for ${user.email}; it is shown only this once\n`);
     } finally {
-      handle.close();
+      await handle.close();
     }
   } catch (e) {
     if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof OpenDataDirError) {

@@ -16,6 +16,9 @@
  *   third of the cheapest indexed read it replaces.
  *
  * The update hook is the connection's only one: nothing else may set onInsert/onUpdate/onDelete.
+ *
+ * On PostgreSQL (no bun:sqlite connection) every stamp is new, so memos never answer from memory
+ * and every read goes to the database: correct with any number of servers, without the savings.
  */
 import type { Database, Statement } from "bun:sqlite";
 
@@ -24,12 +27,15 @@ export class TableChanges {
   private local = new Map<string, number>();
   /** Bumped whenever another connection's commit was seen. */
   private external = 0;
-  private dataVersion: Statement;
-  private lastDataVersion: number;
+  private dataVersion: Statement | null = null;
+  private lastDataVersion = 0;
+  /** PostgreSQL: counts stamps, each one different. */
+  private unwatched = 0;
   /** The scope (a request) whose stamp last asked SQLite: its later stamps do not ask again. */
   private checkedFor: object | null = null;
 
-  constructor(sqlite: Database) {
+  constructor(sqlite: Database | null) {
+    if (!sqlite) return;
     const bump = (_db: unknown, table: string) => this.local.set(table, (this.local.get(table) ?? 0) + 1);
     sqlite.onInsert = bump;
     sqlite.onUpdate = bump;
@@ -39,7 +45,7 @@ export class TableChanges {
   }
 
   private readDataVersion(): number {
-    return (this.dataVersion.values()[0]![0] as number) ?? 0;
+    return (this.dataVersion!.values()[0]![0] as number) ?? 0;
   }
 
   /**
@@ -50,6 +56,7 @@ export class TableChanges {
    * its first check; this connection's own writes are counted as they happen, always.
    */
   stamp(tables: readonly string[], scope?: object): string {
+    if (!this.dataVersion) return `pg:${++this.unwatched}`;
     if (scope === undefined || scope !== this.checkedFor) {
       this.checkedFor = scope ?? null;
       const dv = this.readDataVersion();

@@ -6,12 +6,50 @@
 import { getTableColumns, sql } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { DB } from "./client.ts";
+import { isPostgres } from "./unit.ts";
 
-export function preparedInsert<T extends SQLiteTable>(db: DB, table: T): (row: T["$inferSelect"]) => void {
+/**
+ * The insert as a statement of a unit: `yield* run(insertRow(tx, row))`. On SQLite the statement
+ * prepared once on `db` (it runs in the unit's transaction: one connection); on PostgreSQL a plain
+ * drizzle insert built on the unit's `tx` (a statement of the pool would run outside it).
+ */
+export function preparedInsertStep<T extends SQLiteTable>(db: DB, table: T): (tx: DB, row: T["$inferSelect"]) => PromiseLike<unknown> {
+  if (isPostgres(db)) return (tx, row) => tx.insert(table).values(row as never);
+  const stmt = prepare(db, table);
+  // What a unit's SQLite driver calls (`run()`), and a promise for anyone who awaits it.
+  return (_tx, row) => ({
+    run: () => stmt.run(row as never),
+    then: (ok, ko) => new Promise((resolve) => resolve(stmt.run(row as never))).then(ok, ko),
+  }) as PromiseLike<unknown> & { run(): unknown };
+}
+
+function prepare<T extends SQLiteTable>(db: DB, table: T) {
   const columns = Object.keys(getTableColumns(table));
-  const stmt = db
+  return db
     .insert(table)
     .values(Object.fromEntries(columns.map((c) => [c, sql.placeholder(c)])) as never)
     .prepare();
-  return (row) => void stmt.run(row as never);
+}
+
+/** What a bun:sqlite prepared select offers (drizzle's SQLitePreparedQuery). */
+interface PreparedSelect<R> {
+  all(params: Record<string, unknown>): R[];
+  get(params: Record<string, unknown>): R | undefined;
+  run(params: Record<string, unknown>): unknown;
+}
+
+/**
+ * A statement prepared once (SQLite) with its placeholders' values, usable as a unit's statement
+ * (`yield* first(…)`, which calls `get()` inside the unit's transaction) and as a promise of its
+ * rows outside one.
+ */
+export function boundStatement<R>(stmt: PreparedSelect<R>, params: Record<string, unknown>): PromiseLike<R[]> {
+  const bound = {
+    all: () => stmt.all(params),
+    get: () => stmt.get(params),
+    run: () => stmt.run(params),
+    then: <A = R[], B = never>(ok?: ((rows: R[]) => A | PromiseLike<A>) | null, ko?: ((e: unknown) => B | PromiseLike<B>) | null) =>
+      new Promise<R[]>((resolve) => resolve(stmt.all(params))).then(ok, ko),
+  };
+  return bound;
 }

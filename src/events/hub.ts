@@ -18,9 +18,16 @@
  * frames are published meanwhile. `goLive` then drains the buffer, skipping anything at or below
  * the last replayed seq, and (synchronously, so nothing is published in between) hands delivery
  * over to the native topic if there is one.
+ *
+ * On PostgreSQL (src/events/pg-log.ts) frames leave only once stored: `publish` queues them in
+ * the log, which hands each stored batch back (`deliverStored`) for the same fan-out. A session's
+ * counter is read before its first frame or subscription in this process (`EventStore.load`);
+ * frames published meanwhile wait, in order. Nothing of this runs on SQLite, where the counter is
+ * read synchronously and frames leave at once.
  */
 import type { FrameInput } from "../schema/stream.ts";
-import type { AppendResult, EventLog, ReadBound, StoredFrame } from "./log.ts";
+import type { EventStore, ReadBound, StoredFrame } from "./log.ts";
+import type { StoredLive } from "./pg-log.ts";
 
 /** Rows read from the log at a time for a replay. */
 export const REPLAY_PAGE = 1000;
@@ -102,32 +109,83 @@ export class Hub {
   private subs = new Map<string, Set<Subscription>>();
   /** Bun's server.publish, once the server runs (set by the app: `useNativePublish`). */
   nativePublish: ((topic: string, json: string) => void) | null = null;
+  /** Frames of sessions whose counter is being read (PostgreSQL), in publishing order. */
+  private waiting = new Map<string, FrameInput[]>();
 
-  constructor(private log: EventLog) {}
+  constructor(private log: EventStore & { onStored?: (frames: StoredLive[]) => void }) {
+    if (log.deliversWhenStored) log.onStored = (frames) => this.deliverStored(frames);
+  }
 
   /** Hands native topic fan-out to the running server (src/app.ts wires it at start). */
   useNativePublish(publish: ((topic: string, json: string) => void) | null) {
     this.nativePublish = publish;
   }
 
-  publish(sessionId: string, frame: FrameInput): AppendResult {
-    const set = this.subs.get(sessionId);
+  publish(sessionId: string, frame: FrameInput): void {
+    const held = this.waiting.get(sessionId);
+    if (held) return void held.push(frame);
+    if (!this.log.ready(sessionId)) {
+      this.waiting.set(sessionId, [frame]);
+      void this.log.load(sessionId).then(
+        () => {
+          const frames = this.waiting.get(sessionId) ?? [];
+          this.waiting.delete(sessionId);
+          for (const f of frames) this.append(sessionId, f);
+        },
+        () => this.waiting.delete(sessionId),
+      );
+      return;
+    }
+    this.append(sessionId, frame);
+  }
+
+  private append(sessionId: string, frame: FrameInput) {
     if (ADMIN_ONLY_TYPES.has(frame.type)) {
       const d = this.log.appendDebug(sessionId, frame);
-      if (set) {
-        this.nativePublish?.(adminTopic(sessionId), d.json);
-        for (const s of set) s.deliver(-1, frame.type, d.json);
-      }
-      return { seq: -1, json: d.json };
+      if (!this.log.deliversWhenStored) this.deliver(sessionId, -1, frame.type, d.json);
+      return;
     }
     const r = this.log.append(sessionId, frame);
-    if (set) {
-      // The frame leaves before its batch is written: its seq must survive a crash unused.
-      this.log.reserve(sessionId, r.seq);
-      this.nativePublish?.(sessionTopic(sessionId), r.json);
-      for (const s of set) s.deliver(r.seq, frame.type, r.json);
-    }
-    return r;
+    if (this.log.deliversWhenStored || !this.subs.has(sessionId)) return;
+    // The frame leaves before its batch is written: its seq must survive a crash unused.
+    this.log.reserve(sessionId, r.seq);
+    this.deliver(sessionId, r.seq, frame.type, r.json);
+  }
+
+  private deliver(sessionId: string, seq: number, type: string, json: string) {
+    const set = this.subs.get(sessionId);
+    if (!set) return;
+    this.nativePublish?.(seq < 0 ? adminTopic(sessionId) : sessionTopic(sessionId), json);
+    for (const s of set) s.deliver(seq, type, json);
+  }
+
+  /** Frames the log stored (PostgreSQL), in order: out to their sessions' subscribers. */
+  private deliverStored(frames: StoredLive[]) {
+    for (const f of frames) this.deliver(f.session_id, f.seq, f.type, f.json);
+  }
+
+  /** Whether the session's counter is known here, so `live` can subscribe at once (always on SQLite). */
+  ready(sessionId: string): boolean {
+    return this.log.ready(sessionId);
+  }
+
+  load(sessionId: string): Promise<void> {
+    return this.log.load(sessionId);
+  }
+
+  /** A live subscription from now on, registered synchronously (the session must be `ready`). */
+  live(opts: { sessionId: string; userId: string; isAdmin: boolean; sink: FrameSink; native?: NativeDelivery }): Subscription {
+    if (!this.log.ready(opts.sessionId)) throw new Error(`hub: session ${opts.sessionId} watched before load()`);
+    const sub = new Subscription(opts.sessionId, opts.userId, opts.isAdmin, opts.sink, this, undefined, undefined, opts.native ?? null);
+    this.register(sub);
+    sub.goLive(0);
+    return sub;
+  }
+
+  private register(sub: Subscription) {
+    let set = this.subs.get(sub.sessionId);
+    if (!set) this.subs.set(sub.sessionId, (set = new Set()));
+    set.add(sub);
   }
 
   /**
@@ -138,7 +196,7 @@ export class Hub {
    * done. Without it the subscription is live at once. With `native`, live delivery moves to the
    * session's topics when it goes live.
    */
-  attach(opts: {
+  async attach(opts: {
     sessionId: string;
     userId: string;
     isAdmin: boolean;
@@ -148,18 +206,19 @@ export class Hub {
     maxPending?: number;
     onOverflow?: () => void;
     native?: NativeDelivery;
-  }): { subscription: Subscription; replay: StoredFrame[]; lastSeq: number; cursor: Replay | null } {
+  }): Promise<{ subscription: Subscription; replay: StoredFrame[]; lastSeq: number; cursor: Replay | null }> {
+    // The counter first (PostgreSQL reads it once per process); from here on nothing is awaited
+    // until the subscription is registered and the bound taken.
+    if (!this.log.ready(opts.sessionId)) await this.log.load(opts.sessionId);
     const sub = new Subscription(opts.sessionId, opts.userId, opts.isAdmin, opts.sink, this, opts.maxPending, opts.onOverflow, opts.native ?? null);
-    let set = this.subs.get(opts.sessionId);
-    if (!set) this.subs.set(opts.sessionId, (set = new Set()));
-    set.add(sub);
+    this.register(sub);
     if (opts.replayAfter === undefined) {
       sub.goLive(0);
       return { subscription: sub, replay: [], lastSeq: this.log.last(opts.sessionId), cursor: null };
     }
     // Taken in the same synchronous step as the registration: the seam.
     const cursor = new Replay(this.log, opts.sessionId, opts.replayAfter, this.log.bound(opts.sessionId, opts.isAdmin), opts.isAdmin, opts.pageSize ?? REPLAY_PAGE);
-    const replay = cursor.next();
+    const replay = await cursor.next();
     return { subscription: sub, replay, lastSeq: cursor.lastSeq, cursor };
   }
 
@@ -191,7 +250,7 @@ export class Replay {
   private from: number;
 
   constructor(
-    private log: EventLog,
+    private log: EventStore,
     readonly sessionId: string,
     after: number,
     private bound: ReadBound,
@@ -203,9 +262,9 @@ export class Replay {
   }
 
   /** The next page ([] once done). */
-  next(): StoredFrame[] {
+  async next(): Promise<StoredFrame[]> {
     if (this.done) return [];
-    const { rows, more } = this.log.readPage(this.sessionId, this.from, this.bound, this.pageSize, this.withDebug);
+    const { rows, more } = await this.log.readPage(this.sessionId, this.from, this.bound, this.pageSize, this.withDebug);
     for (const r of rows) if (r.seq !== null) this.lastSeq = r.seq;
     if (more) this.from = this.lastSeq;
     else this.done = true;

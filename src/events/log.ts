@@ -26,7 +26,7 @@ export interface StoredFrame {
   frame: string;
 }
 
-interface DebugRow {
+export interface DebugRow {
   after_seq: number;
   type: string;
   task_id: string | null;
@@ -68,7 +68,42 @@ export interface ReadBound {
   debugId: number;
 }
 
-export class EventLog {
+/**
+ * What the hub and the services need of a session's event log; ./log.ts (SQLite) and
+ * ./pg-log.ts (PostgreSQL) implement it. Reads and flushes may answer with a promise (always on
+ * PostgreSQL); `append`, `appendDebug`, `bound` and `last` answer at once, for a session that is
+ * `ready` (after `load`).
+ */
+export interface EventStore {
+  /** Frames appended since start (read by /metrics). */
+  readonly appended: number;
+  /** true: frames may leave only once stored — the log hands them to `onStored` (PostgreSQL). */
+  readonly deliversWhenStored: boolean;
+  onDropped?: (frame: { session_id: string; seq: number; type: string }, err: Error) => void;
+  /** Whether the session's counter is known (SQLite: always, it is read synchronously). */
+  ready(sessionId: string): boolean;
+  load(sessionId: string): Promise<void>;
+  append(sessionId: string, frame: FrameInput): AppendResult;
+  appendDebug(sessionId: string, frame: FrameInput): { json: string; afterSeq: number };
+  reserve(sessionId: string, seq: number): void;
+  flush(): void | Promise<void>;
+  read(sessionId: string, after?: number, limit?: number, withDebug?: boolean): StoredFrame[] | Promise<StoredFrame[]>;
+  readPage(sessionId: string, after: number, bound: ReadBound, limit: number, withDebug?: boolean): { rows: StoredFrame[]; more: boolean } | Promise<{ rows: StoredFrame[]; more: boolean }>;
+  bound(sessionId: string, withDebug?: boolean): ReadBound;
+  last(sessionId: string): number;
+  settle(): void | Promise<void>;
+  forget(sessionId: string): void;
+}
+
+/** The frame as stored and sent: `type`, `session_id`, `task_id` (if any) and `seq` first. */
+export function orderedFrame(sessionId: string, seq: number, frame: FrameInput): { json: string; type: string; task_id: string | null } {
+  const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
+  const ordered = task_id === undefined ? { type, session_id: sessionId, seq, ...rest } : { type, session_id: sessionId, task_id, seq, ...rest };
+  return { json: JSON.stringify(ordered), type, task_id: task_id ?? null };
+}
+
+export class EventLog implements EventStore {
+  readonly deliversWhenStored = false;
   /** Frames appended since start (read by /metrics). */
   appended = 0;
   private seqs = new Map<string, SeqState>();
@@ -112,6 +147,15 @@ export class EventLog {
     });
   }
 
+  /** SQLite reads a session's counter synchronously at its first use: always ready. */
+  ready(): boolean {
+    return true;
+  }
+
+  load(): Promise<void> {
+    return Promise.resolve();
+  }
+
   /** The session's counter; at first use (after a start) it continues above everything stored or reserved. */
   private state(sessionId: string): SeqState {
     let s = this.seqs.get(sessionId);
@@ -150,10 +194,8 @@ export class EventLog {
     const state = this.state(sessionId);
     const seq = ++state.last;
     this.appended++;
-    const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
-    const ordered = task_id === undefined ? { type, session_id: sessionId, seq, ...rest } : { type, session_id: sessionId, task_id, seq, ...rest };
-    const json = JSON.stringify(ordered);
-    this.queue.push({ session_id: sessionId, seq, type, task_id: task_id ?? null, frame: json, created_at: this.now() });
+    const { json, type, task_id } = orderedFrame(sessionId, seq, frame);
+    this.queue.push({ session_id: sessionId, seq, type, task_id, frame: json, created_at: this.now() });
     if (this.queue.length >= (this.opts.maxBatch ?? 512)) this.flush();
     else this.timer ??= setTimeout(() => this.flush(), this.opts.flushDelayMs ?? 5);
     return { seq, json };
@@ -209,7 +251,7 @@ export class EventLog {
     if (!withDebug) return rows;
     const upTo = rows.length === limit ? rows[rows.length - 1]!.seq! : Number.MAX_SAFE_INTEGER;
     const debug = this.readDebugStmt.all(sessionId, after, upTo);
-    return debug.length ? merge(rows, debug) : rows;
+    return mergeDebug(rows, debug);
   }
 
   /**
@@ -226,7 +268,7 @@ export class EventLog {
     if (!withDebug) return { rows, more };
     const upTo = more ? rows[rows.length - 1]!.seq! : Number.MAX_SAFE_INTEGER;
     const debug = this.readDebugBoundedStmt.all(sessionId, after, upTo, bound.debugId);
-    return { rows: debug.length ? merge(rows, debug) : rows, more };
+    return { rows: mergeDebug(rows, debug), more };
   }
 
   /** What a replay taken now must cover: every seq assigned so far, every debug frame stored so far. */
@@ -260,7 +302,8 @@ export class EventLog {
 }
 
 /** Stored frames with the debug frames placed after the frame each one follows. */
-function merge(rows: StoredFrame[], debug: DebugRow[]): StoredFrame[] {
+export function mergeDebug(rows: StoredFrame[], debug: DebugRow[]): StoredFrame[] {
+  if (!debug.length) return rows;
   const merged: StoredFrame[] = [];
   let j = 0;
   for (const row of rows) {

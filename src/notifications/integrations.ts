@@ -6,11 +6,13 @@
  */
 import { and, eq } from "drizzle-orm";
 import type { Sealer } from "../lib/sealer.ts";
+import { isUniqueViolation } from "../auth/users.ts";
 import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type IntegrationRow } from "../db/schema.ts";
 import { integrations } from "../db/tables.ts";
+import { first as firstOf, run, transact, type Unit } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
@@ -100,19 +102,15 @@ export class Integrations {
   async upsert(userId: string, input: IntegrationInput, origin: AuditOrigin = {}): Promise<{ record: IntegrationRecord; created: boolean }> {
     const { url, secret } = await this.validate(input);
     const now = this.now();
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    // (no other request interleaves between the read and the write)
-    const { existing, row } = this.db.transaction((tx) => {
-      const existing = tx.select().from(integrations).where(eq(integrations.user_id, userId)).get();
-      const id = existing?.id ?? newId("integration");
-      const sealed = secret == null ? null : this.sealer.seal(secret, aad(id, userId));
-      if (existing) {
-        tx.update(integrations).set({ url, secret_ciphertext: sealed, updated_at: now }).where(eq(integrations.id, id)).run();
-      } else {
-        tx.insert(integrations).values({ id, user_id: userId, type: "webhook", url, secret_ciphertext: sealed, created_at: now, updated_at: now }).run();
-      }
-      return { existing, row: tx.select().from(integrations).where(eq(integrations.id, id)).get()! };
-    });
+    let out: { existing: Row | undefined; row: Row };
+    try {
+      out = await transact(this.db, (tx) => this.put(tx, userId, url, secret, now));
+    } catch (e) {
+      // Two first POSTs at once (PostgreSQL: both read "none"): the loser replaces the winner's.
+      if (!isUniqueViolation(e)) throw e;
+      out = await transact(this.db, (tx) => this.put(tx, userId, url, secret, now));
+    }
+    const { existing, row } = out;
     const id = row.id;
     this.forget(id);
     await this.audit?.record({
@@ -124,6 +122,23 @@ export class Integrations {
       details: { type: "webhook", created: !existing, url_origin: new URL(url).origin, has_secret: secret != null },
     });
     return { record: toRecord(row), created: !existing };
+  }
+
+  /**
+   * Writes the user's webhook: updates the one there is (same id) or inserts one, and reads it back.
+   * The read and the write commit together (the secret is sealed with the id the read decided).
+   */
+  private *put(tx: DB, userId: string, url: string, secret: string | null, now: number): Unit<{ existing: Row | undefined; row: Row }> {
+    const existing = yield* firstOf(tx.select().from(integrations).where(eq(integrations.user_id, userId)).limit(1));
+    const id = existing?.id ?? newId("integration");
+    const sealed = secret == null ? null : this.sealer.seal(secret, aad(id, userId));
+    if (existing) {
+      yield* run(tx.update(integrations).set({ url, secret_ciphertext: sealed, updated_at: now }).where(eq(integrations.id, id)));
+    } else {
+      yield* run(tx.insert(integrations).values({ id, user_id: userId, type: "webhook", url, secret_ciphertext: sealed, created_at: now, updated_at: now }));
+    }
+    const row = yield* firstOf(tx.select().from(integrations).where(eq(integrations.id, id)).limit(1));
+    return { existing, row: row! };
   }
 
   async list(userId: string, p: PageParams): Promise<Page<IntegrationRecord>> {
@@ -159,16 +174,17 @@ export class Integrations {
 
   /** Deletes the caller's integration and fails its pending deliveries. Twice → 404. Audited as integration.deleted. */
   async delete(userId: string, id: string, origin: AuditOrigin = {}): Promise<{ failed: number }> {
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    const out = this.db.transaction((tx) => {
-      const row = tx.select({ id: integrations.id }).from(integrations).where(and(eq(integrations.id, id), eq(integrations.user_id, userId))).get();
-      if (!row) throw Errors.notFound("Integration", id);
-      tx.delete(integrations).where(eq(integrations.id, id)).run();
-      const failed = this.outbox.failForIntegration(tx, id, `the webhook integration ${id} was deleted before this notification was delivered`, this.now());
-      return { failed };
-    });
+    const out = await transact(this.db, (tx) => this.remove(tx, userId, id, this.now()));
     this.forget(id);
     await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "integration.deleted", user_id: userId, target_id: id, details: { failed_deliveries: out.failed } });
     return out;
+  }
+
+  /** Deletes the integration and fails its pending deliveries, together; NOT_FOUND when it is not the user's. */
+  private *remove(tx: DB, userId: string, id: string, now: number): Unit<{ failed: number }> {
+    const deleted = yield* run(tx.delete(integrations).where(and(eq(integrations.id, id), eq(integrations.user_id, userId))));
+    if (deleted === 0) throw Errors.notFound("Integration", id);
+    const failed = yield* this.outbox.failForIntegration(tx, id, `the webhook integration ${id} was deleted before this notification was delivered`, now);
+    return { failed };
   }
 }

@@ -8,14 +8,16 @@
  * integration deleted) is never overwritten.
  *
  * The methods are asynchronous (issue 17). A pass (`step`: record outcomes, then claim) is one
- * SQLite transaction of raw bun:sqlite statements prepared once: the claim's UPDATE … WHERE id IN
- * (SELECT … LIMIT) is SQLite's form (PostgreSQL gets its own, with FOR UPDATE SKIP LOCKED).
- * The other statements are drizzle queries both dialects share.
+ * transaction. On SQLite it is raw bun:sqlite statements prepared once (the hot path); otherwise
+ * (PostgreSQL, or no bun:sqlite handle) it is the unit `stepUnit`, whose claim's subselect takes
+ * its rows FOR UPDATE SKIP LOCKED on PostgreSQL, so servers sharing one database never claim the
+ * same row. The other statements are drizzle queries both dialects share.
  */
 import type { Database, Statement } from "bun:sqlite";
-import { and, asc, eq, gte, isNotNull, isNull, lte, or } from "drizzle-orm";
-import { affected, changes, type DB, first } from "../db/client.ts";
-import { notificationLog } from "../db/tables.ts";
+import { and, asc, eq, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { affected, type DB, first } from "../db/client.ts";
+import { notificationAttempts, notificationLog } from "../db/tables.ts";
+import { all, isPostgres, run, transact, type Unit } from "../db/unit.ts";
 
 export interface Claimed {
   id: string;
@@ -56,24 +58,38 @@ function waitSql(n: string, backoffMs: number[]): string {
   return `(CASE ${n} ${waits.slice(0, -1).map((w, i) => `WHEN ${i + 1} THEN ${w}`).join(" ")} ELSE ${waits[waits.length - 1]} END)`;
 }
 
-export class Outbox {
-  private claimStmt: Statement<Row, [string, number, number, number]>;
-  private delivered: Statement<unknown, [number, string, string]>;
-  private retry: Statement<unknown, [number, string, string, string]>;
-  private failed: Statement<unknown, [number, string, string, string]>;
-  private releaseOne: Statement<unknown, [number, string, string]>;
-  private attemptRow: Statement<unknown, [string, number, number, number, number | null, string | null]>;
-  private stepTx: (settled: Settlement[], now: number, limit: number, leaseMs: number) => Claimed[];
+/** The prepared bun:sqlite statements of the SQLite fast path. */
+interface Prepared {
+  claim: Statement<Row, [string, number, number, number]>;
+  delivered: Statement<unknown, [number, string, string]>;
+  retry: Statement<unknown, [number, string, string, string]>;
+  failed: Statement<unknown, [number, string, string, string]>;
+  releaseOne: Statement<unknown, [number, string, string]>;
+  attemptRow: Statement<unknown, [string, number, number, number, number | null, string | null]>;
+}
 
-  /** `backoffMs`: the waits after failed attempts 1, 2, …; the last one repeats. */
+export class Outbox {
+  /** The SQLite fast path: one pass in one bun:sqlite transaction (null on PostgreSQL, or without a bun:sqlite handle). */
+  private stepTx: ((settled: Settlement[], now: number, limit: number, leaseMs: number) => Claimed[]) | null = null;
+  private waitMs: number[];
+
+  /**
+   * `backoffMs`: the waits after failed attempts 1, 2, …; the last one repeats. `sqlite`: the
+   * bun:sqlite connection behind `db` for the prepared fast path (absent on PostgreSQL).
+   */
   constructor(
     private db: DB,
-    sqlite: Database,
+    sqlite: Database | null | undefined,
     backoffMs: number[],
   ) {
+    this.waitMs = backoffMs.map((w) => Math.max(0, Math.trunc(Number(w)) || 0));
+    if (sqlite && !isPostgres(db)) this.prepare(sqlite, backoffMs);
+  }
+
+  private prepare(sqlite: Database, backoffMs: number[]) {
     // One statement claims a batch: it raises attempts and, if this attempt fails or the process
     // dies during it, makes the row due again after the schedule's wait (SET sees the old values).
-    this.claimStmt = sqlite.prepare(
+    const claim: Prepared["claim"] = sqlite.prepare(
       `UPDATE notification_log
        SET attempts = attempts + 1, lease_id = ?1, lease_expires_at = ?2,
            next_attempt_at = CASE WHEN attempts + 1 < max_attempts THEN ?3 + ${waitSql("attempts + 1", backoffMs)} ELSE ?3 END
@@ -84,26 +100,27 @@ export class Outbox {
        RETURNING id, user_id, integration_id, payload, attempts, max_attempts`,
     );
     const done = `next_attempt_at = NULL, lease_id = NULL, lease_expires_at = NULL`;
-    this.delivered = sqlite.prepare(
+    const delivered: Prepared["delivered"] = sqlite.prepare(
       `UPDATE notification_log SET status = 'delivered', delivered_at = ?1, ${done}, last_error = NULL WHERE id = ?2 AND lease_id = ?3`,
     );
-    this.retry = sqlite.prepare(
+    const retry: Prepared["retry"] = sqlite.prepare(
       `UPDATE notification_log SET next_attempt_at = ?1, lease_id = NULL, lease_expires_at = NULL, last_error = ?2 WHERE id = ?3 AND lease_id = ?4`,
     );
-    this.failed = sqlite.prepare(
+    const failed: Prepared["failed"] = sqlite.prepare(
       `UPDATE notification_log SET status = 'failed', failed_at = ?1, ${done}, last_error = ?2 WHERE id = ?3 AND lease_id = ?4`,
     );
-    this.releaseOne = sqlite.prepare(
+    const releaseOne: Prepared["releaseOne"] = sqlite.prepare(
       `UPDATE notification_log SET attempts = attempts - 1, next_attempt_at = ?1, lease_id = NULL, lease_expires_at = NULL WHERE id = ?2 AND lease_id = ?3`,
     );
-    this.attemptRow = sqlite.prepare(
+    const attemptRow: Prepared["attemptRow"] = sqlite.prepare(
       `INSERT INTO notification_attempts (notification_id, attempt, started_at, duration_ms, status_code, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
     );
+    const p: Prepared = { claim, delivered, retry, failed, releaseOne, attemptRow };
     this.stepTx = sqlite.transaction((settled: Settlement[], now: number, limit: number, leaseMs: number) => {
-      for (const f of settled) this.settle(f);
+      for (const f of settled) settlePrepared(p, f);
       if (limit <= 0) return [];
       const lease = crypto.randomUUID();
-      return this.claimStmt.all(lease, now + leaseMs, now, limit).map(
+      return claim.all(lease, now + leaseMs, now, limit).map(
         (r): Claimed => ({ id: r.id, user_id: r.user_id, integration_id: r.integration_id, payload: r.payload, attempt: r.attempts, max_attempts: r.max_attempts, lease }),
       );
     }) as never;
@@ -116,8 +133,62 @@ export class Outbox {
    */
   async step(settled: Settlement[], now: number, limit: number, leaseMs: number): Promise<Claimed[]> {
     if (settled.length === 0 && limit <= 0) return [];
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    return this.stepTx(settled, now, limit, leaseMs);
+    if (this.stepTx) return this.stepTx(settled, now, limit, leaseMs);
+    return transact(this.db, (tx) => this.stepUnit(tx, settled, now, limit, leaseMs));
+  }
+
+  /**
+   * The pass as a unit (PostgreSQL; SQLite without the prepared statements): writes each outcome,
+   * then claims up to `limit` due rows in one UPDATE … WHERE id IN (SELECT … LIMIT n) — on
+   * PostgreSQL the subselect locks what it picks FOR UPDATE SKIP LOCKED, so a row another server is
+   * claiming at the same moment is passed over, never claimed twice (the WHERE is re-checked on
+   * the locked row under READ COMMITTED, so a row claimed just before is not taken either).
+   */
+  *stepUnit(tx: DB, settled: Settlement[], now: number, limit: number, leaseMs: number): Unit<Claimed[]> {
+    for (const f of settled) yield* this.settleUnit(tx, f);
+    if (limit <= 0) return [];
+    const n = notificationLog;
+    const lease = crypto.randomUUID();
+    // CAST: PostgreSQL would type a bare parameter added to an integer as int4 (epoch ms overflow it).
+    const at = sql`CAST(${now} AS bigint)`;
+    let due = tx
+      .select({ id: n.id })
+      .from(n)
+      .where(and(eq(n.status, "pending"), lte(n.next_attempt_at, now), lt(n.attempts, n.max_attempts), or(isNull(n.lease_expires_at), lte(n.lease_expires_at, now))))
+      .orderBy(asc(n.next_attempt_at))
+      .limit(limit);
+    if (isPostgres(tx)) due = (due as unknown as { for(s: "update", o: { skipLocked: boolean }): typeof due }).for("update", { skipLocked: true });
+    const rows = yield* all(
+      tx
+        .update(n)
+        .set({
+          attempts: sql`${n.attempts} + 1`,
+          lease_id: lease,
+          lease_expires_at: now + leaseMs,
+          next_attempt_at: sql`CASE WHEN ${n.attempts} + 1 < ${n.max_attempts} THEN ${at} + ${sql.raw(waitSql("(attempts + 1)", this.waitMs))} ELSE ${at} END`,
+        })
+        .where(inArray(n.id, due))
+        .returning({ id: n.id, user_id: n.user_id, integration_id: n.integration_id, payload: n.payload, attempts: n.attempts, max_attempts: n.max_attempts }),
+    );
+    return rows.map((r): Claimed => ({ id: r.id, user_id: r.user_id, integration_id: r.integration_id, payload: r.payload, attempt: r.attempts, max_attempts: r.max_attempts, lease }));
+  }
+
+  /** Writes one outcome (the attempt's record, then the row, conditional on the lease); answers whether the lease still held. */
+  private *settleUnit(tx: DB, f: Settlement): Unit<boolean> {
+    const n = notificationLog;
+    const { c } = f;
+    const held = and(eq(n.id, c.id), eq(n.lease_id, c.lease));
+    if (f.kind === "release") {
+      return (yield* run(tx.update(n).set({ attempts: sql`${n.attempts} - 1`, next_attempt_at: f.at, lease_id: null, lease_expires_at: null }).where(held))) > 0;
+    }
+    const a = f.record;
+    yield* run(
+      tx.insert(notificationAttempts).values({ notification_id: c.id, attempt: c.attempt, started_at: a.startedAt, duration_ms: Math.round(a.durationMs), status_code: a.statusCode, error: a.error }),
+    );
+    const done = { next_attempt_at: null, lease_id: null, lease_expires_at: null };
+    if (f.kind === "delivered") return (yield* run(tx.update(n).set({ status: "delivered", delivered_at: f.at, ...done, last_error: null }).where(held))) > 0;
+    if (f.kind === "retry") return (yield* run(tx.update(n).set({ next_attempt_at: f.at, lease_id: null, lease_expires_at: null, last_error: f.error }).where(held))) > 0;
+    return (yield* run(tx.update(n).set({ status: "failed", failed_at: f.at, ...done, last_error: f.error }).where(held))) > 0;
   }
 
   /**
@@ -134,24 +205,16 @@ export class Outbox {
     );
   }
 
-  /** Applies one outcome; false when the lease no longer held (e.g. the integration was deleted meanwhile). */
-  private settle(f: Settlement): boolean {
-    const { c } = f;
-    if (f.kind === "release") return this.releaseOne.run(f.at, c.id, c.lease).changes > 0;
-    const a = f.record;
-    this.attemptRow.run(c.id, c.attempt, a.startedAt, Math.round(a.durationMs), a.statusCode, a.error);
-    if (f.kind === "delivered") return this.delivered.run(f.at, c.id, c.lease).changes > 0;
-    if (f.kind === "retry") return this.retry.run(f.at, f.error, c.id, c.lease).changes > 0;
-    return this.failed.run(f.at, f.error, c.id, c.lease).changes > 0;
-  }
-
   /**
-   * At start: leases held by a previous process of this data dir are void (one server owns a data
-   * dir), so its in-flight rows resume at their stored next_attempt_at.
+   * At start. SQLite: leases held by a previous process of this data dir are void (one server owns
+   * a data dir), so its in-flight rows resume at their stored next_attempt_at. PostgreSQL: other
+   * servers may share the database and hold live leases, so only leases that ran out (`now`) are
+   * released; a previous process's rows resume once their lease expires.
    */
-  async releaseStaleLeases(): Promise<number> {
+  async releaseStaleLeases(now: number): Promise<number> {
     const n = notificationLog;
-    return affected(await this.db.update(n).set({ lease_id: null, lease_expires_at: null }).where(and(eq(n.status, "pending"), isNotNull(n.lease_id))));
+    const stale = isPostgres(this.db) ? lte(n.lease_expires_at, now) : isNotNull(n.lease_id);
+    return affected(await this.db.update(n).set({ lease_id: null, lease_expires_at: null }).where(and(eq(n.status, "pending"), isNotNull(n.lease_id), stale)));
   }
 
   /** When the earliest unleased pending row is due, or null when there is none. */
@@ -162,17 +225,27 @@ export class Outbox {
   }
 
   /**
-   * Fails every pending delivery of an integration (it was deleted). Synchronous: it runs inside
-   * the transaction that deletes the integration (`tx`), part of that one statement block.
+   * Fails every pending delivery of an integration (it was deleted); answers how many. A unit: the
+   * caller `yield*`s it inside the unit that deletes the integration, so both commit together.
    */
-  failForIntegration(tx: Pick<DB, "update">, integrationId: string, reason: string, now: number): number {
+  *failForIntegration(tx: DB, integrationId: string, reason: string, now: number): Unit<number> {
     const n = notificationLog;
-    return changes(
+    return yield* run(
       tx
         .update(n)
         .set({ status: "failed", failed_at: now, next_attempt_at: null, lease_id: null, lease_expires_at: null, last_error: reason })
-        .where(and(eq(n.integration_id, integrationId), eq(n.status, "pending")))
-        .run(),
+        .where(and(eq(n.integration_id, integrationId), eq(n.status, "pending"))),
     );
   }
+}
+
+/** Applies one outcome with the prepared statements; false when the lease no longer held (e.g. the integration was deleted meanwhile). */
+function settlePrepared(p: Prepared, f: Settlement): boolean {
+  const { c } = f;
+  if (f.kind === "release") return p.releaseOne.run(f.at, c.id, c.lease).changes > 0;
+  const a = f.record;
+  p.attemptRow.run(c.id, c.attempt, a.startedAt, Math.round(a.durationMs), a.statusCode, a.error);
+  if (f.kind === "delivered") return p.delivered.run(f.at, c.id, c.lease).changes > 0;
+  if (f.kind === "retry") return p.retry.run(f.at, f.error, c.id, c.lease).changes > 0;
+  return p.failed.run(f.at, f.error, c.id, c.lease).changes > 0;
 }

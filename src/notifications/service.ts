@@ -1,7 +1,7 @@
 /**
- * Notifications: the one entry point other modules call. `enqueue` writes the outbox row (inside
- * the caller's transaction when given one, else in one of its own) and wakes the delivery worker
- * once that transaction has committed; `submit` is POST /v1/notifications; `taskFailed` /
+ * Notifications: the one entry point other modules call. `enqueue` writes the outbox row (as a
+ * unit of the caller's transaction when given one, else in one of its own) and the delivery worker
+ * is woken once that transaction has committed; `submit` is POST /v1/notifications; `taskFailed` /
  * `playbookRunEnded` are the platform's own notifications. Reads of the log are in log.ts.
  */
 import type { Database } from "bun:sqlite";
@@ -11,6 +11,7 @@ import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import type { Page, PageParams } from "../db/paginate.ts";
 import { integrations, notificationLog, tasks } from "../db/tables.ts";
+import { first as firstIn, run, transact, type Unit } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
@@ -25,9 +26,9 @@ import { DeliveryWorker } from "./worker.ts";
 
 /**
  * The caller's open transaction on `services.db` (the orchestrator passes the one that fails a
- * task): on SQLite it is synchronous, so enqueue's statements run in it with `.get()`/`.run()`.
+ * task): with it, enqueue is a unit the caller `yield*`s inside its own (src/db/unit.ts).
  */
-export type Executor = Pick<DB, "select" | "insert">;
+export type Executor = DB;
 
 /** What enqueue answers for a queued notification. */
 export type Queued = { id: string; status: "pending" };
@@ -58,7 +59,7 @@ export class Notifications {
   private reads: NotificationLog;
 
   constructor(
-    private deps: { db: DB; sqlite: Database; sealer: Sealer; log: Logger; now: () => number; config: Pick<Config, "allowPrivateWebhooks" | "webhook">; audit?: AuditSink },
+    private deps: { db: DB; sqlite?: Database | null; sealer: Sealer; log: Logger; now: () => number; config: Pick<Config, "allowPrivateWebhooks" | "webhook">; audit?: AuditSink },
   ) {
     const { db, sqlite, sealer, log, now, config } = deps;
     this.net = { guard: !config.allowPrivateWebhooks, resolve: systemResolver, classify: classifyAddress };
@@ -69,31 +70,38 @@ export class Notifications {
   }
 
   /**
-   * Queues a notification for the user's webhook. With `tx` (the caller's open transaction):
-   * synchronous, the row commits or rolls back with the caller's writes. Without: asynchronous, in
-   * a transaction of its own. The worker is woken after that transaction commits. Returns null and
-   * writes nothing when the user has no webhook integration. Throws (without `tx`: rejects)
-   * VALIDATION_FAILED for a bad message or urgency.
+   * Queues a notification for the user's webhook. With `tx` (the caller's open transaction): a
+   * unit the caller `yield*`s, the row commits or rolls back with the caller's writes, and the
+   * caller calls `wake` once its transaction has committed. Without: in a transaction of its own,
+   * the worker woken after it commits. Returns null and writes nothing when the user has no webhook
+   * integration. Throws (in the unit: when it runs; without `tx`: rejects) VALIDATION_FAILED for a
+   * bad message or urgency.
    */
-  enqueue(input: EnqueueInput, tx: Executor): Queued | null;
+  enqueue(input: EnqueueInput, tx: Executor): Unit<Queued | null>;
   enqueue(input: EnqueueInput): Promise<Queued | null>;
-  enqueue(input: EnqueueInput, tx?: Executor): Queued | null | Promise<Queued | null> {
-    return tx ? this.insert(input, tx) : this.enqueueAlone(input);
+  enqueue(input: EnqueueInput, tx?: Executor): Unit<Queued | null> | Promise<Queued | null> {
+    return tx ? this.insertIn(input, tx) : this.enqueueAlone(input);
+  }
+
+  /** Wakes the delivery worker: call it once a transaction whose unit queued a notification has committed. */
+  wake(): void {
+    this.worker.wake();
   }
 
   private async enqueueAlone(input: EnqueueInput): Promise<Queued | null> {
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    // (the webhook read and the insert: deleting a webhook fails its pending rows, none may follow)
-    return this.deps.db.transaction((tx) => this.insert(input, tx));
+    // The webhook read and the insert in one transaction: deleting a webhook fails its pending rows, none may follow.
+    const queued = await transact(this.deps.db, (tx) => this.insertIn(input, tx));
+    if (queued) this.wake();
+    return queued;
   }
 
-  /** Reads the user's webhook and writes the row, synchronously with `tx` (SQLite's transactions are synchronous). */
-  private insert(input: EnqueueInput, tx: Executor): Queued | null {
+  /** Reads the user's webhook and writes the row (a unit: the worker is not woken here). */
+  private *insertIn(input: EnqueueInput, tx: Executor): Unit<Queued | null> {
     // Platform text is generated (it can quote a long error): cut to the limit rather than refuse,
     // so the caller's transaction (e.g. failing a task) never fails because of it.
     const message = validateMessage(input.source === "platform" && typeof input.message === "string" ? truncate(input.message) : input.message);
     const urgency = validateUrgency(input.urgency);
-    const integrationId = tx.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, input.userId)).get()?.id;
+    const integrationId = (yield* firstIn(tx.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, input.userId)).limit(1)))?.id;
     if (!integrationId) return null;
     const now = this.deps.now();
     const row = {
@@ -109,9 +117,7 @@ export class Notifications {
       next_attempt_at: now,
       created_at: now,
     };
-    tx.insert(notificationLog).values({ ...row, status: "pending", attempts: 0 }).run();
-    // A microtask runs after the (synchronous) transaction has committed.
-    queueMicrotask(() => this.worker.wake());
+    yield* run(tx.insert(notificationLog).values({ ...row, status: "pending", attempts: 0 }));
     return { id: row.id, status: "pending" };
   }
 
@@ -138,21 +144,21 @@ export class Notifications {
   }
 
   /**
-   * The platform's notification for a failed task (call it in the transaction that fails the task:
-   * with `tx` synchronous, like enqueue).
+   * The platform's notification for a failed task (`yield*` it in the unit that fails the task,
+   * then `wake` after the commit, like enqueue).
    */
-  taskFailed(t: TaskFailed, tx: Executor): Queued | null;
+  taskFailed(t: TaskFailed, tx: Executor): Unit<Queued | null>;
   taskFailed(t: TaskFailed): Promise<Queued | null>;
-  taskFailed(t: TaskFailed, tx?: Executor): Queued | null | Promise<Queued | null> {
+  taskFailed(t: TaskFailed, tx?: Executor): Unit<Queued | null> | Promise<Queued | null> {
     const what = t.code ? `${t.code}: ${t.error}` : t.error;
     const input: EnqueueInput = { userId: t.userId, source: "platform", urgency: "high", taskId: t.taskId, playbookId: t.playbookId ?? null, message: truncate(`Task ${t.taskId} failed — ${what}`) };
     return tx ? this.enqueue(input, tx) : this.enqueue(input);
   }
 
-  /** The platform's notification for a finished playbook run (completed, failed or cancelled); with `tx` synchronous, like enqueue. */
-  playbookRunEnded(r: RunEnded, tx: Executor): Queued | null;
+  /** The platform's notification for a finished playbook run (completed, failed or cancelled); with `tx` a unit, like enqueue. */
+  playbookRunEnded(r: RunEnded, tx: Executor): Unit<Queued | null>;
   playbookRunEnded(r: RunEnded): Promise<Queued | null>;
-  playbookRunEnded(r: RunEnded, tx?: Executor): Queued | null | Promise<Queued | null> {
+  playbookRunEnded(r: RunEnded, tx?: Executor): Unit<Queued | null> | Promise<Queued | null> {
     const name = r.playbookName ? `"${r.playbookName}" (${r.playbookId})` : r.playbookId;
     const tail = r.detail ? ` — ${r.detail}` : "";
     const input: EnqueueInput = {

@@ -76,7 +76,8 @@ export class DeliveryWorker {
     if (this.running) return;
     this.running = true;
     // Before any claim: releasing after a claim of ours would void that lease (a double delivery).
-    const release = this.deps.outbox.releaseStaleLeases();
+    // (On PostgreSQL only leases that ran out are released: other servers may hold live ones.)
+    const release = this.deps.outbox.releaseStaleLeases(this.deps.now());
     this.pass = release.then(
       () => {},
       () => {},

@@ -4,10 +4,11 @@
  * one list, newest first, keyset-paged on (created_at, key).
  */
 import type { Database } from "bun:sqlite";
-import { and, count, eq, inArray } from "drizzle-orm";
+import { and, count, eq, inArray, type SQL, sql } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { ACTIVE_TASK_STATUSES, type MissedRunRow, type RunTrigger } from "../db/schema.ts";
 import { missedRuns, tasks } from "../db/tables.ts";
+import { isPostgres, run, type Unit } from "../db/unit.ts";
 import type { Page } from "../db/paginate.ts";
 import { Errors, type ErrorCode } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
@@ -30,7 +31,7 @@ interface RunRow {
   ended_at: number | null;
 }
 
-/** SQLite's SQL (printf): PostgreSQL gets its own form of the list (issue 17). */
+/** The list as SQLite's SQL, for bun:sqlite's cached statements (printf; ?1 the playbook). */
 const UNION = `SELECT * FROM (
   SELECT t.id AS key, t.id AS task_id, t.session_id, t.trigger, t.status, t.error_code, t.error_message, t.input_tokens, t.output_tokens,
          t.cost_usd, t.scheduled_for, t.created_at, t.started_at, t.finished_at AS ended_at
@@ -39,6 +40,45 @@ const UNION = `SELECT * FROM (
   SELECT printf('m%019d', m.id), NULL, NULL, m.trigger, m.status, m.error_code, m.error_message, 0, 0, 0, m.scheduled_for, m.created_at, NULL, m.created_at
     FROM playbook_missed_runs m WHERE m.playbook_id = ?1
 )`;
+
+/**
+ * The list for drizzle (PostgreSQL, or SQLite without a bun:sqlite handle): the same union, with
+ * the missed run's key `m` + its id zero-padded to 19 digits in each dialect's words. On
+ * PostgreSQL the key compares COLLATE "C" (bytewise, as SQLite's), whatever the database's collation.
+ */
+function unionSql(pg: boolean, playbookId: string, limit: number, after: { at: number; key: string } | null): SQL {
+  const key = pg ? sql.raw(`'m' || lpad(m.id::text, 19, '0')`) : sql.raw(`printf('m%019d', m.id)`);
+  const k = pg ? sql.raw(`key COLLATE "C"`) : sql.raw("key");
+  const where = after ? sql` WHERE created_at < ${after.at} OR (created_at = ${after.at} AND ${k} < ${after.key})` : sql``;
+  return sql`SELECT * FROM (
+  SELECT t.id AS key, t.id AS task_id, t.session_id, t.trigger, t.status, t.error_code, t.error_message, t.input_tokens, t.output_tokens,
+         t.cost_usd, t.scheduled_for, t.created_at, t.started_at, t.finished_at AS ended_at
+    FROM tasks t WHERE t.playbook_id = ${playbookId}
+  UNION ALL
+  SELECT ${key}, NULL, NULL, m.trigger, m.status, m.error_code, m.error_message, 0, 0, 0, m.scheduled_for, m.created_at, NULL, m.created_at
+    FROM playbook_missed_runs m WHERE m.playbook_id = ${playbookId}
+) AS runs${where} ORDER BY created_at DESC, ${k} DESC LIMIT ${limit}`;
+}
+
+/** A raw row as PostgreSQL answers it (bigint and numeric columns as strings) made a RunRow. */
+const num = (v: unknown): number => Number(v ?? 0);
+const numOrNull = (v: unknown): number | null => (v == null ? null : Number(v));
+const fromRaw = (r: Record<string, unknown>): RunRow => ({
+  key: r.key as string,
+  task_id: (r.task_id as string | null) ?? null,
+  session_id: (r.session_id as string | null) ?? null,
+  trigger: (r.trigger as RunTrigger | null) ?? null,
+  status: r.status as RunRow["status"],
+  error_code: (r.error_code as string | null) ?? null,
+  error_message: (r.error_message as string | null) ?? null,
+  input_tokens: num(r.input_tokens),
+  output_tokens: num(r.output_tokens),
+  cost_usd: num(r.cost_usd),
+  scheduled_for: numOrNull(r.scheduled_for),
+  created_at: num(r.created_at),
+  started_at: numOrNull(r.started_at),
+  ended_at: numOrNull(r.ended_at),
+});
 
 const toRun = (r: RunRow): PlaybookRun => ({
   task_id: r.task_id,
@@ -55,17 +95,40 @@ const toRun = (r: RunRow): PlaybookRun => ({
   ended_at: iso(r.ended_at),
 });
 
+export interface MissedRun {
+  playbookId: string;
+  userId: string;
+  trigger: RunTrigger;
+  status: MissedRunRow["status"];
+  code?: ErrorCode | null;
+  message?: string | null;
+  scheduledFor?: number | null;
+  at: number;
+}
+
 const CURSOR = /^(\d{1,15})\.([A-Za-z0-9_]{1,64})$/;
 
 export class PlaybookRuns {
+  /** `sqlite`: the bun:sqlite connection behind `db`, for its cached statements (absent on PostgreSQL). */
   constructor(
     private db: DB,
-    private sqlite: Database,
+    private sqlite?: Database | null,
   ) {}
 
-  /** The first page (bun:sqlite caches the compiled statement per query text). */
-  private firstPage(playbookId: string, n: number): RunRow[] {
-    return this.sqlite.query<RunRow, [string, number]>(`${UNION} ORDER BY created_at DESC, key DESC LIMIT ?2`).all(playbookId, n);
+  /** Up to `n` runs, newest first, after the cursor position `after` (or from the newest). */
+  private async rows(playbookId: string, n: number, after: { at: number; key: string } | null): Promise<RunRow[]> {
+    if (this.sqlite && !isPostgres(this.db)) {
+      // bun:sqlite caches the compiled statement per query text.
+      if (!after) return this.sqlite.query<RunRow, [string, number]>(`${UNION} ORDER BY created_at DESC, key DESC LIMIT ?2`).all(playbookId, n);
+      return this.sqlite
+        .query<RunRow, [string, number, number, string]>(`${UNION} WHERE created_at < ?3 OR (created_at = ?3 AND key < ?4) ORDER BY created_at DESC, key DESC LIMIT ?2`)
+        .all(playbookId, n, after.at, after.key);
+    }
+    if (isPostgres(this.db)) {
+      const pg = this.db as unknown as { execute(q: SQL): Promise<Record<string, unknown>[]> };
+      return (await pg.execute(unionSql(true, playbookId, n, after))).map(fromRaw);
+    }
+    return this.db.all<RunRow>(unionSql(false, playbookId, n, after));
   }
 
   /** Newest first; `cursor` is the previous page's next_cursor. */
@@ -75,17 +138,15 @@ export class PlaybookRuns {
     if (p.cursor) {
       const m = CURSOR.exec(p.cursor);
       if (!m) throw Errors.validation("cursor", "cursor is not a next_cursor of this list");
-      rows = this.sqlite
-        .query<RunRow, [string, number, number, string]>(`${UNION} WHERE created_at < ?3 OR (created_at = ?3 AND key < ?4) ORDER BY created_at DESC, key DESC LIMIT ?2`)
-        .all(playbookId, limit + 1, Number(m[1]), m[2]!);
-    } else rows = this.firstPage(playbookId, limit + 1);
+      rows = await this.rows(playbookId, limit + 1, { at: Number(m[1]), key: m[2]! });
+    } else rows = await this.rows(playbookId, limit + 1, null);
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return { data: page.map(toRun), next_cursor: rows.length > limit && last ? `${last.created_at}.${last.key}` : null };
   }
 
   async recent(playbookId: string, n: number): Promise<PlaybookRun[]> {
-    return this.firstPage(playbookId, n).map(toRun);
+    return (await this.rows(playbookId, n, null)).map(toRun);
   }
 
   /** Whether a run of the playbook is still queued, running or waiting for an answer. */
@@ -94,13 +155,12 @@ export class PlaybookRuns {
     return row!.n > 0;
   }
 
-  /** Records a slot that did not become a task (synchronous: runs inside the caller's transaction `tx`). */
-  recordMissed(
-    tx: DB,
-    r: { playbookId: string; userId: string; trigger: RunTrigger; status: MissedRunRow["status"]; code?: ErrorCode | null; message?: string | null; scheduledFor?: number | null; at: number },
-  ) {
-    tx.insert(missedRuns)
-      .values({ playbook_id: r.playbookId, user_id: r.userId, trigger: r.trigger, status: r.status, error_code: r.code ?? null, error_message: r.message ?? null, scheduled_for: r.scheduledFor ?? null, created_at: r.at })
-      .run();
+  /** Records a slot that did not become a task: a unit the caller `yield*`s inside its own (the slot's claim). */
+  *missedRun(tx: DB, r: MissedRun): Unit<void> {
+    yield* run(
+      tx
+        .insert(missedRuns)
+        .values({ playbook_id: r.playbookId, user_id: r.userId, trigger: r.trigger, status: r.status, error_code: r.code ?? null, error_message: r.message ?? null, scheduled_for: r.scheduledFor ?? null, created_at: r.at }),
+    );
   }
 }

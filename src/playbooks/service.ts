@@ -9,11 +9,12 @@
 import { and, eq, isNotNull, lte, min } from "drizzle-orm";
 import type { RunOptions, SubmitHooks, SubmitInput } from "../agents/orchestrator.ts";
 import type { TaskRow } from "../agents/tasks.ts";
-import { affected, changes, type DB, first } from "../db/client.ts";
+import { affected, type DB, first } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type PlaybookRow, type ProfileRow, type RunTrigger, type SessionRow } from "../db/schema.ts";
 import { playbooks } from "../db/tables.ts";
+import { all, first as firstIn, isPostgres, run, transact, type Unit } from "../db/unit.ts";
 import { randomToken, safeEqual } from "../lib/crypto.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Sealer } from "../lib/sealer.ts";
@@ -34,7 +35,10 @@ export interface PlaybookDeps {
   profiles: { get(userId: string, profileId: string): ProfileRow | Promise<ProfileRow> };
   orchestrator: { submit(userId: string, input: SubmitInput, hooks?: SubmitHooks): Promise<{ task: TaskRow; session: SessionRow }> };
   notifications: {
-    playbookRunEnded(r: { userId: string; playbookId: string; taskId?: string | null; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null }, tx?: DB): unknown;
+    /** A unit of the caller's transaction `tx`. */
+    playbookRunEnded(r: { userId: string; playbookId: string; taskId?: string | null; playbookName?: string | null; status: "completed" | "failed" | "cancelled"; detail?: string | null }, tx: DB): Unit<unknown>;
+    /** Wakes the delivery worker once that transaction has committed. */
+    wake(): void;
   };
   /** The audit log (trigger rotations). */
   audit?: AuditSink;
@@ -51,6 +55,14 @@ export function runPrompt(prompt: string, input: unknown): string {
   const text = typeof input === "string" ? input : JSON.stringify(input, null, 2);
   if (Buffer.byteLength(text, "utf8") > INPUT_MAX_BYTES) throw Errors.validation("input", `input must be at most ${INPUT_MAX_BYTES} bytes`, { reason: "too large", limit_bytes: INPUT_MAX_BYTES });
   return `${prompt}\n\n<run_input>\n${text}\n</run_input>`;
+}
+
+/**
+ * A read that the same unit then writes over: on PostgreSQL the rows are locked (`FOR UPDATE`) so
+ * that a concurrent read-modify-write waits for this one, as SQLite's single writer makes it.
+ */
+function forUpdate<Q extends PromiseLike<unknown[]>>(tx: DB, q: Q): Q {
+  return isPostgres(tx) ? (q as unknown as { for(strength: "update"): Q }).for("update") : q;
 }
 
 /** A slot already claimed elsewhere: the run must not start. */
@@ -159,23 +171,25 @@ export class Playbooks {
     const before = await this.own(userId, id);
     this.merge(before, patch);
     if (patch.profile_id !== undefined && patch.profile_id !== before.profile_id) await this.d.profiles.get(userId, patch.profile_id);
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    const { row, rescheduled } = this.d.db.transaction((tx) => {
-      const cur = this.ownIn(tx, userId, id);
-      const { next, rescheduled, unchanged } = this.merge(cur, patch);
-      if (unchanged) return { row: cur, rescheduled: false };
-      const next_run_at = rescheduled ? this.nextRun(next, this.d.now()) : cur.next_run_at;
-      const updated_at = Math.max(this.d.now(), cur.updated_at);
-      tx.update(playbooks).set({ ...next, next_run_at, updated_at }).where(eq(playbooks.id, id)).run();
-      return { row: { ...cur, ...next, next_run_at, updated_at }, rescheduled };
-    });
+    const { row, rescheduled } = await transact(this.d.db, (tx) => this.updateIn(tx, userId, id, patch));
     if (rescheduled) await this.changed();
     return this.record(row);
   }
 
-  /** The caller's playbook, read inside the transaction `tx` (synchronous). */
-  private ownIn(tx: DB, userId: string, id: string): PlaybookRow {
-    const row = isId("playbook", id) ? tx.select().from(playbooks).where(eq(playbooks.id, id)).get() : undefined;
+  /** `update`'s read-modify-write: the patch applied to the row as read in the same transaction. */
+  private *updateIn(tx: DB, userId: string, id: string, patch: PlaybookPatch): Unit<{ row: PlaybookRow; rescheduled: boolean }> {
+    const cur = yield* this.ownIn(tx, userId, id);
+    const { next, rescheduled, unchanged } = this.merge(cur, patch);
+    if (unchanged) return { row: cur, rescheduled: false };
+    const next_run_at = rescheduled ? this.nextRun(next, this.d.now()) : cur.next_run_at;
+    const updated_at = Math.max(this.d.now(), cur.updated_at);
+    yield* run(tx.update(playbooks).set({ ...next, next_run_at, updated_at }).where(eq(playbooks.id, id)));
+    return { row: { ...cur, ...next, next_run_at, updated_at }, rescheduled };
+  }
+
+  /** The caller's playbook, read (and on PostgreSQL locked) inside the transaction `tx` (a unit). */
+  private *ownIn(tx: DB, userId: string, id: string): Unit<PlaybookRow> {
+    const row = isId("playbook", id) ? yield* firstIn(forUpdate(tx, tx.select().from(playbooks).where(eq(playbooks.id, id)).limit(1))) : undefined;
     if (!row || row.user_id !== userId) throw notFound(id);
     return row;
   }
@@ -212,16 +226,18 @@ export class Playbooks {
   /** A new trigger secret: the old URL answers 404 from now on. Audited as playbook.trigger_rotated (never the secret). */
   async rotateTrigger(userId: string, id: string, origin: AuditOrigin = {}): Promise<PlaybookRecord> {
     const trigger_ciphertext = this.d.sealer.seal(randomToken(32), aad(id, userId));
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    const row = this.d.db.transaction((tx) => {
-      const cur = this.ownIn(tx, userId, id);
-      const updated_at = Math.max(this.d.now(), cur.updated_at);
-      tx.update(playbooks).set({ trigger_ciphertext, updated_at }).where(eq(playbooks.id, id)).run();
-      return { ...cur, trigger_ciphertext, updated_at };
-    });
+    const row = await transact(this.d.db, (tx) => this.rotateIn(tx, userId, id, trigger_ciphertext));
     this.d.log.info("playbook trigger rotated", { playbook_id: id, user_id: userId });
     await this.d.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "playbook.trigger_rotated", user_id: userId, target_id: id, details: { name: row.name } });
     return this.record(row);
+  }
+
+  /** `rotateTrigger`'s read-modify-write: the new secret stored over the row as read. */
+  private *rotateIn(tx: DB, userId: string, id: string, trigger_ciphertext: PlaybookRow["trigger_ciphertext"]): Unit<PlaybookRow> {
+    const cur = yield* this.ownIn(tx, userId, id);
+    const updated_at = Math.max(this.d.now(), cur.updated_at);
+    yield* run(tx.update(playbooks).set({ trigger_ciphertext, updated_at }).where(eq(playbooks.id, id)));
+    return { ...cur, trigger_ciphertext, updated_at };
   }
 
   /**
@@ -240,17 +256,19 @@ export class Playbooks {
   /** The account enabled again: its enabled schedules continue from now (slots while held are not run). */
   async resumeForUser(userId: string): Promise<number> {
     const now = this.d.now();
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    const resumed = this.d.db.transaction((tx) => {
-      const rows = tx.select().from(playbooks).where(and(eq(playbooks.user_id, userId), eq(playbooks.enabled, true), isNotNull(playbooks.schedule))).all();
-      for (const row of rows) tx.update(playbooks).set({ next_run_at: this.nextRun(row, now) }).where(eq(playbooks.id, row.id)).run();
-      return rows.length;
-    });
+    const resumed = await transact(this.d.db, (tx) => this.resumeIn(tx, userId, now));
     if (resumed) {
       this.d.log.info("schedules of a re-enabled user resumed", { user_id: userId, count: resumed });
       await this.changed();
     }
     return resumed;
+  }
+
+  /** `resumeForUser`'s schedules read and each given its next slot from `now`, together. */
+  private *resumeIn(tx: DB, userId: string, now: number): Unit<number> {
+    const rows = yield* all(forUpdate(tx, tx.select().from(playbooks).where(and(eq(playbooks.user_id, userId), eq(playbooks.enabled, true), isNotNull(playbooks.schedule)))));
+    for (const row of rows) yield* run(tx.update(playbooks).set({ next_run_at: this.nextRun(row, now) }).where(eq(playbooks.id, row.id)));
+    return rows.length;
   }
 
   /** A deleted profile's playbooks stop: disabled, unscheduled. */
@@ -320,11 +338,29 @@ export class Playbooks {
 
   /**
    * Claims the slot `due` of a playbook: moves `next_run_at` from it to `next`, only if no one
-   * moved it first (so one claim wins, whichever process or replica tries). Synchronous: it runs
-   * inside the caller's transaction, the one that creates the run's task or records the missed run.
+   * moved it first (so one claim wins, whichever process or replica tries). A unit of the caller's
+   * transaction, the one that creates the run's task or records the missed run.
    */
-  private claim(tx: DB, id: string, due: number, next: number | null): boolean {
-    return changes(tx.update(playbooks).set({ next_run_at: next }).where(and(eq(playbooks.id, id), eq(playbooks.next_run_at, due))).run()) === 1;
+  private *claim(tx: DB, id: string, due: number, next: number | null): Unit<boolean> {
+    return (yield* run(tx.update(playbooks).set({ next_run_at: next }).where(and(eq(playbooks.id, id), eq(playbooks.next_run_at, due))))) === 1;
+  }
+
+  /** A slot claimed and recorded as missed (skipped or failed), with its owner notified when it failed; false if claimed elsewhere. */
+  private *missedIn(
+    tx: DB,
+    row: PlaybookRow,
+    slot: { due: number; next: number | null; claimed: boolean },
+    status: "skipped" | "failed",
+    err: AppError | null,
+    message: string,
+  ): Unit<boolean> {
+    if (!slot.claimed && !(yield* this.claim(tx, row.id, slot.due, slot.next))) return false;
+    yield* this.d.runs.missedRun(tx, { playbookId: row.id, userId: row.user_id, trigger: "schedule", status, code: err?.code ?? null, message, scheduledFor: slot.due, at: this.d.now() });
+    if (err) {
+      const detail = `the scheduled run did not start — ${err.code}: ${err.message}`;
+      yield* this.d.notifications.playbookRunEnded({ userId: row.user_id, playbookId: row.id, taskId: null, playbookName: row.name, status: "failed", detail }, tx);
+    }
+    return true;
   }
 
   /**
@@ -341,29 +377,28 @@ export class Playbooks {
     if (due === null) return;
     const now = this.d.now();
     const next = this.nextRun(row, now);
-    const missed = (tx: DB, status: "skipped" | "failed", code: AppError["code"] | null, message: string) =>
-      this.d.runs.recordMissed(tx, { playbookId: row.id, userId: row.user_id, trigger: "schedule", status, code, message, scheduledFor: due, at: this.d.now() });
 
     if (await this.d.runs.hasActive(row.id)) {
-      // one statement block: gets a transaction of its own per dialect (issue 17)
-      this.d.db.transaction((tx) => {
-        if (this.claim(tx, row.id, due, next)) missed(tx, "skipped", null, "The previous run was still going when this slot came");
-      });
+      await transact(this.d.db, (tx) => this.missedIn(tx, row, { due, next, claimed: false }, "skipped", null, "The previous run was still going when this slot came"));
       return;
     }
     let claimed = false;
     let onClaimed!: () => void;
     const claimedNow = new Promise<void>((resolve) => (onClaimed = resolve));
     let started: Promise<unknown>;
+    const claim = (tx: DB) => this.claim(tx, row.id, due, next);
     try {
       started = this.start(
         row,
         "schedule",
         undefined,
         {
-          // Inside the orchestrator's transaction that creates the session and the run's task.
-          inTransaction: (tx) => {
-            if (!this.claim(tx, row.id, due, next)) throw new AlreadyClaimed();
+          // A unit of the orchestrator's transaction that creates the session and the run's task.
+          *inTransaction(tx) {
+            if (!(yield* claim(tx))) throw new AlreadyClaimed();
+          },
+          // That transaction has committed: the slot is this run's.
+          onSession: () => {
             claimed = true;
             onClaimed();
           },
@@ -380,11 +415,8 @@ export class Playbooks {
           if (e instanceof AlreadyClaimed) return;
           const err = e instanceof AppError ? e : new AppError("INTERNAL_ERROR", "Internal error while starting the run");
           if (!(e instanceof AppError)) this.d.log.error("scheduled playbook run failed to start", { playbook_id: row.id, err: e });
-          // one statement block: gets a transaction of its own per dialect (issue 17)
-          this.d.db.transaction((tx) => {
-            if (!claimed && !this.claim(tx, row.id, due, next)) return;
-            missed(tx, "failed", err.code, err.message);
-            this.d.notifications.playbookRunEnded({ userId: row.user_id, playbookId: row.id, taskId: null, playbookName: row.name, status: "failed", detail: `the scheduled run did not start — ${err.code}: ${err.message}` }, tx);
+          return transact(this.d.db, (tx) => this.missedIn(tx, row, { due, next, claimed }, "failed", err, err.message)).then((recorded) => {
+            if (recorded) this.d.notifications.wake();
           });
         },
       )
@@ -393,10 +425,10 @@ export class Playbooks {
   }
 
   /**
-   * For the task queue's run-end notifications. Synchronous: it runs inside the caller's
-   * transaction `tx` (the one that ends the task and queues the notification).
+   * For the task queue's run-end notifications: a unit of the caller's transaction `tx` (the one
+   * that ends the task and queues the notification).
    */
-  nameOf(tx: DB, id: string): string | null {
-    return tx.select({ name: playbooks.name }).from(playbooks).where(eq(playbooks.id, id)).get()?.name ?? null;
+  *nameOf(tx: DB, id: string): Unit<string | null> {
+    return (yield* firstIn(tx.select({ name: playbooks.name }).from(playbooks).where(eq(playbooks.id, id)).limit(1)))?.name ?? null;
   }
 }

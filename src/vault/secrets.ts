@@ -9,7 +9,9 @@ import { and, count, desc, eq, lt, or } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
 import type { PageParams, Page } from "../db/paginate.ts";
 import { type EnvValue, type ModelConfig } from "../db/schema.ts";
-import { secrets } from "../db/tables.ts";
+import { forNoKeyUpdate } from "../db/row-lock.ts";
+import { secrets, users } from "../db/tables.ts";
+import { all, first as firstOf, isPostgres, run, transact, type Unit } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
@@ -52,18 +54,7 @@ export class Secrets {
     const v = checkSecretValue(value);
     const sealed = this.sealer.seal(v, aadFor(userId, n));
     const at = this.now();
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    const created = this.db.transaction((tx) => {
-      const exists = tx.select({ name: secrets.name }).from(secrets).where(and(eq(secrets.user_id, userId), eq(secrets.name, n))).get() !== undefined;
-      if (!exists && (tx.select({ n: count() }).from(secrets).where(eq(secrets.user_id, userId)).get()?.n ?? 0) >= SECRETS_PER_USER) {
-        throw Errors.validation("name", `You already have ${SECRETS_PER_USER} secrets, the most a user may keep; delete some first`, { reason: "limit", limit: SECRETS_PER_USER });
-      }
-      tx.insert(secrets)
-        .values({ user_id: userId, name: n, ciphertext: sealed, created_at: at, updated_at: at })
-        .onConflictDoUpdate({ target: [secrets.user_id, secrets.name], set: { ciphertext: sealed, updated_at: at } })
-        .run();
-      return !exists;
-    });
+    const created = await transact(this.db, (tx) => putSecret(tx, userId, n, sealed, at), { immediate: true });
     this.log.info(created ? "secret created" : "secret replaced", { user_id: userId, secret_name: n });
     await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "secret.set", user_id: userId, target_id: n, details: { name: n, created } });
     return { created };
@@ -179,6 +170,28 @@ export class Secrets {
     }
     return out;
   }
+}
+
+/**
+ * Creates or replaces one sealed secret within the per-user limit: the existence check, the count
+ * and the upsert commit together. Returns whether it was created. SQLite's immediate transaction
+ * holds the write lock from the start; on PostgreSQL the owner's users row is locked first
+ * (FOR NO KEY UPDATE, a PostgreSQL-only step), so two servers adding a user's secrets at once
+ * count one after the other and cannot both pass the limit.
+ */
+function* putSecret(tx: DB, userId: string, name: string, sealed: Buffer, at: number): Unit<boolean> {
+  if (isPostgres(tx)) yield* all(forNoKeyUpdate(tx.select({ id: users.id }).from(users).where(eq(users.id, userId))));
+  const exists = (yield* firstOf(tx.select({ name: secrets.name }).from(secrets).where(and(eq(secrets.user_id, userId), eq(secrets.name, name))))) !== undefined;
+  if (!exists && ((yield* firstOf(tx.select({ n: count() }).from(secrets).where(eq(secrets.user_id, userId))))?.n ?? 0) >= SECRETS_PER_USER) {
+    throw Errors.validation("name", `You already have ${SECRETS_PER_USER} secrets, the most a user may keep; delete some first`, { reason: "limit", limit: SECRETS_PER_USER });
+  }
+  yield* run(
+    tx
+      .insert(secrets)
+      .values({ user_id: userId, name, ciphertext: sealed, created_at: at, updated_at: at })
+      .onConflictDoUpdate({ target: [secrets.user_id, secrets.name], set: { ciphertext: sealed, updated_at: at } }),
+  );
+  return !exists;
 }
 
 function sameOrigin(url: string, origin: string | null): boolean {

@@ -1,15 +1,18 @@
 /**
- * The `workspaces` rows. The concurrency rule lives here, in one IMMEDIATE transaction per
- * reservation: counting the profile's starting|running rows and inserting (or flipping a stopped
- * row to `starting`) happen atomically, before any Docker object exists, so N parallel starts can
- * never let more than the limit through.
+ * The `workspaces` rows. The concurrency rule lives here, in one unit per reservation: counting
+ * the profile's and the user's starting|running rows and inserting (or flipping a stopped row to
+ * `starting`) commit together, before any Docker object exists, so N parallel starts can never let
+ * more than the limit through — on SQLite by an IMMEDIATE transaction (the write lock from BEGIN),
+ * on PostgreSQL by row locks taken first (see `lockOwners`), also across servers.
  */
 import { and, count, desc, eq, gt, inArray, lt, ne, sql, type SQL } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
-import { preparedInsert } from "../db/prepared.ts";
+import { boundStatement, preparedInsertStep } from "../db/prepared.ts";
+import { forNoKeyUpdate } from "../db/row-lock.ts";
 import { ACTIVE_WORKSPACE_STATUSES, type NewWorkspaceRow, type ProfileRow, type WorkspaceRow, type WorkspaceStatus } from "../db/schema.ts";
-import { profiles, sessions, workspaces } from "../db/tables.ts";
+import { profiles, sessions, users, workspaces } from "../db/tables.ts";
+import { all, first as firstOf, isPostgres, run, transact, type Unit } from "../db/unit.ts";
 import { AppError } from "../lib/errors.ts";
 
 export type { NewWorkspaceRow, WorkspaceRow, WorkspaceStatus };
@@ -44,24 +47,26 @@ export interface RoomLimits {
 export class WorkspaceStore {
   private touchStmt;
   private insertRow;
-  /** Active workspaces of a profile / of a user, but `except` (an id, or "" for none): prepared once, they run on every start. */
-  private activeOfProfileStmt;
-  private activeOfUserStmt;
+  /**
+   * SQLite: active workspaces of a profile / of a user, but `except` (an id, or "" for none),
+   * prepared once (they run on every start). Null on PostgreSQL, where the count is a drizzle
+   * query built on the reservation's transaction.
+   */
+  private activeStmts;
 
   constructor(
     private db: DB,
     private now: () => number,
   ) {
-    this.insertRow = preparedInsert(db, workspaces);
+    this.insertRow = preparedInsertStep(db, workspaces);
     const active = (column: typeof workspaces.profile_id | typeof workspaces.user_id) =>
       db
         .select({ n: count() })
         .from(workspaces)
         .where(and(eq(column, sql.placeholder("owner")), inArray(workspaces.status, ACTIVE), ne(workspaces.id, sql.placeholder("except"))))
         .prepare();
-    this.activeOfProfileStmt = active(workspaces.profile_id);
-    this.activeOfUserStmt = active(workspaces.user_id);
-    // On every exec (before and after it): kept prepared, run through execute().
+    this.activeStmts = isPostgres(db) ? null : { profile: active(workspaces.profile_id), user: active(workspaces.user_id) };
+    // On every exec (before and after it): kept prepared, run through execute() (both dialects).
     this.touchStmt = db
       .update(workspaces)
       .set({ last_active_at: sql`${sql.placeholder("at")}` })
@@ -81,18 +86,44 @@ export class WorkspaceStore {
     return (await first(this.db.select().from(workspaces).where(and(eq(workspaces.id, id), eq(workspaces.user_id, userId))))) ?? null;
   }
 
+  /** The active-workspace count of a profile or a user, but `except`, as a statement of `tx` (or of `db` outside a unit). */
+  private activeCount(tx: DB, of: "profile" | "user", owner: string, except = ""): PromiseLike<{ n: number }[]> {
+    if (this.activeStmts) return boundStatement(this.activeStmts[of], { owner, except });
+    const column = of === "profile" ? workspaces.profile_id : workspaces.user_id;
+    return tx
+      .select({ n: count() })
+      .from(workspaces)
+      .where(and(eq(column, owner), inArray(workspaces.status, ACTIVE), ne(workspaces.id, except)));
+  }
+
   /**
    * Throws CONCURRENCY_LIMIT when one more active workspace would exceed the profile's or the
-   * user's limit. Synchronous: it runs inside a reservation's transaction (one connection: a
-   * statement prepared on `db` runs in the caller's transaction).
+   * user's limit. A step of a reservation's unit.
    */
-  private checkRoom(profileId: string, userId: string, limits: RoomLimits, except?: string) {
-    const n = this.activeOfProfileStmt.get({ owner: profileId, except: except ?? "" })!.n;
+  private *checkRoom(tx: DB, profileId: string, userId: string, limits: RoomLimits, except?: string): Unit<void> {
+    const n = (yield* firstOf(this.activeCount(tx, "profile", profileId, except)))!.n;
     if (n >= limits.profile) throw concurrencyLimit(profileId, n, limits.profile);
     if (limits.user !== null) {
-      const u = this.activeOfUserStmt.get({ owner: userId, except: except ?? "" })!.n;
+      const u = (yield* firstOf(this.activeCount(tx, "user", userId, except)))!.n;
       if (u >= limits.user) throw userRunningLimit(u, limits.user);
     }
+  }
+
+  /**
+   * PostgreSQL only: locks the user's and the profile's rows (FOR NO KEY UPDATE, src/db/row-lock.ts)
+   * before a reservation reads anything. Without it two servers (or two pool connections of one)
+   * could both count N-1 active workspaces under READ COMMITTED and both insert: the count is a
+   * check-then-insert no constraint enforces. Every reservation takes these locks, so reservations
+   * for the same user or profile run one after the other, and each one's count (a fresh snapshot
+   * per statement) sees the rows the previous one committed; the session's existing-row check is
+   * covered too (a session belongs to the locked user). Always the user first, then the profile:
+   * one order, so two reservations cannot deadlock. SQLite needs none of this: its IMMEDIATE
+   * transaction holds the database's write lock from BEGIN.
+   */
+  private *lockOwners(tx: DB, userId: string, profileId: string): Unit<void> {
+    if (!isPostgres(tx)) return;
+    yield* all(forNoKeyUpdate(tx.select({ id: users.id }).from(users).where(eq(users.id, userId))));
+    yield* all(forNoKeyUpdate(tx.select({ id: profiles.id }).from(profiles).where(eq(profiles.id, profileId))));
   }
 
   /**
@@ -103,40 +134,40 @@ export class WorkspaceStore {
   async assertRoom(sessionId: string, profileId: string, userId: string, limits: RoomLimits): Promise<void> {
     const ws = await this.bySession(sessionId);
     if (ws && (ACTIVE as string[]).includes(ws.status)) return;
-    const n = (await this.activeOfProfileStmt.execute({ owner: profileId, except: "" }))[0]!.n;
+    const n = (await this.activeCount(this.db, "profile", profileId))[0]!.n;
     if (n >= limits.profile) throw concurrencyLimit(profileId, n, limits.profile);
     if (limits.user !== null) {
-      const u = (await this.activeOfUserStmt.execute({ owner: userId, except: "" }))[0]!.n;
+      const u = (await this.activeCount(this.db, "user", userId))[0]!.n;
       if (u >= limits.user) throw userRunningLimit(u, limits.user);
     }
   }
 
   /** Inserts a `starting` row, or throws CONCURRENCY_LIMIT; returns the session's row if one exists. */
   async reserveNew(row: WorkspaceRow, limits: RoomLimits): Promise<{ row: WorkspaceRow; created: boolean }> {
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    return this.db.transaction(
-      (tx) => {
-        const existing = tx.select().from(workspaces).where(eq(workspaces.session_id, row.session_id)).get();
-        if (existing) return { row: existing, created: false };
-        this.checkRoom(row.profile_id, row.user_id, limits);
-        this.insertRow(row);
-        return { row: tx.select().from(workspaces).where(eq(workspaces.id, row.id)).get()!, created: true };
-      },
-      { behavior: "immediate" },
-    );
+    return transact(this.db, (tx) => this.reserveNewUnit(tx, row, limits), { immediate: true });
+  }
+
+  /** The session's existing row, or the room check and the new row's insert, committed together. */
+  private *reserveNewUnit(tx: DB, row: WorkspaceRow, limits: RoomLimits): Unit<{ row: WorkspaceRow; created: boolean }> {
+    yield* this.lockOwners(tx, row.user_id, row.profile_id);
+    const existing = yield* firstOf(tx.select().from(workspaces).where(eq(workspaces.session_id, row.session_id)));
+    if (existing) return { row: existing, created: false };
+    yield* this.checkRoom(tx, row.profile_id, row.user_id, limits);
+    yield* run(this.insertRow(tx, row));
+    return { row: (yield* firstOf(tx.select().from(workspaces).where(eq(workspaces.id, row.id))))!, created: true };
   }
 
   /** Flips a stopped/failed row to `starting`, or throws CONCURRENCY_LIMIT. */
   async reserveRestart(id: string, profileId: string, userId: string, limits: RoomLimits): Promise<WorkspaceRow> {
-    // one statement block: gets a transaction of its own per dialect (issue 17)
-    return this.db.transaction(
-      (tx) => {
-        this.checkRoom(profileId, userId, limits, id);
-        tx.update(workspaces).set({ status: "starting", updated_at: this.now() }).where(eq(workspaces.id, id)).run();
-        return tx.select().from(workspaces).where(eq(workspaces.id, id)).get()!;
-      },
-      { behavior: "immediate" },
-    );
+    return transact(this.db, (tx) => this.reserveRestartUnit(tx, id, profileId, userId, limits), { immediate: true });
+  }
+
+  /** The room check (not counting the row itself) and the flip to `starting`, committed together. */
+  private *reserveRestartUnit(tx: DB, id: string, profileId: string, userId: string, limits: RoomLimits): Unit<WorkspaceRow> {
+    yield* this.lockOwners(tx, userId, profileId);
+    yield* this.checkRoom(tx, profileId, userId, limits, id);
+    yield* run(tx.update(workspaces).set({ status: "starting", updated_at: this.now() }).where(eq(workspaces.id, id)));
+    return (yield* firstOf(tx.select().from(workspaces).where(eq(workspaces.id, id))))!;
   }
 
   async update(id: string, set: Partial<Pick<WorkspaceRow, "status" | "docker_id" | "error" | "last_active_at" | "disk_bytes" | "disk_checked_at">>): Promise<WorkspaceRow | null> {

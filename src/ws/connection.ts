@@ -197,12 +197,16 @@ function nativeDelivery(ws: Socket, sessionId: string, isAdmin: boolean): Native
   };
 }
 
-/** Live frames of the session from now on (no replay). Idempotent. */
-export function watch(ws: Socket, hub: Hub, sessionId: string) {
+/**
+ * Live frames of the session from now on (no replay). Idempotent. Subscribes synchronously once
+ * the session's counter is known (always on SQLite; on PostgreSQL after its first read here).
+ */
+export function watch(ws: Socket, hub: Hub, sessionId: string): void | Promise<void> {
+  if (!hub.ready(sessionId)) return hub.load(sessionId).then(() => watch(ws, hub, sessionId));
   const p = ws.data.principal!;
-  if (ws.data.subs?.has(sessionId)) return;
+  if (ws.data.closed || ws.data.subs?.has(sessionId)) return;
   const isAdmin = p.user.role === "admin";
-  const { subscription } = hub.attach({ sessionId, userId: p.user.id, isAdmin, sink: (json) => send(ws, json), native: nativeDelivery(ws, sessionId, isAdmin) });
+  const subscription = hub.live({ sessionId, userId: p.user.id, isAdmin, sink: (json) => send(ws, json), native: nativeDelivery(ws, sessionId, isAdmin) });
   addSubscription(ws, sessionId, subscription);
 }
 
@@ -214,7 +218,7 @@ export function watch(ws: Socket, hub: Hub, sessionId: string) {
 export async function replay(ws: Socket, hub: Hub, sessionId: string, after: number) {
   const p = ws.data.principal!;
   const isAdmin = p.user.role === "admin";
-  const { subscription, replay: firstPage, cursor } = hub.attach({
+  const { subscription, replay: firstPage, cursor } = await hub.attach({
     sessionId,
     userId: p.user.id,
     isAdmin,
@@ -224,9 +228,10 @@ export async function replay(ws: Socket, hub: Hub, sessionId: string, after: num
     maxPending: MAX_PENDING_DURING_REPLAY,
     onOverflow: () => close(ws, CLOSE_TOO_SLOW, "too many live frames during replay: reconnect and session.resume"),
   });
+  if (ws.data.closed) return subscription.close();
   addSubscription(ws, sessionId, subscription);
   if (!send(ws, JSON.stringify({ type: "session.replay_start", session_id: sessionId, after } satisfies FrameOf<"session.replay_start">))) return;
-  for (let rows = firstPage; rows.length > 0; rows = cursor!.next()) {
+  for (let rows = firstPage; rows.length > 0; rows = await cursor!.next()) {
     for (const row of rows) {
       if (ws.data.closed || subscription.closed) return;
       const r = ws.send(row.frame);

@@ -169,7 +169,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
       case "session.turn": {
         if (msg.session_id) {
           await d.agentSessions.get(user.id, msg.session_id);
-          watch(ws, d.hub, msg.session_id);
+          await watch(ws, d.hub, msg.session_id);
         }
         await d.orchestrator.submit(user.id, msg, { onSession: (sid) => watch(ws, d.hub, sid) });
         return;

@@ -127,7 +127,7 @@ describe("a disabled user", () => {
     expect((await api(t, "GET", "/api/auth/get-session", { cookie: signedIn })).body).toBeNull();
     const again = await api(t, "POST", "/api/auth/sign-in/email", { "x-forwarded-for": nextIp() }, { email: u.email, password: u.password });
     expect(again.status).toBe(403);
-    const rows = t.app.services.sqlite.query<{ n: number }, [string]>("SELECT count(*) AS n FROM login_sessions WHERE user_id = ?").get(u.id)!;
+    const rows = t.app.services.sqlite!.query<{ n: number }, [string]>("SELECT count(*) AS n FROM login_sessions WHERE user_id = ?").get(u.id)!;
     expect(rows.n).toBe(0);
     // Disabling twice runs the hooks once.
     await api(t, "PATCH", `/admin/users/${u.id}`, creds("admin"), { disabled: true });

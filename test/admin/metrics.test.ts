@@ -106,7 +106,7 @@ beforeAll(async () => {
   const task = await submit(t, a.owner, { profile_id: profile, prompt: "say done" });
   expect((await waitTask(t, a.owner, task.task_id)).status).toBe("completed");
   ids.push(profile, task.task_id, task.session_id);
-  const workspace = t.app.services.sqlite.query<{ id: string; name: string }, [string]>("SELECT id, name FROM workspaces WHERE session_id = ?").get(task.session_id);
+  const workspace = t.app.services.sqlite!.query<{ id: string; name: string }, [string]>("SELECT id, name FROM workspaces WHERE session_id = ?").get(task.session_id);
   if (workspace) ids.push(workspace.id, workspace.name);
 
   // Templated routes: many sessions' paths, one series; and paths no route matches.

@@ -25,7 +25,7 @@ async function signIn(): Promise<{ cookie: string; at: number }> {
   return { cookie: `runcell.session_token=${r.body.token}`, at: clock };
 }
 const session = async (cookie: string) => (await api(t, "GET", "/api/auth/get-session", { cookie })).body;
-const rows = () => t.app.services.sqlite.query<{ n: number }, []>("SELECT count(*) AS n FROM login_sessions").get()!.n;
+const rows = () => t.app.services.sqlite!.query<{ n: number }, []>("SELECT count(*) AS n FROM login_sessions").get()!.n;
 
 test("idle expiry: a session unused for 7 days is refused and its row deleted", async () => {
   clock = T0;

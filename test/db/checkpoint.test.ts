@@ -20,10 +20,10 @@ const walBytes = () => statSync(join(t.dataDir, `${DB_FILE}-wal`)).size;
 
 test("the automatic checkpoint is off while the worker checkpoints; the WAL is reused instead of growing", async () => {
   const sqlite = t.app.services.sqlite;
-  expect(sqlite.query<{ wal_autocheckpoint: number }, []>("PRAGMA wal_autocheckpoint").get()!.wal_autocheckpoint).toBe(0);
-  sqlite.exec("CREATE TABLE bulk (b BLOB)");
-  const write = (mb: number) => sqlite.transaction(() => {
-    for (let i = 0; i < mb * 16; i++) sqlite.query("INSERT INTO bulk VALUES (?)").run(crypto.getRandomValues(new Uint8Array(64 * 1024)));
+  expect(sqlite!.query<{ wal_autocheckpoint: number }, []>("PRAGMA wal_autocheckpoint").get()!.wal_autocheckpoint).toBe(0);
+  sqlite!.exec("CREATE TABLE bulk (b BLOB)");
+  const write = (mb: number) => sqlite!.transaction(() => {
+    for (let i = 0; i < mb * 16; i++) sqlite!.query("INSERT INTO bulk VALUES (?)").run(crypto.getRandomValues(new Uint8Array(64 * 1024)));
   })();
   write(6);
   const grown = walBytes();

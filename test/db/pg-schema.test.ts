@@ -22,7 +22,7 @@ const TYPE_MAP: Record<string, string> = {
   SQLiteBoolean: "PgBoolean",
   SQLiteReal: "PgDoublePrecision",
   SQLiteBlobBuffer: "PgCustomColumn(bytea)",
-  SQLiteTextJson: "PgJsonb",
+  SQLiteTextJson: "PgCustomColumn(jsonb)",
 };
 
 const sqliteTables = Object.entries(sqliteSchema as Record<string, unknown>).filter((e): e is [string, SQLiteTable] => is(e[1], SQLiteTable));

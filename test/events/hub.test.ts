@@ -58,12 +58,12 @@ describe("event log", () => {
 });
 
 describe("hub", () => {
-  test("fan-out to every subscriber of the session, once-serialized; system prompt to admins only", () => {
+  test("fan-out to every subscriber of the session, once-serialized; system prompt to admins only", async () => {
     const got: Record<string, string[]> = { u1: [], u2: [], admin: [], other: [] };
-    hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (j) => void got.u1!.push(j) });
-    hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (j) => void got.u2!.push(j) });
-    hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: (j) => void got.admin!.push(j) });
-    hub.attach({ sessionId: "sess_b", userId: "usr_1", isAdmin: true, sink: (j) => void got.other!.push(j) });
+    hub.live({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (j) => void got.u1!.push(j) });
+    hub.live({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (j) => void got.u2!.push(j) });
+    hub.live({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: (j) => void got.admin!.push(j) });
+    hub.live({ sessionId: "sess_b", userId: "usr_1", isAdmin: true, sink: (j) => void got.other!.push(j) });
     hub.publish("sess_a", { type: "task:token", task_id: "t", text: "a" });
     hub.publish("sess_a", { type: "task:system_prompt", task_id: "t", system_prompt: "secret sauce", model: "demo", provider: "demo", tools: [] });
     hub.publish("sess_a", { type: "task:token", task_id: "t", text: "b" });
@@ -76,19 +76,19 @@ describe("hub", () => {
     expect(got.u1!.map((j) => JSON.parse(j).seq)).toEqual([1, 2]);
     expect(JSON.parse(got.admin![1]!)).toEqual({ type: "task:system_prompt", session_id: "sess_a", task_id: "t", after_seq: 1, system_prompt: "secret sauce", model: "demo", provider: "demo", tools: [] });
     // Replays merge it back at its place, for admins only.
-    const admin = hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: () => true, replayAfter: 0 });
+    const admin = await hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: () => true, replayAfter: 0 });
     expect(admin.replay.map((r) => r.type)).toEqual(["task:token", "task:system_prompt", "task:token"]);
     expect(admin.lastSeq).toBe(2);
-    const user = hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => true, replayAfter: 0 });
+    const user = await hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => true, replayAfter: 0 });
     expect(user.replay.map((r) => r.seq)).toEqual([1, 2]);
-    const later = hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: () => true, replayAfter: 1 });
+    const later = await hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: () => true, replayAfter: 1 });
     expect(later.replay.map((r) => r.type)).toEqual(["task:system_prompt", "task:token"]);
   });
 
-  test("replay then live: no gap and no duplicate at the seam", () => {
+  test("replay then live: no gap and no duplicate at the seam", async () => {
     for (let i = 0; i < 50; i++) hub.publish("sess_a", { type: "task:token", task_id: "t", text: String(i) });
     const seen: number[] = [];
-    const { subscription, replay, lastSeq } = hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (_j, seq) => void seen.push(seq), replayAfter: 10 });
+    const { subscription, replay, lastSeq } = await hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (_j, seq) => void seen.push(seq), replayAfter: 10 });
     // Frames published while the replay is being sent are buffered…
     for (let i = 0; i < 5; i++) hub.publish("sess_a", { type: "task:token", task_id: "t", text: "live" });
     expect(seen).toEqual([]);
@@ -98,14 +98,14 @@ describe("hub", () => {
     expect(seen).toEqual(Array.from({ length: 46 }, (_, i) => i + 11));
   });
 
-  test("a sink that refuses is dropped; overflow while buffering drops too", () => {
+  test("a sink that refuses is dropped; overflow while buffering drops too", async () => {
     let n = 0;
-    hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => ++n < 3 });
+    hub.live({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => ++n < 3 });
     for (let i = 0; i < 10; i++) hub.publish("sess_a", { type: "task:token", task_id: "t", text: "x" });
     expect(n).toBe(3);
     expect(hub.subscriberCount("sess_a")).toBe(0);
     let overflowed = false;
-    hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => true, replayAfter: 0, maxPending: 5, onOverflow: () => (overflowed = true) });
+    await hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => true, replayAfter: 0, maxPending: 5, onOverflow: () => (overflowed = true) });
     for (let i = 0; i < 6; i++) hub.publish("sess_a", { type: "task:token", task_id: "t", text: "x" });
     expect(overflowed).toBe(true);
     expect(hub.subscriberCount("sess_a")).toBe(0);

@@ -9,6 +9,7 @@ import { type App, createApp } from "../../src/app.ts";
 import { type Config, parseArgs, resolveConfig } from "../../src/config.ts";
 import { createLogger } from "../../src/log.ts";
 import { freePort } from "./net.ts";
+import { databaseFor, dropDatabaseFor, PG_SERVER } from "./pg.ts";
 
 export interface TestApp {
   app: App;
@@ -68,10 +69,15 @@ export const OPEN_POLICY = [
   "--max-sockets-per-caller", "10000",
 ];
 
-export function testConfig(opts: TestAppOptions & { port: number; dataDir: string }): Config {
+/**
+ * The test configuration; `database` (a PostgreSQL URL: `await databaseFor(dataDir)` in the
+ * PostgreSQL pass) puts the app's state there instead of the data dir's SQLite file.
+ */
+export function testConfig(opts: TestAppOptions & { port: number; dataDir: string; database?: string | null }): Config {
   const flags = [
     "--http", `127.0.0.1:${opts.port}`,
     "--data-dir", opts.dataDir,
+    ...(opts.database ? ["--database", opts.database] : []),
     "--rate-limit-per-minute", "1000000",
     "--rate-limit-burst", "1000000",
     "--workspace-image", process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest",
@@ -86,7 +92,9 @@ export function testConfig(opts: TestAppOptions & { port: number; dataDir: strin
 export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
   const dataDir = opts.dataDir ?? tempDir();
   const port = await freePort();
-  const config = testConfig({ ...opts, port, dataDir });
+  // The PostgreSQL pass (RUNCELL_TEST_POSTGRES): every app on a database of its own.
+  const database = PG_SERVER ? await databaseFor(dataDir) : null;
+  const config = testConfig({ ...opts, port, dataDir, database });
   const logs: string[] = [];
   const app = await createApp(config, { logger: createLogger({ level: "debug", sink: (l) => logs.push(l) }), now: opts.now });
   await app.start();
@@ -103,7 +111,10 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
       const instance = app.services.workspaces.instanceId;
       await app.stop();
       if (!opts.keepDataDir) removeInstanceWorkspaces(instance);
-      if (!opts.keepDataDir && !opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+      if (!opts.keepDataDir && !opts.dataDir) {
+        rmSync(dataDir, { recursive: true, force: true });
+        await dropDatabaseFor(dataDir);
+      }
     },
   };
 }

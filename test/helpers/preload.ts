@@ -1,7 +1,7 @@
 // Loaded before every test file (bunfig.toml). Tests never read the developer's environment:
 // configuration comes from the flags each helper passes explicitly.
 for (const key of Object.keys(process.env)) {
-  if (key.startsWith("RUNCELL_") && key !== "RUNCELL_TEST_IMAGE") delete process.env[key];
+  if (key.startsWith("RUNCELL_") && key !== "RUNCELL_TEST_IMAGE" && key !== "RUNCELL_TEST_POSTGRES") delete process.env[key];
 }
 delete process.env.ANTHROPIC_API_KEY;
 delete process.env.OPENAI_API_KEY;

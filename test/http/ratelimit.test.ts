@@ -12,6 +12,7 @@ import { createLogger } from "../../src/log.ts";
 import { startTestApp, tempDir, type TestApp } from "../helpers/app.ts";
 import { nextIp } from "../helpers/cookies.ts";
 import { freePort } from "../helpers/net.ts";
+import { databaseFor, dropDatabaseFor, PG_SERVER } from "../helpers/pg.ts";
 import { api, createUser } from "../helpers/users.ts";
 
 const ADMIN = "rate limit admin pw";
@@ -103,9 +104,11 @@ describe("token bucket per caller", () => {
 describe("persisted settings against explicit configuration at start", () => {
   test("saved values win over defaults; an explicit flag or env wins over a saved value, with a warning", async () => {
     const dataDir = tempDir();
+    // The PostgreSQL pass: the three starts share one database, as they share the data dir.
+    const database = PG_SERVER ? ["--database", await databaseFor(dataDir)] : [];
     const boot = async (flags: string[], env: Record<string, string> = {}) => {
       const logs: string[] = [];
-      const config = resolveConfig(parseArgs(["--http", `127.0.0.1:${await freePort()}`, "--data-dir", dataDir, ...flags]).flags, env);
+      const config = resolveConfig(parseArgs(["--http", `127.0.0.1:${await freePort()}`, "--data-dir", dataDir, ...database, ...flags]).flags, env);
       const app = await createApp(config, { logger: createLogger({ level: "debug", sink: (l) => logs.push(l) }) });
       return { app, logs };
     };
@@ -136,6 +139,7 @@ describe("persisted settings against explicit configuration at start", () => {
       await third.app.stop();
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
+      await dropDatabaseFor(dataDir);
     }
   });
 });

@@ -6,6 +6,7 @@
  * unsigned deliveries, a raised attempt count using the third wait, and platform notifications.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { transact } from "../../src/db/unit.ts";
 import { USER_AGENT } from "../../src/version.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { freePort, waitFor } from "../helpers/net.ts";
@@ -57,7 +58,7 @@ function final(app: TestApp, userId: string, id: string) {
 }
 
 function attemptsOf(app: TestApp, id: string) {
-  return app.app.services.sqlite
+  return app.app.services.sqlite!
     .query<{ attempt: number; status_code: number | null; error: string | null }, [string]>("SELECT attempt, status_code, error FROM notification_attempts WHERE notification_id = ? ORDER BY attempt")
     .all(id);
 }
@@ -90,7 +91,7 @@ describe("delivery", () => {
     expect(r.hmacOk).toBe(true);
     expect(r.stripeOk).toBe(true);
     // The body received is the stored payload byte for byte.
-    const stored = t.app.services.sqlite.query<{ payload: string }, [string]>("SELECT payload FROM notification_log WHERE id = ?").get(id)!.payload;
+    const stored = t.app.services.sqlite!.query<{ payload: string }, [string]>("SELECT payload FROM notification_log WHERE id = ?").get(id)!.payload;
     expect(r.body).toBe(stored);
     expect(JSON.parse(r.body)).toEqual({ channel: "webhook", urgency: "normal", message: "deploy done", source: "agent", sent_at: n.payload.sent_at });
     expect(Number(r.headers["x-service-signature"]!.slice(2, 12))).toBeCloseTo(r.at / 1000, -1);
@@ -228,7 +229,8 @@ describe("delivery", () => {
   test("platform notifications: enqueue inside the caller's transaction, delivered after commit; nothing on rollback", async () => {
     const { rcv, u } = await setup(t, () => new Response("ok"));
     const s = t.app.services;
-    const queued = s.db.transaction((tx) => s.notifications.taskFailed({ userId: u.id, taskId: "task_01jd4x0v9k8m2n3p4q5r6s7t8v", code: "MODEL_ERROR", error: "x".repeat(5000) }, tx));
+    const queued = await transact(s.db, (tx) => s.notifications.taskFailed({ userId: u.id, taskId: "task_01jd4x0v9k8m2n3p4q5r6s7t8v", code: "MODEL_ERROR", error: "x".repeat(5000) }, tx));
+    s.notifications.wake();
     expect(queued).toEqual({ id: expect.stringMatching(/^ntf_/), status: "pending" });
     const n = await final(t, u.id, queued!.id);
     expect(n.status).toBe("delivered");
@@ -238,12 +240,12 @@ describe("delivery", () => {
     expect(body.message).toHaveLength(4000);
 
     let rolledBack = "";
-    expect(() =>
-      s.db.transaction((tx) => {
-        rolledBack = s.notifications.playbookRunEnded({ userId: u.id, playbookId: "pb_01jd4x0v9k8m2n3p4q5r6s7t8v", taskId: "task_01jd4x0v9k8m2n3p4q5r6s7t8v", status: "completed" }, tx)!.id;
+    await expect(
+      transact(s.db, function* (tx) {
+        rolledBack = (yield* s.notifications.playbookRunEnded({ userId: u.id, playbookId: "pb_01jd4x0v9k8m2n3p4q5r6s7t8v", taskId: "task_01jd4x0v9k8m2n3p4q5r6s7t8v", status: "completed" }, tx))!.id;
         throw new Error("caller aborts");
       }),
-    ).toThrow("caller aborts");
+    ).rejects.toThrow("caller aborts");
     await expect(s.notifications.get(u.id, rolledBack)).rejects.toThrow("not found");
 
     const ended = (await s.notifications.playbookRunEnded({ userId: u.id, playbookId: "pb_01jd4x0v9k8m2n3p4q5r6s7t8v", playbookName: "nightly", taskId: "task_01jd4x0v9k8m2n3p4q5r6s7t8v", status: "completed" }))!;
@@ -262,7 +264,7 @@ describe("delivery", () => {
     const s = t.app.services;
     const now = Date.now();
     const ids = Array.from({ length: 40 }, (_, i) => `ntf_orphan${String(i).padStart(2, "0")}${"0".repeat(16)}`);
-    const ins = s.sqlite.prepare(
+    const ins = s.sqlite!.prepare(
       "INSERT INTO notification_log (id, user_id, integration_id, source, urgency, payload, status, attempts, max_attempts, next_attempt_at, created_at) VALUES (?, ?, 'int_gone', 'agent', 'normal', '{}', 'pending', 0, 3, ?, ?)",
     );
     for (const id of ids) ins.run(id, u.id, now, now);
@@ -280,7 +282,7 @@ describe("delivery", () => {
     const u = await createUser(t);
     const s = t.app.services;
     expect(await s.notifications.enqueue({ userId: u.id, source: "agent", message: "hi" })).toBeNull();
-    expect(s.sqlite.query<{ n: number }, [string]>("SELECT count(*) AS n FROM notification_log WHERE user_id = ?").get(u.id)!.n).toBe(0);
+    expect(s.sqlite!.query<{ n: number }, [string]>("SELECT count(*) AS n FROM notification_log WHERE user_id = ?").get(u.id)!.n).toBe(0);
     await expect(s.notifications.enqueue({ userId: u.id, source: "agent", message: "" })).rejects.toThrow("message must not be empty");
     await expect(s.notifications.enqueue({ userId: u.id, source: "agent", message: "x", urgency: "urgent" as never })).rejects.toThrow("urgency must be one of low, normal, high");
   });

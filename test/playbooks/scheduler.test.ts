@@ -104,9 +104,9 @@ describe("in one process", () => {
     const pb = await playbook(profile, { schedule: "* * * * * *" });
     await waitFor(async () => (await runsOf(pb.id)).length > 0, { timeoutMs: 10_000, what: "a run" });
     expect((await api(t, "DELETE", `/v1/playbooks/${pb.id}`, alice.bearer)).status).toBe(204);
-    const n = t.app.services.sqlite.query<{ n: number }, [string]>("SELECT count(*) AS n FROM tasks WHERE playbook_id = ?").get(pb.id)!.n;
+    const n = t.app.services.sqlite!.query<{ n: number }, [string]>("SELECT count(*) AS n FROM tasks WHERE playbook_id = ?").get(pb.id)!.n;
     await Bun.sleep(2200);
-    expect(t.app.services.sqlite.query<{ n: number }, [string]>("SELECT count(*) AS n FROM tasks WHERE playbook_id = ?").get(pb.id)!.n).toBe(n);
+    expect(t.app.services.sqlite!.query<{ n: number }, [string]>("SELECT count(*) AS n FROM tasks WHERE playbook_id = ?").get(pb.id)!.n).toBe(n);
   });
 });
 

@@ -19,7 +19,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { newId } from "../../src/db/ids.ts";
-import { workspaces } from "../../src/db/schema.ts";
+import { tasks, workspaces } from "../../src/db/tables.ts";
 import type { PolicyKey } from "../../src/schema/policy.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { type Actors, actors } from "../helpers/scenarios.ts";
@@ -64,13 +64,12 @@ async function probeProfile(u: TestUser, model: Record<string, unknown>): Promis
   const r = await post(u, "/v1/profiles", { name: "probe", model, limits: { max_concurrency: 1 } });
   expect(r.status, JSON.stringify(r.body)).toBe(201);
   const profileId = r.body.id as string;
-  const sessionId = insertSession(t, u.id, profileId);
+  const sessionId = await insertSession(t, u.id, profileId);
   const id = newId("container");
   const now = Date.now();
-  t.app.services.db
+  await t.app.services.db
     .insert(workspaces)
-    .values({ id, user_id: u.id, session_id: sessionId, profile_id: profileId, name: `runcell-${id}`, image: t.config.workspaceImage, docker_id: null, volume: `runcell-${id}`, spec: { network: "none", memory_mb: 256, cpus: 0.5, pids: 128 }, status: "running", last_active_at: now, created_at: now, updated_at: now })
-    .run();
+    .values({ id, user_id: u.id, session_id: sessionId, profile_id: profileId, name: `runcell-${id}`, image: t.config.workspaceImage, docker_id: null, volume: `runcell-${id}`, spec: { network: "none", memory_mb: 256, cpus: 0.5, pids: 128 }, status: "running", last_active_at: now, created_at: now, updated_at: now });
   return { profileId };
 }
 
@@ -82,11 +81,21 @@ function passedToTheProfileLimit(r: Res, ctx: Ctx) {
 }
 
 /** A task paid by the server's own key (this month, counted by monthly_spend_usd). */
-function seedSpend(u: TestUser, profileId: string, usd: number, at = Date.now(), serverPaid = true) {
-  const sessionId = insertSession(t, u.id, profileId);
-  t.app.services.sqlite
-    .prepare("INSERT INTO tasks (id, user_id, session_id, profile_id, prompt, status, cost_usd, max_turns, max_budget_usd, server_paid, created_at) VALUES (?, ?, ?, ?, 'x', 'completed', ?, 10, 5, ?, ?)")
-    .run(newId("task"), u.id, sessionId, profileId, usd, serverPaid ? 1 : 0, at);
+async function seedSpend(u: TestUser, profileId: string, usd: number, at = Date.now(), serverPaid = true) {
+  const sessionId = await insertSession(t, u.id, profileId);
+  await t.app.services.db.insert(tasks).values({
+    id: newId("task"),
+    user_id: u.id,
+    session_id: sessionId,
+    profile_id: profileId,
+    prompt: "x",
+    status: "completed",
+    cost_usd: usd,
+    max_turns: 10,
+    max_budget_usd: 5,
+    server_paid: serverPaid,
+    created_at: at,
+  });
 }
 
 interface Row {
@@ -156,7 +165,7 @@ const ROWS: Row[] = [
     field: "profile",
     max: 50,
     fill: async (u) => {
-      for (let i = 0; i < 50; i++) insertProfile(t, u.id, { name: `p${i}` });
+      for (let i = 0; i < 50; i++) await insertProfile(t, u.id, { name: `p${i}` });
     },
     attempt: (u) => newProfile(u),
     passed: created,
@@ -221,7 +230,7 @@ const ROWS: Row[] = [
     max: 1,
     setup: async (u) => {
       const ctx = await probeProfile(u, { provider: "anthropic" });
-      seedSpend(u, ctx.profileId, 0.5);
+      await seedSpend(u, ctx.profileId, 0.5);
       return ctx;
     },
     fill: async (u, ctx) => seedSpend(u, ctx!.profileId, 1),
@@ -340,11 +349,11 @@ describe("beyond the table", () => {
     const monthStart = new Date();
     monthStart.setUTCDate(1);
     monthStart.setUTCHours(0, 0, 0, 0);
-    seedSpend(u, ctx.profileId, 50, monthStart.getTime() - 86_400_000);
-    seedSpend(u, ctx.profileId, 50, Date.now(), false);
-    seedSpend(u, ctx.profileId, 0.99);
+    await seedSpend(u, ctx.profileId, 50, monthStart.getTime() - 86_400_000);
+    await seedSpend(u, ctx.profileId, 50, Date.now(), false);
+    await seedSpend(u, ctx.profileId, 0.99);
     passedToTheProfileLimit(await post(u, "/v1/tasks", { profile_id: ctx.profileId, prompt: "hi" }), ctx);
-    seedSpend(u, ctx.profileId, 0.01);
+    await seedSpend(u, ctx.profileId, 0.01);
     const r = await post(u, "/v1/tasks", { profile_id: ctx.profileId, prompt: "hi" });
     expect(r.status).toBe(402);
     expect(r.body.details).toEqual({ limit: "monthly_spend_usd", max: 1, spent: 1 });

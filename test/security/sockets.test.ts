@@ -132,7 +132,7 @@ describe("a reader that stops reading", () => {
   test("is closed with 1013 and its connection released within a few seconds", async () => {
     const { sqlite, hub } = t.app.services;
     const sid = "sess_stalledreader000000000000";
-    sqlite.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_x', 0, 0)", [sid, alice.id]);
+    sqlite!.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_x', 0, 0)", [sid, alice.id]);
     const base = t.app.stream.size;
     const sock = await stalledReader(sid);
     const clientPort = sock.localPort!;

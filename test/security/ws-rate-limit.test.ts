@@ -93,7 +93,7 @@ describe("session.resume reads the replay in pages", () => {
   test("a 5,000-frame replay is read in pages of at most 1,000 rows; live frames published between pages follow replay_end with no gap and no duplicate", async () => {
     const { sqlite, hub, eventLog } = t.app.services;
     const sid = "sess_pagedreplay00000000000000";
-    sqlite.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_x', 0, 0)", [sid, user.id]);
+    sqlite!.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_x', 0, 0)", [sid, user.id]);
     const TOTAL = 5000;
     for (let i = 1; i <= TOTAL; i++) hub.publish(sid, { type: "task:token", task_id: "task_x", text: `t${i} ` });
     eventLog.flush();
@@ -144,7 +144,7 @@ describe("session.resume reads the replay in pages", () => {
       expect(c.frames.slice(start + 1, endAt).every((f) => f.seq <= end.last_seq)).toBe(true);
       expect(c.frames.slice(endAt + 1).every((f) => f.seq > end.last_seq)).toBe(true);
       // The frames are the stored ones, byte for byte.
-      const stored = eventLog.read(sid, 0, 100_000).map((r) => JSON.parse(r.frame));
+      const stored = (await eventLog.read(sid, 0, 100_000)).map((r) => JSON.parse(r.frame));
       expect(c.frames.filter((f) => typeof f.seq === "number")).toEqual(stored);
       c.close();
     } finally {

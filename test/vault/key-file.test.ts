@@ -39,7 +39,7 @@ describe("--vault-key-file", () => {
       const put = await api(t, "PUT", "/v1/secrets/GITHUB_TOKEN", { authorization: `Bearer ${u.token}` }, { value: "ghp_shared_between_replicas" });
       expect(put.status).toBeLessThan(300);
       expect(existsSync(join(t.dataDir, "secret.key"))).toBe(false);
-      const row = t.app.services.sqlite.query("SELECT ciphertext FROM secrets WHERE user_id = ? AND name = ?").get(u.id, "GITHUB_TOKEN") as { ciphertext: Uint8Array };
+      const row = t.app.services.sqlite!.query("SELECT ciphertext FROM secrets WHERE user_id = ? AND name = ?").get(u.id, "GITHUB_TOKEN") as { ciphertext: Uint8Array };
       // Any process holding the same file opens it: the key is all a second replica needs.
       expect(Sealer.fromFile(key).open(row.ciphertext, aadFor(u.id, "GITHUB_TOKEN"))).toBe("ghp_shared_between_replicas");
       const other = await startTestApp({ flags: ["--vault-key-file", key] });

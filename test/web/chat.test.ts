@@ -329,7 +329,7 @@ describe("tools and questions", () => {
     // Frames as src/agents/run-setup.ts and the loop publish them, written through the hub.
     const s = t.app.services;
     const profileId = (await api(t, "GET", "/v1/profiles", user.bearer)).body.data[0].id as string;
-    const session = s.agentSessions.create(user.id, profileId, "Setup steps");
+    const session = await s.agentSessions.create(user.id, profileId, "Setup steps");
     const task = await s.tasks.create({ userId: user.id, sessionId: session.id, profileId, prompt: "Fix the widget bug", maxTurns: 10, maxBudgetUsd: 5 });
     const publish = (f: Parameters<typeof s.hub.publish>[1]) => s.hub.publish(session.id, f);
     const pair = (tool: string, id: string, input: Record<string, unknown>, output: string, isError = false) => {
@@ -555,7 +555,7 @@ describe("resume", () => {
  */
 async function seedLongSession(user: TestUser, profileId: string, events: number, perTurn = 20) {
   const s = t.app.services;
-  const session = s.agentSessions.create(user.id, profileId, "A long session");
+  const session = await s.agentSessions.create(user.id, profileId, "A long session");
   const publish = (f: Parameters<typeof s.hub.publish>[1]) => s.hub.publish(session.id, f);
   publish({ type: "session.ready", container_id: "ctr_00000000000000000000000000", container_name: "runcell-seeded", profile_id: profileId });
   let left = events - 1;

@@ -45,7 +45,7 @@ const containerRunning = async (b: Box) => (await docker.getContainer((await row
 async function box(role: "user" | "admin", policy?: Record<string, unknown>): Promise<Box> {
   const u = await createUser(t, { role });
   if (policy) await t.app.services.users.adminPatch(u.id, { policy });
-  const { sessionId, ws: row } = await newWorkspace(t, u.id, insertProfile(t, u.id));
+  const { sessionId, ws: row } = await newWorkspace(t, u.id, await insertProfile(t, u.id));
   return { sessionId, row };
 }
 

@@ -23,7 +23,7 @@ beforeAll(async () => {
   t = await startTestApp();
   ws = t.app.services.workspaces;
   const u = await createUser(t);
-  const profile = insertProfile(t, u.id);
+  const profile = await insertProfile(t, u.id);
   const made = await newWorkspace(t, u.id, profile, { API_TOKEN_FOR_TOOL: SECRET, PLAIN: "visible" });
   sessionId = made.sessionId;
   ctrId = made.ws.id;
@@ -110,7 +110,7 @@ describe("exec", () => {
   });
 
   test("an exec marks the workspace active", async () => {
-    t.app.services.sqlite.run("UPDATE workspaces SET last_active_at = 1 WHERE id = ?", [ctrId]);
+    t.app.services.sqlite!.run("UPDATE workspaces SET last_active_at = 1 WHERE id = ?", [ctrId]);
     await sh("true");
     expect((await ws.byId(ctrId))!.last_active_at).toBeGreaterThan(Date.now() - 10_000);
   });

@@ -24,7 +24,7 @@ beforeAll(async () => {
   t = await startTestApp({ now: () => Date.now() + offsetMs });
   ws = t.app.services.workspaces;
   const u = await createUser(t);
-  const made = await newWorkspace(t, u.id, insertProfile(t, u.id));
+  const made = await newWorkspace(t, u.id, await insertProfile(t, u.id));
   sessionId = made.sessionId;
   ctrId = made.ws.id;
   await sh(

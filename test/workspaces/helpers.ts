@@ -4,14 +4,16 @@
  */
 import Docker from "dockerode";
 import { newId } from "../../src/db/ids.ts";
-import { profiles, type ProfileLimits, sessions } from "../../src/db/schema.ts";
+import { eq } from "drizzle-orm";
+import type { ProfileLimits } from "../../src/db/schema.ts";
+import { profiles, sessions } from "../../src/db/tables.ts";
 import type { ProfileRow } from "../../src/workspaces/service.ts";
 import { LABEL_INSTANCE } from "../../src/workspaces/spec.ts";
 import type { TestApp } from "../helpers/app.ts";
 
 export const docker = new Docker({ socketPath: "/var/run/docker.sock" });
 
-export function insertProfile(t: TestApp, userId: string, over: Omit<Partial<ProfileRow>, "limits"> & { limits?: Partial<ProfileLimits> } = {}): ProfileRow {
+export async function insertProfile(t: TestApp, userId: string, over: Omit<Partial<ProfileRow>, "limits"> & { limits?: Partial<ProfileLimits> } = {}): Promise<ProfileRow> {
   const now = Date.now();
   const row: ProfileRow = {
     id: newId("profile"),
@@ -33,21 +35,21 @@ export function insertProfile(t: TestApp, userId: string, over: Omit<Partial<Pro
     ...over,
     limits: { max_turns: 10, max_budget_usd: 1, max_concurrency: 5, memory_mb: 256, cpus: 0.5, pids: 128, ...over.limits },
   };
-  t.app.services.db.insert(profiles).values(row).run();
+  await t.app.services.db.insert(profiles).values(row);
   return row;
 }
 
-export function insertSession(t: TestApp, userId: string, profileId: string): string {
+export async function insertSession(t: TestApp, userId: string, profileId: string): Promise<string> {
   const id = newId("session");
   const now = Date.now();
-  t.app.services.db.insert(sessions).values({ id, user_id: userId, profile_id: profileId, created_at: now, updated_at: now }).run();
+  await t.app.services.db.insert(sessions).values({ id, user_id: userId, profile_id: profileId, created_at: now, updated_at: now });
   return id;
 }
 
 /** A session with a running workspace; `env` becomes the profile's (its commands get it per exec). */
 export async function newWorkspace(t: TestApp, userId: string, profile: ProfileRow, env: Record<string, string> = {}) {
-  if (Object.keys(env).length) t.app.services.sqlite.run("UPDATE profiles SET env = ? WHERE id = ?", [JSON.stringify(env), profile.id]);
-  const sessionId = insertSession(t, userId, profile.id);
+  if (Object.keys(env).length) await t.app.services.db.update(profiles).set({ env }).where(eq(profiles.id, profile.id));
+  const sessionId = await insertSession(t, userId, profile.id);
   const ws = await t.app.services.workspaces.createForSession({ userId, sessionId, profile })
   return { sessionId, ws };
 }

@@ -157,8 +157,8 @@ describe("two Docker engines", () => {
   }, 120_000);
   afterAll(() => stopAndSweep(t), 120_000);
 
-  const start = async (profile: ReturnType<typeof insertProfile>) => {
-    const sessionId = insertSession(t, user.id, profile.id);
+  const start = async (profile: Awaited<ReturnType<typeof insertProfile>>) => {
+    const sessionId = await insertSession(t, user.id, profile.id);
     return { sessionId, ws: await t.app.services.workspaces.createForSession({ userId: user.id, sessionId, profile }) };
   };
   const engineOf = (row: WorkspaceRow) => (row.host === "a" ? dockerA : dockerB);
@@ -166,7 +166,7 @@ describe("two Docker engines", () => {
   let onB: { sessionId: string; ws: WorkspaceRow }[] = [];
 
   test("workspaces spread by free capacity; each container is on its row's host and no other; the next one is refused", async () => {
-    const profile = insertProfile(t, user.id, { limits: { max_concurrency: 20 } });
+    const profile = await insertProfile(t, user.id, { limits: { max_concurrency: 20 } });
     const started: { sessionId: string; ws: WorkspaceRow }[] = [];
     for (let i = 0; i < 6; i++) started.push(await start(profile));
     const hosts = started.map((s) => s.ws.host);
@@ -199,7 +199,7 @@ describe("two Docker engines", () => {
   }, 60_000);
 
   test("a profile's host_labels choose the hosts; a label no host has is a clear error", async () => {
-    const ssd = insertProfile(t, user.id, { host_labels: ["ssd"], limits: { max_concurrency: 20 } });
+    const ssd = await insertProfile(t, user.id, { host_labels: ["ssd"], limits: { max_concurrency: 20 } });
     // b is at its capacity (2): nothing else has the label.
     const err = await errOf(start(ssd));
     expect(err?.message).toMatch(/at its capacity \(b: 2\)/);
@@ -207,7 +207,7 @@ describe("two Docker engines", () => {
     const placed = await start(ssd);
     expect(placed.ws.host).toBe("b");
     onB = [onB[0]!, placed];
-    const tpu = insertProfile(t, user.id, { host_labels: ["tpu"] });
+    const tpu = await insertProfile(t, user.id, { host_labels: ["tpu"] });
     expect((await errOf(start(tpu)))?.message).toMatch(/No Docker host has the labels "tpu"/);
   }, 60_000);
 
@@ -236,11 +236,11 @@ describe("two Docker engines", () => {
     // /healthz: one host answers, so Docker is ok; the hosts are listed.
     const health = await (await t.fetch("/healthz")).json();
     expect(health.docker).toBe("ok");
-    const profile = insertProfile(t, user.id, { limits: { max_concurrency: 20 } });
+    const profile = await insertProfile(t, user.id, { limits: { max_concurrency: 20 } });
     const next = await start(profile);
     expect(next.ws.host).toBe("a");
     expect(await onEngine(dockerA, next.ws.docker_id!)).toBe("running");
-    const ssd = insertProfile(t, user.id, { host_labels: ["ssd"] });
+    const ssd = await insertProfile(t, user.id, { host_labels: ["ssd"] });
     expect((await errOf(start(ssd)))?.message).toMatch(/Every Docker host for this profile is unavailable \(b: /);
 
     script("start");
@@ -286,7 +286,7 @@ describe("the warm pool on two Docker engines", () => {
 
     const w = t.app.services.workspaces;
     const row = (await t.app.services.profiles.byIdAny(profile.id))!;
-    const sessionId = insertSession(t, user.id, profile.id);
+    const sessionId = await insertSession(t, user.id, profile.id);
     const ws = await w.createForSession({ userId: user.id, sessionId, profile: row });
     expect(ws.host).toBe("b");
     expect(await onEngine(dockerB, ws.docker_id!)).toBe("running");
@@ -297,7 +297,7 @@ describe("the warm pool on two Docker engines", () => {
     expect((await poolOf(profile.id)).ready).toBe(0);
     expect((await w.byId(ws.id))?.status).toBe("unavailable");
     // No other host has the label: a new session of the profile fails clearly (no member, no host).
-    const next = insertSession(t, user.id, profile.id);
+    const next = await insertSession(t, user.id, profile.id);
     expect((await errOf(w.createForSession({ userId: user.id, sessionId: next, profile: row })))?.message).toMatch(/Every Docker host for this profile is unavailable \(b: /);
 
     script("start");

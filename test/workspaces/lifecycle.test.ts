@@ -22,7 +22,7 @@ beforeAll(async () => {
   t = await startTestApp();
   ws = t.app.services.workspaces;
   user = await createUser(t);
-  profile = insertProfile(t, user.id);
+  profile = await insertProfile(t, user.id);
 });
 
 afterAll(async () => {
@@ -66,7 +66,7 @@ describe("a new workspace", () => {
   });
 
   test("createForSession is idempotent per session", async () => {
-    const sessionId = insertSession(t, user.id, profile.id);
+    const sessionId = await insertSession(t, user.id, profile.id);
     const input = { userId: user.id, sessionId, profile, env: {} };
     const [a, b] = await Promise.all([ws.createForSession(input), ws.createForSession(input)]);
     expect(a.id).toBe(b.id);
@@ -86,8 +86,8 @@ describe("a new workspace", () => {
 
 describe("per-profile concurrency", () => {
   test("20 parallel starts → exactly 5 run, the rest 429 before anything is created", async () => {
-    const limited = insertProfile(t, user.id, { limits: { max_concurrency: 5 } });
-    const sessions = Array.from({ length: 20 }, () => insertSession(t, user.id, limited.id));
+    const limited = await insertProfile(t, user.id, { limits: { max_concurrency: 5 } });
+    const sessions = await Promise.all(Array.from({ length: 20 }, () => insertSession(t, user.id, limited.id)));
     const results = await Promise.allSettled(sessions.map((sessionId) => ws.createForSession({ userId: user.id, sessionId, profile: limited })));
     const ok = results.filter((r) => r.status === "fulfilled");
     const refused = results.filter((r) => r.status === "rejected").map((r) => (r as PromiseRejectedResult).reason as AppError);
@@ -106,7 +106,7 @@ describe("per-profile concurrency", () => {
   });
 
   test("restarting a stopped workspace counts against the limit too", async () => {
-    const one = insertProfile(t, user.id, { limits: { max_concurrency: 1 } });
+    const one = await insertProfile(t, user.id, { limits: { max_concurrency: 1 } });
     const a = await newWorkspace(t, user.id, one);
     await ws.stop(a.ws.id);
     const b = await newWorkspace(t, user.id, one);
@@ -124,7 +124,7 @@ describe("idle stop", () => {
     const { sessionId, ws: row } = await newWorkspace(t, user.id, profile);
     await ws.writeFile(sessionId, "keep.txt", "survives\n");
     expect(await ws.stopIdle()).not.toContain(row.id);
-    t.app.services.sqlite.run("UPDATE workspaces SET last_active_at = ? WHERE id = ?", [Date.now() - t.config.workspaceIdleTimeoutMs - 1000, row.id]);
+    t.app.services.sqlite!.run("UPDATE workspaces SET last_active_at = ? WHERE id = ?", [Date.now() - t.config.workspaceIdleTimeoutMs - 1000, row.id]);
     expect(await ws.stopIdle()).toContain(row.id);
     expect((await ws.byId(row.id))!.status).toBe("stopped");
     expect((await inspect(row.docker_id!)).State.Running).toBe(false);
@@ -139,7 +139,7 @@ describe("idle stop", () => {
     const { sessionId, ws: row } = await newWorkspace(t, user.id, profile);
     const running = sh(sessionId, "sleep 1; echo done");
     await Bun.sleep(300);
-    t.app.services.sqlite.run("UPDATE workspaces SET last_active_at = 1 WHERE id = ?", [row.id]);
+    t.app.services.sqlite!.run("UPDATE workspaces SET last_active_at = 1 WHERE id = ?", [row.id]);
     expect(await ws.stopIdle()).toEqual([]);
     expect((await running).output).toBe("done\n");
     await ws.removeForSession(sessionId);
@@ -149,7 +149,7 @@ describe("idle stop", () => {
     const quick = await startTestApp({ flags: ["--workspace-idle-timeout", "1s"] });
     try {
       const u = await createUser(quick);
-      const { sessionId, ws: row } = await newWorkspace(quick, u.id, insertProfile(quick, u.id));
+      const { sessionId, ws: row } = await newWorkspace(quick, u.id, await insertProfile(quick, u.id));
       await quick.app.services.workspaces.writeFile(sessionId, "f.txt", "kept");
       await waitFor(async () => (await quick.app.services.workspaces.byId(row.id))!.status === "stopped", { timeoutMs: 5000, what: "idle stop" });
       expect(quick.logs.some((l) => l.includes("workspace stopped after being idle"))).toBe(true);
@@ -196,8 +196,8 @@ describe("failures", () => {
 
   test("an image that cannot be had → CONTAINER_FAILED naming the image and the fix", async () => {
     const image = `runcell-test/absent-${crypto.randomUUID().slice(0, 8)}:latest`;
-    const bad = insertProfile(t, user.id, { image });
-    const sessionId = insertSession(t, user.id, bad.id);
+    const bad = await insertProfile(t, user.id, { image });
+    const sessionId = await insertSession(t, user.id, bad.id);
     const e = await errOf(ws.createForSession({ userId: user.id, sessionId, profile: bad }));
     expect(e?.code).toBe("CONTAINER_FAILED");
     expect(statusOf(e!)).toBe(502);
@@ -212,7 +212,7 @@ describe("failures", () => {
   });
 
   test("a deleted workspace is recreated from the session's profile on the next turn", async () => {
-    const withEnv = insertProfile(t, user.id, { env: { GREETING: "hello from the profile" } });
+    const withEnv = await insertProfile(t, user.id, { env: { GREETING: "hello from the profile" } });
     const { sessionId, ws: row } = await newWorkspace(t, user.id, withEnv);
     await ws.remove(user.id, row.id);
     expect(await errOf(ws.remove(user.id, row.id))).toMatchObject({ code: "NOT_FOUND" });

@@ -10,13 +10,13 @@
  *   integer({ mode: "boolean" })  → boolean()
  *   integer().primaryKey({ autoIncrement: true }) → bigint identity (see autoId below)
  *   real()                        → doublePrecision()
- *   text({ mode: "json" })        → jsonb(), the same $type; sql`'[]'` defaults become sql`'[]'::jsonb`
+ *   text({ mode: "json" })        → jsonb (jsonbValue below), the same $type; sql`'[]'` defaults become sql`'[]'::jsonb`
  *   blob({ mode: "buffer" })      → bytea (customType below)
  *
  * The enumerations and the JSON column types are imported from src/db/schema.ts, never redefined.
  */
 import { sql } from "drizzle-orm";
-import { bigint, boolean, customType, doublePrecision, index, jsonb, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, boolean, customType, doublePrecision, index, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
 import {
   AUDIT_ACTORS,
   INTEGRATION_TYPES,
@@ -56,7 +56,19 @@ const ms = () => int();
 const createdAt = () => int().notNull();
 const updatedAt = () => int().notNull();
 const bool = () => boolean();
-const json = <T>() => jsonb().$type<T>();
+/**
+ * jsonb, sent as JSON text cast to jsonb (`$n::text::jsonb`). drizzle's own jsonb column
+ * serializes the value and Bun's SQL client then encodes that string as JSON again, which stores a
+ * JSON *string* (jsonb_typeof 'string') no `->>` can look into (drizzle-orm #4942, #4385); handing
+ * Bun the value itself fails for numbers and booleans, which it sends typed as such. Bun hands
+ * jsonb back parsed.
+ */
+const jsonbValue = customType<{ data: unknown; driverData: unknown }>({
+  dataType: () => "jsonb",
+  toDriver: (value) => sql`${JSON.stringify(value)}::text::jsonb`,
+  fromDriver: (value) => value,
+});
+const json = <T>() => jsonbValue().$type<T>();
 /**
  * SQLite's `integer().primaryKey({ autoIncrement: true })` (INTEGER PRIMARY KEY AUTOINCREMENT): the
  * database numbers rows it is not given an id for, increasing, never reusing one. An identity column

@@ -28,7 +28,7 @@ export const DB_PROBE_MAX_AGE_MS = 1000;
 export function healthCheck(s: Services): () => DirectAnswer {
   let check = checks.get(s);
   if (check) return check;
-  const ping = s.sqlite.prepare("SELECT 1 AS ok");
+  const ping = () => s.store.ping();
   const hosts = s.workspaces.hosts.list;
   // A few possible bodies, keyed by a bit mask (bit 0: the database, bit i+1: host i answers),
   // each serialized once: this route is what load balancers poll.
@@ -45,15 +45,25 @@ export function healthCheck(s: Services): () => DirectAnswer {
   };
   let dbKey = 0;
   let probedAt = Number.NEGATIVE_INFINITY;
+  // SQLite answers the probe synchronously; PostgreSQL's answer (a round trip) applies from the
+  // next request on — the first probe ran when the server connected.
+  let pinging = false;
+  const pingResult = (ok: boolean) => {
+    dbKey = ok ? 1 : 0;
+  };
+  if (s.store.dialect === "postgres") dbKey = 1;
   check = () => {
     const at = performance.now();
-    if (at - probedAt >= DB_PROBE_MAX_AGE_MS) {
+    if (at - probedAt >= DB_PROBE_MAX_AGE_MS && !pinging) {
       probedAt = at;
       try {
-        ping.get();
-        dbKey = 1;
+        const p = ping();
+        if (p) {
+          pinging = true;
+          p.then(() => pingResult(true), () => pingResult(false)).finally(() => (pinging = false));
+        } else pingResult(true);
       } catch {
-        dbKey = 0;
+        pingResult(false);
       }
     }
     let key = dbKey;

@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { newId } from "../../../src/db/ids.ts";
-import { notificationLog, type NotificationStatus } from "../../../src/db/schema.ts";
+import type { NotificationStatus } from "../../../src/db/schema.ts";
+import { notificationLog } from "../../../src/db/tables.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api } from "../../helpers/users.ts";
@@ -18,11 +19,11 @@ let otherDelivered: string;
 let otherFailed: string;
 
 /** A finished notification row of `userId`'s (not pending, so the delivery worker leaves it alone). */
-function insertNotification(userId: string, status: Exclude<NotificationStatus, "pending">, message: string): string {
+async function insertNotification(userId: string, status: Exclude<NotificationStatus, "pending">, message: string): Promise<string> {
   const id = newId("notification");
   const now = Date.now();
   const payload = JSON.stringify({ channel: "webhook", urgency: "normal", message, source: "agent", sent_at: new Date(now).toISOString() });
-  t.app.services.db
+  await t.app.services.db
     .insert(notificationLog)
     .values({
       id,
@@ -37,17 +38,16 @@ function insertNotification(userId: string, status: Exclude<NotificationStatus, 
       created_at: now,
       delivered_at: status === "delivered" ? now : null,
       failed_at: status === "failed" ? now : null,
-    })
-    .run();
+    });
   return id;
 }
 
 beforeAll(async () => {
   t = await startTestApp();
   a = await actors(t);
-  ownerFailed = insertNotification(a.owner.id, "failed", "from the owner");
-  otherDelivered = insertNotification(a.other.id, "delivered", "from the other");
-  otherFailed = insertNotification(a.other.id, "failed", "from the other, failed");
+  ownerFailed = await insertNotification(a.owner.id, "failed", "from the owner");
+  otherDelivered = await insertNotification(a.other.id, "delivered", "from the other");
+  otherFailed = await insertNotification(a.other.id, "failed", "from the other, failed");
 });
 afterAll(() => t.stop());
 

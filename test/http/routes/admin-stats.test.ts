@@ -5,8 +5,9 @@
  * themselves: test/admin/metrics.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { count } from "drizzle-orm";
 import { newId } from "../../../src/db/ids.ts";
-import { sessions, tasks } from "../../../src/db/schema.ts";
+import { apiTokens, sessions, tasks } from "../../../src/db/tables.ts";
 import { VERSION } from "../../../src/version.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
@@ -23,12 +24,11 @@ beforeAll(async () => {
   await createUser(t, { role: "admin" });
   // One finished task of the owner's (rows only).
   const session = newId("session");
-  t.app.services.db.insert(sessions).values({ id: session, user_id: a.owner.id, profile_id: "prof_x", created_at: clock, updated_at: clock }).run();
-  t.app.services.db.insert(tasks).values({ id: newId("task"), user_id: a.owner.id, session_id: session, profile_id: "prof_x", prompt: "p", status: "completed", max_turns: 5, max_budget_usd: 1, created_at: clock, finished_at: clock }).run();
+  await t.app.services.db.insert(sessions).values({ id: session, user_id: a.owner.id, profile_id: "prof_x", created_at: clock, updated_at: clock });
+  await t.app.services.db.insert(tasks).values({ id: newId("task"), user_id: a.owner.id, session_id: session, profile_id: "prof_x", prompt: "p", status: "completed", max_turns: 5, max_budget_usd: 1, created_at: clock, finished_at: clock });
 });
 afterAll(() => t.stop());
 
-const count = (sql: string) => t.app.services.sqlite.query<{ n: number }, []>(sql).get()!.n;
 
 routeTable("/admin/stats and /metrics", () => a, [
   {
@@ -56,7 +56,7 @@ describe("the counts", () => {
     const r = await api(t, "GET", "/admin/stats", a.headers("admin"));
     expect(r.status).toBe(200);
     expect(r.body.users.total).toBe(await t.app.services.users.count());
-    expect(r.body.api_tokens.total).toBe(count("SELECT count(*) AS n FROM api_tokens"));
+    expect(r.body.api_tokens.total).toBe((await t.app.services.db.select({ n: count() }).from(apiTokens))[0]!.n);
     expect(r.body.login_sessions.active).toBe(3);
     expect(r.body.sessions.total).toBe(1);
     expect(r.body.profiles.total).toBe(0);

@@ -20,7 +20,7 @@ beforeAll(async () => {
   t = await startTestApp();
   ws = t.app.services.workspaces;
   a = await actors(t);
-  await Promise.all([a.owner, a.other].map(async (u) => shared.set(u.id, (await newWorkspace(t, u.id, insertProfile(t, u.id))).ws.id)));
+  await Promise.all([a.owner, a.other].map(async (u) => shared.set(u.id, (await newWorkspace(t, u.id, await insertProfile(t, u.id))).ws.id)));
 });
 
 afterAll(async () => {
@@ -51,7 +51,7 @@ routeTable("/admin/workspaces", () => a, [
   {
     route: "DELETE /admin/workspaces/:id",
     record: async (_a, user) => shared.get(user.id)!,
-    successRecord: async (_a, user) => (await newWorkspace(t, user.id, insertProfile(t, user.id))).ws.id,
+    successRecord: async (_a, user) => (await newWorkspace(t, user.id, await insertProfile(t, user.id))).ws.id,
     success: 204,
     check: async (r, _a, id) => {
       expect(r.body).toBeNull();

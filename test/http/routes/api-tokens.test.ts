@@ -4,7 +4,10 @@
  * lifecycle (create → use → delete → 401 on the very next request, also past the verification cache).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
 import { isWellFormedToken, mintTokenString } from "../../../src/auth/tokens.ts";
+import { first } from "../../../src/db/client.ts";
+import { apiTokens } from "../../../src/db/tables.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api, createUser, type TestUser } from "../../helpers/users.ts";
@@ -165,9 +168,9 @@ describe("token lifecycle", () => {
 
   test("the plaintext is never stored: only bcrypt and a lookup prefix", async () => {
     const created = await api(t, "POST", "/v1/api-tokens", headersFor("token", alice), { name: "stored" });
-    const row = t.app.services.sqlite
-      .query<{ lookup: string; token_hash: string }, [string]>("SELECT lookup, token_hash FROM api_tokens WHERE id = ?")
-      .get(created.body.id)!;
+    const row = (await first(
+      t.app.services.db.select({ lookup: apiTokens.lookup, token_hash: apiTokens.token_hash }).from(apiTokens).where(eq(apiTokens.id, created.body.id)),
+    ))!;
     expect(row.token_hash).toMatch(/^\$2[aby]\$1\d\$/);
     expect(row.token_hash).not.toContain(created.body.token.slice(3));
     expect(created.body.token.slice(3)).toContain(row.lookup);

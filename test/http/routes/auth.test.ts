@@ -4,6 +4,9 @@
  * get-session, cookie attributes (also behind https), CSRF refusals and content types.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { desc, eq } from "drizzle-orm";
+import { first } from "../../../src/db/client.ts";
+import { loginSessions } from "../../../src/db/tables.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { nextIp, parseSetCookie, setCookies } from "../../helpers/cookies.ts";
 import { api, createUser, type TestUser } from "../../helpers/users.ts";
@@ -53,7 +56,13 @@ describe("sign-up", () => {
       const s = await api(t, "GET", "/api/auth/get-session", { cookie: `runcell.session_token=${c.value}` });
       expect(s.body.user.email).toBe("bob.smith@example.com");
       // Only the SHA-256 of the cookie is stored.
-      const row = t.app.services.sqlite.query<{ token_hash: string }, []>("SELECT token_hash FROM login_sessions ORDER BY created_at DESC LIMIT 1").get()!;
+      const row = (await first(
+        t.app.services.db
+          .select({ token_hash: loginSessions.token_hash })
+          .from(loginSessions)
+          .where(eq(loginSessions.user_id, r.body.user.id))
+          .orderBy(desc(loginSessions.created_at)),
+      ))!;
       expect(row.token_hash).toBe(new Bun.CryptoHasher("sha256").update(c.value).digest("hex"));
     });
 

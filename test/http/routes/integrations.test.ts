@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { sqlGet } from "../../helpers/db.ts";
 import { waitFor } from "../../helpers/net.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api, createUser, type TestUser } from "../../helpers/users.ts";
@@ -132,8 +133,8 @@ describe("behaviour", () => {
     expect((await api(t, "GET", "/v1/integrations", u.bearer)).body.data).toHaveLength(1);
   });
 
-  test("the secret is sealed at rest", () => {
-    const row = t.app.services.sqlite.query<{ secret_ciphertext: Uint8Array }, [string]>("SELECT secret_ciphertext FROM integrations WHERE id = ?").get(intA)!;
+  test("the secret is sealed at rest", async () => {
+    const row = (await sqlGet<{ secret_ciphertext: Uint8Array }>(t, "SELECT secret_ciphertext FROM integrations WHERE id = ?", [intA]))!;
     expect(Buffer.from(row.secret_ciphertext).includes(Buffer.from(SECRET_A))).toBe(false);
   });
 

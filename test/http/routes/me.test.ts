@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { policyOf } from "../../../src/admin/policy.ts";
 import { newId } from "../../../src/db/ids.ts";
+import { sessions, tasks } from "../../../src/db/tables.ts";
 import { Me } from "../../../src/schema/me.ts";
 import { POLICY_FIELDS } from "../../../src/schema/policy.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
@@ -32,13 +33,23 @@ const me = async (u: TestUser) => {
 const serverPolicy = () => policyOf(t.app.services.config.policy);
 
 /** A finished task of `u` costing `usd`, paid by the server's key or not, at `at`. */
-function seedTask(u: TestUser, profileId: string, usd: number, serverPaid: boolean, at = Date.now()) {
-  const s = t.app.services.sqlite;
+async function seedTask(u: TestUser, profileId: string, usd: number, serverPaid: boolean, at = Date.now()) {
+  const { db } = t.app.services;
   const sessionId = newId("session");
-  s.prepare("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?)").run(sessionId, u.id, profileId, at, at);
-  s.prepare(
-    "INSERT INTO tasks (id, user_id, session_id, profile_id, prompt, status, cost_usd, max_turns, max_budget_usd, server_paid, created_at) VALUES (?, ?, ?, ?, 'x', 'completed', ?, 10, 5, ?, ?)",
-  ).run(newId("task"), u.id, sessionId, profileId, usd, serverPaid ? 1 : 0, at);
+  await db.insert(sessions).values({ id: sessionId, user_id: u.id, profile_id: profileId, created_at: at, updated_at: at });
+  await db.insert(tasks).values({
+    id: newId("task"),
+    user_id: u.id,
+    session_id: sessionId,
+    profile_id: profileId,
+    prompt: "x",
+    status: "completed",
+    cost_usd: usd,
+    max_turns: 10,
+    max_budget_usd: 5,
+    server_paid: serverPaid,
+    created_at: at,
+  });
 }
 
 routeTable("/v1/me", () => a, [
@@ -134,11 +145,11 @@ describe("what it reports", () => {
     const monthStart = new Date();
     monthStart.setUTCDate(1);
     monthStart.setUTCHours(0, 0, 0, 0);
-    seedTask(u, p1, 0.75, true);
-    seedTask(u, p1, 0.5, true, monthStart.getTime());
-    seedTask(u, p1, 3, true, monthStart.getTime() - 1); // last month
-    seedTask(u, p1, 9, false); // the user's own key
-    seedTask(other, p1, 4, true);
+    await seedTask(u, p1, 0.75, true);
+    await seedTask(u, p1, 0.5, true, monthStart.getTime());
+    await seedTask(u, p1, 3, true, monthStart.getTime() - 1); // last month
+    await seedTask(u, p1, 9, false); // the user's own key
+    await seedTask(other, p1, 4, true);
 
     const s = await api(t, "POST", "/v1/sessions", auth(u), { profile_id: p1 });
     expect(s.status, JSON.stringify(s.body)).toBe(201);

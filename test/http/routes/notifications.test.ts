@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { newId } from "../../../src/db/ids.ts";
+import { sessions, tasks } from "../../../src/db/tables.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { waitFor } from "../../helpers/net.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
@@ -31,15 +32,12 @@ let taskA = "";
 /** A task of the table's other user (inserted in beforeAll): naming it is a bad task_id for the owner. */
 const OTHERS_TASK = newId("task");
 
-function insertTask(userId: string, task = newId("task")): string {
-  const sqlite = t.app.services.sqlite;
+async function insertTask(userId: string, task = newId("task")): Promise<string> {
+  const { db } = t.app.services;
   const sess = newId("session");
   const now = Date.now();
-  sqlite.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?)", [sess, userId, "prof_x", now, now]);
-  sqlite.run(
-    "INSERT INTO tasks (id, user_id, session_id, profile_id, prompt, status, max_turns, max_budget_usd, created_at) VALUES (?, ?, ?, ?, ?, 'completed', 10, 1, ?)",
-    [task, userId, sess, "prof_x", "p", now],
-  );
+  await db.insert(sessions).values({ id: sess, user_id: userId, profile_id: "prof_x", created_at: now, updated_at: now });
+  await db.insert(tasks).values({ id: task, user_id: userId, session_id: sess, profile_id: "prof_x", prompt: "p", status: "completed", max_turns: 10, max_budget_usd: 1, created_at: now });
   return task;
 }
 
@@ -54,8 +52,8 @@ beforeAll(async () => {
   const ib = await api(t, "POST", "/v1/integrations", b.session, { type: "webhook", config: { url: rcvB.url + "/b", secret: SECRET_B } });
   const table = await Promise.all([sc.owner, sc.other].map((u) => api(t, "POST", "/v1/integrations", u.bearer, { type: "webhook", config: { url: rcvT.url + "/table", secret: SECRET_TABLE } })));
   expect([ia.status, ib.status, ...table.map((r) => r.status)]).toEqual([201, 201, 201, 201]);
-  taskA = insertTask(a.id);
-  insertTask(sc.other.id, OTHERS_TASK);
+  taskA = await insertTask(a.id);
+  await insertTask(sc.other.id, OTHERS_TASK);
   ntfA = (await api(t, "POST", "/v1/notifications", a.bearer, { message: "from a", task_id: taskA })).body.id;
   ntfB = (await api(t, "POST", "/v1/notifications", b.bearer, { message: "from b" })).body.id;
   await waitFor(async () => (await t.app.services.notifications.get(b.id, ntfB)).status === "failed", { what: "b's notification to fail (410)" });

@@ -5,6 +5,9 @@
  * email, closed sign-up, provider errors (502), unconfigured providers (404).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { first } from "../../../src/db/client.ts";
+import { oauthAccounts } from "../../../src/db/tables.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { CookieJar } from "../../helpers/cookies.ts";
 import { type OAuthProvider, startOAuthProvider } from "../../helpers/oauth-provider.ts";
@@ -117,7 +120,7 @@ describe("round trips", () => {
     expect(r.cookies.filter((c) => c.name === STATE || c.name === VERIFIER).every((c) => c.attrs["max-age"] === "0")).toBe(true);
     const me = await whoAmI(r.jar);
     expect(me.user.email).toBe("octo@example.com");
-    const link = t.app.services.sqlite.query<{ provider_account_id: string; user_id: string }, []>("SELECT * FROM oauth_accounts WHERE provider = 'github'").get()!;
+    const link = (await first(t.app.services.db.select().from(oauthAccounts).where(eq(oauthAccounts.provider, "github"))))!;
     expect(link.provider_account_id).toBe(github.account.id);
     expect(link.user_id).toBe(me.user.id);
     expect(github.exchanges.at(-1)).toBe("ok");
@@ -194,7 +197,7 @@ describe("round trips", () => {
       expect(r.status).toBe(403);
       expect(r.body.error).toContain("never verified");
       expect(r.cookies.some((c) => c.name === SESSION)).toBe(false);
-      expect(t.app.services.sqlite.query("SELECT 1 FROM oauth_accounts WHERE provider_account_id = 'g-victim'").get()).toBeNull();
+      expect(await first(t.app.services.db.select().from(oauthAccounts).where(eq(oauthAccounts.provider_account_id, "g-victim")))).toBeUndefined();
     } finally {
       await t.app.services.runtimeConfig.patch({ signup: "closed" });
     }

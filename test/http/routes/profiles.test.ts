@@ -8,6 +8,7 @@ import { DEFAULT_SYSTEM_PROMPT } from "../../../src/agents/profile-rules.ts";
 import { TOOL_NAMES } from "../../../src/schema/profile.ts";
 import { AppError } from "../../../src/lib/errors.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { sqlRun } from "../../helpers/db.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api, createUser, type TestUser } from "../../helpers/users.ts";
 
@@ -372,7 +373,7 @@ describe("the read routes' stored JSON (src/lib/versioned-json.ts)", () => {
   test("a row changed behind the service (another process on the same database) is read anew, not served stale", async () => {
     const id = (await create({ name: "before" })).body.id;
     expect((await api(t, "GET", `/v1/profiles/${id}`, alice.bearer)).body.name).toBe("before");
-    t.app.services.sqlite.run("UPDATE profiles SET name = 'after', updated_at = updated_at + 1 WHERE id = ?", [id]);
+    await sqlRun(t, "UPDATE profiles SET name = 'after', updated_at = updated_at + 1 WHERE id = ?", [id]);
     expect((await api(t, "GET", `/v1/profiles/${id}`, alice.bearer)).body.name).toBe("after");
     const listed = (await api(t, "GET", "/v1/profiles?limit=100", alice.bearer)).body.data.find((p: { id: string }) => p.id === id);
     expect(listed.name).toBe("after");

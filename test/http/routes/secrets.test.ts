@@ -6,10 +6,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { statSync } from "node:fs";
 import { join } from "node:path";
+import { secrets } from "../../../src/db/tables.ts";
 import { AppError } from "../../../src/lib/errors.ts";
 import { KEY_FILE } from "../../../src/lib/sealer.ts";
 import { SECRETS_PER_USER } from "../../../src/vault/names.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { sqlGet, sqlRun } from "../../helpers/db.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api, createUser, type TestUser } from "../../helpers/users.ts";
 
@@ -198,7 +200,9 @@ describe("lifecycle", () => {
     // Two created in the same millisecond as another must not be skipped or repeated.
     const at = t.app.services.now();
     for (const n of ["T_A", "T_B", "T_C"]) {
-      t.app.services.sqlite.run("INSERT INTO secrets (user_id, name, ciphertext, created_at, updated_at) VALUES (?, ?, ?, ?, ?)", [u.id, n, t.app.services.sealer.seal("v", `vault:${u.id}:${n}`), at + 10_000, at + 10_000]);
+      await t.app.services.db
+        .insert(secrets)
+        .values({ user_id: u.id, name: n, ciphertext: t.app.services.sealer.seal("v", `vault:${u.id}:${n}`), created_at: at + 10_000, updated_at: at + 10_000 });
     }
     const seen: string[] = [];
     let cursor: string | null = null;
@@ -240,14 +244,13 @@ describe("at rest", () => {
   test("the database holds ciphertext only: nonce ‖ ciphertext ‖ tag, fresh nonce every write", async () => {
     const v = value("rest");
     await call("PUT", "/v1/secrets/AT_REST", alice, { value: v });
-    const read = () =>
-      t.app.services.sqlite.query<{ ciphertext: Uint8Array }, [string, string]>("SELECT ciphertext FROM secrets WHERE user_id = ? AND name = ?").get(alice.id, "AT_REST")!.ciphertext;
-    const c1 = Buffer.from(read());
+    const read = async () => (await sqlGet<{ ciphertext: Uint8Array }>(t, "SELECT ciphertext FROM secrets WHERE user_id = ? AND name = ?", [alice.id, "AT_REST"]))!.ciphertext;
+    const c1 = Buffer.from(await read());
     expect(c1.length).toBe(12 + Buffer.byteLength(v) + 16);
     expect(c1.includes(Buffer.from(v))).toBe(false);
     expect(c1.toString("latin1")).not.toContain(v.slice(3, 20));
     await call("PUT", "/v1/secrets/AT_REST", alice, { value: v });
-    const c2 = Buffer.from(read());
+    const c2 = Buffer.from(await read());
     expect(c2.equals(c1)).toBe(false);
     expect(c2.subarray(0, 12).equals(c1.subarray(0, 12))).toBe(false);
   });
@@ -255,9 +258,8 @@ describe("at rest", () => {
   test("the AAD binds a value to its owner and name: a copied or renamed row does not decrypt", async () => {
     const v = value("aad");
     await call("PUT", "/v1/secrets/BOUND", alice, { value: v });
-    const db = t.app.services.sqlite;
-    db.run("INSERT INTO secrets (user_id, name, ciphertext, created_at, updated_at) SELECT ?, name, ciphertext, created_at, updated_at FROM secrets WHERE user_id = ? AND name = 'BOUND'", [bob.id, alice.id]);
-    db.run("INSERT INTO secrets (user_id, name, ciphertext, created_at, updated_at) SELECT user_id, 'RENAMED', ciphertext, created_at, updated_at FROM secrets WHERE user_id = ? AND name = 'BOUND'", [alice.id]);
+    await sqlRun(t, "INSERT INTO secrets (user_id, name, ciphertext, created_at, updated_at) SELECT ?, name, ciphertext, created_at, updated_at FROM secrets WHERE user_id = ? AND name = 'BOUND'", [bob.id, alice.id]);
+    await sqlRun(t, "INSERT INTO secrets (user_id, name, ciphertext, created_at, updated_at) SELECT user_id, 'RENAMED', ciphertext, created_at, updated_at FROM secrets WHERE user_id = ? AND name = 'BOUND'", [alice.id]);
     const s = t.app.services.secrets;
     for (const [user, name] of [[bob.id, "BOUND"], [alice.id, "RENAMED"]] as const) {
       let err: unknown;

@@ -43,7 +43,7 @@ async function sessionWithRepository(_a: Actors, user: TestUser): Promise<string
 /** A session row of `user` with one stored frame (no workspace: the routes read and delete rows). */
 async function session(_a: Actors, user: TestUser): Promise<string> {
   const s = t.app.services;
-  const row = s.agentSessions.create(user.id, profiles.get(user.id)!, "a title");
+  const row = await s.agentSessions.create(user.id, profiles.get(user.id)!, "a title");
   s.hub.publish(row.id, { type: "task:token", task_id: "task_00000000000000000000000000", text: "hi" });
   return row.id;
 }

@@ -22,7 +22,7 @@ beforeAll(async () => {
   t = await startTestApp({ now: () => Date.now() + offsetMs });
   ws = t.app.services.workspaces;
   a = await actors(t);
-  const made = await newWorkspace(t, a.owner.id, insertProfile(t, a.owner.id));
+  const made = await newWorkspace(t, a.owner.id, await insertProfile(t, a.owner.id));
   ctr = made.ws.id;
   await ws.writeFile(made.sessionId, "hello.txt", HELLO);
   await ws.writeFile(made.sessionId, "my dir/résumé #1.txt", "encoded");

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { newId } from "../../../src/db/ids.ts";
-import { sessions, tasks } from "../../../src/db/schema.ts";
+import { sessions, tasks } from "../../../src/db/tables.ts";
 import { createProfile, waitTask } from "../../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { startMockAnthropic, type MockProviderServer } from "../../helpers/mock-anthropic.ts";
@@ -34,8 +34,8 @@ async function finishedTask(_a: Actors, user: TestUser): Promise<string> {
   const sessionId = newId("session");
   const id = newId("task");
   const { db } = t.app.services;
-  db.insert(sessions).values({ id: sessionId, user_id: user.id, profile_id: profiles.get(user.id)!, created_at: now, updated_at: now }).run();
-  db.insert(tasks).values({ id, user_id: user.id, session_id: sessionId, profile_id: profiles.get(user.id)!, prompt: "p", status: "completed", max_turns: 5, max_budget_usd: 1, created_at: now, finished_at: now }).run();
+  await db.insert(sessions).values({ id: sessionId, user_id: user.id, profile_id: profiles.get(user.id)!, created_at: now, updated_at: now });
+  await db.insert(tasks).values({ id, user_id: user.id, session_id: sessionId, profile_id: profiles.get(user.id)!, prompt: "p", status: "completed", max_turns: 5, max_budget_usd: 1, created_at: now, finished_at: now });
   return id;
 }
 

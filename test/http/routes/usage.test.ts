@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { newId } from "../../../src/db/ids.ts";
+import { sessions, tasks } from "../../../src/db/tables.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api } from "../../helpers/users.ts";
@@ -15,13 +16,25 @@ let a: Actors;
 const DAY = 86_400_000;
 const NOW = Date.UTC(2026, 10, 23, 12, 0, 0);
 
-function seedTask(userId: string, profileId: string, at: number, cost: number, input = 100, output = 10) {
+async function seedTask(userId: string, profileId: string, at: number, cost: number, input = 100, output = 10) {
   const sessionId = newId("session");
-  const s = t.app.services.sqlite;
-  s.prepare("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?)").run(sessionId, userId, profileId, at, at);
-  s.prepare(
-    "INSERT INTO tasks (id, user_id, session_id, profile_id, prompt, status, input_tokens, output_tokens, cost_usd, turns, max_turns, max_budget_usd, created_at) VALUES (?, ?, ?, ?, 'x', 'completed', ?, ?, ?, 1, 10, 5, ?)",
-  ).run(newId("task"), userId, sessionId, profileId, input, output, cost, at);
+  const { db } = t.app.services;
+  await db.insert(sessions).values({ id: sessionId, user_id: userId, profile_id: profileId, created_at: at, updated_at: at });
+  await db.insert(tasks).values({
+    id: newId("task"),
+    user_id: userId,
+    session_id: sessionId,
+    profile_id: profileId,
+    prompt: "x",
+    status: "completed",
+    input_tokens: input,
+    output_tokens: output,
+    cost_usd: cost,
+    turns: 1,
+    max_turns: 10,
+    max_budget_usd: 5,
+    created_at: at,
+  });
 }
 
 let alpha: string;
@@ -33,11 +46,11 @@ beforeAll(async () => {
   const mk = async (name: string) => (await api(t, "POST", "/v1/profiles", a.headers("owner"), { name, model: { provider: "demo" } })).body.id as string;
   alpha = await mk("alpha");
   beta = await mk("beta");
-  seedTask(a.owner.id, alpha, NOW - 2 * DAY, 0.5);
-  seedTask(a.owner.id, alpha, NOW - 2 * DAY + 3_600_000, 0.25);
-  seedTask(a.owner.id, beta, NOW - 1 * DAY, 1.0, 1000, 50);
-  seedTask(a.owner.id, "prof_deleted0000000000000000", NOW - 40 * DAY, 2.0);
-  seedTask(a.other.id, alpha, NOW - 1 * DAY, 99);
+  await seedTask(a.owner.id, alpha, NOW - 2 * DAY, 0.5);
+  await seedTask(a.owner.id, alpha, NOW - 2 * DAY + 3_600_000, 0.25);
+  await seedTask(a.owner.id, beta, NOW - 1 * DAY, 1.0, 1000, 50);
+  await seedTask(a.owner.id, "prof_deleted0000000000000000", NOW - 40 * DAY, 2.0);
+  await seedTask(a.other.id, alpha, NOW - 1 * DAY, 99);
 });
 afterAll(() => t.stop());
 

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mintTokenString } from "../../../src/auth/tokens.ts";
 import { newId } from "../../../src/db/ids.ts";
-import { workspaces } from "../../../src/db/schema.ts";
+import { workspaces } from "../../../src/db/tables.ts";
 import type { Workspaces } from "../../../src/workspaces/service.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
@@ -30,7 +30,7 @@ beforeAll(async () => {
   a = await actors(t);
   await Promise.all(
     [a.owner, a.other].map(async (u) => {
-      const made = await newWorkspace(t, u.id, insertProfile(t, u.id));
+      const made = await newWorkspace(t, u.id, await insertProfile(t, u.id));
       shared.set(u.id, { id: made.ws.id, sessionId: made.sessionId });
     }),
   );
@@ -57,7 +57,7 @@ async function withHello(_a: Actors, user: TestUser): Promise<string> {
 }
 
 /** A workspace of its own, for the DELETE that succeeds. */
-const freshWorkspace = async (_a: Actors, user: TestUser) => (await newWorkspace(t, user.id, insertProfile(t, user.id))).ws.id;
+const freshWorkspace = async (_a: Actors, user: TestUser) => (await newWorkspace(t, user.id, await insertProfile(t, user.id))).ws.id;
 
 const RECORD_KEYS = ["created_at", "error", "id", "image", "last_active_at", "name", "profile_id", "session_id", "status"];
 
@@ -196,10 +196,9 @@ describe("behaviour", () => {
     const row = (await ws.byId(mine().id))!;
     const failed = newId("container");
     const now = Date.now();
-    t.app.services.db
+    await t.app.services.db
       .insert(workspaces)
-      .values({ ...row, id: failed, session_id: insertSession(t, a.owner.id, row.profile_id), name: `runcell-${failed}`, volume: `runcell-${failed}`, docker_id: null, status: "failed", error: "image missing", created_at: now, updated_at: now, last_active_at: now })
-      .run();
+      .values({ ...row, id: failed, session_id: await insertSession(t, a.owner.id, row.profile_id), name: `runcell-${failed}`, volume: `runcell-${failed}`, docker_id: null, status: "failed", error: "image missing", created_at: now, updated_at: now, last_active_at: now });
     const page = await api(t, "GET", "/v1/workspaces?limit=1", a.headers("owner"));
     expect(page.body.data.map((w: { id: string }) => w.id)).toEqual([failed]);
     expect(page.body.data[0]).toMatchObject({ status: "failed", error: "image missing" });

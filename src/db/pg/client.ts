@@ -1,0 +1,105 @@
+/**
+ * The PostgreSQL connection of a server started with --database postgres://…: Bun's built-in SQL
+ * client (a connection pool; no extra driver) under drizzle's bun-sql adapter, with the
+ * PostgreSQL mirror of the schema. The repository layer is written once for both databases
+ * (src/db/unit.ts, src/db/tables.ts): the drizzle object is handed out under the SQLite type the
+ * code is checked against, which the column-for-column identical schemas make safe.
+ */
+import { SQL } from "bun";
+import { drizzle } from "drizzle-orm/bun-sql";
+import type { DB } from "../client.ts";
+import { useDialect } from "../tables.ts";
+import { migratePostgres } from "./migrate.ts";
+import * as schema from "./schema.ts";
+
+export interface PostgresHandle {
+  dialect: "postgres";
+  db: DB;
+  /** The pool itself (migrations, LISTEN/NOTIFY, the health probe). */
+  sql: SQL;
+  close(): Promise<void>;
+}
+
+/** Connections in the pool: a server's requests and workers share them. */
+const POOL_MAX = 10;
+/** Held while migrating, so replicas starting at once migrate one after the other. */
+const MIGRATION_LOCK = 0x72756e63; // "runc"
+/**
+ * Held by the serving process for as long as it runs: one server per database until replicas
+ * exist (issue 17) — two would both resume the same tasks and number the same sessions' frames.
+ */
+const SERVER_LOCK = 0x72756e73; // "runs"
+
+/** Another server already serves the database (the advisory lock is taken). */
+export class DatabaseInUseError extends Error {
+  constructor(where: string) {
+    super(
+      `${where} is already served by another runcell (it holds the server lock). One server per PostgreSQL database for now: stop the other one, or give this one its own database`,
+    );
+    this.name = "DatabaseInUseError";
+  }
+}
+
+/** The URL without its password, for messages. */
+export function redactDatabaseUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(unparsable URL)";
+  }
+}
+
+/**
+ * Connects, applies pending migrations (under an advisory lock: one replica at a time) and chooses
+ * PostgreSQL's tables for this process. A database it cannot reach is an error naming the host,
+ * never the password.
+ */
+export async function openPostgres(url: string, opts: { migrate?: boolean; serve?: boolean } = {}): Promise<PostgresHandle & { applied: string[] }> {
+  const sql = new SQL(url, { max: POOL_MAX, idleTimeout: 60, connectionTimeout: 10 });
+  let applied: string[] = [];
+  // serve: a connection of its own holds the server lock until close.
+  let held: Awaited<ReturnType<SQL["reserve"]>> | null = null;
+  try {
+    await sql`SELECT 1`;
+    if (opts.serve) {
+      held = await sql.reserve();
+      const [row] = await held`SELECT pg_try_advisory_lock(${SERVER_LOCK}) AS ok`;
+      if (!row?.ok) throw new DatabaseInUseError(redactDatabaseUrl(url));
+    }
+    if (opts.migrate !== false) {
+      const conn = await sql.reserve();
+      try {
+        await conn`SELECT pg_advisory_lock(${MIGRATION_LOCK})`;
+        try {
+          ({ applied } = await migratePostgres(conn as unknown as SQL));
+        } finally {
+          await conn`SELECT pg_advisory_unlock(${MIGRATION_LOCK})`;
+        }
+      } finally {
+        conn.release();
+      }
+    }
+  } catch (e) {
+    held?.release();
+    await sql.close().catch(() => {});
+    if (e instanceof DatabaseInUseError) throw e;
+    throw new Error(`PostgreSQL at ${redactDatabaseUrl(url)}: ${(e as Error).message.replaceAll(url, redactDatabaseUrl(url))}`);
+  }
+  useDialect("postgres");
+  const db = drizzle({ client: sql, schema }) as unknown as DB;
+  let closed: Promise<void> | null = null;
+  return {
+    dialect: "postgres",
+    db,
+    sql,
+    applied,
+    close: () =>
+      (closed ??= (async () => {
+        // Closing the pool ends the lock's session, which releases it.
+        held?.release();
+        await sql.close({ timeout: 5 });
+      })()),
+  };
+}

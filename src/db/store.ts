@@ -1,0 +1,65 @@
+/**
+ * The database a server keeps its state in: the embedded SQLite file in the data dir (the
+ * default), or PostgreSQL (--database postgres://…). Opened, migrated and its tables chosen for
+ * the process (./tables.ts) before any service exists.
+ */
+import type { Database } from "bun:sqlite";
+import type { SQL } from "bun";
+import type { Logger } from "../log.ts";
+import { type DB, openDatabase } from "./client.ts";
+import { migrate } from "./migrate.ts";
+import { openPostgres, redactDatabaseUrl } from "./pg/client.ts";
+import { type Dialect, useDialect } from "./tables.ts";
+
+export interface Store {
+  dialect: Dialect;
+  db: DB;
+  /** The bun:sqlite connection (SQLite only: the WAL checkpointer, the change tracker, raw fast paths). */
+  sqlite: Database | null;
+  /**
+   * Bun's SQL pool (PostgreSQL only; null on SQLite): for raw statements where the query builder
+   * does not reach — tests that write or inspect rows behind the services.
+   */
+  sql: SQL | null;
+  /** Where the state is, for logs and doctor (a PostgreSQL URL without its password). */
+  location: string;
+  /** A trivial query: throws (or rejects) when the database does not answer. */
+  ping(): void | Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function openStore(opts: { databaseUrl: string | null; sqlitePath: string; log: Logger }): Promise<Store> {
+  if (opts.databaseUrl) {
+    const pg = await openPostgres(opts.databaseUrl, { serve: true });
+    const location = redactDatabaseUrl(opts.databaseUrl);
+    if (pg.applied.length) opts.log.info("database migrated", { applied: pg.applied, database: location });
+    return {
+      dialect: "postgres",
+      db: pg.db,
+      sqlite: null,
+      sql: pg.sql,
+      location,
+      ping: async () => void (await pg.sql`SELECT 1`),
+      close: () => pg.close(),
+    };
+  }
+  const handle = openDatabase(opts.sqlitePath);
+  try {
+    const { applied } = migrate(handle.sqlite);
+    if (applied.length) opts.log.info("database migrated", { applied, path: opts.sqlitePath });
+  } catch (e) {
+    handle.close();
+    throw e;
+  }
+  useDialect("sqlite");
+  const ping = handle.sqlite.prepare("SELECT 1 AS ok");
+  return {
+    dialect: "sqlite",
+    db: handle.db,
+    sqlite: handle.sqlite,
+    sql: null,
+    location: opts.sqlitePath,
+    ping: () => void ping.get(),
+    close: async () => handle.close(),
+  };
+}

@@ -1,0 +1,70 @@
+/**
+ * PostgreSQL for the tests of test/pg/: a fresh database per test file on the private server
+ * scripts/test-postgres.sh runs (./install.sh test starts it). A process serves one database
+ * (src/db/tables.ts), so these tests run in their own `bun test test/pg` pass with
+ * RUNCELL_TEST_POSTGRES set; in the SQLite pass they are skipped.
+ */
+import { SQL } from "bun";
+import { openPostgres, type PostgresHandle } from "../../src/db/pg/client.ts";
+
+/** The server's URL in the PostgreSQL pass; null in the SQLite pass. */
+export const PG_SERVER = process.env.RUNCELL_TEST_POSTGRES || null;
+
+export interface FreshPostgres extends PostgresHandle {
+  url: string;
+  /** Closes the pool and drops the database. */
+  drop(): Promise<void>;
+}
+
+/** A new, migrated database with PostgreSQL's tables chosen for this process. */
+export async function freshPostgres(): Promise<FreshPostgres> {
+  if (!PG_SERVER) throw new Error("RUNCELL_TEST_POSTGRES is not set");
+  const name = `rc_test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+  const admin = new SQL(PG_SERVER, { max: 1 });
+  await admin.unsafe(`CREATE DATABASE ${name}`);
+  await admin.close();
+  const url = new URL(PG_SERVER);
+  url.pathname = `/${name}`;
+  const handle = await openPostgres(url.toString());
+  return {
+    ...handle,
+    url: url.toString(),
+    async drop() {
+      await handle.close();
+      const a = new SQL(PG_SERVER!, { max: 1 });
+      await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await a.close();
+    },
+  };
+}
+
+const byDataDir = new Map<string, string>();
+
+/**
+ * The PostgreSQL pass of the API suite: the database a test app on `dataDir` uses — made at the
+ * first start, the same one when the data dir is started again (restart tests).
+ */
+export async function databaseFor(dataDir: string): Promise<string> {
+  let url = byDataDir.get(dataDir);
+  if (!url) {
+    if (!PG_SERVER) throw new Error("RUNCELL_TEST_POSTGRES is not set");
+    const name = `rc_test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+    const admin = new SQL(PG_SERVER, { max: 1 });
+    await admin.unsafe(`CREATE DATABASE ${name}`);
+    await admin.close();
+    const u = new URL(PG_SERVER);
+    u.pathname = `/${name}`;
+    byDataDir.set(dataDir, (url = u.toString()));
+  }
+  return url;
+}
+
+/** Drops the database of `dataDir` (when its data dir is removed too). */
+export async function dropDatabaseFor(dataDir: string): Promise<void> {
+  const url = byDataDir.get(dataDir);
+  if (!url || !PG_SERVER) return;
+  byDataDir.delete(dataDir);
+  const admin = new SQL(PG_SERVER, { max: 1 });
+  await admin.unsafe(`DROP DATABASE IF EXISTS ${new URL(url).pathname.slice(1)} WITH (FORCE)`);
+  await admin.close();
+}

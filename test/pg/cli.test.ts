@@ -1,0 +1,214 @@
+/**
+ * The operator's commands with --database postgres://… (real subprocesses against the PostgreSQL
+ * pass's server, each test on a fresh database): `migrate` creates the schema, then says it is up
+ * to date, `--status` lists it; `doctor` reads PostgreSQL (version, schema against PG_MIGRATIONS,
+ * the admin password and the vault's secrets stored there) and fails, naming the host but never the
+ * password, when it cannot reach it; `admin create-user` and `token create` write to it; `backup`
+ * refuses and says how to use pg_dump instead.
+ */
+import { SQL } from "bun";
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { CheckResult } from "../../src/admin/doctor.ts";
+import { PG_MIGRATIONS } from "../../src/db/pg/migrations.ts";
+import { KEY_FILE, Sealer } from "../../src/lib/sealer.ts";
+import { aadFor } from "../../src/vault/secrets.ts";
+import { VERSION } from "../../src/version.ts";
+import { runCli } from "../helpers/cli.ts";
+import { PG_SERVER } from "../helpers/pg.ts";
+
+/** Trust authentication ignores it; it must never show in any output. */
+const PASSWORD = "pw-never-printed-7f3a";
+const ALL_TAGS = PG_MIGRATIONS.map((m) => m.tag).join(", ");
+const LATEST = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.tag;
+
+const databases: string[] = [];
+const dirs: string[] = [];
+
+/** A new, empty database (no schema): its URL, with PASSWORD in it. */
+async function freshDatabase(): Promise<{ url: string; sql: SQL }> {
+  const name = `rc_test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
+  const admin = new SQL(PG_SERVER!, { max: 1 });
+  await admin.unsafe(`CREATE DATABASE ${name}`);
+  await admin.close();
+  databases.push(name);
+  const u = new URL(PG_SERVER!);
+  u.pathname = `/${name}`;
+  u.password = PASSWORD;
+  return { url: u.toString(), sql: new SQL(u.toString(), { max: 1 }) };
+}
+
+function dataDir(): string {
+  const d = mkdtempSync(join(tmpdir(), "runcell-pg-cli-"));
+  dirs.push(d);
+  return d;
+}
+
+async function doctor(url: string, dir: string, extra: string[] = []): Promise<{ code: number; results: Map<string, CheckResult>; text: string }> {
+  const r = await runCli(["doctor", "--json", "--database", url, "--data-dir", dir, "--docker-host", "unix:///nonexistent/docker.sock", ...extra]);
+  const text = r.stdout + r.stderr;
+  expect(text).not.toContain(PASSWORD);
+  const results = new Map((JSON.parse(r.stdout) as CheckResult[]).map((c) => [c.check, c]));
+  return { code: r.code, results, text };
+}
+
+describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
+  const open: SQL[] = [];
+  afterAll(async () => {
+    for (const s of open) await s.close().catch(() => {});
+    const admin = new SQL(PG_SERVER!, { max: 1 });
+    for (const name of databases) await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.close();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  test("migrate creates the schema, then says it is up to date; --status lists applied and pending", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    const dir = dataDir();
+    const before = await runCli(["migrate", "--status", "--database", url, "--data-dir", dir]);
+    expect(before.code, before.stderr).toBe(0);
+    expect(before.stdout).toContain("applied: none");
+    expect(before.stdout).toContain(`pending: ${ALL_TAGS}`);
+
+    const first = await runCli(["migrate", "--database", url, "--data-dir", dir]);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toContain(`applied ${PG_MIGRATIONS.length} migration(s)`);
+    expect(first.stdout).toContain(LATEST);
+    const tables = await sql.unsafe("SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = 'public' AND table_name IN ('users', 'settings', 'secrets')");
+    expect(Number(tables[0].n)).toBe(3);
+
+    const again = await runCli(["migrate", "--database", url, "--data-dir", dir]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain("is up to date");
+
+    const status = await runCli(["migrate", "--status", "--database", url, "--data-dir", dir]);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toContain(`applied: ${ALL_TAGS}`);
+    expect(status.stdout).toContain("pending: none");
+    for (const r of [before, first, again, status]) expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+  });
+
+  test("doctor reads PostgreSQL: database and schema OK, the admin password and the vault's secrets stored there; never migrates", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    const dir = dataDir();
+
+    // An empty database: reached, no schema yet (doctor does not create it).
+    const empty = await doctor(url, dir);
+    expect(empty.results.get("database")).toMatchObject({ status: "OK" });
+    expect(empty.results.get("database")!.message).toMatch(/^PostgreSQL \d+/);
+    expect(empty.results.get("database")!.message).toContain("127.0.0.1");
+    expect(empty.results.get("schema")).toMatchObject({ status: "WARN" });
+    expect(empty.results.get("schema")!.message).toContain("no schema yet");
+    expect(empty.results.get("schema")!.fix).toContain("runcell migrate --database");
+    expect(empty.results.get("admin password")).toMatchObject({ status: "FAIL" });
+    const none = await sql.unsafe("SELECT to_regclass('public._migrations') IS NOT NULL AS ok");
+    expect(none[0].ok).toBe(false);
+
+    // Migrated, with an admin password and a user set through the CLI.
+    expect((await runCli(["migrate", "--database", url, "--data-dir", dir])).code).toBe(0);
+    const pw = await runCli(["admin", "set-password", "--stdin", "--database", url, "--data-dir", dir], { stdin: "a long admin passphrase\n" });
+    expect(pw.code, pw.stderr).toBe(0);
+    const good = await doctor(url, dir);
+    expect(good.results.get("database")).toMatchObject({ status: "OK" });
+    expect(good.results.get("schema")).toMatchObject({ status: "OK" });
+    expect(good.results.get("schema")!.message).toContain(`current: ${LATEST}`);
+    expect(good.results.get("admin password")).toMatchObject({ status: "OK", message: "set (argon2id hash in the database)" });
+    expect(good.results.get("providers")!.message).toContain("0 profile(s)");
+    expect(good.results.get("lock")).toMatchObject({ status: "OK" });
+    expect(good.results.get("vault key")).toMatchObject({ status: "OK" });
+    expect(good.text).not.toContain("quick_check");
+
+    // A sealed secret (bytea): the data dir's key opens it; another key does not.
+    const made = await runCli(["admin", "create-user", "--email", "vault@example.com", "--database", url, "--data-dir", dir]);
+    expect(made.code, made.stderr).toBe(0);
+    const [user] = await sql.unsafe("SELECT id FROM users WHERE email = 'vault@example.com'");
+    const key = crypto.getRandomValues(new Uint8Array(32));
+    writeFileSync(join(dir, KEY_FILE), Buffer.from(key).toString("base64") + "\n", { mode: 0o600 });
+    const sealed = Sealer.fromKey(key).seal("value", aadFor(user.id, "K"));
+    await sql`INSERT INTO secrets (user_id, name, ciphertext, created_at, updated_at) VALUES (${user.id}, 'K', ${sealed}, 1, 1)`;
+    const opens = await doctor(url, dir);
+    expect(opens.results.get("vault key")).toMatchObject({ status: "OK" });
+    expect(opens.results.get("vault key")!.message).toContain("it opens the stored secrets");
+    writeFileSync(join(dir, KEY_FILE), Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64") + "\n", { mode: 0o600 });
+    const wrong = await doctor(url, dir);
+    expect(wrong.code).toBe(1);
+    expect(wrong.results.get("vault key")).toMatchObject({ status: "FAIL" });
+    rmSync(join(dir, KEY_FILE));
+    const missing = await doctor(url, dir);
+    expect(missing.results.get("vault key")).toMatchObject({ status: "FAIL" });
+    expect(missing.results.get("vault key")!.message).toContain("1 sealed value(s)");
+
+    // Schema older (the latest migration not applied; with one migration only, none is) and newer
+    // (one this binary does not know).
+    await sql.unsafe(`DELETE FROM _migrations WHERE tag = '${LATEST}'`);
+    const older = await doctor(url, dir);
+    expect(older.results.get("schema")).toMatchObject({ status: "WARN" });
+    expect(older.results.get("schema")!.message).toContain(PG_MIGRATIONS.length > 1 ? `would apply ${LATEST}` : `no schema yet; this runcell ${VERSION} creates ${LATEST}`);
+    await sql.unsafe(`INSERT INTO _migrations (tag, applied_at) VALUES ('${LATEST}', 0), ('9999_future', 0)`);
+    const newer = await doctor(url, dir);
+    expect(newer.code).toBe(1);
+    expect(newer.results.get("schema")).toMatchObject({ status: "FAIL" });
+    expect(newer.results.get("schema")!.message).toContain("9999_future");
+  });
+
+  test("doctor: PostgreSQL not reachable (a wrong port) is a database FAIL with its fix, without the password", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    const wrong = new URL(url);
+    wrong.port = "1";
+    const r = await doctor(wrong.toString(), dataDir());
+    expect(r.code).toBe(1);
+    const db = r.results.get("database")!;
+    expect(db.status).toBe("FAIL");
+    expect(db.message).toContain("cannot reach PostgreSQL at postgres://postgres:***@127.0.0.1:1/");
+    expect(db.fix).toContain("--database");
+    expect(r.results.get("schema")!.status).not.toBe("OK");
+    // The human format too.
+    const human = await runCli(["doctor", "--database", wrong.toString(), "--data-dir", dataDir(), "--docker-host", "unix:///nonexistent/docker.sock"]);
+    expect(human.code).toBe(1);
+    expect(human.stdout).toMatch(/FAIL database: cannot reach PostgreSQL/);
+    expect(human.stdout + human.stderr).not.toContain(PASSWORD);
+  });
+
+  test("admin create-user and token create work on PostgreSQL (migrating an empty database first)", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    const dir = dataDir();
+    const made = await runCli(["admin", "create-user", "--email", "ci@example.com", "--role", "admin", "--database", url, "--data-dir", dir]);
+    expect(made.code, made.stderr).toBe(0);
+    expect(made.stdout + made.stderr).not.toContain(PASSWORD);
+    const tok = await runCli(["token", "create", "--email", "ci@example.com", "--name", "ci", "--database", url, "--data-dir", dir]);
+    expect(tok.code, tok.stderr).toBe(0);
+    expect(tok.stdout.trim()).toMatch(/^rc_\S+$/);
+    const [user] = await sql.unsafe("SELECT id, role FROM users WHERE email = 'ci@example.com'");
+    expect(user.role).toBe("admin");
+    const tokens = await sql.unsafe("SELECT name FROM api_tokens WHERE user_id = $1", [user.id]);
+    expect(tokens.map((t: { name: string }) => t.name)).toEqual(["ci"]);
+    // Nothing went to the data dir's SQLite file.
+    expect(await Bun.file(join(dir, "runcell.db")).exists()).toBe(false);
+  });
+
+  test("backup refuses: the state is in PostgreSQL, use pg_dump and keep the vault key; the password is never printed", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    const dir = dataDir();
+    const dest = join(dir, "out.tar.gz");
+    const r = await runCli(["backup", "--database", url, "--data-dir", dir, dest]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("PostgreSQL");
+    expect(r.stderr).toContain("pg_dump -Fc");
+    expect(r.stderr).toContain(KEY_FILE);
+    expect(r.stderr).toContain("127.0.0.1");
+    expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+    expect(await Bun.file(dest).exists()).toBe(false);
+    // From the environment, without a destination, with --vault-key-file: refused the same way (exit 1, not a usage error).
+    const env = await runCli(["backup", "--data-dir", dir, "--vault-key-file", "/etc/runcell/vault.key"], { env: { RUNCELL_DATABASE_URL: url } });
+    expect(env.code).toBe(1);
+    expect(env.stderr).toContain("/etc/runcell/vault.key");
+    expect(env.stdout + env.stderr).not.toContain(PASSWORD);
+  });
+});

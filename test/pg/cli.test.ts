@@ -17,6 +17,7 @@ import { KEY_FILE, Sealer } from "../../src/lib/sealer.ts";
 import { aadFor } from "../../src/vault/secrets.ts";
 import { VERSION } from "../../src/version.ts";
 import { runCli } from "../helpers/cli.ts";
+import { spawnServer } from "../helpers/server-process.ts";
 import { PG_SERVER } from "../helpers/pg.ts";
 
 /** Trust authentication ignores it; it must never show in any output. */
@@ -210,5 +211,32 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     expect(env.code).toBe(1);
     expect(env.stderr).toContain("/etc/runcell/vault.key");
     expect(env.stdout + env.stderr).not.toContain(PASSWORD);
+  });
+
+  test("serve: migrates and serves from PostgreSQL; a second server on the same database is refused (exit 1); an unreachable one names the host, never the password", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    const first = await spawnServer({ dataDir: dataDir(), flags: ["--database", url] });
+    try {
+      expect(await (await fetch(first.url + "/healthz")).json()).toMatchObject({ status: "ok", db: "ok" });
+      const [applied] = await sql.unsafe("SELECT count(*)::int AS n FROM _migrations");
+      expect(applied.n).toBe(PG_MIGRATIONS.length);
+      const second = await runCli(["serve", "--database", url, "--data-dir", dataDir(), "--http", "127.0.0.1:0"]);
+      expect(second.code).toBe(1);
+      expect(second.stderr).toContain("already served by another runcell");
+      expect(second.stdout + second.stderr).not.toContain(PASSWORD);
+      expect(first.output()).not.toContain(PASSWORD);
+    } finally {
+      await first.kill();
+    }
+    // Stopped: the lock is free again.
+    const again = await spawnServer({ dataDir: dataDir(), flags: ["--database", url] });
+    await again.kill();
+    const down = new URL(url);
+    down.port = "1";
+    const refused = await runCli(["serve", "--database", down.toString(), "--data-dir", dataDir(), "--http", "127.0.0.1:0"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("PostgreSQL at postgres://postgres:***@127.0.0.1:1/");
+    expect(refused.stdout + refused.stderr).not.toContain(PASSWORD);
   });
 });

@@ -30,6 +30,14 @@ const MIGRATION_LOCK = 0x72756e63; // "runc"
  */
 const SERVER_LOCK = 0x72756e73; // "runs"
 
+/** PostgreSQL did not answer, or refused the connection or a migration (the message names the host, never the password). */
+export class DatabaseUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "DatabaseUnavailableError";
+  }
+}
+
 /** Another server already serves the database (the advisory lock is taken). */
 export class DatabaseInUseError extends Error {
   constructor(where: string) {
@@ -85,7 +93,9 @@ export async function openPostgres(url: string, opts: { migrate?: boolean; serve
     held?.release();
     await sql.close().catch(() => {});
     if (e instanceof DatabaseInUseError) throw e;
-    throw new Error(`PostgreSQL at ${redactDatabaseUrl(url)}: ${(e as Error).message.replaceAll(url, redactDatabaseUrl(url))}`);
+    const code = (e as { code?: unknown }).code;
+    const why = `${(e as Error).message.replaceAll(url, redactDatabaseUrl(url))}${typeof code === "string" && code.startsWith("ERR_POSTGRES_") ? ` (${code})` : ""}`;
+    throw new DatabaseUnavailableError(`PostgreSQL at ${redactDatabaseUrl(url)}: ${why}`);
   }
   useDialect("postgres");
   const db = drizzle({ client: sql, schema }) as unknown as DB;

@@ -6,7 +6,10 @@
  *
  * Statements are written with `?` placeholders (SQLite's); on PostgreSQL they become $1..$n.
  * Rows come back alike: bigint values as numbers, bytea/BLOB as a plain Uint8Array.
+ * Also the one seeder of finished tasks (spend, usage and policy tests).
  */
+import { newId } from "../../src/db/ids.ts";
+import { sessions, tasks } from "../../src/db/tables.ts";
 import type { TestApp } from "./app.ts";
 
 type Param = string | number | boolean | null | Uint8Array;
@@ -51,4 +54,36 @@ export async function sqlRun(t: TestApp, text: string, params: Param[] = []): Pr
   if (sqlite) return sqlite.run(text, params as never[]).changes;
   const r = (await sql!.unsafe(pgPlaceholders(text), params)) as { count?: number | bigint };
   return Number(r.count ?? 0);
+}
+
+/**
+ * A finished task of `userId` on `profileId`, in a session of its own, at `at` (ms): what the
+ * spend, usage and policy tests count. Written with drizzle, so it lands in either database.
+ */
+export async function seedFinishedTask(
+  t: TestApp,
+  o: { userId: string; profileId: string; costUsd: number; serverPaid?: boolean; at?: number; inputTokens?: number; outputTokens?: number; turns?: number },
+): Promise<string> {
+  const { db } = t.app.services;
+  const at = o.at ?? Date.now();
+  const sessionId = newId("session");
+  await db.insert(sessions).values({ id: sessionId, user_id: o.userId, profile_id: o.profileId, created_at: at, updated_at: at });
+  const id = newId("task");
+  await db.insert(tasks).values({
+    id,
+    user_id: o.userId,
+    session_id: sessionId,
+    profile_id: o.profileId,
+    prompt: "x",
+    status: "completed",
+    input_tokens: o.inputTokens ?? 0,
+    output_tokens: o.outputTokens ?? 0,
+    cost_usd: o.costUsd,
+    turns: o.turns ?? 0,
+    max_turns: 10,
+    max_budget_usd: 5,
+    server_paid: o.serverPaid ?? false,
+    created_at: at,
+  });
+  return id;
 }

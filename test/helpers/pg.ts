@@ -16,8 +16,8 @@ export interface FreshPostgres extends PostgresHandle {
   drop(): Promise<void>;
 }
 
-/** A new, migrated database with PostgreSQL's tables chosen for this process. */
-export async function freshPostgres(): Promise<FreshPostgres> {
+/** Creates an empty database on the test server; answers its URL. */
+async function createDatabase(): Promise<string> {
   if (!PG_SERVER) throw new Error("RUNCELL_TEST_POSTGRES is not set");
   const name = `rc_test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
   const admin = new SQL(PG_SERVER, { max: 1 });
@@ -25,15 +25,25 @@ export async function freshPostgres(): Promise<FreshPostgres> {
   await admin.close();
   const url = new URL(PG_SERVER);
   url.pathname = `/${name}`;
-  const handle = await openPostgres(url.toString());
+  return url.toString();
+}
+
+async function dropDatabase(url: string): Promise<void> {
+  const admin = new SQL(PG_SERVER!, { max: 1 });
+  await admin.unsafe(`DROP DATABASE IF EXISTS ${new URL(url).pathname.slice(1)} WITH (FORCE)`);
+  await admin.close();
+}
+
+/** A new, migrated database with PostgreSQL's tables chosen for this process. */
+export async function freshPostgres(): Promise<FreshPostgres> {
+  const url = await createDatabase();
+  const handle = await openPostgres(url);
   return {
     ...handle,
-    url: url.toString(),
+    url,
     async drop() {
       await handle.close();
-      const a = new SQL(PG_SERVER!, { max: 1 });
-      await a.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await a.close();
+      await dropDatabase(url);
     },
   };
 }
@@ -46,16 +56,7 @@ const byDataDir = new Map<string, string>();
  */
 export async function databaseFor(dataDir: string): Promise<string> {
   let url = byDataDir.get(dataDir);
-  if (!url) {
-    if (!PG_SERVER) throw new Error("RUNCELL_TEST_POSTGRES is not set");
-    const name = `rc_test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
-    const admin = new SQL(PG_SERVER, { max: 1 });
-    await admin.unsafe(`CREATE DATABASE ${name}`);
-    await admin.close();
-    const u = new URL(PG_SERVER);
-    u.pathname = `/${name}`;
-    byDataDir.set(dataDir, (url = u.toString()));
-  }
+  if (!url) byDataDir.set(dataDir, (url = await createDatabase()));
   return url;
 }
 
@@ -64,7 +65,5 @@ export async function dropDatabaseFor(dataDir: string): Promise<void> {
   const url = byDataDir.get(dataDir);
   if (!url || !PG_SERVER) return;
   byDataDir.delete(dataDir);
-  const admin = new SQL(PG_SERVER, { max: 1 });
-  await admin.unsafe(`DROP DATABASE IF EXISTS ${new URL(url).pathname.slice(1)} WITH (FORCE)`);
-  await admin.close();
+  await dropDatabase(url);
 }

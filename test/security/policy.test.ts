@@ -19,9 +19,10 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { newId } from "../../src/db/ids.ts";
-import { tasks, workspaces } from "../../src/db/tables.ts";
+import { workspaces } from "../../src/db/tables.ts";
 import type { PolicyKey } from "../../src/schema/policy.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { seedFinishedTask } from "../helpers/db.ts";
 import { type Actors, actors } from "../helpers/scenarios.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 import { docker, insertProfile, insertSession } from "../workspaces/helpers.ts";
@@ -81,21 +82,8 @@ function passedToTheProfileLimit(r: Res, ctx: Ctx) {
 }
 
 /** A task paid by the server's own key (this month, counted by monthly_spend_usd). */
-async function seedSpend(u: TestUser, profileId: string, usd: number, at = Date.now(), serverPaid = true) {
-  const sessionId = await insertSession(t, u.id, profileId);
-  await t.app.services.db.insert(tasks).values({
-    id: newId("task"),
-    user_id: u.id,
-    session_id: sessionId,
-    profile_id: profileId,
-    prompt: "x",
-    status: "completed",
-    cost_usd: usd,
-    max_turns: 10,
-    max_budget_usd: 5,
-    server_paid: serverPaid,
-    created_at: at,
-  });
+async function seedSpend(u: TestUser, profileId: string, usd: number, at = Date.now(), serverPaid = true): Promise<void> {
+  await seedFinishedTask(t, { userId: u.id, profileId, costUsd: usd, serverPaid, at });
 }
 
 interface Row {

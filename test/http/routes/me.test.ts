@@ -7,11 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { policyOf } from "../../../src/admin/policy.ts";
-import { newId } from "../../../src/db/ids.ts";
-import { sessions, tasks } from "../../../src/db/tables.ts";
 import { Me } from "../../../src/schema/me.ts";
 import { POLICY_FIELDS } from "../../../src/schema/policy.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { seedFinishedTask } from "../../helpers/db.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api, createUser, type TestUser } from "../../helpers/users.ts";
 
@@ -33,24 +32,8 @@ const me = async (u: TestUser) => {
 const serverPolicy = () => policyOf(t.app.services.config.policy);
 
 /** A finished task of `u` costing `usd`, paid by the server's key or not, at `at`. */
-async function seedTask(u: TestUser, profileId: string, usd: number, serverPaid: boolean, at = Date.now()) {
-  const { db } = t.app.services;
-  const sessionId = newId("session");
-  await db.insert(sessions).values({ id: sessionId, user_id: u.id, profile_id: profileId, created_at: at, updated_at: at });
-  await db.insert(tasks).values({
-    id: newId("task"),
-    user_id: u.id,
-    session_id: sessionId,
-    profile_id: profileId,
-    prompt: "x",
-    status: "completed",
-    cost_usd: usd,
-    max_turns: 10,
-    max_budget_usd: 5,
-    server_paid: serverPaid,
-    created_at: at,
-  });
-}
+const seedTask = (u: TestUser, profileId: string, usd: number, serverPaid: boolean, at = Date.now()) =>
+  seedFinishedTask(t, { userId: u.id, profileId, costUsd: usd, serverPaid, at });
 
 routeTable("/v1/me", () => a, [
   {

@@ -5,9 +5,8 @@
  * never counting another user's tasks.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { newId } from "../../../src/db/ids.ts";
-import { sessions, tasks } from "../../../src/db/tables.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
+import { seedFinishedTask } from "../../helpers/db.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api } from "../../helpers/users.ts";
 
@@ -16,26 +15,8 @@ let a: Actors;
 const DAY = 86_400_000;
 const NOW = Date.UTC(2026, 10, 23, 12, 0, 0);
 
-async function seedTask(userId: string, profileId: string, at: number, cost: number, input = 100, output = 10) {
-  const sessionId = newId("session");
-  const { db } = t.app.services;
-  await db.insert(sessions).values({ id: sessionId, user_id: userId, profile_id: profileId, created_at: at, updated_at: at });
-  await db.insert(tasks).values({
-    id: newId("task"),
-    user_id: userId,
-    session_id: sessionId,
-    profile_id: profileId,
-    prompt: "x",
-    status: "completed",
-    input_tokens: input,
-    output_tokens: output,
-    cost_usd: cost,
-    turns: 1,
-    max_turns: 10,
-    max_budget_usd: 5,
-    created_at: at,
-  });
-}
+const seedTask = (userId: string, profileId: string, at: number, cost: number, input = 100, output = 10) =>
+  seedFinishedTask(t, { userId, profileId, at, costUsd: cost, inputTokens: input, outputTokens: output, turns: 1 });
 
 let alpha: string;
 let beta: string;

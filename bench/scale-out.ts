@@ -44,7 +44,10 @@ function suiteSeconds(pg: boolean): number {
   const r = Bun.spawnSync(["bun", "test", "--timeout", "60000", "test/http"], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe" });
   const seconds = (performance.now() - t0) / 1000;
   const summary = r.stderr.toString().match(/(\d+) pass\s+(\d+) fail/);
-  if (r.exitCode !== 0) throw new Error(`the ${pg ? "PostgreSQL" : "SQLite"} pass failed: ${summary?.[0] ?? r.stderr.toString().slice(-500)}`);
+  if (r.exitCode !== 0) {
+    const failed = [...new Set(r.stderr.toString().split("\n").filter((l) => l.startsWith("(fail)")))].join("\n    ");
+    throw new Error(`the ${pg ? "PostgreSQL" : "SQLite"} pass failed (${summary?.[0].replace(/\s+/g, " ") ?? "?"}):\n    ${failed || r.stderr.toString().slice(-500)}`);
+  }
   console.log(`  ${pg ? "PostgreSQL" : "SQLite    "} ${seconds.toFixed(1).padStart(6)} s  (${summary?.[1] ?? "?"} pass)`);
   return seconds;
 }

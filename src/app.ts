@@ -135,7 +135,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const notifications = new Notifications({ db, sqlite, sealer, log, now, config, audit });
   notifications.worker.onOutcome = (outcome, attempt) => metrics.webhookSettled(outcome, attempt);
   const eventLog = sqlite ? new EventLog(sqlite, now) : new PgEventLog(db, now);
-  if (eventLog instanceof PgEventLog) await eventLog.start();
+  if (eventLog instanceof PgEventLog) {
+    eventLog.onDeliveryError = (err) => log.error("stored frames not delivered", { err });
+    await eventLog.start();
+  }
   eventLog.onDropped = (f, err) => log.warn("event not stored: its session is gone", { session_id: f.session_id, seq: f.seq, type: f.type, err: err.message });
   const hub = new Hub(eventLog);
   const transcript = new Transcript(db, now);

@@ -47,6 +47,8 @@ export class PgEventLog implements EventStore {
   onDropped?: (frame: { session_id: string; seq: number; type: string }, err: Error) => void;
   /** The hub's delivery of stored frames, in the order they were appended. */
   onStored?: (frames: StoredLive[]) => void;
+  /** A delivery that threw (logged by the app). */
+  onDeliveryError?: (err: Error) => void;
   private lasts = new Map<string, number>();
   private loading = new Map<string, Promise<void>>();
   private queue: Queued[] = [];
@@ -126,7 +128,8 @@ export class PgEventLog implements EventStore {
     if (this.queue.length === 0) return this.writing;
     const batch = this.queue;
     this.queue = [];
-    this.writing = this.writing.then(() => this.write(batch));
+    // A failed write must not stop the ones queued after it (write reports its own failures).
+    this.writing = this.writing.catch(() => {}).then(() => this.write(batch));
     return this.writing;
   }
 
@@ -147,7 +150,13 @@ export class PgEventLog implements EventStore {
         }
       }
     }
-    if (stored.length) this.onStored?.(stored.map((q) => ({ session_id: q.session_id, seq: q.seq ?? -1, type: q.type, json: q.frame })));
+    if (!stored.length) return;
+    try {
+      this.onStored?.(stored.map((q) => ({ session_id: q.session_id, seq: q.seq ?? -1, type: q.type, json: q.frame })));
+    } catch (e) {
+      // A subscriber's failure is the subscriber's (the hub drops it); the frames are stored.
+      this.onDeliveryError?.(e as Error);
+    }
   }
 
   private *insert(tx: DB, batch: Queued[]): Unit<void> {

@@ -9,6 +9,7 @@ import { tempDir } from "../helpers/app.ts";
 import { spawnServer } from "../helpers/server-process.ts";
 import { waitFor } from "../helpers/net.ts";
 import { runCli } from "../helpers/cli.ts";
+import { databaseArgs, dropDatabaseFor } from "../helpers/pg.ts";
 
 const mock = startMockAnthropic();
 afterAll(() => mock.stop());
@@ -17,8 +18,10 @@ const json = (token: string) => ({ authorization: `Bearer ${token}`, "content-ty
 
 test("a task survives kill -9 of the server and completes without re-running finished tools", async () => {
   const dataDir = tempDir();
-  await runCli(["admin", "create-user", "--data-dir", dataDir, "--email", "k9@example.com", "--password-stdin"], { stdin: "correct horse battery" });
-  const tok = await runCli(["token", "create", "--data-dir", dataDir, "--email", "k9@example.com", "--name", "k9"]);
+  // The PostgreSQL pass: the CLI works on the database spawnServer's server uses.
+  const db = await databaseArgs(dataDir);
+  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", "k9@example.com", "--password-stdin"], { stdin: "correct horse battery" });
+  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", "k9@example.com", "--name", "k9"]);
   const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0];
   expect(token, tok.stdout + tok.stderr).toBeDefined();
 
@@ -72,5 +75,6 @@ test("a task survives kill -9 of the server and completes without re-running fin
   } finally {
     await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token!) });
     await server.kill("SIGTERM");
+    await dropDatabaseFor(dataDir);
   }
 }, 120_000);

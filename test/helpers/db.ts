@@ -8,9 +8,13 @@
  * Rows come back alike: bigint values as numbers, bytea/BLOB as a plain Uint8Array.
  * Also the one seeder of finished tasks (spend, usage and policy tests).
  */
+import { join } from "node:path";
+import { SQL } from "bun";
+import { openDatabase } from "../../src/db/client.ts";
 import { newId } from "../../src/db/ids.ts";
 import { sessions, tasks } from "../../src/db/tables.ts";
 import type { TestApp } from "./app.ts";
+import { databaseFor, PG_SERVER } from "./pg.ts";
 
 type Param = string | number | boolean | null | Uint8Array;
 type Row = Record<string, unknown>;
@@ -37,10 +41,38 @@ function normalize(row: Row): Row {
 
 /** Every row the statement answers. */
 export async function sqlAll<T = Row>(t: TestApp, text: string, params: Param[] = []): Promise<T[]> {
-  const { sqlite, sql } = t.app.services.store;
+  const { sqlite } = t.app.services.store;
   if (sqlite) return sqlite.query(text).all(...(params as never[])).map((r) => normalize(r as Row)) as T[];
-  const rows = (await sql!.unsafe(pgPlaceholders(text), params)) as Row[];
-  return [...rows].map(normalize) as T[];
+  return (await onPostgres(t.config.databaseUrl!, text, params)).rows as T[];
+}
+
+/**
+ * One statement on a connection of its own that reads int8 as bigint (Bun's default, and the
+ * app's pool, answer it as a string), normalized like SQLite's rows.
+ */
+async function onPostgres(url: string, text: string, params: Param[]): Promise<{ rows: Row[]; count: number }> {
+  const sql = new SQL(url, { max: 1, bigint: true });
+  try {
+    const r = (await sql.unsafe(pgPlaceholders(text), params)) as Row[] & { count?: number | bigint };
+    return { rows: [...r].map(normalize), count: Number(r.count ?? 0) };
+  } finally {
+    await sql.close();
+  }
+}
+
+/**
+ * Every row the statement answers on the database of `dataDir` — its runcell.db, or in the
+ * PostgreSQL pass its database (databaseFor) — opened for this one statement: for servers that run
+ * in another process (spawnServer) or are stopped.
+ */
+export async function sqlAllIn<T = Row>(dataDir: string, text: string, params: Param[] = [], opts: { readonly?: boolean } = {}): Promise<T[]> {
+  if (PG_SERVER) return (await onPostgres(await databaseFor(dataDir), text, params)).rows as T[];
+  const h = openDatabase(join(dataDir, "runcell.db"), opts);
+  try {
+    return h.sqlite.query(text).all(...(params as never[])).map((r) => normalize(r as Row)) as T[];
+  } finally {
+    h.close();
+  }
 }
 
 /** The first row, or null (like bun:sqlite's `.get()`). */
@@ -50,10 +82,9 @@ export async function sqlGet<T = Row>(t: TestApp, text: string, params: Param[] 
 
 /** Runs a statement; answers the rows it changed. */
 export async function sqlRun(t: TestApp, text: string, params: Param[] = []): Promise<number> {
-  const { sqlite, sql } = t.app.services.store;
+  const { sqlite } = t.app.services.store;
   if (sqlite) return sqlite.run(text, params as never[]).changes;
-  const r = (await sql!.unsafe(pgPlaceholders(text), params)) as { count?: number | bigint };
-  return Number(r.count ?? 0);
+  return (await onPostgres(t.config.databaseUrl!, text, params)).count;
 }
 
 /**

@@ -60,6 +60,15 @@ export async function databaseFor(dataDir: string): Promise<string> {
   return url;
 }
 
+/**
+ * The flags that put a process started on `dataDir` outside startTestApp (spawnServer, runCli,
+ * createApp) on that data dir's database: `--database <databaseFor(dataDir)>` in the PostgreSQL
+ * pass, none in the SQLite pass (the data dir's runcell.db).
+ */
+export async function databaseArgs(dataDir: string): Promise<string[]> {
+  return PG_SERVER ? ["--database", await databaseFor(dataDir)] : [];
+}
+
 /** Drops the database of `dataDir` (when its data dir is removed too). */
 export async function dropDatabaseFor(dataDir: string): Promise<void> {
   const url = byDataDir.get(dataDir);

@@ -5,6 +5,7 @@
 import { join } from "node:path";
 import { OPEN_POLICY } from "./app.ts";
 import { freePort, waitFor } from "./net.ts";
+import { databaseArgs } from "./pg.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 
@@ -24,6 +25,9 @@ export async function spawnServer(opts: { dataDir: string; port?: number; flags?
       "bun", join(ROOT, "src/main.ts"), "serve",
       "--http", `127.0.0.1:${port}`,
       "--data-dir", opts.dataDir,
+      // The PostgreSQL pass: the data dir's database (the same one across restarts), as startTestApp;
+      // a test that names its own --database keeps it.
+      ...(opts.flags?.includes("--database") ? [] : await databaseArgs(opts.dataDir)),
       "--rate-limit-per-minute", "1000000",
       "--rate-limit-burst", "1000000",
       "--workspace-image", process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest",

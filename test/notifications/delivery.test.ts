@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { transact } from "../../src/db/unit.ts";
 import { USER_AGENT } from "../../src/version.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { sqlAll, sqlGet, sqlRun } from "../helpers/db.ts";
 import { freePort, waitFor } from "../helpers/net.ts";
 import { api, createUser } from "../helpers/users.ts";
 import { type Receiver, type Responder, startReceiver } from "./receiver.ts";
@@ -58,9 +59,11 @@ function final(app: TestApp, userId: string, id: string) {
 }
 
 function attemptsOf(app: TestApp, id: string) {
-  return app.app.services.sqlite!
-    .query<{ attempt: number; status_code: number | null; error: string | null }, [string]>("SELECT attempt, status_code, error FROM notification_attempts WHERE notification_id = ? ORDER BY attempt")
-    .all(id);
+  return sqlAll<{ attempt: number; status_code: number | null; error: string | null }>(
+    app,
+    "SELECT attempt, status_code, error FROM notification_attempts WHERE notification_id = ? ORDER BY attempt",
+    [id],
+  );
 }
 
 function expectGaps(at: number[], waits: number[]) {
@@ -91,7 +94,7 @@ describe("delivery", () => {
     expect(r.hmacOk).toBe(true);
     expect(r.stripeOk).toBe(true);
     // The body received is the stored payload byte for byte.
-    const stored = t.app.services.sqlite!.query<{ payload: string }, [string]>("SELECT payload FROM notification_log WHERE id = ?").get(id)!.payload;
+    const stored = (await sqlGet<{ payload: string }>(t, "SELECT payload FROM notification_log WHERE id = ?", [id]))!.payload;
     expect(r.body).toBe(stored);
     expect(JSON.parse(r.body)).toEqual({ channel: "webhook", urgency: "normal", message: "deploy done", source: "agent", sent_at: n.payload.sent_at });
     expect(Number(r.headers["x-service-signature"]!.slice(2, 12))).toBeCloseTo(r.at / 1000, -1);
@@ -117,7 +120,7 @@ describe("delivery", () => {
     expect(new Set(rcv.received.map((r) => r.headers["x-service-delivery"]))).toEqual(new Set([id]));
     expect(new Set(rcv.received.map((r) => r.body)).size).toBe(1);
     expect(rcv.received.every((r) => r.hmacOk && r.stripeOk)).toBe(true);
-    expect(attemptsOf(t, id)).toEqual([1, 2, 3].map((a) => ({ attempt: a, status_code: 500, error: `HTTP 500: boom ${a}` })));
+    expect(await attemptsOf(t, id)).toEqual([1, 2, 3].map((a) => ({ attempt: a, status_code: 500, error: `HTTP 500: boom ${a}` })));
     // No fourth attempt, ever (the third wait would have been 0.9 s).
     await Bun.sleep(WAITS[2]! + 200);
     expect(rcv.received).toHaveLength(3);
@@ -264,10 +267,13 @@ describe("delivery", () => {
     const s = t.app.services;
     const now = Date.now();
     const ids = Array.from({ length: 40 }, (_, i) => `ntf_orphan${String(i).padStart(2, "0")}${"0".repeat(16)}`);
-    const ins = s.sqlite!.prepare(
-      "INSERT INTO notification_log (id, user_id, integration_id, source, urgency, payload, status, attempts, max_attempts, next_attempt_at, created_at) VALUES (?, ?, 'int_gone', 'agent', 'normal', '{}', 'pending', 0, 3, ?, ?)",
-    );
-    for (const id of ids) ins.run(id, u.id, now, now);
+    for (const id of ids) {
+      await sqlRun(
+        t,
+        "INSERT INTO notification_log (id, user_id, integration_id, source, urgency, payload, status, attempts, max_attempts, next_attempt_at, created_at) VALUES (?, ?, 'int_gone', 'agent', 'normal', '{}', 'pending', 0, 3, ?, ?)",
+        [id, u.id, now, now],
+      );
+    }
     t.app.services.notifications.worker.wake();
     await waitFor(async () => (await Promise.all(ids.map((id) => s.notifications.get(u.id, id)))).every((n) => n.status === "failed"), { what: "40 orphans failed" });
     expect((await s.notifications.get(u.id, ids[0]!)).last_error).toContain("integration was deleted");
@@ -282,7 +288,7 @@ describe("delivery", () => {
     const u = await createUser(t);
     const s = t.app.services;
     expect(await s.notifications.enqueue({ userId: u.id, source: "agent", message: "hi" })).toBeNull();
-    expect(s.sqlite!.query<{ n: number }, [string]>("SELECT count(*) AS n FROM notification_log WHERE user_id = ?").get(u.id)!.n).toBe(0);
+    expect((await sqlGet<{ n: number }>(t, "SELECT count(*) AS n FROM notification_log WHERE user_id = ?", [u.id]))!.n).toBe(0);
     await expect(s.notifications.enqueue({ userId: u.id, source: "agent", message: "" })).rejects.toThrow("message must not be empty");
     await expect(s.notifications.enqueue({ userId: u.id, source: "agent", message: "x", urgency: "urgent" as never })).rejects.toThrow("urgency must be one of low, normal, high");
   });

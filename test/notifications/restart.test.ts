@@ -9,11 +9,12 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { createApp } from "../../src/app.ts";
 import { parseArgs, resolveConfig } from "../../src/config.ts";
-import { openDatabase } from "../../src/db/client.ts";
 import { silentLogger } from "../../src/log.ts";
 import { CONCURRENCY } from "../../src/notifications/worker.ts";
 import { tempDir } from "../helpers/app.ts";
+import { sqlAllIn } from "../helpers/db.ts";
 import { freePort, waitFor } from "../helpers/net.ts";
+import { databaseArgs, dropDatabaseFor, PG_SERVER } from "../helpers/pg.ts";
 import { startReceiver } from "./receiver.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
@@ -23,14 +24,15 @@ const FLAGS = ["--allow-private-webhooks", "--webhook-backoff", "150ms", "--webh
 
 const dataDir = tempDir("runcell-ntf-restart-");
 const procs: ReturnType<typeof Bun.spawn>[] = [];
-afterAll(() => {
+afterAll(async () => {
   for (const p of procs) if (p.exitCode === null) p.kill("SIGKILL");
   rmSync(dataDir, { recursive: true, force: true });
+  await dropDatabaseFor(dataDir);
 });
 
 async function serve(port: number) {
   const out: string[] = [];
-  const proc = Bun.spawn(["bun", join(ROOT, "src/main.ts"), "serve", "--data-dir", dataDir, "--http", `127.0.0.1:${port}`, ...FLAGS], {
+  const proc = Bun.spawn(["bun", join(ROOT, "src/main.ts"), "serve", "--data-dir", dataDir, ...(await databaseArgs(dataDir)), "--http", `127.0.0.1:${port}`, ...FLAGS], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root" },
     stdout: "pipe",
@@ -47,14 +49,9 @@ async function serve(port: number) {
   return proc;
 }
 
-function counts(): Record<string, number> {
-  const h = openDatabase(join(dataDir, "runcell.db"));
-  try {
-    const rows = h.sqlite.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM notification_log GROUP BY status").all();
-    return Object.fromEntries(rows.map((r) => [r.status, r.n]));
-  } finally {
-    h.close();
-  }
+async function counts(): Promise<Record<string, number>> {
+  const rows = await sqlAllIn<{ status: string; n: number }>(dataDir, "SELECT status, count(*) AS n FROM notification_log GROUP BY status");
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }
 
 test("kill -9 with 100 pending deliveries loses none", async () => {
@@ -75,7 +72,7 @@ test("kill -9 with 100 pending deliveries loses none", async () => {
   });
 
   // 1. Seed the data dir: a user, a webhook, 100 pending notifications (no worker running yet).
-  const config = resolveConfig(parseArgs(["--data-dir", dataDir, ...FLAGS]).flags, {});
+  const config = resolveConfig(parseArgs(["--data-dir", dataDir, ...(await databaseArgs(dataDir)), ...FLAGS]).flags, {});
   const seed = await createApp(config, { logger: silentLogger });
   const s = seed.services;
   const user = await s.users.create({ email: "restart@example.com", name: "restart", password: "correct horse battery" });
@@ -83,14 +80,14 @@ test("kill -9 with 100 pending deliveries loses none", async () => {
   await s.notifications.integrations.upsert(user.id, { type: "webhook", config: { url: rcv.url + "/in", secret: SECRET } });
   const ids = (await Promise.all(Array.from({ length: N }, (_, i) => s.notifications.enqueue({ userId: user.id, source: "agent", message: `job ${i} done` })))).map((q) => q!.id);
   await seed.stop();
-  expect(counts()).toEqual({ pending: N });
+  expect(await counts()).toEqual({ pending: N });
 
   // 2. Serve, and kill -9 while requests are in flight.
   const first = await serve(await freePort());
   await waitFor(() => rcv.received.length >= 30, { timeoutMs: 20_000, what: "30 requests" });
   first.kill("SIGKILL");
   expect(await first.exited).not.toBe(0);
-  const atKill = counts();
+  const atKill = await counts();
   const receivedAtKill = rcv.received.length;
   expect(atKill.pending ?? 0).toBeGreaterThan(0);
 
@@ -98,14 +95,18 @@ test("kill -9 with 100 pending deliveries loses none", async () => {
   const port = await freePort();
   const second = await serve(port);
   const pending = () => fetch(`http://127.0.0.1:${port}/v1/notifications?status=pending&limit=100`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<{ data: unknown[] }>);
-  await waitFor(async () => (await pending()).data.length === 0, { timeoutMs: 30_000, intervalMs: 100, what: "no pending notifications" });
+  // On PostgreSQL a start releases only leases that ran out (src/notifications/outbox.ts,
+  // releaseStaleLeases: replicas may share the outbox), so the rows in flight at the kill resume
+  // once theirs expires: --webhook-timeout (2 s) + 30 s after their claim.
+  const leaseWait = PG_SERVER ? 2_000 + 30_000 : 0;
+  await waitFor(async () => (await pending()).data.length === 0, { timeoutMs: 30_000 + leaseWait, intervalMs: 100, what: "no pending notifications" });
   second.kill("SIGTERM");
   expect(await second.exited).toBe(0);
   rcv.stop();
 
   // 4. None lost: all 100 delivered (the receiver accepts every second try), each one seen by
   //    the receiver with a 2xx; duplicates only among the requests in flight at the kill.
-  const final = counts();
+  const final = await counts();
   expect(final).toEqual({ delivered: N });
   for (const id of ids) expect(okFor.get(id) ?? 0, id).toBeGreaterThanOrEqual(1);
   const duplicates = [...okFor.values()].filter((n) => n > 1).length;
@@ -113,7 +114,7 @@ test("kill -9 with 100 pending deliveries loses none", async () => {
   expect(rcv.received.every((r) => r.hmacOk && r.stripeOk)).toBe(true);
   expect(rcv.received.length).toBeGreaterThan(receivedAtKill);
   console.log(`at kill: ${JSON.stringify(atKill)}, ${receivedAtKill} requests received; after restart: ${JSON.stringify(final)}, ${rcv.received.length} requests, ${duplicates} sent twice`);
-}, 90_000);
+}, 120_000);
 
 test("a graceful stop cuts an attempt short and gives the row back; the next start delivers it", async () => {
   const { startTestApp } = await import("../helpers/app.ts");
@@ -135,9 +136,7 @@ test("a graceful stop cuts an attempt short and gives the row back; the next sta
     const started = Date.now();
     await t1.stop();
     expect(Date.now() - started).toBeLessThan(2000);
-    const h = openDatabase(join(dir, "runcell.db"));
-    const row = h.sqlite.query<{ status: string; attempts: number; lease_id: string | null }, [string]>("SELECT status, attempts, lease_id FROM notification_log WHERE id = ?").get(id);
-    h.close();
+    const [row] = await sqlAllIn<{ status: string; attempts: number; lease_id: string | null }>(dir, "SELECT status, attempts, lease_id FROM notification_log WHERE id = ?", [id]);
     expect(row).toEqual({ status: "pending", attempts: 0, lease_id: null });
 
     slow = false;
@@ -155,5 +154,6 @@ test("a graceful stop cuts an attempt short and gives the row back; the next sta
   } finally {
     rcv.stop();
     rmSync(dir, { recursive: true, force: true });
+    await dropDatabaseFor(dir);
   }
 }, 30_000);

@@ -6,13 +6,13 @@
  * of downtime no slot runs twice and the missed ones run once.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
-import { openDatabase } from "../../src/db/client.ts";
 import { createProfile, waitTask } from "../helpers/agent.ts";
 import { removeInstanceWorkspaces, startTestApp, tempDir, type TestApp } from "../helpers/app.ts";
 import { runCli } from "../helpers/cli.ts";
+import { sqlAllIn, sqlGet } from "../helpers/db.ts";
 import { startMockAnthropic, type MockProviderServer } from "../helpers/mock-anthropic.ts";
 import { waitFor } from "../helpers/net.ts";
+import { databaseArgs, dropDatabaseFor } from "../helpers/pg.ts";
 import { spawnServer } from "../helpers/server-process.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 import { type Receiver, startReceiver } from "../notifications/receiver.ts";
@@ -104,16 +104,19 @@ describe("in one process", () => {
     const pb = await playbook(profile, { schedule: "* * * * * *" });
     await waitFor(async () => (await runsOf(pb.id)).length > 0, { timeoutMs: 10_000, what: "a run" });
     expect((await api(t, "DELETE", `/v1/playbooks/${pb.id}`, alice.bearer)).status).toBe(204);
-    const n = t.app.services.sqlite!.query<{ n: number }, [string]>("SELECT count(*) AS n FROM tasks WHERE playbook_id = ?").get(pb.id)!.n;
+    const count = async () => (await sqlGet<{ n: number }>(t, "SELECT count(*) AS n FROM tasks WHERE playbook_id = ?", [pb.id]))!.n;
+    const n = await count();
     await Bun.sleep(2200);
-    expect(t.app.services.sqlite!.query<{ n: number }, [string]>("SELECT count(*) AS n FROM tasks WHERE playbook_id = ?").get(pb.id)!.n).toBe(n);
+    expect(await count()).toBe(n);
   });
 });
 
 test("kill -9 mid-run and after 30 s of downtime: no slot runs twice, an interrupted run resumes, the missed slots run once at start", async () => {
   const dataDir = tempDir();
-  await runCli(["admin", "create-user", "--data-dir", dataDir, "--email", "sched@example.com", "--password-stdin"], { stdin: "correct horse battery" });
-  const token = /rc_[0-9a-f]{64}/.exec((await runCli(["token", "create", "--data-dir", dataDir, "--email", "sched@example.com", "--name", "t"])).stdout)![0];
+  // The PostgreSQL pass: the CLI works on the database spawnServer's server uses.
+  const db = await databaseArgs(dataDir);
+  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", "sched@example.com", "--password-stdin"], { stdin: "correct horse battery" });
+  const token = /rc_[0-9a-f]{64}/.exec((await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", "sched@example.com", "--name", "t"])).stdout)![0];
   const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
   const call = async (url: string, method: string, path: string, body?: unknown) => (await fetch(url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })).json() as Promise<any>;
 
@@ -127,42 +130,37 @@ test("kill -9 mid-run and after 30 s of downtime: no slot runs twice, an interru
   });
   const pb = await call(server.url, "POST", "/v1/playbooks", { name: "k9", profile_id: profile.id, prompt: "Tick.", schedule: "*/2 * * * * *" });
   /** Every slot with what became of it: tasks (with their status) and missed runs. */
-  const slots = () => {
-    const h = openDatabase(join(dataDir, "runcell.db"), { readonly: true });
-    try {
-      return h.sqlite
-        .query<{ s: number; kind: string; status: string }, [string]>(
-          "SELECT scheduled_for AS s, 'task' AS kind, status FROM tasks WHERE playbook_id = ?1 UNION ALL SELECT scheduled_for, 'missed', status FROM playbook_missed_runs WHERE playbook_id = ?1 ORDER BY s",
-        )
-        .all(pb.id);
-    } finally {
-      h.close();
-    }
-  };
+  const slots = () =>
+    sqlAllIn<{ s: number; kind: string; status: string }>(
+      dataDir,
+      "SELECT scheduled_for AS s, 'task' AS kind, status FROM tasks WHERE playbook_id = ? UNION ALL SELECT scheduled_for, 'missed', status FROM playbook_missed_runs WHERE playbook_id = ? ORDER BY s",
+      [pb.id, pb.id],
+      { readonly: true },
+    );
   const nextSlotEdge = (offset: number) => Bun.sleep(2000 - (Date.now() % 2000) + offset);
-  await waitFor(() => slots().length >= 2, { timeoutMs: 20_000, what: "runs before the first kill" });
+  await waitFor(async () => (await slots()).length >= 2, { timeoutMs: 20_000, what: "runs before the first kill" });
 
   // 1. Killed 30 ms after a slot, while its claim, container start or model call is in flight; restarted at once.
   await nextSlotEdge(30);
   expect(await server.kill("SIGKILL")).not.toBe(0);
-  const atFirstKill = slots();
+  const atFirstKill = await slots();
   server = await spawnServer({ dataDir, port: server.port, flags: ["--log-level", "warn"] });
-  await waitFor(() => slots().filter((r) => r.kind === "task").every((r) => r.status === "completed"), { timeoutMs: 20_000, what: "the interrupted run completes" });
+  await waitFor(async () => (await slots()).filter((r) => r.kind === "task").every((r) => r.status === "completed"), { timeoutMs: 20_000, what: "the interrupted run completes" });
 
   // 2. Killed between slots (no run in flight), down for 30 s.
-  await waitFor(() => slots().length >= atFirstKill.length + 2, { timeoutMs: 20_000, what: "runs after the first restart" });
+  await waitFor(async () => (await slots()).length >= atFirstKill.length + 2, { timeoutMs: 20_000, what: "runs after the first restart" });
   await nextSlotEdge(1000);
-  await waitFor(() => slots().filter((r) => r.kind === "task").every((r) => r.status === "completed"), { timeoutMs: 10_000, what: "no run in flight" });
+  await waitFor(async () => (await slots()).filter((r) => r.kind === "task").every((r) => r.status === "completed"), { timeoutMs: 10_000, what: "no run in flight" });
   expect(await server.kill("SIGKILL")).not.toBe(0);
   const killedAt = Date.now();
-  const beforeDowntime = slots();
+  const beforeDowntime = await slots();
   await Bun.sleep(30_000);
   const restartedAt = Date.now();
   server = await spawnServer({ dataDir, port: server.port, flags: ["--log-level", "warn"] });
-  await waitFor(() => slots().some((r) => r.s > restartedAt), { timeoutMs: 20_000, what: "a regular run after the restart" });
+  await waitFor(async () => (await slots()).some((r) => r.s > restartedAt), { timeoutMs: 20_000, what: "a regular run after the restart" });
   await call(server.url, "PATCH", `/v1/playbooks/${pb.id}`, { enabled: false });
-  await waitFor(() => slots().filter((r) => r.kind === "task").every((r) => r.status === "completed"), { timeoutMs: 20_000, what: "every run completes" });
-  const after = slots();
+  await waitFor(async () => (await slots()).filter((r) => r.kind === "task").every((r) => r.status === "completed"), { timeoutMs: 20_000, what: "every run completes" });
+  const after = await slots();
   await server.kill("SIGTERM");
 
   // No slot ran (or was recorded) twice, and nothing claimed before a kill was lost.
@@ -179,8 +177,7 @@ test("kill -9 mid-run and after 30 s of downtime: no slot runs twice, an interru
   expect(later.length).toBeGreaterThan(0);
   for (const r of later) expect(r.s % 2000).toBe(0);
 
-  const h = openDatabase(join(dataDir, "runcell.db"), { readonly: true });
-  const instance = h.sqlite.query<{ value: string }, []>("SELECT value FROM settings WHERE key = 'workspaces.instance_id'").get()!.value;
-  h.close();
-  removeInstanceWorkspaces(JSON.parse(instance));
+  const [setting] = await sqlAllIn<{ value: string }>(dataDir, "SELECT CAST(value AS TEXT) AS value FROM settings WHERE key = 'workspaces.instance_id'", [], { readonly: true });
+  removeInstanceWorkspaces(JSON.parse(setting!.value));
+  await dropDatabaseFor(dataDir);
 }, 120_000);

@@ -11,11 +11,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { newId } from "../../src/db/ids.ts";
-import { auditLog } from "../../src/db/schema.ts";
+import { auditLog } from "../../src/db/tables.ts";
 import type { AuditAction, AuditActor } from "../../src/schema/audit.ts";
 import { startTestApp, type TestApp, tempDir } from "../helpers/app.ts";
 import { CookieJar, nextIp } from "../helpers/cookies.ts";
 import { waitFor } from "../helpers/net.ts";
+import { dropDatabaseFor } from "../helpers/pg.ts";
 import { type OAuthProvider, startOAuthProvider } from "../helpers/oauth-provider.ts";
 import { api } from "../helpers/users.ts";
 
@@ -439,8 +440,8 @@ describe("each audited action leaves one row: actor, user, target, client IP, de
     });
   }
 
-  test("no row of the whole table (the database itself, not only the API) holds any credential used above", () => {
-    const rows = t.app.services.db.select().from(auditLog).all();
+  test("no row of the whole table (the database itself, not only the API) holds any credential used above", async () => {
+    const rows = await t.app.services.db.select().from(auditLog);
     expect(rows.length).toBeGreaterThanOrEqual(CASES.length);
     const text = JSON.stringify(rows);
     expect(credentials.length).toBeGreaterThan(20);
@@ -459,10 +460,10 @@ describe("retention", () => {
     const day = 86_400_000;
     const old = [newId("audit"), newId("audit")];
     for (const [i, id] of old.entries()) {
-      db.insert(auditLog).values({ id, at: now() - (91 + i) * day, actor: "user", action: "auth.sign_in", user_id: "usr_retention" }).run();
+      await db.insert(auditLog).values({ id, at: now() - (91 + i) * day, actor: "user", action: "auth.sign_in", user_id: "usr_retention" });
     }
     const kept = newId("audit");
-    db.insert(auditLog).values({ id: kept, at: now() - 89 * day, actor: "user", action: "auth.sign_in", user_id: "usr_retention" }).run();
+    await db.insert(auditLog).values({ id: kept, at: now() - 89 * day, actor: "user", action: "auth.sign_in", user_id: "usr_retention" });
     expect(await audit.purge(now() - t.config.auditRetentionMs)).toBe(2);
     expect((await audit.list({ user_id: "usr_retention", limit: 10 })).data.map((r) => r.id)).toEqual([kept]);
     expect(await audit.purge(now() - t.config.auditRetentionMs)).toBe(0);
@@ -494,6 +495,7 @@ describe("retention", () => {
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });
+      await dropDatabaseFor(dir);
     }
   });
 });

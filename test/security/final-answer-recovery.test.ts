@@ -16,6 +16,7 @@ import { createProfile, sessionFrames, submit, waitTask } from "../helpers/agent
 import { removeInstanceWorkspaces, startTestApp, type TestApp, tempDir, testConfig } from "../helpers/app.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { freePort, waitFor } from "../helpers/net.ts";
+import { databaseFor, dropDatabaseFor, PG_SERVER } from "../helpers/pg.ts";
 import { createUser } from "../helpers/users.ts";
 
 const mock: MockProviderServer = startMockAnthropic();
@@ -31,6 +32,7 @@ afterAll(async () => {
   if (instance) removeInstanceWorkspaces(instance);
   await mock.stop();
   rmSync(dataDir, { recursive: true, force: true });
+  await dropDatabaseFor(dataDir);
 });
 
 test("a running task whose transcript ends with its final answer completes on recovery from the stored text, with no model request", async () => {
@@ -47,7 +49,7 @@ test("a running task whose transcript ends with its final answer completes on re
   expect(requestsBefore).toBe(1);
 
   // 2. The crash window: the final assistant answer is stored, the task is still `running`.
-  const config = testConfig({ port: await freePort(), dataDir });
+  const config = testConfig({ port: await freePort(), dataDir, database: PG_SERVER ? await databaseFor(dataDir) : null });
   second = await createApp(config, { logger: createLogger({ level: "warn", sink: () => {} }) });
   const s = second.services;
   expect(await s.tasks.byId(task_id)).toMatchObject({ status: "running", result_text: null });

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { connect as tcpConnect, type Socket as TcpSocket } from "node:net";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { sqlRun } from "../helpers/db.ts";
 import { waitFor } from "../helpers/net.ts";
 import { createUser, type TestUser } from "../helpers/users.ts";
 import { WsClient } from "../helpers/ws-client.ts";
@@ -130,9 +131,9 @@ async function stalledReader(sessionId: string): Promise<TcpSocket> {
 
 describe("a reader that stops reading", () => {
   test("is closed with 1013 and its connection released within a few seconds", async () => {
-    const { sqlite, hub } = t.app.services;
+    const { hub } = t.app.services;
     const sid = "sess_stalledreader000000000000";
-    sqlite!.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_x', 0, 0)", [sid, alice.id]);
+    await sqlRun(t, "INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_x', 0, 0)", [sid, alice.id]);
     const base = t.app.stream.size;
     const sock = await stalledReader(sid);
     const clientPort = sock.localPort!;

@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { sqlRun } from "../helpers/db.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 import { WsClient } from "../helpers/ws-client.ts";
 
@@ -91,12 +92,12 @@ describe("session.resume reads the replay in pages", () => {
   afterAll(() => t.stop());
 
   test("a 5,000-frame replay is read in pages of at most 1,000 rows; live frames published between pages follow replay_end with no gap and no duplicate", async () => {
-    const { sqlite, hub, eventLog } = t.app.services;
+    const { hub, eventLog } = t.app.services;
     const sid = "sess_pagedreplay00000000000000";
-    sqlite!.run("INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_x', 0, 0)", [sid, user.id]);
+    await sqlRun(t, "INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_x', 0, 0)", [sid, user.id]);
     const TOTAL = 5000;
     for (let i = 1; i <= TOTAL; i++) hub.publish(sid, { type: "task:token", task_id: "task_x", text: `t${i} ` });
-    eventLog.flush();
+    await eventLog.flush();
 
     // Watch every read of the log: how many rows each returns. After each read while the replay
     // runs, publish a live frame, so frames arrive between pages.
@@ -110,16 +111,20 @@ describe("session.resume reads the replay in pages", () => {
       originals.set(name, fn);
       (eventLog as any)[name] = function (this: unknown, ...args: unknown[]) {
         const out = fn.apply(eventLog, args);
-        // The rows a read returns: the result itself, or an array inside it.
-        const rows = Array.isArray(out) ? out : out && typeof out === "object" ? Object.values(out).find(Array.isArray) : undefined;
-        if (rows && args[0] === sid) {
-          sizes.push(rows.length);
-          if (live < 50) {
-            live++;
-            hub.publish(sid, { type: "task:token", task_id: "task_x", text: `live${live} ` });
+        const seen = (result: unknown) => {
+          // The rows a read returns: the result itself, or an array inside it.
+          const rows = Array.isArray(result) ? result : result && typeof result === "object" ? Object.values(result).find(Array.isArray) : undefined;
+          if (rows && args[0] === sid) {
+            sizes.push(rows.length);
+            if (live < 50) {
+              live++;
+              hub.publish(sid, { type: "task:token", task_id: "task_x", text: `live${live} ` });
+            }
           }
-        }
-        return out;
+          return result;
+        };
+        // PostgreSQL's log reads asynchronously: the rows are the promise's.
+        return out instanceof Promise ? out.then(seen) : seen(out);
       };
     }
     try {

@@ -139,7 +139,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     eventLog.onDeliveryError = (err) => log.error("stored frames not delivered", { err });
     await eventLog.start();
   }
-  eventLog.onDropped = (f, err) => log.warn("event not stored: its session is gone", { session_id: f.session_id, seq: f.seq, type: f.type, err: err.message });
+  eventLog.onDropped = (f, err) => log.warn("event not stored (its session is gone, or the database failed)", { session_id: f.session_id, seq: f.seq, type: f.type, err: err.message });
   const hub = new Hub(eventLog);
   const transcript = new Transcript(db, now);
   const tasks = new Tasks(db, now);

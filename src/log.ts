@@ -4,6 +4,8 @@
  * shape (rc_ tokens, bearer values, `?token=` and other credential query parameters in URLs), so
  * a secret cannot reach the log even when a caller logs a whole object or a URL.
  */
+import { DrizzleQueryError } from "drizzle-orm";
+
 export type Level = "debug" | "info" | "warn" | "error";
 const RANK: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
@@ -44,6 +46,16 @@ export function redact(value: unknown, depth = 0): unknown {
   if (typeof value === "string") return redactString(value);
   if (value === null || typeof value !== "object") return value;
   if (depth > 6) return "[depth]";
+  if (value instanceof DrizzleQueryError) {
+    // The statement without its parameters (row values: frames, hashes, sealed secrets), and the driver's error.
+    const withoutParams = (s: string) => s.replace(/\nparams: [\s\S]*?(?=\n\s+at |$)/, "");
+    return {
+      name: value.name,
+      message: redactString(`Failed query: ${value.query}`),
+      cause: value.cause ? redact(value.cause, depth + 1) : undefined,
+      stack: value.stack ? redactString(withoutParams(value.stack)) : undefined,
+    };
+  }
   if (value instanceof Error) {
     return { name: value.name, message: redactString(value.message), stack: value.stack ? redactString(value.stack) : undefined };
   }

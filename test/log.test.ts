@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { DrizzleQueryError } from "drizzle-orm";
 import { createLogger, redact, redactString } from "../src/log.ts";
 
 describe("log", () => {
@@ -34,4 +35,17 @@ describe("log", () => {
     expect(redactString("GET /setup#abcDEF123")).toBe("GET /setup#[redacted]");
     expect(redactString("POST /x?sig=deadbeef&exp=1")).toBe("POST /x?sig=[redacted]&exp=1");
   });
+
+  test("a failed statement is logged without its parameters (row values), with the driver's error", () => {
+    const lines: string[] = [];
+    const log = createLogger({ level: "debug", sink: (l) => lines.push(l) });
+    const cause = new Error('duplicate key value violates unique constraint "users_email_unique"');
+    log.error("request failed", { err: new DrizzleQueryError('insert into "users" ("email", "password_hash") values ($1, $2)', ["a@example.com", "hash-s3cret-value"], cause) });
+    const line = JSON.parse(lines[0]!);
+    expect(lines[0]).not.toContain("hash-s3cret-value");
+    expect(lines[0]).not.toContain("a@example.com");
+    expect(line.err.message).toBe('Failed query: insert into "users" ("email", "password_hash") values ($1, $2)');
+    expect(line.err.cause.message).toContain("users_email_unique");
+  });
 });
+

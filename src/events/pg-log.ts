@@ -146,7 +146,8 @@ export class PgEventLog implements EventStore {
           await transact(this.db, (tx) => this.insert(tx, [q]));
           stored.push(q);
         } catch (e) {
-          this.onDropped?.({ session_id: q.session_id, seq: q.seq ?? -1, type: q.type }, e as Error);
+          // The driver's own error, not drizzle's wrapper (whose message repeats every parameter: the frames).
+          this.onDropped?.({ session_id: q.session_id, seq: q.seq ?? -1, type: q.type }, ((e as { cause?: unknown }).cause as Error) ?? (e as Error));
         }
       }
     }

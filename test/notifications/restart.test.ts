@@ -45,7 +45,9 @@ async function serve(port: number) {
   };
   void pump(proc.stdout as ReadableStream<Uint8Array>);
   void pump(proc.stderr as ReadableStream<Uint8Array>);
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, { timeoutMs: 20_000, what: `runcell on ${port}: ${out.join("")}` });
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, { timeoutMs: 20_000, what: `runcell on ${port}` }).catch((e: Error) => {
+    throw new Error(`${e.message}; its output: ${out.join("")}`);
+  });
   return proc;
 }
 

@@ -20,7 +20,7 @@ import type { Config } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
 import { LOCK_FILE, lockHolder } from "../db/lock.ts";
 import { BINARY_SCHEMA, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
-import { redactDatabaseUrl } from "../db/pg/client.ts";
+import { describePostgresError, redactDatabaseUrl } from "../db/pg/client.ts";
 import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
 import type { Dialect } from "../db/tables.ts";
 import { KEY_FILE, readKey, Sealer } from "../lib/sealer.ts";
@@ -769,21 +769,6 @@ async function probeDocker(host: string, auth: EngineAuth = {}): Promise<DockerP
 /** How long doctor waits for PostgreSQL to answer. */
 const PG_CONNECT_TIMEOUT_S = 5;
 
-/** A driver's error for people: its code when the message alone says little, never the URL's password. */
-function pgErrorMessage(e: unknown, url: string): string {
-  const err = e as Error & { code?: string; errno?: string };
-  let message = err?.message || String(e);
-  if (err?.code && !message.includes(err.code)) message += ` (${err.code})`;
-  message = message.replaceAll(url, redactDatabaseUrl(url));
-  try {
-    const u = new URL(url);
-    for (const secret of new Set([u.password, decodeURIComponent(u.password)])) if (secret) message = message.replaceAll(secret, "***");
-  } catch {
-    // config.ts accepted only a parsable URL
-  }
-  return message;
-}
-
 export function createContext(config: Config, env: Record<string, string | undefined> = process.env): DoctorContext & { close(): Promise<void> } {
   let dockerProbe: Promise<DockerProbe> | null = null;
   let holder: number | null | Error | undefined;
@@ -816,7 +801,7 @@ export function createContext(config: Config, env: Record<string, string | undef
           await withTimeout(sql.unsafe("SELECT 1"), (PG_CONNECT_TIMEOUT_S + 2) * 1000, "connecting");
           return sql;
         } catch (e) {
-          pgError = pgErrorMessage(e, url);
+          pgError = describePostgresError(e, url);
           await sql.close({ timeout: 1 }).catch(() => {});
           return null;
         }
@@ -831,7 +816,7 @@ export function createContext(config: Config, env: Record<string, string | undef
         try {
           return [...(await sql.unsafe(text))] as T[];
         } catch (e) {
-          throw new Error(pgErrorMessage(e, url));
+          throw new Error(describePostgresError(e, url));
         }
       },
       async dbError() {

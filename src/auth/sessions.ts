@@ -3,7 +3,7 @@
  * database cannot be replayed as cookies. Every sign-in creates a new session row (and id).
  * Idle expiry 7 days, pushed forward at most once a day while used; absolute expiry 30 days.
  */
-import { and, count, eq, gt, lt, or } from "drizzle-orm";
+import { eq, lt, or } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { loginSessions, users } from "../db/tables.ts";
@@ -138,12 +138,6 @@ export class LoginSessions {
   async purgeExpired(): Promise<number> {
     const now = this.now();
     return affected(await this.db.delete(loginSessions).where(or(lt(loginSessions.expires_at, now), lt(loginSessions.absolute_expires_at, now))));
-  }
-
-  async countActive(): Promise<number> {
-    const now = this.now();
-    const row = await first(this.db.select({ n: count() }).from(loginSessions).where(and(gt(loginSessions.expires_at, now), gt(loginSessions.absolute_expires_at, now))));
-    return row?.n ?? 0;
   }
 }
 

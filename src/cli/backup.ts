@@ -168,8 +168,7 @@ export interface BackupResult {
  * with VACUUM INTO into a staging dir beside `dest`, counted and hashed there, then archived with
  * the key and config file, through `<dest>.partial` renamed at the end. Throws with a sentence
  * for the operator; leaves nothing behind on failure.
- */
-/**
+ *
  * `vaultKeyFile`: the server's --vault-key-file, when the key lives outside the data dir (then the
  * backup holds no key, by design, and says where the key is instead of warning).
  */

@@ -44,6 +44,11 @@ export class TableChanges {
     this.lastDataVersion = this.readDataVersion();
   }
 
+  /** Whether stamps can ever repeat (false on PostgreSQL: memos then only load). */
+  get watching(): boolean {
+    return this.dataVersion !== null;
+  }
+
   private readDataVersion(): number {
     return (this.dataVersion!.values()[0]![0] as number) ?? 0;
   }
@@ -93,6 +98,8 @@ export class TableMemo<V> {
   get(key: string, load: () => V | undefined, scope?: object): V | undefined;
   get(key: string, load: () => Promise<V | undefined>, scope?: object): V | undefined | Promise<V | undefined>;
   get(key: string, load: () => V | undefined | Promise<V | undefined>, scope?: object): V | undefined | Promise<V | undefined> {
+    // PostgreSQL: every stamp is new, so nothing kept could ever be answered — do not keep it.
+    if (!this.changes.watching) return load();
     const stamp = this.changes.stamp(this.tables, scope);
     if (stamp !== this.stampOf) {
       this.entries.clear();

@@ -43,8 +43,6 @@ export function openDatabase(path: string, opts: { readonly?: boolean } = {}): D
   };
 }
 
-/** Rows changed by a drizzle `.run()` (bun:sqlite returns them; drizzle's type says void). */
-export const changes = (result: unknown): number => (result as { changes: number }).changes;
 
 /*
  * The repository layer is asynchronous so that one layer serves SQLite and PostgreSQL (issue 17):

@@ -10,6 +10,14 @@
  * alone (bun:sqlite executes it synchronously on the process's one connection; `immediate` takes
  * the file's write lock at BEGIN against other processes), and SQLite has no FOR clause.
  */
+/**
+ * `SELECT … FOR UPDATE` (PostgreSQL only, as above): a read the same unit then writes over; with
+ * `skipLocked`, rows another transaction holds are passed over (a worker's claim).
+ */
+export function forUpdate<Q extends PromiseLike<unknown[]>>(query: Q, opts?: { skipLocked: boolean }): Q {
+  return (query as unknown as { for(strength: "update", o?: { skipLocked: boolean }): Q }).for("update", opts);
+}
+
 export function forNoKeyUpdate<T>(query: PromiseLike<T[]>): PromiseLike<T[]> {
   // The DB type is SQLite's select, which has no `.for`; on PostgreSQL the builder is a PgSelect.
   return (query as unknown as { for(strength: "no key update"): PromiseLike<T[]> }).for("no key update");

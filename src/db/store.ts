@@ -21,8 +21,6 @@ export interface Store {
    * does not reach — tests that write or inspect rows behind the services.
    */
   sql: SQL | null;
-  /** Where the state is, for logs and doctor (a PostgreSQL URL without its password). */
-  location: string;
   /** A trivial query: throws (or rejects) when the database does not answer. */
   ping(): void | Promise<void>;
   close(): Promise<void>;
@@ -38,7 +36,6 @@ export async function openStore(opts: { databaseUrl: string | null; sqlitePath: 
       db: pg.db,
       sqlite: null,
       sql: pg.sql,
-      location,
       ping: async () => void (await pg.sql`SELECT 1`),
       close: () => pg.close(),
     };
@@ -58,7 +55,6 @@ export async function openStore(opts: { databaseUrl: string | null; sqlitePath: 
     db: handle.db,
     sqlite: handle.sqlite,
     sql: null,
-    location: opts.sqlitePath,
     ping: () => void ping.get(),
     close: async () => handle.close(),
   };

@@ -26,8 +26,7 @@
  * read synchronously and frames leave at once.
  */
 import type { FrameInput } from "../schema/stream.ts";
-import type { EventStore, ReadBound, StoredFrame } from "./log.ts";
-import type { StoredLive } from "./pg-log.ts";
+import type { EventStore, ReadBound, StoredFrame, StoredLive } from "./log.ts";
 
 /** Rows read from the log at a time for a replay. */
 export const REPLAY_PAGE = 1000;
@@ -112,7 +111,7 @@ export class Hub {
   /** Frames of sessions whose counter is being read (PostgreSQL), in publishing order. */
   private waiting = new Map<string, FrameInput[]>();
 
-  constructor(private log: EventStore & { onStored?: (frames: StoredLive[]) => void }) {
+  constructor(private log: EventStore) {
     if (log.deliversWhenStored) log.onStored = (frames) => this.deliverStored(frames);
   }
 

@@ -68,6 +68,14 @@ export interface ReadBound {
   debugId: number;
 }
 
+/** A frame once stored, as the hub hands it out (seq -1: a debug frame). */
+export interface StoredLive {
+  session_id: string;
+  seq: number;
+  type: string;
+  json: string;
+}
+
 /**
  * What the hub and the services need of a session's event log; ./log.ts (SQLite) and
  * ./pg-log.ts (PostgreSQL) implement it. Reads and flushes may answer with a promise (always on
@@ -80,6 +88,8 @@ export interface EventStore {
   /** true: frames may leave only once stored — the log hands them to `onStored` (PostgreSQL). */
   readonly deliversWhenStored: boolean;
   onDropped?: (frame: { session_id: string; seq: number; type: string }, err: Error) => void;
+  /** Where a log that `deliversWhenStored` hands each stored batch, in order (set by the hub). */
+  onStored?: (frames: StoredLive[]) => void;
   /** Whether the session's counter is known (SQLite: always, it is read synchronously). */
   ready(sessionId: string): boolean;
   load(sessionId: string): Promise<void>;
@@ -100,6 +110,12 @@ export function orderedFrame(sessionId: string, seq: number, frame: FrameInput):
   const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
   const ordered = task_id === undefined ? { type, session_id: sessionId, seq, ...rest } : { type, session_id: sessionId, task_id, seq, ...rest };
   return { json: JSON.stringify(ordered), type, task_id: task_id ?? null };
+}
+
+/** An admin-only debug frame as stored and sent: no seq, `after_seq` instead. */
+export function debugFrame(sessionId: string, afterSeq: number, frame: FrameInput): { json: string; type: string; task_id: string | null } {
+  const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
+  return { json: JSON.stringify({ type, session_id: sessionId, task_id: task_id ?? null, after_seq: afterSeq, ...rest }), type, task_id: task_id ?? null };
 }
 
 export class EventLog implements EventStore {
@@ -209,9 +225,8 @@ export class EventLog implements EventStore {
     // Stored now, so the frame it follows is stored first: `after_seq` never names a seq a crash could reuse.
     this.flush();
     const afterSeq = this.last(sessionId);
-    const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
-    const json = JSON.stringify({ type, session_id: sessionId, task_id: task_id ?? null, after_seq: afterSeq, ...rest });
-    this.insertDebug.run(sessionId, afterSeq, type, task_id ?? null, json, this.now());
+    const { json, type, task_id } = debugFrame(sessionId, afterSeq, frame);
+    this.insertDebug.run(sessionId, afterSeq, type, task_id, json, this.now());
     return { json, afterSeq };
   }
 

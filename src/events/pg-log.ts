@@ -20,7 +20,7 @@ import { type DB, first } from "../db/client.ts";
 import { debugEvents, events } from "../db/tables.ts";
 import { all, run, transact, type Unit } from "../db/unit.ts";
 import type { FrameInput } from "../schema/stream.ts";
-import { type AppendResult, type EventStore, orderedFrame, type ReadBound, type StoredFrame, mergeDebug } from "./log.ts";
+import { type AppendResult, debugFrame, type EventStore, orderedFrame, type StoredLive, type ReadBound, type StoredFrame, mergeDebug } from "./log.ts";
 
 interface Queued {
   session_id: string;
@@ -33,13 +33,6 @@ interface Queued {
   created_at: number;
 }
 
-/** A frame once stored, as the hub hands it out (seq -1: a debug frame). */
-export interface StoredLive {
-  session_id: string;
-  seq: number;
-  type: string;
-  json: string;
-}
 
 export class PgEventLog implements EventStore {
   appended = 0;
@@ -104,9 +97,8 @@ export class PgEventLog implements EventStore {
 
   appendDebug(sessionId: string, frame: FrameInput): { json: string; afterSeq: number } {
     const afterSeq = this.lastOf(sessionId);
-    const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
-    const json = JSON.stringify({ type, session_id: sessionId, task_id: task_id ?? null, after_seq: afterSeq, ...rest });
-    this.enqueue({ session_id: sessionId, seq: null, after_seq: afterSeq, type, task_id: task_id ?? null, frame: json, created_at: this.now() });
+    const { json, type, task_id } = debugFrame(sessionId, afterSeq, frame);
+    this.enqueue({ session_id: sessionId, seq: null, after_seq: afterSeq, type, task_id, frame: json, created_at: this.now() });
     return { json, afterSeq };
   }
 

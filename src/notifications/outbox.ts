@@ -13,6 +13,7 @@
  * its rows FOR UPDATE SKIP LOCKED on PostgreSQL, so servers sharing one database never claim the
  * same row. The other statements are drizzle queries both dialects share.
  */
+import { forUpdate } from "../db/row-lock.ts";
 import type { Database, Statement } from "bun:sqlite";
 import { and, asc, eq, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
@@ -157,7 +158,7 @@ export class Outbox {
       .where(and(eq(n.status, "pending"), lte(n.next_attempt_at, now), lt(n.attempts, n.max_attempts), or(isNull(n.lease_expires_at), lte(n.lease_expires_at, now))))
       .orderBy(asc(n.next_attempt_at))
       .limit(limit);
-    if (isPostgres(tx)) due = (due as unknown as { for(s: "update", o: { skipLocked: boolean }): typeof due }).for("update", { skipLocked: true });
+    if (isPostgres(tx)) due = forUpdate(due, { skipLocked: true });
     const rows = yield* all(
       tx
         .update(n)

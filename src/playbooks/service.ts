@@ -12,6 +12,7 @@ import type { TaskRow } from "../agents/tasks.ts";
 import { affected, type DB, first } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
+import { forUpdate } from "../db/row-lock.ts";
 import { type PlaybookRow, type ProfileRow, type RunTrigger, type SessionRow } from "../db/schema.ts";
 import { playbooks } from "../db/tables.ts";
 import { all, first as firstIn, isPostgres, run, transact, type Unit } from "../db/unit.ts";
@@ -61,8 +62,8 @@ export function runPrompt(prompt: string, input: unknown): string {
  * A read that the same unit then writes over: on PostgreSQL the rows are locked (`FOR UPDATE`) so
  * that a concurrent read-modify-write waits for this one, as SQLite's single writer makes it.
  */
-function forUpdate<Q extends PromiseLike<unknown[]>>(tx: DB, q: Q): Q {
-  return isPostgres(tx) ? (q as unknown as { for(strength: "update"): Q }).for("update") : q;
+function lockedOnPostgres<Q extends PromiseLike<unknown[]>>(tx: DB, q: Q): Q {
+  return isPostgres(tx) ? forUpdate(q) : q;
 }
 
 /** A slot already claimed elsewhere: the run must not start. */
@@ -189,7 +190,7 @@ export class Playbooks {
 
   /** The caller's playbook, read (and on PostgreSQL locked) inside the transaction `tx` (a unit). */
   private *ownIn(tx: DB, userId: string, id: string): Unit<PlaybookRow> {
-    const row = isId("playbook", id) ? yield* firstIn(forUpdate(tx, tx.select().from(playbooks).where(eq(playbooks.id, id)).limit(1))) : undefined;
+    const row = isId("playbook", id) ? yield* firstIn(lockedOnPostgres(tx, tx.select().from(playbooks).where(eq(playbooks.id, id)).limit(1))) : undefined;
     if (!row || row.user_id !== userId) throw notFound(id);
     return row;
   }
@@ -266,7 +267,7 @@ export class Playbooks {
 
   /** `resumeForUser`'s schedules read and each given its next slot from `now`, together. */
   private *resumeIn(tx: DB, userId: string, now: number): Unit<number> {
-    const rows = yield* all(forUpdate(tx, tx.select().from(playbooks).where(and(eq(playbooks.user_id, userId), eq(playbooks.enabled, true), isNotNull(playbooks.schedule)))));
+    const rows = yield* all(lockedOnPostgres(tx, tx.select().from(playbooks).where(and(eq(playbooks.user_id, userId), eq(playbooks.enabled, true), isNotNull(playbooks.schedule)))));
     for (const row of rows) yield* run(tx.update(playbooks).set({ next_run_at: this.nextRun(row, now) }).where(eq(playbooks.id, row.id)));
     return rows.length;
   }

@@ -12,7 +12,7 @@ import { boundStatement, preparedInsertStep } from "../db/prepared.ts";
 import { forNoKeyUpdate } from "../db/row-lock.ts";
 import { ACTIVE_WORKSPACE_STATUSES, type NewWorkspaceRow, type ProfileRow, type WorkspaceRow, type WorkspaceStatus } from "../db/schema.ts";
 import { profiles, sessions, users, workspaces } from "../db/tables.ts";
-import { all, first as firstOf, isPostgres, run, transact, type Unit } from "../db/unit.ts";
+import { all, driveAsync, first as firstOf, isPostgres, run, transact, type Unit } from "../db/unit.ts";
 import { AppError } from "../lib/errors.ts";
 
 export type { NewWorkspaceRow, WorkspaceRow, WorkspaceStatus };
@@ -134,12 +134,7 @@ export class WorkspaceStore {
   async assertRoom(sessionId: string, profileId: string, userId: string, limits: RoomLimits): Promise<void> {
     const ws = await this.bySession(sessionId);
     if (ws && (ACTIVE as string[]).includes(ws.status)) return;
-    const n = (await this.activeCount(this.db, "profile", profileId))[0]!.n;
-    if (n >= limits.profile) throw concurrencyLimit(profileId, n, limits.profile);
-    if (limits.user !== null) {
-      const u = (await this.activeCount(this.db, "user", userId))[0]!.n;
-      if (u >= limits.user) throw userRunningLimit(u, limits.user);
-    }
+    await driveAsync(this.checkRoom(this.db, profileId, userId, limits));
   }
 
   /** Inserts a `starting` row, or throws CONCURRENCY_LIMIT; returns the session's row if one exists. */

@@ -23,6 +23,7 @@ import { tablesInDependencyOrder } from "../../src/db/pg/copy.ts";
 import { Sealer } from "../../src/lib/sealer.ts";
 import { aadFor } from "../../src/vault/secrets.ts";
 import { tempDir } from "../helpers/app.ts";
+import { createDatabase, dropDatabase } from "../helpers/pg.ts";
 
 const SERVER = process.env.RUNCELL_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:55432/postgres";
 const ROOT = join(import.meta.dir, "../..");
@@ -31,12 +32,9 @@ const made: string[] = [];
 
 /** A new empty database on the test server; its URL. */
 async function freshDatabase(): Promise<string> {
-  const name = `runcell_t_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
-  await admin.unsafe(`CREATE DATABASE ${name}`);
-  made.push(name);
-  const u = new URL(SERVER);
-  u.pathname = `/${name}`;
-  return u.toString();
+  const url = await createDatabase(SERVER);
+  made.push(url);
+  return url;
 }
 
 beforeAll(async () => {
@@ -49,7 +47,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const name of made) await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => {});
+  for (const url of made) await dropDatabase(url).catch(() => {});
   await admin.close();
 });
 

@@ -16,20 +16,24 @@ export interface FreshPostgres extends PostgresHandle {
   drop(): Promise<void>;
 }
 
-/** Creates an empty database on the test server; answers its URL. */
-async function createDatabase(): Promise<string> {
-  if (!PG_SERVER) throw new Error("RUNCELL_TEST_POSTGRES is not set");
+/** Creates an empty database on `server` (the PostgreSQL pass's by default); answers its URL. */
+export async function createDatabase(server: string | null = PG_SERVER): Promise<string> {
+  if (!server) throw new Error("RUNCELL_TEST_POSTGRES is not set");
   const name = `rc_test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
-  const admin = new SQL(PG_SERVER, { max: 1 });
+  const admin = new SQL(server, { max: 1 });
   await admin.unsafe(`CREATE DATABASE ${name}`);
   await admin.close();
-  const url = new URL(PG_SERVER);
+  const url = new URL(server);
   url.pathname = `/${name}`;
   return url.toString();
 }
 
-async function dropDatabase(url: string): Promise<void> {
-  const admin = new SQL(PG_SERVER!, { max: 1 });
+/** Drops the database `url` names (a URL from createDatabase; any password in it is ignored). */
+export async function dropDatabase(url: string): Promise<void> {
+  const server = new URL(url);
+  server.pathname = "/postgres";
+  server.password = "";
+  const admin = new SQL(server.toString(), { max: 1 });
   await admin.unsafe(`DROP DATABASE IF EXISTS ${new URL(url).pathname.slice(1)} WITH (FORCE)`);
   await admin.close();
 }

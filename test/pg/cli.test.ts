@@ -18,7 +18,7 @@ import { aadFor } from "../../src/vault/secrets.ts";
 import { VERSION } from "../../src/version.ts";
 import { runCli } from "../helpers/cli.ts";
 import { spawnServer } from "../helpers/server-process.ts";
-import { PG_SERVER } from "../helpers/pg.ts";
+import { createDatabase, dropDatabase, PG_SERVER } from "../helpers/pg.ts";
 
 /** Trust authentication ignores it; it must never show in any output. */
 const PASSWORD = "pw-never-printed-7f3a";
@@ -30,13 +30,8 @@ const dirs: string[] = [];
 
 /** A new, empty database (no schema): its URL, with PASSWORD in it. */
 async function freshDatabase(): Promise<{ url: string; sql: SQL }> {
-  const name = `rc_test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
-  const admin = new SQL(PG_SERVER!, { max: 1 });
-  await admin.unsafe(`CREATE DATABASE ${name}`);
-  await admin.close();
-  databases.push(name);
-  const u = new URL(PG_SERVER!);
-  u.pathname = `/${name}`;
+  const u = new URL(await createDatabase());
+  databases.push(u.toString());
   u.password = PASSWORD;
   return { url: u.toString(), sql: new SQL(u.toString(), { max: 1 }) };
 }
@@ -59,9 +54,7 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
   const open: SQL[] = [];
   afterAll(async () => {
     for (const s of open) await s.close().catch(() => {});
-    const admin = new SQL(PG_SERVER!, { max: 1 });
-    for (const name of databases) await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.close();
+    for (const url of databases) await dropDatabase(url);
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
 

@@ -38,6 +38,21 @@ export class DatabaseUnavailableError extends Error {
   }
 }
 
+/** A driver's error for people: its code when the message alone says little, never the URL's password. */
+export function describePostgresError(e: unknown, url: string): string {
+  const err = e as Error & { code?: string };
+  let message = err?.message || String(e);
+  if (err?.code && !message.includes(err.code)) message += ` (${err.code})`;
+  message = message.replaceAll(url, redactDatabaseUrl(url));
+  try {
+    const u = new URL(url);
+    for (const secret of new Set([u.password, decodeURIComponent(u.password)])) if (secret) message = message.replaceAll(secret, "***");
+  } catch {
+    // config.ts accepts only a parsable URL
+  }
+  return message;
+}
+
 /** Another server already serves the database (the advisory lock is taken). */
 export class DatabaseInUseError extends Error {
   constructor(where: string) {
@@ -93,9 +108,7 @@ export async function openPostgres(url: string, opts: { migrate?: boolean; serve
     held?.release();
     await sql.close().catch(() => {});
     if (e instanceof DatabaseInUseError) throw e;
-    const code = (e as { code?: unknown }).code;
-    const why = `${(e as Error).message.replaceAll(url, redactDatabaseUrl(url))}${typeof code === "string" && code.startsWith("ERR_POSTGRES_") ? ` (${code})` : ""}`;
-    throw new DatabaseUnavailableError(`PostgreSQL at ${redactDatabaseUrl(url)}: ${why}`);
+    throw new DatabaseUnavailableError(`PostgreSQL at ${redactDatabaseUrl(url)}: ${describePostgresError(e, url)}`);
   }
   useDialect("postgres");
   const db = drizzle({ client: sql, schema }) as unknown as DB;

@@ -48,6 +48,8 @@ import { healthCheck } from "./http/routes/health.ts";
 import { spaFallback } from "./http/routes/web.ts";
 import { mountRoutes } from "./http/routes/index.ts";
 import { RateLimiter } from "./lib/ratelimit.ts";
+import { type Bus, LocalBus, PgBus } from "./replicas/bus.ts";
+import { Replicas } from "./replicas/registry.ts";
 import { Sealer } from "./lib/sealer.ts";
 import { intervalWorker, type Worker } from "./lib/worker.ts";
 import { createLogger, type Logger } from "./log.ts";
@@ -92,6 +94,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const store = await openStore({ databaseUrl: config.databaseUrl, sqlitePath: dbPath, log });
   // `sqlite`: the bun:sqlite connection for SQLite's own fast paths; null on PostgreSQL.
   const { db, sqlite } = store;
+  // This server among those sharing the database, and its messages to the others (PostgreSQL).
+  const replicas = new Replicas(db, now, config.replicaLeaseMs, VERSION);
+  await replicas.register();
+  const bus: Bus = store.sql ? new PgBus(store.sql, replicas.id, (err, channel) => log.error("bus message not handled", { channel, err })) : new LocalBus();
   // Which tables changed, without a query: the hot read paths' memos (src/db/changes.ts).
   const changes = new TableChanges(sqlite);
   const settings = new Settings(db);
@@ -163,7 +169,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
 
   const docker = workspaces.hosts.primary.engine;
   const services: Services = {
-    config, log, now, db, sqlite, store, settings, sealer, limiter,
+    config, log, now, db, sqlite, store, replicas, bus, settings, sealer, limiter,
     users, tokens, loginSessions, throttle, accounts, authenticator, setup, oauth,
     adminPassword, runtimeConfig, stats, metrics, audit, policy, usage: new UsageReports(db, now),
     secrets, profiles, docker, workspaces, eventLog, hub, transcript, tasks, agentSessions, sessionLifecycle, orchestrator,
@@ -221,6 +227,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const checkpointer = sqlite ? new WalCheckpointer(sqlite, dbPath, log) : null;
   const workers: Worker[] = [
     ...(checkpointer ? [{ name: "wal-checkpoint", start: () => checkpointer.start(), stop: () => checkpointer.stop() }] : []),
+    intervalWorker(log, "replica-heartbeat", replicas.heartbeatMs, () => replicas.heartbeat()),
     { name: "admin-password", start: () => adminPassword.applyConfigured(config, log), stop() {} },
     intervalWorker(log, "login-throttle-sweep", 60_000, () => throttle.sweep()),
     intervalWorker(log, "login-session-purge", 3_600_000, async () => {
@@ -290,7 +297,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       hub.useNativePublish((topic, json) => void srv.publish(topic, json));
       url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${srv.port}`;
       for (const w of workers) await w.start();
-      log.info("runcell listening", { version: VERSION, url, public_url: config.publicUrl, data_dir: config.dataDir });
+      log.info("runcell listening", { version: VERSION, replica: replicas.id, url, public_url: config.publicUrl, data_dir: config.dataDir });
     },
     stop() {
       stopping ??= (async () => {
@@ -317,6 +324,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
             log.error("worker failed to stop", { worker: w.name, err: e });
           }
         }
+        await bus.close();
+        await replicas.leave().catch((err) => log.warn("replica row not removed", { err }));
         await store.close();
         log.info("stopped");
       })();

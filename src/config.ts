@@ -77,6 +77,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { flag: "webhook-attempts", kind: "int", default: 3, min: 1, max: 10, help: "delivery attempts per notification before it is logged failed" },
   { flag: "webhook-backoff", kind: "durations", default: [5000, 15000, 45000], help: "waits between attempts (comma list; the last repeats)" },
   { flag: "webhook-timeout", kind: "duration", default: 10_000, min: 100, help: "timeout of one delivery attempt" },
+  { flag: "replica-lease", kind: "duration", default: 30_000, min: 1_000, max: 600_000, help: "PostgreSQL replicas: how long a replica's task leases and heartbeat hold unless renewed; a replica that dies has its tasks continued by another after this long" },
   { flag: "shutdown-timeout", kind: "duration", default: 10_000, min: 0, help: "how long SIGTERM waits for in-flight requests" },
   { flag: "allow-model-hosts", kind: "list", default: [], help: "hosts (or host:port) on loopback/private networks every user's profiles may use as model.base_url, e.g. a local Ollama (admins may use any)" },
   { flag: "max-sockets-per-caller", kind: "int", default: 20, min: 1, max: 10_000, help: "open /v1/stream sockets per user (one more is refused with close code 4029)" },
@@ -158,6 +159,8 @@ export interface Config {
   google: OAuthProviderConfig | null;
   webhook: { attempts: number; backoffMs: number[]; timeoutMs: number };
   shutdownTimeoutMs: number;
+  /** PostgreSQL replicas: how long task leases and a replica's heartbeat hold unless renewed. */
+  replicaLeaseMs: number;
   /** Loopback/private model hosts every user may use (`host` or `host:port`). */
   allowModelHosts: string[];
   maxSocketsPerCaller: number;
@@ -387,6 +390,7 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     google: oauth("google", "userinfo-url"),
     webhook: { attempts: get("webhook-attempts"), backoffMs: get("webhook-backoff"), timeoutMs: get("webhook-timeout") },
     shutdownTimeoutMs: get("shutdown-timeout"),
+    replicaLeaseMs: get("replica-lease"),
     allowModelHosts: get<string[]>("allow-model-hosts").map((h) => h.toLowerCase()),
     maxSocketsPerCaller: get("max-sockets-per-caller"),
     auditRetentionMs: get("audit-retention"),

@@ -35,6 +35,8 @@ import type { Hub } from "./events/hub.ts";
 import type { EventStore } from "./events/log.ts";
 import type { Store } from "./db/store.ts";
 import type { RateLimiter } from "./lib/ratelimit.ts";
+import type { Bus } from "./replicas/bus.ts";
+import type { Replicas } from "./replicas/registry.ts";
 import type { Sealer } from "./lib/sealer.ts";
 import type { Logger } from "./log.ts";
 import type { Notifications } from "./notifications/service.ts";
@@ -52,6 +54,10 @@ export interface Services {
   sqlite: Database | null;
   /** The database: its dialect, a ping, where it is. */
   store: Store;
+  /** This server among the replicas sharing the database (its id, the live count). */
+  replicas: Replicas;
+  /** Messages to the other replicas (LISTEN/NOTIFY on PostgreSQL; nothing on SQLite). */
+  bus: Bus;
   settings: Settings;
   /** AES-256-GCM for secrets at rest (key file in the data dir). */
   sealer: Sealer;

@@ -107,6 +107,8 @@ export class Tasks {
       max_turns: input.maxTurns,
       max_budget_usd: input.maxBudgetUsd,
       pending_tool_use_id: null,
+      lease_owner: null,
+      lease_expires_at: null,
       created_at: this.now(),
       started_at: null,
       finished_at: null,

@@ -19,6 +19,7 @@ export const PREFIX = {
   notification: "ntf",
   oauth: "oac",
   audit: "aud",
+  replica: "rep",
 } as const;
 export type IdKind = keyof typeof PREFIX;
 

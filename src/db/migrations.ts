@@ -5,6 +5,7 @@ import m2 from "../../migrations/0002_hardening.sql" with { type: "text" };
 import m3 from "../../migrations/0003_warm_pool.sql" with { type: "text" };
 import m4 from "../../migrations/0004_mcp_git.sql" with { type: "text" };
 import m5 from "../../migrations/0005_docker_hosts.sql" with { type: "text" };
+import m6 from "../../migrations/0006_replicas.sql" with { type: "text" };
 
 export interface Migration {
   tag: string;
@@ -18,4 +19,5 @@ export const MIGRATIONS: Migration[] = [
   { tag: "0003_warm_pool", sql: m3 },
   { tag: "0004_mcp_git", sql: m4 },
   { tag: "0005_docker_hosts", sql: m5 },
+  { tag: "0006_replicas", sql: m6 },
 ];

@@ -61,6 +61,19 @@ export const settings = sqliteTable("settings", {
   updated_at: updatedAt(),
 });
 
+/**
+ * The servers sharing this database (issue 17's replicas): each writes its row at start and renews
+ * `seen_at` while it runs (src/replicas/registry.ts); a row not seen for a few heartbeats is a replica
+ * that is gone. On SQLite there is only ever the one server.
+ */
+export const replicas = sqliteTable("replicas", {
+  id: id(),
+  hostname: text().notNull(),
+  version: text().notNull(),
+  started_at: ms().notNull(),
+  seen_at: ms().notNull(),
+});
+
 // ---------------------------------------------------------------------------------------------
 // Identity
 
@@ -306,6 +319,9 @@ export const tasks = sqliteTable(
     answer_timeout_ms: integer(),
     /** When the pending question times out (set while waiting_input with an answer_timeout). */
     answer_due_at: ms(),
+    /** The replica running it (src/agents/leases.ts): its id, and until when the lease holds unless renewed. */
+    lease_owner: text(),
+    lease_expires_at: ms(),
     created_at: createdAt(),
     started_at: ms(),
     finished_at: ms(),

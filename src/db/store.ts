@@ -28,7 +28,7 @@ export interface Store {
 
 export async function openStore(opts: { databaseUrl: string | null; sqlitePath: string; log: Logger }): Promise<Store> {
   if (opts.databaseUrl) {
-    const pg = await openPostgres(opts.databaseUrl, { serve: true });
+    const pg = await openPostgres(opts.databaseUrl);
     const location = redactDatabaseUrl(opts.databaseUrl);
     if (pg.applied.length) opts.log.info("database migrated", { applied: pg.applied, database: location });
     return {

@@ -15,6 +15,7 @@ import * as lite from "./schema.ts";
 export type Dialect = "sqlite" | "postgres";
 
 export let settings = lite.settings;
+export let replicas = lite.replicas;
 export let users = lite.users;
 export let oauthAccounts = lite.oauthAccounts;
 export let loginSessions = lite.loginSessions;
@@ -46,6 +47,7 @@ export function useDialect(d: Dialect): void {
   chosen = d;
   if (d === "sqlite") return;
   settings = pg.settings as unknown as typeof lite.settings;
+  replicas = pg.replicas as unknown as typeof lite.replicas;
   users = pg.users as unknown as typeof lite.users;
   oauthAccounts = pg.oauthAccounts as unknown as typeof lite.oauthAccounts;
   loginSessions = pg.loginSessions as unknown as typeof lite.loginSessions;

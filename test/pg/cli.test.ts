@@ -206,7 +206,7 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     expect(env.stdout + env.stderr).not.toContain(PASSWORD);
   });
 
-  test("serve: migrates and serves from PostgreSQL; a second server on the same database is refused (exit 1); an unreachable one names the host, never the password", async () => {
+  test("serve: migrates and serves from PostgreSQL; a second server on the same database serves beside it (a replica); an unreachable one names the host, never the password", async () => {
     const { url, sql } = await freshDatabase();
     open.push(sql);
     const first = await spawnServer({ dataDir: dataDir(), flags: ["--database", url] });
@@ -214,17 +214,21 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
       expect(await (await fetch(first.url + "/healthz")).json()).toMatchObject({ status: "ok", db: "ok" });
       const [applied] = await sql.unsafe("SELECT count(*)::int AS n FROM _migrations");
       expect(applied.n).toBe(PG_MIGRATIONS.length);
-      const second = await runCli(["serve", "--database", url, "--data-dir", dataDir(), "--http", "127.0.0.1:0"]);
-      expect(second.code).toBe(1);
-      expect(second.stderr).toContain("already served by another runcell");
-      expect(second.stdout + second.stderr).not.toContain(PASSWORD);
+      const second = await spawnServer({ dataDir: dataDir(), flags: ["--database", url] });
+      try {
+        const [a, b] = await Promise.all([first.url, second.url].map(async (u) => (await fetch(u + "/healthz")).json()));
+        expect(a).toMatchObject({ status: "ok", db: "ok" });
+        expect(b).toMatchObject({ status: "ok", db: "ok" });
+        const rows = await sql.unsafe("SELECT id FROM replicas");
+        expect(rows.length).toBe(2);
+        expect(second.output()).not.toContain(PASSWORD);
+      } finally {
+        await second.kill();
+      }
       expect(first.output()).not.toContain(PASSWORD);
     } finally {
       await first.kill();
     }
-    // Stopped: the lock is free again.
-    const again = await spawnServer({ dataDir: dataDir(), flags: ["--database", url] });
-    await again.kill();
     const down = new URL(url);
     down.port = "1";
     const refused = await runCli(["serve", "--database", down.toString(), "--data-dir", dataDir(), "--http", "127.0.0.1:0"]);

@@ -24,11 +24,6 @@ export interface PostgresHandle {
 const POOL_MAX = 10;
 /** Held while migrating, so replicas starting at once migrate one after the other. */
 const MIGRATION_LOCK = 0x72756e63; // "runc"
-/**
- * Held by the serving process for as long as it runs: one server per database until replicas
- * exist (issue 17) — two would both resume the same tasks and number the same sessions' frames.
- */
-const SERVER_LOCK = 0x72756e73; // "runs"
 
 /** PostgreSQL did not answer, or refused the connection or a migration (the message names the host, never the password). */
 export class DatabaseUnavailableError extends Error {
@@ -53,16 +48,6 @@ export function describePostgresError(e: unknown, url: string): string {
   return message;
 }
 
-/** Another server already serves the database (the advisory lock is taken). */
-export class DatabaseInUseError extends Error {
-  constructor(where: string) {
-    super(
-      `${where} is already served by another runcell (it holds the server lock). One server per PostgreSQL database for now: stop the other one, or give this one its own database`,
-    );
-    this.name = "DatabaseInUseError";
-  }
-}
-
 /** The URL without its password, for messages. */
 export function redactDatabaseUrl(url: string): string {
   try {
@@ -79,18 +64,11 @@ export function redactDatabaseUrl(url: string): string {
  * PostgreSQL's tables for this process. A database it cannot reach is an error naming the host,
  * never the password.
  */
-export async function openPostgres(url: string, opts: { migrate?: boolean; serve?: boolean } = {}): Promise<PostgresHandle & { applied: string[] }> {
+export async function openPostgres(url: string, opts: { migrate?: boolean } = {}): Promise<PostgresHandle & { applied: string[] }> {
   const sql = new SQL(url, { max: POOL_MAX, idleTimeout: 60, connectionTimeout: 10 });
   let applied: string[] = [];
-  // serve: a connection of its own holds the server lock until close.
-  let held: Awaited<ReturnType<SQL["reserve"]>> | null = null;
   try {
     await sql`SELECT 1`;
-    if (opts.serve) {
-      held = await sql.reserve();
-      const [row] = await held`SELECT pg_try_advisory_lock(${SERVER_LOCK}) AS ok`;
-      if (!row?.ok) throw new DatabaseInUseError(redactDatabaseUrl(url));
-    }
     if (opts.migrate !== false) {
       const conn = await sql.reserve();
       try {
@@ -105,9 +83,7 @@ export async function openPostgres(url: string, opts: { migrate?: boolean; serve
       }
     }
   } catch (e) {
-    held?.release();
     await sql.close().catch(() => {});
-    if (e instanceof DatabaseInUseError) throw e;
     throw new DatabaseUnavailableError(`PostgreSQL at ${redactDatabaseUrl(url)}: ${describePostgresError(e, url)}`);
   }
   useDialect("postgres");
@@ -119,10 +95,6 @@ export async function openPostgres(url: string, opts: { migrate?: boolean; serve
     sql,
     applied,
     close: () =>
-      (closed ??= (async () => {
-        // Closing the pool ends the lock's session, which releases it.
-        held?.release();
-        await sql.close({ timeout: 5 });
-      })()),
+      (closed ??= sql.close({ timeout: 5 })),
   };
 }

@@ -86,6 +86,19 @@ export const settings = pgTable("settings", {
   updated_at: updatedAt(),
 });
 
+/**
+ * The servers sharing this database (issue 17's replicas): each writes its row at start and renews
+ * `seen_at` while it runs (src/replicas/registry.ts); a row not seen for a few heartbeats is a replica
+ * that is gone. On SQLite there is only ever the one server.
+ */
+export const replicas = pgTable("replicas", {
+  id: id(),
+  hostname: text().notNull(),
+  version: text().notNull(),
+  started_at: ms().notNull(),
+  seen_at: ms().notNull(),
+});
+
 // ---------------------------------------------------------------------------------------------
 // Identity
 
@@ -261,6 +274,9 @@ export const tasks = pgTable(
     scheduled_for: ms(),
     answer_timeout_ms: int(),
     answer_due_at: ms(),
+    /** The replica running it (src/agents/leases.ts): its id, and until when the lease holds unless renewed. */
+    lease_owner: text(),
+    lease_expires_at: ms(),
     created_at: createdAt(),
     started_at: ms(),
     finished_at: ms(),

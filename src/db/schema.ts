@@ -319,12 +319,12 @@ export const tasks = sqliteTable(
     answer_timeout_ms: integer(),
     /** When the pending question times out (set while waiting_input with an answer_timeout). */
     answer_due_at: ms(),
-    /** The replica running it (src/agents/leases.ts): its id, and until when the lease holds unless renewed. */
-    lease_owner: text(),
-    lease_expires_at: ms(),
     created_at: createdAt(),
     started_at: ms(),
     finished_at: ms(),
+    /** The replica running it (src/agents/leases.ts): its id, and until when the lease holds unless renewed. */
+    lease_owner: text(),
+    lease_expires_at: ms(),
   },
   (t) => [
     index("tasks_user").on(t.user_id, t.id),

@@ -274,12 +274,12 @@ export const tasks = pgTable(
     scheduled_for: ms(),
     answer_timeout_ms: int(),
     answer_due_at: ms(),
-    /** The replica running it (src/agents/leases.ts): its id, and until when the lease holds unless renewed. */
-    lease_owner: text(),
-    lease_expires_at: ms(),
     created_at: createdAt(),
     started_at: ms(),
     finished_at: ms(),
+    /** The replica running it (src/agents/leases.ts): its id, and until when the lease holds unless renewed. */
+    lease_owner: text(),
+    lease_expires_at: ms(),
   },
   (t) => [
     index("tasks_user").on(t.user_id, t.id),

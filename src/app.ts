@@ -140,7 +140,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   });
   const notifications = new Notifications({ db, sqlite, sealer, log, now, config, audit });
   notifications.worker.onOutcome = (outcome, attempt) => metrics.webhookSettled(outcome, attempt);
-  const eventLog = sqlite ? new EventLog(sqlite, now) : new PgEventLog(db, now);
+  const eventLog = sqlite ? new EventLog(sqlite, now) : new PgEventLog(db, now, bus);
   if (eventLog instanceof PgEventLog) {
     eventLog.onDeliveryError = (err) => log.error("stored frames not delivered", { err });
     await eventLog.start();

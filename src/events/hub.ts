@@ -19,11 +19,14 @@
  * the last replayed seq, and (synchronously, so nothing is published in between) hands delivery
  * over to the native topic if there is one.
  *
- * On PostgreSQL (src/events/pg-log.ts) frames leave only once stored: `publish` queues them in
- * the log, which hands each stored batch back (`deliverStored`) for the same fan-out. A session's
- * counter is read before its first frame or subscription in this process (`EventStore.load`);
- * frames published meanwhile wait, in order. Nothing of this runs on SQLite, where the counter is
- * read synchronously and frames leave at once.
+ * On PostgreSQL (src/events/pg-log.ts) frames leave only once stored, numbered by the database:
+ * `publish` queues them in the log, which hands stored frames back (`deliverStored`) — this
+ * process's own and, for the sessions watched here, other replicas' — each session's in seq
+ * order. A session is watched from its first subscription in this process (`EventStore.load`)
+ * until its last one leaves (`unwatch`); `attach` reads the replay's bound from the database
+ * after registering the subscription, which keeps the seam exact across replicas (every frame
+ * committed before that read is at or below the bound, every later one reaches the subscription
+ * live). Nothing of this runs on SQLite, where frames are numbered and leave at once.
  */
 import type { FrameInput } from "../schema/stream.ts";
 import type { EventStore, ReadBound, StoredFrame, StoredLive } from "./log.ts";
@@ -108,8 +111,6 @@ export class Hub {
   private subs = new Map<string, Set<Subscription>>();
   /** Bun's server.publish, once the server runs (set by the app: `useNativePublish`). */
   nativePublish: ((topic: string, json: string) => void) | null = null;
-  /** Frames of sessions whose counter is being read (PostgreSQL), in publishing order. */
-  private waiting = new Map<string, FrameInput[]>();
 
   constructor(private log: EventStore) {
     if (log.deliversWhenStored) log.onStored = (frames) => this.deliverStored(frames);
@@ -121,31 +122,14 @@ export class Hub {
   }
 
   publish(sessionId: string, frame: FrameInput): void {
-    const held = this.waiting.get(sessionId);
-    if (held) return void held.push(frame);
-    if (!this.log.ready(sessionId)) {
-      this.waiting.set(sessionId, [frame]);
-      void this.log.load(sessionId).then(
-        () => {
-          const frames = this.waiting.get(sessionId) ?? [];
-          this.waiting.delete(sessionId);
-          for (const f of frames) this.append(sessionId, f);
-        },
-        () => this.waiting.delete(sessionId),
-      );
-      return;
-    }
-    this.append(sessionId, frame);
-  }
-
-  private append(sessionId: string, frame: FrameInput) {
     if (ADMIN_ONLY_TYPES.has(frame.type)) {
       const d = this.log.appendDebug(sessionId, frame);
-      if (!this.log.deliversWhenStored) this.deliver(sessionId, -1, frame.type, d.json);
+      if (d) this.deliver(sessionId, -1, frame.type, d.json);
       return;
     }
     const r = this.log.append(sessionId, frame);
-    if (this.log.deliversWhenStored || !this.subs.has(sessionId)) return;
+    // PostgreSQL: numbered and handed back once stored (deliverStored).
+    if (!r || !this.subs.has(sessionId)) return;
     // The frame leaves before its batch is written: its seq must survive a crash unused.
     this.log.reserve(sessionId, r.seq);
     this.deliver(sessionId, r.seq, frame.type, r.json);
@@ -163,7 +147,7 @@ export class Hub {
     for (const f of frames) this.deliver(f.session_id, f.seq, f.type, f.json);
   }
 
-  /** Whether the session's counter is known here, so `live` can subscribe at once (always on SQLite). */
+  /** Whether the session is watched here, so `live` can subscribe at once (always on SQLite). */
   ready(sessionId: string): boolean {
     return this.log.ready(sessionId);
   }
@@ -206,17 +190,21 @@ export class Hub {
     onOverflow?: () => void;
     native?: NativeDelivery;
   }): Promise<{ subscription: Subscription; replay: StoredFrame[]; lastSeq: number; cursor: Replay | null }> {
-    // The counter first (PostgreSQL reads it once per process); from here on nothing is awaited
-    // until the subscription is registered and the bound taken.
+    // Watched first (PostgreSQL); from here on nothing is awaited until the subscription is registered.
     if (!this.log.ready(opts.sessionId)) await this.log.load(opts.sessionId);
     const sub = new Subscription(opts.sessionId, opts.userId, opts.isAdmin, opts.sink, this, opts.maxPending, opts.onOverflow, opts.native ?? null);
     this.register(sub);
+    // Unwatched in between (its last other subscriber left while this one waited): watched again.
+    if (!this.log.ready(opts.sessionId)) await this.log.load(opts.sessionId);
+    // The seam: the bound is taken after the registration — in the same synchronous step on
+    // SQLite; on PostgreSQL read from the database (frames committed after that read are above it).
+    const b = this.log.bound(opts.sessionId, opts.isAdmin && opts.replayAfter !== undefined);
+    const bound = b instanceof Promise ? await b : b;
     if (opts.replayAfter === undefined) {
       sub.goLive(0);
-      return { subscription: sub, replay: [], lastSeq: this.log.last(opts.sessionId), cursor: null };
+      return { subscription: sub, replay: [], lastSeq: bound.seq, cursor: null };
     }
-    // Taken in the same synchronous step as the registration: the seam.
-    const cursor = new Replay(this.log, opts.sessionId, opts.replayAfter, this.log.bound(opts.sessionId, opts.isAdmin), opts.isAdmin, opts.pageSize ?? REPLAY_PAGE);
+    const cursor = new Replay(this.log, opts.sessionId, opts.replayAfter, bound, opts.isAdmin, opts.pageSize ?? REPLAY_PAGE);
     const replay = await cursor.next();
     return { subscription: sub, replay, lastSeq: cursor.lastSeq, cursor };
   }
@@ -225,7 +213,9 @@ export class Hub {
     const set = this.subs.get(sub.sessionId);
     if (!set) return;
     set.delete(sub);
-    if (set.size === 0) this.subs.delete(sub.sessionId);
+    if (set.size > 0) return;
+    this.subs.delete(sub.sessionId);
+    this.log.unwatch(sub.sessionId);
   }
 
   /** Drops every subscription of a session (the session was deleted). */

@@ -78,9 +78,10 @@ export interface StoredLive {
 
 /**
  * What the hub and the services need of a session's event log; ./log.ts (SQLite) and
- * ./pg-log.ts (PostgreSQL) implement it. Reads and flushes may answer with a promise (always on
- * PostgreSQL); `append`, `appendDebug`, `bound` and `last` answer at once, for a session that is
- * `ready` (after `load`).
+ * ./pg-log.ts (PostgreSQL) implement it. Reads, flushes and `bound` may answer with a promise
+ * (always on PostgreSQL). On SQLite `append` numbers the frame at once and answers it; on
+ * PostgreSQL the seq is allocated when the batch is written (answered null) and the stored frames
+ * come back through `onStored`.
  */
 export interface EventStore {
   /** Frames appended since start (read by /metrics). */
@@ -88,19 +89,20 @@ export interface EventStore {
   /** true: frames may leave only once stored — the log hands them to `onStored` (PostgreSQL). */
   readonly deliversWhenStored: boolean;
   onDropped?: (frame: { session_id: string; seq: number; type: string }, err: Error) => void;
-  /** Where a log that `deliversWhenStored` hands each stored batch, in order (set by the hub). */
+  /** Where a log that `deliversWhenStored` hands stored frames, each session's in seq order (set by the hub). */
   onStored?: (frames: StoredLive[]) => void;
-  /** Whether the session's counter is known (SQLite: always, it is read synchronously). */
+  /** Whether the session may be subscribed to at once (SQLite: always; PostgreSQL: once watched here, after `load`). */
   ready(sessionId: string): boolean;
   load(sessionId: string): Promise<void>;
-  append(sessionId: string, frame: FrameInput): AppendResult;
-  appendDebug(sessionId: string, frame: FrameInput): { json: string; afterSeq: number };
+  /** The hub's last subscriber of the session here left. */
+  unwatch(sessionId: string): void;
+  append(sessionId: string, frame: FrameInput): AppendResult | null;
+  appendDebug(sessionId: string, frame: FrameInput): { json: string; afterSeq: number } | null;
   reserve(sessionId: string, seq: number): void;
   flush(): void | Promise<void>;
   read(sessionId: string, after?: number, limit?: number, withDebug?: boolean): StoredFrame[] | Promise<StoredFrame[]>;
   readPage(sessionId: string, after: number, bound: ReadBound, limit: number, withDebug?: boolean): { rows: StoredFrame[]; more: boolean } | Promise<{ rows: StoredFrame[]; more: boolean }>;
-  bound(sessionId: string, withDebug?: boolean): ReadBound;
-  last(sessionId: string): number;
+  bound(sessionId: string, withDebug?: boolean): ReadBound | Promise<ReadBound>;
   settle(): void | Promise<void>;
   forget(sessionId: string): void;
 }
@@ -308,6 +310,9 @@ export class EventLog implements EventStore {
       s.reserved = s.last;
     }
   }
+
+  /** Nothing kept per watched session here (frames leave at once). */
+  unwatch(): void {}
 
   /** Forgets a deleted session's counter. */
   forget(sessionId: string) {

@@ -1,105 +1,132 @@
 /**
- * The per-session event log on PostgreSQL (--database postgres://…): the same contract as the
- * SQLite log (./log.ts) — every frame of a session gets the next `seq`, is stored as the exact
- * JSON sent, and a seq is never given to two frames, not even across a crash — reached another
- * way, because a PostgreSQL write cannot happen synchronously before a frame leaves:
+ * The per-session event log on PostgreSQL (--database postgres://…), shared by every replica on
+ * the database: the same contract as the SQLite log (./log.ts) — every frame of a session gets the
+ * next `seq`, is stored as the exact JSON sent, and a seq is never given to two frames — reached
+ * another way, since a session's frames may come from several processes.
  *
- * Frames leave only once they are stored. `append` assigns the seq and queues the frame; the
+ * **Seqs are allocated in the database, when a batch is written.** `append` queues the frame; the
  * queue is written in one transaction per batch (at most `maxBatch` frames, or after
- * `flushDelayMs`), and only then are the batch's frames handed to the hub (`onStored`), in order.
- * A crash loses at most frames nobody was sent, so numbering continues above MAX(seq) after a
- * restart with neither gap nor reuse — no reservation mark is needed (`reserve` does nothing).
+ * `flushDelayMs`). The transaction locks the batch's session rows (`FOR NO KEY UPDATE`, in id
+ * order), reads each session's MAX(seq), numbers the frames after it, inserts them and sends one
+ * NOTIFY naming the sessions and seq ranges it stored. The row lock makes writers of one session
+ * take turns, so a session's frames commit in seq order across replicas, with neither gap nor
+ * reuse; a crash loses at most frames nobody was sent (frames leave only once stored).
  *
- * A session's counter is read once per process (`load`, awaited by the hub before the session's
- * first frame or subscription); the hub holds frames published meanwhile, in order.
- * This process must be the only writer of a session's frames (one server on the database; the
- * replicas of issue 17 will allocate seqs in the database).
+ * **Frames reach subscribers through a per-session tail** (`Tail`), kept only for sessions watched
+ * in this process (`load` … `unwatch`, driven by the hub). A tail knows the highest seq it handed
+ * out and hands out frames strictly in order: this process's own batches directly (no read) when
+ * they follow on; otherwise — another replica's NOTIFY, or a gap in front of a local batch — it
+ * reads the missing rows from the table. After the LISTEN connection drops and comes back every
+ * tail reads what it may have missed. Admins' debug frames (no seq) ride along: local ones in
+ * their batch, other replicas' read by the debug row ids their NOTIFY names.
+ *
+ * `bound` (where a replay stops) is read from the database after the subscriber is registered
+ * (see Hub.attach): every frame committed before that read is at or below it, every later one is
+ * above it and reaches the subscriber live.
  */
-import { and, asc, eq, gt, gte, lt, lte, max } from "drizzle-orm";
+import { and, asc, eq, gt, gte, inArray, lt, lte, max } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
-import { debugEvents, events } from "../db/tables.ts";
+import { debugEvents, events, sessions } from "../db/tables.ts";
+import { forNoKeyUpdate } from "../db/row-lock.ts";
 import { all, run, transact, type Unit } from "../db/unit.ts";
+import { type Bus, CHANNELS } from "../replicas/bus.ts";
 import type { FrameInput } from "../schema/stream.ts";
-import { type AppendResult, debugFrame, type EventStore, orderedFrame, type StoredLive, type ReadBound, type StoredFrame, mergeDebug } from "./log.ts";
+import { debugFrame, type EventStore, mergeDebug, orderedFrame, type ReadBound, type StoredFrame, type StoredLive } from "./log.ts";
 
 interface Queued {
   session_id: string;
-  /** null: a debug frame (it carries after_seq). */
-  seq: number | null;
-  after_seq: number;
-  type: string;
-  task_id: string | null;
-  frame: string;
+  frame: FrameInput;
+  /** An admin-only debug frame (no seq of its own; stored with after_seq). */
+  debug: boolean;
   created_at: number;
 }
 
+/** What one batch stored for one session, in append order (debug frames with seq -1). */
+interface Stored {
+  session_id: string;
+  from: number;
+  to: number;
+  debugIds: number[];
+  frames: StoredLive[];
+}
+
+/** NOTIFY payload entry: [session id, first seq, last seq, first debug id, last debug id] (seqs 0 when only debug frames). */
+type Entry = [string, number, number, number, number];
+/** Entries per NOTIFY (the payload stays well under PostgreSQL's 8000 bytes). */
+const ENTRIES_PER_NOTIFY = 60;
+
+/** A watched session in this process: the highest seq handed out, and the deliveries in turn. */
+interface Tail {
+  upTo: number;
+  chain: Promise<void>;
+}
 
 export class PgEventLog implements EventStore {
   appended = 0;
   readonly deliversWhenStored = true;
   onDropped?: (frame: { session_id: string; seq: number; type: string }, err: Error) => void;
-  /** The hub's delivery of stored frames, in the order they were appended. */
+  /** The hub's delivery of stored frames, per session in seq order. */
   onStored?: (frames: StoredLive[]) => void;
-  /** A delivery that threw (logged by the app). */
+  /** A delivery (or a read for one) that failed (logged by the app). */
   onDeliveryError?: (err: Error) => void;
-  private lasts = new Map<string, number>();
+  private tails = new Map<string, Tail>();
   private loading = new Map<string, Promise<void>>();
   private queue: Queued[] = [];
   private timer: Timer | null = null;
-  /** The write under way: flushes run one after the other, so frames are stored and handed out in order. */
+  /** The write under way: flushes run one after the other, so this process's frames are stored in order. */
   private writing: Promise<void> = Promise.resolve();
-  /** Highest debug_events id this process has stored or seen (the replay bound of admins' debug frames). */
-  private maxDebugId = 0;
 
   constructor(
     private db: DB,
     private now: () => number,
+    private bus: Bus,
     private opts: { maxBatch?: number; flushDelayMs?: number } = {},
   ) {}
 
-  /** At start: the debug frames' id bound. */
+  /** At start: other replicas' stored frames, from now on. */
   async start(): Promise<void> {
-    const row = await first(this.db.select({ id: max(debugEvents.id) }).from(debugEvents));
-    this.maxDebugId = Number(row?.id ?? 0);
+    await this.bus.listen(CHANNELS.events, (m) => this.remote(m), () => this.resync());
   }
 
+  /** Whether the session is watched here (its tail exists). */
   ready(sessionId: string): boolean {
-    return this.lasts.has(sessionId);
+    return this.tails.has(sessionId);
   }
 
+  /** Starts watching the session: its tail begins at the highest seq stored now. */
   load(sessionId: string): Promise<void> {
-    if (this.lasts.has(sessionId)) return Promise.resolve();
+    if (this.tails.has(sessionId)) return Promise.resolve();
     let p = this.loading.get(sessionId);
     if (!p) {
       p = (async () => {
-        const row = await first(this.db.select({ seq: max(events.seq) }).from(events).where(eq(events.session_id, sessionId)));
-        if (!this.lasts.has(sessionId)) this.lasts.set(sessionId, Number(row?.seq ?? 0));
+        const upTo = await this.maxSeq(sessionId);
+        if (!this.tails.has(sessionId)) this.tails.set(sessionId, { upTo, chain: Promise.resolve() });
       })().finally(() => this.loading.delete(sessionId));
       this.loading.set(sessionId, p);
     }
     return p;
   }
 
-  private lastOf(sessionId: string): number {
-    const last = this.lasts.get(sessionId);
-    if (last === undefined) throw new Error(`event log: session ${sessionId} used before load()`);
-    return last;
+  /** Nobody watches the session here any more (the hub's last subscriber left). */
+  unwatch(sessionId: string) {
+    this.tails.delete(sessionId);
   }
 
-  append(sessionId: string, frame: FrameInput): AppendResult {
-    const seq = this.lastOf(sessionId) + 1;
-    this.lasts.set(sessionId, seq);
+  private async maxSeq(sessionId: string): Promise<number> {
+    const row = await first(this.db.select({ seq: max(events.seq) }).from(events).where(eq(events.session_id, sessionId)));
+    return Number(row?.seq ?? 0);
+  }
+
+  /** Queued; numbered when its batch is written. */
+  append(sessionId: string, frame: FrameInput): null {
     this.appended++;
-    const { json, type, task_id } = orderedFrame(sessionId, seq, frame);
-    this.enqueue({ session_id: sessionId, seq, after_seq: seq, type, task_id, frame: json, created_at: this.now() });
-    return { seq, json };
+    this.enqueue({ session_id: sessionId, frame, debug: false, created_at: this.now() });
+    return null;
   }
 
-  appendDebug(sessionId: string, frame: FrameInput): { json: string; afterSeq: number } {
-    const afterSeq = this.lastOf(sessionId);
-    const { json, type, task_id } = debugFrame(sessionId, afterSeq, frame);
-    this.enqueue({ session_id: sessionId, seq: null, after_seq: afterSeq, type, task_id, frame: json, created_at: this.now() });
-    return { json, afterSeq };
+  appendDebug(sessionId: string, frame: FrameInput): null {
+    this.enqueue({ session_id: sessionId, frame, debug: true, created_at: this.now() });
+    return null;
   }
 
   /** Frames leave only once stored: nothing to reserve. */
@@ -111,7 +138,7 @@ export class PgEventLog implements EventStore {
     else this.timer ??= setTimeout(() => void this.flush(), this.opts.flushDelayMs ?? 5);
   }
 
-  /** Writes every queued frame (after any write under way), then hands them to the hub. */
+  /** Writes every queued frame (after any write under way); its tails hand them out. */
   flush(): Promise<void> {
     if (this.timer) {
       clearTimeout(this.timer);
@@ -126,60 +153,151 @@ export class PgEventLog implements EventStore {
   }
 
   private async write(batch: Queued[]): Promise<void> {
-    let stored: Queued[];
+    let stored: Stored[];
     try {
-      await transact(this.db, (tx) => this.insert(tx, batch));
-      stored = batch;
+      stored = await transact(this.db, (tx) => this.insert(tx, batch));
     } catch {
-      // One bad row (its session deleted meanwhile) must not lose the others.
+      // One session's failure (deleted meanwhile, a bad row) must not lose the others' frames.
       stored = [];
-      for (const q of batch) {
+      for (const group of groupBySession(batch)) {
         try {
-          await transact(this.db, (tx) => this.insert(tx, [q]));
-          stored.push(q);
+          stored.push(...(await transact(this.db, (tx) => this.insert(tx, group))));
         } catch (e) {
           // The driver's own error, not drizzle's wrapper (whose message repeats every parameter: the frames).
-          this.onDropped?.({ session_id: q.session_id, seq: q.seq ?? -1, type: q.type }, ((e as { cause?: unknown }).cause as Error) ?? (e as Error));
+          const err = ((e as { cause?: unknown }).cause as Error) ?? (e as Error);
+          for (const q of group) this.onDropped?.({ session_id: q.session_id, seq: -1, type: q.frame.type }, err);
         }
       }
     }
-    if (!stored.length) return;
+    for (const s of stored) this.local(s);
+  }
+
+  /**
+   * One batch in one transaction: the sessions locked in id order, each one's frames numbered
+   * after its MAX(seq), stored, and named in a NOTIFY delivered at commit. Frames of a session
+   * that no longer exists are dropped (reported).
+   */
+  private *insert(tx: DB, batch: Queued[]): Unit<Stored[]> {
+    const ids = [...new Set(batch.map((q) => q.session_id))].sort();
+    const locked = yield* all(forNoKeyUpdate(tx.select({ id: sessions.id }).from(sessions).where(inArray(sessions.id, ids)).orderBy(asc(sessions.id))));
+    const live = new Set(locked.map((r) => r.id));
+    const maxes = yield* all(tx.select({ session_id: events.session_id, seq: max(events.seq) }).from(events).where(inArray(events.session_id, [...live])).groupBy(events.session_id));
+    const last = new Map<string, number>(maxes.map((r) => [r.session_id, Number(r.seq ?? 0)]));
+    const out = new Map<string, Stored>();
+    const rows: (typeof events.$inferInsert)[] = [];
+    const debugRows: { stored: Stored; index: number; row: typeof debugEvents.$inferInsert }[] = [];
+    for (const q of batch) {
+      if (!live.has(q.session_id)) {
+        this.onDropped?.({ session_id: q.session_id, seq: -1, type: q.frame.type }, new Error("the session no longer exists"));
+        continue;
+      }
+      let s = out.get(q.session_id);
+      const prev = last.get(q.session_id) ?? 0;
+      if (!s) out.set(q.session_id, (s = { session_id: q.session_id, from: prev + 1, to: prev, debugIds: [], frames: [] }));
+      if (q.debug) {
+        const { json, type, task_id } = debugFrame(q.session_id, prev, q.frame);
+        debugRows.push({ stored: s, index: s.frames.length, row: { session_id: q.session_id, after_seq: prev, type, task_id, frame: json, created_at: q.created_at } });
+        s.frames.push({ session_id: q.session_id, seq: -1, type, json });
+        continue;
+      }
+      const seq = prev + 1;
+      last.set(q.session_id, seq);
+      s.to = seq;
+      const { json, type, task_id } = orderedFrame(q.session_id, seq, q.frame);
+      rows.push({ session_id: q.session_id, seq, type, task_id, frame: json, created_at: q.created_at });
+      s.frames.push({ session_id: q.session_id, seq, type, json });
+    }
+    if (rows.length) yield* run(tx.insert(events).values(rows));
+    if (debugRows.length) {
+      const inserted = yield* all(tx.insert(debugEvents).values(debugRows.map((d) => d.row)).returning({ id: debugEvents.id }));
+      inserted.forEach(({ id }, i) => debugRows[i]!.stored.debugIds.push(Number(id)));
+    }
+    const stored = [...out.values()];
+    const entries: Entry[] = stored.map((s) => [s.session_id, s.to >= s.from ? s.from : 0, s.to >= s.from ? s.to : 0, s.debugIds[0] ?? 0, s.debugIds.at(-1) ?? 0]);
+    for (let i = 0; i < entries.length; i += ENTRIES_PER_NOTIFY) yield* this.bus.notifyIn(tx, CHANNELS.events, { b: entries.slice(i, i + ENTRIES_PER_NOTIFY) });
+    return stored;
+  }
+
+  /** This process's own stored frames: handed out directly when they follow on, else read (a gap in front). */
+  private local(s: Stored) {
+    const tail = this.tails.get(s.session_id);
+    if (!tail) return;
+    this.turn(tail, async () => {
+      const hasSeqs = s.to >= s.from;
+      if (!hasSeqs || s.from === tail.upTo + 1) {
+        if (hasSeqs) tail.upTo = s.to;
+        this.hand(s.frames);
+        return;
+      }
+      if (s.to <= tail.upTo) return;
+      // Another replica's frames came in between, not handed out yet: read them (and ours) in order.
+      await this.catchUp(s.session_id, tail, s.to, s.debugIds);
+    });
+  }
+
+  /** Another replica stored frames (its NOTIFY): read and handed out, for the sessions watched here. */
+  private remote(message: Record<string, unknown>) {
+    const entries = message.b as Entry[] | undefined;
+    if (!Array.isArray(entries)) return;
+    for (const [sessionId, , to, debugFrom, debugTo] of entries) {
+      const tail = this.tails.get(sessionId);
+      if (!tail) continue;
+      this.turn(tail, async () => {
+        if (to > tail.upTo) await this.catchUp(sessionId, tail, to, debugFrom ? [debugFrom, debugTo] : []);
+        else if (debugFrom) this.hand(await this.debugRows(sessionId, debugFrom, debugTo));
+      });
+    }
+  }
+
+  /** The LISTEN connection came back: every watched session reads what it may have missed. */
+  private resync() {
+    for (const [sessionId, tail] of this.tails) this.turn(tail, () => this.catchUp(sessionId, tail, Number.MAX_SAFE_INTEGER, []));
+  }
+
+  /** Runs after the session's earlier deliveries (a session's frames leave in seq order). */
+  private turn(tail: Tail, step: () => Promise<void> | void) {
+    tail.chain = tail.chain.then(step).catch((e) => this.onDeliveryError?.(e as Error));
+  }
+
+  /** Stored frames above the tail up to `to`, with the debug rows whose ids are in `debugIds`' range, in order. */
+  private async catchUp(sessionId: string, tail: Tail, to: number, debugIds: number[]) {
+    const rows = await this.db
+      .select({ seq: events.seq, type: events.type, frame: events.frame })
+      .from(events)
+      .where(and(eq(events.session_id, sessionId), gt(events.seq, tail.upTo), lte(events.seq, to)))
+      .orderBy(asc(events.seq));
+    const debug = debugIds.length ? await this.debugRows(sessionId, debugIds[0]!, debugIds.at(-1)!) : [];
+    // The tail was dropped meanwhile (nobody watches): nothing to hand out.
+    if (this.tails.get(sessionId) !== tail) return;
+    const frames: StoredLive[] = rows.map((r) => ({ session_id: sessionId, seq: r.seq, type: r.type, json: r.frame }));
+    if (rows.length) tail.upTo = rows.at(-1)!.seq;
+    // Debug frames go after the frame they follow.
+    const merged = debug.length ? mergeLive(frames, debug) : frames;
+    this.hand(merged);
+  }
+
+  private async debugRows(sessionId: string, fromId: number, toId: number): Promise<(StoredLive & { after_seq: number })[]> {
+    const rows = await this.db
+      .select({ after_seq: debugEvents.after_seq, type: debugEvents.type, frame: debugEvents.frame })
+      .from(debugEvents)
+      .where(and(eq(debugEvents.session_id, sessionId), gte(debugEvents.id, fromId), lte(debugEvents.id, toId)))
+      .orderBy(asc(debugEvents.id));
+    return rows.map((r) => ({ session_id: sessionId, seq: -1, type: r.type, json: r.frame, after_seq: r.after_seq }));
+  }
+
+  private hand(frames: StoredLive[]) {
+    if (!frames.length) return;
     try {
-      this.onStored?.(stored.map((q) => ({ session_id: q.session_id, seq: q.seq ?? -1, type: q.type, json: q.frame })));
+      this.onStored?.(frames);
     } catch (e) {
       // A subscriber's failure is the subscriber's (the hub drops it); the frames are stored.
       this.onDeliveryError?.(e as Error);
     }
   }
 
-  private *insert(tx: DB, batch: Queued[]): Unit<void> {
-    const frames = batch.filter((q) => q.seq !== null);
-    const debug = batch.filter((q) => q.seq === null);
-    if (frames.length) {
-      yield* run(tx.insert(events).values(frames.map((q) => ({ session_id: q.session_id, seq: q.seq!, type: q.type, task_id: q.task_id, frame: q.frame, created_at: q.created_at }))));
-    }
-    if (debug.length) {
-      const ids = yield* all(
-        tx
-          .insert(debugEvents)
-          .values(debug.map((q) => ({ session_id: q.session_id, after_seq: q.after_seq, type: q.type, task_id: q.task_id, frame: q.frame, created_at: q.created_at })))
-          .returning({ id: debugEvents.id }),
-      );
-      for (const { id } of ids) this.maxDebugId = Math.max(this.maxDebugId, Number(id));
-    }
-  }
-
   async read(sessionId: string, after = 0, limit = 1_000_000, withDebug = false): Promise<StoredFrame[]> {
-    await this.flush();
-    const rows = await this.db
-      .select({ seq: events.seq, type: events.type, task_id: events.task_id, frame: events.frame })
-      .from(events)
-      .where(and(eq(events.session_id, sessionId), gt(events.seq, after)))
-      .orderBy(asc(events.seq))
-      .limit(limit);
-    if (!withDebug) return rows;
-    const upTo = rows.length === limit ? rows[rows.length - 1]!.seq : Number.MAX_SAFE_INTEGER;
-    return mergeDebug(rows, await this.readDebug(sessionId, after, upTo, null));
+    const { rows } = await this.readPage(sessionId, after, { seq: Number.MAX_SAFE_INTEGER, debugId: withDebug ? Number.MAX_SAFE_INTEGER : 0 }, limit, withDebug);
+    return rows;
   }
 
   async readPage(sessionId: string, after: number, bound: ReadBound, limit: number, withDebug = false): Promise<{ rows: StoredFrame[]; more: boolean }> {
@@ -196,27 +314,22 @@ export class PgEventLog implements EventStore {
     return { rows: mergeDebug(rows, await this.readDebug(sessionId, after, upTo, bound.debugId)), more };
   }
 
-  private readDebug(sessionId: string, from: number, upTo: number, maxId: number | null) {
+  private readDebug(sessionId: string, from: number, upTo: number, maxId: number) {
     return this.db
       .select({ after_seq: debugEvents.after_seq, type: debugEvents.type, task_id: debugEvents.task_id, frame: debugEvents.frame })
       .from(debugEvents)
-      .where(
-        and(
-          eq(debugEvents.session_id, sessionId),
-          gte(debugEvents.after_seq, from),
-          lt(debugEvents.after_seq, upTo),
-          maxId === null ? undefined : lte(debugEvents.id, maxId),
-        ),
-      )
+      .where(and(eq(debugEvents.session_id, sessionId), gte(debugEvents.after_seq, from), lt(debugEvents.after_seq, upTo), lte(debugEvents.id, maxId)))
       .orderBy(asc(debugEvents.id));
   }
 
-  bound(sessionId: string, withDebug = false): ReadBound {
-    return { seq: this.lastOf(sessionId), debugId: withDebug ? this.maxDebugId : 0 };
-  }
-
-  last(sessionId: string): number {
-    return this.lastOf(sessionId);
+  /** Where a replay stops: the highest seq (and debug row id) stored now, after this process's queue is written. */
+  async bound(sessionId: string, withDebug = false): Promise<ReadBound> {
+    await this.flush();
+    const [seq, debugId] = await Promise.all([
+      this.maxSeq(sessionId),
+      withDebug ? first(this.db.select({ id: max(debugEvents.id) }).from(debugEvents)).then((r) => Number(r?.id ?? 0)) : 0,
+    ]);
+    return { seq, debugId };
   }
 
   /** Clean shutdown: everything queued is stored (and handed out). */
@@ -224,7 +337,31 @@ export class PgEventLog implements EventStore {
     return this.flush();
   }
 
+  /** A deleted session: its tail goes. */
   forget(sessionId: string) {
-    this.lasts.delete(sessionId);
+    this.tails.delete(sessionId);
   }
 }
+
+function groupBySession(batch: Queued[]): Queued[][] {
+  const groups = new Map<string, Queued[]>();
+  for (const q of batch) {
+    let g = groups.get(q.session_id);
+    if (!g) groups.set(q.session_id, (g = []));
+    g.push(q);
+  }
+  return [...groups.values()];
+}
+
+/** Live frames with debug frames placed after the frame each one follows (`after_seq`). */
+function mergeLive(frames: StoredLive[], debug: (StoredLive & { after_seq: number })[]): StoredLive[] {
+  const merged: StoredLive[] = [];
+  let j = 0;
+  for (const f of frames) {
+    while (j < debug.length && debug[j]!.after_seq < f.seq) merged.push(debug[j++]!);
+    merged.push(f);
+  }
+  while (j < debug.length) merged.push(debug[j++]!);
+  return merged;
+}
+

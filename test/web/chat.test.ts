@@ -599,7 +599,7 @@ async function seedLongSession(user: TestUser, profileId: string, events: number
     left -= budget;
   }
   s.eventLog.flush();
-  expect(s.eventLog.last(session.id)).toBe(events);
+  expect((await s.eventLog.bound(session.id)).seq).toBe(events);
   return { sessionId: session.id, turns: turn, answer };
 }
 

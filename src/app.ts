@@ -103,6 +103,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const settings = new Settings(db);
   const audit = new Audit(db, now, log.child({ component: "audit" }));
   const limiter = new RateLimiter(config.rateLimit.perMinute, config.rateLimit.burst);
+  // Each replica enforces its share of the limits (always 1 share on SQLite).
+  limiter.splitAcross(() => replicas.liveCount());
 
   // Identity and the operator ---------------------------------------------------------------
   const users = new Users(db, now, audit);
@@ -124,6 +126,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     eventsAppended: () => eventLog.appended,
     warmPool: () => workspaces.pool.totals(),
     startQueue: () => workspaces.hosts.queue(),
+    replica: () => ({ id: replicas.id, hostname: replicas.hostname, live: replicas.liveCount() }),
   });
 
   // Agents ----------------------------------------------------------------------------------
@@ -191,6 +194,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     direct: new Map([["/healthz", healthCheck(services)]]),
     upgrade: (req, server, ctx) => stream.upgrade(req, server, ctx),
     onResponse: (method, route, status, seconds) => metrics.http(method, route, status, seconds),
+    replica: replicas.id,
   });
 
   // Hooks -------------------------------------------------------------------------------------

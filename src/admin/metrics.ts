@@ -9,7 +9,8 @@
  * event-loop lag, heap) come from prom-client's default collectors, once per process.
  *
  * Label values are bounded by construction: route templates as registered (never a raw path),
- * methods from a fixed list, statuses and enum values; never an id, an e-mail or a secret.
+ * methods from a fixed list, statuses and enum values; never an id, an e-mail or a secret — but
+ * the replica's own id on runcell_replica_info, one series per process, as Prometheus' `instance`.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, type Metric, type MetricValueWithName, Registry } from "prom-client";
 import { COMMIT, VERSION } from "../version.ts";
@@ -78,6 +79,8 @@ export interface MetricsSources {
   warmPool?(): { ready: number; starting: number };
   /** Container starts waiting for a slot at the engine, and holding one. */
   startQueue?(): { waiting: number; running: number };
+  /** This server among the replicas sharing its database: its id, its host name, the live replicas (itself included). */
+  replica?(): { id: string; hostname: string; live: number };
 }
 
 type Observe = (seconds: number) => void;
@@ -248,6 +251,17 @@ export class Metrics {
   private websockets = new Gauge({ name: "runcell_websocket_connections", help: "Open /v1/stream WebSocket connections.", registers: [this.registry] });
   private eventsAppended = new Counter({ name: "runcell_events_appended_total", help: "Frames appended to the session event log.", registers: [this.registry] });
   private buildInfo = new Gauge({ name: "runcell_build_info", help: "Build information (always 1).", labelNames: ["version", "commit", "bun"] as const, registers: [this.registry] });
+  private replicaInfo = new Gauge({
+    name: "runcell_replica_info",
+    help: "The replica that answered this scrape (always 1): its id (rep_…, one per process), host name and version.",
+    labelNames: ["replica", "hostname", "version"] as const,
+    registers: [this.registry],
+  });
+  private replicasLive = new Gauge({
+    name: "runcell_replicas_live",
+    help: "Replicas serving this database, this one included, as of its last heartbeat (the rate limits are divided by it).",
+    registers: [this.registry],
+  });
   private startTime = new Gauge({ name: "runcell_start_time_seconds", help: "Unix time the server started.", registers: [this.registry] });
   private uptime = new Gauge({ name: "runcell_uptime_seconds", help: "Seconds since the server started.", registers: [this.registry] });
   private users = new Gauge({ name: "runcell_users", help: "User accounts, by state (enabled, disabled).", labelNames: ["state"] as const, registers: [this.registry] });
@@ -266,6 +280,8 @@ export class Metrics {
 
   constructor(private sources: MetricsSources) {
     this.buildInfo.labels(VERSION, COMMIT, Bun.version).set(1);
+    const replica = sources.replica?.();
+    if (replica) this.replicaInfo.labels(replica.id, replica.hostname, VERSION).set(1);
     // Known label values start at 0, so rate() and alerts see the series before the first event.
     for (const status of ["completed", "failed", "cancelled"] as const) this.taskDuration.zero({ status });
     for (const outcome of ["delivered", "failed"] as const) {
@@ -379,6 +395,8 @@ export class Metrics {
     byStatus(this.workspaces, s.workspaces);
     byStatus(this.notifications, s.notifications);
     this.websockets.set(this.sources.websockets());
+    const replica = this.sources.replica?.();
+    if (replica) this.replicasLive.set(replica.live);
     const pool = this.sources.warmPool?.();
     if (pool) {
       this.poolMembers.labels("ready").set(pool.ready);

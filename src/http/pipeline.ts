@@ -39,6 +39,8 @@ export interface PipelineDeps {
    * matched (undefined when none did), the status and the seconds it took.
    */
   onResponse?(method: string, route: string | undefined, status: number, seconds: number): void;
+  /** This server's replica id, sent as `X-Runcell-Replica` on every response (which replica answered). */
+  replica?: string;
 }
 
 /** A direct route's answer: a JSON body and its status (the pipeline makes the Response, headers and all, in one go). */
@@ -102,7 +104,8 @@ export function createPipeline(deps: PipelineDeps) {
   const directs = deps.direct;
   const publicOrigin = new URL(config.publicUrl).origin;
   const trustProxy = config.trustProxy;
-  const limited = (r: RateLimitResult) => Errors.rateLimited(r.retryAfterSec, `Rate limit exceeded: ${config.rateLimit.perMinute} requests per minute, burst ${r.limit}`);
+  const limited = (r: RateLimitResult) => Errors.rateLimited(r.retryAfterSec, limiter.exceeded());
+  const replica = deps.replica;
 
   class Context implements RequestContext {
     principal: RequestContext["principal"] = null;
@@ -150,6 +153,7 @@ export function createPipeline(deps: PipelineDeps) {
     deps.onResponse?.(req.method, path, refused?.status ?? 101, (performance.now() - ctx.started) / 1000);
     if (!refused) return undefined;
     refused.headers.set("x-request-id", ctx.id);
+    if (replica) refused.headers.set("x-runcell-replica", replica);
     return refused;
   }
 
@@ -164,6 +168,7 @@ export function createPipeline(deps: PipelineDeps) {
     const h = response.headers;
     h.set("x-request-id", ctx.id);
     h.set("x-content-type-options", NOSNIFF);
+    if (replica) h.set("x-runcell-replica", replica);
     if (h.get("content-type")?.startsWith("text/html")) for (const k of PAGE_HEADER_NAMES) if (!h.has(k)) h.set(k, PAGE_HEADERS[k]!);
     if (rl) {
       h.set("ratelimit-limit", String(rl.limit));
@@ -178,7 +183,7 @@ export function createPipeline(deps: PipelineDeps) {
    * made (one header list built once, not six `set` calls on a made one).
    */
   function direct(req: Request, path: string, ctx: Context, answer: DirectAnswer, rl: RateLimitResult): Response {
-    const headers = {
+    const headers: Record<string, string> = {
       "content-type": JSON_TYPE,
       "x-request-id": ctx.id,
       "x-content-type-options": NOSNIFF,
@@ -186,6 +191,7 @@ export function createPipeline(deps: PipelineDeps) {
       "ratelimit-remaining": String(rl.remaining),
       "ratelimit-reset": String(rl.resetSec),
     };
+    if (replica) headers["x-runcell-replica"] = replica;
     return logged(req, path, ctx, new Response(answer.json, { status: answer.status, headers }));
   }
 

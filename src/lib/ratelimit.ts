@@ -3,9 +3,18 @@
  * anonymous). Refill `perMinute`/60 tokens a second up to `burst`. Limits change at run time
  * (PATCH /admin/config). Buckets that have refilled completely carry no information and are
  * evicted by `sweep`, so memory stays bounded by the callers active in the last minute or so.
+ *
+ * Replicas (several servers on one PostgreSQL database) keep no shared bucket: each enforces its
+ * share of the configured limit, the rate and the burst divided by the number of live replicas N
+ * (`splitAcross`), rounded up and never below 1. A caller whose requests the load balancer spreads
+ * over the replicas gets at most the configured limit plus N−1 tokens of rounding; one whose
+ * requests all reach one replica (sticky or uneven balancing) gets less, never more. When N
+ * changes, every bucket is rescaled to the new share keeping its fill ratio (a caller that had
+ * spent half its bucket still has half of the new one).
  */
 export interface RateLimitResult {
   ok: boolean;
+  /** The burst this server enforces (its share of the configured burst with several replicas). */
   limit: number;
   remaining: number;
   /** Seconds until the bucket is full again. */
@@ -19,59 +28,122 @@ interface Bucket {
   at: number;
 }
 
+/** A limit's share on one of `n` replicas: divided, rounded up, at least 1. */
+export function shareOf(limit: number, n: number): number {
+  return Math.max(1, Math.ceil(limit / Math.max(1, n)));
+}
+
 export class RateLimiter {
   private buckets = new Map<string, Bucket>();
+  /** The live replicas the configured limits are divided among (1: the whole limit here). */
+  private replicas: () => number = () => 1;
+  /** The divisor the buckets were last sized for, and the share it gave. */
+  private n = 1;
+  private perMinuteShare: number;
+  private burstShare: number;
+
   constructor(
     private perMinute: number,
     private burst: number,
     private now: () => number = () => performance.now(),
-  ) {}
+  ) {
+    this.perMinuteShare = perMinute;
+    this.burstShare = burst;
+  }
+
+  /**
+   * Divides the limits among the live replicas: `count` is read on every take (a field read,
+   * src/replicas/registry.ts refreshes it at each heartbeat).
+   */
+  splitAcross(count: () => number) {
+    this.replicas = count;
+    this.current();
+  }
 
   configure(perMinute: number, burst: number) {
     this.perMinute = perMinute;
     this.burst = burst;
+    this.perMinuteShare = shareOf(perMinute, this.n);
+    this.burstShare = shareOf(burst, this.n);
   }
 
+  /** The configured (whole) limits, as PATCH /admin/config sets them. */
   get settings() {
     return { per_minute: this.perMinute, burst: this.burst };
   }
 
-  take(key: string): RateLimitResult {
+  /** What this server enforces: its share of the limits, and among how many replicas. */
+  get share() {
+    this.current();
+    return { per_minute: this.perMinuteShare, burst: this.burstShare, replicas: this.n };
+  }
+
+  /** The 429's message: the limit this server enforces, and with several replicas the whole one it is a share of. */
+  exceeded(): string {
+    const s = this.share;
+    const here = `Rate limit exceeded: ${s.per_minute} requests per minute, burst ${s.burst}`;
+    return s.replicas === 1 ? here : `${here} on this server (its share of ${this.perMinute} per minute, burst ${this.burst}, across ${s.replicas} replicas)`;
+  }
+
+  /**
+   * Follows the live replica count: when it changed, the shares are recomputed and every bucket
+   * keeps its fill ratio (brought up to now at the old rate first).
+   */
+  private current() {
+    const n = Math.max(1, Math.floor(this.replicas()) || 1);
+    if (n === this.n) return;
     const now = this.now();
-    const ratePerMs = this.perMinute / 60_000;
+    const oldRate = this.perMinuteShare / 60_000;
+    const oldBurst = this.burstShare;
+    this.n = n;
+    this.perMinuteShare = shareOf(this.perMinute, n);
+    this.burstShare = shareOf(this.burst, n);
+    for (const b of this.buckets.values()) {
+      // Multiplied before divided: a full bucket stays exactly full.
+      b.tokens = (Math.min(oldBurst, b.tokens + (now - b.at) * oldRate) * this.burstShare) / oldBurst;
+      b.at = now;
+    }
+  }
+
+  take(key: string): RateLimitResult {
+    this.current();
+    const now = this.now();
+    const ratePerMs = this.perMinuteShare / 60_000;
     let b = this.buckets.get(key);
     if (!b) {
-      b = { tokens: this.burst, at: now };
+      b = { tokens: this.burstShare, at: now };
       this.buckets.set(key, b);
     } else {
-      b.tokens = Math.min(this.burst, b.tokens + (now - b.at) * ratePerMs);
+      b.tokens = Math.min(this.burstShare, b.tokens + (now - b.at) * ratePerMs);
       b.at = now;
     }
     const ok = b.tokens >= 1;
     if (ok) b.tokens -= 1;
     return {
       ok,
-      limit: this.burst,
+      limit: this.burstShare,
       remaining: Math.floor(b.tokens),
-      resetSec: Math.ceil((this.burst - b.tokens) / ratePerMs / 1000),
+      resetSec: Math.ceil((this.burstShare - b.tokens) / ratePerMs / 1000),
       retryAfterSec: ok ? 0 : Math.max(1, Math.ceil((1 - b.tokens) / ratePerMs / 1000)),
     };
   }
 
   /** The caller's bucket as it stands, without taking a token (for responses that are not limited). */
   peek(key: string): RateLimitResult {
+    this.current();
     const b = this.buckets.get(key);
-    const ratePerMs = this.perMinute / 60_000;
-    const tokens = b ? Math.min(this.burst, b.tokens + (this.now() - b.at) * ratePerMs) : this.burst;
-    return { ok: true, limit: this.burst, remaining: Math.floor(tokens), resetSec: Math.ceil((this.burst - tokens) / ratePerMs / 1000), retryAfterSec: 0 };
+    const ratePerMs = this.perMinuteShare / 60_000;
+    const tokens = b ? Math.min(this.burstShare, b.tokens + (this.now() - b.at) * ratePerMs) : this.burstShare;
+    return { ok: true, limit: this.burstShare, remaining: Math.floor(tokens), resetSec: Math.ceil((this.burstShare - tokens) / ratePerMs / 1000), retryAfterSec: 0 };
   }
 
   /** Drops buckets that are full again (idle callers). */
   sweep() {
+    this.current();
     const now = this.now();
-    const ratePerMs = this.perMinute / 60_000;
+    const ratePerMs = this.perMinuteShare / 60_000;
     for (const [key, b] of this.buckets) {
-      if (b.tokens + (now - b.at) * ratePerMs >= this.burst) this.buckets.delete(key);
+      if (b.tokens + (now - b.at) * ratePerMs >= this.burstShare) this.buckets.delete(key);
     }
   }
 

@@ -8,9 +8,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { Metrics } from "../../src/admin/metrics.ts";
 import { newId } from "../../src/db/ids.ts";
+import { VERSION } from "../../src/version.ts";
 import { createProfile, submit, waitTask } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
@@ -155,6 +157,8 @@ describe("the metrics after some traffic", () => {
     ["runcell_model_tokens_total", "counter"],
     ["runcell_model_cost_usd_total", "counter"],
     ["runcell_build_info", "gauge"],
+    ["runcell_replica_info", "gauge"],
+    ["runcell_replicas_live", "gauge"],
     ["runcell_uptime_seconds", "gauge"],
     ["runcell_users", "gauge"],
     ["process_cpu_seconds_total", "counter"],
@@ -223,6 +227,16 @@ describe("the metrics after some traffic", () => {
     expect(e.types.has("nodejs_active_handles_total")).toBe(false);
   });
 
+  test("which replica answered: runcell_replica_info names this process's id, host name and version; runcell_replicas_live counts it", () => {
+    const r = t.app.services.replicas;
+    const info = pick(e, "runcell_replica_info");
+    expect(info).toHaveLength(1);
+    expect(info[0]!.labels).toEqual({ replica: r.id, hostname: hostname(), version: VERSION });
+    expect(info[0]!.value).toBe(1);
+    // One server on its own database (SQLite, or a fresh PostgreSQL database per test app).
+    expect(value(e, "runcell_replicas_live")).toBe(1);
+  });
+
   test("no label value carries an id, an e-mail, a token or the admin password", () => {
     const secrets = [...ids, ADMIN_PASSWORD, a.owner.email, a.other.email, rcv.url];
     const idLike = /\b(usr|tok|login|task|pb|sess|prof|ctr|int|ntf|oac|aud)_[0-9a-z]{8,}|rc_[0-9a-f]{16,}|@/;
@@ -263,7 +277,7 @@ test("the Grafana dashboard (docs/grafana-dashboard.json) charts only metrics /m
   const base = (name: string) => name.replace(/_(bucket|count|sum)$/, "");
   for (const name of used) expect(e.types.has(name) || e.types.get(base(name)) === "histogram", `${name} is charted but not exported`).toBe(true);
   // Every runcell metric is charted somewhere.
-  for (const [name] of e.types) if (name.startsWith("runcell_") && !["runcell_start_time_seconds", "runcell_admin_users", "runcell_api_tokens", "runcell_profiles"].includes(name)) {
+  for (const [name] of e.types) if (name.startsWith("runcell_") && !["runcell_start_time_seconds", "runcell_admin_users", "runcell_api_tokens", "runcell_profiles", "runcell_replica_info", "runcell_replicas_live"].includes(name)) {
     expect([...used].some((u) => base(u) === name), `${name} is in no panel`).toBe(true);
   }
 });

@@ -10,6 +10,7 @@ const Health = t.Object({
   db: t.UnionEnum(["ok", "error"]),
   docker: t.UnionEnum(["ok", "unavailable"], { description: "ok when a Docker host answers (with several hosts: any of them)" }),
   docker_hosts: t.Optional(t.Record(t.String(), t.UnionEnum(["ok", "unavailable"]), { description: "With several --docker-host: each host's last ping, by name" })),
+  replica: t.String({ description: "The id of the server (replica) that answered, rep_…: one per process, also in the X-Runcell-Replica header and runcell_replica_info" }),
 });
 
 const checks = new WeakMap<Services, () => DirectAnswer>();
@@ -22,7 +23,8 @@ const checks = new WeakMap<Services, () => DirectAnswer>();
 export const DB_PROBE_MAX_AGE_MS = 1000;
 
 /**
- * GET /healthz's answer: no auth, no secrets; 503 only when the database does not answer. One per
+ * GET /healthz's answer: no auth, no secrets; 503 only when the database does not answer; `replica`
+ * says which server answered (several replicas behind one load balancer). One per
  * app (the pipeline answers /healthz with it before routing; the route below documents it).
  */
 export function healthCheck(s: Services): () => DirectAnswer {
@@ -30,6 +32,7 @@ export function healthCheck(s: Services): () => DirectAnswer {
   if (check) return check;
   const ping = () => s.store.ping();
   const hosts = s.workspaces.hosts.list;
+  const replica = s.replicas.id;
   // A few possible bodies, keyed by a bit mask (bit 0: the database, bit i+1: host i answers),
   // each serialized once: this route is what load balancers poll.
   const bodies = new Map<number, string>();
@@ -39,7 +42,7 @@ export function healthCheck(s: Services): () => DirectAnswer {
       const db = key & 1 ? "ok" : "error";
       const docker = key >> 1 ? "ok" : "unavailable";
       const perHost = hosts.length > 1 ? { docker_hosts: Object.fromEntries(hosts.map((h, i) => [h.name, key & (2 << i) ? "ok" : "unavailable"])) } : {};
-      bodies.set(key, (b = JSON.stringify({ status: db, version: VERSION, db, docker, ...perHost })));
+      bodies.set(key, (b = JSON.stringify({ status: db, version: VERSION, db, docker, ...perHost, replica })));
     }
     return b;
   };

@@ -1,7 +1,8 @@
 /**
  * GET /healthz: public (the scenario table's success row; a credential changes nothing), the body
- * is exactly {status, version, db, docker}; an unreachable Docker engine is reported but is not a
- * failure, a database that does not answer is (503).
+ * is exactly {status, version, db, docker, replica}; an unreachable Docker engine is reported but is
+ * not a failure, a database that does not answer is (503). `replica` is the answering server's id,
+ * also sent as X-Runcell-Replica on every response.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { DB_PROBE_MAX_AGE_MS } from "../../../src/http/routes/health.ts";
@@ -27,8 +28,9 @@ routeTable("/healthz", () => a, [
     route: "GET /healthz",
     success: 200,
     check: (r) => {
-      expect(r.body).toEqual({ status: "ok", version: VERSION, db: "ok", docker: "ok" });
+      expect(r.body).toEqual({ status: "ok", version: VERSION, db: "ok", docker: "ok", replica: t.app.services.replicas.id });
       expect(r.headers.get("content-type")).toBe("application/json; charset=utf-8");
+      expect(r.headers.get("x-runcell-replica")).toBe(t.app.services.replicas.id);
     },
   },
 ]);
@@ -48,7 +50,7 @@ test("Docker unreachable: still 200, docker unavailable; the database closed: 50
     expect(await bare.app.services.docker.available(0)).toBe(false);
     const noDocker = await api(bare, "GET", "/healthz");
     expect(noDocker.status).toBe(200);
-    expect(noDocker.body).toEqual({ status: "ok", version: VERSION, db: "ok", docker: "unavailable" });
+    expect(noDocker.body).toEqual({ status: "ok", version: VERSION, db: "ok", docker: "unavailable", replica: bare.app.services.replicas.id });
     // The database goes away: SQLite's connection, or PostgreSQL's pool, is closed under the app.
     const { sqlite, sql } = bare.app.services.store;
     if (sqlite) sqlite.close(true);
@@ -63,8 +65,40 @@ test("Docker unreachable: still 200, docker unavailable; the database closed: 50
     }
     const noDb = await api(bare, "GET", "/healthz");
     expect(noDb.status).toBe(503);
-    expect(noDb.body).toEqual({ status: "error", version: VERSION, db: "error", docker: "unavailable" });
+    expect(noDb.body).toEqual({ status: "error", version: VERSION, db: "error", docker: "unavailable", replica: bare.app.services.replicas.id });
   } finally {
     await bare.stop();
   }
+});
+
+test("which replica answered: /healthz's replica is this process's rep_ id, distinct per app, and every response (routed, refused, 404) carries it as X-Runcell-Replica", async () => {
+  const id = t.app.services.replicas.id;
+  expect(id).toMatch(/^rep_[0-9a-z]+$/);
+  const other = await startTestApp();
+  try {
+    const mine = await api(t, "GET", "/healthz");
+    const theirs = await api(other, "GET", "/healthz");
+    expect(mine.body.replica).toBe(id);
+    expect(theirs.body.replica).toBe(other.app.services.replicas.id);
+    expect(theirs.body.replica).not.toBe(id);
+    expect(theirs.headers.get("x-runcell-replica")).toBe(theirs.body.replica);
+  } finally {
+    await other.stop();
+  }
+  for (const [path, headers, status] of [
+    ["/v1/profiles", a.headers("owner"), 200],
+    ["/v1/profiles", {}, 401],
+    ["/v1/no-such-route", a.headers("owner"), 404],
+  ] as const) {
+    const r = await t.fetch(path, { headers });
+    expect(r.status).toBe(status);
+    expect(r.headers.get("x-runcell-replica")).toBe(id);
+  }
+});
+
+test("the OpenAPI document describes the replica field of /healthz", async () => {
+  const doc = (await api(t, "GET", "/v1/openapi.json")).body;
+  const schema = doc.paths["/healthz"].get.responses["200"].content["application/json"].schema;
+  expect(schema.required).toContain("replica");
+  expect(schema.properties.replica.type).toBe("string");
 });

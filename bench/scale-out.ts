@@ -16,13 +16,15 @@
  *   the API behaviour tests, 761 tests) on PostgreSQL (RUNCELL_TEST_POSTGRES: a fresh database per
  *   test app on scripts/test-postgres.sh's server) against SQLite, wall time, alternating
  *   SQLite, PostgreSQL × BENCH_SUITE_ROUNDS (default 2); printed, no goal.
- * - Events/s with subscribers on another replica: not measured — runcell has no replicas yet.
+ * - Events/s with the subscriber on another replica against the same replica (bench/lib/replica-events.ts):
+ *   two replicas on one PostgreSQL database; goal ≥ 0.7×.
  *
- * `--suite-only` runs the suite comparison alone. Removal is outside every timing. Never fails on
+ * `--suite-only` runs the suite comparison alone, `--events-only` the events/s comparison alone. Removal is outside every timing. Never fails on
  * timing. Run: bun bench/scale-out.ts
  */
 import Docker from "dockerode";
 import { OPEN_POLICY } from "../test/helpers/app.ts";
+import { replicaEvents } from "./lib/replica-events.ts";
 import { prepareRuncell, type Served, serveRuncell, userToken } from "./lib/runcell-process.ts";
 import { freePort, median, quantile, ROOT } from "./lib/util.ts";
 
@@ -63,6 +65,11 @@ function restSuite() {
   }
   const ratio = median(times.pg) / median(times.sqlite);
   console.log(`  median: SQLite ${median(times.sqlite).toFixed(1)} s, PostgreSQL ${median(times.pg).toFixed(1)} s = ${ratio.toFixed(2)}× (printed, no goal)`);
+}
+
+if (process.argv.includes("--events-only")) {
+  await replicaEvents(PG_SERVER);
+  process.exit(0);
 }
 
 if (process.argv.includes("--suite-only")) {
@@ -155,9 +162,9 @@ try {
   console.log(`  two Docker hosts p50 ${p50.two.toFixed(0).padStart(5)} ms  p99 ${p99.two.toFixed(0).padStart(5)} ms`);
   const ratio = p50.two / p50.one;
   console.log(`  two / one: p50 ${ratio.toFixed(2)}× (goal ≤ 0.6×: ${ratio <= 0.6 ? "MET" : "NOT MET"}), p99 ${(p99.two / p99.one).toFixed(2)}×`);
-  console.log("\nevents/s with subscribers on another replica: not measured — runcell has no replicas yet (one server per database)");
 } finally {
   one.close();
   two.close();
 }
+await replicaEvents(PG_SERVER);
 restSuite();

@@ -33,8 +33,8 @@ export interface ReplicaSet {
   stop(): Promise<void>;
 }
 
-export async function startReplicas(n: number, opts: { flags?: string[]; env?: Record<string, string> } = {}): Promise<ReplicaSet> {
-  const database = await createDatabase();
+export async function startReplicas(n: number, opts: { flags?: string[]; env?: Record<string, string>; server?: string } = {}): Promise<ReplicaSet> {
+  const database = await createDatabase(opts.server);
   const keyDir = tempDir();
   const keyFile = join(keyDir, "vault.key");
   writeFileSync(keyFile, randomBytes(32).toString("base64") + "\n", { mode: 0o600 });

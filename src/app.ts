@@ -49,6 +49,7 @@ import { spaFallback } from "./http/routes/web.ts";
 import { mountRoutes } from "./http/routes/index.ts";
 import { RateLimiter } from "./lib/ratelimit.ts";
 import { type Bus, LocalBus, PgBus } from "./replicas/bus.ts";
+import { succeedReplica } from "./replicas/predecessor.ts";
 import { Replicas } from "./replicas/registry.ts";
 import { Sealer } from "./lib/sealer.ts";
 import { intervalWorker, type Worker } from "./lib/worker.ts";
@@ -163,6 +164,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     policy, modelNet, spend: policy, metrics, setup: runSetup,
     repositoriesAllowed: (userId, repositories) => checkOutbound(modelNet, userId, { repositories }),
     playbookName: (id, tx) => playbooks.nameOf(tx, id),
+    replica: { id: replicas.id, leaseMs: replicas.leaseMs, predecessor: succeedReplica(config.dataDir, replicas.id) }, bus,
   });
   const playbooks: Playbooks = new Playbooks({
     db, sealer, log, now, publicUrl: config.publicUrl, runs: new PlaybookRuns(db, sqlite), profiles, orchestrator, notifications, audit,
@@ -264,6 +266,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         await eventLog.settle();
       },
     },
+    // PostgreSQL replicas: tasks of a replica that died (or stopped) are continued here once their lease runs out.
+    ...(bus.shared ? [intervalWorker(log, "task-takeover", replicas.heartbeatMs, () => orchestrator.takeOver())] : []),
     // After the recovery: due schedule slots (also those missed while stopped) fire once each.
     { name: "playbook-scheduler", start: () => scheduler.start(), stop: () => scheduler.stop() },
   ];

@@ -33,6 +33,17 @@ const INTERRUPTED = "[interrupted: the server restarted while this tool was runn
 
 export type Outcome = "completed" | "waiting" | "cancelled" | "interrupted" | { failed: { code: ErrorCode; message: string } };
 
+/**
+ * Why a loop was stopped (its AbortSignal's reason): "cancel" ends the task cancelled; "shutdown"
+ * (the server stopping) and "lease-lost" (another replica took the task over, or it ended
+ * elsewhere: src/agents/leases.ts) leave it as stored, for whoever continues it — nothing more is
+ * written by this loop.
+ */
+export type StopReason = "cancel" | "shutdown" | "lease-lost";
+
+/** What a stop leaves: the task cancelled, or interrupted (as stored, continued from its last step). */
+export const stopOutcome = (reason: unknown): "cancelled" | "interrupted" => (reason === "shutdown" || reason === "lease-lost" ? "interrupted" : "cancelled");
+
 export interface LoopDeps {
   log: Logger;
   hub: Hub;
@@ -76,7 +87,7 @@ export class AgentLoop {
       route = (await this.d.modelNet?.route(task.user_id, profile.model.base_url)) ?? route;
       return await this.loop(task, profile, signal, scrub, route);
     } catch (e) {
-      if (signal.aborted) return signal.reason === "shutdown" ? "interrupted" : "cancelled";
+      if (signal.aborted) return stopOutcome(signal.reason);
       if (e instanceof ModelError) return { failed: { code: "MODEL_ERROR", message: route.quiet ? quietModelMessage(e.status) : scrub(e.message) } };
       if (e instanceof AppError) return { failed: { code: e.code, message: scrub(e.message) } };
       this.d.log.error("task crashed", { task_id: task.id, err: e });
@@ -297,11 +308,12 @@ export class AgentLoop {
   }
 
   /**
-   * The task was stopped while a tool ran. Cancelled: the tool's result says so. Server shutdown:
-   * the call stays pending, and the resumed task reports it to the model as interrupted.
+   * The task was stopped while a tool ran. Cancelled: the tool's result says so. Server shutdown
+   * (or the lease lost): the call stays pending, and the resumed task reports it to the model as
+   * interrupted.
    */
   private async stopTool(task: TaskRow, use: ToolUse, signal: AbortSignal, partial: string): Promise<never> {
-    if (signal.reason !== "shutdown") {
+    if (stopOutcome(signal.reason) === "cancelled") {
       await this.finishTool(task, use, `${partial ? partial + "\n" : ""}[cancelled by the user]`, true);
     }
     throw signal.reason;

@@ -12,9 +12,11 @@ import { checkRepositories } from "../git/repository.ts";
 import type { FrameInput } from "../schema/stream.ts";
 import type { Submit } from "../schema/task.ts";
 import { DueTimer } from "../lib/due-timer.ts";
+import { type Bus, CHANNELS } from "../replicas/bus.ts";
 import { AppError, type ErrorCode, Errors } from "../lib/errors.ts";
 import type { ProfileRow, ProfilesDep } from "./deps.ts";
-import { AgentLoop, type LoopDeps, type Outcome } from "./loop.ts";
+import { TaskLeases } from "./leases.ts";
+import { AgentLoop, type LoopDeps, type Outcome, type StopReason, stopOutcome } from "./loop.ts";
 import type { SessionHooks, SessionLifecycle } from "./session-lifecycle.ts";
 import { type SessionRow, titleFrom } from "./sessions.ts";
 import { type NewTask, roundUsd, type RunOptions, type TaskRow } from "./tasks.ts";
@@ -35,6 +37,10 @@ export interface OrchestratorDeps extends LoopDeps {
   repositoriesAllowed?: (userId: string, repositories: RepositoryConfig[]) => Promise<void>;
   /** A playbook's name for the notification at the end of its runs: a unit of that transaction (wired by the app). */
   playbookName?: (playbookId: string, tx: DB) => Unit<string | null>;
+  /** This replica: its id, lease length and the id of its dead predecessor on this data dir (the task leases of leases.ts). */
+  replica: { id: string; leaseMs: number; predecessor?: string | null };
+  /** Cancels sent to the replica running a task (PostgreSQL); `shared` says whether other replicas may exist. */
+  bus: Bus;
 }
 
 /** A submission (schema/task.ts: POST /v1/tasks, task.submit, session.turn), and the playbook run it is, if any. */
@@ -58,6 +64,10 @@ interface Running {
 }
 
 const STOP_WAIT_MS = 5000;
+/** How often a cancel waiting on another replica reads the task again. */
+const REMOTE_POLL_MS = 100;
+
+const isFinal = (t: TaskRow) => (FINAL_TASK_STATUSES as readonly string[]).includes(t.status);
 
 /** Whether a profile's model requests are paid with the server's own provider key (the monthly spend cap counts them). */
 export const serverPaid = (p: ProfileRow) => p.model.provider !== "demo" && !p.model.api_key_secret && !p.model.base_url;
@@ -66,11 +76,14 @@ export class Orchestrator {
   private running = new Map<string, Running>();
   private stopped = false;
   private loop: AgentLoop;
+  /** Which replica runs each task (PostgreSQL replicas; always this one on SQLite). */
+  readonly leases: TaskLeases;
   /** Wakes at the earliest answer_due_at of a waiting task. */
   private answerTimer: DueTimer;
 
   constructor(private d: OrchestratorDeps) {
     this.loop = new AgentLoop(d);
+    this.leases = new TaskLeases(d.db, d.now, d.replica.id, d.replica.leaseMs, d.bus.shared, d.replica.predecessor);
     this.answerTimer = new DueTimer(() => void this.expireAnswers().catch((e) => d.log.error("answer timeouts not checked", { err: e })), d.now);
   }
 
@@ -163,38 +176,86 @@ export class Orchestrator {
     // Nothing to run, or stopped while picking (shutdown, the session being deleted): the task stays queued.
     if (!next || next.status === "waiting_input" || entry.ctl.signal.aborted) return;
     entry.taskId = next.id;
-    await this.execute(next, entry.ctl);
+    // Not taken: another replica runs the session's queue (it picks the next task when done).
+    if (!(await this.execute(next, entry.ctl))) entry.taskId = null;
   }
 
-  private async execute(task: TaskRow, ctl: AbortController) {
+  /**
+   * Takes the task (its lease, leases.ts) and runs it to its outcome. False when it was running and
+   * could not be leased: another replica holds it, or ended it.
+   */
+  private async execute(task: TaskRow, ctl: AbortController): Promise<boolean> {
+    // A running task is resumed only under this replica's lease, before anything else is done with it.
+    if (task.status === "running") {
+      const leased = await this.leases.acquire(task.id);
+      if (!leased) return false;
+      task = this.took(leased, task.lease_owner);
+    }
     let outcome: Outcome;
+    let stopHold = () => {};
     try {
       const profile = await this.d.profiles.get(task.user_id, task.profile_id);
       if (task.status === "queued") {
-        const claimed = await this.d.tasks.claim(task.id, this.d.now());
+        const now = this.d.now();
+        const claimed = await this.d.tasks.claim(task.id, now, this.leases.terms(now));
         // Ended meanwhile (cancelled, or failed by a disabled account): nothing to run.
-        if (!claimed) return;
-        task = claimed;
+        if (!claimed) return true;
+        task = this.took(claimed, null);
       }
+      // Renewed while it runs; lost (taken over after a stall, or ended elsewhere): the loop stops, writing nothing more.
+      stopHold = this.leases.hold(
+        task.id,
+        () => {
+          this.d.log.warn("task lease lost: another replica continues it, or it ended elsewhere", { task_id: task.id, session_id: task.session_id });
+          ctl.abort("lease-lost" satisfies StopReason);
+        },
+        (err) => this.d.log.warn("task lease not renewed", { task_id: task.id, err }),
+      );
       // Cancelled (or the server stopping) while it was being started: the loop does not begin.
       const { signal } = ctl;
-      outcome = signal.aborted ? (signal.reason === "shutdown" ? "interrupted" : "cancelled") : await this.loop.run(task, profile, signal);
+      outcome = signal.aborted ? stopOutcome(signal.reason) : await this.loop.run(task, profile, signal);
     } catch (e) {
       outcome =
         e instanceof AppError
           ? { failed: { code: e.code, message: e.code === "NOT_FOUND" ? `Profile ${task.profile_id} no longer exists` : e.message } }
           : { failed: { code: "INTERNAL_ERROR", message: "Internal error while starting the task" } };
       if (!(e instanceof AppError)) this.d.log.error("task failed to start", { task_id: task.id, err: e });
+    } finally {
+      stopHold();
     }
-    await this.settle(task, outcome);
+    await this.settle(task, outcome, ctl.signal.reason);
+    return true;
   }
 
-  private async settle(task: TaskRow, outcome: Outcome) {
-    if (outcome === "interrupted") return;
-    if (outcome === "waiting") return this.answerTimer.arm((await this.d.tasks.byId(task.id))?.answer_due_at ?? null);
+  /**
+   * The task as just leased. On PostgreSQL the session's cached transcript is dropped first:
+   * another replica may have added steps since this one last read them.
+   */
+  private took(task: TaskRow, previousOwner: string | null): TaskRow {
+    if (!this.leases.shared) return task;
+    this.d.transcript.release(task.session_id);
+    if (previousOwner && previousOwner !== this.leases.owner && previousOwner !== this.leases.predecessor) {
+      this.d.log.info("task taken over from another replica", { task_id: task.id, session_id: task.session_id, from_replica: previousOwner });
+    }
+    return task;
+  }
+
+  private async settle(task: TaskRow, outcome: Outcome, reason: unknown) {
+    // Lease lost: someone else has the task now. Shutdown: its lease is given up, so that another
+    // replica continues it at once rather than after the lease.
+    if (outcome === "interrupted") return reason === "shutdown" ? this.release(task) : undefined;
+    if (outcome === "waiting") {
+      // Whichever replica takes the answer resumes it.
+      await this.release(task);
+      return this.answerTimer.arm((await this.d.tasks.byId(task.id))?.answer_due_at ?? null);
+    }
     if (outcome === "completed") await this.finish(task, "completed");
     else if (outcome === "cancelled") await this.finish(task, "cancelled");
     else await this.fail(task, outcome.failed.code, outcome.failed.message);
+  }
+
+  private async release(task: TaskRow) {
+    await this.leases.release(task.id).catch((err) => this.d.log.warn("task lease not released", { task_id: task.id, err }));
   }
 
   /** Ends the task completed or cancelled (a playbook run also notifies its owner, in the same transaction). See `end`. */
@@ -215,7 +276,7 @@ export class Orchestrator {
    */
   private async end(task: TaskRow, status: "completed" | "cancelled" | "failed", error: { code: ErrorCode; message: string } | null, question?: string): Promise<boolean> {
     const toolUseId = question !== undefined ? task.pending_tool_use_id : null;
-    const patch: Partial<TaskRow> = { status, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null };
+    const patch: Partial<TaskRow> = { status, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null, lease_owner: null, lease_expires_at: null };
     if (error) Object.assign(patch, { error_code: error.code, error_message: error.message });
     const ended = await transact(this.d.db, (tx) => this.endIn(tx, task, status, patch, error, toolUseId, question));
     if (!ended) return false;
@@ -273,9 +334,10 @@ export class Orchestrator {
   }
 
   async cancel(userId: string, taskId: string): Promise<TaskRow> {
+    let asked = false;
     for (;;) {
       const task = await this.d.tasks.get(userId, taskId);
-      if ((FINAL_TASK_STATUSES as readonly string[]).includes(task.status)) return task;
+      if (isFinal(task)) return task;
       const entry = this.running.get(task.session_id);
       if (entry?.picking) {
         // The queue is picking the session's next task, maybe this one: look again once it has.
@@ -284,8 +346,16 @@ export class Orchestrator {
       }
       if (entry?.taskId === task.id && task.status !== "waiting_input") {
         // Taken by the queue (running, or being started): its loop ends it cancelled.
-        entry.ctl.abort("cancel");
+        entry.ctl.abort("cancel" satisfies StopReason);
         return (await this.d.tasks.byId(task.id))!;
+      }
+      if (!asked && this.leases.heldElsewhere(task)) {
+        // Running on another replica: its loop ends it cancelled. Not ended while its lease held
+        // (or within STOP_WAIT_MS): ended here, below — its replica then loses the lease.
+        asked = true;
+        const ended = await this.cancelElsewhere(task);
+        if (ended) return ended;
+        continue;
       }
       const question = task.status === "waiting_input" && task.pending_tool_use_id ? "[cancelled by the user]" : undefined;
       if (await this.finish(task, "cancelled", question)) {
@@ -318,12 +388,50 @@ export class Orchestrator {
     return true;
   }
 
-  /** Stops the session's running task (it ends cancelled), waiting a few seconds for it; before a session is deleted. */
+  /**
+   * A task running on another replica: asks it to cancel the task (`{ cancel }` on the bus; its
+   * loop stops as a local cancel does) and waits for the task to end. The task as ended, or null
+   * when it has not ended within STOP_WAIT_MS or its lease ran out meanwhile (the replica is gone).
+   */
+  private async cancelElsewhere(task: TaskRow): Promise<TaskRow | null> {
+    try {
+      await this.d.bus.notify(CHANNELS.tasks, { cancel: task.id });
+    } catch (err) {
+      this.d.log.warn("cancel not sent to the replica running the task", { task_id: task.id, replica: task.lease_owner, err });
+      return null;
+    }
+    const deadline = performance.now() + STOP_WAIT_MS;
+    while (performance.now() < deadline) {
+      await Bun.sleep(REMOTE_POLL_MS);
+      const row = await this.d.tasks.byId(task.id);
+      if (!row || isFinal(row)) return row ?? null;
+      if (!this.leases.heldElsewhere(row)) return null;
+    }
+    this.d.log.warn("the replica running the task did not cancel it in time: ending it here", { task_id: task.id, replica: task.lease_owner });
+    return null;
+  }
+
+  /** A cancel sent by another replica (`cancel`): the task's loop, if it runs here, stops as for a local cancel. */
+  private onRequest(message: Record<string, unknown>) {
+    const taskId = message.cancel;
+    if (typeof taskId !== "string") return;
+    for (const entry of this.running.values()) {
+      if (entry.taskId !== taskId) continue;
+      this.d.log.info("task cancelled through another replica", { task_id: taskId, from_replica: message._from });
+      entry.ctl.abort("cancel" satisfies StopReason);
+    }
+  }
+
+  /**
+   * Stops the session's running task (it ends cancelled), waiting a few seconds for it; before a
+   * session is deleted. Running on another replica: that one is asked to cancel it.
+   */
   async stopSession(sessionId: string) {
     const entry = this.running.get(sessionId);
-    if (!entry) return;
-    entry.ctl.abort("cancel");
-    await Promise.race([entry.done, Bun.sleep(STOP_WAIT_MS)]);
+    entry?.ctl.abort("cancel" satisfies StopReason);
+    const elsewhere = this.leases.shared ? (await this.d.tasks.activeInSession(sessionId)).filter((t) => this.leases.heldElsewhere(t)) : [];
+    if (!entry && !elsewhere.length) return;
+    await Promise.race([Promise.allSettled([entry?.done, ...elsewhere.map((t) => this.cancelElsewhere(t))]), Bun.sleep(STOP_WAIT_MS)]);
   }
 
   /**
@@ -344,23 +452,46 @@ export class Orchestrator {
       if (failed.has(t.id)) continue;
       const entry = this.running.get(t.session_id);
       if (entry?.taskId === t.id && t.status !== "waiting_input") {
-        entry.ctl.abort("cancel");
+        entry.ctl.abort("cancel" satisfies StopReason);
         waits.push(entry.done);
+      } else if (this.leases.heldElsewhere(t)) {
+        // On another replica: cancelled there (or here once that one does not answer), all in parallel.
+        waits.push(this.cancel(userId, t.id).catch((err) => this.d.log.warn("task not cancelled", { task_id: t.id, err })));
       } else await this.cancel(userId, t.id);
     }
     await Promise.race([Promise.allSettled(waits), Bun.sleep(STOP_WAIT_MS)]);
     return active.length;
   }
 
-  /** At start: resume running tasks from their last step and start queued ones; watch answer timeouts. */
+  /**
+   * At start: resume running tasks from their last step and start queued ones; watch answer
+   * timeouts. One server (SQLite) takes every task; a replica (PostgreSQL) only those no live
+   * replica holds (`takeOver`), and listens for cancels sent by the others.
+   */
   async recover() {
-    const sessions = await this.d.tasks.sessionsWithWork();
+    if (this.leases.shared) await this.d.bus.listen(CHANNELS.tasks, (m) => this.onRequest(m));
+    const sessions = this.leases.shared ? await this.leases.orphaned() : await this.d.tasks.sessionsWithWork();
     if (sessions.length) this.d.log.info("resuming tasks", { sessions: sessions.length });
     for (const sid of sessions) this.pump(sid);
     this.answerTimer.reset(await this.d.tasks.nextAnswerDue());
   }
 
-  /** On shutdown: stop every loop, leaving its task `running` for `recover` at the next start. */
+  /**
+   * PostgreSQL replicas, every heartbeat: sessions whose work no live replica holds (a replica died
+   * or stopped; leases.ts `orphaned`) are pumped here. Several replicas may try at once; the lease
+   * decides which one runs each task.
+   */
+  async takeOver() {
+    if (!this.leases.shared || this.stopped) return;
+    const sessions = (await this.leases.orphaned()).filter((sid) => !this.running.has(sid));
+    if (sessions.length) this.d.log.debug("looking at sessions no replica holds", { sessions: sessions.length });
+    for (const sid of sessions) this.pump(sid);
+  }
+
+  /**
+   * On shutdown: stop every loop, leaving its task `running` for `recover` at the next start (or,
+   * its lease released, for another replica at once).
+   */
   async stop() {
     this.stopped = true;
     this.answerTimer.stop();

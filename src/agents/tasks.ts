@@ -7,6 +7,7 @@ import { ACTIVE_TASK_STATUSES, type RunTrigger, type TaskRow, type TaskStatus } 
 import { tasks } from "../db/tables.ts";
 import { first as firstIn, run, type Unit } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
+import type { LeaseTerms } from "./leases.ts";
 import { iso } from "../lib/time.ts";
 import type { TaskRecord } from "../schema/task.ts";
 
@@ -160,12 +161,17 @@ export class Tasks {
   }
 
   /**
-   * The queue takes a queued task: queued → running in one statement, so that a task cancelled
-   * (or failed) meanwhile is never started. The task as running, or undefined when it was no
-   * longer queued.
+   * The queue takes a queued task: queued → running, with this replica's lease (leases.ts), in one
+   * statement, so that a task cancelled (or failed) meanwhile is never started, nor one another
+   * replica has taken. The task as running, or undefined when it was no longer queued (or its
+   * lease is held elsewhere).
    */
-  async claim(id: string, startedAt: number): Promise<TaskRow | undefined> {
-    const [row] = await this.db.update(tasks).set({ status: "running", started_at: startedAt }).where(and(eq(tasks.id, id), eq(tasks.status, "queued"))).returning();
+  async claim(id: string, startedAt: number, lease: LeaseTerms): Promise<TaskRow | undefined> {
+    const [row] = await this.db
+      .update(tasks)
+      .set({ status: "running", started_at: startedAt, ...lease.set })
+      .where(and(eq(tasks.id, id), eq(tasks.status, "queued"), lease.where))
+      .returning();
     return row;
   }
 

@@ -1,0 +1,151 @@
+/**
+ * Task leases: with several replicas on one PostgreSQL database (issue 17), a task runs on exactly
+ * one of them at a time. The replica that runs a task holds its lease (`tasks.lease_owner`, its
+ * replica id; `lease_expires_at`), taken in one conditional UPDATE and renewed every third of the
+ * lease while its loop runs. A replica that dies stops renewing; once the lease has run out,
+ * another one takes the task over and continues it from its last stored step, as a restarted
+ * server does (orchestrator.ts `recover`).
+ *
+ * A lease is free when it has no owner, is this replica's own (or its dead predecessor's on the
+ * same data dir), or has expired. Releasing it (the
+ * task ended, waits for an answer, or the server stops cleanly) lets another replica continue the
+ * task at once instead of after the lease.
+ *
+ * On SQLite (`shared` false) there is one server, guaranteed by the data dir's lock: leases are
+ * written but never contended — every take wins, nothing is renewed, and no other replica exists
+ * to hold one.
+ */
+import { and, eq, gte, inArray, isNotNull, isNull, lt, not, notInArray, or, type SQL } from "drizzle-orm";
+import type { DB } from "../db/client.ts";
+import type { TaskRow } from "../db/schema.ts";
+import { tasks } from "../db/tables.ts";
+
+/** What taking a lease writes, and when it may (for `Tasks.claim`'s statement). */
+export interface LeaseTerms {
+  set: { lease_owner: string; lease_expires_at: number };
+  /** Undefined on one server: the lease is always free. */
+  where: SQL | undefined;
+}
+
+export class TaskLeases {
+  constructor(
+    private db: DB,
+    private now: () => number,
+    /** This replica's id (src/replicas/registry.ts). */
+    readonly owner: string,
+    readonly leaseMs: number,
+    /** Whether other replicas may exist (PostgreSQL). */
+    readonly shared: boolean,
+    /**
+     * The replica that served this data dir before this process (src/replicas/predecessor.ts):
+     * gone, so its leases are free at once (a restart after a crash resumes its tasks at once).
+     */
+    readonly predecessor: string | null = null,
+  ) {}
+
+  /** Owners whose leases this replica treats as its own: itself, and its dead predecessor. */
+  private get selves(): string[] {
+    return this.predecessor ? [this.owner, this.predecessor] : [this.owner];
+  }
+
+  /** How often a held lease is renewed: a third of it, so that two renewals may fail before it runs out. */
+  get renewMs(): number {
+    return Math.max(250, Math.floor(this.leaseMs / 3));
+  }
+
+  /** The lease as this replica takes it now, and the condition for taking it. */
+  terms(now = this.now()): LeaseTerms {
+    return { set: { lease_owner: this.owner, lease_expires_at: now + this.leaseMs }, where: this.free(now) };
+  }
+
+  /** The rows whose lease this replica may take at `now`: no owner, its own, or expired. */
+  private free(now: number): SQL | undefined {
+    if (!this.shared) return undefined;
+    return or(isNull(tasks.lease_owner), inArray(tasks.lease_owner, this.selves), isNull(tasks.lease_expires_at), lt(tasks.lease_expires_at, now));
+  }
+
+  /**
+   * Takes the lease of a task to run or resume, if it is still queued or running and its lease is
+   * free. The task as leased, or undefined: it ended, or another replica holds it.
+   */
+  async acquire(taskId: string): Promise<TaskRow | undefined> {
+    const { set, where } = this.terms();
+    const [row] = await this.db
+      .update(tasks)
+      .set(set)
+      .where(and(eq(tasks.id, taskId), inArray(tasks.status, ["queued", "running"]), where))
+      .returning();
+    return row;
+  }
+
+  /**
+   * Extends this replica's lease. False when it no longer holds it: another replica took the task
+   * over (this one stalled past the lease), or the task ended or was deleted elsewhere. A task that
+   * has just gone to `waiting_input` still counts (its loop is returning).
+   */
+  async renew(taskId: string): Promise<boolean> {
+    const [row] = await this.db
+      .update(tasks)
+      .set({ lease_expires_at: this.now() + this.leaseMs })
+      .where(and(eq(tasks.id, taskId), eq(tasks.lease_owner, this.owner), inArray(tasks.status, ["running", "waiting_input"])))
+      .returning({ id: tasks.id });
+    return !!row;
+  }
+
+  /**
+   * Renews the task's lease every `renewMs` until the returned function is called; `onLost` runs
+   * once if a renewal finds the lease gone (then renewals stop). A renewal that fails (the database
+   * unreachable) is reported and retried at the next tick: the lease may still be held. Nothing to
+   * renew on one server.
+   */
+  hold(taskId: string, onLost: () => void, onError: (err: unknown) => void): () => void {
+    if (!this.shared) return () => {};
+    let busy = false;
+    const timer = setInterval(() => {
+      if (busy) return;
+      busy = true;
+      this.renew(taskId)
+        .then((held) => {
+          if (held) return;
+          clearInterval(timer);
+          onLost();
+        }, onError)
+        .finally(() => (busy = false));
+    }, this.renewMs);
+    timer.unref?.();
+    return () => clearInterval(timer);
+  }
+
+  /** Gives this replica's lease of the task up (it waits for an answer, or the server stops): another replica may take it at once. */
+  async release(taskId: string): Promise<void> {
+    await this.db.update(tasks).set({ lease_owner: null, lease_expires_at: null }).where(and(eq(tasks.id, taskId), eq(tasks.lease_owner, this.owner)));
+  }
+
+  /** Whether the task (as read) is running under another replica's live lease. */
+  heldElsewhere(task: TaskRow, now = this.now()): boolean {
+    return this.shared && task.status === "running" && !!task.lease_owner && !this.selves.includes(task.lease_owner) && (task.lease_expires_at ?? 0) >= now;
+  }
+
+  /**
+   * Sessions with work no live replica holds (PostgreSQL): a `running` task whose lease is free
+   * (its replica died or stopped), or a `queued` task in a session where nothing runs under a live
+   * lease and no question waits for an answer (its submitter's queue lost a race, or its replica
+   * died between two tasks). Whoever pumps them first takes the lease; the others find it held.
+   */
+  async orphaned(): Promise<string[]> {
+    const now = this.now();
+    const gone = this.predecessor ? eq(tasks.lease_owner, this.predecessor) : undefined;
+    const live = and(isNotNull(tasks.lease_owner), gte(tasks.lease_expires_at, now), gone && not(gone));
+    const expired = or(isNull(tasks.lease_owner), isNull(tasks.lease_expires_at), lt(tasks.lease_expires_at, now), gone);
+    // Sessions whose queue is busy: a task running under a live lease, or a question waiting.
+    const busy = this.db
+      .select({ sid: tasks.session_id })
+      .from(tasks)
+      .where(or(eq(tasks.status, "waiting_input"), and(eq(tasks.status, "running"), live)));
+    const rows = await this.db
+      .selectDistinct({ sid: tasks.session_id })
+      .from(tasks)
+      .where(or(and(eq(tasks.status, "running"), expired), and(eq(tasks.status, "queued"), notInArray(tasks.session_id, busy))));
+    return rows.map((r) => r.sid);
+  }
+}

@@ -1,0 +1,172 @@
+/**
+ * The task leases' cases (src/agents/leases.ts), run on SQLite by test/agents/leases.test.ts and on
+ * PostgreSQL by test/pg/leases.test.ts: two replicas ("rep_a", "rep_b") on one database with a
+ * clock the test moves, taking, contending for, renewing, losing and releasing task leases.
+ */
+import { expect, test } from "bun:test";
+import type { DB } from "../../src/db/client.ts";
+import { sessions, users } from "../../src/db/tables.ts";
+import { TaskLeases } from "../../src/agents/leases.ts";
+import { Tasks, type TaskRow } from "../../src/agents/tasks.ts";
+
+const LEASE = 10_000;
+
+export function leaseCases(getDb: () => DB) {
+  let clock = 1_000_000;
+  const now = () => clock;
+  let n = 0;
+
+  /** A user, and a session with one task per status given (oldest first). */
+  async function session(...statuses: TaskRow["status"][]): Promise<{ sid: string; ids: string[] }> {
+    const db = getDb();
+    const k = ++n;
+    const sid = `sess_${k}`;
+    await db.insert(users).values({ id: `usr_${k}`, email: `u${k}@example.com`, name: "u", role: "user", disabled: false, email_verified: false, created_at: 0, updated_at: 0 } as never);
+    await db.insert(sessions).values({ id: sid, user_id: `usr_${k}`, profile_id: "prof_1", created_at: 0, updated_at: 0 } as never);
+    const tasks = new Tasks(db, now);
+    const ids: string[] = [];
+    for (const status of statuses) {
+      const t = await tasks.create({ userId: `usr_${k}`, sessionId: sid, profileId: "prof_1", prompt: "p", maxTurns: 5, maxBudgetUsd: 1 });
+      if (status !== "queued") await tasks.update(t.id, { status });
+      ids.push(t.id);
+    }
+    return { sid, ids };
+  }
+
+  const replica = (id: string, shared = true) => new TaskLeases(getDb(), now, id, LEASE, shared);
+  const row = async (id: string) => (await new Tasks(getDb(), now).byId(id))!;
+
+  test("a queued task is claimed with the lease in one statement; another replica cannot take it while it holds", async () => {
+    const { ids } = await session("queued");
+    const [a, b] = [replica("rep_a"), replica("rep_b")];
+    const tasks = new Tasks(getDb(), now);
+    const claimed = await tasks.claim(ids[0]!, clock, a.terms());
+    expect(claimed).toMatchObject({ status: "running", started_at: clock, lease_owner: "rep_a", lease_expires_at: clock + LEASE });
+    // Claimed once: a second claim (any replica) finds it no longer queued.
+    expect(await tasks.claim(ids[0]!, clock, b.terms())).toBeUndefined();
+    clock += LEASE - 1;
+    expect(await b.acquire(ids[0]!)).toBeUndefined();
+    expect(b.heldElsewhere(await row(ids[0]!))).toBe(true);
+    expect(a.heldElsewhere(await row(ids[0]!))).toBe(false);
+    // Its own lease: taken again (a second pump of the same replica).
+    expect(await a.acquire(ids[0]!)).toMatchObject({ lease_owner: "rep_a", lease_expires_at: clock + LEASE });
+  });
+
+  test("renewals keep it; once it expires another replica takes it over and the first one's renewal fails", async () => {
+    const { ids } = await session("running");
+    const [a, b] = [replica("rep_a"), replica("rep_b")];
+    expect(await a.acquire(ids[0]!)).toMatchObject({ lease_owner: "rep_a" });
+    clock += LEASE - 1;
+    expect(await a.renew(ids[0]!)).toBe(true);
+    expect((await row(ids[0]!)).lease_expires_at).toBe(clock + LEASE);
+    // Renewed: still held after the first lease would have run out.
+    clock += 2;
+    expect(await b.acquire(ids[0]!)).toBeUndefined();
+    // A stalls past its lease: B takes over.
+    clock += LEASE;
+    expect(b.heldElsewhere(await row(ids[0]!))).toBe(false);
+    expect(await b.acquire(ids[0]!)).toMatchObject({ status: "running", lease_owner: "rep_b", lease_expires_at: clock + LEASE });
+    expect(await a.renew(ids[0]!)).toBe(false);
+    expect(await a.acquire(ids[0]!)).toBeUndefined();
+    expect(await b.renew(ids[0]!)).toBe(true);
+  });
+
+  test("renewal fails once the task ended elsewhere; ended tasks cannot be leased", async () => {
+    const { ids } = await session("running");
+    const a = replica("rep_a");
+    await a.acquire(ids[0]!);
+    // Going to waiting_input does not lose it (the loop is returning).
+    await new Tasks(getDb(), now).update(ids[0]!, { status: "waiting_input" });
+    expect(await a.renew(ids[0]!)).toBe(true);
+    await new Tasks(getDb(), now).update(ids[0]!, { status: "cancelled" });
+    expect(await a.renew(ids[0]!)).toBe(false);
+    expect(await a.acquire(ids[0]!)).toBeUndefined();
+  });
+
+  test("hold renews on a timer and reports the lease lost once another replica has it", async () => {
+    const { ids } = await session("running");
+    const a = new TaskLeases(getDb(), Date.now, "rep_a", 1000, true);
+    expect(a.renewMs).toBe(333);
+    await a.acquire(ids[0]!);
+    const first = (await row(ids[0]!)).lease_expires_at!;
+    let lost = 0;
+    const errors: unknown[] = [];
+    const stop = a.hold(ids[0]!, () => lost++, (e) => errors.push(e));
+    try {
+      await Bun.sleep(800);
+      expect((await row(ids[0]!)).lease_expires_at!).toBeGreaterThan(first);
+      expect(lost).toBe(0);
+      await new Tasks(getDb(), now).update(ids[0]!, { lease_owner: "rep_b" });
+      await Bun.sleep(800);
+      expect(lost).toBe(1);
+      expect(errors).toEqual([]);
+      // Reported once: renewals stopped, the other replica's lease untouched.
+      expect((await row(ids[0]!)).lease_owner).toBe("rep_b");
+    } finally {
+      stop();
+    }
+  });
+
+  test("release lets another replica take it at once; a replica cannot release a lease it does not hold", async () => {
+    const { ids } = await session("running");
+    const [a, b] = [replica("rep_a"), replica("rep_b")];
+    await a.acquire(ids[0]!);
+    await b.release(ids[0]!);
+    expect((await row(ids[0]!)).lease_owner).toBe("rep_a");
+    await a.release(ids[0]!);
+    expect(await row(ids[0]!)).toMatchObject({ lease_owner: null, lease_expires_at: null });
+    expect(await b.acquire(ids[0]!)).toMatchObject({ lease_owner: "rep_b" });
+  });
+
+  test("orphaned: sessions whose work no live lease holds", async () => {
+    const [a, b] = [replica("rep_a"), replica("rep_b")];
+    const live = await session("running", "queued");
+    await a.acquire(live.ids[0]!);
+    const expired = await session("running");
+    await a.acquire(expired.ids[0]!);
+    clock += LEASE + 1;
+    await a.renew(live.ids[0]!);
+    const unleased = await session("running");
+    const queued = await session("queued");
+    const waiting = await session("waiting_input", "queued");
+    const done = await session("completed", "failed");
+    const found = new Set(await b.orphaned());
+    const ours = [live, expired, unleased, queued, waiting, done].map((s) => s.sid);
+    expect(ours.filter((s) => found.has(s))).toEqual([expired.sid, unleased.sid, queued.sid]);
+  });
+
+  test("a restarted replica takes its dead predecessor's leases (same data dir) at once, and no one else's", async () => {
+    const { sid, ids } = await session("running");
+    const other = await session("running");
+    const [a, b] = [replica("rep_a"), replica("rep_b")];
+    await a.acquire(ids[0]!);
+    await b.acquire(other.ids[0]!);
+    const restarted = new TaskLeases(getDb(), now, "rep_c", LEASE, true, "rep_a");
+    expect(restarted.heldElsewhere(await row(ids[0]!))).toBe(false);
+    expect(restarted.heldElsewhere(await row(other.ids[0]!))).toBe(true);
+    const found = await restarted.orphaned();
+    expect(found).toContain(sid);
+    expect(found).not.toContain(other.sid);
+    expect(await restarted.acquire(ids[0]!)).toMatchObject({ lease_owner: "rep_c" });
+    expect(await restarted.acquire(other.ids[0]!)).toBeUndefined();
+    expect(await a.renew(ids[0]!)).toBe(false);
+  });
+
+  test("one server (not shared): every take wins, nothing is held elsewhere, nothing renewed on a timer", async () => {
+    const { ids } = await session("running");
+    const [a, b] = [replica("rep_a", false), replica("rep_b", false)];
+    await a.acquire(ids[0]!);
+    // A restarted server (a new id) resumes at once, lease or not.
+    expect(await b.acquire(ids[0]!)).toMatchObject({ lease_owner: "rep_b" });
+    expect(a.heldElsewhere(await row(ids[0]!))).toBe(false);
+    const quick = new TaskLeases(getDb(), now, "rep_b", 1000, false);
+    const before = (await row(ids[0]!)).lease_expires_at;
+    let lost = 0;
+    const stop = quick.hold(ids[0]!, () => lost++, () => {});
+    await new Tasks(getDb(), now).update(ids[0]!, { lease_owner: "rep_c" });
+    await Bun.sleep(600);
+    stop();
+    expect(lost).toBe(0);
+    expect((await row(ids[0]!)).lease_expires_at).toBe(before);
+  });
+}

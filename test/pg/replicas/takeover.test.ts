@@ -1,0 +1,171 @@
+/**
+ * Task leases across replicas (src/agents/leases.ts): two `runcell serve` processes on one
+ * PostgreSQL database with a 2 s lease. `kill -9` of the replica running a task: the other one
+ * continues it once the lease runs out, from its last stored step (the finished tool is not run
+ * again, the one in flight is reported to the model as interrupted). A task submitted through the
+ * other replica into a busy session waits its turn and runs once; a cancel through the other
+ * replica stops the task where it runs.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { startMockAnthropic, type MockProviderServer } from "../../helpers/mock-anthropic.ts";
+import { waitFor } from "../../helpers/net.ts";
+import { PG_SERVER } from "../../helpers/pg.ts";
+import { type ReplicaSet, startReplicas } from "../../helpers/replicas.ts";
+import type { ServerProcess } from "../../helpers/server-process.ts";
+
+const FINAL = ["completed", "failed", "cancelled"];
+
+describe.skipIf(!PG_SERVER)("task leases across replicas", () => {
+  let set: ReplicaSet;
+  let mock: MockProviderServer;
+  let profileId: string;
+
+  beforeAll(async () => {
+    mock = startMockAnthropic();
+    set = await startReplicas(2, { flags: ["--replica-lease", "2s"] });
+    const r = await fetch(set.servers[0]!.url + "/v1/profiles", {
+      method: "POST",
+      headers: set.headers,
+      body: JSON.stringify({ name: "leases", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
+    });
+    profileId = (await r.json()).id;
+    expect(profileId).toMatch(/^prof_/);
+  }, 60_000);
+  afterAll(async () => {
+    await set?.stop();
+    await mock?.stop();
+  });
+
+  const api = async (server: ServerProcess, method: string, path: string, body?: unknown) => {
+    const r = await fetch(server.url + path, { method, headers: set.headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: r.status, body: await r.json() };
+  };
+  const taskRow = async (id: string) => (await set.sql`SELECT status, lease_owner, lease_expires_at, started_at, finished_at FROM tasks WHERE id = ${id}`)[0];
+
+  /** The live replica holding the task's lease (waits for one), and the other live one. */
+  async function owner(taskId: string): Promise<{ holder: ServerProcess; other: ServerProcess; id: string }> {
+    const id: string = await waitFor(async () => (await taskRow(taskId))?.lease_owner, { timeoutMs: 20_000, what: "a lease on the task" });
+    const live = set.servers.filter((s) => s.proc.exitCode === null && !s.proc.killed);
+    const ids = await Promise.all(live.map(async (s) => (await (await fetch(s.url + "/healthz")).json()).replica as string | undefined));
+    let holder = live[ids.indexOf(id)];
+    if (!ids.some(Boolean)) {
+      // /healthz without `replica`: the replicas table, in start order, is the order of `servers`.
+      const rows = [...(await set.sql`SELECT id FROM replicas ORDER BY started_at`)].map((r: { id: string }) => r.id);
+      holder = set.servers[rows.indexOf(id)];
+    }
+    if (!holder) throw new Error(`no live replica holds ${id} (replicas: ${ids.join(", ")})`);
+    return { holder, other: live.find((s) => s !== holder)!, id };
+  }
+
+  const waitEnded = (server: ServerProcess, taskId: string, timeoutMs = 30_000) =>
+    waitFor(async () => {
+      const r = await api(server, "GET", `/v1/tasks/${taskId}`);
+      return FINAL.includes(r.body.status) ? r.body : null;
+    }, { timeoutMs, what: `task ${taskId} ended` });
+
+  const frames = async (server: ServerProcess, sessionId: string) => (await api(server, "GET", `/v1/sessions/${sessionId}/events?limit=1000`)).body.data as any[];
+
+  test("kill -9 of the replica running a task: the other one continues it after the lease, without re-running the finished tool", async () => {
+    mock.reset();
+    mock.enqueue(
+      { toolCalls: [{ name: "Bash", input: { command: "echo ran >> /workspace/count.txt" } }] },
+      { toolCalls: [{ name: "Bash", input: { command: "echo slow >> /workspace/count.txt; sleep 30" } }] },
+    );
+    const sub = (await api(set.servers[0]!, "POST", "/v1/tasks", { profile_id: profileId, prompt: "count" })).body;
+    expect(sub.task_id).toMatch(/^task_/);
+    // The second tool call is running: kill the replica holding the lease outright.
+    await mock.waitForRequests(2, 20_000);
+    await Bun.sleep(800);
+    const { holder, other, id } = await owner(sub.task_id);
+    const killedAt = Date.now();
+    expect(await holder.kill("SIGKILL")).not.toBe(0);
+
+    let sawInterrupted = false;
+    mock.script((req) => {
+      const results = (req.body.messages.at(-1).content ?? []).filter((b: any) => b.type === "tool_result");
+      if (results.some((r: any) => JSON.stringify(r.content).includes("interrupted"))) {
+        sawInterrupted = true;
+        return { toolCalls: [{ name: "Bash", input: { command: "cat /workspace/count.txt" } }] };
+      }
+      return { text: "Recovered: " + JSON.stringify(results[0]?.content ?? "") };
+    });
+    const task = await waitEnded(other, sub.task_id);
+    expect(task.status).toBe("completed");
+    // Not before the lease (2 s, renewed every ~0.67 s) had run out.
+    expect(Date.now() - killedAt).toBeGreaterThan(1000);
+    expect(sawInterrupted).toBe(true);
+    // The first tool ran once, the interrupted one had started once; neither ran again.
+    expect(task.result_text).toContain("ran\\nslow\\n");
+    expect(task.result_text).not.toContain("ran\\nslow\\nran");
+    expect(task.turns).toBe(4);
+    expect(mock.requests.length).toBe(4);
+    expect(await taskRow(sub.task_id)).toMatchObject({ status: "completed", lease_owner: null, lease_expires_at: null });
+    expect(other.output()).toContain("task taken over from another replica");
+    expect(other.output()).toContain(id);
+    const seen = await frames(other, sub.session_id);
+    expect(seen.map((f) => f.seq)).toEqual(seen.map((_, i) => i + 1));
+    expect(seen.at(-1)).toMatchObject({ type: "task:done", status: "completed" });
+    // One tool_use frame per call the model made (none repeated by the takeover).
+    expect(seen.filter((f) => f.type === "task:tool_use").length).toBe(3);
+
+    // The killed replica comes back for the next tests.
+    await set.restart(set.servers.indexOf(holder));
+  }, 120_000);
+
+  test("a task submitted through one replica into a session busy on the other waits its turn and runs once", async () => {
+    mock.reset();
+    mock.script((req) => {
+      const last = req.body.messages.at(-1);
+      const text = JSON.stringify(last.content);
+      if (text.includes("tool_result")) return { text: "one done" };
+      if (text.includes("second task")) return { text: "two done" };
+      return { toolCalls: [{ name: "Bash", input: { command: "sleep 3; echo one" } }] };
+    });
+    const first = (await api(set.servers[0]!, "POST", "/v1/tasks", { profile_id: profileId, prompt: "first task" })).body;
+    const { other } = await owner(first.task_id);
+    await mock.waitForRequests(1, 20_000);
+    const second = await api(other, "POST", "/v1/tasks", { session_id: first.session_id, prompt: "second task" });
+    expect(second.status).toBe(202);
+    // The session's first task still runs on the other replica: the second one waits.
+    await Bun.sleep(500);
+    expect((await taskRow(second.body.task_id)).status).toBe("queued");
+    const two = await waitEnded(other, second.body.task_id);
+    expect(two).toMatchObject({ status: "completed", result_text: "two done", turns: 1 });
+    const one = await taskRow(first.task_id);
+    expect(one.status).toBe("completed");
+    expect(Number((await taskRow(second.body.task_id)).started_at)).toBeGreaterThanOrEqual(Number(one.finished_at));
+    // Three model requests: the first task's two, the second task's one (run exactly once).
+    expect(mock.requests.length).toBe(3);
+    expect(mock.requests.filter((r) => JSON.stringify(r.body.messages.at(-1).content).includes("second task")).length).toBe(1);
+    const seen = await frames(other, first.session_id);
+    expect(seen.map((f) => f.seq)).toEqual(seen.map((_, i) => i + 1));
+    expect(seen.filter((f) => f.type === "task:done").map((f) => [f.task_id, f.status])).toEqual([
+      [first.task_id, "completed"],
+      [second.body.task_id, "completed"],
+    ]);
+  }, 60_000);
+
+  test("a cancel through the other replica stops the task where it runs, promptly; no more model requests", async () => {
+    mock.reset();
+    mock.script(() => ({ toolCalls: [{ name: "Bash", input: { command: "sleep 30" } }] }));
+    const sub = (await api(set.servers[0]!, "POST", "/v1/tasks", { profile_id: profileId, prompt: "sleep" })).body;
+    const { holder, other } = await owner(sub.task_id);
+    await mock.waitForRequests(1, 20_000);
+    // The tool is running (its call marked in flight).
+    await waitFor(async () => (await set.sql`SELECT pending_tool_use_id FROM tasks WHERE id = ${sub.task_id}`)[0]?.pending_tool_use_id, { timeoutMs: 20_000, what: "the tool call in flight" });
+    const started = Date.now();
+    const cancelled = await api(other, "POST", `/v1/tasks/${sub.task_id}/cancel`);
+    expect(cancelled.status).toBe(202);
+    expect(cancelled.body.status).toBe("cancelled");
+    // Stopped by its own replica (which heard the cancel), well before the lease or the wait limit.
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(holder.output()).toContain("task cancelled through another replica");
+    await Bun.sleep(1500);
+    expect(mock.requests.length).toBe(1);
+    expect(await taskRow(sub.task_id)).toMatchObject({ status: "cancelled", lease_owner: null });
+    const seen = await frames(holder, sub.session_id);
+    expect(seen.map((f) => f.seq)).toEqual(seen.map((_, i) => i + 1));
+    expect(seen.filter((f) => f.type === "task:tool_result").at(-1)?.output).toContain("[cancelled by the user]");
+    expect(seen.at(-1)).toMatchObject({ type: "task:done", status: "cancelled" });
+  }, 60_000);
+});

@@ -51,6 +51,7 @@ import { RateLimiter } from "./lib/ratelimit.ts";
 import { type Bus, LocalBus, PgBus } from "./replicas/bus.ts";
 import { succeedReplica } from "./replicas/predecessor.ts";
 import { Replicas } from "./replicas/registry.ts";
+import { Revocations } from "./replicas/revocations.ts";
 import { Sealer } from "./lib/sealer.ts";
 import { intervalWorker, type Worker } from "./lib/worker.ts";
 import { createLogger, type Logger } from "./log.ts";
@@ -208,16 +209,40 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     await loginSessions.deleteAllForUser(userId);
     tokens.evictUser(userId);
     stream.revoke({ userId });
+    revocations.announce({ disabled: userId });
     const held = await playbooks.holdForUser(userId);
     const tasksEnded = await orchestrator.stopUser(userId);
     const stopped = await workspaces.stopForUser(userId);
     log.info("user disabled: sessions revoked, work stopped", { user_id: userId, tasks_ended: tasksEnded, workspaces_stopped: stopped.length, schedules_held: held });
   });
   users.onEnabled.push(async (userId) => void (await playbooks.resumeForUser(userId)));
-  // A revoked credential closes the sockets it opened (4001).
-  tokens.onRevoke.push((tokenId) => stream.revoke({ tokenId }));
-  loginSessions.onRevokeSession.push((loginSessionId) => stream.revoke({ loginSessionId }));
-  loginSessions.onRevokeUser.push((userId) => stream.revoke({ userId }));
+  // A revoked credential closes the sockets it opened (4001) — here, and on the other replicas,
+  // which also drop their cached verifications (src/replicas/revocations.ts).
+  const revocations = new Revocations(bus, log);
+  tokens.onRevoke.push((tokenId) => {
+    stream.revoke({ tokenId });
+    revocations.announce({ token: tokenId });
+  });
+  loginSessions.onRevokeSession.push((loginSessionId) => {
+    stream.revoke({ loginSessionId });
+    revocations.announce({ login: loginSessionId });
+  });
+  loginSessions.onRevokeUser.push((userId) => {
+    stream.revoke({ userId });
+    revocations.announce({ user: userId });
+  });
+  await revocations.listen({
+    token: (tokenId) => {
+      tokens.forget([tokenId]);
+      stream.revoke({ tokenId });
+    },
+    login: (loginSessionId) => stream.revoke({ loginSessionId }),
+    user: (userId) => stream.revoke({ userId }),
+    disabled: (userId) => {
+      tokens.evictUser(userId);
+      stream.revoke({ userId });
+    },
+  });
   // A session being deleted first stops its running task.
   sessionLifecycle.onDelete.push((sessionId) => orchestrator.stopSession(sessionId));
   // …and its MCP servers.

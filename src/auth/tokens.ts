@@ -227,14 +227,17 @@ export class ApiTokens {
     await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "token.deleted", user_id: userId, target_id: tokenId, details: { name: gone.name } });
   }
 
-  /** Drops every cached verification of these tokens (delete, user disabled). */
+  /** Drops every cached verification of these tokens (delete, user disabled) and tells `onRevoke`. */
   evict(...tokenIds: string[]) {
+    this.forget(tokenIds);
+    for (const id of tokenIds) for (const f of this.onRevoke) f(id);
+  }
+
+  /** Drops the cached verifications of these tokens, nothing else (another replica deleted them). */
+  forget(tokenIds: string[]) {
     const ids = new Set(tokenIds);
     for (const [key, entry] of this.cache) if (ids.has(entry.tokenId)) this.cache.delete(key);
-    for (const id of ids) {
-      this.lastUsedWritten.delete(id);
-      for (const f of this.onRevoke) f(id);
-    }
+    for (const id of ids) this.lastUsedWritten.delete(id);
   }
 
   evictUser(userId: string) {

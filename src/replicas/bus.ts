@@ -19,8 +19,12 @@ import { run, type Unit } from "../db/unit.ts";
 export const CHANNELS = {
   /** Frames stored: `{ s: session id, from: first seq, to: last seq, d?: 1 if debug frames were stored }`. */
   events: "runcell_events",
+  /** Credentials revoked (revocations.ts): `{ token }`, `{ login }`, `{ user }` or `{ disabled }`, each an id. */
+  auth: "runcell_auth",
   /** Requests to the replica running a task: `{ cancel: task id }`. */
   tasks: "runcell_tasks",
+  /** A playbook schedule was made or changed (`{}`): every replica re-reads the earliest due slot. */
+  schedules: "runcell_schedules",
 } as const;
 export type Channel = (typeof CHANNELS)[keyof typeof CHANNELS];
 

@@ -50,7 +50,7 @@ import { mountRoutes } from "./http/routes/index.ts";
 import { RateLimiter } from "./lib/ratelimit.ts";
 import { type Bus, LocalBus, PgBus } from "./replicas/bus.ts";
 import { succeedReplica } from "./replicas/predecessor.ts";
-import { Replicas } from "./replicas/registry.ts";
+import { loadReplicaId, Replicas } from "./replicas/registry.ts";
 import { Revocations } from "./replicas/revocations.ts";
 import { Sealer } from "./lib/sealer.ts";
 import { intervalWorker, type Worker } from "./lib/worker.ts";
@@ -97,7 +97,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // `sqlite`: the bun:sqlite connection for SQLite's own fast paths; null on PostgreSQL.
   const { db, sqlite } = store;
   // This server among those sharing the database, and its messages to the others (PostgreSQL).
-  const replicas = new Replicas(db, now, config.replicaLeaseMs, VERSION);
+  const replicas = new Replicas(db, now, config.replicaLeaseMs, VERSION, loadReplicaId(config.dataDir));
   await replicas.register();
   const bus: Bus = store.sql ? new PgBus(store.sql, replicas.id, (err, channel) => log.error("bus message not handled", { channel, err })) : new LocalBus();
   // Which tables changed, without a query: the hot read paths' memos (src/db/changes.ts).

@@ -1,6 +1,9 @@
 /**
- * This server among the replicas sharing its database. Every server has an id of its own for the
- * life of its process (`rep_…`, in /healthz, /metrics, logs and the task leases it holds), writes
+ * This server among the replicas sharing its database. Every server has an id of its own (`rep_…`,
+ * in /healthz, /metrics, logs, the task leases it holds and the labels of its warm-pool members),
+ * kept in its data dir (`replica-id`), so a replica restarted on the same data dir is the same
+ * replica: it takes back its own leases and warm-pool members at once. Each replica runs on a data
+ * dir of its own (the data dir's lock, src/db/lock.ts, keeps a second process off it). It writes
  * its row in `replicas` at start, renews `seen_at` every third of the lease (`--replica-lease`)
  * and removes the row on a clean stop. A row not renewed for a whole lease is a replica that is
  * gone: it no longer counts (`liveCount`, which divides the rate limits) and its task leases run
@@ -9,7 +12,9 @@
  * On SQLite the one server is the only row; the registry works the same and costs one write every
  * few seconds.
  */
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
+import { join } from "node:path";
 import { and, count, eq, gt, lt } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
@@ -26,8 +31,26 @@ export interface ReplicaInfo {
   seen_at: number;
 }
 
+/** The file in the data dir that holds its replica id. */
+export const REPLICA_ID_FILE = "replica-id";
+const REPLICA_ID = /^rep_[0-9a-z]{26}$/;
+
+/** The data dir's replica id: the one it holds, or a new one written there (whole or not at all). */
+export function loadReplicaId(dataDir: string): string {
+  const file = join(dataDir, REPLICA_ID_FILE);
+  try {
+    const held = readFileSync(file, "utf8").trim();
+    if (REPLICA_ID.test(held)) return held;
+  } catch {
+    // First start on this data dir.
+  }
+  const id = newId("replica");
+  writeFileSync(file + ".tmp", id + "\n", { mode: 0o600 });
+  renameSync(file + ".tmp", file);
+  return id;
+}
+
 export class Replicas {
-  readonly id = newId("replica");
   readonly hostname = hostname();
   /** Replicas seen within a lease, this one included (refreshed at each heartbeat). */
   private live = 1;
@@ -37,6 +60,7 @@ export class Replicas {
     private now: () => number,
     readonly leaseMs: number,
     private version: string,
+    readonly id: string = newId("replica"),
   ) {}
 
   /** How often the heartbeat runs. */
@@ -44,11 +68,12 @@ export class Replicas {
     return Math.max(250, Math.floor(this.leaseMs / 3));
   }
 
-  /** Writes this replica's row; forgets rows of replicas long gone. */
+  /** Writes this replica's row (again, after a crash left it behind); forgets rows of replicas long gone. */
   async register(): Promise<void> {
     const now = this.now();
     await this.db.delete(replicas).where(lt(replicas.seen_at, now - FORGET_AFTER_LEASES * this.leaseMs));
-    await this.db.insert(replicas).values({ id: this.id, hostname: this.hostname, version: this.version, started_at: now, seen_at: now });
+    const row = { id: this.id, hostname: this.hostname, version: this.version, started_at: now, seen_at: now };
+    await this.db.insert(replicas).values(row).onConflictDoUpdate({ target: replicas.id, set: { hostname: row.hostname, version: row.version, started_at: now, seen_at: now } });
     await this.refresh(now);
   }
 

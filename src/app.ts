@@ -48,7 +48,7 @@ import { healthCheck } from "./http/routes/health.ts";
 import { spaFallback } from "./http/routes/web.ts";
 import { mountRoutes } from "./http/routes/index.ts";
 import { RateLimiter } from "./lib/ratelimit.ts";
-import { type Bus, LocalBus, PgBus } from "./replicas/bus.ts";
+import { type Bus, CHANNELS, LocalBus, PgBus } from "./replicas/bus.ts";
 import { succeedReplica } from "./replicas/predecessor.ts";
 import { loadReplicaId, Replicas } from "./replicas/registry.ts";
 import { Revocations } from "./replicas/revocations.ts";
@@ -249,6 +249,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   sessionLifecycle.onDelete.push((sessionId) => mcp.closeSession(sessionId));
   // A changed schedule re-arms the scheduler; a deleted profile's playbooks stop.
   playbooks.onScheduleChange.push(() => scheduler.rearm());
+  // …here and on the other replicas (which re-read the earliest due time; at most once, so they
+  // also re-arm whenever their LISTEN connection comes back).
+  const rearmFromPeers = () => void scheduler.rearm().catch((err) => log.error("playbook schedules not re-read", { err }));
+  playbooks.onScheduleChange.push(() => bus.notify(CHANNELS.schedules, {}).catch((err) => log.warn("schedule change not announced to the other replicas", { err })));
   profiles.onDelete.push((profileId, userId) => playbooks.disableForProfile(profileId, userId));
   // A profile's warm pool follows it: resized, drained when its containers would differ, removed with it.
   profiles.onUpdate.push((_before, after) => workspaces.pool.profileChanged(after.id));
@@ -294,7 +298,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     // PostgreSQL replicas: tasks of a replica that died (or stopped) are continued here once their lease runs out.
     ...(bus.shared ? [intervalWorker(log, "task-takeover", replicas.heartbeatMs, () => orchestrator.takeOver())] : []),
     // After the recovery: due schedule slots (also those missed while stopped) fire once each.
-    { name: "playbook-scheduler", start: () => scheduler.start(), stop: () => scheduler.stop() },
+    {
+      name: "playbook-scheduler",
+      async start() {
+        await bus.listen(CHANNELS.schedules, rearmFromPeers, rearmFromPeers);
+        await scheduler.start();
+      },
+      stop: () => scheduler.stop(),
+    },
   ];
 
   let server: Server<unknown> | null = null;

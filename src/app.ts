@@ -49,7 +49,6 @@ import { spaFallback } from "./http/routes/web.ts";
 import { mountRoutes } from "./http/routes/index.ts";
 import { RateLimiter } from "./lib/ratelimit.ts";
 import { type Bus, CHANNELS, LocalBus, PgBus } from "./replicas/bus.ts";
-import { succeedReplica } from "./replicas/predecessor.ts";
 import { loadReplicaId, Replicas } from "./replicas/registry.ts";
 import { Revocations } from "./replicas/revocations.ts";
 import { Sealer } from "./lib/sealer.ts";
@@ -165,7 +164,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     policy, modelNet, spend: policy, metrics, setup: runSetup,
     repositoriesAllowed: (userId, repositories) => checkOutbound(modelNet, userId, { repositories }),
     playbookName: (id, tx) => playbooks.nameOf(tx, id),
-    replica: { id: replicas.id, leaseMs: replicas.leaseMs, predecessor: succeedReplica(config.dataDir, replicas.id) }, bus,
+    replica: replicas, bus,
   });
   const playbooks: Playbooks = new Playbooks({
     db, sealer, log, now, publicUrl: config.publicUrl, runs: new PlaybookRuns(db, sqlite), profiles, orchestrator, notifications, audit,

@@ -6,8 +6,9 @@
  * another one takes the task over and continues it from its last stored step, as a restarted
  * server does (orchestrator.ts `recover`).
  *
- * A lease is free when it has no owner, is this replica's own (or its dead predecessor's on the
- * same data dir), or has expired. Releasing it (the
+ * A lease is free when it has no owner, is this replica's own, or has expired. A replica keeps its
+ * id across restarts on the same data dir (src/replicas/registry.ts), so a server restarted after a
+ * crash takes its own tasks back at once rather than after the lease. Releasing it (the
  * task ended, waits for an answer, or the server stops cleanly) lets another replica continue the
  * task at once instead of after the lease.
  *
@@ -36,17 +37,7 @@ export class TaskLeases {
     readonly leaseMs: number,
     /** Whether other replicas may exist (PostgreSQL). */
     readonly shared: boolean,
-    /**
-     * The replica that served this data dir before this process (src/replicas/predecessor.ts):
-     * gone, so its leases are free at once (a restart after a crash resumes its tasks at once).
-     */
-    readonly predecessor: string | null = null,
   ) {}
-
-  /** Owners whose leases this replica treats as its own: itself, and its dead predecessor. */
-  private get selves(): string[] {
-    return this.predecessor ? [this.owner, this.predecessor] : [this.owner];
-  }
 
   /** How often a held lease is renewed: a third of it, so that two renewals may fail before it runs out. */
   get renewMs(): number {
@@ -61,7 +52,7 @@ export class TaskLeases {
   /** The rows whose lease this replica may take at `now`: no owner, its own, or expired. */
   private free(now: number): SQL | undefined {
     if (!this.shared) return undefined;
-    return or(isNull(tasks.lease_owner), inArray(tasks.lease_owner, this.selves), isNull(tasks.lease_expires_at), lt(tasks.lease_expires_at, now));
+    return or(isNull(tasks.lease_owner), eq(tasks.lease_owner, this.owner), isNull(tasks.lease_expires_at), lt(tasks.lease_expires_at, now));
   }
 
   /**
@@ -123,7 +114,7 @@ export class TaskLeases {
 
   /** Whether the task (as read) is running under another replica's live lease. */
   heldElsewhere(task: TaskRow, now = this.now()): boolean {
-    return this.shared && task.status === "running" && !!task.lease_owner && !this.selves.includes(task.lease_owner) && (task.lease_expires_at ?? 0) >= now;
+    return this.shared && task.status === "running" && !!task.lease_owner && task.lease_owner !== this.owner && (task.lease_expires_at ?? 0) >= now;
   }
 
   /**
@@ -131,12 +122,14 @@ export class TaskLeases {
    * (its replica died or stopped), or a `queued` task in a session where nothing runs under a live
    * lease and no question waits for an answer (its submitter's queue lost a race, or its replica
    * died between two tasks). Whoever pumps them first takes the lease; the others find it held.
+   * With `ours`, this replica's own leases count as free too: at start, nothing runs here yet, so
+   * they are left from its previous life (a crash); later its own tasks run here and are skipped.
    */
-  async orphaned(): Promise<string[]> {
+  async orphaned(opts: { ours?: boolean } = {}): Promise<string[]> {
     const now = this.now();
-    const gone = this.predecessor ? eq(tasks.lease_owner, this.predecessor) : undefined;
-    const live = and(isNotNull(tasks.lease_owner), gte(tasks.lease_expires_at, now), gone && not(gone));
-    const expired = or(isNull(tasks.lease_owner), isNull(tasks.lease_expires_at), lt(tasks.lease_expires_at, now), gone);
+    const ours = opts.ours ? eq(tasks.lease_owner, this.owner) : undefined;
+    const live = and(isNotNull(tasks.lease_owner), gte(tasks.lease_expires_at, now), ours && not(ours));
+    const expired = or(isNull(tasks.lease_owner), isNull(tasks.lease_expires_at), lt(tasks.lease_expires_at, now), ours);
     // Sessions whose queue is busy: a task running under a live lease, or a question waiting.
     const busy = this.db
       .select({ sid: tasks.session_id })

@@ -37,8 +37,8 @@ export interface OrchestratorDeps extends LoopDeps {
   repositoriesAllowed?: (userId: string, repositories: RepositoryConfig[]) => Promise<void>;
   /** A playbook's name for the notification at the end of its runs: a unit of that transaction (wired by the app). */
   playbookName?: (playbookId: string, tx: DB) => Unit<string | null>;
-  /** This replica: its id, lease length and the id of its dead predecessor on this data dir (the task leases of leases.ts). */
-  replica: { id: string; leaseMs: number; predecessor?: string | null };
+  /** This replica: its id and lease length (the task leases of leases.ts). */
+  replica: { id: string; leaseMs: number };
   /** Cancels sent to the replica running a task (PostgreSQL); `shared` says whether other replicas may exist. */
   bus: Bus;
 }
@@ -83,7 +83,7 @@ export class Orchestrator {
 
   constructor(private d: OrchestratorDeps) {
     this.loop = new AgentLoop(d);
-    this.leases = new TaskLeases(d.db, d.now, d.replica.id, d.replica.leaseMs, d.bus.shared, d.replica.predecessor);
+    this.leases = new TaskLeases(d.db, d.now, d.replica.id, d.replica.leaseMs, d.bus.shared);
     this.answerTimer = new DueTimer(() => void this.expireAnswers().catch((e) => d.log.error("answer timeouts not checked", { err: e })), d.now);
   }
 
@@ -176,8 +176,13 @@ export class Orchestrator {
     // Nothing to run, or stopped while picking (shutdown, the session being deleted): the task stays queued.
     if (!next || next.status === "waiting_input" || entry.ctl.signal.aborted) return;
     entry.taskId = next.id;
+    if (await this.execute(next, entry.ctl)) return;
     // Not taken: another replica runs the session's queue (it picks the next task when done).
-    if (!(await this.execute(next, entry.ctl))) entry.taskId = null;
+    entry.taskId = null;
+    // A cancel that reached this replica while it tried to take the task: for the one that has it.
+    if (entry.ctl.signal.reason === ("cancel" satisfies StopReason)) {
+      await this.d.bus.notify(CHANNELS.tasks, { cancel: next.id }).catch((err) => this.d.log.warn("cancel not sent to the replica running the task", { task_id: next.id, err }));
+    }
   }
 
   /**
@@ -223,6 +228,8 @@ export class Orchestrator {
     } finally {
       stopHold();
     }
+    // Lost meanwhile, whatever the loop answered: another replica has the task (or ended it); this one writes nothing more.
+    if (ctl.signal.reason === ("lease-lost" satisfies StopReason)) outcome = "interrupted";
     await this.settle(task, outcome, ctl.signal.reason);
     return true;
   }
@@ -234,7 +241,7 @@ export class Orchestrator {
   private took(task: TaskRow, previousOwner: string | null): TaskRow {
     if (!this.leases.shared) return task;
     this.d.transcript.release(task.session_id);
-    if (previousOwner && previousOwner !== this.leases.owner && previousOwner !== this.leases.predecessor) {
+    if (previousOwner && previousOwner !== this.leases.owner) {
       this.d.log.info("task taken over from another replica", { task_id: task.id, session_id: task.session_id, from_replica: previousOwner });
     }
     return task;
@@ -243,7 +250,7 @@ export class Orchestrator {
   private async settle(task: TaskRow, outcome: Outcome, reason: unknown) {
     // Lease lost: someone else has the task now. Shutdown: its lease is given up, so that another
     // replica continues it at once rather than after the lease.
-    if (outcome === "interrupted") return reason === "shutdown" ? this.release(task) : undefined;
+    if (outcome === "interrupted") return reason === "shutdown" ? this.handOver(task) : undefined;
     if (outcome === "waiting") {
       // Whichever replica takes the answer resumes it.
       await this.release(task);
@@ -256,6 +263,15 @@ export class Orchestrator {
 
   private async release(task: TaskRow) {
     await this.leases.release(task.id).catch((err) => this.d.log.warn("task lease not released", { task_id: task.id, err }));
+  }
+
+  /**
+   * A clean stop: the task's lease is released and the other replicas are told (`{ resume:
+   * session id }`), so one of them continues it now rather than at its next takeover round.
+   */
+  private async handOver(task: TaskRow) {
+    await this.release(task);
+    if (this.leases.shared) await this.d.bus.notify(CHANNELS.tasks, { resume: task.session_id }).catch((err) => this.d.log.warn("stopped task not announced to the other replicas", { task_id: task.id, err }));
   }
 
   /** Ends the task completed or cancelled (a playbook run also notifies its owner, in the same transaction). See `end`. */
@@ -411,8 +427,16 @@ export class Orchestrator {
     return null;
   }
 
-  /** A cancel sent by another replica (`cancel`): the task's loop, if it runs here, stops as for a local cancel. */
+  /**
+   * A message from another replica: `cancel` (a task id): the task's loop, if it runs here, stops
+   * as for a local cancel; `resume` (a session id): a replica stopping cleanly gave the session's
+   * task up, pumped here (whichever replica takes its lease first continues it).
+   */
   private onRequest(message: Record<string, unknown>) {
+    if (typeof message.resume === "string") {
+      this.d.log.info("resuming a task another replica gave up as it stopped", { session_id: message.resume, from_replica: message._from });
+      return this.pump(message.resume);
+    }
     const taskId = message.cancel;
     if (typeof taskId !== "string") return;
     for (const entry of this.running.values()) {
@@ -470,7 +494,7 @@ export class Orchestrator {
    */
   async recover() {
     if (this.leases.shared) await this.d.bus.listen(CHANNELS.tasks, (m) => this.onRequest(m));
-    const sessions = this.leases.shared ? await this.leases.orphaned() : await this.d.tasks.sessionsWithWork();
+    const sessions = this.leases.shared ? await this.leases.orphaned({ ours: true }) : await this.d.tasks.sessionsWithWork();
     if (sessions.length) this.d.log.info("resuming tasks", { sessions: sessions.length });
     for (const sid of sessions) this.pump(sid);
     this.answerTimer.reset(await this.d.tasks.nextAnswerDue());
@@ -479,13 +503,15 @@ export class Orchestrator {
   /**
    * PostgreSQL replicas, every heartbeat: sessions whose work no live replica holds (a replica died
    * or stopped; leases.ts `orphaned`) are pumped here. Several replicas may try at once; the lease
-   * decides which one runs each task.
+   * decides which one runs each task. The answer timer is re-armed from the table too.
    */
   async takeOver() {
     if (!this.leases.shared || this.stopped) return;
     const sessions = (await this.leases.orphaned()).filter((sid) => !this.running.has(sid));
     if (sessions.length) this.d.log.debug("looking at sessions no replica holds", { sessions: sessions.length });
     for (const sid of sessions) this.pump(sid);
+    // Questions asked on a replica that has gone time out here (the timer keeps the earliest).
+    this.answerTimer.arm(await this.d.tasks.nextAnswerDue());
   }
 
   /**

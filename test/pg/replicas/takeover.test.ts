@@ -168,4 +168,64 @@ describe.skipIf(!PG_SERVER)("task leases across replicas", () => {
     expect(seen.filter((f) => f.type === "task:tool_result").at(-1)?.output).toContain("[cancelled by the user]");
     expect(seen.at(-1)).toMatchObject({ type: "task:done", status: "cancelled" });
   }, 60_000);
+
+  test("deleting the session through the other replica stops its task where it runs first", async () => {
+    mock.reset();
+    mock.script(() => ({ toolCalls: [{ name: "Bash", input: { command: "sleep 30" } }] }));
+    const sub = (await api(set.servers[0]!, "POST", "/v1/tasks", { profile_id: profileId, prompt: "sleep" })).body;
+    const { holder, other } = await owner(sub.task_id);
+    await waitFor(async () => (await set.sql`SELECT pending_tool_use_id FROM tasks WHERE id = ${sub.task_id}`)[0]?.pending_tool_use_id, { timeoutMs: 20_000, what: "the tool call in flight" });
+    const started = Date.now();
+    const deleted = await fetch(`${other.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: set.headers });
+    expect(deleted.status).toBe(204);
+    expect(Date.now() - started).toBeLessThan(4000);
+    expect(holder.output()).toContain("task cancelled through another replica");
+    await Bun.sleep(1500);
+    expect(mock.requests.length).toBe(1);
+    expect((await set.sql`SELECT count(*)::int AS n FROM tasks WHERE session_id = ${sub.session_id}`)[0].n).toBe(0);
+    // The loop ended before the rows went: nothing failed to be written behind the deletion.
+    expect(holder.output()).not.toContain("task queue failed");
+    expect(holder.output()).not.toContain("task crashed");
+  }, 60_000);
+
+  test("a clean stop of the replica running a task hands it over at once, long before its lease would run out", async () => {
+    // A lease of 60 s: only the release at the stop (and the message naming the session) lets the other replica continue it soon.
+    const slow = await startReplicas(2, { flags: ["--replica-lease", "60s"] });
+    try {
+      const headers = slow.headers;
+      const profile = await (await fetch(slow.servers[0]!.url + "/v1/profiles", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ name: "handover", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
+      })).json();
+      mock.reset();
+      let sawInterrupted = false;
+      mock.script((req) => {
+        const results = (req.body.messages.at(-1).content ?? []).filter((b: any) => b.type === "tool_result");
+        if (results.some((r: any) => JSON.stringify(r.content).includes("interrupted"))) {
+          sawInterrupted = true;
+          return { text: "handed over" };
+        }
+        return { toolCalls: [{ name: "Bash", input: { command: "sleep 30" } }] };
+      });
+      const sub = await (await fetch(slow.servers[0]!.url + "/v1/tasks", { method: "POST", headers, body: JSON.stringify({ profile_id: profile.id, prompt: "sleep" }) })).json();
+      const leaseOwner: string = await waitFor(async () => (await slow.sql`SELECT lease_owner FROM tasks WHERE id = ${sub.task_id} AND pending_tool_use_id IS NOT NULL`)[0]?.lease_owner, { timeoutMs: 20_000, what: "the tool call in flight" });
+      const ids = await Promise.all(slow.servers.map(async (s) => (await (await fetch(s.url + "/healthz")).json()).replica as string));
+      const byTable = [...(await slow.sql`SELECT id FROM replicas ORDER BY started_at`)].map((r: { id: string }) => r.id);
+      const i = ids.some(Boolean) ? ids.indexOf(leaseOwner) : byTable.indexOf(leaseOwner);
+      const [holder, other] = [slow.servers[i]!, slow.servers[1 - i]!];
+      const stoppedAt = Date.now();
+      expect(await holder.kill("SIGTERM")).toBe(0);
+      const task = await waitFor(async () => {
+        const r = await (await fetch(`${other.url}/v1/tasks/${sub.task_id}`, { headers })).json();
+        return FINAL.includes(r.status) ? r : null;
+      }, { timeoutMs: 30_000, what: "the handed-over task" });
+      expect(task).toMatchObject({ status: "completed", result_text: "handed over" });
+      expect(sawInterrupted).toBe(true);
+      expect(Date.now() - stoppedAt).toBeLessThan(10_000);
+      expect(other.output()).toContain("resuming a task another replica gave up as it stopped");
+    } finally {
+      await slow.stop();
+    }
+  }, 120_000);
 });

@@ -30,6 +30,8 @@ const valueAt = (o: unknown, path: string): unknown => path.split(".").reduce<un
 export class RuntimeConfig {
   /** Called after every change (start and PATCH) with the effective settings. */
   onChange: ((s: RuntimeSettings) => void)[] = [];
+  /** Called with each PATCH applied here, once persisted (the app announces it to the other replicas). */
+  onPatched: ((p: RuntimePatch) => void)[] = [];
 
   constructor(
     private config: Config,
@@ -92,12 +94,7 @@ export class RuntimeConfig {
    */
   async patch(p: RuntimePatch, origin: AuditOrigin = {}): Promise<RuntimeSettings> {
     const before = this.get();
-    const next = this.get();
-    if (p.rate_limit?.per_minute !== undefined) next.rate_limit.per_minute = p.rate_limit.per_minute;
-    if (p.rate_limit?.burst !== undefined) next.rate_limit.burst = p.rate_limit.burst;
-    if (p.default_max_concurrency !== undefined) next.default_max_concurrency = p.default_max_concurrency;
-    if (p.signup !== undefined) next.signup = p.signup;
-    if (p.policy) next.policy = { ...next.policy, ...p.policy };
+    const next = this.patched(p);
 
     const saved = await this.persisted();
     const merged: RuntimePatch = { ...saved, ...p, rate_limit: { ...saved.rate_limit, ...p.rate_limit }, policy: { ...saved.policy, ...p.policy } };
@@ -109,6 +106,27 @@ export class RuntimeConfig {
     const after = this.get();
     const changes = Object.fromEntries(leafPaths(p).map((path) => [path, { from: valueAt(before, path) ?? null, to: valueAt(after, path) ?? null }]));
     await this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action: "admin.config_changed", details: { changes } });
+    for (const f of this.onPatched) f(p);
     return after;
+  }
+
+  /**
+   * A PATCH another replica applied and persisted: applied here live as well (the same fields, the
+   * same precedence as on that replica), neither stored nor audited again.
+   */
+  applyPeer(p: RuntimePatch): void {
+    this.apply(this.patched(p));
+    this.log.info("runtime configuration changed by another replica", { changed: p, effective: this.get() });
+  }
+
+  /** The effective settings with a patch's fields over them. */
+  private patched(p: RuntimePatch): RuntimeSettings {
+    const next = this.get();
+    if (p.rate_limit?.per_minute !== undefined) next.rate_limit.per_minute = p.rate_limit.per_minute;
+    if (p.rate_limit?.burst !== undefined) next.rate_limit.burst = p.rate_limit.burst;
+    if (p.default_max_concurrency !== undefined) next.default_max_concurrency = p.default_max_concurrency;
+    if (p.signup !== undefined) next.signup = p.signup;
+    if (p.policy) next.policy = { ...next.policy, ...p.policy };
+    return next;
   }
 }

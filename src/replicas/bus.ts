@@ -25,6 +25,8 @@ export const CHANNELS = {
   tasks: "runcell_tasks",
   /** A playbook schedule was made or changed (`{}`): every replica re-reads the earliest due slot. */
   schedules: "runcell_schedules",
+  /** PATCH /admin/config applied on one replica: `{ patch }` (the validated body), applied live by the others. */
+  config: "runcell_config",
 } as const;
 export type Channel = (typeof CHANNELS)[keyof typeof CHANNELS];
 

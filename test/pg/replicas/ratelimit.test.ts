@@ -3,8 +3,9 @@
  * each enforces its share of the configured limit (burst 21 → 11 each, 60/min → 30/min each), so
  * a caller whose requests alternate between them gets the configured burst plus at most N−1 = 1
  * token of rounding (plus what refills meanwhile) — not twice the burst, as two independent
- * buckets would give. RateLimit-Limit and Retry-After describe the answering replica's share; when
- * a replica leaves, the other one's share grows back to the whole limit.
+ * buckets would give. RateLimit-Limit and Retry-After describe the answering replica's share; a
+ * PATCH /admin/config through one replica changes the limit on both; when a replica leaves, the
+ * other one's share grows back to the whole limit.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { waitFor } from "../../helpers/net.ts";
@@ -15,12 +16,15 @@ const PER_MINUTE = 60;
 const BURST = 21;
 const N = 2;
 const SHARE = Math.ceil(BURST / N);
+const ADMIN = "replica rate limit admin password";
+/** The burst after the PATCH through one replica. */
+const PATCHED_BURST = 41;
 
 describe.skipIf(!PG_SERVER)("the rate limit across two replicas", () => {
   let set: ReplicaSet;
   beforeAll(async () => {
     // server-process.ts passes huge limits first; these come later and win.
-    set = await startReplicas(N, { flags: ["--rate-limit-per-minute", String(PER_MINUTE), "--rate-limit-burst", String(BURST), "--replica-lease", "3s"] });
+    set = await startReplicas(N, { env: { RUNCELL_ADMIN_PASSWORD: ADMIN }, flags: ["--rate-limit-per-minute", String(PER_MINUTE), "--rate-limit-burst", String(BURST), "--replica-lease", "3s"] });
   }, 60_000);
   afterAll(() => set?.stop());
 
@@ -67,10 +71,22 @@ describe.skipIf(!PG_SERVER)("the rate limit across two replicas", () => {
     expect(refusedBy).toEqual(new Set([0, 1]));
   }, 60_000);
 
+  test("PATCH /admin/config through one replica changes the limit on the other at once (its share of the new burst)", async () => {
+    const [a, b] = set.servers as [(typeof set.servers)[0], (typeof set.servers)[0]];
+    const admin = { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" };
+    const patched = await fetch(a.url + "/admin/config", { method: "PATCH", headers: admin, body: JSON.stringify({ rate_limit: { burst: PATCHED_BURST } }) });
+    expect(patched.status).toBe(200);
+    expect((await patched.json()).rate_limit).toEqual({ per_minute: PER_MINUTE, burst: PATCHED_BURST });
+    expect(await shareOn(a.url)).toBe(Math.ceil(PATCHED_BURST / N));
+    // B hears of it over the bus (well before any restart or heartbeat).
+    await waitFor(async () => (await shareOn(b.url)) === Math.ceil(PATCHED_BURST / N), { timeoutMs: 2_000, what: "replica B to apply the new burst" });
+    expect((await (await fetch(b.url + "/admin/config", { headers: admin })).json()).rate_limit).toEqual({ per_minute: PER_MINUTE, burst: PATCHED_BURST });
+  });
+
   test("a replica that leaves (SIGTERM removes its row): the other one's share grows back to the whole limit", async () => {
     const [a, b] = set.servers as [(typeof set.servers)[0], (typeof set.servers)[0]];
     expect(await b.kill("SIGTERM")).toBe(0);
-    await waitFor(async () => (await shareOn(a.url)) === BURST, { timeoutMs: 10_000, what: "the remaining replica to enforce the whole burst" });
+    await waitFor(async () => (await shareOn(a.url)) === PATCHED_BURST, { timeoutMs: 10_000, what: "the remaining replica to enforce the whole burst" });
     const rows = await set.sql`SELECT id FROM replicas`;
     expect(rows).toHaveLength(1);
   }, 30_000);

@@ -117,9 +117,6 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const adminPassword = new AdminPassword(settings, now, throttle, audit);
   const runtimeConfig = new RuntimeConfig(config, settings, limiter, log, audit);
   await runtimeConfig.applyAtStart();
-  // PATCH /admin/config reaches every replica (the rate limit, concurrency default, sign-up, policy).
-  runtimeConfig.onPatched.push((patch) => void bus.notify(CHANNELS.config, { patch }).catch((err) => log.warn("configuration change not announced to the other replicas", { err })));
-  await bus.listen(CHANNELS.config, (m) => runtimeConfig.applyPeer(m.patch as Parameters<typeof runtimeConfig.applyPeer>[0]));
   const setup = new SetupLinks(db, users, accounts, config.publicUrl, now, audit);
   const oauth = new OAuth(config, db, users, accounts, now, log, audit);
   const stats = new Stats(db, now);
@@ -140,6 +137,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const profiles = new Profiles(db, config, now, { policy, modelNet, pool: { state: (p) => workspaces.pool.state(p) } }, changes);
   const workspaces: Workspaces = new Workspaces({
     db, ...(await loadWorkspaceSettings(settings, sealer)), log, config, now, policy, metrics,
+    // Its warm-pool members carry its id; the members of the other registered replicas are theirs (src/workspaces/peers.ts).
+    replica: { id: replicas.id, shared: bus.shared, registered: async () => new Set((await replicas.list()).map((r) => r.id)) },
     envFor: async (row): Promise<Record<string, string>> => {
       const profile = await profiles.byIdAny(row.profile_id);
       return profile && profile.user_id === row.user_id ? await secrets.resolveEnv(row.user_id, profile.env) : {};

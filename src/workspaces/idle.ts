@@ -3,6 +3,11 @@
  * longer than --workspace-idle-timeout (default 30 min) is stopped; its volume keeps the files and
  * the next turn's ensureRunning starts it again. A workspace with an exec in flight is never
  * stopped, however long the command runs.
+ *
+ * With several replicas, the exec may run on another replica, whose in-flight counts are in its
+ * memory: so each replica first touches the rows of its own busy workspaces (`last_active_at`) at
+ * every check, at most a quarter of the timeout apart, which keeps them out of every replica's
+ * idle cutoff (as long as the replicas' clocks agree within the rest of the timeout).
  */
 import type { Box } from "./box.ts";
 import type { Logger } from "../log.ts";
@@ -16,6 +21,8 @@ export interface IdleDeps {
   store: WorkspaceStore;
   locks: KeyedMutex;
   inflight: Map<string, number>;
+  /** Other replicas may stop this replica's busy workspaces unless their rows say they are busy. */
+  shared?: boolean;
   now: () => number;
   idleMs: number;
   log: Logger;
@@ -23,6 +30,7 @@ export interface IdleDeps {
 
 /** Stops every idle workspace; returns their ids. */
 export async function stopIdle(d: IdleDeps): Promise<string[]> {
+  if (d.shared) for (const id of d.inflight.keys()) await d.store.touch(id);
   const cutoff = d.now() - d.idleMs;
   const stopped: string[] = [];
   for (const candidate of await d.store.idleSince(cutoff)) {

@@ -20,6 +20,11 @@
  * - Reconciled with each Docker host before its workspace reconciliation (at start, then every
  *   few minutes): a member of this instance whose profile still wants it with the same shape is
  *   adopted, any other one is removed (container and volume).
+ * - Replicas (peers.ts): each replica has its own pools. A member is labelled with the replica
+ *   that made it (`runcell.replica=<id>`); reconciliation adopts only this replica's members, leaves
+ *   those of other registered replicas alone and removes those of replicas that are gone. So the
+ *   profile's warm_pool and the operator's caps apply per replica. A profile's hooks run on the
+ *   replica that changed it; the others bring their pools to it within POOL_SYNC_EVERY_MS (`sync`).
  */
 import { sha256Hex } from "../lib/crypto.ts";
 import { readFileSync } from "node:fs";
@@ -30,7 +35,8 @@ import type { Logger } from "../log.ts";
 import { removeWithVolume } from "./box.ts";
 import { dockerMessage } from "./docker.ts";
 import type { DockerHost, DockerHosts, HostUsage } from "./hosts.ts";
-import { LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, LABEL_WORKSPACE } from "./spec.ts";
+import { memberOwner, type ReplicaView } from "./peers.ts";
+import { LABEL_INSTANCE, LABEL_POOL, LABEL_POOL_KEY, LABEL_REPLICA, LABEL_WORKSPACE } from "./spec.ts";
 
 /** No member is made while the host has less memory available than this. */
 const MIN_AVAILABLE_MB = 512;
@@ -43,6 +49,8 @@ const RETRY_AFTER_MS = 30_000;
  */
 const REFILL_DELAY_MS = 200;
 const REFILL_MAX_DELAY_MS = 1000;
+/** Replicas: how often each one brings its pools to the profiles as stored (changes made through another replica). */
+export const POOL_SYNC_EVERY_MS = 10_000;
 
 export interface PoolMember {
   /** The workspace id the member becomes (`ctr_…`): its volume and labels are named after it. */
@@ -78,6 +86,8 @@ export interface PoolDeps {
   usage: () => Promise<HostUsage>;
   log: Logger;
   instanceId: string;
+  /** This replica: the label its members carry, and the other replicas whose members it leaves alone. */
+  replica: ReplicaView;
   config: Pick<Config, "workspaceImage" | "maxWarmPool" | "maxWarmPoolTotal">;
   policy?: { clampSpec(userId: string, spec: WorkspaceSpec): Promise<WorkspaceSpec> };
   profile(id: string): Promise<ProfileRow | null>;
@@ -276,6 +286,17 @@ export class WarmPool {
     for (const profile of await this.d.pooledProfiles()) this.refill(profile.id);
   }
 
+  /**
+   * Replicas: every profile that wants a pool, or has one here, brought to the profile as stored
+   * (made, resized, drained or removed), for changes made through another replica, whose hooks
+   * ran there. Every POOL_SYNC_EVERY_MS on PostgreSQL.
+   */
+  async sync() {
+    if (this.closed) return;
+    const ids = new Set([...(await this.d.pooledProfiles()).map((p) => p.id), ...this.pools.keys()]);
+    for (const id of ids) this.refill(id);
+  }
+
   /** Brings the profile's pool to its target: drains a changed shape, trims extras, starts the missing members. */
   private async fill(profileId: string) {
     const profile = await this.d.profile(profileId);
@@ -333,7 +354,8 @@ export class WarmPool {
         this.pending.set(ctrId, h.name);
         return h;
       });
-      const labels = { [LABEL_POOL]: profile.id, [LABEL_POOL_KEY]: shape.key };
+      const labels: Record<string, string> = { [LABEL_POOL]: profile.id, [LABEL_POOL_KEY]: shape.key };
+      if (this.d.replica.id) labels[LABEL_REPLICA] = this.d.replica.id;
       const c = await host.gate.run("pool", () => host.provisioner.up({ id: ctrId, session_id: "", name: member.name, volume: member.volume, image: shape.image, spec: shape.spec }, labels));
       member.dockerId = c.id;
       const now = this.closed ? null : await this.d.profile(profile.id);
@@ -372,20 +394,37 @@ export class WarmPool {
 
   /**
    * Matches a Docker host's pool members of this instance with the pools (before its workspace
-   * reconciliation): a running member its profile still wants, with the profile's current shape,
-   * is adopted; any other one not taken by a session is removed. The caller refills the pools.
+   * reconciliation): of this replica's members (peers.ts), a running one its profile still wants,
+   * with the profile's current shape, is adopted and any other one not taken by a session is
+   * removed; members of other registered replicas are left alone (`peers`), those of gone
+   * replicas removed unless taken. The caller refills the pools.
    */
-  async reconcile(host: DockerHost): Promise<{ adopted: string[]; removed: string[] }> {
-    const report = { adopted: [] as string[], removed: [] as string[] };
+  async reconcile(host: DockerHost): Promise<{ adopted: string[]; removed: string[]; peers: string[] }> {
+    const report = { adopted: [] as string[], removed: [] as string[], peers: [] as string[] };
     const wanted = await this.d.pooledProfiles();
     if (wanted.length === 0 && this.pools.size === 0) {
       // Nothing wants a pool: left-over members (no workspace row) are orphans the workspace reconciliation removes.
       return report;
     }
     const containers = await host.boxes.list({ [LABEL_INSTANCE]: this.d.instanceId, [LABEL_POOL]: "" });
+    // Read after the listing: a replica that registers later has no member in it but those it had before (kept by its id).
+    const registered = this.d.replica.shared ? await this.d.replica.registered() : new Set<string>();
     for (const c of containers) {
       const ctrId = c.labels[LABEL_WORKSPACE] ?? "";
       if (!ctrId || this.holds(ctrId)) continue;
+      const owner = memberOwner(c.labels, this.d.replica, registered);
+      if (owner === "peer") {
+        report.peers.push(ctrId);
+        continue;
+      }
+      if (owner === "gone") {
+        // Never adopted (its label names another replica: every replica would take it for its own);
+        // removed unless a session took it, or its replica registered again meanwhile (restarted on its data dir).
+        if ((await this.d.hasRow(ctrId)) || (await this.d.replica.registered()).has(c.labels[LABEL_REPLICA] ?? "")) continue;
+        await this.discard({ ctrId, dockerId: c.id, name: c.name, volume: `runcell-${ctrId}`, host: host.name });
+        report.removed.push(ctrId);
+        continue;
+      }
       const profileId = c.labels[LABEL_POOL] ?? "";
       const profile = await this.d.profile(profileId);
       const shape = profile && (await this.shapeOf(profile));

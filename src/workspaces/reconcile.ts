@@ -6,13 +6,25 @@
  * records that say running while the container is not are marked `stopped`. Workspaces with a
  * lifecycle operation in flight are left alone. Runs per Docker host (the rows of that host
  * against its objects), at start, every few minutes, and when a host answers again.
+ *
+ * With several replicas on one database (peers.ts), the instance's objects are also theirs: a
+ * warm-pool member of another registered replica (by its `runcell.replica` label) is never
+ * removed, and a `starting` row younger than STARTING_GRACE_MS is left alone (another replica may
+ * be creating its container right now: the lock that shows this within a process is not shared).
  */
 import type { Logger } from "../log.ts";
 import type { BoxEngine, BoxSummary } from "./box.ts";
 import { dockerMessage } from "./docker.ts";
 import type { KeyedMutex } from "./mutex.ts";
+import { memberOwner, type ReplicaView } from "./peers.ts";
 import { LABEL_INSTANCE, LABEL_WORKSPACE } from "./spec.ts";
 import type { WorkspaceStore } from "./store.ts";
+
+/**
+ * With several replicas, a `starting` row updated less than this long ago may be another
+ * replica's start in progress (an image pull included); older, it is an interrupted start.
+ */
+export const STARTING_GRACE_MS = 10 * 60_000;
 
 export interface ReconcileReport {
   removed_containers: string[];
@@ -31,6 +43,9 @@ export interface ReconcileDeps {
   log: Logger;
   /** Whether a ctr id is a warm-pool member (pool.ts): its container and volume have no row and are kept. */
   pooled?: (ctrId: string) => boolean;
+  /** This replica among those sharing the database (peers.ts); absent: the only server. */
+  replica?: ReplicaView;
+  now?: () => number;
 }
 
 export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
@@ -41,13 +56,19 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
   const snapshot = await d.store.all(d.host);
   const containers = await d.boxes.list(ours);
   const volumes = await d.boxes.listVolumes(ours);
+  const shared = d.replica?.shared === true;
+  // Read after the listings: a replica registering later made none of the objects listed (or is a restarted one, registered before).
+  const registered = shared ? await d.replica!.registered() : new Set<string>();
+  /** Another registered replica's warm-pool member (taken or not): that replica's to keep or remove. */
+  const peers = (labels: Record<string, string>) => shared && memberOwner(labels, d.replica!, registered) === "peer";
+  const now = d.now ?? Date.now;
 
   const live = new Map<string, BoxSummary>();
   for (const c of containers) {
     const ctr = c.labels[LABEL_WORKSPACE] ?? "";
     // The row is read first, so that the lock and pool checks decide with it, nothing awaited between.
     const row = await d.store.byId(ctr);
-    if (d.locks.busy(ctr) || d.pooled?.(ctr)) {
+    if (d.locks.busy(ctr) || d.pooled?.(ctr) || peers(c.labels)) {
       live.set(c.id, c);
       continue;
     }
@@ -68,6 +89,7 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
   for (const row of snapshot) {
     const fresh = await d.store.byId(row.id);
     if (d.locks.busy(row.id) || !fresh || fresh.status === "unavailable" || fresh.updated_at !== row.updated_at || fresh.status !== row.status || fresh.docker_id !== row.docker_id) continue;
+    if (shared && fresh.status === "starting" && now() - fresh.updated_at < STARTING_GRACE_MS) continue;
     const c = row.docker_id ? live.get(row.docker_id) : undefined;
     if (row.docker_id && !c) {
       const volumeGone = !volumeNames.has(row.volume);
@@ -86,7 +108,7 @@ export async function reconcile(d: ReconcileDeps): Promise<ReconcileReport> {
   for (const v of volumes) {
     const ctr = v.labels[LABEL_WORKSPACE] ?? "";
     const row = await d.store.byId(ctr);
-    if (d.locks.busy(ctr) || d.pooled?.(ctr) || row?.host === d.host) continue;
+    if (d.locks.busy(ctr) || d.pooled?.(ctr) || row?.host === d.host || peers(v.labels)) continue;
     try {
       await d.boxes.removeVolume(v.name);
       report.removed_volumes.push(v.name);

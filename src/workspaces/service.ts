@@ -33,7 +33,8 @@ import { idleCheckEveryMs, stopIdle } from "./idle.ts";
 import { Lifecycle, type WorkspacePolicy } from "./lifecycle.ts";
 import { KeyedMutex } from "./mutex.ts";
 import { relativePath, resolveWorkspacePath, WORKSPACE_ROOT } from "./paths.ts";
-import { type PoolMetrics, WarmPool } from "./pool.ts";
+import { PeerMembers, type ReplicaView, SOLE_REPLICA } from "./peers.ts";
+import { POOL_SYNC_EVERY_MS, type PoolMetrics, WarmPool } from "./pool.ts";
 import { type AttachedProcess, openProcess, type ProcessOptions } from "./process.ts";
 import { reconcile, type ReconcileReport } from "./reconcile.ts";
 import { FileUrlSigner, loadSigningKey } from "./signing.ts";
@@ -67,6 +68,12 @@ export interface WorkspaceDeps {
   policy?: WorkspacePolicy & { diskCapBytes(userId: string): Promise<number | null> };
   /** /metrics: warm-pool takes, misses and refills; start-queue waits (wired by the app). */
   metrics?: PoolMetrics & GateObserver;
+  /**
+   * This server among the replicas sharing the database (wired by the app; peers.ts): its id
+   * labels the warm-pool members it makes, and the registered replicas' members are left alone.
+   * Absent: the only server.
+   */
+  replica?: ReplicaView;
 }
 
 /** This data dir's instance id (made and stored at the first start). */
@@ -113,6 +120,10 @@ export class Workspaces {
   readonly hosts: DockerHosts;
   /** Started containers per profile for its next sessions (pool.ts). */
   readonly pool: WarmPool;
+  /** This replica among those sharing the database and the Docker hosts (peers.ts). */
+  readonly replica: ReplicaView;
+  /** The other replicas' warm-pool members per host (placement). */
+  private peers: PeerMembers;
   private lifecycle: Lifecycle;
   private signer: FileUrlSigner;
   private log: Logger;
@@ -121,12 +132,14 @@ export class Workspaces {
     this.log = d.log.child({ component: "workspaces" });
     this.store = new WorkspaceStore(d.db, d.now);
     this.instanceId = d.instanceId;
+    this.replica = d.replica ?? SOLE_REPLICA;
     this.hosts = new DockerHosts(d.config.dockerHosts, { log: this.log, instanceId: this.instanceId, parallelism: () => d.config.workspaceStartParallelism, observer: d.metrics });
     this.pool = new WarmPool({
       hosts: this.hosts,
       usage: () => this.hostUsage(),
       log: this.log.child({ component: "warm-pool" }),
       instanceId: this.instanceId,
+      replica: this.replica,
       config: d.config,
       policy: d.policy,
       profile: (id) => this.store.profile(id),
@@ -134,16 +147,27 @@ export class Workspaces {
       hasRow: async (id) => (await this.store.byId(id)) !== null,
       metrics: d.metrics,
     });
+    this.peers = new PeerMembers({
+      replica: this.replica,
+      instanceId: this.instanceId,
+      hosts: () => this.hosts.list,
+      withRows: (ids) => this.store.withRows(ids),
+      log: this.log.child({ component: "warm-pool" }),
+    });
     this.lifecycle = new Lifecycle({ ...d, log: this.log, store: this.store, locks: this.locks, hosts: this.hosts, usage: () => this.hostUsage(), pool: this.pool });
     this.signer = new FileUrlSigner(d.fileUrlKey, d.config.publicUrl, d.now);
   }
 
-  /** Each host's load for placement: its starting and running workspaces plus its pool members. */
+  /**
+   * Each host's load for placement: its starting and running workspaces (every replica's: rows),
+   * this replica's pool members (memory) and the other replicas' (Docker, peers.ts; none with one server).
+   */
   private async hostUsage(): Promise<Map<string, number>> {
     // The members first: a taken member whose row is written meanwhile is then counted twice (as a member and as its row), never not at all.
+    const peers = await this.peers.byHost();
     const members = this.pool.membersByHost();
     const usage = await this.store.activeByHost();
-    for (const [host, n] of members) usage.set(host, (usage.get(host) ?? 0) + n);
+    for (const m of [members, peers]) for (const [host, n] of m) usage.set(host, (usage.get(host) ?? 0) + n);
     return usage;
   }
 
@@ -385,7 +409,7 @@ export class Workspaces {
 
   /** Stops workspaces idle longer than the configured timeout; returns their ids. */
   stopIdle(): Promise<string[]> {
-    return stopIdle({ ...this.background(), inflight: this.inflight, now: this.d.now, idleMs: this.d.config.workspaceIdleTimeoutMs });
+    return stopIdle({ ...this.background(), inflight: this.inflight, shared: this.replica.shared, now: this.d.now, idleMs: this.d.config.workspaceIdleTimeoutMs });
   }
 
   /**
@@ -411,7 +435,10 @@ export class Workspaces {
       this.log.warn("warm pool could not be reconciled", { docker_host: host.name, error: dockerMessage(e) });
     }
     try {
-      return await reconcile({ boxes: host.boxes, host: host.name, store: this.store, locks: this.locks, log: this.log, instanceId: this.instanceId, pooled: (id) => this.pool.holds(id) });
+      return await reconcile({
+        boxes: host.boxes, host: host.name, store: this.store, locks: this.locks, log: this.log, instanceId: this.instanceId,
+        pooled: (id) => this.pool.holds(id), replica: this.replica, now: this.d.now,
+      });
     } catch (e) {
       this.log.warn("workspaces could not be reconciled with a Docker host", { docker_host: host.name, error: dockerMessage(e) });
       return null;
@@ -458,6 +485,8 @@ export class Workspaces {
       intervalWorker(this.log, "workspace-disk-check", DISK_CHECK_EVERY_MS, () => this.checkDisk()),
       // At start too: /healthz answers from each engine's last ping.
       intervalWorker(this.log, "docker-host-health", HEALTH_EVERY_MS, () => this.checkHosts(), { runAtStart: true }),
+      // Replicas: profile changes made through another replica reach this one's pools.
+      ...(this.replica.shared ? [intervalWorker(this.log, "warm-pool-sync", POOL_SYNC_EVERY_MS, () => this.pool.sync())] : []),
       { name: "warm-pool", start() {}, stop: () => this.pool.stop() },
     ];
   }

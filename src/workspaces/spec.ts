@@ -22,6 +22,12 @@ export const LABEL_INSTANCE = "runcell.instance";
 export const LABEL_POOL = "runcell.pool";
 /** A warm-pool member: the hash of the image and container spec it was made with (a changed profile drains members with another). */
 export const LABEL_POOL_KEY = "runcell.pool.key";
+/**
+ * A warm-pool member: the replica that made it (`rep_…`, peers.ts). Only that replica adopts or
+ * takes it; the others leave it alone while that replica is registered and remove it once it is
+ * gone. It stays on the container after a session takes it.
+ */
+export const LABEL_REPLICA = "runcell.replica";
 
 export const CAP_ADD = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETUID", "SETGID"];
 

@@ -191,6 +191,13 @@ export class WorkspaceStore {
       .orderBy(desc(workspaces.id));
   }
 
+  /** The ids among `ids` that have a row (placement: another replica's pool member taken by a session). */
+  async withRows(ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await this.db.select({ id: workspaces.id }).from(workspaces).where(inArray(workspaces.id, ids));
+    return new Set(rows.map((r) => r.id));
+  }
+
   /** Starting and running workspaces per Docker host (placement). */
   async activeByHost(): Promise<Map<string, number>> {
     const rows = await this.db.select({ host: workspaces.host, n: count() }).from(workspaces).where(inArray(workspaces.status, ACTIVE)).groupBy(workspaces.host);

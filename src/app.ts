@@ -117,6 +117,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const adminPassword = new AdminPassword(settings, now, throttle, audit);
   const runtimeConfig = new RuntimeConfig(config, settings, limiter, log, audit);
   await runtimeConfig.applyAtStart();
+  // PATCH /admin/config reaches every replica (the rate limit, concurrency default, sign-up, policy).
+  runtimeConfig.onPatched.push((patch) => void bus.notify(CHANNELS.config, { patch }).catch((err) => log.warn("configuration change not announced to the other replicas", { err })));
+  await bus.listen(CHANNELS.config, (m) => runtimeConfig.applyPeer(m.patch as Parameters<typeof runtimeConfig.applyPeer>[0]));
   const setup = new SetupLinks(db, users, accounts, config.publicUrl, now, audit);
   const oauth = new OAuth(config, db, users, accounts, now, log, audit);
   const stats = new Stats(db, now);

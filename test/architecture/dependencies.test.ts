@@ -3,7 +3,7 @@
  *
  *   main → cli → app → http, ws → services (the catalogue type) → domain → schema → db → lib
  *
- * where domain = auth, agents, workspaces, notifications, vault, admin, events, playbooks, mcp, git and lib =
+ * where domain = auth, agents, workspaces, notifications, vault, admin, events, playbooks, mcp, git, replicas and lib =
  * lib/ plus config.ts, log.ts, version.ts. A file may import from its own layer's other modules or
  * from layers to its right, never to its left (so no domain file reaches into http/ or ws/); and
  * there is no cycle, neither between modules (folders) nor between files. Type-only imports count:
@@ -32,6 +32,7 @@ const LAYER: Record<string, number> = {
   playbooks: 5,
   mcp: 5,
   git: 5,
+  replicas: 5,
   schema: 6,
   db: 7,
   lib: 8,

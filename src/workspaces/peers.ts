@@ -52,6 +52,8 @@ export function memberOwner(labels: Record<string, string>, replica: Pick<Replic
 
 /** How old a host's count of the other replicas' members may be when placement reads it. */
 export const PEER_COUNT_TTL_MS = 2000;
+/** How long a placement waits for a host's listing; past it, the last count stands (the listing goes on). */
+const LIST_WAIT_MS = 2000;
 /** Container states that hold a host's room. */
 const OCCUPYING = new Set(["created", "running", "restarting", "paused"]);
 
@@ -90,7 +92,13 @@ export class PeerMembers {
     if (!this.d.replica.shared) return out;
     const now = Date.now();
     const hosts = this.d.hosts().filter((h) => h.up);
-    await Promise.all(hosts.filter((h) => now - (this.counts.get(h.name)?.at ?? 0) >= PEER_COUNT_TTL_MS).map((h) => this.refresh(h)));
+    const stale = hosts.filter((h) => now - (this.counts.get(h.name)?.at ?? 0) >= PEER_COUNT_TTL_MS);
+    if (stale.length) {
+      // A host that does not answer must not hold up placement on the others.
+      let timer: Timer | undefined;
+      await Promise.race([Promise.all(stale.map((h) => this.refresh(h))), new Promise<void>((r) => (timer = setTimeout(r, LIST_WAIT_MS)))]);
+      clearTimeout(timer);
+    }
     for (const h of hosts) {
       const n = this.counts.get(h.name)?.n ?? 0;
       if (n) out.set(h.name, n);

@@ -44,7 +44,10 @@ describe.skipIf(!PG_SERVER)("task leases across replicas", () => {
 
   /** The live replica holding the task's lease (waits for one), and the other live one. */
   async function owner(taskId: string): Promise<{ holder: ServerProcess; other: ServerProcess; id: string }> {
-    const id: string = await waitFor(async () => (await taskRow(taskId))?.lease_owner, { timeoutMs: 20_000, what: "a lease on the task" });
+    const id: string = await waitFor(async () => (await taskRow(taskId))?.lease_owner, { timeoutMs: 20_000, what: "a lease on the task" }).catch(async (e) => {
+      const logs = set.servers.map((s) => s.output().split("\n").filter((l) => /"level":"(warn|error)"/.test(l)).join("\n"));
+      throw new Error(`${(e as Error).message}: ${JSON.stringify(await taskRow(taskId))}\n${logs.join("\n---\n")}`);
+    });
     const live = set.servers.filter((s) => s.proc.exitCode === null && !s.proc.killed);
     const ids = await Promise.all(live.map(async (s) => (await (await fetch(s.url + "/healthz")).json()).replica as string | undefined));
     let holder = live[ids.indexOf(id)];
@@ -63,7 +66,12 @@ describe.skipIf(!PG_SERVER)("task leases across replicas", () => {
       return FINAL.includes(r.body.status) ? r.body : null;
     }, { timeoutMs, what: `task ${taskId} ended` });
 
-  const frames = async (server: ServerProcess, sessionId: string) => (await api(server, "GET", `/v1/sessions/${sessionId}/events?limit=1000`)).body.data as any[];
+  /** The session's stored frames, once the last one is `last` (frames are stored a moment after the row changes). */
+  const frames = (server: ServerProcess, sessionId: string, last: (f: any) => boolean = (f) => f?.type === "task:done") =>
+    waitFor(async () => {
+      const data = (await api(server, "GET", `/v1/sessions/${sessionId}/events?limit=1000`)).body.data as any[];
+      return last(data.at(-1)) ? data : null;
+    }, { timeoutMs: 5000, what: "the session's last frame" });
 
   test("kill -9 of the replica running a task: the other one continues it after the lease, without re-running the finished tool", async () => {
     mock.reset();
@@ -74,7 +82,10 @@ describe.skipIf(!PG_SERVER)("task leases across replicas", () => {
     const sub = (await api(set.servers[0]!, "POST", "/v1/tasks", { profile_id: profileId, prompt: "count" })).body;
     expect(sub.task_id).toMatch(/^task_/);
     // The second tool call is running: kill the replica holding the lease outright.
-    await mock.waitForRequests(2, 20_000);
+    await mock.waitForRequests(2, 20_000).catch(async (e) => {
+      const logs = set.servers.map((s) => s.output().split("\n").filter((l) => !l.includes('"msg":"request"')).join("\n"));
+      throw new Error(`${(e as Error).message}: ${JSON.stringify(await taskRow(sub.task_id))}\n${logs.join("\n---\n")}`);
+    });
     await Bun.sleep(800);
     const { holder, other, id } = await owner(sub.task_id);
     const killedAt = Date.now();
@@ -137,7 +148,7 @@ describe.skipIf(!PG_SERVER)("task leases across replicas", () => {
     // Three model requests: the first task's two, the second task's one (run exactly once).
     expect(mock.requests.length).toBe(3);
     expect(mock.requests.filter((r) => JSON.stringify(r.body.messages.at(-1).content).includes("second task")).length).toBe(1);
-    const seen = await frames(other, first.session_id);
+    const seen = await frames(other, first.session_id, (f) => f?.type === "task:done" && f.task_id === second.body.task_id);
     expect(seen.map((f) => f.seq)).toEqual(seen.map((_, i) => i + 1));
     expect(seen.filter((f) => f.type === "task:done").map((f) => [f.task_id, f.status])).toEqual([
       [first.task_id, "completed"],
@@ -167,6 +178,32 @@ describe.skipIf(!PG_SERVER)("task leases across replicas", () => {
     expect(seen.map((f) => f.seq)).toEqual(seen.map((_, i) => i + 1));
     expect(seen.filter((f) => f.type === "task:tool_result").at(-1)?.output).toContain("[cancelled by the user]");
     expect(seen.at(-1)).toMatchObject({ type: "task:done", status: "cancelled" });
+  }, 60_000);
+
+  test("a question asked on one replica and answered through the other: the task continues on the one that took the answer", async () => {
+    mock.reset();
+    const questions = [{ question: "Which colour?", header: "Colour", options: [{ label: "red" }, { label: "blue" }], multiSelect: false }];
+    mock.enqueue(
+      { toolCalls: [{ name: "Bash", input: { command: "sleep 1" } }] },
+      { toolCalls: [{ name: "AskUserQuestion", input: { questions } }] },
+      { toolCalls: [{ name: "Bash", input: { command: "sleep 2" } }] },
+      { text: "Blue it is." },
+    );
+    const sub = (await api(set.servers[0]!, "POST", "/v1/tasks", { profile_id: profileId, prompt: "ask me" })).body;
+    const { other } = await owner(sub.task_id);
+    const otherId = (await (await fetch(other.url + "/healthz")).json()).replica ?? [...(await set.sql`SELECT id FROM replicas ORDER BY started_at`)][set.servers.indexOf(other)]!.id;
+    // Waiting for the answer: the lease is given up, so whichever replica takes the answer resumes it.
+    await waitFor(async () => (await taskRow(sub.task_id)).status === "waiting_input", { timeoutMs: 20_000, what: "the question" });
+    await waitFor(async () => (await taskRow(sub.task_id)).lease_owner === null, { timeoutMs: 2000, what: "the lease released at the question" });
+    expect(await taskRow(sub.task_id)).toMatchObject({ status: "waiting_input", lease_owner: null, lease_expires_at: null });
+    expect((await api(other, "POST", `/v1/tasks/${sub.task_id}/answer`, { answer: "blue" })).status).toBe(202);
+    // The tool after the answer runs under the answering replica's lease.
+    await waitFor(async () => (await set.sql`SELECT lease_owner FROM tasks WHERE id = ${sub.task_id} AND pending_tool_use_id IS NOT NULL`)[0]?.lease_owner === otherId, { timeoutMs: 10_000, what: "the task running on the answering replica" });
+    expect(await waitEnded(other, sub.task_id)).toMatchObject({ status: "completed", result_text: "Blue it is.", turns: 4 });
+    expect(mock.requests.length).toBe(4);
+    expect(JSON.stringify(mock.requests[2]!.body.messages.at(-1).content)).toContain("blue");
+    const seen = await frames(other, sub.session_id);
+    expect(seen.map((f) => f.seq)).toEqual(seen.map((_, i) => i + 1));
   }, 60_000);
 
   test("deleting the session through the other replica stops its task where it runs first", async () => {

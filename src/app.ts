@@ -119,7 +119,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   await runtimeConfig.applyAtStart();
   // PATCH /admin/config reaches every replica (the rate limit, concurrency default, sign-up, policy).
   runtimeConfig.onPatched.push((patch) => void bus.notify(CHANNELS.config, { patch }).catch((err) => log.warn("configuration change not announced to the other replicas", { err })));
-  await bus.listen(CHANNELS.config, (m) => runtimeConfig.applyPeer(m.patch as Parameters<typeof runtimeConfig.applyPeer>[0]));
+  const resyncConfig = () => void runtimeConfig.resync().catch((err) => log.error("runtime configuration not re-read", { err }));
+  await bus.listen(CHANNELS.config, (m) => runtimeConfig.applyPeer(m.patch as Parameters<typeof runtimeConfig.applyPeer>[0]), resyncConfig);
   const setup = new SetupLinks(db, users, accounts, config.publicUrl, now, audit);
   const oauth = new OAuth(config, db, users, accounts, now, log, audit);
   const stats = new Stats(db, now);
@@ -299,6 +300,17 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         await eventLog.settle();
       },
     },
+    // PostgreSQL replicas: announcements are at most once (a replica that crashed between saving a
+    // change and announcing it, a LISTEN connection down at that moment): every minute each replica
+    // re-reads the saved configuration and the earliest due schedule slot anyway.
+    ...(bus.shared
+      ? [
+          intervalWorker(log, "replica-resync", 60_000, async () => {
+            await runtimeConfig.resync();
+            await scheduler.rearm();
+          }),
+        ]
+      : []),
     // PostgreSQL replicas: tasks of a replica that died (or stopped) are continued here once their lease runs out.
     ...(bus.shared ? [intervalWorker(log, "task-takeover", replicas.heartbeatMs, () => orchestrator.takeOver())] : []),
     // After the recovery: due schedule slots (also those missed while stopped) fire once each.

@@ -119,6 +119,19 @@ export class RuntimeConfig {
     this.log.info("runtime configuration changed by another replica", { changed: p, effective: this.get() });
   }
 
+  /**
+   * Re-reads what PATCHes saved and applies it if it differs from what runs here (replicas: an
+   * announcement this replica missed — its LISTEN connection was down, or the sender crashed
+   * between saving and announcing). Whether anything changed.
+   */
+  async resync(): Promise<boolean> {
+    const next = this.patched(await this.persisted());
+    if (JSON.stringify(next) === JSON.stringify(this.get())) return false;
+    this.apply(next);
+    this.log.info("runtime configuration re-read: another replica had changed it", { effective: this.get() });
+    return true;
+  }
+
   /** The effective settings with a patch's fields over them. */
   private patched(p: RuntimePatch): RuntimeSettings {
     const next = this.get();

@@ -21,7 +21,7 @@ export const CHANNELS = {
   events: "runcell_events",
   /** Credentials revoked (revocations.ts): `{ token }`, `{ login }`, `{ user }` or `{ disabled }`, each an id. */
   auth: "runcell_auth",
-  /** Requests to the replica running a task: `{ cancel: task id }`. */
+  /** About a task's replica: `{ cancel: task id }` (to the replica running it), `{ resume: session id }` (a clean stop handed it over). */
   tasks: "runcell_tasks",
   /** A playbook schedule was made or changed (`{}`): every replica re-reads the earliest due slot. */
   schedules: "runcell_schedules",

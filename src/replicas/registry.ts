@@ -7,7 +7,8 @@
  * its row in `replicas` at start, renews `seen_at` every third of the lease (`--replica-lease`)
  * and removes the row on a clean stop. A row not renewed for a whole lease is a replica that is
  * gone: it no longer counts (`liveCount`, which divides the rate limits) and its task leases run
- * out at the same time (src/agents/leases.ts).
+ * out at the same time (src/agents/leases.ts). A row not renewed for FORGET_AFTER_LEASES is deleted:
+ * that replica is gone for good (its warm-pool members are then removed, src/workspaces/peers.ts).
  *
  * On SQLite the one server is the only row; the registry works the same and costs one write every
  * few seconds.
@@ -77,9 +78,10 @@ export class Replicas {
     await this.refresh(now);
   }
 
-  /** Renews this replica's row and re-counts the live ones. */
+  /** Renews this replica's row, forgets replicas long gone, and re-counts the live ones. */
   async heartbeat(): Promise<void> {
     const now = this.now();
+    await this.db.delete(replicas).where(lt(replicas.seen_at, now - FORGET_AFTER_LEASES * this.leaseMs));
     const [row] = await this.db.update(replicas).set({ seen_at: now }).where(eq(replicas.id, this.id)).returning({ id: replicas.id });
     // Deleted by another replica after a long pause of this one: written again.
     if (!row) await this.db.insert(replicas).values({ id: this.id, hostname: this.hostname, version: this.version, started_at: now, seen_at: now });
@@ -103,8 +105,13 @@ export class Replicas {
     return rows.map((r) => ({ ...r, live: r.seen_at > now - this.leaseMs, self: r.id === this.id }));
   }
 
-  /** A clean stop: the row goes (other replicas stop counting this one at once). */
+  /**
+   * A clean stop: the row is marked not seen for a lease, so the others stop counting this replica
+   * at their next heartbeat (their rate-limit shares grow back), but it stays registered — its
+   * warm-pool members are left for it to adopt when it starts again on its data dir — until it has
+   * been gone for FORGET_AFTER_LEASES.
+   */
   async leave(): Promise<void> {
-    await this.db.delete(replicas).where(eq(replicas.id, this.id));
+    await this.db.update(replicas).set({ seen_at: this.now() - this.leaseMs - 1 }).where(eq(replicas.id, this.id));
   }
 }

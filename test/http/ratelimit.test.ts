@@ -160,3 +160,21 @@ test("every response carries the RateLimit headers; only the API surfaces take f
     await t.stop();
   }
 });
+
+describe("re-reading saved settings (a replica that missed another's announcement)", () => {
+  test("resync applies what another process saved, live (the limiter too); nothing saved anew: no change", async () => {
+    const t = await startTestApp();
+    try {
+      const rc = t.app.services.runtimeConfig;
+      expect(await rc.resync()).toBe(false);
+      // Another replica's PATCH, saved in the shared settings without this process hearing of it.
+      await t.app.services.settings.set("runtime_config", { rate_limit: { per_minute: 42, burst: 7 }, signup: "open" });
+      expect(await rc.resync()).toBe(true);
+      expect(rc.get()).toMatchObject({ rate_limit: { per_minute: 42, burst: 7 }, signup: "open" });
+      expect(t.app.services.limiter.settings).toEqual({ per_minute: 42, burst: 7 });
+      expect(await rc.resync()).toBe(false);
+    } finally {
+      await t.stop();
+    }
+  });
+});

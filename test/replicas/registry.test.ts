@@ -1,7 +1,8 @@
 /**
  * The replica registry on a real SQLite file: a data dir keeps its replica id across restarts (a
  * restarted replica is the same replica), a crash's left-over row is taken over, the live count
- * follows heartbeats, and a clean stop removes the row.
+ * follows heartbeats, a clean stop leaves the row registered but not live, and a long-gone
+ * replica is forgotten.
  */
 import { describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -52,7 +53,14 @@ describe("the registry", () => {
     await again.heartbeat();
     expect(again.liveCount()).toBe(1);
     expect((await again.list()).find((r) => r.id === b.id)?.live).toBe(false);
+    // A clean stop: still registered (its pool members wait for it), no longer live.
     await again.leave();
+    await b.heartbeat();
+    expect(b.liveCount()).toBe(1);
+    expect((await b.list()).find((r) => r.id === a.id)).toMatchObject({ live: false });
+    // Gone for 20 leases: forgotten at the next heartbeat.
+    clock += 20 * 3000 + 1;
+    await b.heartbeat();
     expect((await b.list()).map((r) => r.id)).toEqual([b.id]);
     h.close();
   });

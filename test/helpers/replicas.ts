@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SQL } from "bun";
-import { tempDir } from "./app.ts";
+import { removeInstanceWorkspaces, tempDir } from "./app.ts";
 import { runCli } from "./cli.ts";
 import { createDatabase, dropDatabase } from "./pg.ts";
 import { type ServerProcess, spawnServer } from "./server-process.ts";
@@ -29,7 +29,7 @@ export interface ReplicaSet {
   restart(i: number): Promise<ServerProcess>;
   /** Starts one more replica (same flags); answers its index. */
   add(): Promise<number>;
-  /** Stops every replica still running, closes the pool, drops the database. */
+  /** Stops every replica still running, removes their containers and volumes, closes the pool, drops the database. */
   stop(): Promise<void>;
 }
 
@@ -71,6 +71,11 @@ export async function startReplicas(n: number, opts: { flags?: string[]; env?: R
     add,
     async stop() {
       await Promise.allSettled(servers.map((s) => (s.proc.exitCode === null && !s.proc.killed ? s.kill("SIGTERM") : null)));
+      // The replicas' workspaces and pool members (they share the database's instance id): nothing
+      // would ever reconcile them once the database is dropped.
+      const [row] = await sql`SELECT value FROM settings WHERE key = 'workspaces.instance_id'`.catch(() => []);
+      const instance = row?.value;
+      if (typeof instance === "string" && instance) removeInstanceWorkspaces(instance);
       await sql.close().catch(() => {});
       await dropDatabase(database).catch(() => {});
     },

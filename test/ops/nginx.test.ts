@@ -15,14 +15,14 @@
  * service — stopped at the end.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import WebSocket from "ws";
 import { startTestApp, tempDir, type TestApp } from "../helpers/app.ts";
 import { freePort, waitFor } from "../helpers/net.ts";
+import { NGINX, type Nginx, startNginx } from "../helpers/nginx.ts";
 import { createUser, type TestUser } from "../helpers/users.ts";
 
-const NGINX = Bun.which("nginx") ?? ["/usr/sbin/nginx", "/usr/local/sbin/nginx"].find((p) => existsSync(p)) ?? null;
 const OPENSSL = Bun.which("openssl") ?? (existsSync("/usr/bin/openssl") ? "/usr/bin/openssl" : null);
 /** The address nginx connects to the apps from (any 127/8 address is on lo). */
 const PROXY_ADDR = "127.0.0.3";
@@ -31,8 +31,7 @@ const BURST = 200;
 const TLS = { rejectUnauthorized: false };
 
 let dir = "";
-let nginx: ReturnType<typeof Bun.spawn> | null = null;
-let nginxOut = "";
+let nginx: Nginx | null = null;
 /** Behind the proxy with --trust-proxy, and the same without it. */
 let trusted: TestApp;
 let untrusted: TestApp;
@@ -69,8 +68,6 @@ beforeAll(async () => {
   if (!NGINX) throw new Error("nginx is not installed: this test runs a real nginx in front of runcell (Debian: apt-get install nginx-light; ./install.sh test installs it)");
   if (!OPENSSL) throw new Error("openssl is not installed: this test makes a self-signed certificate with it (Debian: apt-get install openssl)");
   dir = tempDir("runcell-nginx-");
-  chmodSync(dir, 0o755); // nginx's workers (nobody) use the temp paths under it
-  for (const d of ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]) mkdirSync(join(dir, d));
   const cert = Bun.spawnSync(
     [OPENSSL, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", join(dir, "key.pem"), "-out", join(dir, "cert.pem")],
     { stdout: "pipe", stderr: "pipe" },
@@ -85,49 +82,17 @@ beforeAll(async () => {
   untrusted = await startTestApp({ flags: ["--public-url", untrustedUrl, ...limits] });
   alice = await createUser(trusted, { email: "alice@example.com", password: "correct horse battery" });
 
-  writeFileSync(
-    join(dir, "nginx.conf"),
-    `worker_processes 1;
-error_log ${dir}/error.log info;
-events { worker_connections 256; }
-http {
-  access_log ${dir}/access.log;
-  client_body_temp_path ${dir}/client_body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-
-  map $http_upgrade $connection_upgrade {
-    default upgrade;
-    ''      close;
-  }
-${serverBlock(p1, trusted.config.port)}
-${serverBlock(p2, untrusted.config.port)}
-}
-`,
-  );
-  const check = Bun.spawnSync([NGINX, "-t", "-p", dir, "-c", join(dir, "nginx.conf"), "-e", join(dir, "error.log"), "-g", `pid ${dir}/nginx.pid;`], { stdout: "pipe", stderr: "pipe" });
-  if (check.exitCode !== 0) throw new Error(`nginx -t refused the config: ${check.stderr.toString()}`);
-  nginx = Bun.spawn([NGINX, "-p", dir, "-c", join(dir, "nginx.conf"), "-e", join(dir, "error.log"), "-g", `daemon off; pid ${dir}/nginx.pid;`], { stdout: "pipe", stderr: "pipe" });
-  void (async () => {
-    const reader = (nginx!.stderr as ReadableStream<Uint8Array>).getReader();
-    for (let r = await reader.read(); !r.done; r = await reader.read()) nginxOut += new TextDecoder().decode(r.value);
-  })();
+  nginx = startNginx(`${serverBlock(p1, trusted.config.port)}\n${serverBlock(p2, untrusted.config.port)}`, { dir });
   for (const url of [trustedUrl, untrustedUrl]) {
     await waitFor(async () => (await fetch(url + "/healthz", { tls: TLS })).ok, {
       timeoutMs: 15_000,
-      what: `nginx on ${url} (exit ${nginx.exitCode}): ${nginxOut}${existsSync(join(dir, "error.log")) ? readFileSync(join(dir, "error.log"), "utf8") : ""}`,
+      what: `nginx on ${url}: ${nginx!.output()}`,
     });
   }
 }, 60_000);
 
 afterAll(async () => {
-  if (nginx && nginx.exitCode === null) {
-    nginx.kill("SIGQUIT"); // graceful stop of the master and its worker
-    const code = await Promise.race([nginx.exited, Bun.sleep(5000).then(() => null)]);
-    if (code === null) nginx.kill("SIGKILL");
-  }
+  await nginx?.stop();
   await trusted?.stop();
   await untrusted?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });

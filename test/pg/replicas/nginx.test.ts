@@ -11,36 +11,19 @@
  * Our own nginx on a free port with a temporary prefix, config and logs, stopped at the end.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { tempDir } from "../../helpers/app.ts";
+import { rmSync } from "node:fs";
 import { startMockAnthropic } from "../../helpers/mock-anthropic.ts";
 import { freePort, waitFor } from "../../helpers/net.ts";
+import { type Nginx, startNginx } from "../../helpers/nginx.ts";
 import { PG_SERVER } from "../../helpers/pg.ts";
 import { type ReplicaSet, startReplicas } from "../../helpers/replicas.ts";
 import { WsClient } from "../../helpers/ws-client.ts";
 
-const NGINX = Bun.which("nginx") ?? ["/usr/sbin/nginx", "/usr/local/sbin/nginx"].find((p) => existsSync(p)) ?? null;
 const mock = startMockAnthropic();
 
-/** docs/scale.md's block, with this test's ports and paths. */
-function config(dir: string, port: number, upstreams: number[]) {
-  return `worker_processes 1;
-error_log ${dir}/error.log info;
-events { worker_connections 256; }
-http {
-  access_log ${dir}/access.log;
-  client_body_temp_path ${dir}/client_body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-
-  map $http_upgrade $connection_upgrade {
-    default upgrade;
-    ''      close;
-  }
-  upstream runcell {
+/** docs/scale.md's upstream and server blocks, with this test's ports. */
+function blocks(port: number, upstreams: number[]) {
+  return `  upstream runcell {
 ${upstreams.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`).join("\n")}
   }
   server {
@@ -58,41 +41,27 @@ ${upstreams.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`)
       proxy_read_timeout 1h;
       proxy_buffering off;
     }
-  }
-}
-`;
+  }`;
 }
 
 describe.skipIf(!PG_SERVER)("two replicas behind nginx", () => {
   let r: ReplicaSet;
-  let dir = "";
   let url = "";
-  let nginx: ReturnType<typeof Bun.spawn> | null = null;
+  let nginx: Nginx | null = null;
 
   beforeAll(async () => {
-    if (!NGINX) throw new Error("nginx is not installed (Debian: apt-get install nginx-light; ./install.sh test installs it)");
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
     r = await startReplicas(2, { flags: ["--public-url", url] });
-    dir = tempDir("runcell-nginx-replicas-");
-    chmodSync(dir, 0o755);
-    for (const d of ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]) mkdirSync(join(dir, d));
-    writeFileSync(join(dir, "nginx.conf"), config(dir, port, r.servers.map((s) => s.port)));
-    nginx = Bun.spawn([NGINX, "-p", dir, "-c", join(dir, "nginx.conf"), "-e", join(dir, "error.log"), "-g", `daemon off; pid ${dir}/nginx.pid;`], { stdout: "ignore", stderr: "pipe" });
-    await waitFor(async () => (await fetch(url + "/healthz")).ok, {
-      timeoutMs: 15_000,
-      what: `nginx on ${url}: ${existsSync(join(dir, "error.log")) ? readFileSync(join(dir, "error.log"), "utf8") : ""}`,
-    });
+    nginx = startNginx(blocks(port, r.servers.map((s) => s.port)));
+    await waitFor(async () => (await fetch(url + "/healthz")).ok, { timeoutMs: 15_000, what: `nginx on ${url}: ${nginx.output()}` });
   }, 90_000);
 
   afterAll(async () => {
-    if (nginx && nginx.exitCode === null) {
-      nginx.kill("SIGQUIT");
-      if ((await Promise.race([nginx.exited, Bun.sleep(5000).then(() => null)])) === null) nginx.kill("SIGKILL");
-    }
+    await nginx?.stop();
     await r?.stop();
     mock.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    if (nginx) rmSync(nginx.dir, { recursive: true, force: true });
   });
 
   test("requests through the one URL are answered by both replicas; a sign-in cookie made on one works on the other", async () => {

@@ -83,7 +83,7 @@ describe.skipIf(!PG_SERVER)("work split across two replicas, each piece exactly 
     expect(delivered[1]).toBeGreaterThan(0);
   }, 60_000);
 
-  test("a seconds-level schedule on both replicas for ~10 s: every slot recorded exactly once, none missing, run by both replicas", async () => {
+  test("a seconds-level schedule on both replicas for ~10 s, each frozen for 3 s in turn: every slot recorded exactly once, none missing, run by both replicas", async () => {
     const [a, b] = r.servers as [ServerProcess, ServerProcess];
     const tasksBefore = [await metric(a, "runcell_task_duration_seconds_count"), await metric(b, "runcell_task_duration_seconds_count")];
     const profile = await fetch(a.url + "/v1/profiles", {
@@ -103,7 +103,18 @@ describe.skipIf(!PG_SERVER)("work split across two replicas, each piece exactly 
     const made = await fetch(a.url + "/v1/playbooks", { method: "POST", headers: r.headers, body: JSON.stringify({ name: "every second", profile_id: profileId, prompt: "Tick.", schedule: "* * * * * *" }) });
     expect(made.status).toBe(201);
     const pb = (await made.json()).id as string;
-    await Bun.sleep(10_000);
+    // Both replicas' timers fire every slot; whichever claims first runs it. Which one that is
+    // depends on timing, so each replica is frozen (SIGSTOP) for 3 s in turn: the other must run
+    // the slots of that time, and the frozen one, thawed with timers long due, must not run them again.
+    await Bun.sleep(2_000);
+    a.proc.kill("SIGSTOP");
+    await Bun.sleep(3_000);
+    a.proc.kill("SIGCONT");
+    await Bun.sleep(1_000);
+    b.proc.kill("SIGSTOP");
+    await Bun.sleep(3_000);
+    b.proc.kill("SIGCONT");
+    await Bun.sleep(1_000);
     // Disabled through B.
     expect((await fetch(`${b.url}/v1/playbooks/${pb}`, { method: "PATCH", headers: r.headers, body: JSON.stringify({ enabled: false }) })).status).toBe(200);
     const stoppedAt = Date.now();
@@ -125,7 +136,7 @@ describe.skipIf(!PG_SERVER)("work split across two replicas, each piece exactly 
     // No run failed to start (a skipped slot — the previous run still going — is allowed and recorded).
     expect(missed.filter((m: { status: string }) => m.status !== "skipped"), detail).toEqual([]);
     expect(tasks.every((t: { status: string }) => t.status === "completed"), detail).toBe(true);
-    // Both replicas claimed slots: each ran some of the tasks (a task runs where its slot was claimed).
+    // Both replicas claimed slots (each while the other was frozen): each ran some of the tasks (a task runs where its slot was claimed).
     const ran = [(await metric(a, "runcell_task_duration_seconds_count")) - tasksBefore[0]!, (await metric(b, "runcell_task_duration_seconds_count")) - tasksBefore[1]!];
     expect(ran[0]! + ran[1]!, detail).toBe(tasks.length);
     expect(ran[0], JSON.stringify(ran)).toBeGreaterThan(0);

@@ -9,9 +9,11 @@
  *   each host's start gate (--workspace-start-parallelism, per host) runs its own creations.
  *   Rounds alternate one, two, one, two… (BENCH_SCALE_OUT_ROUNDS, default 3 each); reported: the
  *   median of the rounds' p50 and p99, and two/one. Goal: p50 ≤ 0.6×.
- *   Both engines share this machine's 2 CPUs, so the figure shows what parallel engines give
- *   when runc and containerd are not already saturating the CPU; on separate machines each engine
- *   brings its own.
+ *   Measured twice: first with both engines sharing this machine's CPUs (what parallel engines
+ *   give when runc and containerd do not already saturate them — here they do); then with each
+ *   engine pinned to a CPU of its own (taskset on dockerd and its containerd, whose shims and runc
+ *   inherit it: engine a on CPU 0 — server "one"'s only engine — and b on CPU 1), which is what two
+ *   machines each bringing their own CPU look like. The runcell servers run on either CPU in both.
  * - The REST scenario suite (`bun test test/http`: every route's 401/404/400/success table and
  *   the API behaviour tests, 761 tests) on PostgreSQL (RUNCELL_TEST_POSTGRES: a fresh database per
  *   test app on scripts/test-postgres.sh's server) against SQLite, wall time, alternating
@@ -19,9 +21,11 @@
  * - Events/s with the subscriber on another replica against the same replica (bench/lib/replica-events.ts):
  *   two replicas on one PostgreSQL database; goal ≥ 0.7×.
  *
- * `--suite-only` runs the suite comparison alone, `--events-only` the events/s comparison alone. Removal is outside every timing. Never fails on
- * timing. Run: bun bench/scale-out.ts
+ * `--suite-only` runs the suite comparison alone, `--events-only` the events/s comparison alone,
+ * `--hosts-only` the session.ready comparison alone. Removal is outside every timing. Never fails
+ * on timing. Run: bun bench/scale-out.ts
  */
+import { readFileSync } from "node:fs";
 import Docker from "dockerode";
 import { OPEN_POLICY } from "../test/helpers/app.ts";
 import { replicaEvents } from "./lib/replica-events.ts";
@@ -32,6 +36,8 @@ const N = Number(process.env.BENCH_SCALE_OUT_N ?? 20);
 const ROUNDS = Number(process.env.BENCH_SCALE_OUT_ROUNDS ?? 3);
 const IMAGE = process.env.BENCH_IMAGE ?? "runcell-test/busybox:latest";
 const SECOND_SOCKET = "/var/run/runcell-docker2.sock";
+const MAIN_PIDFILE = "/var/run/docker.pid";
+const SECOND_PIDFILE = "/var/run/runcell-docker2.pid";
 const ENGINES = { a: new Docker({ socketPath: "/var/run/docker.sock" }), b: new Docker({ socketPath: SECOND_SOCKET }) };
 
 const SUITE_ROUNDS = Number(process.env.BENCH_SUITE_ROUNDS ?? 2);
@@ -138,9 +144,23 @@ async function burst(s: { srv: Served; token: string; profile: string }): Promis
   return { ms, hosts };
 }
 
-const one = await server("one", ["unix:///var/run/docker.sock?name=a"]);
-const two = await server("two", ["unix:///var/run/docker.sock?name=a", `unix://${SECOND_SOCKET}?name=b`]);
-try {
+/** The engine's processes (dockerd and its containerd: the shims and runc it starts inherit their CPUs). */
+function enginePids(pidfile: string): number[] {
+  const dockerd = Number(readFileSync(pidfile, "utf8").trim());
+  const children = Bun.spawnSync(["pgrep", "-P", String(dockerd), "containerd"], { stdout: "pipe" }).stdout.toString().split(/\s+/).filter(Boolean).map(Number);
+  return [dockerd, ...children];
+}
+
+/** Runs an engine (every thread of its processes) on these CPUs (taskset's list syntax). */
+function pinEngine(pidfile: string, cpus: string) {
+  for (const pid of enginePids(pidfile)) {
+    const r = Bun.spawnSync(["taskset", "-a", "-cp", cpus, String(pid)], { stdout: "pipe", stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`taskset ${cpus} ${pid}: ${r.stderr.toString()}`);
+  }
+}
+
+async function measure(title: string, one: Awaited<ReturnType<typeof server>>, two: Awaited<ReturnType<typeof server>>) {
+  console.log(`\n${title}`);
   // One unmeasured burst each: images, page cache and the engines' first-use costs.
   await burst(one);
   await burst(two);
@@ -157,14 +177,36 @@ try {
   }
   const p50 = { one: median(res.one.p50), two: median(res.two.p50) };
   const p99 = { one: median(res.one.p99), two: median(res.two.p99) };
-  console.log(`\nsession.ready at N = ${N} parallel starts, median of ${ROUNDS} rounds (two hosts placed ${Object.entries(spread).map(([h, n]) => `${h}: ${n}`).join(", ")} in the last):`);
+  console.log(`  session.ready at N = ${N} parallel starts, median of ${ROUNDS} rounds (two hosts placed ${Object.entries(spread).map(([h, n]) => `${h}: ${n}`).join(", ")} in the last):`);
   console.log(`  one Docker host  p50 ${p50.one.toFixed(0).padStart(5)} ms  p99 ${p99.one.toFixed(0).padStart(5)} ms`);
   console.log(`  two Docker hosts p50 ${p50.two.toFixed(0).padStart(5)} ms  p99 ${p99.two.toFixed(0).padStart(5)} ms`);
   const ratio = p50.two / p50.one;
   console.log(`  two / one: p50 ${ratio.toFixed(2)}× (goal ≤ 0.6×: ${ratio <= 0.6 ? "MET" : "NOT MET"}), p99 ${(p99.two / p99.one).toFixed(2)}×`);
+}
+
+const one = await server("one", ["unix:///var/run/docker.sock?name=a"]);
+const two = await server("two", ["unix:///var/run/docker.sock?name=a", `unix://${SECOND_SOCKET}?name=b`]);
+const cpus = navigator.hardwareConcurrency;
+try {
+  await measure("Engines sharing every CPU of this machine:", one, two);
+  if (cpus >= 2 && Bun.which("taskset")) {
+    // Each engine on a CPU of its own, as two machines would each bring theirs: engine a on CPU 0
+    // (the only engine of server "one", the first of server "two"), engine b on CPU 1. The runcell
+    // servers stay free to run on either.
+    pinEngine(MAIN_PIDFILE, "0");
+    pinEngine(SECOND_PIDFILE, "1");
+    try {
+      await measure("Each engine on a CPU of its own (taskset: a on CPU 0, b on CPU 1; one host = a alone):", one, two);
+    } finally {
+      pinEngine(MAIN_PIDFILE, `0-${cpus - 1}`);
+      pinEngine(SECOND_PIDFILE, `0-${cpus - 1}`);
+    }
+  } else console.log("\n(each engine on its own CPU: not measured — needs 2 CPUs and taskset)");
 } finally {
   one.close();
   two.close();
 }
-await replicaEvents(PG_SERVER);
-restSuite();
+if (!process.argv.includes("--hosts-only")) {
+  await replicaEvents(PG_SERVER);
+  restSuite();
+}

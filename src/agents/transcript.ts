@@ -18,7 +18,7 @@ import type { Database, Statement } from "bun:sqlite";
 import { and, asc, eq, gt, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { messages } from "../db/tables.ts";
-import { first, isPostgres, transact, type Unit } from "../db/unit.ts";
+import { driveAsync, first, isPostgres, transact, type Unit } from "../db/unit.ts";
 import type { ChatMessage, ContentBlock } from "./providers/types.ts";
 
 type ToolResultBlock = Extract<ContentBlock, { type: "tool_result" }>;
@@ -175,9 +175,7 @@ export class Transcript {
 
   /** Stores a step, then adds it to the session's tail (if it has one). */
   private async insert(sessionId: string, taskId: string, role: StoredStep["role"], content: unknown): Promise<void> {
-    const json = JSON.stringify(content);
-    const [r] = await this.db.insert(messages).values(this.row(sessionId, taskId, role, json)).returning({ id: messages.id });
-    this.add(sessionId, [{ id: r!.id, task_id: taskId, role, content, size: json.length }]);
+    this.add(sessionId, [await driveAsync(this.writeIn(this.db, sessionId, taskId, role, content))]);
   }
 
   /**

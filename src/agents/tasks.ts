@@ -5,7 +5,7 @@ import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { ACTIVE_TASK_STATUSES, type RunTrigger, type TaskRow, type TaskStatus } from "../db/schema.ts";
 import { tasks } from "../db/tables.ts";
-import { first as firstIn, run, type Unit } from "../db/unit.ts";
+import { driveAsync, first as firstIn, run, type Unit } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import type { LeaseTerms } from "./leases.ts";
 import { iso } from "../lib/time.ts";
@@ -69,9 +69,7 @@ export class Tasks {
 
   /** Stores a new queued task. */
   async create(input: NewTask): Promise<TaskRow> {
-    const row = this.newRow(input);
-    await this.db.insert(tasks).values(row);
-    return row;
+    return driveAsync(this.createIn(this.db, input));
   }
 
   /** `create` as a unit: the task commits with the caller's transaction. */
@@ -117,7 +115,7 @@ export class Tasks {
   }
 
   async byId(id: string): Promise<TaskRow | undefined> {
-    return first(this.db.select().from(tasks).where(eq(tasks.id, id)));
+    return driveAsync(this.byIdIn(this.db, id));
   }
 
   /** `byId` as a unit (a read inside the caller's transaction). */

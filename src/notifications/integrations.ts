@@ -12,7 +12,7 @@ import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type IntegrationRow } from "../db/schema.ts";
 import { integrations } from "../db/tables.ts";
-import { first as firstOf, run, transact, type Unit } from "../db/unit.ts";
+import { driveAsync, first as firstOf, run, transact, type Unit } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
@@ -155,7 +155,12 @@ export class Integrations {
 
   /** The user's webhook id, if any. */
   async idForUser(userId: string): Promise<string | null> {
-    return (await first(this.db.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, userId))))?.id ?? null;
+    return driveAsync(this.idForUserIn(this.db, userId));
+  }
+
+  /** `idForUser` as a unit (a read inside the caller's transaction: enqueue's). */
+  *idForUserIn(tx: DB, userId: string): Unit<string | null> {
+    return (yield* firstOf(tx.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, userId)).limit(1)))?.id ?? null;
   }
 
   /** Where and how to deliver: the URL and the opened secret, or null when the integration is gone. */

@@ -10,8 +10,8 @@ import type { Config } from "../config.ts";
 import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import type { Page, PageParams } from "../db/paginate.ts";
-import { integrations, notificationLog, tasks } from "../db/tables.ts";
-import { first as firstIn, run, transact, type Unit } from "../db/unit.ts";
+import { notificationLog, tasks } from "../db/tables.ts";
+import { run, transact, type Unit } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
@@ -23,12 +23,6 @@ import { type AdminNotificationRecord, NotificationLog, type NotificationRecord,
 import { Outbox } from "./outbox.ts";
 import { buildPayload, type Source, truncate, type Urgency, validateMessage, validateRef, validateUrgency } from "./payload.ts";
 import { DeliveryWorker } from "./worker.ts";
-
-/**
- * The caller's open transaction on `services.db` (the orchestrator passes the one that fails a
- * task): with it, enqueue is a unit the caller `yield*`s inside its own (src/db/unit.ts).
- */
-export type Executor = DB;
 
 /** What enqueue answers for a queued notification. */
 export type Queued = { id: string; status: "pending" };
@@ -77,9 +71,9 @@ export class Notifications {
    * integration. Throws (in the unit: when it runs; without `tx`: rejects) VALIDATION_FAILED for a
    * bad message or urgency.
    */
-  enqueue(input: EnqueueInput, tx: Executor): Unit<Queued | null>;
+  enqueue(input: EnqueueInput, tx: DB): Unit<Queued | null>;
   enqueue(input: EnqueueInput): Promise<Queued | null>;
-  enqueue(input: EnqueueInput, tx?: Executor): Unit<Queued | null> | Promise<Queued | null> {
+  enqueue(input: EnqueueInput, tx?: DB): Unit<Queued | null> | Promise<Queued | null> {
     return tx ? this.insertIn(input, tx) : this.enqueueAlone(input);
   }
 
@@ -96,12 +90,12 @@ export class Notifications {
   }
 
   /** Reads the user's webhook and writes the row (a unit: the worker is not woken here). */
-  private *insertIn(input: EnqueueInput, tx: Executor): Unit<Queued | null> {
+  private *insertIn(input: EnqueueInput, tx: DB): Unit<Queued | null> {
     // Platform text is generated (it can quote a long error): cut to the limit rather than refuse,
     // so the caller's transaction (e.g. failing a task) never fails because of it.
     const message = validateMessage(input.source === "platform" && typeof input.message === "string" ? truncate(input.message) : input.message);
     const urgency = validateUrgency(input.urgency);
-    const integrationId = (yield* firstIn(tx.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, input.userId)).limit(1)))?.id;
+    const integrationId = yield* this.integrations.idForUserIn(tx, input.userId);
     if (!integrationId) return null;
     const now = this.deps.now();
     const row = {
@@ -147,18 +141,16 @@ export class Notifications {
    * The platform's notification for a failed task (`yield*` it in the unit that fails the task,
    * then `wake` after the commit, like enqueue).
    */
-  taskFailed(t: TaskFailed, tx: Executor): Unit<Queued | null>;
-  taskFailed(t: TaskFailed): Promise<Queued | null>;
-  taskFailed(t: TaskFailed, tx?: Executor): Unit<Queued | null> | Promise<Queued | null> {
+  taskFailed(t: TaskFailed, tx: DB): Unit<Queued | null> {
     const what = t.code ? `${t.code}: ${t.error}` : t.error;
     const input: EnqueueInput = { userId: t.userId, source: "platform", urgency: "high", taskId: t.taskId, playbookId: t.playbookId ?? null, message: truncate(`Task ${t.taskId} failed — ${what}`) };
-    return tx ? this.enqueue(input, tx) : this.enqueue(input);
+    return this.enqueue(input, tx);
   }
 
   /** The platform's notification for a finished playbook run (completed, failed or cancelled); with `tx` a unit, like enqueue. */
-  playbookRunEnded(r: RunEnded, tx: Executor): Unit<Queued | null>;
+  playbookRunEnded(r: RunEnded, tx: DB): Unit<Queued | null>;
   playbookRunEnded(r: RunEnded): Promise<Queued | null>;
-  playbookRunEnded(r: RunEnded, tx?: Executor): Unit<Queued | null> | Promise<Queued | null> {
+  playbookRunEnded(r: RunEnded, tx?: DB): Unit<Queued | null> | Promise<Queued | null> {
     const name = r.playbookName ? `"${r.playbookName}" (${r.playbookId})` : r.playbookId;
     const tail = r.detail ? ` — ${r.detail}` : "";
     const input: EnqueueInput = {

@@ -13,7 +13,7 @@ import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent 
 import { abortError, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
-import { deferArray, withStreamedArrays } from "./streamed-body.ts";
+import { withDeferred, withStreamedArrays } from "./streamed-body.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
 // The SDK sends the key as `Authorization: Bearer`; gateways behind a custom base_url may only know
@@ -97,13 +97,7 @@ export class AnthropicProvider implements Provider {
     const baseUrl = req.baseUrl || undefined;
     const client = clients.get(baseUrl, resolveApiKey("anthropic", "ANTHROPIC_API_KEY", req.apiKey, baseUrl), req.fetch);
     const params = anthropicParams(req);
-    const conversation = deferArray(params.messages);
-    let stream;
-    try {
-      stream = await client.messages.create({ ...params, messages: conversation.value as typeof params.messages }, { signal: req.signal });
-    } finally {
-      conversation.release();
-    }
+    const stream = await withDeferred(params.messages, (messages) => client.messages.create({ ...params, messages: messages as typeof params.messages }, { signal: req.signal }));
     const blocks: Block[] = [];
     let input = 0;
     let output = 0;

@@ -13,7 +13,7 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatComp
 import { abortError, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
-import { deferArray, withStreamedArrays } from "./streamed-body.ts";
+import { withDeferred, withStreamedArrays } from "./streamed-body.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
 /**
@@ -148,13 +148,7 @@ export class OpenAIProvider implements Provider {
     const baseUrl = req.baseUrl || undefined;
     const client = clients.get(baseUrl, resolveApiKey("openai", "OPENAI_API_KEY", req.apiKey, baseUrl), req.fetch);
     const params = openaiParams(req);
-    const conversation = deferArray(params.messages);
-    let stream;
-    try {
-      stream = await client.chat.completions.create({ ...params, messages: conversation.value as typeof params.messages }, { signal: req.signal });
-    } finally {
-      conversation.release();
-    }
+    const stream = await withDeferred(params.messages, (messages) => client.chat.completions.create({ ...params, messages: messages as typeof params.messages }, { signal: req.signal }));
     const parts: Part[] = [];
     const slots = new Map<number | string, Slot>();
     let lastKey: number | string | undefined;

@@ -28,6 +28,19 @@ export function deferArray(items: readonly unknown[]): Deferred {
   return { value, release: () => void deferred.delete(token) };
 }
 
+/**
+ * Sends a request with `items` deferred: `send` gets the stand-in to put where the array goes; the
+ * array is forgotten once `send` has settled, sent or not.
+ */
+export async function withDeferred<T>(items: readonly unknown[], send: (value: unknown[]) => PromiseLike<T>): Promise<T> {
+  const conversation = deferArray(items);
+  try {
+    return await send(conversation.value);
+  } finally {
+    conversation.release();
+  }
+}
+
 /** How many arrays are waiting to be sent (tests: none is left behind). */
 export const deferredCount = () => deferred.size;
 

@@ -42,13 +42,13 @@ const UNION = `SELECT * FROM (
 )`;
 
 /**
- * The list for drizzle (PostgreSQL, or SQLite without a bun:sqlite handle): the same union, with
- * the missed run's key `m` + its id zero-padded to 19 digits in each dialect's words. On
- * PostgreSQL the key compares COLLATE "C" (bytewise, as SQLite's), whatever the database's collation.
+ * The list as PostgreSQL's SQL: the same union, with the missed run's key `m` + its id
+ * zero-padded to 19 digits in PostgreSQL's words. The key compares COLLATE "C" (bytewise, as
+ * SQLite's), whatever the database's collation.
  */
-function unionSql(pg: boolean, playbookId: string, limit: number, after: { at: number; key: string } | null): SQL {
-  const key = pg ? sql.raw(`'m' || lpad(m.id::text, 19, '0')`) : sql.raw(`printf('m%019d', m.id)`);
-  const k = pg ? sql.raw(`key COLLATE "C"`) : sql.raw("key");
+function unionSql(playbookId: string, limit: number, after: { at: number; key: string } | null): SQL {
+  const key = sql.raw(`'m' || lpad(m.id::text, 19, '0')`);
+  const k = sql.raw(`key COLLATE "C"`);
   const where = after ? sql` WHERE created_at < ${after.at} OR (created_at = ${after.at} AND ${k} < ${after.key})` : sql``;
   return sql`SELECT * FROM (
   SELECT t.id AS key, t.id AS task_id, t.session_id, t.trigger, t.status, t.error_code, t.error_message, t.input_tokens, t.output_tokens,
@@ -117,18 +117,16 @@ export class PlaybookRuns {
 
   /** Up to `n` runs, newest first, after the cursor position `after` (or from the newest). */
   private async rows(playbookId: string, n: number, after: { at: number; key: string } | null): Promise<RunRow[]> {
-    if (this.sqlite && !isPostgres(this.db)) {
-      // bun:sqlite caches the compiled statement per query text.
-      if (!after) return this.sqlite.query<RunRow, [string, number]>(`${UNION} ORDER BY created_at DESC, key DESC LIMIT ?2`).all(playbookId, n);
-      return this.sqlite
-        .query<RunRow, [string, number, number, string]>(`${UNION} WHERE created_at < ?3 OR (created_at = ?3 AND key < ?4) ORDER BY created_at DESC, key DESC LIMIT ?2`)
-        .all(playbookId, n, after.at, after.key);
-    }
     if (isPostgres(this.db)) {
       const pg = this.db as unknown as { execute(q: SQL): Promise<Record<string, unknown>[]> };
-      return (await pg.execute(unionSql(true, playbookId, n, after))).map(fromRaw);
+      return (await pg.execute(unionSql(playbookId, n, after))).map(fromRaw);
     }
-    return this.db.all<RunRow>(unionSql(false, playbookId, n, after));
+    // SQLite always has its bun:sqlite connection (openStore); it caches the compiled statement per query text.
+    const sqlite = this.sqlite!;
+    if (!after) return sqlite.query<RunRow, [string, number]>(`${UNION} ORDER BY created_at DESC, key DESC LIMIT ?2`).all(playbookId, n);
+    return sqlite
+      .query<RunRow, [string, number, number, string]>(`${UNION} WHERE created_at < ?3 OR (created_at = ?3 AND key < ?4) ORDER BY created_at DESC, key DESC LIMIT ?2`)
+      .all(playbookId, n, after.at, after.key);
   }
 
   /** Newest first; `cursor` is the previous page's next_cursor. */

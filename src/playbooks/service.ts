@@ -33,7 +33,7 @@ export interface PlaybookDeps {
   now: () => number;
   publicUrl: string;
   runs: PlaybookRuns;
-  profiles: { get(userId: string, profileId: string): ProfileRow | Promise<ProfileRow> };
+  profiles: { get(userId: string, profileId: string): Promise<ProfileRow> };
   orchestrator: { submit(userId: string, input: SubmitInput, hooks?: SubmitHooks): Promise<{ task: TaskRow; session: SessionRow }> };
   notifications: {
     /** A unit of the caller's transaction `tx`. */
@@ -44,7 +44,7 @@ export interface PlaybookDeps {
   /** The audit log (trigger rotations). */
   audit?: AuditSink;
   /** Whether the owner's account is disabled (its trigger URLs answer 404; wired by the app). */
-  ownerDisabled?: (userId: string) => boolean | Promise<boolean>;
+  ownerDisabled?: (userId: string) => Promise<boolean>;
 }
 
 const aad = (id: string, userId: string) => `playbook-trigger:${id}:${userId}`;

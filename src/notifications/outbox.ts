@@ -145,7 +145,7 @@ export class Outbox {
    * claiming at the same moment is passed over, never claimed twice (the WHERE is re-checked on
    * the locked row under READ COMMITTED, so a row claimed just before is not taken either).
    */
-  *stepUnit(tx: DB, settled: Settlement[], now: number, limit: number, leaseMs: number): Unit<Claimed[]> {
+  private *stepUnit(tx: DB, settled: Settlement[], now: number, limit: number, leaseMs: number): Unit<Claimed[]> {
     for (const f of settled) yield* this.settleUnit(tx, f);
     if (limit <= 0) return [];
     const n = notificationLog;

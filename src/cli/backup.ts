@@ -395,7 +395,7 @@ export const backupCommand: Command = {
 };
 
 /** `backup --database …`: why it refuses, and what to run instead (the URL without its password). */
-export function postgresBackupAdvice(url: string, vaultKeyFile: string | null | undefined): string {
+function postgresBackupAdvice(url: string, vaultKeyFile: string | null | undefined): string {
   let target = redactDatabaseUrl(url);
   try {
     const u = new URL(url);

@@ -77,7 +77,7 @@ export interface WorkspaceDeps {
 }
 
 /** This data dir's instance id (made and stored at the first start). */
-export async function loadInstanceId(settings: Settings): Promise<string> {
+async function loadInstanceId(settings: Settings): Promise<string> {
   const stored = await settings.get<string>(INSTANCE_SETTING);
   if (stored) return stored;
   const id = randomHex(8);

@@ -11,7 +11,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 
 /** `SHA256:` and the unpadded base64 of the key blob's SHA-256, as `ssh-keygen -lf` prints it. */
-export function fingerprint(key: Buffer): string {
+function fingerprint(key: Buffer): string {
   return "SHA256:" + createHash("sha256").update(key).digest("base64").replace(/=+$/, "");
 }
 
@@ -28,7 +28,7 @@ function patternMatches(pattern: string, name: string): boolean {
 }
 
 /** What known_hosts files say of this key for this host: "known", "revoked", or "unknown". */
-export function knownHostsVerdict(host: string, port: number, key: Buffer, files: readonly string[]): "known" | "revoked" | "unknown" {
+function knownHostsVerdict(host: string, port: number, key: Buffer, files: readonly string[]): "known" | "revoked" | "unknown" {
   const name = hostEntry(host, port);
   const blob = key.toString("base64");
   let known = false;
@@ -56,7 +56,7 @@ export function knownHostsVerdict(host: string, port: number, key: Buffer, files
   return known ? "known" : "unknown";
 }
 
-export function defaultKnownHostsFiles(): string[] {
+function defaultKnownHostsFiles(): string[] {
   return [join(process.env.HOME || homedir(), ".ssh", "known_hosts"), "/etc/ssh/ssh_known_hosts"];
 }
 

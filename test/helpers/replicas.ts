@@ -81,3 +81,21 @@ export async function startReplicas(n: number, opts: { flags?: string[]; env?: R
     },
   };
 }
+
+/**
+ * POSTs a profile to `server` (one replica of `set`, as its user): the mock Anthropic model at
+ * `modelUrl`, the test image, no network, and `limits` when given. Answers the response.
+ */
+export function createProfile(set: ReplicaSet, server: ServerProcess, body: { name: string; modelUrl: string; limits?: Record<string, number> }): Promise<Response> {
+  return fetch(server.url + "/v1/profiles", {
+    method: "POST",
+    headers: set.headers,
+    body: JSON.stringify({
+      name: body.name,
+      model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: body.modelUrl },
+      image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest",
+      network: "none",
+      ...(body.limits ? { limits: body.limits } : {}),
+    }),
+  });
+}

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startMockAnthropic } from "../../helpers/mock-anthropic.ts";
 import { waitFor } from "../../helpers/net.ts";
 import { PG_SERVER } from "../../helpers/pg.ts";
-import { type ReplicaSet, startReplicas } from "../../helpers/replicas.ts";
+import { createProfile, type ReplicaSet, startReplicas } from "../../helpers/replicas.ts";
 
 const mock = startMockAnthropic().script(() => ({ text: "ok" }));
 const LIMIT = 2;
@@ -32,16 +32,10 @@ describe.skipIf(!PG_SERVER)("per-profile concurrency across replicas", () => {
 
   async function round(): Promise<void> {
     const servers = r.servers;
-    const made = await fetch(servers[0]!.url + "/v1/profiles", {
-      method: "POST",
-      headers: r.headers,
-      body: JSON.stringify({
-        name: "narrow",
-        model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url },
-        image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest",
-        network: "none",
-        limits: { max_concurrency: LIMIT, max_turns: 5, max_budget_usd: 1, memory_mb: 128, cpus: 0.5, pids: 64 },
-      }),
+    const made = await createProfile(r, servers[0]!, {
+      name: "narrow",
+      modelUrl: mock.url,
+      limits: { max_concurrency: LIMIT, max_turns: 5, max_budget_usd: 1, memory_mb: 128, cpus: 0.5, pids: 64 },
     });
     expect(made.status).toBe(201);
     const profileId = (await made.json()).id as string;

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startMockAnthropic } from "../../helpers/mock-anthropic.ts";
 import { waitFor } from "../../helpers/net.ts";
 import { PG_SERVER } from "../../helpers/pg.ts";
-import { type ReplicaSet, startReplicas } from "../../helpers/replicas.ts";
+import { createProfile, type ReplicaSet, startReplicas } from "../../helpers/replicas.ts";
 import type { ServerProcess } from "../../helpers/server-process.ts";
 import { type Receiver, startReceiver } from "../../notifications/receiver.ts";
 
@@ -86,16 +86,10 @@ describe.skipIf(!PG_SERVER)("work split across two replicas, each piece exactly 
   test("a seconds-level schedule on both replicas for ~10 s, each frozen for 3 s in turn: every slot recorded exactly once, none missing, run by both replicas", async () => {
     const [a, b] = r.servers as [ServerProcess, ServerProcess];
     const tasksBefore = [await metric(a, "runcell_task_duration_seconds_count"), await metric(b, "runcell_task_duration_seconds_count")];
-    const profile = await fetch(a.url + "/v1/profiles", {
-      method: "POST",
-      headers: r.headers,
-      body: JSON.stringify({
-        name: "ticker",
-        model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url },
-        image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest",
-        network: "none",
-        limits: { max_concurrency: 50, max_turns: 5, max_budget_usd: 1, memory_mb: 128, cpus: 0.5, pids: 64 },
-      }),
+    const profile = await createProfile(r, a, {
+      name: "ticker",
+      modelUrl: mock.url,
+      limits: { max_concurrency: 50, max_turns: 5, max_budget_usd: 1, memory_mb: 128, cpus: 0.5, pids: 64 },
     });
     expect(profile.status).toBe(201);
     const profileId = (await profile.json()).id;

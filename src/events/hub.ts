@@ -194,19 +194,30 @@ export class Hub {
     if (!this.log.ready(opts.sessionId)) await this.log.load(opts.sessionId);
     const sub = new Subscription(opts.sessionId, opts.userId, opts.isAdmin, opts.sink, this, opts.maxPending, opts.onOverflow, opts.native ?? null);
     this.register(sub);
-    // Unwatched in between (its last other subscriber left while this one waited): watched again.
-    if (!this.log.ready(opts.sessionId)) await this.log.load(opts.sessionId);
-    // The seam: the bound is taken after the registration — in the same synchronous step on
-    // SQLite; on PostgreSQL read from the database (frames committed after that read are above it).
-    const b = this.log.bound(opts.sessionId, opts.isAdmin && opts.replayAfter !== undefined);
-    const bound = b instanceof Promise ? await b : b;
-    if (opts.replayAfter === undefined) {
-      sub.goLive(0);
-      return { subscription: sub, replay: [], lastSeq: bound.seq, cursor: null };
+    try {
+      // Unwatched in between (its last other subscriber left while this one waited): watched again.
+      if (!this.log.ready(opts.sessionId)) await this.log.load(opts.sessionId);
+      // The seam: the bound is taken after the registration — in the same synchronous step on
+      // SQLite; on PostgreSQL read from the database (frames committed after that read are above it).
+      const b = this.log.bound(opts.sessionId, opts.isAdmin && opts.replayAfter !== undefined);
+      const bound = b instanceof Promise ? await b : b;
+      if (opts.replayAfter === undefined) {
+        sub.goLive(0);
+        return { subscription: sub, replay: [], lastSeq: bound.seq, cursor: null };
+      }
+      const cursor = new Replay(this.log, opts.sessionId, opts.replayAfter, bound, opts.isAdmin, opts.pageSize ?? REPLAY_PAGE);
+      const replay = await cursor.next();
+      return { subscription: sub, replay, lastSeq: cursor.lastSeq, cursor };
+    } catch (e) {
+      // The caller never gets the subscription: it must not stay registered, buffering.
+      sub.close();
+      throw e;
     }
-    const cursor = new Replay(this.log, opts.sessionId, opts.replayAfter, bound, opts.isAdmin, opts.pageSize ?? REPLAY_PAGE);
-    const replay = await cursor.next();
-    return { subscription: sub, replay, lastSeq: cursor.lastSeq, cursor };
+  }
+
+  /** A session loaded for a subscriber that never came (its socket closed meanwhile): unwatched unless someone else watches it. */
+  release(sessionId: string) {
+    if (!this.subs.has(sessionId)) this.log.unwatch(sessionId);
   }
 
   unsubscribe(sub: Subscription) {

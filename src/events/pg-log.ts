@@ -58,7 +58,11 @@ const ENTRIES_PER_NOTIFY = 60;
 /** A watched session in this process: the highest seq handed out, and the deliveries in turn. */
 interface Tail {
   upTo: number;
+  /** Deliveries run one after the other, the first after the starting MAX(seq) read. */
   chain: Promise<void>;
+  /** Settles once `upTo` holds the starting MAX(seq) (rejects when that read failed). */
+  loaded: Promise<void>;
+  ready: boolean;
 }
 
 export class PgEventLog implements EventStore {
@@ -70,7 +74,6 @@ export class PgEventLog implements EventStore {
   /** A delivery (or a read for one) that failed (logged by the app). */
   onDeliveryError?: (err: Error) => void;
   private tails = new Map<string, Tail>();
-  private loading = new Map<string, Promise<void>>();
   private queue: Queued[] = [];
   private timer: Timer | null = null;
   /** The write under way: flushes run one after the other, so this process's frames are stored in order. */
@@ -88,23 +91,33 @@ export class PgEventLog implements EventStore {
     await this.bus.listen(CHANNELS.events, (m) => this.remote(m), () => this.resync());
   }
 
-  /** Whether the session is watched here (its tail exists). */
+  /** Whether the session is watched here and its tail has its starting point. */
   ready(sessionId: string): boolean {
-    return this.tails.has(sessionId);
+    return this.tails.get(sessionId)?.ready ?? false;
   }
 
-  /** Starts watching the session: its tail begins at the highest seq stored now. */
+  /**
+   * Starts watching the session: its tail begins at the highest seq stored when it is read. The
+   * tail exists before that read is sent, so every batch stored from then on — this process's or
+   * another replica's — queues a delivery behind the read: none falls between the read and the tail.
+   */
   load(sessionId: string): Promise<void> {
-    if (this.tails.has(sessionId)) return Promise.resolve();
-    let p = this.loading.get(sessionId);
-    if (!p) {
-      p = (async () => {
-        const upTo = await this.maxSeq(sessionId);
-        if (!this.tails.has(sessionId)) this.tails.set(sessionId, { upTo, chain: Promise.resolve() });
-      })().finally(() => this.loading.delete(sessionId));
-      this.loading.set(sessionId, p);
-    }
-    return p;
+    const existing = this.tails.get(sessionId);
+    if (existing) return existing.loaded;
+    const tail = { upTo: 0, ready: false } as Tail;
+    tail.loaded = this.maxSeq(sessionId).then(
+      (upTo) => {
+        tail.upTo = upTo;
+        tail.ready = true;
+      },
+      (e) => {
+        if (this.tails.get(sessionId) === tail) this.tails.delete(sessionId);
+        throw e;
+      },
+    );
+    tail.chain = tail.loaded.catch(() => {});
+    this.tails.set(sessionId, tail);
+    return tail.loaded;
   }
 
   /** Nobody watches the session here any more (the hub's last subscriber left). */
@@ -185,7 +198,7 @@ export class PgEventLog implements EventStore {
     const last = new Map<string, number>(maxes.map((r) => [r.session_id, Number(r.seq ?? 0)]));
     const out = new Map<string, Stored>();
     const rows: (typeof events.$inferInsert)[] = [];
-    const debugRows: { stored: Stored; index: number; row: typeof debugEvents.$inferInsert }[] = [];
+    const debugRows: { stored: Stored; row: typeof debugEvents.$inferInsert }[] = [];
     for (const q of batch) {
       if (!live.has(q.session_id)) {
         this.onDropped?.({ session_id: q.session_id, seq: -1, type: q.frame.type }, new Error("the session no longer exists"));
@@ -196,7 +209,7 @@ export class PgEventLog implements EventStore {
       if (!s) out.set(q.session_id, (s = { session_id: q.session_id, from: prev + 1, to: prev, debugIds: [], frames: [] }));
       if (q.debug) {
         const { json, type, task_id } = debugFrame(q.session_id, prev, q.frame);
-        debugRows.push({ stored: s, index: s.frames.length, row: { session_id: q.session_id, after_seq: prev, type, task_id, frame: json, created_at: q.created_at } });
+        debugRows.push({ stored: s, row: { session_id: q.session_id, after_seq: prev, type, task_id, frame: json, created_at: q.created_at } });
         s.frames.push({ session_id: q.session_id, seq: -1, type, json });
         continue;
       }
@@ -222,7 +235,7 @@ export class PgEventLog implements EventStore {
   private local(s: Stored) {
     const tail = this.tails.get(s.session_id);
     if (!tail) return;
-    this.turn(tail, async () => {
+    this.turn(s.session_id, tail, async () => {
       const hasSeqs = s.to >= s.from;
       if (!hasSeqs || s.from === tail.upTo + 1) {
         if (hasSeqs) tail.upTo = s.to;
@@ -242,7 +255,7 @@ export class PgEventLog implements EventStore {
     for (const [sessionId, , to, debugFrom, debugTo] of entries) {
       const tail = this.tails.get(sessionId);
       if (!tail) continue;
-      this.turn(tail, async () => {
+      this.turn(sessionId, tail, async () => {
         if (to > tail.upTo) await this.catchUp(sessionId, tail, to, debugFrom ? [debugFrom, debugTo] : []);
         else if (debugFrom) this.hand(await this.debugRows(sessionId, debugFrom, debugTo));
       });
@@ -251,12 +264,14 @@ export class PgEventLog implements EventStore {
 
   /** The LISTEN connection came back: every watched session reads what it may have missed. */
   private resync() {
-    for (const [sessionId, tail] of this.tails) this.turn(tail, () => this.catchUp(sessionId, tail, Number.MAX_SAFE_INTEGER, []));
+    for (const [sessionId, tail] of this.tails) this.turn(sessionId, tail, () => this.catchUp(sessionId, tail, Number.MAX_SAFE_INTEGER, []));
   }
 
   /** Runs after the session's earlier deliveries (a session's frames leave in seq order). */
-  private turn(tail: Tail, step: () => Promise<void> | void) {
-    tail.chain = tail.chain.then(step).catch((e) => this.onDeliveryError?.(e as Error));
+  private turn(sessionId: string, tail: Tail, step: () => Promise<void> | void) {
+    // A tail dropped meanwhile (nobody watches, or a newer tail replaced it) hands out nothing more.
+    const current = () => this.tails.get(sessionId) === tail && tail.ready;
+    tail.chain = tail.chain.then(() => (current() ? step() : undefined)).catch((e) => this.onDeliveryError?.(e as Error));
   }
 
   /** Stored frames above the tail up to `to`, with the debug rows whose ids are in `debugIds`' range, in order. */

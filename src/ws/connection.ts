@@ -204,7 +204,8 @@ function nativeDelivery(ws: Socket, sessionId: string, isAdmin: boolean): Native
 export function watch(ws: Socket, hub: Hub, sessionId: string): void | Promise<void> {
   if (!hub.ready(sessionId)) return hub.load(sessionId).then(() => watch(ws, hub, sessionId));
   const p = ws.data.principal!;
-  if (ws.data.closed || ws.data.subs?.has(sessionId)) return;
+  if (ws.data.closed) return hub.release(sessionId);
+  if (ws.data.subs?.has(sessionId)) return;
   const isAdmin = p.user.role === "admin";
   const subscription = hub.live({ sessionId, userId: p.user.id, isAdmin, sink: (json) => send(ws, json), native: nativeDelivery(ws, sessionId, isAdmin) });
   addSubscription(ws, sessionId, subscription);

@@ -86,20 +86,29 @@ export class TaskLeases {
   /**
    * Renews the task's lease every `renewMs` until the returned function is called; `onLost` runs
    * once if a renewal finds the lease gone (then renewals stop). A renewal that fails (the database
-   * unreachable) is reported and retried at the next tick: the lease may still be held. Nothing to
-   * renew on one server.
+   * unreachable, or too slow) is reported and retried at the next tick: the lease may still be
+   * held — but once no renewal has succeeded for the lease minus one renewal period, this replica
+   * gives the task up itself (`onLost`), before another one could take it over: a replica that
+   * cannot renew stops writing before its lease runs out. Nothing to renew on one server.
    */
   hold(taskId: string, onLost: () => void, onError: (err: unknown) => void): () => void {
     if (!this.shared) return () => {};
     let busy = false;
+    /** When the last successful renewal was sent (the lease holds until then + leaseMs). */
+    let heldSince = this.now();
+    const lost = () => {
+      clearInterval(timer);
+      onLost();
+    };
     const timer = setInterval(() => {
+      if (this.now() - heldSince >= this.leaseMs - this.renewMs) return lost();
       if (busy) return;
       busy = true;
+      const sent = this.now();
       this.renew(taskId)
         .then((held) => {
-          if (held) return;
-          clearInterval(timer);
-          onLost();
+          if (held) heldSince = sent;
+          else lost();
         }, onError)
         .finally(() => (busy = false));
     }, this.renewMs);

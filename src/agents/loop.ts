@@ -67,8 +67,12 @@ export interface LoopDeps {
 }
 
 type ToolUse = Extract<ContentBlock, { type: "tool_use" }>;
-/** What a tool call did to the run: ran, paused for an answer, started a new chain, or ended the run. */
-type ToolStep = "ran" | "waiting" | { chained: number } | { ended: string };
+/**
+ * What a tool call did to the run: ran, paused for an answer, started a new chain, ended the run,
+ * or found the task no longer running (ended elsewhere: a cancel through another replica that did
+ * not reach this one) — then this loop writes nothing more.
+ */
+type ToolStep = "ran" | "waiting" | "gone" | { chained: number } | { ended: string };
 
 const NOT_RUN_AFTER_CHAIN = "[not run: the run continued in a new chain (or ended) before this call]";
 
@@ -137,6 +141,7 @@ export class AgentLoop {
         const use = pending[i]!;
         const step = use.name === CONTINUE_TOOL && task.max_continuations > 0 ? await this.continueChain(task, use, steps) : await this.runTool(task, profile, extra, use, signal, scrub);
         if (step === "waiting") return "waiting";
+        if (step === "gone") return "interrupted";
         if (signal.aborted) throw signal.reason;
         if (step === "ran") continue;
         // A new chain starts (or the run ends): the rest of this message's calls do not run.
@@ -246,8 +251,9 @@ export class AgentLoop {
       const questions = flattenQuestions(use.input);
       const asking = current.pending_tool_use_id !== use.id;
       const dueAt = current.answer_timeout_ms ? (asking ? this.d.now() + current.answer_timeout_ms : current.answer_due_at) : null;
-      // The status first: whoever sees the question can answer it at once.
-      await tasks.update(task.id, { status: "waiting_input", pending_tool_use_id: use.id, answer_due_at: dueAt });
+      // The status first: whoever sees the question can answer it at once — only if the task still
+      // runs (a task ended elsewhere must not come back waiting for an answer).
+      if (!(await tasks.updateIf(task.id, { status: "waiting_input", pending_tool_use_id: use.id, answer_due_at: dueAt }, "running"))) return "gone";
       if (asking) {
         this.emit(task, { type: "task:tool_use", tool: use.name, tool_use_id: use.id, input: use.input });
         this.emit(task, { type: "task:ask_user", questions });

@@ -64,6 +64,8 @@ interface Running {
 }
 
 const STOP_WAIT_MS = 5000;
+/** After a lease could not be taken because the database failed, when the session is looked at again. */
+const ACQUIRE_RETRY_MS = 1000;
 /** How often a cancel waiting on another replica reads the task again. */
 const REMOTE_POLL_MS = 100;
 
@@ -192,7 +194,15 @@ export class Orchestrator {
   private async execute(task: TaskRow, ctl: AbortController): Promise<boolean> {
     // A running task is resumed only under this replica's lease, before anything else is done with it.
     if (task.status === "running") {
-      const leased = await this.leases.acquire(task.id);
+      let leased: TaskRow | undefined;
+      try {
+        leased = await this.leases.acquire(task.id);
+      } catch (err) {
+        // The database failed the take: not taken now. Looked at again shortly, not in a tight loop.
+        this.d.log.warn("task lease not taken; trying again in a second", { task_id: task.id, err });
+        setTimeout(() => this.pump(task.session_id), ACQUIRE_RETRY_MS).unref?.();
+        return false;
+      }
       if (!leased) return false;
       task = this.took(leased, task.lease_owner);
     }

@@ -150,6 +150,11 @@ export class Tasks {
     await this.db.update(tasks).set(patch).where(eq(tasks.id, id));
   }
 
+  /** `update` only while the task's status is still `from`; whether it was. */
+  updateIf(id: string, patch: Partial<TaskRow>, from: TaskStatus): Promise<boolean> {
+    return driveAsync(this.updateIn(this.db, id, patch, from));
+  }
+
   /**
    * `update` as a unit (inside the caller's transaction); with `from`, only while the task's
    * status is still `from`. Whether the row was changed.

@@ -107,6 +107,29 @@ export function leaseCases(getDb: () => DB) {
     }
   });
 
+  test("hold: renewals that keep failing (the database unreachable) give the task up before the lease could run out", async () => {
+    const { ids } = await session("running");
+    const a = new TaskLeases(getDb(), Date.now, "rep_a", 1200, true);
+    await a.acquire(ids[0]!);
+    const acquiredAt = Date.now();
+    const expires = (await row(ids[0]!)).lease_expires_at!;
+    a.renew = async () => {
+      throw new Error("database unreachable");
+    };
+    let lostAt = 0;
+    const errors: unknown[] = [];
+    const stop = a.hold(ids[0]!, () => (lostAt = Date.now()), (e) => errors.push(e));
+    try {
+      await Bun.sleep(1500);
+      expect(errors.length).toBeGreaterThan(0);
+      // Given up after the lease minus one renewal period, before another replica could take it.
+      expect(lostAt).toBeGreaterThanOrEqual(acquiredAt + 1200 - 400 - 50);
+      expect(lostAt).toBeLessThan(expires);
+    } finally {
+      stop();
+    }
+  });
+
   test("release lets another replica take it at once; a replica cannot release a lease it does not hold", async () => {
     const { ids } = await session("running");
     const [a, b] = [replica("rep_a"), replica("rep_b")];

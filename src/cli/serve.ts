@@ -1,4 +1,5 @@
 import { DatabaseUnavailableError } from "../db/pg/client.ts";
+import { ReplicaIdInUseError } from "../replicas/registry.ts";
 import { createApp } from "../app.ts";
 import { ConfigError, parseArgs, resolveConfig } from "../config.ts";
 import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
@@ -80,7 +81,7 @@ export const serveCommand: Command = {
       await app.start();
     } catch (e) {
       unlisten();
-      if (e instanceof NewerDatabaseError || e instanceof VaultKeyError || e instanceof DatabaseUnavailableError || (e as { code?: string }).code === "EADDRINUSE" || (e as { code?: string }).code === "EACCES") {
+      if (e instanceof NewerDatabaseError || e instanceof VaultKeyError || e instanceof DatabaseUnavailableError || e instanceof ReplicaIdInUseError || (e as { code?: string }).code === "EADDRINUSE" || (e as { code?: string }).code === "EACCES") {
         console.error(`runcell serve: ${(e as Error).message}`);
         lock.release();
         return 1;

@@ -17,7 +17,7 @@ import type { DB } from "../db/client.ts";
 import { run, type Unit } from "../db/unit.ts";
 
 export const CHANNELS = {
-  /** Frames stored: `{ s: session id, from: first seq, to: last seq, d?: 1 if debug frames were stored }`. */
+  /** Frames stored (src/events/pg-log.ts): `{ b: [[session id, first seq, last seq, first debug id, last debug id], …] }`. */
   events: "runcell_events",
   /** Credentials revoked (revocations.ts): `{ token }`, `{ login }`, `{ user }` or `{ disabled }`, each an id. */
   auth: "runcell_auth",

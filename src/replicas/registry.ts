@@ -5,7 +5,7 @@
  * replica: it takes back its own leases and warm-pool members at once. Each replica runs on a data
  * dir of its own (the data dir's lock, src/db/lock.ts, keeps a second process off it). It writes
  * its row in `replicas` at start, renews `seen_at` every third of the lease (`--replica-lease`)
- * and removes the row on a clean stop. A row not renewed for a whole lease is a replica that is
+ * and marks it not live on a clean stop. A row not renewed for a whole lease is a replica that is
  * gone: it no longer counts (`liveCount`, which divides the rate limits) and its task leases run
  * out at the same time (src/agents/leases.ts). A row not renewed for FORGET_AFTER_LEASES is deleted:
  * that replica is gone for good (its warm-pool members are then removed, src/workspaces/peers.ts).
@@ -51,6 +51,16 @@ export function loadReplicaId(dataDir: string): string {
   return id;
 }
 
+/** This data dir's replica id is live on another machine (a copied data dir): refused at start. */
+export class ReplicaIdInUseError extends Error {
+  constructor(id: string, hostname: string) {
+    super(
+      `replica id ${id} (this data dir's replica-id) is in use by a running server on ${hostname}: was this data dir copied from it? Give each replica a data dir of its own (delete replica-id here to make a new id)`,
+    );
+    this.name = "ReplicaIdInUseError";
+  }
+}
+
 export class Replicas {
   readonly hostname = hostname();
   /** Replicas seen within a lease, this one included (refreshed at each heartbeat). */
@@ -72,19 +82,32 @@ export class Replicas {
   /** Writes this replica's row (again, after a crash left it behind); forgets rows of replicas long gone. */
   async register(): Promise<void> {
     const now = this.now();
-    await this.db.delete(replicas).where(lt(replicas.seen_at, now - FORGET_AFTER_LEASES * this.leaseMs));
+    await this.forgetGone(now);
+    // The same id live on another machine: a data dir copied (with its replica-id) while its server
+    // runs. Two processes under one id would each take the other's leases and warm-pool members.
+    const same = await first(this.db.select().from(replicas).where(eq(replicas.id, this.id)));
+    if (same && same.hostname !== this.hostname && same.seen_at > now - this.leaseMs) throw new ReplicaIdInUseError(this.id, same.hostname);
+    await this.write(now);
+    await this.refresh(now);
+  }
+
+  /** This replica's row, written (again: after a crash, or after another replica forgot it). */
+  private async write(now: number) {
     const row = { id: this.id, hostname: this.hostname, version: this.version, started_at: now, seen_at: now };
     await this.db.insert(replicas).values(row).onConflictDoUpdate({ target: replicas.id, set: { hostname: row.hostname, version: row.version, started_at: now, seen_at: now } });
-    await this.refresh(now);
+  }
+
+  private async forgetGone(now: number) {
+    await this.db.delete(replicas).where(lt(replicas.seen_at, now - FORGET_AFTER_LEASES * this.leaseMs));
   }
 
   /** Renews this replica's row, forgets replicas long gone, and re-counts the live ones. */
   async heartbeat(): Promise<void> {
     const now = this.now();
-    await this.db.delete(replicas).where(lt(replicas.seen_at, now - FORGET_AFTER_LEASES * this.leaseMs));
+    await this.forgetGone(now);
     const [row] = await this.db.update(replicas).set({ seen_at: now }).where(eq(replicas.id, this.id)).returning({ id: replicas.id });
     // Deleted by another replica after a long pause of this one: written again.
-    if (!row) await this.db.insert(replicas).values({ id: this.id, hostname: this.hostname, version: this.version, started_at: now, seen_at: now });
+    if (!row) await this.write(now);
     await this.refresh(now);
   }
 

@@ -9,7 +9,7 @@
  *   pools, and a take (a synchronous splice of the replica's own list) hands it to one session.
  * - Another replica's member is left alone while that replica has a row in `replicas` (live, or
  *   crashed but not yet forgotten: its id is kept in its data dir, so it adopts its members when
- *   it comes back). Once its row is gone (a clean stop, or forgotten after ~20 leases) its members
+ *   it comes back; a clean stop keeps the row too). Once its row is gone (forgotten after ~20 leases) its members
  *   are removed, never adopted: their label would still name the gone replica, so every replica
  *   would think them its own to adopt.
  * - Placement counts the other replicas' members from Docker (PeerMembers below), since they are

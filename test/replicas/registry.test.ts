@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { openDatabase } from "../../src/db/client.ts";
 import { migrate } from "../../src/db/migrate.ts";
-import { loadReplicaId, REPLICA_ID_FILE, Replicas } from "../../src/replicas/registry.ts";
+import { loadReplicaId, REPLICA_ID_FILE, ReplicaIdInUseError, Replicas } from "../../src/replicas/registry.ts";
 import { tempDir } from "../helpers/app.ts";
 
 function db() {
@@ -62,6 +62,24 @@ describe("the registry", () => {
     clock += 20 * 3000 + 1;
     await b.heartbeat();
     expect((await b.list()).map((r) => r.id)).toEqual([b.id]);
+    h.close();
+  });
+});
+
+describe("a copied data dir", () => {
+  test("the same id live on another machine is refused at start; gone (not seen for a lease), it is taken over", async () => {
+    const h = db();
+    let clock = 5_000_000;
+    const now = () => clock;
+    const original = new Replicas(h.db, now, 3000, "test", "rep_22222222222222222222222222");
+    await original.register();
+    const copy = new Replicas(h.db, now, 3000, "test", original.id);
+    (copy as unknown as { hostname: string }).hostname = "another-machine";
+    await expect(copy.register()).rejects.toBeInstanceOf(ReplicaIdInUseError);
+    await expect(copy.register()).rejects.toThrow(/in use by a running server on .*copied/);
+    clock += 3001;
+    await copy.register();
+    expect((await copy.list()).map((r) => r.hostname)).toEqual(["another-machine"]);
     h.close();
   });
 });

@@ -266,9 +266,10 @@ export class Orchestrator {
       await this.release(task);
       return this.answerTimer.arm((await this.d.tasks.byId(task.id))?.answer_due_at ?? null);
     }
-    if (outcome === "completed") await this.finish(task, "completed");
-    else if (outcome === "cancelled") await this.finish(task, "cancelled");
-    else await this.fail(task, outcome.failed.code, outcome.failed.message);
+    // As the lease's holder: a replica that lost the lease without noticing yet (stalled past it)
+    // does not end a task another replica has taken over.
+    if (outcome === "completed" || outcome === "cancelled") await this.end(task, outcome, null, undefined, true);
+    else await this.end(task, "failed", outcome.failed, undefined, true);
   }
 
   private async release(task: TaskRow) {
@@ -299,12 +300,15 @@ export class Orchestrator {
    * meanwhile (taken by the queue, answered, ended) is left alone, and false returned. In the same
    * transaction: the result of the question it waited on (`question`, for its pending tool call),
    * and the platform notification (a playbook run's end; a failed task's). Its frames follow.
+   * `asHolder` (the loop that ran it ends it): only while this replica still holds its lease.
    */
-  private async end(task: TaskRow, status: "completed" | "cancelled" | "failed", error: { code: ErrorCode; message: string } | null, question?: string): Promise<boolean> {
+  private async end(task: TaskRow, status: "completed" | "cancelled" | "failed", error: { code: ErrorCode; message: string } | null, question?: string, asHolder = false): Promise<boolean> {
     const toolUseId = question !== undefined ? task.pending_tool_use_id : null;
     const patch: Partial<TaskRow> = { status, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null, lease_owner: null, lease_expires_at: null };
     if (error) Object.assign(patch, { error_code: error.code, error_message: error.message });
-    const ended = await transact(this.d.db, (tx) => this.endIn(tx, task, status, patch, error, toolUseId, question));
+    // (A queued task that failed before it was claimed holds no lease: ended as read.)
+    const holder = asHolder && this.leases.shared && task.lease_owner === this.leases.owner ? this.leases.owner : undefined;
+    const ended = await transact(this.d.db, (tx) => this.endIn(tx, task, status, patch, error, toolUseId, question, holder));
     if (!ended) return false;
     if (toolUseId) this.d.transcript.release(task.session_id);
     if (task.playbook_id || error) this.d.notifications.wake();
@@ -327,8 +331,9 @@ export class Orchestrator {
     error: { code: ErrorCode; message: string } | null,
     toolUseId: string | null,
     question: string | undefined,
+    holder: string | undefined,
   ): Unit<boolean> {
-    if (!(yield* this.d.tasks.updateIn(tx, task.id, patch, task.status))) return false;
+    if (!(yield* this.d.tasks.updateIn(tx, task.id, patch, task.status, holder))) return false;
     if (toolUseId) yield* this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: toolUseId, content: question!, is_error: true });
     if (task.playbook_id) yield* this.runEnded(task, status, error && `${error.code}: ${error.message}`, tx);
     else if (error) yield* this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, code: error.code, error: error.message }, tx);

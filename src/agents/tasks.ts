@@ -157,10 +157,12 @@ export class Tasks {
 
   /**
    * `update` as a unit (inside the caller's transaction); with `from`, only while the task's
-   * status is still `from`. Whether the row was changed.
+   * status is still `from`; with `leaseOwner`, only while that replica holds its lease. Whether
+   * the row was changed.
    */
-  *updateIn(tx: DB, id: string, patch: Partial<TaskRow>, from?: TaskStatus): Unit<boolean> {
-    return (yield* run(tx.update(tasks).set(patch).where(from ? and(eq(tasks.id, id), eq(tasks.status, from)) : eq(tasks.id, id)))) > 0;
+  *updateIn(tx: DB, id: string, patch: Partial<TaskRow>, from?: TaskStatus, leaseOwner?: string): Unit<boolean> {
+    const where = and(eq(tasks.id, id), from ? eq(tasks.status, from) : undefined, leaseOwner ? eq(tasks.lease_owner, leaseOwner) : undefined);
+    return (yield* run(tx.update(tasks).set(patch).where(where))) > 0;
   }
 
   /**

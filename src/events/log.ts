@@ -321,15 +321,23 @@ export class EventLog implements EventStore {
   }
 }
 
+/**
+ * Frames in seq order with the debug frames (no seq, `after_seq` instead) placed after the frame
+ * each one follows: `seqOf` reads a frame's seq, `asFrame` turns a debug row into the frames' shape.
+ */
+export function interleaveDebug<F, D extends { after_seq: number }>(frames: F[], debug: D[], seqOf: (f: F) => number, asFrame: (d: D) => F): F[] {
+  if (!debug.length) return frames;
+  const merged: F[] = [];
+  let j = 0;
+  for (const f of frames) {
+    while (j < debug.length && debug[j]!.after_seq < seqOf(f)) merged.push(asFrame(debug[j++]!));
+    merged.push(f);
+  }
+  while (j < debug.length) merged.push(asFrame(debug[j++]!));
+  return merged;
+}
+
 /** Stored frames with the debug frames placed after the frame each one follows. */
 export function mergeDebug(rows: StoredFrame[], debug: DebugRow[]): StoredFrame[] {
-  if (!debug.length) return rows;
-  const merged: StoredFrame[] = [];
-  let j = 0;
-  for (const row of rows) {
-    while (j < debug.length && debug[j]!.after_seq < row.seq!) merged.push({ ...debug[j++]!, seq: null });
-    merged.push(row);
-  }
-  while (j < debug.length) merged.push({ ...debug[j++]!, seq: null });
-  return merged;
+  return interleaveDebug(rows, debug, (r) => r.seq!, (d) => ({ ...d, seq: null }));
 }

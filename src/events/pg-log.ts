@@ -31,7 +31,7 @@ import { forNoKeyUpdate } from "../db/row-lock.ts";
 import { all, run, transact, type Unit } from "../db/unit.ts";
 import { type Bus, CHANNELS } from "../replicas/bus.ts";
 import type { FrameInput } from "../schema/stream.ts";
-import { debugFrame, type EventStore, mergeDebug, orderedFrame, type ReadBound, type StoredFrame, type StoredLive } from "./log.ts";
+import { debugFrame, type EventStore, interleaveDebug, mergeDebug, orderedFrame, type ReadBound, type StoredFrame, type StoredLive } from "./log.ts";
 
 interface Queued {
   session_id: string;
@@ -287,7 +287,7 @@ export class PgEventLog implements EventStore {
     const frames: StoredLive[] = rows.map((r) => ({ session_id: sessionId, seq: r.seq, type: r.type, json: r.frame }));
     if (rows.length) tail.upTo = rows.at(-1)!.seq;
     // Debug frames go after the frame they follow.
-    const merged = debug.length ? mergeLive(frames, debug) : frames;
+    const merged = interleaveDebug(frames, debug, (f) => f.seq, (d): StoredLive => d);
     this.hand(merged);
   }
 
@@ -367,16 +367,3 @@ function groupBySession(batch: Queued[]): Queued[][] {
   }
   return [...groups.values()];
 }
-
-/** Live frames with debug frames placed after the frame each one follows (`after_seq`). */
-function mergeLive(frames: StoredLive[], debug: (StoredLive & { after_seq: number })[]): StoredLive[] {
-  const merged: StoredLive[] = [];
-  let j = 0;
-  for (const f of frames) {
-    while (j < debug.length && debug[j]!.after_seq < f.seq) merged.push(debug[j++]!);
-    merged.push(f);
-  }
-  while (j < debug.length) merged.push(debug[j++]!);
-  return merged;
-}
-

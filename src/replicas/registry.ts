@@ -16,7 +16,7 @@
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { and, count, eq, gt, lt } from "drizzle-orm";
+import { count, eq, gt, lt } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { replicas } from "../db/tables.ts";
@@ -112,7 +112,7 @@ export class Replicas {
   }
 
   private async refresh(now: number) {
-    const r = await first(this.db.select({ n: count() }).from(replicas).where(and(gt(replicas.seen_at, now - this.leaseMs))));
+    const r = await first(this.db.select({ n: count() }).from(replicas).where(gt(replicas.seen_at, now - this.leaseMs)));
     this.live = Math.max(1, Number(r?.n ?? 1));
   }
 

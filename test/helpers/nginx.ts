@@ -8,6 +8,24 @@ import { tempDir } from "./app.ts";
 
 export const NGINX = Bun.which("nginx") ?? ["/usr/sbin/nginx", "/usr/local/sbin/nginx"].find((p) => existsSync(p)) ?? null;
 
+/**
+ * The `location /` block README and docs/scale.md show: proxy to `target` (an address or an
+ * upstream's name) with the WebSocket upgrade and forwarded headers; `extra` lines go first.
+ */
+export function proxyLocation(target: string, extra: string[] = []): string {
+  return `    location / {
+      proxy_pass http://${target};
+${extra.map((l) => `      ${l}\n`).join("")}      proxy_http_version 1.1;
+      proxy_set_header Host $host;
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection $connection_upgrade;
+      proxy_read_timeout 1h;
+      proxy_buffering off;
+    }`;
+}
+
 export interface Nginx {
   dir: string;
   /** nginx's own output and its error log so far (for failure messages). */

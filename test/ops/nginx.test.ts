@@ -20,7 +20,7 @@ import { join } from "node:path";
 import WebSocket from "ws";
 import { startTestApp, tempDir, type TestApp } from "../helpers/app.ts";
 import { freePort, waitFor } from "../helpers/net.ts";
-import { NGINX, type Nginx, startNginx } from "../helpers/nginx.ts";
+import { NGINX, type Nginx, proxyLocation, startNginx } from "../helpers/nginx.ts";
 import { createUser, type TestUser } from "../helpers/users.ts";
 
 const OPENSSL = Bun.which("openssl") ?? (existsSync("/usr/bin/openssl") ? "/usr/bin/openssl" : null);
@@ -49,18 +49,7 @@ function serverBlock(port: number, appPort: number) {
     ssl_certificate_key ${dir}/key.pem;
     client_max_body_size 8m;
 
-    location / {
-      proxy_pass http://127.0.0.1:${appPort};
-      proxy_http_version 1.1;
-      proxy_set_header Host $host;
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto $scheme;
-      proxy_set_header Upgrade $http_upgrade;
-      proxy_set_header Connection $connection_upgrade;
-      proxy_read_timeout 1h;
-      proxy_buffering off;
-      proxy_bind ${PROXY_ADDR};
-    }
+${proxyLocation(`127.0.0.1:${appPort}`, [`proxy_bind ${PROXY_ADDR};`])}
   }`;
 }
 

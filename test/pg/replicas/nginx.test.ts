@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { startMockAnthropic } from "../../helpers/mock-anthropic.ts";
 import { freePort, waitFor } from "../../helpers/net.ts";
-import { type Nginx, startNginx } from "../../helpers/nginx.ts";
+import { type Nginx, proxyLocation, startNginx } from "../../helpers/nginx.ts";
 import { PG_SERVER } from "../../helpers/pg.ts";
 import { type ReplicaSet, startReplicas } from "../../helpers/replicas.ts";
 import { WsClient } from "../../helpers/ws-client.ts";
@@ -29,18 +29,7 @@ ${upstreams.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`)
   server {
     listen 127.0.0.1:${port};
     client_max_body_size 8m;
-    location / {
-      proxy_pass http://runcell;
-      proxy_next_upstream error timeout;
-      proxy_http_version 1.1;
-      proxy_set_header Host $host;
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-      proxy_set_header X-Forwarded-Proto $scheme;
-      proxy_set_header Upgrade $http_upgrade;
-      proxy_set_header Connection $connection_upgrade;
-      proxy_read_timeout 1h;
-      proxy_buffering off;
-    }
+${proxyLocation("runcell", ["proxy_next_upstream error timeout;"])}
   }`;
 }
 

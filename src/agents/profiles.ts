@@ -150,7 +150,7 @@ export class Profiles {
    * state goes in every answer) it is kept finished, so a repeated read is one lookup. A kept page
    * is answered without a promise when its records' JSON is stored; only a read returns one.
    */
-  listJson(userId: string, p: PageParams, scope?: object): string | Promise<string> {
+  listJson(userId: string, p: PageParams): string | Promise<string> {
     const k = keyset(profiles.id, undefined, p);
     const read = async (): Promise<ProfilePage> => {
       // A page of the owner's profiles, newest first: the first one, or the one after a cursor.
@@ -160,7 +160,7 @@ export class Profiles {
       if (json && json.length > PAGE_JSON_KEPT_MAX) json = null; // kept as rows only: the memo's memory stays bounded
       return { rows, json };
     };
-    const page = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read, scope) : read();
+    const page = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read) : read();
     const body = (pg: ProfilePage | undefined) => pg!.json ?? this.pageJson(pg!.rows, k.limit);
     return page instanceof Promise ? page.then(body) : body(page);
   }

@@ -47,15 +47,15 @@ export class Authenticator {
   }
 
   /**
-   * The enabled user `id` as a caller (undefined: gone or disabled); `scope`: the request
-   * (TableChanges.stamp). Without a promise when memoized; a read is awaited.
+   * The enabled user `id` as a caller (undefined: gone or disabled). Without a promise when
+   * memoized; a read is awaited.
    */
-  private caller(id: string, scope?: object): AuthUser | undefined | Promise<AuthUser | undefined> {
+  private caller(id: string): AuthUser | undefined | Promise<AuthUser | undefined> {
     const load = async () => {
       const user = await this.users.byId(id);
       return user && !user.disabled ? toAuthUser(user) : undefined;
     };
-    return this.callers ? this.callers.get(id, load, scope) : load();
+    return this.callers ? this.callers.get(id, load) : load();
   }
 
   credentials(req: Request): Credentials {
@@ -70,13 +70,12 @@ export class Authenticator {
    */
   fromToken(token: string, opts?: VerifyOptions): Principal | null | Promise<Principal | null> {
     const verified = this.tokens.verify(token, opts);
-    // The options object is the request's context: it scopes the users table's change check.
-    return verified instanceof Promise ? verified.then((v) => this.principalOf(v, opts)) : this.principalOf(verified, opts);
+    return verified instanceof Promise ? verified.then((v) => this.principalOf(v)) : this.principalOf(verified);
   }
 
-  private principalOf(verified: VerifiedToken | null, scope?: object): Principal | null | Promise<Principal | null> {
+  private principalOf(verified: VerifiedToken | null): Principal | null | Promise<Principal | null> {
     if (!verified) return null;
-    const user = this.caller(verified.userId, scope);
+    const user = this.caller(verified.userId);
     return user instanceof Promise ? user.then((u) => viaToken(u, verified.tokenId)) : viaToken(user, verified.tokenId);
   }
 

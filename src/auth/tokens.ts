@@ -197,15 +197,16 @@ export class ApiTokens {
    * last_used_at is written at most once a minute per token. Never rejects: a cache hit does not
    * wait for it, and a failed write is tried again at the next use.
    */
-  private async touch(tokenId: string, now: number): Promise<void> {
+  private touch(tokenId: string, now: number): Promise<void> | undefined {
     const last = this.lastUsedWritten.get(tokenId) ?? 0;
-    if (now - last < LAST_USED_EVERY_MS) return;
+    if (now - last < LAST_USED_EVERY_MS) return undefined; // the usual request: no promise made
     this.lastUsedWritten.set(tokenId, now);
-    try {
-      await this.touchStmt.execute({ id: tokenId, at: now });
-    } catch {
-      if (this.lastUsedWritten.get(tokenId) === now) this.lastUsedWritten.delete(tokenId);
-    }
+    return this.touchStmt.execute({ id: tokenId, at: now }).then(
+      () => undefined,
+      () => {
+        if (this.lastUsedWritten.get(tokenId) === now) this.lastUsedWritten.delete(tokenId);
+      },
+    );
   }
 
   async list(userId: string, p: PageParams): Promise<Page<TokenRecord>> {

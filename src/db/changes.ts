@@ -12,8 +12,9 @@
  *   table, nor changes to WITHOUT ROWID tables, which the schema has none of.
  * - every other connection's commits (the CLI beside a running server, a second process):
  *   `PRAGMA data_version` changes when another connection committed since this one last asked;
- *   then every table counts as changed. It costs one WAL read-lock round trip (~2.5 µs), a
- *   third of the cheapest indexed read it replaces.
+ *   then every table counts as changed. It costs one WAL read-lock round trip (~2.5 µs in a tight
+ *   loop, several times that under load: a third of a busy server's CPU per request when every
+ *   request asked), so it is asked at most once per turn of the event loop (see `stamp`).
  *
  * The update hook is the connection's only one: nothing else may set onInsert/onUpdate/onDelete.
  *
@@ -31,8 +32,11 @@ export class TableChanges {
   private lastDataVersion = 0;
   /** PostgreSQL: counts stamps, each one different. */
   private unwatched = 0;
-  /** The scope (a request) whose stamp last asked SQLite: its later stamps do not ask again. */
-  private checkedFor: object | null = null;
+  /** data_version was asked in this turn of the event loop (cleared by a setImmediate). */
+  private askedThisTurn = false;
+  private readonly turnEnded = () => {
+    this.askedThisTurn = false;
+  };
 
   constructor(sqlite: Database | null) {
     if (!sqlite) return;
@@ -55,15 +59,19 @@ export class TableChanges {
 
   /**
    * A stamp of `tables` now: equal to a later stamp only if none of them was written in between,
-   * by this connection or any other. Asks SQLite (data_version) — once per `scope` when one is
-   * given: a request's authentication and its route then read one answer. Another process's
-   * commit during the request is concurrent with it, so the request may see the database as of
-   * its first check; this connection's own writes are counted as they happen, always.
+   * by this connection or any other. This connection's own writes are counted as they happen,
+   * always. Other connections' commits are asked of SQLite (data_version) once per turn of the
+   * event loop: every request a turn serves had arrived before the turn began (the poll that
+   * returned it), hence before its first stamp, so a commit that finished before a request was
+   * sent — another process's `UPDATE users SET disabled = 1`, then the request — is seen by that
+   * request. A commit that lands during a turn is concurrent with the requests it serves and shows
+   * from the next turn on. (Only this process's main connection writes in this process.)
    */
-  stamp(tables: readonly string[], scope?: object): string {
+  stamp(tables: readonly string[]): string {
     if (!this.dataVersion) return `pg:${++this.unwatched}`;
-    if (scope === undefined || scope !== this.checkedFor) {
-      this.checkedFor = scope ?? null;
+    if (!this.askedThisTurn) {
+      this.askedThisTurn = true;
+      setImmediate(this.turnEnded);
       const dv = this.readDataVersion();
       if (dv !== this.lastDataVersion) {
         this.lastDataVersion = dv;
@@ -93,14 +101,15 @@ export class TableMemo<V> {
   /**
    * The value for `key`: the stored one while the tables are unchanged, else `load()`'s (undefined
    * is not stored). A stored value is answered without a promise; only an asynchronous `load`
-   * (a miss) makes one. `scope`: see TableChanges.stamp.
+   * (a miss) makes one. Another connection's commit shows from the next turn of the event loop
+   * (TableChanges.stamp).
    */
-  get(key: string, load: () => V | undefined, scope?: object): V | undefined;
-  get(key: string, load: () => Promise<V | undefined>, scope?: object): V | undefined | Promise<V | undefined>;
-  get(key: string, load: () => V | undefined | Promise<V | undefined>, scope?: object): V | undefined | Promise<V | undefined> {
+  get(key: string, load: () => V | undefined): V | undefined;
+  get(key: string, load: () => Promise<V | undefined>): V | undefined | Promise<V | undefined>;
+  get(key: string, load: () => V | undefined | Promise<V | undefined>): V | undefined | Promise<V | undefined> {
     // PostgreSQL: every stamp is new, so nothing kept could ever be answered — do not keep it.
     if (!this.changes.watching) return load();
-    const stamp = this.changes.stamp(this.tables, scope);
+    const stamp = this.changes.stamp(this.tables);
     if (stamp !== this.stampOf) {
       this.entries.clear();
       this.stampOf = stamp;

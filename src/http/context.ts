@@ -12,6 +12,11 @@ export interface RequestContext {
   authorized?: boolean;
   /** The route template the router matched ("/v1/sessions/:id"; the /metrics route label), set by router.ts. */
   route?: string;
+  /**
+   * A Response of `body` made with every header the pipeline adds (request id, nosniff, the
+   * caller's RateLimit-*, replica) given at construction: the pipeline then adds none to it.
+   */
+  respond(body: string, status: number, contentType: string): Response;
 }
 
 /**
@@ -29,6 +34,11 @@ export function setRequestContext(req: Request, ctx: RequestContext) {
 export function noteRoute(req: Request, route: string) {
   const ctx = (req as Carrier)[CONTEXT];
   if (ctx) ctx.route = route;
+}
+
+/** The request's context, or undefined for a request that did not pass through the pipeline. */
+export function contextOf(req: Request): RequestContext | undefined {
+  return (req as Carrier)[CONTEXT];
 }
 
 export function requestContext(req: Request): RequestContext {

@@ -114,6 +114,10 @@ export function createPipeline(deps: PipelineDeps) {
     route: string | undefined = undefined;
     /** The client address's bucket, when it paid for a token's bcrypt compare. */
     charged: RateLimitResult | null = null;
+    /** The bucket the response reports (set before the router runs). */
+    rl: RateLimitResult | null = null;
+    /** The Response `respond` made: it has every header already. */
+    made: Response | null = null;
     private address: string | undefined = undefined;
     constructor(
       readonly id: string,
@@ -139,6 +143,19 @@ export function createPipeline(deps: PipelineDeps) {
       const r = (this.charged = limiter.take(`ip:${this.ip}`));
       if (!r.ok) throw limited(r);
     }
+
+    /** One header list, given at construction (not six `set` calls on a made Response). */
+    respond(body: string, status: number, contentType: string): Response {
+      const headers: Record<string, string> = { "content-type": contentType, "x-request-id": this.id, "x-content-type-options": NOSNIFF };
+      const rl = this.rl;
+      if (rl) {
+        headers["ratelimit-limit"] = String(rl.limit);
+        headers["ratelimit-remaining"] = String(rl.remaining);
+        headers["ratelimit-reset"] = String(rl.resetSec);
+      }
+      if (replica) headers["x-runcell-replica"] = replica;
+      return (this.made = new Response(body, { status, headers }));
+    }
   }
 
   async function upgrade(req: Request, server: Server<unknown>, ctx: Context, path: string): Promise<Response | undefined> {
@@ -163,8 +180,9 @@ export function createPipeline(deps: PipelineDeps) {
     return errorResponse(Errors.internal(ctx.id));
   }
 
-  /** The headers every response gets, the access log line and the metrics. */
+  /** The headers every response gets (unless `respond` made it with them), the access log line and the metrics. */
   function finish(req: Request, path: string, ctx: Context, response: Response, rl: RateLimitResult | null): Response {
+    if (response === ctx.made && rl === ctx.rl) return logged(req, path, ctx, response);
     const h = response.headers;
     h.set("x-request-id", ctx.id);
     h.set("x-content-type-options", NOSNIFF);
@@ -176,23 +194,6 @@ export function createPipeline(deps: PipelineDeps) {
       h.set("ratelimit-reset", String(rl.resetSec));
     }
     return logged(req, path, ctx, response);
-  }
-
-  /**
-   * A direct route's answer with the same headers as `finish` adds, given when the Response is
-   * made (one header list built once, not six `set` calls on a made one).
-   */
-  function direct(req: Request, path: string, ctx: Context, answer: DirectAnswer, rl: RateLimitResult): Response {
-    const headers: Record<string, string> = {
-      "content-type": JSON_TYPE,
-      "x-request-id": ctx.id,
-      "x-content-type-options": NOSNIFF,
-      "ratelimit-limit": String(rl.limit),
-      "ratelimit-remaining": String(rl.remaining),
-      "ratelimit-reset": String(rl.resetSec),
-    };
-    if (replica) headers["x-runcell-replica"] = replica;
-    return logged(req, path, ctx, new Response(answer.json, { status: answer.status, headers }));
   }
 
   /** The access log line and the metrics of a finished response. */
@@ -252,6 +253,7 @@ export function createPipeline(deps: PipelineDeps) {
       else rl = LIMITED.test(path) ? limiter.take(key) : limiter.peek(key);
       // (peek never refuses: only the API surfaces can answer 429)
       if (!rl.ok) throw limited(rl);
+      ctx.rl = rl;
       pending = deps.handle(req);
     } catch (e) {
       return finish(req, path, ctx, failed(e, ctx), rl ?? ctx.charged);
@@ -268,9 +270,10 @@ export function createPipeline(deps: PipelineDeps) {
     const answer = directs?.get(path);
     if (answer && req.method === "GET") {
       ctx.route = path;
-      const rl = limiter.peek(`ip:${ctx.ip}`);
+      const rl = (ctx.rl = limiter.peek(`ip:${ctx.ip}`));
       try {
-        return direct(req, path, ctx, answer(), rl);
+        const a = answer();
+        return logged(req, path, ctx, ctx.respond(a.json, a.status, JSON_TYPE));
       } catch (e) {
         return finish(req, path, ctx, failed(e, ctx), rl);
       }

@@ -13,6 +13,9 @@ import { TableChanges, TableMemo } from "../../src/db/changes.ts";
 import { startTestApp, tempDir, type TestApp } from "../helpers/app.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 
+/** The next turn of the event loop (TableChanges asks SQLite about other connections once per turn). */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 describe("TableChanges and TableMemo on a real SQLite file", () => {
   let dir: string;
   let file: string;
@@ -98,41 +101,45 @@ describe("TableChanges and TableMemo on a real SQLite file", () => {
     expect(profiles.get("all", count)).toEqual({ n: 0 });
   });
 
-  test("another connection's commit drops it (data_version)", () => {
+  test("another connection's commit drops it from the next turn of the event loop (data_version)", async () => {
     get();
     expect(get().loaded).toBe(false);
     other.exec("UPDATE users SET name = 'Ada King' WHERE id = 'u1'");
+    await nextTurn();
     expect(get()).toEqual({ name: "Ada King", loaded: true });
     // Any table: another connection's commits are not told apart by table.
     other.exec("INSERT INTO unrelated (v) VALUES ('y')");
+    await nextTurn();
     expect(get().loaded).toBe(true);
     expect(get().loaded).toBe(false);
   });
 
-  test("a scope (a request) asks SQLite once: its later stamps keep its first answer; a new scope or none asks again", () => {
-    const request = {};
-    const first = changes.stamp(["users"], request);
-    other.exec("UPDATE users SET name = 'Ada (during the request)' WHERE id = 'u1'");
-    // Within the request: the commit elsewhere is concurrent with it, the first answer stands.
-    expect(changes.stamp(["users"], request)).toBe(first);
-    // This connection's own writes always count, scope or not.
+  test("SQLite is asked once per turn of the event loop: a commit elsewhere during a turn shows from the next; this connection's writes at once", async () => {
+    await nextTurn();
+    const first = changes.stamp(["users"]);
+    other.exec("UPDATE users SET name = 'Ada (during the turn)' WHERE id = 'u1'");
+    // Within the turn: the commit elsewhere is concurrent with what the turn serves, the first answer stands.
+    expect(changes.stamp(["users"])).toBe(first);
+    // This connection's own writes always count, within the turn too.
     db.exec("INSERT INTO unrelated (v) VALUES ('own')");
+    expect(changes.stamp(["users"])).toBe(first);
     db.exec("UPDATE users SET name = name WHERE id = 'u2'");
-    const own = changes.stamp(["users"], request);
+    const own = changes.stamp(["users"]);
     expect(own).not.toBe(first);
-    // The next request sees the other connection's commit.
-    expect(changes.stamp(["users"], {})).not.toBe(own);
-    const nextRequest = {};
-    expect(memo.get("u1", read("u1"), nextRequest)?.name).toBe("Ada (during the request)");
-    // Without a scope every stamp asks.
+    // The next turn sees the other connection's commit.
+    await nextTurn();
+    expect(changes.stamp(["users"])).not.toBe(own);
+    expect(memo.get("u1", read("u1"))?.name).toBe("Ada (during the turn)");
     other.exec("UPDATE users SET name = 'Ada King' WHERE id = 'u1'");
+    await nextTurn();
     expect(get()).toEqual({ name: "Ada King", loaded: true });
   });
 
-  test("another process's commit drops it", () => {
+  test("another process's commit drops it", async () => {
     get();
     const r = Bun.spawnSync(["bun", "-e", `const { Database } = require("bun:sqlite"); new Database(${JSON.stringify(file)}).exec("UPDATE users SET name = 'Countess' WHERE id = 'u1'")`]);
     expect(r.exitCode).toBe(0);
+    await nextTurn();
     expect(get()).toEqual({ name: "Countess", loaded: true });
   });
 

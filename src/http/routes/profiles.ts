@@ -5,7 +5,6 @@ import { ProfileCreateBody, ProfilePatchBody, ProfileRecord } from "../../schema
 import type { Services } from "../../services.ts";
 import { requirePrincipal, USER_SECURITY, userGuard } from "../guards.ts";
 import { jsonResponse } from "../json.ts";
-import { requestContext } from "../context.ts";
 import { errorResponses, PageQuery } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Profiles"], summary, description, security: USER_SECURITY });
@@ -33,13 +32,12 @@ export const profileRoutes = (s: Services) => {
     )
     // The read routes send each record's stored JSON (src/lib/versioned-json.ts): checked against
     // ProfileRecord once per version there, so Elysia's per-request check of a Response is not needed.
-    // The request's context scopes the change check (one data_version per request: db/changes.ts).
-    .get("/", async ({ user, query, request }) => jsonResponse(await p.listJson(user.id, query, requestContext(request))), {
+    .get("/", async ({ user, query, request }) => jsonResponse(await p.listJson(user.id, query), 200, request), {
       query: t.Object(PageQuery),
       response: { 200: ListOf(ProfileRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your profiles, newest first"),
     })
-    .get("/:id", async ({ user, params }) => jsonResponse(await p.getJson(user.id, params.id)), {
+    .get("/:id", async ({ user, params, request }) => jsonResponse(await p.getJson(user.id, params.id), 200, request), {
       response: { 200: ProfileRecord, ...errorResponses(401, 404, 429) },
       detail: detail("Get a profile"),
     })

@@ -38,8 +38,8 @@ export const sessionRoutes = (s: Services) =>
     })
     .get(
       "/:id/events",
-      async ({ user, params, query, principal }) =>
-        jsonResponse(await s.agentSessions.eventsJson(user.id, params.id, isAdmin(principal), query.after ?? query.cursor ?? 0, query.limit ?? 100)),
+      async ({ user, params, query, principal, request }) =>
+        jsonResponse(await s.agentSessions.eventsJson(user.id, params.id, isAdmin(principal), query.after ?? query.cursor ?? 0, query.limit ?? 100), 200, request),
       {
         query: t.Object({
           after: t.Optional(t.Integer({ minimum: 0, "x-field": "after", description: "Only frames with a greater seq" })),

@@ -7,7 +7,7 @@ import { and, desc, eq, lt, sql } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import { affected, type DB, first } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
-import { keyset, type PageParams } from "../db/paginate.ts";
+import { type PageParams, pageSize } from "../db/paginate.ts";
 import { type ModelConfig, type ProfileRow } from "../db/schema.ts";
 import { profiles } from "../db/tables.ts";
 import { isPostgres } from "../db/unit.ts";
@@ -151,7 +151,7 @@ export class Profiles {
    * is answered without a promise when its records' JSON is stored; only a read returns one.
    */
   listJson(userId: string, p: PageParams): string | Promise<string> {
-    const k = keyset(profiles.id, undefined, p);
+    const k = pageSize(p); // (no SQL is built unless the page is read)
     const read = async (): Promise<ProfilePage> => {
       // A page of the owner's profiles, newest first: the first one, or the one after a cursor.
       const mine = eq(profiles.user_id, userId);

@@ -30,7 +30,7 @@ export class TableChanges {
   private external = 0;
   private dataVersion: Statement | null = null;
   private lastDataVersion = 0;
-  /** PostgreSQL: counts stamps, each one different. */
+  /** PostgreSQL: counts stamps, each one different (and negative: never a SQLite stamp). */
   private unwatched = 0;
   /** data_version was asked in this turn of the event loop (cleared by a setImmediate). */
   private askedThisTurn = false;
@@ -67,8 +67,8 @@ export class TableChanges {
    * request. A commit that lands during a turn is concurrent with the requests it serves and shows
    * from the next turn on. (Only this process's main connection writes in this process.)
    */
-  stamp(tables: readonly string[]): string {
-    if (!this.dataVersion) return `pg:${++this.unwatched}`;
+  stamp(tables: readonly string[]): number {
+    if (!this.dataVersion) return -++this.unwatched;
     if (!this.askedThisTurn) {
       this.askedThisTurn = true;
       setImmediate(this.turnEnded);
@@ -78,8 +78,10 @@ export class TableChanges {
         this.external++;
       }
     }
-    let s = String(this.external);
-    for (const t of tables) s += ":" + (this.local.get(t) ?? 0);
+    // Every counter only grows, so their sum changes exactly when one of them did (a number: no
+    // string is built per request).
+    let s = this.external;
+    for (const t of tables) s += this.local.get(t) ?? 0;
     return s;
   }
 }
@@ -90,7 +92,7 @@ export class TableChanges {
  */
 export class TableMemo<V> {
   private entries = new Map<string, V>();
-  private stampOf = "";
+  private stampOf = Number.NaN; // equal to no stamp
 
   constructor(
     private changes: TableChanges,
@@ -125,7 +127,7 @@ export class TableMemo<V> {
    * Stores a value loaded at `stamp` — unless a later stamp was seen while it loaded (it may
    * predate that write; a write seen only afterwards clears it at the next stamp anyway).
    */
-  private keep(key: string, v: V | undefined, stamp: string): V | undefined {
+  private keep(key: string, v: V | undefined, stamp: number): V | undefined {
     if (v === undefined || stamp !== this.stampOf) return v;
     if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(key, Object.freeze(v));

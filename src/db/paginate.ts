@@ -15,14 +15,18 @@ export interface PageParams {
   cursor?: string;
 }
 
+/** A page's size, and the rows to fetch for it (one more: whether a next page exists). */
+export function pageSize(p: PageParams): { limit: number; fetch: number } {
+  const limit = p.limit ?? 20;
+  return { limit, fetch: limit + 1 };
+}
+
 /** WHERE and ORDER BY for one page; fetch `limit + 1` rows and pass them to `toPage`. */
 export function keyset(idColumn: SQLiteColumn, where: SQL | undefined, p: PageParams) {
-  const limit = p.limit ?? 20;
   return {
     where: p.cursor ? and(where, lt(idColumn, p.cursor)) : where,
     orderBy: desc(idColumn),
-    fetch: limit + 1,
-    limit,
+    ...pageSize(p),
   };
 }
 

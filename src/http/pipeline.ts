@@ -144,18 +144,40 @@ export function createPipeline(deps: PipelineDeps) {
       if (!r.ok) throw limited(r);
     }
 
-    /** One header list, given at construction (not six `set` calls on a made Response). */
+    /**
+     * The headers that do not change between requests (content type, nosniff, replica, the
+     * limit) come from a Headers kept per content type and limit, copied into the Response; the
+     * three that do are set on it.
+     */
     respond(body: string, status: number, contentType: string): Response {
-      const headers: Record<string, string> = { "content-type": contentType, "x-request-id": this.id, "x-content-type-options": NOSNIFF };
       const rl = this.rl;
+      const r = new Response(body, { status, headers: constantHeaders(contentType, rl?.limit) });
+      const h = r.headers;
+      h.set("x-request-id", this.id);
       if (rl) {
-        headers["ratelimit-limit"] = String(rl.limit);
-        headers["ratelimit-remaining"] = String(rl.remaining);
-        headers["ratelimit-reset"] = String(rl.resetSec);
+        h.set("ratelimit-remaining", String(rl.remaining));
+        h.set("ratelimit-reset", String(rl.resetSec));
       }
-      if (replica) headers["x-runcell-replica"] = replica;
-      return (this.made = new Response(body, { status, headers }));
+      return (this.made = r);
     }
+  }
+
+  /** Per content type and limit (the limit changes only with the configuration or the replica count). */
+  const constants = new Map<string, Headers>();
+  let last = { contentType: "", limit: undefined as number | undefined, headers: new Headers() };
+  function constantHeaders(contentType: string, limit: number | undefined): Headers {
+    if (contentType === last.contentType && limit === last.limit) return last.headers;
+    const key = `${contentType} ${limit}`;
+    let h = constants.get(key);
+    if (!h) {
+      if (constants.size > 64) constants.clear();
+      h = new Headers({ "content-type": contentType, "x-content-type-options": NOSNIFF });
+      if (limit !== undefined) h.set("ratelimit-limit", String(limit));
+      if (replica) h.set("x-runcell-replica", replica);
+      constants.set(key, h);
+    }
+    last = { contentType, limit, headers: h };
+    return h;
   }
 
   async function upgrade(req: Request, server: Server<unknown>, ctx: Context, path: string): Promise<Response | undefined> {

@@ -12,8 +12,9 @@ export function randomToken(bytes = 32): string {
   return Buffer.from(randomBytes(bytes)).toString("base64url");
 }
 
+/** One-shot SHA-256 (Bun.SHA256.hash: a third of a CryptoHasher's cost; API tokens are hashed on every request). */
 export function sha256Hex(input: string | Uint8Array): string {
-  return new Bun.CryptoHasher("sha256").update(input).digest("hex");
+  return Bun.SHA256.hash(input, "hex");
 }
 
 export function hmacSha256Hex(key: string | Uint8Array, data: string | Uint8Array): string {
@@ -28,5 +29,5 @@ export function safeEqual(a: string, b: string): boolean {
 }
 
 export function sha256Base64(input: string | Uint8Array): string {
-  return new Bun.CryptoHasher("sha256").update(input).digest("base64");
+  return Bun.SHA256.hash(input, "base64");
 }

@@ -198,7 +198,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     log,
     limiter,
     authenticate: (req, path, opts) => authenticator.authenticate(req, path, opts),
-    handle: (req) => router.handle(req),
+    // Elysia's compiled handler itself (`handle` wraps it in an async function: always a promise).
+    handle: (req) => router.fetch(req),
     direct: new Map([["/healthz", healthCheck(services)]]),
     upgrade: (req, server, ctx) => stream.upgrade(req, server, ctx),
     onResponse: (method, route, status, seconds) => metrics.http(method, route, status, seconds),

@@ -126,11 +126,13 @@ export class ApiTokens {
    * token is read from the database (and compared) behind a promise.
    */
   verify(token: string, opts: VerifyOptions = {}): VerifiedToken | null | Promise<VerifiedToken | null> {
-    if (!isWellFormedToken(token)) return null;
+    // Memory first (the usual request: its hash is all it costs); the shape and checksum are
+    // checked before anything else is spent on a token memory does not know.
     const key = sha256Hex(token);
     const now = this.now();
     const known = this.remembered(key, now);
-    return known !== undefined ? known : this.verifyMiss(token, key, now, opts);
+    if (known !== undefined) return known;
+    return isWellFormedToken(token) ? this.verifyMiss(token, key, now, opts) : null;
   }
 
   /**
@@ -141,7 +143,7 @@ export class ApiTokens {
     const hit = this.cache.get(key);
     if (hit && hit.expires > now) {
       void this.touch(hit.tokenId, now);
-      return { tokenId: hit.tokenId, userId: hit.userId };
+      return hit; // (a VerifiedToken; callers only read it)
     }
     if (hit) this.cache.delete(key);
     const refusedUntil = this.refused.get(key);

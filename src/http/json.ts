@@ -12,3 +12,11 @@ export function jsonResponse(json: string, status = 200, request?: Request): Res
   const ctx = request && contextOf(request);
   return ctx ? ctx.respond(json, status, JSON_TYPE) : new Response(json, { status, headers: { "content-type": JSON_TYPE } });
 }
+
+/**
+ * `jsonResponse` of a body that may still be loading: a body already in memory is answered
+ * without a promise (a route handler that awaits makes one, and a turn of the microtask queue).
+ */
+export function jsonAnswer(json: string | Promise<string>, request: Request): Response | Promise<Response> {
+  return json instanceof Promise ? json.then((j) => jsonResponse(j, 200, request)) : jsonResponse(json, 200, request);
+}

@@ -24,8 +24,8 @@ export interface PipelineDeps {
    * none). `beforeCompare` runs, and may throw, before a bcrypt compare is spent on a token.
    */
   authenticate(req: Request, path: string, opts: { beforeCompare: () => void }): Authenticated | Promise<Authenticated>;
-  /** The router. */
-  handle(req: Request): Promise<Response>;
+  /** The router (its answer without a promise when the route made it without one). */
+  handle(req: Request): Response | Promise<Response>;
   /** The /v1/stream upgrade; returns a Response only when the upgrade was refused. */
   upgrade?(req: Request, server: Server<unknown>, ctx: RequestContext): Promise<Response | undefined>;
   /**
@@ -263,7 +263,7 @@ export function createPipeline(deps: PipelineDeps) {
     ctx.principal = auth.principal;
     ctx.authError = auth.error;
     let rl: RateLimitResult | null = null;
-    let pending: Promise<Response>;
+    let pending: Response | Promise<Response>;
     try {
       if (!SAFE_METHODS.has(req.method) && (auth.principal?.via === "cookie" || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
         throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
@@ -280,7 +280,7 @@ export function createPipeline(deps: PipelineDeps) {
     } catch (e) {
       return finish(req, path, ctx, failed(e, ctx), rl ?? ctx.charged);
     }
-    return routed(req, path, ctx, pending, rl);
+    return pending instanceof Promise ? routed(req, path, ctx, pending, rl) : finish(req, path, ctx, pending, rl);
   }
 
   return function fetch(req: Request, server: Server<unknown>): Response | Promise<Response | undefined> {

@@ -4,7 +4,7 @@ import { ListOf } from "../../schema/common.ts";
 import { ProfileCreateBody, ProfilePatchBody, ProfileRecord } from "../../schema/profile.ts";
 import type { Services } from "../../services.ts";
 import { requirePrincipal, USER_SECURITY, userGuard } from "../guards.ts";
-import { jsonResponse } from "../json.ts";
+import { jsonAnswer } from "../json.ts";
 import { errorResponses, PageQuery } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Profiles"], summary, description, security: USER_SECURITY });
@@ -32,12 +32,12 @@ export const profileRoutes = (s: Services) => {
     )
     // The read routes send each record's stored JSON (src/lib/versioned-json.ts): checked against
     // ProfileRecord once per version there, so Elysia's per-request check of a Response is not needed.
-    .get("/", async ({ user, query, request }) => jsonResponse(await p.listJson(user.id, query), 200, request), {
+    .get("/", ({ user, query, request }) => jsonAnswer(p.listJson(user.id, query), request), {
       query: t.Object(PageQuery),
       response: { 200: ListOf(ProfileRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your profiles, newest first"),
     })
-    .get("/:id", async ({ user, params, request }) => jsonResponse(await p.getJson(user.id, params.id), 200, request), {
+    .get("/:id", ({ user, params, request }) => jsonAnswer(p.getJson(user.id, params.id), request), {
       response: { 200: ProfileRecord, ...errorResponses(401, 404, 429) },
       detail: detail("Get a profile"),
     })

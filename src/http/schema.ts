@@ -4,15 +4,27 @@
  * responses each route documents, and `jsonBody`, which checks a JSON body with the shared
  * validator before Elysia's own pass, so REST and the stream word their 400s the same way.
  */
-import type { TNull, TSchema, TUnion } from "@sinclair/typebox";
+import type { TNull, TProperties, TSchema, TUnion } from "@sinclair/typebox";
 import { t } from "elysia";
 import { closed, ErrorBody } from "../schema/common.ts";
 import { check } from "../schema/validate.ts";
 
 export const PageQuery = {
-  limit: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20, "x-field": "limit", description: "Page size (1–100)" })),
+  limit: t.Optional(t.Integer({ minimum: 1, maximum: 100, "x-default": 20, "x-field": "limit", description: "Page size (1–100)" })),
   cursor: t.Optional(t.String({ maxLength: 200, "x-field": "cursor", description: "next_cursor of the previous page" })),
 };
+
+/**
+ * A route's query schema, optional as a whole: Elysia then checks and decodes only a query that is
+ * there, and a request without one (the usual list read) skips both — Elysia decodes a query with
+ * integers in it twice per request otherwise. Its fields carry no `default` for the same reason
+ * (Elysia would fill it in and so always have a query to check): a page's size defaults in
+ * `pageSize` (src/db/paginate.ts), and `x-default` documents it (the OpenAPI document shows it as
+ * `default`, src/http/routes/docs.ts).
+ */
+export function queryOf<P extends TProperties>(properties: P) {
+  return t.Optional(t.Object(properties));
+}
 
 /** Error responses documented on every route. */
 export const errorResponses = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [s, ErrorBody]));

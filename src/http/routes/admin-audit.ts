@@ -4,13 +4,13 @@ import { AUDIT_ACTIONS, AuditRecord } from "../../schema/audit.ts";
 import { ListOf } from "../../schema/common.ts";
 import type { Services } from "../../services.ts";
 import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
-import { errorResponses, PageQuery } from "../schema.ts";
+import { errorResponses, PageQuery, queryOf } from "../schema.ts";
 
 export const adminAuditRoutes = (s: Services) =>
   new Elysia({ prefix: "/admin/audit" })
     .use(adminGuard(s.adminPassword))
     .get("", ({ query }) => s.audit.list(query), {
-      query: t.Object({
+      query: queryOf({
         ...PageQuery,
         user_id: t.Optional(t.String({ maxLength: 64, "x-field": "user_id", description: "Rows of this user: acting, or acted on (sign-in failures, the operator's changes)" })),
         action: t.Optional(t.String({ maxLength: 64, "x-field": "action", description: `One action: ${AUDIT_ACTIONS.join(", ")}` })),

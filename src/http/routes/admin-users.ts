@@ -2,7 +2,7 @@
  * /admin/users: list every account, create one (any role), change role or disable. Bearer =
  * the admin password (src/http/guards.ts); user tokens and cookies never open it.
  */
-import { Elysia, t } from "elysia";
+import { Elysia } from "elysia";
 import { adminUser } from "../../auth/users.ts";
 import { Errors } from "../../lib/errors.ts";
 import { ListOf } from "../../schema/common.ts";
@@ -10,7 +10,7 @@ import { AdminUser, AdminUserCreateBody, AdminUserPatchBody } from "../../schema
 import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
 import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
-import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
+import { errorResponses, jsonBody, PageQuery, queryOf } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Admin"], summary, description, security: ADMIN_SECURITY });
 
@@ -18,7 +18,7 @@ export const adminUserRoutes = (s: Services) =>
   new Elysia({ prefix: "/admin/users" })
     .use(adminGuard(s.adminPassword))
     .get("", ({ query }) => s.users.list(query), {
-      query: t.Object(PageQuery),
+      query: queryOf(PageQuery),
       response: { 200: ListOf(AdminUser), ...errorResponses(400, 401, 429) },
       detail: detail("List every account, newest first"),
     })

@@ -5,7 +5,7 @@ import { ListOf, OneOf } from "../../schema/common.ts";
 import { AdminWorkspaceRecord } from "../../schema/workspace.ts";
 import type { Services } from "../../services.ts";
 import { ADMIN_SECURITY, adminGuard } from "../guards.ts";
-import { errorResponses, PageQuery } from "../schema.ts";
+import { errorResponses, PageQuery, queryOf } from "../schema.ts";
 
 const detail = (summary: string) => ({ tags: ["Admin"], summary, security: ADMIN_SECURITY });
 
@@ -13,7 +13,7 @@ export const adminWorkspaceRoutes = (s: Services) =>
   new Elysia({ prefix: "/admin/workspaces" })
     .use(adminGuard(s.adminPassword))
     .get("/", ({ query }) => s.workspaces.listAll(query, { status: query.status, userId: query.user_id }), {
-      query: t.Object({
+      query: queryOf({
         ...PageQuery,
         status: t.Optional(OneOf(WORKSPACE_STATUSES, { "x-field": "status" })),
         user_id: t.Optional(t.String({ maxLength: 64, "x-field": "user_id" })),

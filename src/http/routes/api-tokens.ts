@@ -5,7 +5,7 @@ import { ListOf } from "../../schema/common.ts";
 import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
+import { errorResponses, jsonBody, PageQuery, queryOf } from "../schema.ts";
 
 const detail = (summary: string) => ({ tags: ["API tokens"], summary, security: USER_SECURITY });
 
@@ -25,7 +25,7 @@ export const apiTokenRoutes = (s: Services) =>
       },
     )
     .get("", ({ user, query }) => s.tokens.list(user.id, query), {
-      query: t.Object(PageQuery),
+      query: queryOf(PageQuery),
       response: { 200: ListOf(TokenRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your API tokens (never the token itself)"),
     })

@@ -51,6 +51,28 @@ export function withJsonBodies(paths: Paths, routes: RouteInfo[]): Paths {
   return paths;
 }
 
+/**
+ * Query fields carry their default as `x-default` (src/http/schema.ts queryOf: a `default` would
+ * make Elysia check every request's query); the document shows it as the schema's `default`.
+ */
+export function withQueryDefaults(paths: Paths): Paths {
+  for (const ops of Object.values(paths)) {
+    for (const op of Object.values(ops)) {
+      for (const param of (op.parameters ?? []) as { in?: string; schema?: Record<string, unknown> }[]) {
+        if (param.in !== "query" || !param.schema) continue;
+        // A copy, at every depth (the coerced integer is an anyOf): the generator's objects may be
+        // the route's own schema, which must stay as it is.
+        param.schema = JSON.parse(JSON.stringify(param.schema), (_key, value) => {
+          if (!value || typeof value !== "object" || !("x-default" in value)) return value;
+          const { "x-default": fallback, ...rest } = value;
+          return { ...rest, default: fallback };
+        });
+      }
+    }
+  }
+  return paths;
+}
+
 /** The OpenAPI document generated from every mounted route's schemas, and its /docs viewer. */
 export function docsRoutes(getRouter: () => Elysia<any, any, any, any, any, any, any>, publicUrl: string) {
   let cached: string | null = null;
@@ -60,7 +82,7 @@ export function docsRoutes(getRouter: () => Elysia<any, any, any, any, any, any,
     // The generator is loaded on the first request for the document, not at start-up.
     const { toOpenAPISchema } = require("@elysiajs/openapi") as typeof import("@elysiajs/openapi");
     const generated = toOpenAPISchema(router as never, { paths: ["/v1/openapi.json", "/v1/asyncapi.json", "/docs"] });
-    const paths = withJsonBodies(normalizePaths(generated.paths as Paths), router.routes as RouteInfo[]);
+    const paths = withQueryDefaults(withJsonBodies(normalizePaths(generated.paths as Paths), router.routes as RouteInfo[]));
     const components = generated.components;
     cached = JSON.stringify({
       openapi: "3.0.3",

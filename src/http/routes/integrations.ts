@@ -2,7 +2,7 @@ import { Elysia, t } from "elysia";
 import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
+import { errorResponses, jsonBody, PageQuery, queryOf } from "../schema.ts";
 import { ListOf } from "../../schema/common.ts";
 import { IntegrationBody, IntegrationRecord } from "../../schema/integration.ts";
 import { Queued } from "../../schema/notification.ts";
@@ -29,7 +29,7 @@ export const integrationRoutes = (s: Services) =>
       },
     )
     .get("/", ({ user, query }) => s.notifications.integrations.list(user.id, query), {
-      query: t.Object(PageQuery),
+      query: queryOf(PageQuery),
       response: { 200: ListOf(IntegrationRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your integrations (at most one webhook)"),
     })

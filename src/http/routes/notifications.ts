@@ -1,7 +1,7 @@
 import { Elysia, t } from "elysia";
 import type { Services } from "../../services.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
+import { errorResponses, jsonBody, PageQuery, queryOf } from "../schema.ts";
 import { ListOf, OneOf } from "../../schema/common.ts";
 import { NotificationBody, NotificationRecord, Queued } from "../../schema/notification.ts";
 import { NOTIFICATION_STATUSES } from "../../db/schema.ts";
@@ -29,7 +29,7 @@ export const notificationRoutes = (s: Services) =>
       },
     )
     .get("/", ({ user, query }) => s.notifications.list(user.id, query), {
-      query: t.Object({ ...PageQuery, status: StatusQuery }),
+      query: queryOf({ ...PageQuery, status: StatusQuery }),
       response: { 200: ListOf(NotificationRecord), ...errorResponses(400, 401, 429) },
       detail: detail("Your notifications and their delivery state, newest first (?status=pending|delivered|failed)"),
     })

@@ -8,7 +8,7 @@ import { PlaybookCreateBody, PlaybookPatchBody, PlaybookRecord, PlaybookRun, Run
 import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
+import { errorResponses, jsonBody, PageQuery, queryOf } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Playbooks"], summary, description, security: USER_SECURITY });
 
@@ -28,7 +28,7 @@ export const playbookRoutes = (s: Services) =>
       },
     )
     .get("/", ({ user, query }) => s.playbooks.list(user.id, query), {
-      query: t.Object(PageQuery),
+      query: queryOf(PageQuery),
       response: { 200: ListOf(PlaybookRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your playbooks, newest first"),
     })
@@ -66,7 +66,7 @@ export const playbookRoutes = (s: Services) =>
       },
     )
     .get("/:id/runs", ({ user, params, query }) => s.playbooks.runs(user.id, params.id, query), {
-      query: t.Object(PageQuery),
+      query: queryOf(PageQuery),
       response: { 200: ListOf(PlaybookRun), ...errorResponses(400, 401, 404, 429) },
       detail: detail("A playbook's runs, newest first", "Runs are tasks; a schedule slot that did not start a task shows as skipped (the previous run was still going) or failed (refused by a limit), with task_id null."),
     })

@@ -5,7 +5,7 @@ import { ProfileCreateBody, ProfilePatchBody, ProfileRecord } from "../../schema
 import type { Services } from "../../services.ts";
 import { requirePrincipal, USER_SECURITY, userGuard } from "../guards.ts";
 import { jsonAnswer } from "../json.ts";
-import { errorResponses, PageQuery } from "../schema.ts";
+import { errorResponses, PageQuery, queryOf } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Profiles"], summary, description, security: USER_SECURITY });
 
@@ -33,7 +33,7 @@ export const profileRoutes = (s: Services) => {
     // The read routes send each record's stored JSON (src/lib/versioned-json.ts): checked against
     // ProfileRecord once per version there, so Elysia's per-request check of a Response is not needed.
     .get("/", ({ user, query, request }) => jsonAnswer(p.listJson(user.id, query), request), {
-      query: t.Object(PageQuery),
+      query: queryOf(PageQuery),
       response: { 200: ListOf(ProfileRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your profiles, newest first"),
     })

@@ -7,7 +7,7 @@ import { requestContext } from "../context.ts";
 import { checkSecretName, checkSecretValue } from "../../vault/names.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
 import { check } from "../../schema/validate.ts";
-import { errorResponses, PageQuery } from "../schema.ts";
+import { errorResponses, PageQuery, queryOf } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Secrets"], summary, description, security: USER_SECURITY });
 
@@ -33,7 +33,7 @@ export const secretRoutes = (s: Services) =>
       },
     )
     .get("/", ({ user, query }) => s.secrets.list(user.id, query), {
-      query: t.Object(PageQuery),
+      query: queryOf(PageQuery),
       response: { 200: ListOf(SecretRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your secrets (names and times, never values), newest first"),
     })

@@ -5,7 +5,7 @@ import { ListOf } from "../../schema/common.ts";
 import { AnswerBody, SubmitBody, TaskAccepted, TaskRecord, TaskStatus } from "../../schema/task.ts";
 import type { Services } from "../../services.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, jsonBody, PageQuery } from "../schema.ts";
+import { errorResponses, jsonBody, PageQuery, queryOf } from "../schema.ts";
 
 const detail = (summary: string) => ({ tags: ["Tasks"], summary, security: USER_SECURITY });
 
@@ -26,7 +26,7 @@ export const taskRoutes = (s: Services) =>
       },
     )
     .get("/", ({ user, query }) => s.tasks.list(user.id, query), {
-      query: t.Object({ ...PageQuery, session_id: t.Optional(t.String({ "x-field": "session_id" })), status: t.Optional(TaskStatus) }),
+      query: queryOf({ ...PageQuery, session_id: t.Optional(t.String({ "x-field": "session_id" })), status: t.Optional(TaskStatus) }),
       response: { 200: ListOf(TaskRecord), ...errorResponses(400, 401) },
       detail: detail("List your tasks, newest first"),
     })

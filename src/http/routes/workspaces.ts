@@ -9,7 +9,7 @@ import { DirListing, WorkspaceRecord } from "../../schema/workspace.ts";
 import { workspaceRecord } from "../../workspaces/service.ts";
 import { decodeWildcard, fileResponse } from "../file-response.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, PageQuery } from "../schema.ts";
+import { errorResponses, PageQuery, queryOf } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Workspaces"], summary, description, security: USER_SECURITY });
 
@@ -17,7 +17,7 @@ export const workspaceRoutes = (s: Services) =>
   new Elysia({ prefix: "/v1/workspaces" })
     .use(userGuard())
     .get("/", ({ user, query }) => s.workspaces.list(user.id, query), {
-      query: t.Object(PageQuery),
+      query: queryOf(PageQuery),
       response: { 200: ListOf(WorkspaceRecord), ...errorResponses(400, 401, 429) },
       detail: detail("List your workspaces, newest first"),
     })

@@ -73,6 +73,16 @@ describe("OpenAPI document", () => {
     expect(Object.keys(spec.paths).filter((p) => p.length > 1 && p.endsWith("/"))).toEqual([]);
   });
 
+  test("every list's ?limit= documents its default, 20 (applied by the services, not the route's schema), and no x-default is left", () => {
+    const lists = Object.entries(spec.paths as Record<string, Record<string, { parameters?: { name: string; in: string; schema: { default?: unknown } }[] }>>)
+      .flatMap(([path, ops]) => (ops.get?.parameters ?? []).filter((p) => p.in === "query" && p.name === "limit").map((p) => [path, p.schema.default] as const));
+    expect(lists.length).toBeGreaterThanOrEqual(12);
+    // (a transcript's page size is in its description; a directory listing's default is 100)
+    const other: Record<string, unknown> = { "/v1/sessions/{id}/events": undefined, "/v1/workspaces/{id}/files": 100 };
+    for (const [path, fallback] of lists) expect([path, fallback]).toEqual([path, path in other ? other[path] : 20]);
+    expect(JSON.stringify(spec)).not.toContain("x-default");
+  });
+
   test("JSON request bodies carry their schema", () => {
     const body = spec.paths["/v1/api-tokens"].post.requestBody.content["application/json"].schema;
     expect(body.properties.name.type).toBe("string");

@@ -147,10 +147,16 @@ export function createPipeline(deps: PipelineDeps) {
     /**
      * The headers that do not change between requests (content type, nosniff, replica, the
      * limit) come from a Headers kept per content type and limit, copied into the Response; the
-     * three that do are set on it.
+     * three that do are set on it. A full bucket's report (`limiter.full()`: a client address
+     * with no bucket) is the same for everyone: its headers are kept whole, only the id is set.
      */
     respond(body: string, status: number, contentType: string): Response {
       const rl = this.rl;
+      if (rl !== null && limiter.isFull(rl)) {
+        const r = new Response(body, { status, headers: fullHeaders(contentType, rl) });
+        r.headers.set("x-request-id", this.id);
+        return (this.made = r);
+      }
       const r = new Response(body, { status, headers: constantHeaders(contentType, rl?.limit) });
       const h = r.headers;
       h.set("x-request-id", this.id);
@@ -178,6 +184,29 @@ export function createPipeline(deps: PipelineDeps) {
     }
     last = { contentType, limit, headers: h };
     return h;
+  }
+
+  /** The headers of a full bucket's report, per content type (kept for the last report seen). */
+  let whole = { rl: null as RateLimitResult | null, byType: new Map<string, Headers>() };
+  function fullHeaders(contentType: string, rl: RateLimitResult): Headers {
+    if (whole.rl !== rl) whole = { rl, byType: new Map() };
+    let h = whole.byType.get(contentType);
+    if (!h) {
+      h = new Headers(constantHeaders(contentType, rl.limit));
+      h.set("ratelimit-remaining", String(rl.remaining));
+      h.set("ratelimit-reset", String(rl.resetSec));
+      whole.byType.set(contentType, h);
+    }
+    return h;
+  }
+
+  /**
+   * The client address's bucket as it stands, for a response that takes nothing from it. While no
+   * address holds a bucket, every address's is full: then the address (a `getpeername` call) is
+   * not looked up.
+   */
+  function peekAddress(ctx: Context): RateLimitResult {
+    return limiter.holdsAny("ip:") ? limiter.peek(`ip:${ctx.ip}`) : limiter.full();
   }
 
   async function upgrade(req: Request, server: Server<unknown>, ctx: Context, path: string): Promise<Response | undefined> {
@@ -268,11 +297,12 @@ export function createPipeline(deps: PipelineDeps) {
       if (!SAFE_METHODS.has(req.method) && (auth.principal?.via === "cookie" || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
         throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
       }
-      const key = ctx.principal ? `u:${ctx.principal.user.id}` : `ip:${ctx.ip}`;
       // Every response reports the caller's bucket; only the API surfaces take from it (an
       // anonymous caller whose address already paid for a compare is not charged twice).
-      if (!ctx.principal && ctx.charged) rl = ctx.charged;
-      else rl = LIMITED.test(path) ? limiter.take(key) : limiter.peek(key);
+      const user = ctx.principal?.user.id;
+      if (user === undefined && ctx.charged) rl = ctx.charged;
+      else if (LIMITED.test(path)) rl = limiter.take(user !== undefined ? `u:${user}` : `ip:${ctx.ip}`);
+      else rl = user !== undefined ? limiter.peek(`u:${user}`) : peekAddress(ctx);
       // (peek never refuses: only the API surfaces can answer 429)
       if (!rl.ok) throw limited(rl);
       ctx.rl = rl;
@@ -292,7 +322,7 @@ export function createPipeline(deps: PipelineDeps) {
     const answer = directs?.get(path);
     if (answer && req.method === "GET") {
       ctx.route = path;
-      const rl = (ctx.rl = limiter.peek(`ip:${ctx.ip}`));
+      const rl = (ctx.rl = peekAddress(ctx));
       try {
         const a = answer();
         return logged(req, path, ctx, ctx.respond(a.json, a.status, JSON_TYPE));

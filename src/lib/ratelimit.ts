@@ -33,8 +33,15 @@ export function shareOf(limit: number, n: number): number {
   return Math.max(1, Math.ceil(limit / Math.max(1, n)));
 }
 
+/** A key's space: the part before its first ':' ("ip", "u", "hook"). */
+const spaceOf = (key: string) => key.slice(0, key.indexOf(":") + 1);
+
 export class RateLimiter {
   private buckets = new Map<string, Bucket>();
+  /** How many buckets each key space holds ("ip:" → 3). */
+  private spaces = new Map<string, number>();
+  /** What `peek` answers for a bucket that does not exist (a full one), made once per share. */
+  private fullResult: RateLimitResult | null = null;
   /** The live replicas the configured limits are divided among (1: the whole limit here). */
   private replicas: () => number = () => 1;
   /** The divisor the buckets were last sized for, and the share it gave. */
@@ -113,6 +120,8 @@ export class RateLimiter {
     if (!b) {
       b = { tokens: this.burstShare, at: now };
       this.buckets.set(key, b);
+      const space = spaceOf(key);
+      this.spaces.set(space, (this.spaces.get(space) ?? 0) + 1);
     } else {
       b.tokens = Math.min(this.burstShare, b.tokens + (now - b.at) * ratePerMs);
       b.at = now;
@@ -137,13 +146,39 @@ export class RateLimiter {
     return { ok: true, limit: this.burstShare, remaining: Math.floor(tokens), resetSec: Math.ceil((this.burstShare - tokens) / ratePerMs / 1000), retryAfterSec: 0 };
   }
 
+  /**
+   * Whether any bucket of the key space `space` ("ip:") exists. When none does, every key of it
+   * peeks as `full()` — the pipeline then reports a client address's bucket without looking the
+   * address up (a `getpeername` call per request).
+   */
+  holdsAny(space: string): boolean {
+    return (this.spaces.get(space) ?? 0) > 0;
+  }
+
+  /** What `peek` answers for a bucket that does not exist: full. The same object until the share changes. */
+  full(): RateLimitResult {
+    this.current();
+    const burst = this.burstShare;
+    if (this.fullResult?.limit !== burst) this.fullResult = Object.freeze({ ok: true, limit: burst, remaining: Math.floor(burst), resetSec: 0, retryAfterSec: 0 });
+    return this.fullResult;
+  }
+
+  /** Whether `r` is `full()`'s answer (the same for every caller until the share changes). */
+  isFull(r: RateLimitResult): boolean {
+    return r === this.fullResult;
+  }
+
   /** Drops buckets that are full again (idle callers). */
   sweep() {
     this.current();
     const now = this.now();
     const ratePerMs = this.perMinuteShare / 60_000;
     for (const [key, b] of this.buckets) {
-      if (b.tokens + (now - b.at) * ratePerMs >= this.burstShare) this.buckets.delete(key);
+      if (b.tokens + (now - b.at) * ratePerMs >= this.burstShare) {
+        this.buckets.delete(key);
+        const space = spaceOf(key);
+        this.spaces.set(space, this.spaces.get(space)! - 1);
+      }
     }
   }
 

@@ -135,3 +135,31 @@ describe("a limiter split across replicas", () => {
     expect(l.size).toBe(0);
   });
 });
+
+describe("key spaces and the full bucket (the pipeline's /healthz reports an address's bucket without looking the address up while no address has one)", () => {
+  test("holdsAny follows the buckets of a space as they are made and swept; full() is what peek says of a missing bucket, one object per share", () => {
+    const replicas = { n: 1 };
+    const { l, clock } = limiter(60, 10, replicas);
+    expect(l.holdsAny("ip:")).toBe(false);
+    const full = l.full();
+    expect(full).toEqual(l.peek("ip:192.0.2.1"));
+    expect(l.full()).toBe(full);
+    expect(l.isFull(full)).toBe(true);
+    expect(l.isFull(l.peek("ip:192.0.2.1"))).toBe(false);
+    l.take("u:1");
+    expect(l.holdsAny("ip:")).toBe(false);
+    expect(l.holdsAny("u:")).toBe(true);
+    l.take("ip:192.0.2.1");
+    l.take("ip:192.0.2.2");
+    expect(l.holdsAny("ip:")).toBe(true);
+    expect(l.peek("ip:192.0.2.1").remaining).toBe(9);
+    clock.t += 1000; // one token back: both addresses full again, swept
+    l.sweep();
+    expect(l.holdsAny("ip:")).toBe(false);
+    expect(l.holdsAny("u:")).toBe(false);
+    // The share changes: a new full report, with the new limit.
+    replicas.n = 2;
+    expect(l.full()).not.toBe(full);
+    expect(l.full()).toMatchObject({ limit: 5, remaining: 5, resetSec: 0 });
+  });
+});

@@ -178,6 +178,7 @@ export function createPipeline(deps: PipelineDeps) {
     if (!h) {
       if (constants.size > 64) constants.clear();
       h = new Headers({ "content-type": contentType, "x-content-type-options": NOSNIFF });
+      if (contentType.startsWith("text/html")) for (const k of PAGE_HEADER_NAMES) h.set(k, PAGE_HEADERS[k]!);
       if (limit !== undefined) h.set("ratelimit-limit", String(limit));
       if (replica) h.set("x-runcell-replica", replica);
       constants.set(key, h);

@@ -161,6 +161,40 @@ test("every response carries the RateLimit headers; only the API surfaces take f
   }
 });
 
+test("answers made with the pipeline's headers at once (stored JSON: the profile list, /healthz) carry the same headers as any other, per request", async () => {
+  const t = await startTestApp({ flags: ["--rate-limit-per-minute", "60", "--rate-limit-burst", "10"] });
+  try {
+    // /healthz from an address with no bucket: a full one, reported without looking the address up.
+    const h = await t.fetch("/healthz");
+    expect([h.headers.get("ratelimit-remaining"), h.headers.get("ratelimit-reset"), h.headers.get("x-content-type-options")]).toEqual(["10", "0", "nosniff"]);
+    const h2 = await t.fetch("/healthz");
+    expect(h2.headers.get("x-request-id")).not.toBe(h.headers.get("x-request-id"));
+    const u = await createUser(t);
+    const seen = new Set<string>();
+    const remaining: string[] = [];
+    // The profile list (RequestContext.respond) and the token list (headers set on a made Response), alternating.
+    for (const path of ["/v1/profiles", "/v1/api-tokens", "/v1/profiles", "/v1/profiles?limit=5"]) {
+      const r = await api(t, "GET", path, u.bearer);
+      expect(r.status).toBe(200);
+      expect(r.headers.get("content-type")).toMatch(/^application\/json; ?charset=utf-8$/);
+      expect(r.headers.get("x-content-type-options")).toBe("nosniff");
+      expect(r.headers.get("ratelimit-limit")).toBe("10");
+      expect(r.headers.get("ratelimit-reset")).toMatch(/^[1-9]\d*$/);
+      expect(r.headers.get("x-runcell-replica")).toMatch(/^rep_/);
+      seen.add(r.headers.get("x-request-id")!);
+      remaining.push(r.headers.get("ratelimit-remaining")!);
+    }
+    expect(seen.size).toBe(4);
+    expect(remaining).toEqual(["9", "8", "7", "6"]);
+    // The token's first verification was paid for by this address's bucket: /healthz now reports it.
+    expect((await t.fetch("/healthz")).headers.get("ratelimit-remaining")).toBe("9");
+    await t.fetch("/v1/me"); // anonymous: 401, taking from it again
+    expect((await t.fetch("/healthz")).headers.get("ratelimit-remaining")).toBe("8");
+  } finally {
+    await t.stop();
+  }
+});
+
 describe("re-reading saved settings (a replica that missed another's announcement)", () => {
   test("resync applies what another process saved, live (the limiter too); nothing saved anew: no change", async () => {
     const t = await startTestApp();

@@ -10,10 +10,14 @@
  *      model request carries the whole conversation so far, so the last one is ~46 MiB. Figure:
  *      the peak RSS growth over the run against the largest model request (its JSON body, as the
  *      mock received it). Goal ≤ 4×.
+ *   3. Part 1's streams read by a bare Bun process (bench/lib/sdk-stream-client.ts), no runcell:
+ *      through the Anthropic SDK's stream iterator (what the server's provider uses) vs a plain
+ *      fetch reader of the same bytes — how much of part 1's peak the SDK and fetch hold on their
+ *      own. Printed, no goal.
  *
  * RSS is VmRSS from /proc/<pid>/status, sampled every 50 ms during a run (the peak) and, for a
  * level, as the lowest reading over an idle window (the collector runs on its own timer).
- * Run: bun bench/memory.ts [--source] [--sessions N] [--turns N] [--only concurrent|turns]
+ * Run: bun bench/memory.ts [--source] [--sessions N] [--turns N] [--only concurrent|turns|sdk]
  *   --source    run `bun src/main.ts serve` instead of the compiled binary
  * (BENCH_IMAGE, default `runcell-test/busybox:latest`; BENCH_SETTLE_MS, the idle window, default 6000;
  *  BENCH_CONCURRENT_TEXT, characters per session in part 1, default 262144 — a small value shows
@@ -174,7 +178,7 @@ try {
     await api("DELETE", `/v1/sessions/${s.sessionId}`);
   }
 
-  if (ONLY !== "turns") {
+  if (!ONLY || ONLY === "concurrent") {
     const idle = await level();
     const sockets = await Promise.all(Array.from({ length: SESSIONS }, () => socket()));
     const s = sampler();
@@ -196,7 +200,7 @@ try {
     console.log(`   after deleting the sessions: ${MiB(deleted)} (${((deleted - idle) / 1048576).toFixed(1)} MiB above idle)`);
   }
 
-  if (ONLY !== "concurrent") {
+  if (!ONLY || ONLY === "turns") {
     const idle = await level();
     largestRequest = 0;
     const ws = await socket();
@@ -222,6 +226,25 @@ try {
     await api("DELETE", `/v1/sessions/${ws.sessionId}`);
     const deleted = await level();
     console.log(`   after deleting the session: ${MiB(deleted)} (${((deleted - idle) / 1048576).toFixed(1)} MiB above idle)`);
+  }
+  if (!ONLY || ONLY === "sdk") {
+    // Part 1's streams again, read outside runcell by a bare Bun process: through the provider
+    // SDK's stream iterator vs a plain fetch reader, alternating, three rounds each.
+    const runs: Record<string, number[]> = { sdk: [], fetch: [] };
+    let streamedText = 0;
+    for (let round = 0; round < 3; round++) {
+      for (const mode of ["sdk", "fetch"] as const) {
+        const p = Bun.spawn(["bun", new URL("./lib/sdk-stream-client.ts", import.meta.url).pathname, mock.url, mode, String(SESSIONS), String(CONCURRENT_TEXT)], { stdout: "pipe", stderr: "inherit" });
+        const r = JSON.parse((await new Response(p.stdout).text()).trim().split("\n").pop()!) as { text: number; peak: number; idle: number };
+        await p.exited;
+        if (mode === "sdk") streamedText = r.text;
+        runs[mode]!.push((r.peak - r.idle) / (SESSIONS * CONCURRENT_TEXT));
+      }
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    console.log(`\n3. part 1's ${SESSIONS} streams read by a bare Bun process, no runcell (${MiB(streamedText)} of text; median of 3, alternating)`);
+    console.log(`   RSS peak growth per MiB of text: through the Anthropic SDK's stream iterator ${median(runs.sdk!).toFixed(2)}×, a plain fetch reader of the same bytes ${median(runs.fetch!).toFixed(2)}×`);
+    console.log(`   (runs: SDK ${runs.sdk!.map((x) => x.toFixed(2)).join(", ")}; fetch ${runs.fetch!.map((x) => x.toFixed(2)).join(", ")} — what part 1's peak holds before runcell's own work; printed, no goal)`);
   }
 } finally {
   proc.kill("SIGTERM");

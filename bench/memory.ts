@@ -11,9 +11,9 @@
  *      the peak RSS growth over the run against the largest model request (its JSON body, as the
  *      mock received it). Goal ≤ 4×.
  *   3. Part 1's streams read by a bare Bun process (bench/lib/sdk-stream-client.ts), no runcell:
- *      through the Anthropic SDK's stream iterator (what the server's provider uses) vs a plain
- *      fetch reader of the same bytes — how much of part 1's peak the SDK and fetch hold on their
- *      own. Printed, no goal.
+ *      through the Anthropic SDK's stream iterator, the way the server's provider reads them (the
+ *      SDK's raw response and providers/sse.ts), and by a plain fetch reader of the same bytes —
+ *      how much of part 1's peak the reading alone holds. Printed, no goal.
  *
  * RSS is VmRSS from /proc/<pid>/status, sampled every 50 ms during a run (the peak) and, for a
  * level, as the lowest reading over an idle window (the collector runs on its own timer).
@@ -230,10 +230,10 @@ try {
   if (!ONLY || ONLY === "sdk") {
     // Part 1's streams again, read outside runcell by a bare Bun process: through the provider
     // SDK's stream iterator vs a plain fetch reader, alternating, three rounds each.
-    const runs: Record<string, number[]> = { sdk: [], fetch: [] };
+    const runs: Record<string, number[]> = { sdk: [], runcell: [], fetch: [] };
     let streamedText = 0;
     for (let round = 0; round < 3; round++) {
-      for (const mode of ["sdk", "fetch"] as const) {
+      for (const mode of ["sdk", "runcell", "fetch"] as const) {
         const p = Bun.spawn(["bun", new URL("./lib/sdk-stream-client.ts", import.meta.url).pathname, mock.url, mode, String(SESSIONS), String(CONCURRENT_TEXT)], { stdout: "pipe", stderr: "inherit" });
         const r = JSON.parse((await new Response(p.stdout).text()).trim().split("\n").pop()!) as { text: number; peak: number; idle: number };
         await p.exited;
@@ -243,8 +243,9 @@ try {
     }
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     console.log(`\n3. part 1's ${SESSIONS} streams read by a bare Bun process, no runcell (${MiB(streamedText)} of text; median of 3, alternating)`);
-    console.log(`   RSS peak growth per MiB of text: through the Anthropic SDK's stream iterator ${median(runs.sdk!).toFixed(2)}×, a plain fetch reader of the same bytes ${median(runs.fetch!).toFixed(2)}×`);
-    console.log(`   (runs: SDK ${runs.sdk!.map((x) => x.toFixed(2)).join(", ")}; fetch ${runs.fetch!.map((x) => x.toFixed(2)).join(", ")} — what part 1's peak holds before runcell's own work; printed, no goal)`);
+    console.log(`   RSS peak growth per MiB of text: through the Anthropic SDK's stream iterator ${median(runs.sdk!).toFixed(2)}×, as runcell's provider reads them (providers/sse.ts) ${median(runs.runcell!).toFixed(2)}× = ${(median(runs.runcell!) / median(runs.sdk!)).toFixed(2)}× the SDK's, a plain fetch reader of the same bytes ${median(runs.fetch!).toFixed(2)}×`);
+    const list = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(", ");
+    console.log(`   (runs: SDK ${list(runs.sdk!)}; runcell ${list(runs.runcell!)}; fetch ${list(runs.fetch!)} — what part 1's peak holds before runcell's own work; printed, no goal)`);
   }
 } finally {
   proc.kill("SIGTERM");

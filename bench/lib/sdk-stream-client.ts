@@ -1,12 +1,14 @@
 /**
  * bench/memory.ts part 3, run in a bare Bun process of its own: N concurrent Anthropic-format
- * streams from the benchmark's mock, read either through the Anthropic SDK's stream iterator
- * (`messages.create({ stream: true })`, what runcell's provider uses) or by a plain `fetch`
- * reader and a TextDecoder (the bytes alone). Prints one JSON line: the text read, this process's
- * RSS when idle and its peak while reading (sampled every 50 ms).
- * Run: bun bench/lib/sdk-stream-client.ts <mock url> sdk|fetch <streams> <characters per stream>
+ * streams from the benchmark's mock, read through the Anthropic SDK's stream iterator
+ * (`messages.create({ stream: true })`: `sdk`), the way runcell's provider reads them (the SDK's
+ * raw response, `.asResponse()`, and src/agents/providers/sse.ts: `runcell`), or by a plain
+ * `fetch` reader and a TextDecoder (the bytes alone: `fetch`). Prints one JSON line: the text
+ * read, this process's RSS when idle and its peak while reading (sampled every 50 ms).
+ * Run: bun bench/lib/sdk-stream-client.ts <mock url> sdk|runcell|fetch <streams> <characters per stream>
  */
 import Anthropic from "@anthropic-ai/sdk";
+import { readServerSentEvents } from "../../src/agents/providers/sse.ts";
 
 const [url, mode, n, size] = [process.argv[2]!, process.argv[3]!, Number(process.argv[4] ?? 40), Number(process.argv[5] ?? 262144)];
 const rss = () => process.memoryUsage().rss;
@@ -23,6 +25,15 @@ async function one(i: number) {
   const params = { model: "bench", max_tokens: 100, stream: true as const, messages: [{ role: "user" as const, content: `${size}:${i}` }] };
   if (mode === "sdk") {
     for await (const ev of await client.messages.create(params)) if (ev.type === "content_block_delta" && ev.delta.type === "text_delta") text += ev.delta.text.length;
+    return;
+  }
+  if (mode === "runcell") {
+    const response = await client.messages.create(params).asResponse();
+    await readServerSentEvents(response.body!, (event, data) => {
+      if (event === null || event === "ping" || !data) return;
+      const ev = JSON.parse(data);
+      if (ev.type === "content_block_delta" && ev.delta.type === "text_delta") text += ev.delta.text.length;
+    });
     return;
   }
   const r = await fetch(`${url}/v1/messages`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": "bench", "anthropic-version": "2023-06-01" }, body: JSON.stringify(params) });

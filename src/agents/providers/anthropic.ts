@@ -13,6 +13,7 @@ import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent 
 import { abortError, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import { readServerSentEvents } from "./sse.ts";
 import { withDeferred, withStreamedArrays } from "./streamed-body.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
@@ -65,6 +66,18 @@ export function anthropicParams(req: ModelRequest): MessageCreateParamsStreaming
 
 const STOP: Record<string, StopReason> = { end_turn: "end_turn", tool_use: "tool_use", max_tokens: "max_tokens", stop_sequence: "stop_sequence", refusal: "refusal" };
 
+/** An `error` event inside a 200 stream, as the SDK's APIError (no status; its type says what it is). */
+function streamError(data: string, headers: Headers): Error {
+  let body: { error?: { type?: string } } | string = data;
+  try {
+    body = JSON.parse(data);
+  } catch {
+    // kept as text
+  }
+  const type = typeof body === "object" ? body?.error?.type : undefined;
+  return new (load().APIError)(undefined, body as object, undefined, headers, type as never);
+}
+
 /** Whatever the SDK threw, as a ModelError carrying Anthropic's own message. */
 export function anthropicError(e: unknown, baseUrl?: string | null): ModelError {
   if (e instanceof ModelError) return e;
@@ -97,13 +110,19 @@ export class AnthropicProvider implements Provider {
     const baseUrl = req.baseUrl || undefined;
     const client = clients.get(baseUrl, resolveApiKey("anthropic", "ANTHROPIC_API_KEY", req.apiKey, baseUrl), req.fetch);
     const params = anthropicParams(req);
-    const stream = await withDeferred(params.messages, (messages) => client.messages.create({ ...params, messages: messages as typeof params.messages }, { signal: req.signal }));
+    // The SDK sends the request and turns an error status into its APIError; the events are read
+    // here (sse.ts), not through the SDK's stream iterator, whose per-event garbage is the largest
+    // part of the server's memory peak with many streams at once.
+    const response = await withDeferred(params.messages, (messages) =>
+      client.messages.create({ ...params, messages: messages as typeof params.messages }, { signal: req.signal }).asResponse(),
+    );
+    if (!response.body) throw new ModelError("The Anthropic response had no body", { provider: "anthropic", retryable: true });
     const blocks: Block[] = [];
     let input = 0;
     let output = 0;
     let stop: string | null = null;
     let finished = false;
-    for await (const ev of stream as AsyncIterable<RawMessageStreamEvent>) {
+    const handle = (ev: RawMessageStreamEvent) => {
       switch (ev.type) {
         case "message_start": {
           const u = ev.message.usage;
@@ -150,6 +169,16 @@ export class AnthropicProvider implements Provider {
           finished = true;
           break;
       }
+    };
+    try {
+      await readServerSentEvents(response.body, (event, data) => {
+        // As the SDK's own stream: pings and unnamed events skipped, an error event thrown as its APIError.
+        if (event === null || event === "ping") return;
+        if (event === "error") throw streamError(data, response.headers);
+        if (data) handle(JSON.parse(data) as RawMessageStreamEvent);
+      });
+    } catch (e) {
+      if (!req.signal?.aborted) throw e;
     }
     if (req.signal?.aborted) throw abortError(req.signal);
     if (!finished) throw new ModelError("The Anthropic stream ended before message_stop", { provider: "anthropic", retryable: true });

@@ -13,6 +13,7 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatComp
 import { abortError, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import { readServerSentEvents } from "./sse.ts";
 import { withDeferred, withStreamedArrays } from "./streamed-body.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
@@ -148,7 +149,12 @@ export class OpenAIProvider implements Provider {
     const baseUrl = req.baseUrl || undefined;
     const client = clients.get(baseUrl, resolveApiKey("openai", "OPENAI_API_KEY", req.apiKey, baseUrl), req.fetch);
     const params = openaiParams(req);
-    const stream = await withDeferred(params.messages, (messages) => client.chat.completions.create({ ...params, messages: messages as typeof params.messages }, { signal: req.signal }));
+    // The SDK sends the request and turns an error status into its APIError; the chunks are read
+    // here (sse.ts), not through the SDK's stream iterator (its per-event garbage: see sse.ts).
+    const response = await withDeferred(params.messages, (messages) =>
+      client.chat.completions.create({ ...params, messages: messages as typeof params.messages }, { signal: req.signal }).asResponse(),
+    );
+    if (!response.body) throw new ModelError("The model server's response had no body", { provider: "openai", retryable: true });
     const parts: Part[] = [];
     const slots = new Map<number | string, Slot>();
     let lastKey: number | string | undefined;
@@ -167,10 +173,10 @@ export class OpenAIProvider implements Provider {
       }
     };
 
-    for await (const chunk of stream as AsyncIterable<ChatCompletionChunk>) {
+    const handle = (chunk: ChatCompletionChunk) => {
       if (chunk.usage) usage = { input_tokens: chunk.usage.prompt_tokens ?? 0, output_tokens: chunk.usage.completion_tokens ?? 0 };
       const choice = chunk.choices?.[0];
-      if (!choice) continue;
+      if (!choice) return;
       const delta = choice.delta ?? {};
       if (typeof delta.content === "string" && delta.content !== "") {
         const last = parts[parts.length - 1];
@@ -197,6 +203,24 @@ export class OpenAIProvider implements Provider {
         finish = choice.finish_reason;
         emitTools();
       }
+    };
+    try {
+      await readServerSentEvents(response.body, (event, data) => {
+        // As the SDK's own stream: [DONE] ends it, every other event is JSON, and an error event or
+        // a chunk carrying `error` is thrown as its APIError.
+        if (data === "[DONE]") return false;
+        let chunk: ChatCompletionChunk & { error?: unknown };
+        try {
+          chunk = JSON.parse(data);
+        } catch {
+          throw new SyntaxError("Error reading response: malformed server-sent event JSON.");
+        }
+        if (event === "error") throw new (load().APIError)(undefined, ((chunk as { error?: object }).error ?? chunk) as object, undefined, response.headers);
+        if (chunk?.error) throw new (load().APIError)(undefined, chunk.error as object, undefined, response.headers);
+        handle(chunk);
+      });
+    } catch (e) {
+      if (!req.signal?.aborted) throw e;
     }
     if (req.signal?.aborted) throw abortError(req.signal);
     if (!finish) throw new ModelError("The model stream ended before a finish_reason", { provider: "openai", retryable: true });

@@ -24,7 +24,7 @@ export function prepareRuncell(name: string, opts: { fromSource: boolean; preloa
   const dataDir = join(dir, "data");
   process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
   let cmd: string[];
-  if (opts.fromSource) cmd = ["bun", ...(opts.preload ? ["--preload", opts.preload] : []), join(ROOT, "src/main.ts")];
+  if (opts.fromSource) cmd = ["bun", ...(process.env.BENCH_BUN_FLAGS ? process.env.BENCH_BUN_FLAGS.split(" ") : []), ...(opts.preload ? ["--preload", opts.preload] : []), join(ROOT, "src/main.ts")];
   else {
     const bin = join(dir, "runcell");
     const b = Bun.spawnSync(["bun", "run", "scripts/build.ts", bin], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });

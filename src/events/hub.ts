@@ -7,8 +7,9 @@
  *
  * Two kinds of live delivery: a JS sink per subscription, or — for WebSockets — a native topic
  * (Bun's `publish`, which writes one frame to every subscriber in one call and batches the
- * writes). A socket joins the session's topic only once it is live, so native delivery never
- * overtakes a replay.
+ * writes at the end of the event loop's iteration). A session watched live by one socket is sent
+ * to directly; once two or more sockets watch it live, they all join its topics (`Hub.wentLive`).
+ * A socket joins a topic only once it is live, so native delivery never overtakes a replay.
  *
  * Replay without a gap or a duplicate at the seam: `attach` registers the subscription first (in
  * buffering mode, so live frames queue up) and, in the same synchronous step, takes the replay's
@@ -17,7 +18,7 @@
  * `pageSize` rows at a time, each read flushing the log first) up to that bound, however many
  * frames are published meanwhile. `goLive` then drains the buffer, skipping anything at or below
  * the last replayed seq, and (synchronously, so nothing is published in between) hands delivery
- * over to the native topic if there is one.
+ * over to the native topics when the session is on them.
  *
  * On PostgreSQL (src/events/pg-log.ts) frames leave only once stored, numbered by the database:
  * `publish` queues them in the log, which hands stored frames back (`deliverStored`) — this
@@ -93,7 +94,17 @@ export class Subscription {
       if (this.closed) return;
       if ((p.seq < 0 || p.seq > lastSentSeq) && this.sink(p.json, p.seq, p.type) === false) this.close();
     }
-    if (this.closed || !this.delivery || !this.hub.nativePublish) return;
+    if (!this.closed) this.hub.wentLive(this);
+  }
+
+  /** Whether live frames may reach this subscriber through the session's native topics. */
+  get canJoin(): boolean {
+    return this.delivery !== null && !this.buffering && !this.closed;
+  }
+
+  /** From now on live frames reach it through the session's native topics (the hub decided). */
+  joinTopics() {
+    if (this.native || !this.delivery) return;
     this.native = true;
     this.delivery.join();
   }
@@ -109,6 +120,18 @@ export class Subscription {
 
 export class Hub {
   private subs = new Map<string, Set<Subscription>>();
+  /**
+   * Sessions whose live frames go out through native topics. Bun's `publish` writes a topic's
+   * frames at the end of the event loop's iteration, for all its subscribers at once: the right
+   * trade for a session watched by several sockets, but for the usual one it holds every frame
+   * back until the whole iteration is done — in a burst of `session.start`s read together, every
+   * `session.ready` left with the last one. So a session's frames are sent directly (each socket's
+   * own `send`, at once) until a second socket watches it live; then all its live sockets join the
+   * topics, and the session stays on them until nobody watches it. Never the other way round
+   * while anyone watches: a direct send after a topic's frames were queued in the same iteration
+   * would overtake them.
+   */
+  private topicSessions = new Set<string>();
   /** Bun's server.publish, once the server runs (set by the app: `useNativePublish`). */
   nativePublish: ((topic: string, json: string) => void) | null = null;
 
@@ -138,8 +161,26 @@ export class Hub {
   private deliver(sessionId: string, seq: number, type: string, json: string) {
     const set = this.subs.get(sessionId);
     if (!set) return;
-    this.nativePublish?.(seq < 0 ? adminTopic(sessionId) : sessionTopic(sessionId), json);
+    if (this.topicSessions.has(sessionId)) this.nativePublish?.(seq < 0 ? adminTopic(sessionId) : sessionTopic(sessionId), json);
     for (const s of set) s.deliver(seq, type, json);
+  }
+
+  /** A subscription went live: it joins the session's topics once two or more live sockets watch it. */
+  wentLive(sub: Subscription) {
+    if (!this.nativePublish) return;
+    if (this.topicSessions.has(sub.sessionId)) return sub.joinTopics();
+    const set = this.subs.get(sub.sessionId);
+    if (!set) return;
+    let live = 0;
+    for (const s of set) if (s.canJoin) live++;
+    if (live < 2) return;
+    this.topicSessions.add(sub.sessionId);
+    for (const s of set) if (s.canJoin) s.joinTopics();
+  }
+
+  /** Whether the session's live frames go out through native topics (tests, /metrics). */
+  onTopics(sessionId: string): boolean {
+    return this.topicSessions.has(sessionId);
   }
 
   /** Frames the log stored (PostgreSQL), in order: out to their sessions' subscribers. */
@@ -226,6 +267,7 @@ export class Hub {
     set.delete(sub);
     if (set.size > 0) return;
     this.subs.delete(sub.sessionId);
+    this.topicSessions.delete(sub.sessionId);
     this.log.unwatch(sub.sessionId);
   }
 

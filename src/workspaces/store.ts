@@ -53,6 +53,8 @@ export class WorkspaceStore {
    * query built on the reservation's transaction.
    */
   private activeStmts;
+  /** SQLite: a row by its session / by its id, prepared once (read on every start); null on PostgreSQL. */
+  private rowStmts;
 
   constructor(
     private db: DB,
@@ -66,6 +68,8 @@ export class WorkspaceStore {
         .where(and(eq(column, sql.placeholder("owner")), inArray(workspaces.status, ACTIVE), ne(workspaces.id, sql.placeholder("except"))))
         .prepare();
     this.activeStmts = isPostgres(db) ? null : { profile: active(workspaces.profile_id), user: active(workspaces.user_id) };
+    const by = (column: typeof workspaces.session_id | typeof workspaces.id) => db.select().from(workspaces).where(eq(column, sql.placeholder("key"))).prepare();
+    this.rowStmts = isPostgres(db) ? null : { session: by(workspaces.session_id), id: by(workspaces.id) };
     // On every exec (before and after it): kept prepared, run through execute() (both dialects).
     this.touchStmt = db
       .update(workspaces)
@@ -75,11 +79,17 @@ export class WorkspaceStore {
   }
 
   async bySession(sessionId: string): Promise<WorkspaceRow | null> {
-    return (await first(this.db.select().from(workspaces).where(eq(workspaces.session_id, sessionId)))) ?? null;
+    return (await this.rowBy(this.db, "session", sessionId))[0] ?? null;
   }
 
   async byId(id: string): Promise<WorkspaceRow | null> {
-    return (await first(this.db.select().from(workspaces).where(eq(workspaces.id, id)))) ?? null;
+    return (await this.rowBy(this.db, "id", id))[0] ?? null;
+  }
+
+  /** The row of a session or of an id, as a statement of `tx` (or of `db` outside a unit). */
+  private rowBy(tx: DB, by: "session" | "id", key: string): PromiseLike<WorkspaceRow[]> {
+    if (this.rowStmts) return boundStatement(this.rowStmts[by], { key });
+    return tx.select().from(workspaces).where(eq(by === "session" ? workspaces.session_id : workspaces.id, key));
   }
 
   async byIdForUser(userId: string, id: string): Promise<WorkspaceRow | null> {
@@ -145,11 +155,11 @@ export class WorkspaceStore {
   /** The session's existing row, or the room check and the new row's insert, committed together. */
   private *reserveNewUnit(tx: DB, row: WorkspaceRow, limits: RoomLimits): Unit<{ row: WorkspaceRow; created: boolean }> {
     yield* this.lockOwners(tx, row.user_id, row.profile_id);
-    const existing = yield* firstOf(tx.select().from(workspaces).where(eq(workspaces.session_id, row.session_id)));
+    const existing = yield* firstOf(this.rowBy(tx, "session", row.session_id));
     if (existing) return { row: existing, created: false };
     yield* this.checkRoom(tx, row.profile_id, row.user_id, limits);
     yield* run(this.insertRow(tx, row));
-    return { row: (yield* firstOf(tx.select().from(workspaces).where(eq(workspaces.id, row.id))))!, created: true };
+    return { row: (yield* firstOf(this.rowBy(tx, "id", row.id)))!, created: true };
   }
 
   /** Flips a stopped/failed row to `starting`, or throws CONCURRENCY_LIMIT. */
@@ -162,7 +172,7 @@ export class WorkspaceStore {
     yield* this.lockOwners(tx, userId, profileId);
     yield* this.checkRoom(tx, profileId, userId, limits, id);
     yield* run(tx.update(workspaces).set({ status: "starting", updated_at: this.now() }).where(eq(workspaces.id, id)));
-    return (yield* firstOf(tx.select().from(workspaces).where(eq(workspaces.id, id))))!;
+    return (yield* firstOf(this.rowBy(tx, "id", id)))!;
   }
 
   async update(id: string, set: Partial<Pick<WorkspaceRow, "status" | "docker_id" | "error" | "last_active_at" | "disk_bytes" | "disk_checked_at">>): Promise<WorkspaceRow | null> {

@@ -110,4 +110,50 @@ describe("hub", () => {
     expect(overflowed).toBe(true);
     expect(hub.subscriberCount("sess_a")).toBe(0);
   });
+
+  test("one live socket is sent to directly; from two on, all of them get the session's frames through native topics until nobody watches", async () => {
+    const published: string[] = [];
+    hub.useNativePublish((topic, json) => void published.push(`${topic} ${JSON.parse(json).text ?? JSON.parse(json).type}`));
+    const joined: string[] = [];
+    const socket = (name: string, isAdmin = false) => {
+      const direct: string[] = [];
+      const native = { join: () => void joined.push(`+${name}`), leave: () => void joined.push(`-${name}`) };
+      return { direct, opts: { sessionId: "sess_a", userId: "usr_1", isAdmin, sink: (j: string) => void direct.push(JSON.parse(j).text), native } };
+    };
+    const one = socket("one");
+    const a = hub.live(one.opts);
+    hub.publish("sess_a", { type: "task:token", task_id: "t", text: "1" });
+    expect(one.direct).toEqual(["1"]);
+    expect(published).toEqual([]);
+    expect(hub.onTopics("sess_a")).toBe(false);
+
+    // A second socket, replaying first: still direct until it is live.
+    const two = socket("two", true);
+    const r = await hub.attach({ ...two.opts, replayAfter: 0 });
+    hub.publish("sess_a", { type: "task:token", task_id: "t", text: "2" });
+    expect(one.direct).toEqual(["1", "2"]);
+    expect(published).toEqual([]);
+    r.subscription.goLive(r.lastSeq);
+    expect(two.direct).toEqual(["2"]); // its buffered live frame, sent directly before it joined
+    expect(joined).toEqual(["+one", "+two"]);
+    hub.publish("sess_a", { type: "task:token", task_id: "t", text: "3" });
+    hub.publish("sess_a", { type: "task:system_prompt", task_id: "t", system_prompt: "p", model: "demo", provider: "demo", tools: [] });
+    expect(published).toEqual(["s:sess_a 3", "a:sess_a task:system_prompt"]);
+    expect(one.direct).toEqual(["1", "2"]);
+    expect(two.direct).toEqual(["2"]);
+
+    // Down to one watcher: it stays on the topics (a direct send could overtake a queued topic frame).
+    r.subscription.close();
+    hub.publish("sess_a", { type: "task:token", task_id: "t", text: "4" });
+    expect(published.at(-1)).toBe("s:sess_a 4");
+    expect(one.direct).toEqual(["1", "2"]);
+    // Nobody watches: the next watcher is sent to directly again.
+    a.close();
+    expect(joined).toEqual(["+one", "+two", "-two", "-one"]);
+    const three = socket("three");
+    hub.live(three.opts);
+    hub.publish("sess_a", { type: "task:token", task_id: "t", text: "5" });
+    expect(three.direct).toEqual(["5"]);
+    expect(published).toHaveLength(3);
+  });
 });

@@ -15,6 +15,7 @@ import { costUsd } from "./pricing.ts";
 import { getProvider } from "./providers/index.ts";
 import { type ContentBlock, ModelError, type ModelResponse } from "./providers/types.ts";
 import { TokenBatch } from "./token-batch.ts";
+import { nextTurn } from "../lib/turns.ts";
 import { makeScrubber, type Scrubber, scrubDeep } from "./scrub.ts";
 import type { AgentSessions } from "./sessions.ts";
 import type { Tasks, TaskRow } from "./tasks.ts";
@@ -104,6 +105,8 @@ export class AgentLoop {
 
   private async loop(task: TaskRow, profile: ProfileRow, signal: AbortSignal, scrub: Scrubber, route: ModelRoute): Promise<Outcome> {
     const { tasks, transcript } = this.d;
+    // The session's transcript is read (the first time: every row parsed) in a turn of its own.
+    await nextTurn();
     // Vault or server environment; a missing key fails in the provider with a message saying how to fix it.
     const apiKey = await this.d.secrets.resolveApiKey(task.user_id, profile.model);
     let steps = await transcript.steps(task.session_id);
@@ -118,6 +121,7 @@ export class AgentLoop {
     const profileTools = [...toolSpecs(profile.tools), ...extra.specs];
     const system = profile.system_prompt + extra.note;
     const complete = async (text: string): Promise<Outcome> => {
+      await nextTurn();
       const resultText = polishResultText(text, (rel) => this.d.workspaces.signedFileUrl(workspace.id, rel));
       const done = (await tasks.byId(task.id))!;
       await tasks.update(task.id, { result_text: resultText });
@@ -167,6 +171,8 @@ export class AgentLoop {
       // chunks is held back until it is clear whether it begins a secret.
       scrub.add(await this.d.secrets.valuesFor(task.user_id));
       const tokens = new TokenBatch(scrub.stream(), (text) => this.emit(task, { type: "task:token", text }));
+      // The request is made from the whole conversation: in a turn of its own (src/lib/turns.ts).
+      await nextTurn();
       let response: ModelResponse;
       try {
         response = await provider.complete(
@@ -189,6 +195,9 @@ export class AgentLoop {
         // Text that arrived before a failure or a cancel still leaves ahead of the outcome frame.
         tokens.flush();
       }
+      // The answer is scrubbed and stored in a turn of its own: many answers ending together do
+      // not hold the other sessions' streamed text back (src/lib/turns.ts).
+      await nextTurn();
       // A large conversation leaves its request (the JSON body and its encoded copy) as garbage the
       // collector would only reach after several more such requests: collect it now, and hand the
       // freed memory back to the system — JavaScriptCore's allocator otherwise keeps the pages,

@@ -1,8 +1,8 @@
 /**
  * The per-session event log. Every frame the stream sends for a session gets the next `seq` of
  * that session and is stored as the exact JSON sent to clients. Appends are batched: frames are
- * queued in memory and written in one transaction per batch (at most `maxBatch` frames, or after
- * `flushDelayMs`), which is what makes thousands of token events a second cheap. `flush()` writes
+ * queued in memory and written in one transaction per batch (at most `maxBatch` frames or
+ * MAX_BATCH_CHARS of JSON, or after `flushDelayMs`), which is what makes thousands of token events a second cheap. `flush()` writes
  * the queue synchronously; readers call it first, so a read never misses a frame that was already
  * published.
  *
@@ -50,6 +50,12 @@ export interface AppendResult {
 
 /** First block of seqs reserved ahead, and the largest (blocks double while used up within a second). */
 export const SEQ_BLOCK_MIN = 64;
+/**
+ * A batch is written once its frames' JSON reaches this many characters, whatever their count: a
+ * hundred answers of 256 KiB ending together (each `turn.done` carrying its whole text) made one
+ * 25 MiB transaction that held the event loop for tens of milliseconds.
+ */
+export const MAX_BATCH_CHARS = 1024 * 1024;
 export const SEQ_BLOCK_MAX = 1024;
 
 interface SeqState {
@@ -126,6 +132,8 @@ export class EventLog implements EventStore {
   appended = 0;
   private seqs = new Map<string, SeqState>();
   private queue: Pending[] = [];
+  /** Characters of JSON in the queue (a batch is written once it holds MAX_BATCH_CHARS). */
+  private queuedChars = 0;
   private timer: Timer | null = null;
   private insert: Statement;
   private maxSeqStmt: Statement<{ seq: number | null }, [string]>;
@@ -143,7 +151,7 @@ export class EventLog implements EventStore {
   constructor(
     sqlite: Database,
     private now: () => number,
-    private opts: { maxBatch?: number; flushDelayMs?: number } = {},
+    private opts: { maxBatch?: number; maxBatchChars?: number; flushDelayMs?: number } = {},
   ) {
     this.insert = sqlite.prepare("INSERT INTO events (session_id, seq, type, task_id, frame, created_at) VALUES (?, ?, ?, ?, ?, ?)");
     this.maxSeqStmt = sqlite.prepare("SELECT MAX(seq) AS seq FROM events WHERE session_id = ?");
@@ -214,7 +222,8 @@ export class EventLog implements EventStore {
     this.appended++;
     const { json, type, task_id } = orderedFrame(sessionId, seq, frame);
     this.queue.push({ session_id: sessionId, seq, type, task_id, frame: json, created_at: this.now() });
-    if (this.queue.length >= (this.opts.maxBatch ?? 512)) this.flush();
+    this.queuedChars += json.length;
+    if (this.queue.length >= (this.opts.maxBatch ?? 512) || this.queuedChars >= (this.opts.maxBatchChars ?? MAX_BATCH_CHARS)) this.flush();
     else this.timer ??= setTimeout(() => this.flush(), this.opts.flushDelayMs ?? 5);
     return { seq, json };
   }
@@ -241,6 +250,7 @@ export class EventLog implements EventStore {
     if (this.queue.length === 0) return;
     const rows = this.queue;
     this.queue = [];
+    this.queuedChars = 0;
     try {
       this.writeBatch(rows);
     } catch {

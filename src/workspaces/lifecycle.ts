@@ -16,6 +16,7 @@ import type { DockerHosts, HostUsage } from "./hosts.ts";
 import type { KeyedMutex } from "./mutex.ts";
 import type { PoolMember, WarmPool } from "./pool.ts";
 import type { RoomLimits, WorkspaceStore } from "./store.ts";
+import { nextTurn } from "../lib/turns.ts";
 
 export interface LifecycleDeps {
   store: WorkspaceStore;
@@ -136,11 +137,11 @@ export class Lifecycle {
     this.d.pool.settled(m);
     // session.ready waits on nothing here: the member is checked and renamed behind it, under the
     // workspace's lock, which the session's first exec waits for (Workspaces.runningRow). The
-    // Engine API calls begin after the current turn of the event loop, so that the other starts of
-    // a burst (already read, waiting for their own session.ready) are not held up by their sockets.
+    // Engine API calls wait for their turn (src/lib/turns.ts) behind the other starts of a burst
+    // (read together, each waiting for its own turn), so that those are not held up by their sockets.
     void this.d.locks
       .run(m.ctrId, async () => {
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        await nextTurn();
         let c: Box;
         try {
           c = this.box({ id: m.ctrId, host: m.host }, m.dockerId);

@@ -39,6 +39,7 @@ import {
   watch,
 } from "./connection.ts";
 import { type ClientMessage, parseFrame, requestIdOf, validateClientMessage } from "./messages.ts";
+import { nextTurn } from "../lib/turns.ts";
 
 /** The /v1/stream WebSocket server, as the app's composition root sees it. */
 export interface StreamServer {
@@ -164,6 +165,9 @@ export function createStreamServer(d: StreamDeps): StreamServer {
 
   async function dispatch(ws: Socket, msg: ClientMessage) {
     const user = ws.data.principal!.user;
+    // Starting work (a session, a task) runs in a turn of its own: a burst of them read together
+    // does not hold back the frames of sessions already streaming (src/lib/turns.ts).
+    if (msg.type === "task.submit" || msg.type === "session.turn" || msg.type === "session.start") await nextTurn();
     switch (msg.type) {
       case "task.submit":
       case "session.turn": {

@@ -45,6 +45,16 @@ describe("event log", () => {
     expect(fresh.append("sess_a", { type: "task:token", task_id: "t", text: "next" }).seq).toBe(1001);
   });
 
+  test("a batch is written once its JSON reaches the size bound, however few frames it has", () => {
+    const big = "x".repeat(300 * 1024);
+    for (let i = 0; i < 3; i++) log.append("sess_a", { type: "task:token", task_id: "t", text: big });
+    expect(h.sqlite.query("SELECT COUNT(*) AS n FROM events").get()).toEqual({ n: 0 });
+    log.append("sess_a", { type: "task:token", task_id: "t", text: big }); // past 1 MiB of JSON
+    expect(h.sqlite.query("SELECT COUNT(*) AS n FROM events").get()).toEqual({ n: 4 });
+    log.append("sess_a", { type: "task:token", task_id: "t", text: "small" });
+    expect(h.sqlite.query("SELECT COUNT(*) AS n FROM events").get()).toEqual({ n: 4 });
+  });
+
   test("a frame for a deleted session does not lose the rest of its batch", () => {
     const dropped: number[] = [];
     log.onDropped = (f) => dropped.push(f.seq);

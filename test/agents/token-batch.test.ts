@@ -11,32 +11,33 @@ function batch(secrets: string[] = [], max?: number) {
 }
 
 describe("TokenBatch", () => {
-  test("deltas pushed within one macrotask leave as one frame once it is over", async () => {
+  test("deltas pushed in one synchronous run (one read's events) leave as one frame once it is over", async () => {
     const { b, sent } = batch();
     for (const d of ["Hel", "lo", ", ", "world"]) b.push(d);
     expect(sent).toEqual([]);
-    await tick();
+    await Promise.resolve();
     expect(sent).toEqual(["Hello, world"]);
   });
 
-  test("deltas of separate macrotasks leave separately, nothing waits for a timer", async () => {
+  test("deltas of separate runs leave separately, nothing waits for a timer or the end of the turn", async () => {
     const { b, sent } = batch();
     b.push("one ");
-    await tick();
+    await Promise.resolve();
     b.push("two");
+    await Promise.resolve();
+    expect(sent).toEqual(["one ", "two"]);
     await tick();
     expect(sent).toEqual(["one ", "two"]);
   });
 
-  test("deltas resolved one microtask apart (an async iterator's events) still join", async () => {
+  test("a flush by hand sends what is pending; the scheduled send then has nothing to add", async () => {
     const { b, sent } = batch();
-    async function* events() {
-      for (const d of ["a", "b", "c"]) yield d;
-    }
-    for await (const d of events()) b.push(d);
-    expect(sent).toEqual([]);
+    b.push("a");
+    b.push("b");
+    b.flush();
+    expect(sent).toEqual(["ab"]);
     await tick();
-    expect(sent).toEqual(["abc"]);
+    expect(sent).toEqual(["ab"]);
   });
 
   test("a batch reaching the maximum is sent at once", async () => {

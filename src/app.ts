@@ -172,6 +172,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     playbookName: (id, tx) => playbooks.nameOf(tx, id),
     replica: replicas, bus,
   });
+  // While tasks run, warm-pool refills create one container at a time: their CPU is the running sessions' latency.
+  workspaces.paceRefills(() => orchestrator.busySessions > 0);
   const playbooks: Playbooks = new Playbooks({
     db, sealer, log, now, publicUrl: config.publicUrl, runs: new PlaybookRuns(db, sqlite), profiles, orchestrator, notifications, audit,
     ownerDisabled: async (userId) => (await users.byId(userId))?.disabled ?? true,

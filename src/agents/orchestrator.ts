@@ -83,6 +83,11 @@ export class Orchestrator {
   /** Wakes at the earliest answer_due_at of a waiting task. */
   private answerTimer: DueTimer;
 
+  /** Sessions whose task queue is running here (a task, or picking the next one). */
+  get busySessions(): number {
+    return this.running.size;
+  }
+
   constructor(private d: OrchestratorDeps) {
     this.loop = new AgentLoop(d);
     this.leases = new TaskLeases(d.db, d.now, d.replica.id, d.replica.leaseMs, d.bus.shared);

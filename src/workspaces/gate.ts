@@ -3,7 +3,10 @@
  * creation internally, so sending it every start at once makes all of them finish late together;
  * this gate keeps at most `limit()` creations in flight and lets the others wait in order
  * (first come, first served), so the first sessions are ready first and each waiting start knows
- * its place. Session starts go ahead of warm-pool refills, which only use a free slot.
+ * its place. Session starts go ahead of warm-pool refills, which only use a free slot — and,
+ * while the server is busy (`poolLimit`: tasks running, wired by the app), only one: a hundred
+ * refills' container creations take both CPUs of a small server (runc, containerd), and every
+ * running session's streamed text then waits for the CPU (bench/scale.ts).
  */
 
 export type StartKind = "session" | "pool";
@@ -27,7 +30,17 @@ export class StartGate {
   constructor(
     private limit: () => number,
     public observer: GateObserver = {},
+    /**
+     * At most this many creations in flight while pool refills are admitted (a refill takes a slot
+     * only below it; session starts are held to `limit` alone). Default: `limit`.
+     */
+    private poolLimit: () => number = limit,
   ) {}
+
+  /** Slots a refill may take now: the smaller of the two limits, at least one. */
+  private poolCap(): number {
+    return Math.max(1, Math.min(this.limit(), this.poolLimit()));
+  }
 
   /** Starts waiting for a slot now. */
   get waiting(): number {
@@ -53,7 +66,7 @@ export class StartGate {
   }
 
   private acquire(kind: StartKind, onQueued?: (position: number) => void): Promise<void> {
-    const free = this.active < Math.max(1, this.limit());
+    const free = this.active < (kind === "session" ? Math.max(1, this.limit()) : this.poolCap());
     // A session takes a free slot unless sessions already wait; a refill only when nobody waits.
     if (free && (kind === "session" ? this.sessions.length === 0 : this.waiting === 0)) {
       this.active++;
@@ -76,9 +89,15 @@ export class StartGate {
   }
 
   private release() {
-    const next = this.sessions.shift() ?? this.pool.shift();
-    // The slot passes straight to the next waiter (`active` stays), else it is freed.
+    // The slot passes straight to the next waiting session (`active` stays), or to the next refill
+    // while refills may hold that many slots; else it is freed.
+    const next = this.sessions.shift() ?? (this.active <= this.poolCap() ? this.pool.shift() : undefined);
     if (next) next.resolve();
     else this.active--;
+    // The refills' limit may have grown since they queued (the tasks ended): as many as fit now.
+    while (this.sessions.length === 0 && this.pool.length > 0 && this.active < this.poolCap()) {
+      this.active++;
+      this.pool.shift()!.resolve();
+    }
   }
 }

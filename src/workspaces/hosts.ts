@@ -47,13 +47,13 @@ export class DockerHost {
 
   constructor(
     readonly spec: DockerHostSpec,
-    deps: { log: Logger; instanceId: string; parallelism: () => number; observer?: GateObserver },
+    deps: { log: Logger; instanceId: string; parallelism: () => number; poolParallelism?: () => number; observer?: GateObserver },
   ) {
     this.engine = new DockerEngine(spec.url, spec);
     const log = deps.log.child({ docker_host: spec.name });
     this.boxes = new DockerBoxEngine(this.engine, new ImagePuller(this.engine, log));
     this.provisioner = new Provisioner(this.boxes, log, deps.instanceId);
-    this.gate = new StartGate(deps.parallelism, deps.observer);
+    this.gate = new StartGate(deps.parallelism, deps.observer, deps.poolParallelism);
   }
 
   get name(): string {
@@ -74,7 +74,7 @@ export class DockerHosts {
   /** One placement at a time (placeAndRecord). */
   private placing = new KeyedMutex();
 
-  constructor(specs: readonly DockerHostSpec[], deps: { log: Logger; instanceId: string; parallelism: () => number; observer?: GateObserver }) {
+  constructor(specs: readonly DockerHostSpec[], deps: { log: Logger; instanceId: string; parallelism: () => number; poolParallelism?: () => number; observer?: GateObserver }) {
     if (specs.length === 0) throw new Error("at least one Docker host is needed");
     this.list = specs.map((s) => new DockerHost(s, deps));
     this.byName = new Map(this.list.map((h) => [h.name, h]));

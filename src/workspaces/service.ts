@@ -126,6 +126,8 @@ export class Workspaces {
   private peers: PeerMembers;
   private lifecycle: Lifecycle;
   private signer: FileUrlSigner;
+  /** Whether tasks are running on this server (`paceRefills`, wired by the app): refills then go one at a time. */
+  private serverBusy: () => boolean = () => false;
   private log: Logger;
 
   constructor(private d: WorkspaceDeps) {
@@ -133,7 +135,10 @@ export class Workspaces {
     this.store = new WorkspaceStore(d.db, d.now);
     this.instanceId = d.instanceId;
     this.replica = d.replica ?? SOLE_REPLICA;
-    this.hosts = new DockerHosts(d.config.dockerHosts, { log: this.log, instanceId: this.instanceId, parallelism: () => d.config.workspaceStartParallelism, observer: d.metrics });
+    const parallelism = () => d.config.workspaceStartParallelism;
+    // While tasks run here, warm-pool refills create one container at a time (gate.ts).
+    const poolParallelism = () => (this.serverBusy() ? 1 : parallelism());
+    this.hosts = new DockerHosts(d.config.dockerHosts, { log: this.log, instanceId: this.instanceId, parallelism, poolParallelism, observer: d.metrics });
     this.pool = new WarmPool({
       hosts: this.hosts,
       usage: () => this.hostUsage(),
@@ -157,6 +162,12 @@ export class Workspaces {
     this.lifecycle = new Lifecycle({ ...d, log: this.log, store: this.store, locks: this.locks, hosts: this.hosts, usage: () => this.hostUsage(), pool: this.pool });
     this.signer = new FileUrlSigner(d.fileUrlKey, d.config.publicUrl, d.now);
   }
+
+  /** Tells the start gates whether this server is busy running tasks (the app wires the task queue's count). */
+  paceRefills(busy: () => boolean) {
+    this.serverBusy = busy;
+  }
+
 
   /**
    * Each host's load for placement: its starting and running workspaces (every replica's: rows),

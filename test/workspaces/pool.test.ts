@@ -243,4 +243,52 @@ describe("the start gate", () => {
     expect(positions).toEqual([["p1", 1], ["s3", 1], ["s4", 2]]);
     expect(gate.running).toBe(0);
   });
+
+  test("refills are held to their own limit (one while the server is busy), sessions to the gate's; they catch up once it grows", async () => {
+    let busy = true;
+    const gate = new StartGate(() => 4, {}, () => (busy ? 1 : 4));
+    const inFlight = { pool: 0, session: 0 };
+    const peak = { pool: 0, session: 0, all: 0 };
+    const releases: (() => void)[] = [];
+    const job = (kind: "pool" | "session") => () =>
+      new Promise<void>((resolve) => {
+        inFlight[kind]++;
+        peak[kind] = Math.max(peak[kind], inFlight[kind]);
+        peak.all = Math.max(peak.all, inFlight.pool + inFlight.session);
+        releases.push(() => {
+          inFlight[kind]--;
+          resolve();
+        });
+      });
+    const settle = () => new Promise((r) => setTimeout(r, 5));
+    const pool = Array.from({ length: 6 }, () => gate.run("pool", job("pool")));
+    await settle();
+    expect(inFlight.pool).toBe(1);
+    // Session starts still get the gate's whole width beside the refill.
+    const sessions = Array.from({ length: 3 }, () => gate.run("session", job("session")));
+    await settle();
+    expect(inFlight.session).toBe(3);
+    releases.shift()!(); // the refill ends: its slot goes to the next refill only within the refills' limit
+    await settle();
+    expect(inFlight.pool).toBe(0);
+    while (inFlight.session > 0) {
+      releases.shift()!();
+      await settle();
+    }
+    expect(inFlight.pool).toBe(1);
+    // The server is idle again: at the next release, the waiting refills take every free slot.
+    busy = false;
+    releases.shift()!();
+    await settle();
+    expect(inFlight.pool).toBe(4);
+    while (releases.length) {
+      releases.shift()!();
+      await settle();
+    }
+    await Promise.all([...pool, ...sessions]);
+    expect(peak.pool).toBe(4);
+    expect(peak.all).toBeLessThanOrEqual(4);
+    expect(gate.running).toBe(0);
+    expect(gate.waiting).toBe(0);
+  });
 });

@@ -3,6 +3,7 @@
  * network). Every read and write is scoped by owner in the query itself; someone else's profile
  * answers NOT_FOUND exactly like a missing one. The runtime calls `get` + `toApi`.
  */
+import { preparedLookup } from "../db/prepared.ts";
 import { and, desc, eq, lt, sql } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import { affected, type DB, first } from "../db/client.ts";
@@ -103,7 +104,13 @@ export class Profiles {
     changes?: TableChanges,
   ) {
     this.pages = changes ? new TableMemo(changes, ["profiles"], PAGES_KEPT) : null;
+    this.lookupOwned = preparedLookup(db, profiles, ["id", "user_id"]);
+    this.lookupAny = preparedLookup(db, profiles, ["id"]);
   }
+
+  /** A profile by id and owner / by id alone, prepared once (read on every session start and every exec). */
+  private readonly lookupOwned;
+  private readonly lookupAny;
 
   /**
    * The defaults a new profile gets now: the default model depends on the server's keys, and
@@ -116,12 +123,12 @@ export class Profiles {
 
   /** A profile by id whoever owns it (the workspace's environment, resolved per exec). */
   async byIdAny(profileId: string): Promise<ProfileRow | undefined> {
-    return first(this.db.select().from(profiles).where(eq(profiles.id, profileId)));
+    return (await this.lookupAny([profileId]))[0];
   }
 
   /** The caller's profile; NOT_FOUND when missing or someone else's. */
   async get(userId: string, profileId: string): Promise<ProfileRow> {
-    const row = isId("profile", profileId) ? await first(this.db.select().from(profiles).where(and(eq(profiles.id, profileId), eq(profiles.user_id, userId)))) : undefined;
+    const row = isId("profile", profileId) ? (await this.lookupOwned([profileId, userId]))[0] : undefined;
     if (!row) throw Errors.notFound("Profile", profileId);
     return row;
   }

@@ -4,6 +4,7 @@
  * identity wiring deletes the user's login sessions and evicts their cached tokens, and the
  * WebSocket server closes their sockets.
  */
+import { preparedLookup } from "../db/prepared.ts";
 import { count, eq } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { forNoKeyUpdate } from "../db/row-lock.ts";
@@ -63,14 +64,19 @@ export class Users {
   /** Called with the id of a user who was just enabled again (held schedules resume). */
   onEnabled: ((userId: string) => void | Promise<void>)[] = [];
 
+  /** A user by id, prepared once (read on every session start and task by the policy checks). */
+  private readonly lookupById;
+
   constructor(
     private db: DB,
     private now: () => number,
     private audit?: AuditSink,
-  ) {}
+  ) {
+    this.lookupById = preparedLookup(db, users, ["id"]);
+  }
 
   async byId(id: string): Promise<UserRow | undefined> {
-    return first(this.db.select().from(users).where(eq(users.id, id)));
+    return (await this.lookupById([id]))[0];
   }
 
   async byEmail(email: string): Promise<UserRow | undefined> {

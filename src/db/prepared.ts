@@ -3,8 +3,8 @@
  * prepares a query on every `insert(...).values(...).run()`, which was most of the cost of the
  * hot inserts (a session and its workspace on every `session.start`). Takes a complete row.
  */
-import { getTableColumns, sql } from "drizzle-orm";
-import type { SQLiteTable } from "drizzle-orm/sqlite-core";
+import { and, eq, getTableColumns, sql } from "drizzle-orm";
+import type { SQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { DB } from "./client.ts";
 import { isPostgres } from "./unit.ts";
 
@@ -52,4 +52,25 @@ export function boundStatement<R>(stmt: PreparedSelect<R>, params: Record<string
       new Promise<R[]>((resolve) => resolve(stmt.all(params))).then(ok, ko),
   };
   return bound;
+}
+
+/**
+ * The rows of `table` whose named columns equal the values given, as a lookup made once: on SQLite
+ * a statement prepared once (drizzle builds and prepares a select on every call otherwise — most
+ * of what the hot lookups of a session start cost, bench/scale.ts); on PostgreSQL a drizzle select
+ * built per call. The answer is a statement of a unit (`yield* first(lookup(values, tx))`) and a
+ * promise of the rows outside one (`tx` omitted: on `db`).
+ */
+export function preparedLookup<T extends SQLiteTable, K extends keyof T["$inferSelect"] & string>(
+  db: DB,
+  table: T,
+  columns: readonly K[],
+): (values: readonly T["$inferSelect"][K][], tx?: DB) => PromiseLike<T["$inferSelect"][]> {
+  const cols = getTableColumns(table) as Record<string, SQLiteColumn>;
+  const where = (values: readonly unknown[] | null) =>
+    and(...columns.map((c, i) => eq(cols[c]!, values ? values[i] : sql.placeholder(c))));
+  const build = (on: DB, values: readonly unknown[]) => on.select().from(table as never).where(where(values)) as unknown as PromiseLike<T["$inferSelect"][]>;
+  if (isPostgres(db)) return (values, tx) => build(tx ?? db, values);
+  const stmt = (db.select().from(table as never).where(where(null)) as unknown as { prepare(): PreparedSelect<T["$inferSelect"]> }).prepare();
+  return (values) => boundStatement(stmt, Object.fromEntries(columns.map((c, i) => [c, values[i]])));
 }

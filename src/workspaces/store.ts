@@ -8,7 +8,7 @@
 import { and, count, desc, eq, gt, inArray, lt, ne, sql, type SQL } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
 import { keyset, type PageParams } from "../db/paginate.ts";
-import { boundStatement, preparedInsertStep } from "../db/prepared.ts";
+import { boundStatement, preparedInsertStep, preparedLookup } from "../db/prepared.ts";
 import { forNoKeyUpdate } from "../db/row-lock.ts";
 import { ACTIVE_WORKSPACE_STATUSES, type NewWorkspaceRow, type ProfileRow, type WorkspaceRow, type WorkspaceStatus } from "../db/schema.ts";
 import { profiles, sessions, users, workspaces } from "../db/tables.ts";
@@ -53,8 +53,9 @@ export class WorkspaceStore {
    * query built on the reservation's transaction.
    */
   private activeStmts;
-  /** SQLite: a row by its session / by its id, prepared once (read on every start); null on PostgreSQL. */
-  private rowStmts;
+  /** A row by its session / by its id, prepared once (read on every start). */
+  private rowBySession;
+  private rowById;
 
   constructor(
     private db: DB,
@@ -68,8 +69,8 @@ export class WorkspaceStore {
         .where(and(eq(column, sql.placeholder("owner")), inArray(workspaces.status, ACTIVE), ne(workspaces.id, sql.placeholder("except"))))
         .prepare();
     this.activeStmts = isPostgres(db) ? null : { profile: active(workspaces.profile_id), user: active(workspaces.user_id) };
-    const by = (column: typeof workspaces.session_id | typeof workspaces.id) => db.select().from(workspaces).where(eq(column, sql.placeholder("key"))).prepare();
-    this.rowStmts = isPostgres(db) ? null : { session: by(workspaces.session_id), id: by(workspaces.id) };
+    this.rowBySession = preparedLookup(db, workspaces, ["session_id"]);
+    this.rowById = preparedLookup(db, workspaces, ["id"]);
     // On every exec (before and after it): kept prepared, run through execute() (both dialects).
     this.touchStmt = db
       .update(workspaces)
@@ -88,8 +89,7 @@ export class WorkspaceStore {
 
   /** The row of a session or of an id, as a statement of `tx` (or of `db` outside a unit). */
   private rowBy(tx: DB, by: "session" | "id", key: string): PromiseLike<WorkspaceRow[]> {
-    if (this.rowStmts) return boundStatement(this.rowStmts[by], { key });
-    return tx.select().from(workspaces).where(eq(by === "session" ? workspaces.session_id : workspaces.id, key));
+    return by === "session" ? this.rowBySession([key], tx) : this.rowById([key], tx);
   }
 
   async byIdForUser(userId: string, id: string): Promise<WorkspaceRow | null> {

@@ -97,6 +97,29 @@ export function anthropicError(e: unknown, baseUrl?: string | null): ModelError 
   return new ModelError(`Invalid response from Anthropic: ${err.message}`, { provider: "anthropic", retryable: false });
 }
 
+const DELTA_HEAD = '{"type":"content_block_delta","index":';
+const DELTA_TEXT = ',"delta":{"type":"text_delta","text":"';
+const DELTA_TAIL = '"}}';
+
+/**
+ * A text delta as the Messages API sends it, read without JSON.parse: most of a streamed answer's
+ * events are these, and parsing each one made an event, a delta and their strings only to take
+ * the text out (bench/memory.ts). Only the exact shape is read here — these keys in this order,
+ * a text without a double quote (so the literal cannot end early); anything else is parsed in
+ * full. Escapes (\n, \u…) are decoded by JSON.parse of the literal alone.
+ */
+export function textDeltaOf(data: string): RawMessageStreamEvent | null {
+  if (!data.startsWith(DELTA_HEAD) || !data.endsWith(DELTA_TAIL)) return null;
+  const at = data.indexOf(DELTA_TEXT, DELTA_HEAD.length);
+  if (at < 0) return null;
+  const digits = data.slice(DELTA_HEAD.length, at);
+  if (!/^\d{1,9}$/.test(digits)) return null;
+  const body = data.slice(at + DELTA_TEXT.length, data.length - DELTA_TAIL.length);
+  if (body.includes('"')) return null;
+  const text = body.includes("\\") ? (JSON.parse(`"${body}"`) as string) : body;
+  return { type: "content_block_delta", index: Number(digits), delta: { type: "text_delta", text } };
+}
+
 type Block = { type: "text"; text: string } | { type: "tool_use"; id: string; name: string; json: string; done: boolean };
 
 export class AnthropicProvider implements Provider {
@@ -175,7 +198,9 @@ export class AnthropicProvider implements Provider {
         // As the SDK's own stream: pings and unnamed events skipped, an error event thrown as its APIError.
         if (event === null || event === "ping") return;
         if (event === "error") throw streamError(data, response.headers);
-        if (data) handle(JSON.parse(data) as RawMessageStreamEvent);
+        if (!data) return;
+        const delta = textDeltaOf(data);
+        handle(delta ?? (JSON.parse(data) as RawMessageStreamEvent));
       });
     } catch (e) {
       if (!req.signal?.aborted) throw e;

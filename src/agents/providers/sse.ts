@@ -47,16 +47,16 @@ export async function readServerSentEvents(body: ReadableStream<Uint8Array>, onE
     else event = value;
   };
 
-  /** Dispatches every complete line of `text`; returns where the incomplete rest begins. */
-  const lines = (text: string, final: boolean): number => {
-    let start = 0;
+  /** Dispatches every complete line of `text` from `from` on; returns where the incomplete rest begins. */
+  const lines = (text: string, final: boolean, from = 0): number => {
+    let start = from;
     if (!text.includes("\r")) {
       for (let end = text.indexOf("\n"); end >= 0 && !stopped; end = text.indexOf("\n", start)) {
         line(text, start, end);
         start = end + 1;
       }
     } else {
-      for (let i = 0; i < text.length && !stopped; i++) {
+      for (let i = from; i < text.length && !stopped; i++) {
         const c = text.charCodeAt(i);
         if (c !== 0x0a && c !== 0x0d) continue;
         if (c === 0x0d && i + 1 === text.length && !final) break; // a CR whose LF may come next
@@ -81,8 +81,19 @@ export async function readServerSentEvents(body: ReadableStream<Uint8Array>, onE
         pending += decoded;
         continue;
       }
-      const text = pending + decoded;
-      pending = text.slice(lines(text, false));
+      if (pending === "") {
+        pending = decoded.slice(lines(decoded, false));
+        if (stopped) break;
+        continue;
+      }
+      // The line the previous read left unfinished is completed with this read's first line: a
+      // short join. Joining the whole read to it (and scanning that) copied every read once more.
+      const nl = firstLineEnd(decoded);
+      const head = pending + decoded.slice(0, nl + 1);
+      const used = lines(head, false);
+      if (stopped) break;
+      // (Only a CR that ends this read is left unused: its LF may come next.)
+      pending = used < head.length ? head.slice(used) + decoded.slice(nl + 1) : decoded.slice(lines(decoded, false, nl + 1));
       if (stopped) break;
     }
     if (!stopped) lines(pending + decoder.decode(), true);
@@ -91,4 +102,12 @@ export async function readServerSentEvents(body: ReadableStream<Uint8Array>, onE
     if (finished) reader.releaseLock();
     else await reader.cancel().catch(() => undefined);
   }
+}
+
+/** Where the first line of `text` ends: its first LF, or its first CR (the LF of a CRLF included). */
+function firstLineEnd(text: string): number {
+  const lf = text.indexOf("\n");
+  const cr = text.indexOf("\r");
+  if (cr < 0 || (lf >= 0 && lf < cr)) return lf;
+  return text.charCodeAt(cr + 1) === 0x0a ? cr + 1 : cr;
 }

@@ -1,6 +1,6 @@
 /** The anthropic provider (official SDK) against a local server speaking the Messages API SSE format. */
 import { describe, expect, test } from "bun:test";
-import { AnthropicProvider, toAnthropicMessages } from "../../../src/agents/providers/anthropic.ts";
+import { AnthropicProvider, textDeltaOf, toAnthropicMessages } from "../../../src/agents/providers/anthropic.ts";
 import { getProvider, ModelError } from "../../../src/agents/providers/index.ts";
 import { startMockAnthropic, toolResults } from "../../helpers/mock-anthropic.ts";
 import { FAST_RETRIES, providerScenarios, request, run } from "./scenarios.ts";
@@ -157,6 +157,28 @@ describe("anthropic provider", () => {
       delete process.env.ANTHROPIC_CUSTOM_HEADERS;
       delete process.env.ANTHROPIC_AUTH_TOKEN;
       await fresh.stop();
+    }
+  });
+});
+
+describe("textDeltaOf (text deltas read without JSON.parse)", () => {
+  const ev = (index: number, text: string) => ({ type: "content_block_delta", index, delta: { type: "text_delta", text } });
+  test("the exact shape gives what JSON.parse gives, escapes included", () => {
+    for (const [i, t] of [[0, "hello"], [12, "line\nnext\ttab"], [3, "é ✓ 🙂"], [0, "back\\slash \u0001"], [0, ""]] as const) {
+      const data = JSON.stringify(ev(i, t));
+      expect(textDeltaOf(data)).toEqual(JSON.parse(data));
+    }
+  });
+  test("anything else is left to JSON.parse (null): a quote in the text, other key orders, extra fields, other deltas", () => {
+    for (const data of [
+      JSON.stringify(ev(0, 'say "hi"')),
+      JSON.stringify({ index: 0, type: "content_block_delta", delta: { type: "text_delta", text: "x" } }),
+      JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "x" }, extra: 1 }),
+      JSON.stringify({ type: "content_block_delta", index: 0, delta: { type: "input_json_delta", partial_json: "{" } }),
+      '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"x":{"y":"b"}}',
+      '{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"a"}}',
+    ]) {
+      expect(textDeltaOf(data)).toBeNull();
     }
   });
 });

@@ -59,6 +59,23 @@ describe("readServerSentEvents", () => {
     }
   });
 
+  test("any number of reads cut anywhere, with any line endings, give the same events (seeded random cuts)", async () => {
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
+    for (const eol of ["\n", "\r\n", "\r"]) {
+      const text = stream.replaceAll("\n", eol).repeat(3);
+      for (let round = 0; round < 200; round++) {
+        const chunks: string[] = [];
+        for (let at = 0; at < text.length; ) {
+          const n = 1 + rand(12);
+          chunks.push(text.slice(at, at + n));
+          at += n;
+        }
+        expect(await events(chunks)).toEqual([...expected, ...expected, ...expected]);
+      }
+    }
+  });
+
   test("data lines join with LF; one space after the colon is dropped, a second is kept; a field without a colon is empty; other fields are ignored", async () => {
     expect(await events(["data: one\ndata:two\ndata:  three\nid: 7\nretry: 10\n\n"])).toEqual([[null, "one\ntwo\n three"]]);
     expect(await events(["event: e\ndata\n\n"])).toEqual([["e", ""]]);

@@ -53,6 +53,7 @@ import { loadReplicaId, Replicas } from "./replicas/registry.ts";
 import { Revocations } from "./replicas/revocations.ts";
 import { Sealer } from "./lib/sealer.ts";
 import { intervalWorker, type Worker } from "./lib/worker.ts";
+import { IdleRelease } from "./lib/memory.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { Notifications } from "./notifications/service.ts";
 import { PlaybookRuns } from "./playbooks/runs.ts";
@@ -266,6 +267,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   profiles.onUpdate.push((_before, after) => workspaces.pool.profileChanged(after.id));
   profiles.onDelete.push((profileId) => void workspaces.pool.profileDeleted(profileId));
 
+  const idleRelease = new IdleRelease({ busy: () => orchestrator.busySessions > 0 });
   // Background work, started in this order and stopped in reverse ----------------------------
   const checkpointer = sqlite ? new WalCheckpointer(sqlite, dbPath, log) : null;
   const workers: Worker[] = [
@@ -278,6 +280,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       if (n) log.info("expired login sessions purged", { count: n });
     }),
     intervalWorker(log, "ratelimit-sweep", 60_000, () => limiter.sweep()),
+    // Once a burst is over (no task running for 2 s) the memory it freed goes back to the system.
+    intervalWorker(log, "idle-memory-release", 1000, () => {
+      const freed = idleRelease.check();
+      if (freed) log.debug("memory returned to the system after a burst", { freed_mib: Math.round(freed / 1048576) });
+    }),
     intervalWorker(
       log,
       "audit-purge",

@@ -163,3 +163,14 @@ describe("key spaces and the full bucket (the pipeline's /healthz reports an add
     expect(l.full()).toMatchObject({ limit: 5, remaining: 5, resetSec: 0 });
   });
 });
+
+test("a client address's bucket is dropped once it is full again, without waiting for the sweep", async () => {
+  const limiter = new RateLimiter(60_000, 5); // a token a millisecond
+  limiter.take("ip:10.0.0.1");
+  limiter.take("ip:10.0.0.1");
+  limiter.take("u:usr_1");
+  expect(limiter.holdsAny("ip:")).toBe(true);
+  await Bun.sleep(30);
+  expect(limiter.holdsAny("ip:")).toBe(false);
+  limiter.close();
+});

@@ -5,8 +5,8 @@
  * RSS growth). `releaseMemory` runs a full collection and then `Bun.shrink()`, which returns the
  * allocator's free memory. It is not free — a full collection, and the JIT's code is dropped and
  * compiled again as it runs — so it runs only where there is much to return and nobody waits:
- * after a model request over a large conversation (agents/loop.ts), and once the server has gone
- * idle after a burst (`IdleRelease`). Run periodically while sessions stream (whenever RSS grew by
+ * after a model request over a large conversation (agents/loop.ts), and once the server has been
+ * quiet for a while after a burst (`IdleRelease`). Run periodically while sessions stream (whenever RSS grew by
  * 16 MiB; tried with 40 sessions streaming at once), it lowered the peak 7.3× → 4.1× the streamed
  * text but raised the relay latency while it ran (p50 3 → 27 ms, p99 202 → 337 ms): not kept.
  */
@@ -24,57 +24,79 @@ export function residentBytes(): number {
 export interface IdleReleaseOptions {
   /** Whether work is running that a collection's pause would hold up (tasks streaming). */
   busy: () => boolean;
-  /** How long the server must have been idle (ms). */
-  idleMs?: number;
+  /** Idle this long (ms): a full collection. */
+  collectAfterMs?: number;
+  /** Idle this long (ms): the allocator's free pages returned too (JIT code dropped). */
+  shrinkAfterMs?: number;
   /** How much RSS must have grown since the last release (bytes). */
   minGrowth?: number;
   rss?: () => number;
-  release?: () => void;
+  collect?: () => void;
+  shrink?: () => void;
   now?: () => number;
 }
 
 /**
- * Hands freed memory back once a burst is over: when nothing has run for `idleMs` and RSS grew by
- * `minGrowth` since the last release (or the start), `release` runs once; then again only after
- * more growth. `check` is called on an interval (app.ts); it costs a counter read when busy.
+ * Hands freed memory back once a burst is over, in two steps while nothing runs: after
+ * `collectAfterMs` a full collection (the burst's garbage goes; the allocator reuses its pages),
+ * after `shrinkAfterMs` `releaseMemory` (the free pages go back to the system — and the JIT's
+ * code with them, which is why it waits for a server that has really gone quiet: dropped 2 s after
+ * a burst, the next burst ran on cold code, session.ready p50 36 → 68 ms at N=100). Each step runs
+ * once per burst, only when RSS grew by `minGrowth` since the last one. `check` is called on an
+ * interval (app.ts); while busy it costs a counter read.
  */
 export class IdleRelease {
   private idleSince: number | null = null;
   private base: number;
-  private readonly idleMs: number;
+  private collected = false;
+  private readonly collectAfterMs: number;
+  private readonly shrinkAfterMs: number;
   private readonly minGrowth: number;
   private readonly rss: () => number;
-  private readonly release: () => void;
+  private readonly collect: () => void;
+  private readonly shrink: () => void;
   private readonly now: () => number;
-  /** Releases done (tests, logs). */
-  releases = 0;
+  /** Steps run (tests, logs). */
+  collections = 0;
+  shrinks = 0;
 
   constructor(private o: IdleReleaseOptions) {
-    this.idleMs = o.idleMs ?? 2000;
+    this.collectAfterMs = o.collectAfterMs ?? 2000;
+    this.shrinkAfterMs = o.shrinkAfterMs ?? 30_000;
     this.minGrowth = o.minGrowth ?? 32 * 1024 * 1024;
     this.rss = o.rss ?? residentBytes;
-    this.release = o.release ?? releaseMemory;
+    this.collect = o.collect ?? (() => Bun.gc(true));
+    this.shrink = o.shrink ?? releaseMemory;
     this.now = o.now ?? Date.now;
     this.base = this.rss();
   }
 
-  /** Returns the bytes given back (0 when it did not run). */
+  /** Returns the bytes given back by the step it ran (0 when it ran none). */
   check(): number {
     if (this.o.busy()) {
       this.idleSince = null;
+      this.collected = false;
       return 0;
     }
     const t = this.now();
     this.idleSince ??= t;
-    if (t - this.idleSince < this.idleMs) return 0;
+    const idle = t - this.idleSince;
+    if (idle < this.collectAfterMs) return 0;
     const before = this.rss();
     // A lower reading (the allocator returned pages by itself) becomes the new base.
     if (before < this.base) this.base = before;
+    const shrinkNow = idle >= this.shrinkAfterMs;
+    if (this.collected && !shrinkNow) return 0;
     if (before - this.base < this.minGrowth) return 0;
-    this.release();
-    this.releases++;
-    const after = this.rss();
-    this.base = after;
-    return Math.max(0, before - after);
+    if (shrinkNow) {
+      this.shrink();
+      this.shrinks++;
+      this.base = this.rss();
+    } else {
+      this.collect();
+      this.collections++;
+      this.collected = true;
+    }
+    return Math.max(0, before - this.rss());
   }
 }

@@ -47,6 +47,8 @@ export interface SocketData {
   counted: boolean;
   /** A close waiting for the backlog to drain (sent then), with the timer that terminates instead. */
   pendingClose: { code: number; reason: string; timer: Timer } | null;
+  /** Messages of this socket waiting for their turn of the event loop (later ones wait behind them). */
+  queued: number;
   /** Called once when the server decides to close the socket (the stream server stops counting it as open). */
   onClosing: (() => void) | null;
 }

@@ -76,6 +76,23 @@ const bearerProtocol = (req: Request) =>
 /** A request_id found in a frame's text without parsing it (a refused frame still names its request). */
 const requestIdIn = (text: string) => /"request_id"\s*:\s*"([^"\\]{0,200})"/.exec(text)?.[1];
 
+/** Client messages that start work (a session, a task): each is handled in a turn of its own. */
+const STARTS_WORK: ReadonlySet<string> = new Set(["task.submit", "session.turn", "session.start"]);
+
+/**
+ * Waits for a turn of the event loop (src/lib/turns.ts), counted on the socket: while one of its
+ * messages waits, the ones after it wait too, so a socket's messages are handled — and answered —
+ * in the order they came.
+ */
+async function turnFor(ws: Socket): Promise<void> {
+  ws.data.queued++;
+  try {
+    await nextTurn();
+  } finally {
+    ws.data.queued--;
+  }
+}
+
 function tryParse(text: string): unknown {
   try {
     return JSON.parse(text);
@@ -165,9 +182,6 @@ export function createStreamServer(d: StreamDeps): StreamServer {
 
   async function dispatch(ws: Socket, msg: ClientMessage) {
     const user = ws.data.principal!.user;
-    // Starting work (a session, a task) runs in a turn of its own: a burst of them read together
-    // does not hold back the frames of sessions already streaming (src/lib/turns.ts).
-    if (msg.type === "task.submit" || msg.type === "session.turn" || msg.type === "session.start") await nextTurn();
     switch (msg.type) {
       case "task.submit":
       case "session.turn": {
@@ -229,6 +243,13 @@ export function createStreamServer(d: StreamDeps): StreamServer {
     },
     async message(ws, raw) {
       if (ws.data.closed || !ws.data.principal) return;
+      // Behind a message of this socket that waits for its turn: handled (and answered) after it,
+      // in a turn of its own.
+      const waited = ws.data.queued > 0;
+      if (waited) {
+        await turnFor(ws);
+        if (ws.data.closed) return;
+      }
       const size = typeof raw === "string" ? Buffer.byteLength(raw) : raw.byteLength;
       let requestId: string | undefined;
       try {
@@ -246,7 +267,14 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         }
         const value = parseFrame(text);
         requestId = requestIdOf(value);
-        await dispatch(ws, validateClientMessage(value));
+        const msg = validateClientMessage(value);
+        // Starting work (a session, a task) runs in a turn of its own: a burst of them read
+        // together does not hold back the frames of sessions already streaming (src/lib/turns.ts).
+        if (!waited && STARTS_WORK.has(msg.type)) {
+          await turnFor(ws);
+          if (ws.data.closed) return;
+        }
+        await dispatch(ws, msg);
       } catch (e) {
         if (e instanceof AppError) sendError(ws, e, requestId);
         else {
@@ -305,6 +333,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         drainWaiters: null,
         stalledBytes: -1,
         lastBuffered: 0,
+        queued: 0,
         closed: false,
         counted: false,
         pendingClose: null,

@@ -43,6 +43,9 @@ describe("rate limit on client frames", () => {
       expect(passed.length).toBeGreaterThanOrEqual(9);
       expect(passed.length).toBeLessThanOrEqual(11);
       expect(passed.every((f) => f.code === "NOT_FOUND")).toBe(true);
+      // A socket's messages are answered in the order they came (work waits for its turn of the
+      // event loop, and the messages behind it wait too: src/ws/stream.ts turnFor).
+      expect(answers.map((f) => f.request_id)).toEqual(Array.from({ length: N }, (_, i) => `r${i}`));
       expect(limited.length).toBe(N - passed.length);
       for (const f of limited) {
         expect(f.request_id).toMatch(/^r\d+$/);

@@ -56,6 +56,8 @@ export class Subscription {
   private buffering = true;
   private native = false;
   private pending: { seq: number; type: string; json: string }[] = [];
+  /** The highest seq this subscriber has been sent (by its replay, or live): nothing at or below it is sent again. */
+  sentUpTo = 0;
   closed = false;
 
   constructor(
@@ -82,6 +84,11 @@ export class Subscription {
       }
       return;
     }
+    if (seq > 0) {
+      // Already sent (PostgreSQL: a frame its replay read can still come from the session's tail).
+      if (seq <= this.sentUpTo) return;
+      this.sentUpTo = seq;
+    }
     if (this.sink(json, seq, type) === false) this.close();
   }
 
@@ -90,16 +97,24 @@ export class Subscription {
     const queued = this.pending;
     this.pending = [];
     this.buffering = false;
+    this.sentUpTo = Math.max(this.sentUpTo, lastSentSeq);
     for (const p of queued) {
       if (this.closed) return;
-      if ((p.seq < 0 || p.seq > lastSentSeq) && this.sink(p.json, p.seq, p.type) === false) this.close();
+      if (p.seq > 0 && p.seq <= this.sentUpTo) continue;
+      if (p.seq > 0) this.sentUpTo = p.seq;
+      if (this.sink(p.json, p.seq, p.type) === false) this.close();
     }
     if (!this.closed) this.hub.wentLive(this);
   }
 
-  /** Whether live frames may reach this subscriber through the session's native topics. */
+  /** Whether live frames may reach this subscriber through the session's native topics (once the session's are past what it was sent). */
   get canJoin(): boolean {
     return this.delivery !== null && !this.buffering && !this.closed;
+  }
+
+  /** Joined the session's native topics. */
+  get onTopics(): boolean {
+    return this.native;
   }
 
   /** From now on live frames reach it through the session's native topics (the hub decided). */
@@ -132,6 +147,16 @@ export class Hub {
    * would overtake them.
    */
   private topicSessions = new Set<string>();
+  /**
+   * The highest seq handed to each watched session's subscribers. A socket joins the topics only
+   * once the session's frames are past what its replay sent it: on PostgreSQL a frame the replay
+   * read can still come from the session's tail afterwards (another replica's frame, read on its
+   * NOTIFY while the replay read it too), and a topic cannot skip it for one socket. Until then it
+   * is sent to directly, and skips what it has.
+   */
+  private delivered = new Map<string, number>();
+  /** Live sockets of sessions on topics that wait for the session's frames to pass their replay. */
+  private joining = new Map<string, Set<Subscription>>();
   /** Bun's server.publish, once the server runs (set by the app: `useNativePublish`). */
   nativePublish: ((topic: string, json: string) => void) | null = null;
 
@@ -163,19 +188,48 @@ export class Hub {
     if (!set) return;
     if (this.topicSessions.has(sessionId)) this.nativePublish?.(seq < 0 ? adminTopic(sessionId) : sessionTopic(sessionId), json);
     for (const s of set) s.deliver(seq, type, json);
+    if (seq > 0) {
+      this.delivered.set(sessionId, seq);
+      const waiting = this.joining.get(sessionId);
+      if (waiting) this.joinCaughtUp(sessionId, waiting, seq);
+    }
+  }
+
+  /** Sockets waiting to join whose replay the session's frames have now passed join the topics. */
+  private joinCaughtUp(sessionId: string, waiting: Set<Subscription>, upTo: number) {
+    for (const s of waiting) {
+      if (s.closed) waiting.delete(s);
+      else if (s.sentUpTo <= upTo) {
+        waiting.delete(s);
+        s.joinTopics();
+      }
+    }
+    if (waiting.size === 0) this.joining.delete(sessionId);
   }
 
   /** A subscription went live: it joins the session's topics once two or more live sockets watch it. */
   wentLive(sub: Subscription) {
     if (!this.nativePublish) return;
-    if (this.topicSessions.has(sub.sessionId)) return sub.joinTopics();
-    const set = this.subs.get(sub.sessionId);
-    if (!set) return;
-    let live = 0;
-    for (const s of set) if (s.canJoin) live++;
-    if (live < 2) return;
-    this.topicSessions.add(sub.sessionId);
-    for (const s of set) if (s.canJoin) s.joinTopics();
+    const id = sub.sessionId;
+    if (!this.topicSessions.has(id)) {
+      const set = this.subs.get(id);
+      if (!set) return;
+      let live = 0;
+      for (const s of set) if (s.canJoin) live++;
+      if (live < 2) return;
+      this.topicSessions.add(id);
+      for (const s of set) if (s !== sub && s.canJoin) this.join(s);
+    }
+    this.join(sub);
+  }
+
+  /** Joins the session's topics now, or once its frames are past what the subscriber was sent. */
+  private join(sub: Subscription) {
+    if (sub.onTopics) return;
+    if (sub.sentUpTo <= (this.delivered.get(sub.sessionId) ?? 0)) return sub.joinTopics();
+    let waiting = this.joining.get(sub.sessionId);
+    if (!waiting) this.joining.set(sub.sessionId, (waiting = new Set()));
+    waiting.add(sub);
   }
 
   /** Whether the session's live frames go out through native topics (tests, /metrics). */
@@ -268,6 +322,8 @@ export class Hub {
     if (set.size > 0) return;
     this.subs.delete(sub.sessionId);
     this.topicSessions.delete(sub.sessionId);
+    this.delivered.delete(sub.sessionId);
+    this.joining.delete(sub.sessionId);
     this.log.unwatch(sub.sessionId);
   }
 

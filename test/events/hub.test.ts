@@ -166,4 +166,39 @@ describe("hub", () => {
     expect(three.direct).toEqual(["5"]);
     expect(published).toHaveLength(3);
   });
+
+  test("a frame its replay already sent is not sent again live (PostgreSQL: the tail can hand it out after the replay read it); a socket joins the topics only once the session's frames are past its replay", async () => {
+    for (let i = 0; i < 5; i++) hub.publish("sess_a", { type: "task:token", task_id: "t", text: String(i) });
+    const published: number[] = [];
+    hub.useNativePublish((_topic, json) => void published.push(JSON.parse(json).seq));
+    const deliver = (seq: number) => (hub as unknown as { deliver(s: string, seq: number, type: string, json: string): void }).deliver("sess_a", seq, "task:token", JSON.stringify({ type: "task:token", seq }));
+    const joined: string[] = [];
+    const socket = (name: string) => {
+      const got: number[] = [];
+      return { got, opts: { sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (j: string) => void got.push(JSON.parse(j).seq), native: { join: () => void joined.push(name), leave() {} } } };
+    };
+    const a = socket("a");
+    const r = await hub.attach({ ...a.opts, replayAfter: 0 });
+    expect(r.lastSeq).toBe(5);
+    r.subscription.goLive(r.lastSeq);
+    deliver(4); // read by the replay, handed out by the tail afterwards
+    deliver(5);
+    deliver(6);
+    expect(a.got).toEqual([6]);
+
+    // A second socket whose replay reached seq 8 while the session's frames reached 6 only.
+    const b = socket("b");
+    const rb = await hub.attach({ ...b.opts, replayAfter: 0 });
+    rb.subscription.goLive(8);
+    expect(hub.onTopics("sess_a")).toBe(true);
+    expect(joined).toEqual(["a"]); // b waits: the topic would send it 7 and 8 again
+    deliver(7);
+    expect(b.got).toEqual([]);
+    deliver(8);
+    expect(joined).toEqual(["a", "b"]);
+    deliver(9);
+    expect(published).toEqual([7, 8, 9]);
+    expect(b.got).toEqual([]);
+    expect(a.got).toEqual([6]);
+  });
 });

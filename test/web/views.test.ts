@@ -57,6 +57,9 @@ async function expectFieldError(page: Page, id: string, text: string) {
   const input = page.locator(`[id='${id}']`);
   expect(await input.getAttribute("aria-invalid")).toBe("true");
   expect(await input.getAttribute("aria-describedby")).toContain(`${id}-err`);
+  // The focus moves in an effect after the render that shows the message: waited for, not raced
+  // (it failed once under CI load with the message shown and the focus not moved yet).
+  await page.waitForFunction((want) => document.activeElement?.id === want, id, { timeout: 5000 }).catch(() => undefined);
   expect(await page.evaluate(() => document.activeElement?.id)).toBe(id);
   return err;
 }

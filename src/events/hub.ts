@@ -107,7 +107,7 @@ export class Subscription {
     if (!this.closed) this.hub.wentLive(this);
   }
 
-  /** Whether live frames may reach this subscriber through the session's native topics (once the session's are past what it was sent). */
+  /** Whether it may take its live frames from the session's native topics (a live socket). */
   get canJoin(): boolean {
     return this.delivery !== null && !this.buffering && !this.closed;
   }
@@ -232,7 +232,7 @@ export class Hub {
     waiting.add(sub);
   }
 
-  /** Whether the session's live frames go out through native topics (tests, /metrics). */
+  /** Whether the session's live frames go out through native topics (tests). */
   onTopics(sessionId: string): boolean {
     return this.topicSessions.has(sessionId);
   }

@@ -7,24 +7,13 @@ import { Audit } from "../admin/audit.ts";
 import { AdminPassword } from "../admin/password.ts";
 import { Users } from "../auth/users.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
-import { NewerDatabaseError } from "../db/migrate.ts";
-import { AppError } from "../lib/errors.ts";
 import { randomToken } from "../lib/crypto.ts";
 import { Settings } from "../db/settings.ts";
 import { type Command, failUsage, readStdin, UsageError } from "./command.ts";
-import { openDataDir, OpenDataDirError } from "./open-db.ts";
+import { withDataDir } from "./open-db.ts";
 import { promptHidden } from "./prompt.ts";
 
 const SUBCOMMANDS = "set-password, create-user";
-
-/** Validation failures of what the operator typed: the message, exit 1. */
-function report(cmd: string, e: unknown): number {
-  if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof OpenDataDirError) {
-    process.stderr.write(`runcell ${cmd}: ${e.message}\n`);
-    return 1;
-  }
-  return failUsage(cmd, e);
-}
 
 async function setPassword(argv: string[]): Promise<number> {
   const cmd = "admin set-password";
@@ -52,18 +41,10 @@ async function setPassword(argv: string[]): Promise<number> {
   } catch (e) {
     return failUsage(cmd, e);
   }
-  try {
-    const handle = await openDataDir(config, { command: cmd });
-    try {
-      await new AdminPassword(new Settings(handle.db), Date.now, undefined, new Audit(handle.db, Date.now)).set(password, { actor: "admin", via: "cli" });
-    } finally {
-      await handle.close();
-    }
-  } catch (e) {
-    return report(cmd, e);
-  }
-  console.log(`admin password set (argon2id hash stored in ${config.dataDir}); use it as "Authorization: Bearer <password>" on /admin/*`);
-  return 0;
+  return withDataDir(config, cmd, async (db) => {
+    await new AdminPassword(new Settings(db), Date.now, undefined, new Audit(db, Date.now)).set(password, { actor: "admin", via: "cli" });
+    console.log(`admin password set (argon2id hash stored in ${config.dataDir}); use it as "Authorization: Bearer <password>" on /admin/*`);
+  });
 }
 
 async function createUser(argv: string[]): Promise<number> {
@@ -92,22 +73,14 @@ async function createUser(argv: string[]): Promise<number> {
   // Without --password-stdin: 18 random bytes, 24 base64url characters (144 bits), printed once.
   const generated = !passwordFromStdin;
   const password = generated ? randomToken(18) : await readStdin();
-  try {
-    const handle = await openDataDir(config, { command: cmd });
-    try {
-      const user = await new Users(handle.db, Date.now, new Audit(handle.db, Date.now)).create({ email, name, password, role, emailVerified: true }, { actor: "admin", via: "cli" });
-      console.log(`created user ${user.id} ${user.email} (role ${user.role})`);
-      if (generated) {
-        console.log(`password: ${password}`);
-        console.log("This password is shown only once: store it now.");
-      }
-    } finally {
-      await handle.close();
+  return withDataDir(config, cmd, async (db) => {
+    const user = await new Users(db, Date.now, new Audit(db, Date.now)).create({ email, name, password, role, emailVerified: true }, { actor: "admin", via: "cli" });
+    console.log(`created user ${user.id} ${user.email} (role ${user.role})`);
+    if (generated) {
+      console.log(`password: ${password}`);
+      console.log("This password is shown only once: store it now.");
     }
-  } catch (e) {
-    return report(cmd, e);
-  }
-  return 0;
+  });
 }
 
 export const adminCommand: Command = {

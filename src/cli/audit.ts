@@ -5,10 +5,8 @@
  */
 import { Audit, type AuditRecord } from "../admin/audit.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
-import { NewerDatabaseError } from "../db/migrate.ts";
-import { AppError } from "../lib/errors.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
-import { openDataDir, OpenDataDirError } from "./open-db.ts";
+import { withDataDir } from "./open-db.ts";
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 100_000;
@@ -58,32 +56,20 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
     } catch (e) {
       return failUsage(cmd, e);
     }
-    try {
-      const handle = await openDataDir(config, { command: cmd });
-      try {
-        const audit = new Audit(handle.db, Date.now);
-        let printed = 0;
-        let cursor: string | undefined;
-        const out: string[] = [];
-        while (printed < limit) {
-          const page = await audit.list({ user_id: userId, action, limit: Math.min(PAGE, limit - printed), cursor });
-          for (const r of page.data) out.push(json ? JSON.stringify(r) : auditLine(r));
-          printed += page.data.length;
-          if (!page.next_cursor) break;
-          cursor = page.next_cursor;
-        }
-        if (out.length) process.stdout.write(out.join("\n") + "\n");
-        else process.stderr.write("no audit log rows match\n");
-      } finally {
-        await handle.close();
+    return withDataDir(config, cmd, async (db) => {
+      const audit = new Audit(db, Date.now);
+      let printed = 0;
+      let cursor: string | undefined;
+      const out: string[] = [];
+      while (printed < limit) {
+        const page = await audit.list({ user_id: userId, action, limit: Math.min(PAGE, limit - printed), cursor });
+        for (const r of page.data) out.push(json ? JSON.stringify(r) : auditLine(r));
+        printed += page.data.length;
+        if (!page.next_cursor) break;
+        cursor = page.next_cursor;
       }
-    } catch (e) {
-      if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof OpenDataDirError) {
-        process.stderr.write(`runcell ${cmd}: ${e.message}\n`);
-        return 1;
-      }
-      throw e;
-    }
-    return 0;
+      if (out.length) process.stdout.write(out.join("\n") + "\n");
+      else process.stderr.write("no audit log rows match\n");
+    });
   },
 };

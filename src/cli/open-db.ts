@@ -16,6 +16,7 @@ import { prepareDataDir } from "../db/data-dir.ts";
 import { openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
 import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from "../db/lock.ts";
 import { BINARY_SCHEMA, migrate, NewerDatabaseError, schemaInfo, schemaInfoOfFile } from "../db/migrate.ts";
+import { AppError } from "../lib/errors.ts";
 import { VERSION } from "../version.ts";
 import { upgradeGuard } from "./backup.ts";
 
@@ -30,6 +31,34 @@ export class OpenDataDirError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "OpenDataDirError";
+  }
+}
+
+/**
+ * Runs `work` on the data dir's database for `command` (its name, for messages) and closes it.
+ * What the operator can act on (a refused value, a database written by a newer runcell, a data
+ * dir another process holds) is printed as `runcell <command>: <message>` and answers exit 1;
+ * anything else is thrown. Answers `work`'s exit code (0 when it returns none).
+ */
+export async function withDataDir(
+  config: Config,
+  command: string,
+  work: (db: CliDatabase["db"]) => Promise<number | void>,
+  opts: { report?: (line: string) => void } = {},
+): Promise<number> {
+  try {
+    const handle = await openDataDir(config, { command, ...opts });
+    try {
+      return (await work(handle.db)) ?? 0;
+    } finally {
+      await handle.close();
+    }
+  } catch (e) {
+    if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof OpenDataDirError) {
+      process.stderr.write(`runcell ${command}: ${e.message}\n`);
+      return 1;
+    }
+    throw e;
   }
 }
 

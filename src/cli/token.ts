@@ -7,10 +7,8 @@ import { Audit } from "../admin/audit.ts";
 import { ApiTokens } from "../auth/tokens.ts";
 import { Users } from "../auth/users.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
-import { NewerDatabaseError } from "../db/migrate.ts";
-import { AppError } from "../lib/errors.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
-import { openDataDir, OpenDataDirError } from "./open-db.ts";
+import { withDataDir } from "./open-db.ts";
 
 async function create(argv: string[]): Promise<number> {
   const cmd = "token create";
@@ -30,32 +28,20 @@ async function create(argv: string[]): Promise<number> {
   } catch (e) {
     return failUsage(cmd, e);
   }
-  try {
-    const handle = await openDataDir(config, { command: cmd });
-    try {
-      const user = await new Users(handle.db, Date.now).byEmail(email);
-      if (!user) {
-        process.stderr.write(`runcell ${cmd}: no account uses ${email.trim().toLowerCase()}\n`);
-        return 1;
-      }
-      if (user.disabled) {
-        process.stderr.write(`runcell ${cmd}: ${user.email} is disabled; enable it first (PATCH /admin/users/${user.id})\n`);
-        return 1;
-      }
-      const created = await new ApiTokens(handle.db, Date.now, undefined, new Audit(handle.db, Date.now)).create(user.id, name, { actor: "admin", via: "cli" });
-      process.stdout.write(created.token + "\n");
-      process.stderr.write(`created API token ${created.id} "${created.name}" for ${user.email}; it is shown only this once\n`);
-    } finally {
-      await handle.close();
-    }
-  } catch (e) {
-    if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof OpenDataDirError) {
-      process.stderr.write(`runcell ${cmd}: ${e.message}\n`);
+  return withDataDir(config, cmd, async (db) => {
+    const user = await new Users(db, Date.now).byEmail(email);
+    if (!user) {
+      process.stderr.write(`runcell ${cmd}: no account uses ${email.trim().toLowerCase()}\n`);
       return 1;
     }
-    throw e;
-  }
-  return 0;
+    if (user.disabled) {
+      process.stderr.write(`runcell ${cmd}: ${user.email} is disabled; enable it first (PATCH /admin/users/${user.id})\n`);
+      return 1;
+    }
+    const created = await new ApiTokens(db, Date.now, undefined, new Audit(db, Date.now)).create(user.id, name, { actor: "admin", via: "cli" });
+    process.stdout.write(created.token + "\n");
+    process.stderr.write(`created API token ${created.id} "${created.name}" for ${user.email}; it is shown only this once\n`);
+  });
 }
 
 export const tokenCommand: Command = {

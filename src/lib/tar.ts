@@ -117,18 +117,25 @@ class Bytes {
   private ended = false;
   constructor(private it: AsyncIterator<Buffer>) {}
 
+  /** The stream's next chunk; null (and `ended`) at its end. */
+  private async next(): Promise<Buffer | null> {
+    let r: IteratorResult<Buffer>;
+    try {
+      r = await this.it.next();
+    } catch (e) {
+      throw gzipError(e);
+    }
+    if (!r.done) return r.value;
+    this.ended = true;
+    return null;
+  }
+
   private async fill(n: number) {
     while (this.have < n && !this.ended) {
-      let r: IteratorResult<Buffer>;
-      try {
-        r = await this.it.next();
-      } catch (e) {
-        throw gzipError(e);
-      }
-      if (r.done) this.ended = true;
-      else {
-        this.chunks.push(r.value);
-        this.have += r.value.length;
+      const chunk = await this.next();
+      if (chunk) {
+        this.chunks.push(chunk);
+        this.have += chunk.length;
       }
     }
   }
@@ -150,15 +157,7 @@ class Bytes {
   async drain() {
     this.chunks = [];
     this.have = 0;
-    while (!this.ended) {
-      let r: IteratorResult<Buffer>;
-      try {
-        r = await this.it.next();
-      } catch (e) {
-        throw gzipError(e);
-      }
-      if (r.done) this.ended = true;
-    }
+    while (!this.ended) await this.next();
   }
 
   /** n bytes as chunks of at most CHUNK. */

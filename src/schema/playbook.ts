@@ -66,38 +66,21 @@ export const PlaybookRecord = T.Object(
 );
 export type PlaybookRecord = Static<typeof PlaybookRecord>;
 
-export const PlaybookCreateBody = Body(
-  {
-    name: Name,
-    profile_id: T.String({ description: "One of your profiles" }),
-    prompt: Prompt,
-    max_continuations: T.Optional(MaxContinuations),
-    max_turns: T.Optional(Nullable(MaxTurns)),
-    max_budget_usd: T.Optional(Nullable(MaxBudget)),
-    schedule: T.Optional(Nullable(Schedule)),
-    timezone: T.Optional(Timezone),
-    enabled: T.Optional(T.Boolean()),
-    answer_timeout: T.Optional(Nullable(AnswerTimeout)),
-  },
-  { title: "PlaybookCreate" },
-);
+/** The optional fields a create may set and a patch may change (Body clones them: each body has its own copy). */
+const Settable = {
+  max_continuations: T.Optional(MaxContinuations),
+  max_turns: T.Optional(Nullable(MaxTurns)),
+  max_budget_usd: T.Optional(Nullable(MaxBudget)),
+  schedule: T.Optional(Nullable(Schedule)),
+  timezone: T.Optional(Timezone),
+  enabled: T.Optional(T.Boolean()),
+  answer_timeout: T.Optional(Nullable(AnswerTimeout)),
+};
+
+export const PlaybookCreateBody = Body({ name: Name, profile_id: T.String({ description: "One of your profiles" }), prompt: Prompt, ...Settable }, { title: "PlaybookCreate" });
 export type PlaybookCreate = Static<typeof PlaybookCreateBody>;
 
-export const PlaybookPatchBody = Body(
-  {
-    name: T.Optional(Name),
-    profile_id: T.Optional(T.String()),
-    prompt: T.Optional(Prompt),
-    max_continuations: T.Optional(MaxContinuations),
-    max_turns: T.Optional(Nullable(MaxTurns)),
-    max_budget_usd: T.Optional(Nullable(MaxBudget)),
-    schedule: T.Optional(Nullable(Schedule)),
-    timezone: T.Optional(Timezone),
-    enabled: T.Optional(T.Boolean()),
-    answer_timeout: T.Optional(Nullable(AnswerTimeout)),
-  },
-  { title: "PlaybookPatch" },
-);
+export const PlaybookPatchBody = Body({ name: T.Optional(Name), profile_id: T.Optional(T.String()), prompt: T.Optional(Prompt), ...Settable }, { title: "PlaybookPatch" });
 export type PlaybookPatch = Static<typeof PlaybookPatchBody>;
 
 export const RunBody = Body(

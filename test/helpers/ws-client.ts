@@ -4,6 +4,7 @@
  * it receives is checked against the protocol's ServerFrame union (src/schema/stream.ts): a frame
  * the union does not describe fails the waiting test.
  */
+import { connect as tcpConnect, type Socket as TcpSocket } from "node:net";
 import WebSocket from "ws";
 import { ServerFrame } from "../../src/schema/stream.ts";
 import { check } from "../../src/schema/validate.ts";
@@ -99,4 +100,39 @@ export class WsClient {
   close() {
     this.ws.close();
   }
+}
+
+/**
+ * A raw client that stops reading: it completes the handshake over a plain TCP socket, sends
+ * `session.resume` (one masked text frame), then pauses the socket, so the server's writes pile up
+ * in its send buffer (what a stalled reader on a slow network looks like). Resume the socket to
+ * read what the server sent before it gave up.
+ */
+export async function stalledReader(streamUrl: string, token: string, sessionId: string, after: number): Promise<TcpSocket> {
+  const u = new URL(streamUrl);
+  const sock = tcpConnect(Number(u.port), u.hostname);
+  await new Promise<void>((r) => sock.once("connect", () => r()));
+  const key = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64");
+  sock.write(`GET ${u.pathname} HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+  let handshake = "";
+  await new Promise<void>((r) => {
+    const onData = (d: Buffer) => {
+      handshake += d.toString("latin1");
+      if (handshake.includes("\r\n\r\n")) {
+        sock.off("data", onData);
+        r();
+      }
+    };
+    sock.on("data", onData);
+  });
+  if (!handshake.startsWith("HTTP/1.1 101")) throw new Error(`upgrade refused: ${handshake.split("\r\n")[0]}`);
+  const payload = Buffer.from(JSON.stringify({ type: "session.resume", session_id: sessionId, after }));
+  if (payload.length > 0xffff) throw new Error("payload too large for this client");
+  // FIN + text opcode, the mask bit, and the length: 7 bits, or 126 and 16 bits.
+  const header = payload.length < 126 ? Buffer.from([0x81, 0x80 | payload.length]) : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
+  const mask = Buffer.from([1, 2, 3, 4]);
+  sock.write(Buffer.concat([header, mask, Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!))]));
+  await Bun.sleep(100);
+  sock.pause();
+  return sock;
 }

@@ -6,12 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { connect as tcpConnect, type Socket as TcpSocket } from "node:net";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { sqlRun } from "../helpers/db.ts";
 import { waitFor } from "../helpers/net.ts";
 import { createUser, type TestUser } from "../helpers/users.ts";
-import { WsClient } from "../helpers/ws-client.ts";
+import { stalledReader, WsClient } from "../helpers/ws-client.ts";
 
 let t: TestApp;
 let alice: TestUser;
@@ -102,32 +101,8 @@ function serverSideStates(serverPort: number, clientPort: number): string[] {
 }
 const ESTABLISHED = "01";
 
-/** A raw client: completes the handshake, resumes the session, then stops reading. */
-async function stalledReader(sessionId: string): Promise<TcpSocket> {
-  const u = new URL(stream);
-  const sock = tcpConnect(Number(u.port), u.hostname);
-  await new Promise<void>((r) => sock.once("connect", () => r()));
-  const key = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64");
-  sock.write(`GET /v1/stream HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${alice.token}\r\n\r\n`);
-  let handshake = "";
-  await new Promise<void>((r) => {
-    const onData = (d: Buffer) => {
-      handshake += d.toString("latin1");
-      if (handshake.includes("\r\n\r\n")) {
-        sock.off("data", onData);
-        r();
-      }
-    };
-    sock.on("data", onData);
-  });
-  expect(handshake).toStartWith("HTTP/1.1 101");
-  const payload = Buffer.from(JSON.stringify({ type: "session.resume", session_id: sessionId, after: 0 }));
-  const mask = Buffer.from([1, 2, 3, 4]);
-  sock.write(Buffer.concat([Buffer.from([0x81, 0x80 | payload.length]), mask, Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!))]));
-  await Bun.sleep(100);
-  sock.pause();
-  return sock;
-}
+/** A raw client of alice's that resumes the session, then stops reading. */
+const stalled = (sessionId: string) => stalledReader(stream, alice.token, sessionId, 0);
 
 describe("a reader that stops reading", () => {
   test("is closed with 1013 and its connection released within a few seconds", async () => {
@@ -135,7 +110,7 @@ describe("a reader that stops reading", () => {
     const sid = "sess_stalledreader000000000000";
     await sqlRun(t, "INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES (?, ?, 'prof_x', 0, 0)", [sid, alice.id]);
     const base = t.app.stream.size;
-    const sock = await stalledReader(sid);
+    const sock = await stalled(sid);
     const clientPort = sock.localPort!;
     const serverPort = Number(new URL(stream).port);
     await waitFor(() => t.app.stream.size === base + 1, { timeoutMs: 5_000, what: "socket open" });

@@ -4,12 +4,11 @@
  * over many scripted runs, and a reader that never reads closed (1013) while another keeps up.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connect as tcpConnect } from "node:net";
 import { startMockAnthropic, type MockProviderServer, type MockTurn } from "../helpers/mock-anthropic.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { createUser, type TestUser } from "../helpers/users.ts";
 import { createProfile, sessionFrames, waitTask } from "../helpers/agent.ts";
-import { WsClient } from "../helpers/ws-client.ts";
+import { stalledReader, WsClient } from "../helpers/ws-client.ts";
 import { waitFor } from "../helpers/net.ts";
 
 let t: TestApp;
@@ -176,29 +175,7 @@ describe("backpressure", () => {
     const ready = await fast.waitFor((f) => f.type === "session.ready");
 
     // A raw client that completes the handshake, subscribes, and then never reads again.
-    const u = new URL(stream);
-    const sock = tcpConnect(Number(u.port), u.hostname);
-    await new Promise<void>((r) => sock.once("connect", () => r()));
-    const key = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64");
-    sock.write(`GET /v1/stream HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${user.token}\r\n\r\n`);
-    let handshake = "";
-    await new Promise<void>((r) => {
-      const onData = (d: Buffer) => {
-        handshake += d.toString("latin1");
-        if (handshake.includes("\r\n\r\n")) {
-          sock.off("data", onData);
-          r();
-        }
-      };
-      sock.on("data", onData);
-    });
-    expect(handshake).toStartWith("HTTP/1.1 101");
-    const payload = Buffer.from(JSON.stringify({ type: "session.resume", session_id: ready.session_id, after: 1 }));
-    const mask = Buffer.from([1, 2, 3, 4]);
-    const header = Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
-    sock.write(Buffer.concat([header, mask, Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!))]));
-    await Bun.sleep(100);
-    sock.pause();
+    const sock = await stalledReader(stream, user.token, ready.session_id, 1);
 
     const started = performance.now();
     fast.send({ type: "session.turn", session_id: ready.session_id, prompt: "flood" });

@@ -72,13 +72,14 @@ export class TaskLeases {
   /**
    * Extends this replica's lease. False when it no longer holds it: another replica took the task
    * over (this one stalled past the lease), or the task ended or was deleted elsewhere. A task that
-   * has just gone to `waiting_input` still counts (its loop is returning).
+   * has just gone to `waiting_input` still counts (its loop is returning), and so does a new
+   * session's first task, still `queued` while its submitter creates the workspace (`opening`).
    */
   async renew(taskId: string): Promise<boolean> {
     const [row] = await this.db
       .update(tasks)
       .set({ lease_expires_at: this.now() + this.leaseMs })
-      .where(and(eq(tasks.id, taskId), eq(tasks.lease_owner, this.owner), inArray(tasks.status, ["running", "waiting_input"])))
+      .where(and(eq(tasks.id, taskId), eq(tasks.lease_owner, this.owner), inArray(tasks.status, ["queued", "running", "waiting_input"])))
       .returning({ id: tasks.id });
     return !!row;
   }
@@ -121,6 +122,16 @@ export class TaskLeases {
     await this.db.update(tasks).set({ lease_owner: null, lease_expires_at: null }).where(and(eq(tasks.id, taskId), eq(tasks.lease_owner, this.owner)));
   }
 
+  /**
+   * The lease a new session's first task is stored with (PostgreSQL): it stays `queued` while this
+   * replica creates the session's workspace, and another replica's takeover must not start it
+   * meanwhile (it would create the same container). Renewed with `hold` until this replica pumps
+   * it; its claim then takes it as its own. Undefined on one server.
+   */
+  opening(): LeaseTerms["set"] | undefined {
+    return this.shared ? this.terms().set : undefined;
+  }
+
   /** Whether the task (as read) is running under another replica's live lease. */
   heldElsewhere(task: TaskRow, now = this.now()): boolean {
     return this.shared && task.status === "running" && !!task.lease_owner && task.lease_owner !== this.owner && (task.lease_expires_at ?? 0) >= now;
@@ -128,9 +139,9 @@ export class TaskLeases {
 
   /**
    * Sessions with work no live replica holds (PostgreSQL): a `running` task whose lease is free
-   * (its replica died or stopped), or a `queued` task in a session where nothing runs under a live
-   * lease and no question waits for an answer (its submitter's queue lost a race, or its replica
-   * died between two tasks). Whoever pumps them first takes the lease; the others find it held.
+   * (its replica died or stopped), or a `queued` task in a session where nothing runs or opens
+   * under a live lease and no question waits for an answer (its submitter's queue lost a race, or
+   * its replica died between two tasks, or while it created the session's workspace). Whoever pumps them first takes the lease; the others find it held.
    * With `ours`, this replica's own leases count as free too: at start, nothing runs here yet, so
    * they are left from its previous life (a crash); later its own tasks run here and are skipped.
    */
@@ -139,11 +150,12 @@ export class TaskLeases {
     const ours = opts.ours ? eq(tasks.lease_owner, this.owner) : undefined;
     const live = and(isNotNull(tasks.lease_owner), gte(tasks.lease_expires_at, now), ours && not(ours));
     const expired = or(isNull(tasks.lease_owner), isNull(tasks.lease_expires_at), lt(tasks.lease_expires_at, now), ours);
-    // Sessions whose queue is busy: a task running under a live lease, or a question waiting.
+    // Sessions whose queue is busy: a task running under a live lease, a first task whose
+    // workspace its replica is creating (queued under a live lease: `opening`), or a question waiting.
     const busy = this.db
       .select({ sid: tasks.session_id })
       .from(tasks)
-      .where(or(eq(tasks.status, "waiting_input"), and(eq(tasks.status, "running"), live)));
+      .where(or(eq(tasks.status, "waiting_input"), and(inArray(tasks.status, ["running", "queued"]), live)));
     const rows = await this.db
       .selectDistinct({ sid: tasks.session_id })
       .from(tasks)

@@ -17,7 +17,7 @@ import { AppError, type ErrorCode, Errors } from "../lib/errors.ts";
 import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { TaskLeases } from "./leases.ts";
 import { AgentLoop, type LoopDeps, type Outcome, type StopReason, stopOutcome } from "./loop.ts";
-import type { SessionHooks, SessionLifecycle } from "./session-lifecycle.ts";
+import type { OpenedSession, SessionHooks, SessionLifecycle } from "./session-lifecycle.ts";
 import { type SessionRow, titleFrom } from "./sessions.ts";
 import { type NewTask, roundUsd, type RunOptions, type TaskRow } from "./tasks.ts";
 
@@ -129,14 +129,32 @@ export class Orchestrator {
     const { maxTurns, maxBudgetUsd } = await this.limits(userId, profile, input);
     const repositories = input.repositories?.length ? checkRepositories(input.repositories) : null;
     if (repositories) await this.d.repositoriesAllowed?.(userId, repositories);
-    const r = await this.d.lifecycle.open(
-      userId,
-      profile,
-      titleFrom(input.prompt),
-      hooks,
-      (tx, s) => this.firstTaskIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) }, hooks),
-      repositories,
-    );
+    // The first task is stored under this replica's lease and held while the workspace is created
+    // (leases.ts `opening`): another replica's takeover would otherwise start it meanwhile, and
+    // create the same container.
+    const lease = this.leases.opening();
+    let first: TaskRow | undefined;
+    let stopHold = () => {};
+    const opening: SubmitHooks = {
+      ...hooks,
+      onSession: (sessionId) => {
+        if (lease && first) stopHold = this.holdOpening(first);
+        hooks.onSession?.(sessionId);
+      },
+    };
+    let r: OpenedSession;
+    try {
+      r = await this.d.lifecycle.open(
+        userId,
+        profile,
+        titleFrom(input.prompt),
+        opening,
+        (tx, s) => this.firstTaskIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile), lease }, hooks, (t) => (first = t)),
+        repositories,
+      );
+    } finally {
+      stopHold();
+    }
     if (r.error) {
       await this.fail(r.task!, r.error.code, r.error.message);
       return { task: (await this.d.tasks.byId(r.task!.id))!, session: r.session, created: true };
@@ -147,10 +165,24 @@ export class Orchestrator {
   }
 
   /** A new session's first task, and what the submitter does in the same transaction (`inTransaction`). */
-  private *firstTaskIn(tx: DB, input: NewTask, hooks: SubmitHooks): Unit<TaskRow> {
+  private *firstTaskIn(tx: DB, input: NewTask, hooks: SubmitHooks, made: (task: TaskRow) => void): Unit<TaskRow> {
     const task = yield* this.d.tasks.createIn(tx, input);
     if (hooks.inTransaction) yield* hooks.inTransaction(tx, task);
+    made(task);
     return task;
+  }
+
+  /**
+   * Renews the lease of a new session's first task while its workspace is created. Lost (this
+   * replica stalled past it): another replica may start the task; this one's pump then finds it
+   * taken.
+   */
+  private holdOpening(task: TaskRow): () => void {
+    return this.leases.hold(
+      task.id,
+      () => this.d.log.warn("lease of a new session's first task lost while its workspace was created", { task_id: task.id, session_id: task.session_id }),
+      (err) => this.d.log.warn("task lease not renewed", { task_id: task.id, err }),
+    );
   }
 
   /**
@@ -193,8 +225,8 @@ export class Orchestrator {
   }
 
   /**
-   * Takes the task (its lease, leases.ts) and runs it to its outcome. False when it was running and
-   * could not be leased: another replica holds it, or ended it.
+   * Takes the task (its lease, leases.ts) and runs it to its outcome. False when it could not be
+   * leased: another replica holds it (running it, or opening its session), or ended it.
    */
   private async execute(task: TaskRow, ctl: AbortController): Promise<boolean> {
     // A running task is resumed only under this replica's lease, before anything else is done with it.
@@ -218,8 +250,9 @@ export class Orchestrator {
       if (task.status === "queued") {
         const now = this.d.now();
         const claimed = await this.d.tasks.claim(task.id, now, this.leases.terms(now));
-        // Ended meanwhile (cancelled, or failed by a disabled account): nothing to run.
-        if (!claimed) return true;
+        // Ended meanwhile (cancelled, or failed by a disabled account): nothing to run. Still
+        // queued: another replica holds it while it opens the session, and runs it itself.
+        if (!claimed) return (await this.d.tasks.byId(task.id))?.status !== "queued";
         task = this.took(claimed, null);
       }
       // Renewed while it runs; lost (taken over after a stall, or ended elsewhere): the loop stops, writing nothing more.

@@ -59,6 +59,8 @@ export interface NewTask {
   run?: RunOptions | null;
   /** Paid with the server's own provider key (the monthly spend cap counts it). */
   serverPaid?: boolean;
+  /** Stored leased (a new session's first task, while its workspace is created: TaskLeases.opening). */
+  lease?: { lease_owner: string; lease_expires_at: number };
 }
 
 export class Tasks {
@@ -106,8 +108,8 @@ export class Tasks {
       max_turns: input.maxTurns,
       max_budget_usd: input.maxBudgetUsd,
       pending_tool_use_id: null,
-      lease_owner: null,
-      lease_expires_at: null,
+      lease_owner: input.lease?.lease_owner ?? null,
+      lease_expires_at: input.lease?.lease_expires_at ?? null,
       created_at: this.now(),
       started_at: null,
       finished_at: null,

@@ -176,6 +176,37 @@ export function leaseCases(getDb: () => DB) {
     expect(await restarted.acquire(other.ids[0]!)).toBeUndefined();
   });
 
+  test("a new session's first task, stored under the opening lease: its replica's while the workspace is created, renewed while queued; taken over only once it runs out", async () => {
+    const [a, b] = [replica("rep_a"), replica("rep_b")];
+    const tasks = new Tasks(getDb(), now);
+    const opened = async () => {
+      const { sid } = await session();
+      const lease = a.opening();
+      expect(lease).toEqual({ lease_owner: "rep_a", lease_expires_at: clock + LEASE });
+      const task = await tasks.create({ userId: sid.replace("sess_", "usr_"), sessionId: sid, profileId: "prof_1", prompt: "p", maxTurns: 5, maxBudgetUsd: 1, lease });
+      expect(task).toMatchObject({ status: "queued", lease_owner: "rep_a" });
+      return { sid, id: task.id };
+    };
+    // Opened, then pumped by its replica: no other replica finds it or can claim it; its own claim takes it.
+    const pumped = await opened();
+    expect(await b.orphaned()).not.toContain(pumped.sid);
+    expect(await tasks.claim(pumped.id, clock, b.terms())).toBeUndefined();
+    expect(await tasks.claim(pumped.id, clock, a.terms())).toMatchObject({ status: "running", lease_owner: "rep_a" });
+    // A slow open: renewed while queued, it stays its replica's past the first lease.
+    const slow = await opened();
+    clock += LEASE - 1;
+    expect(await a.renew(slow.id)).toBe(true);
+    clock += LEASE - 1;
+    expect(await b.orphaned()).not.toContain(slow.sid);
+    expect(await tasks.claim(slow.id, clock, b.terms())).toBeUndefined();
+    // Its replica died while it opened: once the lease runs out, another replica finds it and takes it.
+    clock += 2;
+    expect(await b.orphaned()).toContain(slow.sid);
+    expect(await tasks.claim(slow.id, clock, b.terms())).toMatchObject({ status: "running", lease_owner: "rep_b" });
+    // One server: stored without a lease.
+    expect(replica("rep_a", false).opening()).toBeUndefined();
+  });
+
   test("one server (not shared): every take wins, nothing is held elsewhere, nothing renewed on a timer", async () => {
     const { ids } = await session("running");
     const [a, b] = [replica("rep_a", false), replica("rep_b", false)];

@@ -115,10 +115,10 @@ describe.skipIf(!PG_SERVER)("work split across two replicas, each piece exactly 
 
     // Every run's task ends (the demo answer is instant; the container start is what takes time).
     await waitFor(async () => (await r.sql`SELECT count(*)::int AS n FROM tasks WHERE playbook_id = ${pb} AND status NOT IN ('completed', 'failed', 'cancelled')`)[0].n === 0 || null, { timeoutMs: 60_000, what: "the runs to end" });
-    const tasks = await r.sql`SELECT id, status, scheduled_for FROM tasks WHERE playbook_id = ${pb}`;
+    const tasks = await r.sql`SELECT id, status, scheduled_for, error_code, error_message FROM tasks WHERE playbook_id = ${pb}`;
     const missed = await r.sql`SELECT status, scheduled_for, error_code FROM playbook_missed_runs WHERE playbook_id = ${pb}`;
     const slots = [...tasks, ...missed].map((row: { scheduled_for: string | number }) => Number(row.scheduled_for)).sort((x, y) => x - y);
-    const detail = JSON.stringify({ tasks: tasks.map((t: any) => [Number(t.scheduled_for) % 100_000, t.status]), missed: missed.map((m: any) => [Number(m.scheduled_for) % 100_000, m.status, m.error_code]) });
+    const detail = JSON.stringify({ tasks: tasks.map((t: any) => [Number(t.scheduled_for) % 100_000, t.status, ...(t.error_code ? [t.error_code, t.error_message] : [])]), missed: missed.map((m: any) => [Number(m.scheduled_for) % 100_000, m.status, m.error_code]) });
     // About one slot a second for 10 s.
     expect(slots.length, detail).toBeGreaterThanOrEqual(8);
     // Exactly once each: no scheduled_for twice among the tasks and the missed runs together.

@@ -141,7 +141,8 @@ export class TaskLeases {
    * Sessions with work no live replica holds (PostgreSQL): a `running` task whose lease is free
    * (its replica died or stopped), or a `queued` task in a session where nothing runs or opens
    * under a live lease and no question waits for an answer (its submitter's queue lost a race, or
-   * its replica died between two tasks, or while it created the session's workspace). Whoever pumps them first takes the lease; the others find it held.
+   * its replica died between two tasks, or while it created the session's workspace). Whoever
+   * pumps them first takes the lease; the others find it held.
    * With `ours`, this replica's own leases count as free too: at start, nothing runs here yet, so
    * they are left from its previous life (a crash); later its own tasks run here and are skipped.
    */

@@ -133,13 +133,12 @@ export class Orchestrator {
     // (leases.ts `opening`): another replica's takeover would otherwise start it meanwhile, and
     // create the same container.
     const lease = this.leases.opening();
-    let first: TaskRow | undefined;
     let stopHold = () => {};
     const opening: SubmitHooks = {
       ...hooks,
-      onSession: (sessionId) => {
-        if (lease && first) stopHold = this.holdOpening(first);
-        hooks.onSession?.(sessionId);
+      onSession: (sessionId, first) => {
+        if (first) stopHold = this.holdOpening(first);
+        hooks.onSession?.(sessionId, first);
       },
     };
     let r: OpenedSession;
@@ -149,7 +148,7 @@ export class Orchestrator {
         profile,
         titleFrom(input.prompt),
         opening,
-        (tx, s) => this.firstTaskIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile), lease }, hooks, (t) => (first = t)),
+        (tx, s) => this.firstTaskIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile), lease }, hooks),
         repositories,
       );
     } finally {
@@ -165,17 +164,16 @@ export class Orchestrator {
   }
 
   /** A new session's first task, and what the submitter does in the same transaction (`inTransaction`). */
-  private *firstTaskIn(tx: DB, input: NewTask, hooks: SubmitHooks, made: (task: TaskRow) => void): Unit<TaskRow> {
+  private *firstTaskIn(tx: DB, input: NewTask, hooks: SubmitHooks): Unit<TaskRow> {
     const task = yield* this.d.tasks.createIn(tx, input);
     if (hooks.inTransaction) yield* hooks.inTransaction(tx, task);
-    made(task);
     return task;
   }
 
   /**
-   * Renews the lease of a new session's first task while its workspace is created. Lost (this
-   * replica stalled past it): another replica may start the task; this one's pump then finds it
-   * taken.
+   * Renews the lease of a new session's first task while its workspace is created (nothing to
+   * renew on one server). Lost (this replica stalled past it): another replica may start the task;
+   * this one's pump then finds it taken.
    */
   private holdOpening(task: TaskRow): () => void {
     return this.leases.hold(

@@ -15,8 +15,11 @@ import type { AgentSessions, SessionRow } from "./sessions.ts";
 import type { TaskRow } from "./tasks.ts";
 
 export interface SessionHooks {
-  /** Called synchronously once a new session exists (its transaction committed), before `session.ready` is published. */
-  onSession?: (sessionId: string) => void;
+  /**
+   * Called synchronously once a new session exists (its transaction committed, with its first
+   * task when it has one), before its workspace is created and `session.ready` is published.
+   */
+  onSession?: (sessionId: string, firstTask?: TaskRow) => void;
 }
 
 export interface OpenedSession {
@@ -62,7 +65,7 @@ export class SessionLifecycle {
     // The env reaches the workspace per exec; a secret it names that is missing is refused now.
     await this.d.secrets.resolveEnv(userId, profile.env);
     const { session, task } = await transact(this.d.db, (tx) => this.createIn(tx, userId, profile, title, withTask, repositories));
-    hooks.onSession?.(session.id);
+    hooks.onSession?.(session.id, task);
     let ws: WorkspaceRow;
     try {
       ws = await this.d.workspaces.createForSession({ userId, sessionId: session.id, profile });

@@ -1,12 +1,13 @@
 /**
  * Making a workspace's box on a host's engine (box.ts): the labelled volume, the hardened box
- * (spec.ts) and its start. A missing image is pulled (image.ts) and the create retried; a name left behind by
- * an interrupted attempt is cleared; an engine without an init binary gets containers without one.
+ * (spec.ts) and its start. A missing image is pulled (image.ts) and the create retried; a name held by
+ * the workspace's own box (an interrupted attempt, another replica's) is that box, any other holder is
+ * cleared; an engine without an init binary gets containers without one.
  * On failure nothing half-made is left running (the volume stays: it holds the files).
  */
 import type { Logger } from "../log.ts";
 import { type Box, type BoxEngine, ImageMissing, InitMissing, NameTaken } from "./box.ts";
-import { labelsFor } from "./spec.ts";
+import { LABEL_WORKSPACE, labelsFor } from "./spec.ts";
 import type { WorkspaceRow } from "./store.ts";
 
 /** What a container is made from: a workspace row, or a warm-pool member (no session yet). */
@@ -65,7 +66,12 @@ export class Provisioner {
         return await this.engine.create(spec);
       }
       if (e instanceof NameTaken) {
-        // A box of an interrupted earlier attempt holds the name.
+        // The name is held by this workspace's own box — made by an interrupted earlier attempt,
+        // or by another replica that started the same workspace (it stalled past the task's lease
+        // while creating it, and this one took the task over): that box is the workspace's, and is
+        // used (it may be running already). Any other holder is cleared.
+        const own = (await this.engine.list({ [LABEL_WORKSPACE]: row.id })).find((b) => b.name === row.name);
+        if (own) return this.engine.box(own.id);
         await this.engine.box(row.name).remove().catch(() => {});
         return await this.engine.create(spec);
       }

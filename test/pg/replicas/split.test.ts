@@ -4,10 +4,10 @@
  * - 100 webhook notifications queued through both replicas reach a local receiver exactly once
  *   each (counted by X-Service-Delivery, the notification id; every signature checked), and both
  *   replicas delivered some (their own runcell_webhook_deliveries_total counters on /metrics).
- * - A seconds-level playbook schedule runs on both replicas for about 10 s: every slot between the
- *   first and the last is recorded exactly once (one task, or one skipped/failed run, per
- *   scheduled_for), none is missing, and both replicas ran some (runcell_task_duration_seconds
- *   per replica). The playbook is made through one replica: the other learns of its schedule
+ * - A seconds-level playbook schedule runs on both replicas for about 14 s, each frozen in turn
+ *   past its lease: every slot between the first and the last is recorded exactly once (one task,
+ *   or one skipped/failed run, per scheduled_for), none is missing, and both replicas ran some
+ *   (runcell_task_duration_seconds per replica). The playbook is made through one replica: the other learns of its schedule
  *   from the database (a NOTIFY on the schedules channel), not from a restart.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -20,6 +20,8 @@ import { type Receiver, startReceiver } from "../../notifications/receiver.ts";
 
 const ADMIN = "split test admin password";
 const N = 100;
+/** How long each replica is frozen: past the 3 s lease and the next heartbeat's takeover round. */
+const FREEZE_MS = 5_000;
 const mock = startMockAnthropic().script(() => ({ text: "tick done" }));
 
 /** One sample of a Prometheus text exposition (labels matched exactly as given). */
@@ -83,7 +85,7 @@ describe.skipIf(!PG_SERVER)("work split across two replicas, each piece exactly 
     expect(delivered[1]).toBeGreaterThan(0);
   }, 60_000);
 
-  test("a seconds-level schedule on both replicas for ~10 s, each frozen for 3 s in turn: every slot recorded exactly once, none missing, run by both replicas", async () => {
+  test("a seconds-level schedule on both replicas for ~14 s, each frozen for 5 s (past its lease) in turn: every slot recorded exactly once, none missing, run by both replicas", async () => {
     const [a, b] = r.servers as [ServerProcess, ServerProcess];
     const tasksBefore = [await metric(a, "runcell_task_duration_seconds_count"), await metric(b, "runcell_task_duration_seconds_count")];
     const profile = await createProfile(r, a, {
@@ -98,15 +100,17 @@ describe.skipIf(!PG_SERVER)("work split across two replicas, each piece exactly 
     expect(made.status).toBe(201);
     const pb = (await made.json()).id as string;
     // Both replicas' timers fire every slot; whichever claims first runs it. Which one that is
-    // depends on timing, so each replica is frozen (SIGSTOP) for 3 s in turn: the other must run
-    // the slots of that time, and the frozen one, thawed with timers long due, must not run them again.
+    // depends on timing, so each replica is frozen (SIGSTOP) in turn, for longer than the 3 s lease:
+    // the other must run the slots of that time (a run the frozen one had going — its task, or its
+    // workspace still being made — is taken over once the lease runs out; until then the slots are
+    // skipped), and the frozen one, thawed with timers long due, must not run them again.
     await Bun.sleep(2_000);
     a.proc.kill("SIGSTOP");
-    await Bun.sleep(3_000);
+    await Bun.sleep(FREEZE_MS);
     a.proc.kill("SIGCONT");
     await Bun.sleep(1_000);
     b.proc.kill("SIGSTOP");
-    await Bun.sleep(3_000);
+    await Bun.sleep(FREEZE_MS);
     b.proc.kill("SIGCONT");
     await Bun.sleep(1_000);
     // Disabled through B.
@@ -130,7 +134,8 @@ describe.skipIf(!PG_SERVER)("work split across two replicas, each piece exactly 
     // No run failed to start (a skipped slot — the previous run still going — is allowed and recorded).
     expect(missed.filter((m: { status: string }) => m.status !== "skipped"), detail).toEqual([]);
     expect(tasks.every((t: { status: string }) => t.status === "completed"), detail).toBe(true);
-    // Both replicas claimed slots (each while the other was frozen): each ran some of the tasks (a task runs where its slot was claimed).
+    // Both replicas ran some of the tasks (each while the other was frozen: the slots it claimed, or
+    // the run it took over; a task ends where it last ran).
     const ran = [(await metric(a, "runcell_task_duration_seconds_count")) - tasksBefore[0]!, (await metric(b, "runcell_task_duration_seconds_count")) - tasksBefore[1]!];
     expect(ran[0]! + ran[1]!, detail).toBe(tasks.length);
     expect(ran[0], JSON.stringify(ran)).toBeGreaterThan(0);

@@ -20,8 +20,12 @@ export interface Logger {
   enabled(level: Level): boolean;
 }
 
-const SECRET_KEY = /pass(word)?|secret|token|authorization|cookie|api[_-]?key|credential|signature|^sig$|private[_-]?key|session[_-]?id$/i;
-/** Keys that match SECRET_KEY by name but hold no secret. */
+const SECRET_KEY = /pass(word)?|secret|token|authorization|cookie|api[_-]?key|credential|signature|^sig$|private[_-]?key/i;
+/**
+ * Keys that match SECRET_KEY by name but hold no secret. (No `session_id` is a credential here: an
+ * agent session's id is `sess_…`, a login session's `login_…`; the cookie's value is its
+ * `session_token`, caught by `token`.)
+ */
 const SAFE_KEYS = new Set(["token_id", "input_tokens", "output_tokens", "max_tokens", "tokens", "has_secret", "api_key_secret", "secret_name"]);
 const REDACTED = "[redacted]";
 

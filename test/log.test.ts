@@ -26,11 +26,15 @@ describe("log", () => {
         note: `used ${token} here`,
         client_secret: "s3cr3t",
         input_tokens: 12,
+        session_token: "cookie-value-1",
+        session_id: "sess_01hx",
         nested: [{ api_key: "sk-live-1" }],
       }),
     );
-    for (const secret of ["hunter22", token, "abc", "s3cr3t", "sk-live-1"]) expect(out).not.toContain(secret);
+    for (const secret of ["hunter22", token, "abc", "s3cr3t", "sk-live-1", "cookie-value-1"]) expect(out).not.toContain(secret);
     expect(out).toContain('"input_tokens":12');
+    // Ids are not credentials: a session's id stays readable, so that its log lines can be followed.
+    expect(out).toContain('"session_id":"sess_01hx"');
     expect(out).toContain("x=1");
     expect(redactString("GET /setup#abcDEF123")).toBe("GET /setup#[redacted]");
     expect(redactString("POST /x?sig=deadbeef&exp=1")).toBe("POST /x?sig=[redacted]&exp=1");

@@ -6,7 +6,7 @@
 #
 #   scripts/second-dockerd.sh start   start it (idempotent), make the TLS files, load the test image
 #   scripts/second-dockerd.sh stop    stop it (its containers stop with it; data stays)
-#   scripts/second-dockerd.sh env     print SOCKET=, TCP=, TLS_DIR= for callers
+#   scripts/second-dockerd.sh env     print SOCKET=, TCP=, TLS_DIR=, PIDFILE= for callers
 #
 # Needs root (dockerd) and openssl. The test image comes from the first engine (`docker save`).
 set -euo pipefail
@@ -81,6 +81,6 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  env) printf 'SOCKET=%s\nTCP=tcp://127.0.0.1:%s\nTLS_DIR=%s\n' "$SOCKET" "$PORT" "$TLS_DIR" ;;
+  env) printf 'SOCKET=%s\nTCP=tcp://127.0.0.1:%s\nTLS_DIR=%s\nPIDFILE=%s\n' "$SOCKET" "$PORT" "$TLS_DIR" "$PIDFILE" ;;
   *) echo "usage: $0 start|stop|env" >&2; exit 2 ;;
 esac

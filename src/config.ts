@@ -64,6 +64,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { flag: "max-warm-pool", kind: "int", default: 2, min: 0, max: 100, help: "ceiling of a profile's warm_pool (started containers kept ready for its next sessions)" },
   { flag: "max-warm-pool-total", kind: "int", default: 8, min: 0, max: 10_000, help: "warm-pool containers across all profiles (they count here, not against their owner's limits, until taken)" },
   { flag: "workspace-start-parallelism", kind: "int", default: 4, min: 1, max: 64, help: "container creations sent to the engine at once; further starts wait their turn in order" },
+  { flag: "docker-timeout", kind: "duration", default: 60_000, min: 1_000, max: 1_800_000, help: "how long one Docker engine call (create, start, inspect, remove, starting a command…) may take before it fails with CONTAINER_FAILED; image pulls, command output and file transfers are not bounded by it" },
   { flag: "github-client-id", kind: "string", help: "GitHub OAuth app client id (enables GitHub sign-in)" },
   { flag: "github-client-secret", kind: "string", secret: true, help: "GitHub OAuth app client secret" },
   { flag: "github-authorize-url", kind: "url", default: "https://github.com/login/oauth/authorize", help: "GitHub authorize endpoint" },
@@ -155,6 +156,8 @@ export interface Config {
   maxWarmPoolTotal: number;
   /** Container creations in flight against the engine at once. */
   workspaceStartParallelism: number;
+  /** How long one Docker engine call may take (workspaces/docker-box.ts `bounded`). */
+  dockerTimeoutMs: number;
   github: OAuthProviderConfig | null;
   google: OAuthProviderConfig | null;
   webhook: { attempts: number; backoffMs: number[]; timeoutMs: number };
@@ -386,6 +389,7 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     maxWarmPool: get("max-warm-pool"),
     maxWarmPoolTotal: get("max-warm-pool-total"),
     workspaceStartParallelism: get("workspace-start-parallelism"),
+    dockerTimeoutMs: get("docker-timeout"),
     github: oauth("github", "api-url"),
     google: oauth("google", "userinfo-url"),
     webhook: { attempts: get("webhook-attempts"), backoffMs: get("webhook-backoff"), timeoutMs: get("webhook-timeout") },

@@ -18,6 +18,8 @@ describe("config", () => {
     expect(c.defaultMaxConcurrency).toBe(5);
     expect(c.webhook).toEqual({ attempts: 3, backoffMs: [5000, 15000, 45000], timeoutMs: 10000 });
     expect(c.workspaceIdleTimeoutMs).toBe(30 * 60_000);
+    expect(c.dockerTimeoutMs).toBe(60_000);
+    expect(resolve(["--data-dir", dir, "--docker-timeout", "2s"]).dockerTimeoutMs).toBe(2000);
     expect(c.github).toBeNull();
     expect(resolve([]).dataDir).toEndWith("/runcell_data");
   });
@@ -64,6 +66,7 @@ describe("config", () => {
     [["--rate-limit-burst", "ten"], /--rate-limit-burst: expected an integer/],
     [["--public-url", "ftp://x"], /--public-url: expected an http\(s\) URL/],
     [["--workspace-idle-timeout", "soon"], /--workspace-idle-timeout: expected a duration/],
+    [["--docker-timeout", "500ms"], /--docker-timeout: must be at least/],
     [["--data-dir"], /--data-dir needs a value/],
     [["--github-client-id", "abc"], /github sign-in needs both/],
   ])("rejects %p", (argv, message) => {

@@ -132,8 +132,23 @@ export class PathMissing extends Error {}
 /** The box's image is not on the host (pull it, then create again). */
 export class ImageMissing extends Error {}
 
-/** Another box holds the name (one left behind by an interrupted attempt). */
+/** Another box holds the name (one left behind by an interrupted attempt, or another replica's). */
 export class NameTaken extends Error {}
 
 /** The engine cannot run the init process the spec asked for as PID 1 (make the box without one). */
 export class InitMissing extends Error {}
+
+/**
+ * The engine did not answer a call that should take moments (create, start, inspect, remove…)
+ * within the host's call timeout (`--docker-timeout`): it is stuck or badly overloaded. The call
+ * was abandoned, so nothing waits on it for ever (a workspace's lock, a task's start).
+ */
+export class EngineTimeout extends Error {
+  constructor(
+    /** What was asked, in words ("create the container"). */
+    readonly call: string,
+    readonly ms: number,
+  ) {
+    super(`the Docker engine did not answer (${call}) within ${ms / 1000} s`);
+  }
+}

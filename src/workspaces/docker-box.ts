@@ -4,6 +4,12 @@
  * for `state`. The engine is dockerode's client: containers made from spec.ts's options, listed
  * and volumes filtered by label, images pulled by image.ts. The Engine API's 404/409 answers
  * become the interface's errors here and nowhere else.
+ *
+ * Every call that should take moments (create, start, inspect, stop, remove, rename, listings,
+ * volumes, starting an exec) is bounded by the host's call timeout (`--docker-timeout`): a stuck
+ * engine fails it with EngineTimeout instead of holding a workspace's lock, a start-gate slot and
+ * a task for ever. Image pulls (image.ts: long, with progress), the output of an exec and file
+ * transfers are not bounded by it.
  */
 import type Docker from "dockerode";
 import type { Duplex } from "node:stream";
@@ -14,6 +20,7 @@ import {
   type BoxExecOptions,
   BoxGone,
   type BoxState,
+  EngineTimeout,
   type BoxSummary,
   ContainerNotRunning,
   ImageMissing,
@@ -38,6 +45,36 @@ function decodeStat(header: string | undefined): PathStat | null {
   }
 }
 
+/** How long an engine call may take unless the host says otherwise (`--docker-timeout`'s default). */
+export const DEFAULT_CALL_TIMEOUT_MS = 60_000;
+
+/**
+ * Runs one Engine API call, given an abort signal that fires after `ms`: the call then fails with
+ * EngineTimeout (the request aborted). For a call whose answer is a stream that must outlive the
+ * limit (an exec's output), `late` takes the signal's place: the call is not aborted but raced,
+ * and an answer that comes after the limit is handed to `late` to be dropped.
+ */
+async function bounded<T>(call: string, ms: number, fn: (abortSignal: AbortSignal | undefined) => Promise<T>, late?: (value: T) => void): Promise<T> {
+  const ctl = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      ctl.abort();
+      reject(new EngineTimeout(call, ms));
+    }, ms);
+  });
+  const work = fn(late ? undefined : ctl.signal);
+  try {
+    return await Promise.race([work, expired]);
+  } catch (e) {
+    if (!ctl.signal.aborted) throw e;
+    work.then(late, () => {});
+    throw new EngineTimeout(call, ms);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** A 404 is "already gone": fine for a removal. */
 const goneIsFine = (e: unknown) => {
   if (dockerStatus(e) !== 404) throw e;
@@ -49,6 +86,7 @@ class DockerExec implements BoxExec {
   constructor(
     private exec: Docker.Exec,
     private stream: Duplex,
+    private ms: number,
   ) {
     this.ended = new Promise<void>((resolve) => {
       stream.on("end", resolve);
@@ -80,7 +118,7 @@ class DockerExec implements BoxExec {
 
   async exitCode(): Promise<number | null> {
     try {
-      const info = await this.exec.inspect();
+      const info = await bounded("inspect the command", this.ms, (abortSignal) => this.exec.inspect({ abortSignal }));
       return info.Running ? null : info.ExitCode;
     } catch (e) {
       if (dockerStatus(e) === 404) return null;
@@ -90,7 +128,11 @@ class DockerExec implements BoxExec {
 }
 
 export class DockerBox implements Box {
-  constructor(private container: Docker.Container) {}
+  constructor(
+    private container: Docker.Container,
+    /** The call timeout (`bounded`). */
+    private ms: number,
+  ) {}
 
   get id(): string {
     return this.container.id;
@@ -98,17 +140,26 @@ export class DockerBox implements Box {
 
   async exec(opts: BoxExecOptions): Promise<BoxExec> {
     try {
-      const exec = await this.container.exec({
-        Cmd: opts.cmd,
-        AttachStdin: opts.stdin,
-        AttachStdout: true,
-        AttachStderr: true,
-        Tty: false,
-        WorkingDir: opts.cwd,
-        Env: opts.env ? Object.entries(opts.env).map(([k, v]) => `${k}=${v}`) : undefined,
-      });
-      const stream = (await exec.start({ hijack: opts.stdin, stdin: opts.stdin, Detach: false })) as unknown as Duplex;
-      return new DockerExec(exec, stream);
+      const exec = await bounded("create a command", this.ms, (abortSignal) =>
+        this.container.exec({
+          abortSignal,
+          Cmd: opts.cmd,
+          AttachStdin: opts.stdin,
+          AttachStdout: true,
+          AttachStderr: true,
+          Tty: false,
+          WorkingDir: opts.cwd,
+          Env: opts.env ? Object.entries(opts.env).map(([k, v]) => `${k}=${v}`) : undefined,
+        } as Docker.ExecCreateOptions),
+      );
+      // The answer is the command's output stream, which lives as long as the command: raced, not aborted.
+      const stream = await bounded(
+        "start a command",
+        this.ms,
+        () => exec.start({ hijack: opts.stdin, stdin: opts.stdin, Detach: false }) as unknown as Promise<Duplex>,
+        (late) => late.destroy(),
+      );
+      return new DockerExec(exec, stream, this.ms);
     } catch (e) {
       const status = dockerStatus(e);
       throw status === 404 || status === 409 ? new ContainerNotRunning(dockerMessage(e)) : e;
@@ -117,7 +168,7 @@ export class DockerBox implements Box {
 
   async stat(path: string): Promise<PathStat | null> {
     try {
-      const res = (await this.container.infoArchive({ path })) as { headers?: Record<string, string> };
+      const res = (await bounded("look at a path", this.ms, (abortSignal) => this.container.infoArchive({ path, abortSignal }))) as { headers?: Record<string, string> };
       return decodeStat(res.headers?.["x-docker-container-path-stat"]);
     } catch (e) {
       if (dockerStatus(e) === 404) return null;
@@ -141,7 +192,7 @@ export class DockerBox implements Box {
 
   async state(): Promise<BoxState> {
     try {
-      const info = await this.container.inspect();
+      const info = await bounded("inspect the container", this.ms, (abortSignal) => this.container.inspect({ abortSignal }));
       const st = info.State;
       return { exists: true, running: st.Running && !st.Paused, detail: st.OOMKilled ? "killed: out of memory" : `${st.Status}, exit code ${st.ExitCode}` };
     } catch (e) {
@@ -152,7 +203,7 @@ export class DockerBox implements Box {
 
   async start(): Promise<void> {
     try {
-      await this.container.start();
+      await bounded("start the container", this.ms, (abortSignal) => this.container.start({ abortSignal }));
     } catch (e) {
       if (dockerStatus(e) === 304) return; // running already
       if (dockerStatus(e) === 404) throw new BoxGone(dockerMessage(e));
@@ -163,7 +214,8 @@ export class DockerBox implements Box {
 
   async stop(graceSeconds: number): Promise<void> {
     try {
-      await this.container.stop({ t: graceSeconds });
+      // The engine waits out the grace period before it answers.
+      await bounded("stop the container", this.ms + graceSeconds * 1000, (abortSignal) => this.container.stop({ t: graceSeconds, abortSignal }));
     } catch (e) {
       // Stopped already, or gone: either way it is not running.
       if (dockerStatus(e) !== 304 && dockerStatus(e) !== 404) throw e;
@@ -171,11 +223,11 @@ export class DockerBox implements Box {
   }
 
   async remove(): Promise<void> {
-    await this.container.remove({ force: true }).catch(goneIsFine);
+    await bounded("remove the container", this.ms, (abortSignal) => this.container.remove({ force: true, abortSignal })).catch(goneIsFine);
   }
 
   async rename(name: string): Promise<void> {
-    await this.container.rename({ name });
+    await bounded("rename the container", this.ms, (abortSignal) => this.container.rename({ name, abortSignal }));
   }
 }
 
@@ -186,6 +238,8 @@ export class DockerBoxEngine implements BoxEngine {
   constructor(
     private engine: { readonly client: Docker },
     private puller: ImagePuller,
+    /** How long a call may take (`bounded`): `--docker-timeout`. */
+    private ms = DEFAULT_CALL_TIMEOUT_MS,
   ) {}
 
   private get client(): Docker {
@@ -194,7 +248,8 @@ export class DockerBoxEngine implements BoxEngine {
 
   async create(spec: ContainerInput): Promise<Box> {
     try {
-      return new DockerBox(await this.client.createContainer(containerOptions(spec)));
+      const made = await bounded("create the container", this.ms, (abortSignal) => this.client.createContainer({ ...containerOptions(spec), abortSignal } as Docker.ContainerCreateOptions));
+      return new DockerBox(made, this.ms);
     } catch (e) {
       if (dockerStatus(e) === 404 && /no such image/i.test(dockerMessage(e))) throw new ImageMissing(dockerMessage(e));
       if (dockerStatus(e) === 409) throw new NameTaken(dockerMessage(e));
@@ -203,25 +258,25 @@ export class DockerBoxEngine implements BoxEngine {
   }
 
   box(idOrName: string): Box {
-    return new DockerBox(this.client.getContainer(idOrName));
+    return new DockerBox(this.client.getContainer(idOrName), this.ms);
   }
 
   async list(labels: Record<string, string>): Promise<BoxSummary[]> {
-    const found = await this.client.listContainers({ all: true, filters: labelFilter(labels) });
+    const found = await bounded("list containers", this.ms, (abortSignal) => this.client.listContainers({ all: true, filters: labelFilter(labels), abortSignal }));
     return found.map((c) => ({ id: c.Id, name: c.Names?.[0]?.replace(/^\//, "") ?? c.Id, image: c.Image, labels: c.Labels ?? {}, state: c.State, status: c.Status }));
   }
 
   async createVolume(name: string, labels: Record<string, string>): Promise<void> {
-    await this.client.createVolume({ Name: name, Labels: labels });
+    await bounded("create the volume", this.ms, (abortSignal) => this.client.createVolume({ Name: name, Labels: labels, abortSignal }));
   }
 
   async listVolumes(labels: Record<string, string>): Promise<VolumeSummary[]> {
-    const found = (await this.client.listVolumes({ filters: labelFilter(labels) })).Volumes ?? [];
+    const found = (await bounded("list volumes", this.ms, (abortSignal) => this.client.listVolumes({ filters: labelFilter(labels), abortSignal }))).Volumes ?? [];
     return found.map((v) => ({ name: v.Name, labels: v.Labels ?? {} }));
   }
 
   async removeVolume(name: string): Promise<void> {
-    await this.client.getVolume(name).remove().catch(goneIsFine);
+    await bounded("remove the volume", this.ms, (abortSignal) => this.client.getVolume(name).remove({ abortSignal })).catch(goneIsFine);
   }
 
   pullImage(image: string): Promise<void> {

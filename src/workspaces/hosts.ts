@@ -47,11 +47,11 @@ export class DockerHost {
 
   constructor(
     readonly spec: DockerHostSpec,
-    deps: { log: Logger; instanceId: string; parallelism: () => number; poolParallelism?: () => number; observer?: GateObserver },
+    deps: { log: Logger; instanceId: string; parallelism: () => number; poolParallelism?: () => number; observer?: GateObserver; callTimeoutMs?: number },
   ) {
     this.engine = new DockerEngine(spec.url, spec);
     const log = deps.log.child({ docker_host: spec.name });
-    this.boxes = new DockerBoxEngine(this.engine, new ImagePuller(this.engine, log));
+    this.boxes = new DockerBoxEngine(this.engine, new ImagePuller(this.engine, log), deps.callTimeoutMs);
     this.provisioner = new Provisioner(this.boxes, log, deps.instanceId);
     this.gate = new StartGate(deps.parallelism, deps.observer, deps.poolParallelism);
   }
@@ -74,7 +74,7 @@ export class DockerHosts {
   /** One placement at a time (placeAndRecord). */
   private placing = new KeyedMutex();
 
-  constructor(specs: readonly DockerHostSpec[], deps: { log: Logger; instanceId: string; parallelism: () => number; poolParallelism?: () => number; observer?: GateObserver }) {
+  constructor(specs: readonly DockerHostSpec[], deps: ConstructorParameters<typeof DockerHost>[1]) {
     if (specs.length === 0) throw new Error("at least one Docker host is needed");
     this.list = specs.map((s) => new DockerHost(s, deps));
     this.byName = new Map(this.list.map((h) => [h.name, h]));

@@ -5,7 +5,7 @@
  * host), stopping and removing. Operations on one workspace are serialised by a KeyedMutex. The
  * Workspaces service (service.ts) owns one Lifecycle.
  */
-import { type Box, BoxGone, removeWithVolume } from "./box.ts";
+import { type Box, BoxGone, EngineTimeout, removeWithVolume } from "./box.ts";
 import type { Config } from "../config.ts";
 import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceRow, WorkspaceSpec } from "../db/schema.ts";
@@ -250,6 +250,11 @@ export class Lifecycle {
 
   toAppError(e: unknown, what: string, row?: { host: string }): AppError {
     if (e instanceof AppError) return e;
+    if (e instanceof EngineTimeout) {
+      const host = row ? this.d.hosts.get(row.host) : this.d.hosts.primary;
+      const where = host ? `Docker host "${host.name}"` : "Docker";
+      return new AppError("CONTAINER_FAILED", `${what}: ${where} did not answer (${e.call}) within ${e.ms / 1000} s; the engine is stuck or overloaded (runcell doctor checks it; --docker-timeout sets the wait)`);
+    }
     if (isUnreachable(e)) {
       const host = row ? this.d.hosts.get(row.host) : this.d.hosts.primary;
       const where = host ? `Docker host "${host.name}" is not reachable at ${host.spec.url}` : "Docker is not reachable";

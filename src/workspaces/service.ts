@@ -55,7 +55,7 @@ export interface WorkspaceDeps {
   log: Logger;
   config: Pick<
     Config,
-    "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHosts" | "maxWarmPool" | "maxWarmPoolTotal" | "workspaceStartParallelism"
+    "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHosts" | "maxWarmPool" | "maxWarmPoolTotal" | "workspaceStartParallelism" | "dockerTimeoutMs"
   >;
   now: () => number;
   /**
@@ -138,7 +138,7 @@ export class Workspaces {
     const parallelism = () => d.config.workspaceStartParallelism;
     // While tasks run here, warm-pool refills create one container at a time (gate.ts).
     const poolParallelism = () => (this.serverBusy() ? 1 : parallelism());
-    this.hosts = new DockerHosts(d.config.dockerHosts, { log: this.log, instanceId: this.instanceId, parallelism, poolParallelism, observer: d.metrics });
+    this.hosts = new DockerHosts(d.config.dockerHosts, { log: this.log, instanceId: this.instanceId, parallelism, poolParallelism, observer: d.metrics, callTimeoutMs: d.config.dockerTimeoutMs });
     this.pool = new WarmPool({
       hosts: this.hosts,
       usage: () => this.hostUsage(),

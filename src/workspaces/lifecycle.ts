@@ -240,10 +240,14 @@ export class Lifecycle {
     }
   }
 
-  /** Marks the row failed and turns any error into CONTAINER_FAILED (AppErrors pass through). */
+  /**
+   * Marks the row failed, while it is still `starting` as this attempt reserved it (another
+   * replica that took the session's task over may have brought the workspace up meanwhile: its
+   * `running` stands), and turns any error into CONTAINER_FAILED (AppErrors pass through).
+   */
   private async fail(row: WorkspaceRow, e: unknown): Promise<AppError> {
     const err = this.toAppError(e, `Workspace container for image "${row.image}" could not start`, row);
-    await this.d.store.update(row.id, { status: "failed", error: err.message });
+    await this.d.store.update(row.id, { status: "failed", error: err.message }, "starting");
     this.d.log.warn("workspace failed to start", { workspace: row.id, session: row.session_id, error: err.message });
     return err;
   }

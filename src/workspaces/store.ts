@@ -175,8 +175,10 @@ export class WorkspaceStore {
     return (yield* firstOf(this.rowBy(tx, "id", id)))!;
   }
 
-  async update(id: string, set: Partial<Pick<WorkspaceRow, "status" | "docker_id" | "error" | "last_active_at" | "disk_bytes" | "disk_checked_at">>): Promise<WorkspaceRow | null> {
-    return (await this.db.update(workspaces).set({ ...set, updated_at: this.now() }).where(eq(workspaces.id, id)).returning())[0] ?? null;
+  /** Updates the row (with `onlyIf`: only while its status is that one); the row as updated, or null. */
+  async update(id: string, set: Partial<Pick<WorkspaceRow, "status" | "docker_id" | "error" | "last_active_at" | "disk_bytes" | "disk_checked_at">>, onlyIf?: WorkspaceStatus): Promise<WorkspaceRow | null> {
+    const where = onlyIf ? and(eq(workspaces.id, id), eq(workspaces.status, onlyIf)) : eq(workspaces.id, id);
+    return (await this.db.update(workspaces).set({ ...set, updated_at: this.now() }).where(where).returning())[0] ?? null;
   }
 
   async touch(id: string): Promise<void> {

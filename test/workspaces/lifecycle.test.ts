@@ -1,5 +1,7 @@
 /** Workspace lifecycle against the real dockerd: hardening, concurrency, idle stop, failures, reconciliation. */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { eq } from "drizzle-orm";
+import { workspaces } from "../../src/db/tables.ts";
 import { AppError } from "../../src/lib/errors.ts";
 import { statusOf } from "../../src/http/errors.ts";
 import type { ProfileRow, Workspaces } from "../../src/workspaces/service.ts";
@@ -209,6 +211,31 @@ describe("failures", () => {
     expect(leftovers).toEqual([]);
     expect(t.logs.some((l) => l.includes("workspace image missing; pulling it") && l.includes(image))).toBe(true);
     await ws.removeForSession(sessionId);
+  });
+
+  test("a start that fails after another replica brought the workspace up leaves its running row alone", async () => {
+    // A replica that stalled past the task's lease while it made the workspace: the replica that
+    // took the task over brought it up (row running) before this one's attempt failed.
+    const prov = ws.hosts.primary.provisioner;
+    const up = prov.up;
+    prov.up = async (row, labels) => {
+      const box = await up.call(prov, row, labels);
+      await t.app.services.db.update(workspaces).set({ status: "running", docker_id: box.id }).where(eq(workspaces.id, row.id));
+      throw new Error("this replica's attempt failed late");
+    };
+    try {
+      const sessionId = await insertSession(t, user.id, profile.id);
+      const e = await errOf(ws.createForSession({ userId: user.id, sessionId, profile }));
+      expect(e?.code).toBe("CONTAINER_FAILED");
+      const row = (await ws.forSession(sessionId))!;
+      expect(row).toMatchObject({ status: "running", error: null });
+      expect((await inspect(row.docker_id!)).State.Running).toBe(true);
+      // The workspace works: the next turn uses it as it is.
+      expect((await sh(sessionId, "echo ok")).output).toBe("ok\n");
+      await ws.removeForSession(sessionId);
+    } finally {
+      prov.up = up;
+    }
   });
 
   test("a deleted workspace is recreated from the session's profile on the next turn", async () => {

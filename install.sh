@@ -223,9 +223,9 @@ case "$MODE" in
     step "Test suite (SQLite)"
     bun test --timeout 60000
     # PostgreSQL: test/pg/ (skipped above), then the API scenario suite and the stream, agent,
-    # notification, playbook and security tests again, every test app (and every server process)
-    # on a fresh database of the private server.
-    step "Test suite (PostgreSQL: test/pg, the API suite and the stream, agent, notification, playbook and security tests)"
-    exec env RUNCELL_TEST_POSTGRES=postgres://postgres@127.0.0.1:55432/postgres bun test --timeout 60000 test/pg test/http test/notifications test/playbooks test/security test/agents test/ws
+    # notification, playbook, security and workspace tests again, every test app (and every server
+    # process) on a fresh database of the private server.
+    step "Test suite (PostgreSQL: test/pg, the API suite and the stream, agent, notification, playbook, security and workspace tests)"
+    exec env RUNCELL_TEST_POSTGRES=postgres://postgres@127.0.0.1:55432/postgres bun test --timeout 60000 test/pg test/http test/notifications test/playbooks test/security test/agents test/ws test/workspaces
     ;;
 esac

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { AppError } from "../../src/lib/errors.ts";
 import type { Workspaces } from "../../src/workspaces/service.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { sqlRun } from "../helpers/db.ts";
 import { createUser } from "../helpers/users.ts";
 import { insertProfile, newWorkspace, sweepInstance } from "./helpers.ts";
 
@@ -110,7 +111,7 @@ describe("exec", () => {
   });
 
   test("an exec marks the workspace active", async () => {
-    t.app.services.sqlite!.run("UPDATE workspaces SET last_active_at = 1 WHERE id = ?", [ctrId]);
+    await sqlRun(t, "UPDATE workspaces SET last_active_at = 1 WHERE id = ?", [ctrId]);
     await sh("true");
     expect((await ws.byId(ctrId))!.last_active_at).toBeGreaterThan(Date.now() - 10_000);
   });

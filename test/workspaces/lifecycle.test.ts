@@ -7,6 +7,7 @@ import { statusOf } from "../../src/http/errors.ts";
 import type { ProfileRow, Workspaces } from "../../src/workspaces/service.ts";
 import { CAP_ADD, LABEL_INSTANCE, LABEL_SESSION, LABEL_WORKSPACE } from "../../src/workspaces/spec.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { sqlRun } from "../helpers/db.ts";
 import { waitFor } from "../helpers/net.ts";
 import { createUser, type TestUser } from "../helpers/users.ts";
 import { docker, insertProfile, insertSession, newWorkspace, sweepInstance } from "./helpers.ts";
@@ -126,7 +127,7 @@ describe("idle stop", () => {
     const { sessionId, ws: row } = await newWorkspace(t, user.id, profile);
     await ws.writeFile(sessionId, "keep.txt", "survives\n");
     expect(await ws.stopIdle()).not.toContain(row.id);
-    t.app.services.sqlite!.run("UPDATE workspaces SET last_active_at = ? WHERE id = ?", [Date.now() - t.config.workspaceIdleTimeoutMs - 1000, row.id]);
+    await sqlRun(t, "UPDATE workspaces SET last_active_at = ? WHERE id = ?", [Date.now() - t.config.workspaceIdleTimeoutMs - 1000, row.id]);
     expect(await ws.stopIdle()).toContain(row.id);
     expect((await ws.byId(row.id))!.status).toBe("stopped");
     expect((await inspect(row.docker_id!)).State.Running).toBe(false);
@@ -141,7 +142,7 @@ describe("idle stop", () => {
     const { sessionId, ws: row } = await newWorkspace(t, user.id, profile);
     const running = sh(sessionId, "sleep 1; echo done");
     await Bun.sleep(300);
-    t.app.services.sqlite!.run("UPDATE workspaces SET last_active_at = 1 WHERE id = ?", [row.id]);
+    await sqlRun(t, "UPDATE workspaces SET last_active_at = 1 WHERE id = ?", [row.id]);
     expect(await ws.stopIdle()).toEqual([]);
     expect((await running).output).toBe("done\n");
     await ws.removeForSession(sessionId);

@@ -5,16 +5,15 @@
  * outside the owner's concurrency until taken, within the operator's total cap. And the start
  * gate's order (no Docker).
  */
-import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
-import { DB_FILE } from "../../src/db/data-dir.ts";
 import type { AppError } from "../../src/lib/errors.ts";
 import type { ProfileRecord } from "../../src/schema/profile.ts";
 import { StartGate } from "../../src/workspaces/gate.ts";
 import type { PoolMember } from "../../src/workspaces/pool.ts";
 import { LABEL_INSTANCE, LABEL_POOL, LABEL_WORKSPACE } from "../../src/workspaces/spec.ts";
 import { startTestApp, type TestApp, tempDir } from "../helpers/app.ts";
+import { sqlAllIn } from "../helpers/db.ts";
+import { PG_SERVER } from "../helpers/pg.ts";
 import { waitFor } from "../helpers/net.ts";
 import { createUser, type TestUser } from "../helpers/users.ts";
 import { docker, sweepInstance } from "./helpers.ts";
@@ -201,9 +200,11 @@ describe("the warm pool across a restart", () => {
     await t.stop();
 
     // The profile's memory changed while the server was down: its members no longer fit.
-    const db = new Database(join(dataDir, DB_FILE));
-    db.run("UPDATE profiles SET limits = json_set(limits, '$.memory_mb', 288) WHERE id = ?", [p.id]);
-    db.close();
+    const [row] = await sqlAllIn<{ limits: string | ProfileRecord["limits"] }>(dataDir, "SELECT limits FROM profiles WHERE id = ?", [p.id]);
+    const limits = row!.limits;
+    const changed = { ...(typeof limits === "string" ? JSON.parse(limits) : limits), memory_mb: 288 };
+    // (PostgreSQL's column is jsonb: the text is cast, as the app's own writes do.)
+    await sqlAllIn(dataDir, `UPDATE profiles SET limits = ${PG_SERVER ? "CAST(CAST(? AS text) AS jsonb)" : "?"} WHERE id = ?`, [JSON.stringify(changed), p.id]);
     t = await startTestApp({ dataDir, keepDataDir: true });
     await waitFor(async () => ((await Promise.all(second.map(gone))).every(Boolean) ? true : undefined), { timeoutMs: 30_000 });
     await full(t, p.id, 2);

@@ -45,8 +45,8 @@ function decodeStat(header: string | undefined): PathStat | null {
   }
 }
 
-/** How long an engine call may take unless the host says otherwise (`--docker-timeout`'s default). */
-export const DEFAULT_CALL_TIMEOUT_MS = 60_000;
+/** How long an engine call may take unless the host says otherwise (`--docker-timeout`'s default; tests). */
+const DEFAULT_CALL_TIMEOUT_MS = 60_000;
 
 /**
  * Runs one Engine API call, given an abort signal that fires after `ms`: the call then fails with

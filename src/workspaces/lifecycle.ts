@@ -254,13 +254,12 @@ export class Lifecycle {
 
   toAppError(e: unknown, what: string, row?: { host: string }): AppError {
     if (e instanceof AppError) return e;
+    const host = row ? this.d.hosts.get(row.host) : this.d.hosts.primary;
     if (e instanceof EngineTimeout) {
-      const host = row ? this.d.hosts.get(row.host) : this.d.hosts.primary;
       const where = host ? `Docker host "${host.name}"` : "Docker";
       return new AppError("CONTAINER_FAILED", `${what}: ${where} did not answer (${e.call}) within ${e.ms / 1000} s; the engine is stuck or overloaded (runcell doctor checks it; --docker-timeout sets the wait)`);
     }
     if (isUnreachable(e)) {
-      const host = row ? this.d.hosts.get(row.host) : this.d.hosts.primary;
       const where = host ? `Docker host "${host.name}" is not reachable at ${host.spec.url}` : "Docker is not reachable";
       return new AppError("CONTAINER_FAILED", `${where} (${(e as Error).message}); start the engine or pass the right --docker-host (runcell doctor checks it)`);
     }

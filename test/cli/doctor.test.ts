@@ -19,6 +19,7 @@ import { BINARY_SCHEMA } from "../../src/db/migrate.ts";
 import { VERSION } from "../../src/version.ts";
 import { tempDir } from "../helpers/app.ts";
 import { type CliResult, runCli } from "../helpers/cli.ts";
+import { secondDockerd, secondDockerdEnv } from "../helpers/second-dockerd.ts";
 import { type ServerProcess, spawnServer } from "../helpers/server-process.ts";
 
 const IMAGE = process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest";
@@ -178,8 +179,8 @@ describe("a broken setup: FAIL lines with their fix, exit 1", () => {
 
   test("several Docker hosts: each further one is checked (reached over TLS, its workspace image), one that does not answer is a warning", async () => {
     const d = await goodDataDir();
-    const second = Object.fromEntries(Bun.spawnSync(["bash", "scripts/second-dockerd.sh", "env"]).stdout.toString().trim().split("\n").map((l) => l.split("=", 2)));
-    expect(Bun.spawnSync(["bash", "scripts/second-dockerd.sh", "start"]).exitCode).toBe(0);
+    const second = secondDockerdEnv();
+    secondDockerd("start");
     const missing = join(dir(), "docker.sock");
     const hosts = ["--docker-host", "unix:///var/run/docker.sock", "--docker-host", `${second.TCP}?name=b&tls_dir=${second.TLS_DIR}`];
     let report = parse(await doctor(["--data-dir", d, "--workspace-image", IMAGE, ...hosts]));

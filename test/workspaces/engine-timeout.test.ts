@@ -20,20 +20,21 @@ import { createProfile, waitTask } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { startMockAnthropic, type MockProviderServer } from "../helpers/mock-anthropic.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
+import { type SecondDockerd, secondDockerd, secondDockerdEnv } from "../helpers/second-dockerd.ts";
 import { testSpec } from "./box-contract.ts";
+import { sweepInstance } from "./helpers.ts";
 
-const SECOND = `${import.meta.dir}/../../scripts/second-dockerd.sh`;
 const IMAGE = process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest";
 const CALL_MS = 1500;
 
-let env: Record<string, string>;
+let env: SecondDockerd;
 let engineB: Docker;
 const instance = `engine-timeout-${process.pid}`;
 /** Volumes the box-level test may leave on the second engine (`sweep` finds only labelled ones). */
 const volumes: string[] = ["rc-timeout-v"];
 
 /** The second dockerd's process: frozen, then thawed (always, even when a test fails). */
-const dockerd = () => Number(readFileSync(env.PIDFILE!, "utf8").trim());
+const dockerd = () => Number(readFileSync(env.PIDFILE, "utf8").trim());
 let frozen = false;
 function freeze() {
   process.kill(dockerd(), "SIGSTOP");
@@ -58,30 +59,15 @@ async function timesOut(fn: () => Promise<unknown>, ms = CALL_MS): Promise<Engin
   return e as EngineTimeout;
 }
 
-/** Removes the containers and volumes labelled with the instance id from the second engine. */
-async function sweep(instanceId: string | undefined) {
-  if (!instanceId) return;
-  const filters = JSON.stringify({ label: [`${LABEL_INSTANCE}=${instanceId}`] });
-  for (const c of await engineB.listContainers({ all: true, filters })) await engineB.getContainer(c.Id).remove({ force: true }).catch(() => {});
-  for (const v of (await engineB.listVolumes({ filters })).Volumes ?? []) await engineB.getVolume(v.Name).remove().catch(() => {});
-}
-
 beforeAll(() => {
-  const started = Bun.spawnSync(["bash", SECOND, "start"], { stdout: "pipe", stderr: "pipe" });
-  if (started.exitCode !== 0) throw new Error(`second-dockerd.sh start: ${started.stderr.toString()}`);
-  env = Object.fromEntries(
-    Bun.spawnSync(["bash", SECOND, "env"])
-      .stdout.toString()
-      .trim()
-      .split("\n")
-      .map((l) => l.split("=", 2) as [string, string]),
-  );
+  secondDockerd("start");
+  env = secondDockerdEnv();
   engineB = new Docker({ socketPath: env.SOCKET });
 }, 120_000);
 
 afterAll(async () => {
   thaw();
-  await sweep(instance);
+  await sweepInstance(instance, engineB);
   for (const v of volumes) await engineB.getVolume(v).remove().catch(() => {});
 });
 
@@ -154,7 +140,7 @@ describe("the app on a stuck engine (--docker-timeout 2s)", () => {
     const instanceId = t?.app.services.workspaces.instanceId;
     await t?.stop();
     await mock?.stop();
-    await sweep(instanceId);
+    if (instanceId) await sweepInstance(instanceId, engineB);
   });
 
   test("a session start answers CONTAINER_FAILED naming the engine and the wait, a task fails with it; both work once the engine answers", async () => {

@@ -54,9 +54,9 @@ export async function newWorkspace(t: TestApp, userId: string, profile: ProfileR
   return { sessionId, ws };
 }
 
-/** Removes every container and volume labelled with this app's instance id. */
-export async function sweepInstance(instanceId: string) {
+/** Removes every container and volume labelled with this app's instance id (on `engine`: the usual dockerd unless given). */
+export async function sweepInstance(instanceId: string, engine: Docker = docker) {
   const filters = JSON.stringify({ label: [`${LABEL_INSTANCE}=${instanceId}`] });
-  for (const c of await docker.listContainers({ all: true, filters })) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
-  for (const v of (await docker.listVolumes({ filters })).Volumes ?? []) await docker.getVolume(v.Name).remove().catch(() => {});
+  for (const c of await engine.listContainers({ all: true, filters })) await engine.getContainer(c.Id).remove({ force: true }).catch(() => {});
+  for (const v of (await engine.listVolumes({ filters })).Volumes ?? []) await engine.getVolume(v.Name).remove().catch(() => {});
 }

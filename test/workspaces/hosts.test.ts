@@ -17,34 +17,22 @@ import type { WorkspaceRow } from "../../src/workspaces/service.ts";
 import { startTestApp, type TestApp, tempDir } from "../helpers/app.ts";
 import { waitFor } from "../helpers/net.ts";
 import { createUser, type TestUser } from "../helpers/users.ts";
+import { secondDockerd, secondDockerdEnv } from "../helpers/second-dockerd.ts";
 import { docker as dockerA, insertProfile, insertSession, sweepInstance } from "./helpers.ts";
 
-const SECOND = `${import.meta.dir}/../../scripts/second-dockerd.sh`;
-const env = Object.fromEntries(
-  Bun.spawnSync(["bash", SECOND, "env"])
-    .stdout.toString()
-    .trim()
-    .split("\n")
-    .map((l) => l.split("=", 2) as [string, string]),
-);
+const env = secondDockerdEnv();
 const dockerB = new Docker({ socketPath: env.SOCKET });
 const parseConfigArgs = (argv: string[], environ: Record<string, string> = {}) => resolveConfig(parseArgs(["--data-dir", tempDir(), ...argv]).flags, environ);
 const errOf = (p: Promise<unknown>) => p.then(() => null, (e) => e as AppError);
 const onEngine = (engine: Docker, dockerId: string) => engine.getContainer(dockerId).inspect().then((i) => i.State.Status, (e) => (e.statusCode === 404 ? "absent" : `error ${e.message}`));
-const script = (cmd: "start" | "stop") => {
-  const r = Bun.spawnSync(["bash", SECOND, cmd], { stderr: "pipe", stdout: "pipe" });
-  if (r.exitCode !== 0) throw new Error(`second-dockerd.sh ${cmd}: ${r.stderr.toString()}`);
-};
 
 /** Stops the app and removes its containers and volumes from both engines (the second one started again for that). */
 async function stopAndSweep(t: TestApp) {
-  script("start");
+  secondDockerd("start");
   const instance = t.app.services.workspaces.instanceId;
   await t.stop();
   await sweepInstance(instance);
-  const filters = JSON.stringify({ label: [`runcell.instance=${instance}`] });
-  for (const c of await dockerB.listContainers({ all: true, filters })) await dockerB.getContainer(c.Id).remove({ force: true }).catch(() => {});
-  for (const v of (await dockerB.listVolumes({ filters })).Volumes ?? []) await dockerB.getVolume(v.Name).remove().catch(() => {});
+  await sweepInstance(instance, dockerB);
 }
 
 describe("--docker-host values", () => {
@@ -146,7 +134,7 @@ describe("two Docker engines", () => {
   let user: TestUser;
 
   beforeAll(async () => {
-    script("start");
+    secondDockerd("start");
     t = await startTestApp({
       flags: [
         "--docker-host", "unix:///var/run/docker.sock?name=a&capacity=4",
@@ -223,7 +211,7 @@ describe("two Docker engines", () => {
 
   test("the second engine stopped: its workspaces become unavailable, their turns fail clearly, new sessions go to a; back: stopped, then running again", async () => {
     const w = t.app.services.workspaces;
-    script("stop");
+    secondDockerd("stop");
     for (let i = 0; i < 5 && w.hosts.get("b")!.up; i++) await w.checkHosts();
     expect(w.hosts.get("b")!.up).toBe(false);
     for (const s of onB) expect((await w.byId(s.ws.id))?.status).toBe("unavailable");
@@ -243,7 +231,7 @@ describe("two Docker engines", () => {
     const ssd = await insertProfile(t, user.id, { host_labels: ["ssd"] });
     expect((await errOf(start(ssd)))?.message).toMatch(/Every Docker host for this profile is unavailable \(b: /);
 
-    script("start");
+    secondDockerd("start");
     const back = await w.checkHosts();
     expect(back.back).toEqual(["b"]);
     for (const s of onB) expect((await w.byId(s.ws.id))?.status).toBe("stopped");
@@ -260,7 +248,7 @@ describe("the warm pool on two Docker engines", () => {
   let user: TestUser;
 
   beforeAll(async () => {
-    script("start");
+    secondDockerd("start");
     t = await startTestApp({
       flags: ["--max-warm-pool", "2", "--docker-host", "unix:///var/run/docker.sock?name=a", "--docker-host", `unix://${env.SOCKET}?name=b&labels=ssd`],
     });
@@ -292,7 +280,7 @@ describe("the warm pool on two Docker engines", () => {
     expect(await onEngine(dockerB, ws.docker_id!)).toBe("running");
     await until("the pool refilled", async () => (await poolOf(profile.id)).ready === 2);
 
-    script("stop");
+    secondDockerd("stop");
     for (let i = 0; i < 5 && w.hosts.get("b")!.up; i++) await w.checkHosts();
     expect((await poolOf(profile.id)).ready).toBe(0);
     expect((await w.byId(ws.id))?.status).toBe("unavailable");
@@ -300,7 +288,7 @@ describe("the warm pool on two Docker engines", () => {
     const next = await insertSession(t, user.id, profile.id);
     expect((await errOf(w.createForSession({ userId: user.id, sessionId: next, profile: row })))?.message).toMatch(/Every Docker host for this profile is unavailable \(b: /);
 
-    script("start");
+    secondDockerd("start");
     expect((await w.checkHosts()).back).toEqual(["b"]);
     await until("the pool back on b", async () => (await poolOf(profile.id)).ready === 2, 90_000);
     expect((await dockerB.listContainers({ filters })).length).toBe(2);

@@ -29,6 +29,15 @@ export function validationToAppError(err: ValidationError): AppError {
   return new AppError("VALIDATION_FAILED", message, { field, reason, in: where });
 }
 
+function requireDecodable(request: Request, path: string): void {
+  if (!path.includes("%")) return;
+  try {
+    decodeURIComponent(path);
+  } catch {
+    throw new AppError("NOT_FOUND", `No route ${request.method} ${redactString(path)}: malformed percent-encoding`);
+  }
+}
+
 /**
  * `fallback` answers a request no route matched before it becomes a 404 (the dashboard's
  * single-page fallback, src/http/routes/web.ts); null lets the 404 stand.
@@ -36,9 +45,13 @@ export function validationToAppError(err: ValidationError): AppError {
 export function createRouter(log: Logger, adminPassword: AdminPassword | null = null, fallback: (request: Request) => Response | null = () => null) {
   // Credentials before content: the surface's credential is checked by the first hook that runs —
   // parse (requests with a body) or transform (the rest) — before anything is read or validated.
+  // A path that does not decode (`%ff`, `%zz`, a lone surrogate) names no record: 404 like any
+  // missing one, after the credential — never a null parameter reaching a route.
   const authorize = (request: Request, path: string) => {
     const surface = surfaceOf(path);
-    return surface ? authorizeOnce(request, surface, adminPassword) : undefined;
+    const pending = surface ? authorizeOnce(request, surface, adminPassword) : undefined;
+    if (pending) return pending.then(() => requireDecodable(request, path));
+    requireDecodable(request, path);
   };
   return new Elysia({ name: "runcell" })
     .onParse({ as: "global" }, async ({ request, path, route }) => {

@@ -175,6 +175,20 @@ export function routeTable(name: string, get: () => Actors, cases: RouteCase[]) 
         });
       }
 
+      if (needsRecord && surface !== "public") {
+        // `%ff` decodes to nothing: no record has that id, and no route sees a null parameter.
+        test(`${c.route}: an id that does not decode (%ff) → 404, after the credential`, async () => {
+          const a = get();
+          const id = (await make(a, a.owner))!;
+          const undecodable = path.replace(":id", "%ff") + (c.query ? `?${c.query}` : "");
+          const anonymous = await call(a, method, undecodable, "anonymous", c.body?.(id, a));
+          expect(anonymous.status).toBe(401);
+          const r = await call(a, method, undecodable, surface === "admin" ? "admin" : "owner", c.body?.(id, a));
+          expect(r.status, JSON.stringify(r.body)).toBe(404);
+          expect(r.body.code).toBe("NOT_FOUND");
+        });
+      }
+
       for (const bad of c.invalid ?? []) {
         test(`${c.route}: ${bad.name} → 400 on ${bad.field}`, async () => {
           const a = get();

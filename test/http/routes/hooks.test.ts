@@ -72,6 +72,17 @@ describe("the trigger URL", () => {
     expect(wrong.body).toEqual({ error: "Playbook not found", code: "NOT_FOUND" });
   });
 
+  test("a path that does not decode (%ff, %zz, a lone surrogate) is a 404 too, never a 500", async () => {
+    const pb = await playbook();
+    const secret = pathOf(pb.trigger_url).split("/").pop()!;
+    for (const path of [`/hooks/playbooks/${pb.id}/%ff`, `/hooks/playbooks/${pb.id}/%zz`, `/hooks/playbooks/%ed%a0%80/${secret}`, `/hooks/playbooks/${pb.id}/${secret}%`]) {
+      const r = await trigger(path, {});
+      expect(r.status, path).toBe(404);
+      expect(r.body.code).toBe("NOT_FOUND");
+    }
+    expect(t.logs.some((l) => l.includes('"level":"error"'))).toBe(false);
+  });
+
   test("after rotation the old URL is 404 at once and the new one works", async () => {
     const pb = await playbook();
     const rotated = await api(t, "POST", `/v1/playbooks/${pb.id}/rotate-trigger`, alice.bearer);

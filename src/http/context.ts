@@ -1,4 +1,5 @@
 import type { Principal } from "../auth/principal.ts";
+import type { RateLimitResult } from "../lib/ratelimit.ts";
 
 /** What the pipeline learns about a request before routing; handlers read it by request. */
 export interface RequestContext {
@@ -12,6 +13,8 @@ export interface RequestContext {
   authorized?: boolean;
   /** The route template the router matched ("/v1/sessions/:id"; the /metrics route label), set by router.ts. */
   route?: string;
+  /** The caller's bucket the response reports (taken or peeked); the pipeline sets it before the router runs. */
+  rl: RateLimitResult | null;
   /**
    * A Response of `body` made with every header the pipeline adds (request id, nosniff, the
    * caller's RateLimit-*, replica) given at construction: the pipeline then adds none to it.

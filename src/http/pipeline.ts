@@ -219,11 +219,13 @@ export function createPipeline(deps: PipelineDeps) {
       if (!(e instanceof AppError)) log.error("unhandled error in stream upgrade", { request_id: ctx.id, err: e });
       refused = errorResponse(e instanceof AppError ? e : Errors.internal(ctx.id));
     }
-    deps.onResponse?.(req.method, path, refused?.status ?? 101, (performance.now() - ctx.started) / 1000);
-    if (!refused) return undefined;
-    refused.headers.set("x-request-id", ctx.id);
-    if (replica) refused.headers.set("x-runcell-replica", replica);
-    return refused;
+    if (!refused) {
+      deps.onResponse?.(req.method, path, 101, (performance.now() - ctx.started) / 1000);
+      return undefined;
+    }
+    // A refused upgrade is an HTTP answer like any other: every header, the log line, the metrics.
+    ctx.route = path;
+    return finish(req, path, ctx, refused, ctx.rl ?? ctx.charged ?? (ctx.principal ? limiter.peek(`u:${ctx.principal.user.id}`) : peekAddress(ctx)));
   }
 
   function failed(e: unknown, ctx: Context): Response {

@@ -26,7 +26,8 @@ export function parseFrame(text: string): unknown {
 export function validateClientMessage(value: unknown): ClientMessage {
   if (!value || typeof value !== "object" || Array.isArray(value)) throw new AppError("VALIDATION_FAILED", "A message must be a JSON object with a type", { field: "frame" });
   const type = (value as { type?: unknown }).type;
-  if (typeof type !== "string") throw new AppError("VALIDATION_FAILED", "Missing message type", { field: "type" });
+  if (type === undefined) throw new AppError("VALIDATION_FAILED", "Missing message type", { field: "type" });
+  if (typeof type !== "string") throw new AppError("VALIDATION_FAILED", "The message type must be a string", { field: "type" });
   // Own entries only: "constructor", "__proto__" or "toString" must not find Object.prototype's.
   const schema = Object.hasOwn(CLIENT_MESSAGES, type) ? CLIENT_MESSAGES[type as ClientMessageType] : undefined;
   if (!schema) {

@@ -265,6 +265,8 @@ export function createStreamServer(d: StreamDeps): StreamServer {
           requestId = requestIdIn(text);
           throw new AppError("VALIDATION_FAILED", `Frame is larger than ${MAX_JSON_BODY} bytes`, { field: "frame", limit_bytes: MAX_JSON_BODY });
         }
+        // Bad JSON still names its request when its text does.
+        requestId = requestIdIn(text);
         const value = parseFrame(text);
         requestId = requestIdOf(value);
         const msg = validateClientMessage(value);
@@ -317,11 +319,18 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         throw e;
       }
       const { auth, viaCookie, charged } = authenticated;
+      ctx.principal = auth.principal;
+      if (req.headers.get("upgrade")?.toLowerCase() !== "websocket") {
+        // Not a WebSocket handshake: an HTTP answer, credential first (a handshake's refusal is close 4001).
+        if (!auth.principal) return errorResponse(Errors.unauthorized());
+        return errorResponse(new AppError("VALIDATION_FAILED", "This endpoint speaks WebSocket only: send an Upgrade request", { field: "upgrade" }), { upgrade: "websocket" });
+      }
       if (viaCookie && isCrossSite(req, publicOrigin)) {
         return errorResponse(Errors.forbidden("Cross-site WebSocket refused: the Origin is not this server's"));
       }
       // An anonymous caller whose address already paid for a compare is not charged twice.
       const rl = !auth.principal && charged ? charged : d.limiter.take(auth.principal ? `u:${auth.principal.user.id}` : `ip:${ctx.ip}`);
+      ctx.rl = rl;
       if (!rl.ok) return errorResponse(Errors.rateLimited(rl.retryAfterSec));
       const data: SocketData = {
         id: nextId++,
@@ -341,9 +350,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
       };
       const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : undefined });
       if (!upgraded) {
-        return errorResponse(new AppError("VALIDATION_FAILED", "This endpoint speaks WebSocket only: send an Upgrade request", { field: "upgrade" }, 426), {
-          upgrade: "websocket",
-        });
+        return errorResponse(new AppError("VALIDATION_FAILED", "Malformed WebSocket handshake", { field: "upgrade" }));
       }
       d.log.info("stream connected", { request_id: ctx.id, ip: ctx.ip, user_id: auth.principal?.user.id, authenticated: !!auth.principal, url: req.url });
       return undefined;

@@ -53,7 +53,7 @@ export class WsClient {
       ws.once("unexpected-response", (_req, res) => {
         let body = "";
         res.on("data", (c) => (body += c));
-        res.on("end", () => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { status: res.statusCode, body })));
+        res.on("end", () => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode}`), { status: res.statusCode, body, headers: res.headers })));
       });
       ws.once("error", (e) => reject(e));
     });

@@ -82,6 +82,27 @@ describe("authentication", () => {
     ok.close();
   });
 
+  test("a plain HTTP request (no Upgrade) is an HTTP answer: 401 without a credential, else 400; every header", async () => {
+    const anonymous = await t.fetch("/v1/stream");
+    expect(anonymous.status).toBe(401);
+    expect(((await anonymous.json()) as { code: string }).code).toBe("UNAUTHORIZED");
+    const garbage = await t.fetch("/v1/stream", { headers: { authorization: "Bearer rc_nope" } });
+    expect(garbage.status).toBe(401);
+    const plain = await t.fetch("/v1/stream", { headers: { authorization: `Bearer ${alice.token}` } });
+    expect(plain.status).toBe(400);
+    expect(plain.headers.get("upgrade")).toBe("websocket");
+    expect(await plain.json()).toMatchObject({ code: "VALIDATION_FAILED", details: { field: "upgrade" } });
+    for (const r of [anonymous, garbage, plain]) {
+      expect(r.headers.get("x-request-id")).toMatch(/^req_/);
+      expect(r.headers.get("x-content-type-options")).toBe("nosniff");
+      for (const h of ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"]) expect(r.headers.get(h), h).toMatch(/^\d+$/);
+    }
+    // A refused handshake carries them too.
+    const err = await WsClient.connect(stream, { headers: { cookie: alice.cookie, origin: "https://evil.example" } }).catch((e) => e);
+    expect(err.status).toBe(403);
+    expect(err.headers["ratelimit-limit"]).toMatch(/^\d+$/);
+  });
+
   test("deleting the token closes its open sockets with 4001; other credentials stay", async () => {
     const extra = await api(t, "POST", "/v1/api-tokens", alice.bearer, { name: "doomed" });
     const doomed = await WsClient.connect(stream, { protocols: [`Bearer.${extra.body.token}`] });
@@ -108,6 +129,8 @@ describe("authentication", () => {
 describe("client messages and error frames", () => {
   test.each([
     ["bad JSON", "{nope", "frame"],
+    ["bad JSON that names its request", '{"type":"task.submit","request_id":"q",', "frame"],
+    ["a type that is not a string", JSON.stringify({ type: 5, request_id: "q" }), "type"],
     ["not an object", "[1,2]", "frame"],
     ["missing type", JSON.stringify({ session_id: "x", request_id: "q" }), "type"],
     ["unknown type", JSON.stringify({ type: "task.explode", request_id: "q" }), "type"],
@@ -128,6 +151,12 @@ describe("client messages and error frames", () => {
     c.send({ type: "session.resume", session_id: "sess_nope", request_id: "still-open" });
     expect((await c.waitFor((f) => f.request_id === "still-open")).code).toBe("NOT_FOUND");
     c.close();
+  });
+
+  test("a message over 16 MiB is not buffered: the socket closes with 1009", async () => {
+    const c = await open(alice);
+    c.send("x".repeat(16 * 1024 * 1024 + 10));
+    expect((await c.waitClose()).code).toBe(1009);
   });
 
   test("a frame over 1 MiB is refused with VALIDATION_FAILED and the socket stays open", async () => {

@@ -342,7 +342,7 @@ export class Hub {
 
 /** A replay read page by page, up to the bound taken when its subscription was registered. */
 export class Replay {
-  /** Highest seq read so far (`after` until a frame is read). */
+  /** Highest seq read so far (`after`, or the bound when `after` is beyond it, until a frame is read). */
   lastSeq: number;
   done = false;
   private from: number;
@@ -355,8 +355,10 @@ export class Replay {
     private withDebug: boolean,
     private pageSize: number,
   ) {
-    this.lastSeq = after;
-    this.from = after;
+    // An `after` beyond the stored frames (a stale client, a restored backup) replays nothing and
+    // goes live from the bound: frames stored later must not be taken for already sent.
+    this.lastSeq = Math.min(after, bound.seq);
+    this.from = this.lastSeq;
   }
 
   /** The next page ([] once done). */

@@ -82,6 +82,27 @@ describe("resume", () => {
     expect([...firstSocket, ...again.frames.filter((f) => typeof f.seq === "number")]).toEqual(persisted);
   }, 90_000);
 
+  test("an `after` beyond the last stored seq replays nothing, reports the real last seq, and live frames follow", async () => {
+    mock.reset();
+    mock.enqueue({ text: "first" }, { text: "second" });
+    const a = await open();
+    a.send({ type: "task.submit", profile_id: profileId, prompt: "one" });
+    const done = await a.waitFor((f) => f.type === "task:done");
+    a.close();
+    const stored = await sessionFrames(t, user, done.session_id);
+    const last = stored.at(-1).seq;
+    const b = await open();
+    b.send({ type: "session.resume", session_id: done.session_id, after: last + 100_000 });
+    const end = await b.waitFor((f) => f.type === "session.replay_end");
+    expect(end.last_seq).toBe(last);
+    b.send({ type: "session.turn", session_id: done.session_id, prompt: "two" });
+    expect(await b.waitFor((f) => f.type === "turn.done")).toMatchObject({ result_text: "second" });
+    const live = b.frames.filter((f) => typeof f.seq === "number");
+    expect(live.length).toBeGreaterThan(0);
+    expect(live.every((f) => f.seq > last)).toBe(true);
+    b.close();
+  });
+
   test("an unanswered question is part of the replay and can be answered after reconnecting", async () => {
     mock.reset();
     mock.enqueue({ toolCalls: [{ name: "AskUserQuestion", input: { questions: [{ question: "Deploy?", options: [{ label: "yes" }, { label: "no" }] }] } }] }, { text: "Deployed." });

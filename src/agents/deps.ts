@@ -23,6 +23,7 @@ export interface SecretsDep {
 export interface WorkspacesDep extends WorkspaceOps {
   createForSession(input: { userId: string; sessionId: string; profile: ProfileRow }): Promise<WorkspaceRow>;
   ensureRunning(sessionId: string): Promise<WorkspaceRow>;
+  forSession(sessionId: string): Promise<WorkspaceRow | null>;
   /** Throws CONCURRENCY_LIMIT when the session's workspace would have to start with no room. */
   assertRoom(sessionId: string, profile: ProfileRow): Promise<void>;
   removeForSession(sessionId: string): Promise<void>;

@@ -51,7 +51,8 @@ export class SessionLifecycle {
   /**
    * Creates a session (and, with `withTask`, its first task in the same transaction) with its
    * running workspace, and publishes `session.ready`. A workspace that cannot start rolls the
-   * session back — unless a task came with it, which then fails with the error (`error`).
+   * session back — unless a task came with it: then the session stays, `session.ready` names its
+   * workspace record (failed), and the task fails with the error (`error`).
    */
   async open(
     userId: string,
@@ -70,13 +71,23 @@ export class SessionLifecycle {
     try {
       ws = await this.d.workspaces.createForSession({ userId, sessionId: session.id, profile });
     } catch (e) {
-      if (task && e instanceof AppError && e.code === "CONTAINER_FAILED") return { session, task, workspace: null, error: e };
+      if (task && e instanceof AppError && e.code === "CONTAINER_FAILED") {
+        // The session stays (its task fails with the error; a later turn starts the workspace
+        // again), so it is announced like any new session, with the workspace record it has.
+        const failed = await this.d.workspaces.forSession(session.id).catch(() => null);
+        if (failed) this.publishReady(session.id, failed, profile.id);
+        return { session, task, workspace: null, error: e };
+      }
       await this.purge(session.id, { tolerateWorkspaceError: true });
       throw e;
     }
-    this.d.hub.publish(session.id, { type: "session.ready", container_id: ws.id, container_name: ws.name, profile_id: profile.id });
+    this.publishReady(session.id, ws, profile.id);
     this.d.metrics?.sessionReady((performance.now() - started) / 1000);
     return { session, task, workspace: ws, error: null };
+  }
+
+  private publishReady(sessionId: string, ws: WorkspaceRow, profileId: string) {
+    this.d.hub.publish(sessionId, { type: "session.ready", container_id: ws.id, container_name: ws.name, profile_id: profileId });
   }
 
   /** The session's row and, with `withTask`, its first task: they commit together. */

@@ -186,5 +186,10 @@ describe("images", () => {
     expect(task.error.message).toMatch(/runcell image build|--workspace-image/);
     const frames = await sessionFrames(t, user, sub.body.session_id);
     expect(frames.at(-1)).toMatchObject({ type: "task:failed", code: "CONTAINER_FAILED" });
+    // The task came without a session: the new session is announced before its task fails.
+    const workspace = (await api(t, "GET", "/v1/workspaces", user.bearer)).body.data.find((w: { session_id: string }) => w.session_id === sub.body.session_id);
+    expect(frames.map((f) => f.type)).toEqual(["session.ready", "task:failed"]);
+    expect(frames[0]).toMatchObject({ session_id: sub.body.session_id, container_id: workspace.id, container_name: workspace.name, profile_id: r.body.id });
+    expect(workspace.status).toBe("failed");
   });
 });

@@ -353,8 +353,11 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         hostname: config.host,
         port: config.port,
         development: false,
-        // Our own parser caps JSON bodies at 1 MiB with a proper 413; this is only the hard stop.
-        maxRequestBodySize: 8 * 1024 * 1024,
+        // Bun's own limit answers a bare 413 (no error body, no headers) before the pipeline runs,
+        // so it is set out of reach: every body is read by http/parse.ts, which refuses a declared
+        // or streamed body over its route's limit (1 MiB, 64 KiB for triggers) with the interface's
+        // 413 and stops reading. An unread body is discarded by Bun, not buffered.
+        maxRequestBodySize: 2 ** 40,
         idleTimeout: 60,
         fetch: pipeline,
         websocket: stream.handlers,

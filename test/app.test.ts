@@ -33,3 +33,66 @@ test("stop(): in-flight requests finish, WebSockets close with 1001, new connect
   await again.stop();
   await mock.stop();
 });
+
+test("a request body of any size is answered by runcell (413 in the error shape, with every header), never by Bun's bare limit", async () => {
+  const t = await startTestApp();
+  const user = await createUser(t);
+  const big = JSON.stringify({ name: "x".repeat(9 * 1024 * 1024) });
+  const expect413 = async (r: Response) => {
+    expect(r.status).toBe(413);
+    expect(await r.json()).toMatchObject({ code: "VALIDATION_FAILED", details: { field: "body" } });
+    expect(r.headers.get("x-request-id")).toMatch(/^req_/);
+    expect(r.headers.get("ratelimit-limit")).toMatch(/^\d+$/);
+  };
+  await expect413(await t.fetch("/v1/api-tokens", { method: "POST", headers: user.bearer, body: big }));
+  // Streamed without a length: read up to the limit, then refused.
+  const chunks = (function* () {
+    for (let i = 0; i < 20; i++) yield new Uint8Array(1024 * 1024).fill(0x20);
+  })();
+  const stream = new ReadableStream({ pull: (c) => { const n = chunks.next(); n.done ? c.close() : c.enqueue(n.value); } });
+  await expect413(await t.fetch("/v1/api-tokens", { method: "POST", headers: user.bearer, body: stream }));
+  // Without a credential the credential comes first, whatever the size.
+  expect((await t.fetch("/v1/api-tokens", { method: "POST", headers: { "content-type": "application/json" }, body: big })).status).toBe(401);
+  // A declared length far beyond anything: refused at once, nothing read.
+  const reply = await rawHttp(t.url, `POST /v1/api-tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${user.token}\r\nContent-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n{}`);
+  expect(reply).toStartWith("HTTP/1.1 413");
+  expect(reply).toContain('"code":"VALIDATION_FAILED"');
+  await t.stop();
+});
+
+test("a short Host (a container's or a proxy's name like `api`) reaches the same routes", async () => {
+  const t = await startTestApp();
+  const user = await createUser(t);
+  for (const host of ["x", "api", "web:80", "[::1]"]) {
+    const list = await rawHttp(t.url, `GET /v1/api-tokens?limit=1 HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${user.token}\r\n\r\n`);
+    expect(list, host).toStartWith("HTTP/1.1 200");
+    expect(list).toContain('"next_cursor"');
+    const body = JSON.stringify({ name: `via ${host}` });
+    const made = await rawHttp(t.url, `POST /v1/api-tokens HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${user.token}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    expect(made, host).toStartWith("HTTP/1.1 201");
+    expect(made).toContain(`"name":"via ${host}"`);
+  }
+  await t.stop();
+});
+
+/** One request written on a raw socket (a Host or a Content-Length no fetch would send); the answer's text. */
+function rawHttp(base: string, request: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let text = "";
+    Bun.connect({
+      hostname: "127.0.0.1",
+      port: Number(new URL(base).port),
+      socket: {
+        open: (s) => void s.write(request),
+        data: (s, d) => {
+          text += d.toString();
+          const head = text.indexOf("\r\n\r\n");
+          const length = Number(/content-length: (\d+)/i.exec(text)?.[1] ?? NaN);
+          if (head >= 0 && text.length - head - 4 >= length) s.end();
+        },
+        close: () => resolve(text),
+        error: (_s, e) => reject(e),
+      },
+    });
+  });
+}

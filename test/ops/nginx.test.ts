@@ -47,7 +47,7 @@ function serverBlock(port: number, appPort: number) {
     server_name 127.0.0.1;
     ssl_certificate     ${dir}/cert.pem;
     ssl_certificate_key ${dir}/key.pem;
-    client_max_body_size 8m;
+    client_max_body_size 16m;
 
 ${proxyLocation(`127.0.0.1:${appPort}`, [`proxy_bind ${PROXY_ADDR};`])}
   }`;

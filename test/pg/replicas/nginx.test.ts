@@ -28,7 +28,7 @@ ${upstreams.map((p) => `    server 127.0.0.1:${p} max_fails=1 fail_timeout=5s;`)
   }
   server {
     listen 127.0.0.1:${port};
-    client_max_body_size 8m;
+    client_max_body_size 16m;
 ${proxyLocation("runcell", ["proxy_next_upstream error timeout;"])}
   }`;
 }

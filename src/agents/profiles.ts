@@ -8,7 +8,7 @@ import { and, desc, eq, lt, sql } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import { affected, type DB, first } from "../db/client.ts";
 import { isId, newId } from "../db/ids.ts";
-import { type PageParams, pageSize } from "../db/paginate.ts";
+import { idCursor, type PageParams, pageSize } from "../db/paginate.ts";
 import { type ModelConfig, type ProfileRow } from "../db/schema.ts";
 import { profiles } from "../db/tables.ts";
 import { isPostgres } from "../db/unit.ts";
@@ -159,15 +159,16 @@ export class Profiles {
    */
   listJson(userId: string, p: PageParams): string | Promise<string> {
     const k = pageSize(p); // (no SQL is built unless the page is read)
+    const cursor = idCursor(p);
     const read = async (): Promise<ProfilePage> => {
       // A page of the owner's profiles, newest first: the first one, or the one after a cursor.
       const mine = eq(profiles.user_id, userId);
-      const rows = await this.db.select(VERSION).from(profiles).where(p.cursor ? and(mine, lt(profiles.id, p.cursor)) : mine).orderBy(desc(profiles.id)).limit(k.fetch);
+      const rows = await this.db.select(VERSION).from(profiles).where(cursor ? and(mine, lt(profiles.id, cursor)) : mine).orderBy(desc(profiles.id)).limit(k.fetch);
       let json = rows.some((r) => r.warm_pool > 0) ? null : await this.pageJson(rows, k.limit);
       if (json && json.length > PAGE_JSON_KEPT_MAX) json = null; // kept as rows only: the memo's memory stays bounded
       return { rows, json };
     };
-    const page = this.pages ? this.pages.get(`${userId} ${k.fetch} ${p.cursor ?? ""}`, read) : read();
+    const page = this.pages ? this.pages.get(`${userId} ${k.fetch} ${cursor ?? ""}`, read) : read();
     const body = (pg: ProfilePage | undefined) => pg!.json ?? this.pageJson(pg!.rows, k.limit);
     return page instanceof Promise ? page.then(body) : body(page);
   }

@@ -4,6 +4,7 @@
  */
 import { and, desc, lt, type SQL } from "drizzle-orm";
 import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { Errors } from "../lib/errors.ts";
 
 export interface Page<T> {
   data: T[];
@@ -21,10 +22,21 @@ export function pageSize(p: PageParams): { limit: number; fetch: number } {
   return { limit, fetch: limit + 1 };
 }
 
+/** A next_cursor of an id-keyed list is an id (src/db/ids.ts): anything else is refused, not read as text. */
+const ID_CURSOR = /^[a-z]{2,5}_[0-9a-hjkmnp-tv-z]{26}$/;
+
+/** The page's cursor when it has one; 400 on `cursor` when it is not a next_cursor of such a list. */
+export function idCursor(p: PageParams): string | undefined {
+  if (!p.cursor) return undefined;
+  if (!ID_CURSOR.test(p.cursor)) throw Errors.validation("cursor", "cursor is not a next_cursor of this list", { reason: "invalid cursor", in: "query" });
+  return p.cursor;
+}
+
 /** WHERE and ORDER BY for one page; fetch `limit + 1` rows and pass them to `toPage`. */
 export function keyset(idColumn: SQLiteColumn, where: SQL | undefined, p: PageParams) {
+  const cursor = idCursor(p);
   return {
-    where: p.cursor ? and(where, lt(idColumn, p.cursor)) : where,
+    where: cursor ? and(where, lt(idColumn, cursor)) : where,
     orderBy: desc(idColumn),
     ...pageSize(p),
   };

@@ -10,7 +10,7 @@ import type { Config } from "../config.ts";
 import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import type { Page, PageParams } from "../db/paginate.ts";
-import { notificationLog, tasks } from "../db/tables.ts";
+import { notificationLog, playbooks, tasks } from "../db/tables.ts";
 import { run, transact, type Unit } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
@@ -123,6 +123,9 @@ export class Notifications {
     const playbookId = validateRef("playbook_id", body.playbook_id);
     if (taskId && !(await first(this.deps.db.select({ id: tasks.id }).from(tasks).where(and(eq(tasks.id, taskId), eq(tasks.user_id, userId)))))) {
       throw Errors.validation("task_id", `Task ${taskId} not found`);
+    }
+    if (playbookId && !(await first(this.deps.db.select({ id: playbooks.id }).from(playbooks).where(and(eq(playbooks.id, playbookId), eq(playbooks.user_id, userId)))))) {
+      throw Errors.validation("playbook_id", `Playbook ${playbookId} not found`);
     }
     const out = await this.enqueue({ userId, source: "agent", message, urgency, taskId, playbookId });
     if (!out) throw Errors.validation("integration", NO_INTEGRATION_MESSAGE);

@@ -55,6 +55,7 @@ export type Surface = "user" | "admin" | "public";
 
 export interface BadInput {
   name: string;
+  /** The body, or a function that makes it when the test runs (for records made in beforeAll). */
   body?: unknown;
   /** Query string (without `?`) instead of the valid one. */
   query?: string;
@@ -194,7 +195,7 @@ export function routeTable(name: string, get: () => Actors, cases: RouteCase[]) 
           const a = get();
           const id = await make(a, a.owner);
           const who: Who = surface === "admin" ? "admin" : "owner";
-          const body = "body" in bad ? bad.body : c.body?.(id, a);
+          const body = "body" in bad ? (typeof bad.body === "function" ? bad.body() : bad.body) : c.body?.(id, a);
           const r = await call(a, method, fill(path, bad.id ?? id, bad.query ?? c.query), who, body);
           expect(r.status, JSON.stringify(r.body)).toBe(400);
           expect(r.body.code).toBe("VALIDATION_FAILED");

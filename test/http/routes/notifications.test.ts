@@ -32,6 +32,17 @@ let taskA = "";
 /** A task of the table's other user (inserted in beforeAll): naming it is a bad task_id for the owner. */
 const OTHERS_TASK = newId("task");
 
+let playbookA = "";
+/** A playbook of the table's other user: naming it is a bad playbook_id for the owner. */
+let othersPlaybook = "";
+
+async function playbookOf(u: { bearer: Record<string, string> }): Promise<string> {
+  const profile = await api(t, "POST", "/v1/profiles", u.bearer, { name: "notifier", model: { provider: "demo", name: "demo" } });
+  const pb = await api(t, "POST", "/v1/playbooks", u.bearer, { name: "notifying", profile_id: profile.body.id, prompt: "p" });
+  expect(pb.status).toBe(201);
+  return pb.body.id;
+}
+
 async function insertTask(userId: string, task = newId("task")): Promise<string> {
   const { db } = t.app.services;
   const sess = newId("session");
@@ -54,6 +65,7 @@ beforeAll(async () => {
   expect([ia.status, ib.status, ...table.map((r) => r.status)]).toEqual([201, 201, 201, 201]);
   taskA = await insertTask(a.id);
   await insertTask(sc.other.id, OTHERS_TASK);
+  [playbookA, othersPlaybook] = await Promise.all([a, sc.other].map((u) => playbookOf(u)));
   ntfA = (await api(t, "POST", "/v1/notifications", a.bearer, { message: "from a", task_id: taskA })).body.id;
   ntfB = (await api(t, "POST", "/v1/notifications", b.bearer, { message: "from b" })).body.id;
   await waitFor(async () => (await t.app.services.notifications.get(b.id, ntfB)).status === "failed", { what: "b's notification to fail (410)" });
@@ -81,6 +93,8 @@ routeTable("/v1/notifications", () => sc, [
       { name: "a malformed task_id", body: { message: "x", task_id: "123" }, field: "task_id" },
       { name: "someone else's task", body: { message: "x", task_id: OTHERS_TASK }, field: "task_id" },
       { name: "a malformed playbook_id", body: { message: "x", playbook_id: "task_1" }, field: "playbook_id" },
+      { name: "someone else's playbook", body: () => ({ message: "x", playbook_id: othersPlaybook }), field: "playbook_id" },
+      { name: "a playbook that does not exist", body: { message: "x", playbook_id: "pb_01jd4x0v9k8m2n3p4q5r6s7t8v" }, field: "playbook_id" },
       { name: "an unknown field", body: { message: "x", channel: "sms" }, field: "channel" },
     ],
     success: 202,
@@ -131,13 +145,13 @@ describe("refusals", () => {
 
 describe("behaviour", () => {
   test("POST /v1/notifications → 202 pending, then delivered with the exact payload", async () => {
-    const res = await api(t, "POST", "/v1/notifications", a.bearer, { message: "build finished ✓", urgency: "high", task_id: taskA, playbook_id: "pb_01jd4x0v9k8m2n3p4q5r6s7t8v" });
+    const res = await api(t, "POST", "/v1/notifications", a.bearer, { message: "build finished ✓", urgency: "high", task_id: taskA, playbook_id: playbookA });
     expect(res.status).toBe(202);
     expect(res.body).toEqual({ id: expect.stringMatching(/^ntf_[0-9a-z]{26}$/), status: "pending" });
     const got = await waitFor(() => rcvA.received.find((r) => r.headers["x-service-delivery"] === res.body.id), { what: "delivery" });
     const payload = JSON.parse(got.body);
     expect(Object.keys(payload)).toEqual(["channel", "urgency", "message", "source", "sent_at", "task_id", "playbook_id"]);
-    expect(payload).toEqual({ channel: "webhook", urgency: "high", message: "build finished ✓", source: "agent", sent_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/), task_id: taskA, playbook_id: "pb_01jd4x0v9k8m2n3p4q5r6s7t8v" });
+    expect(payload).toEqual({ channel: "webhook", urgency: "high", message: "build finished ✓", source: "agent", sent_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/), task_id: taskA, playbook_id: playbookA });
     expect(got.hmacOk).toBe(true);
     expect(got.stripeOk).toBe(true);
     const rec = await waitFor(async () => {

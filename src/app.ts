@@ -176,7 +176,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // While tasks run, warm-pool refills create one container at a time: their CPU is the running sessions' latency.
   workspaces.paceRefills(() => orchestrator.busySessions > 0);
   const playbooks: Playbooks = new Playbooks({
-    db, sealer, log, now, publicUrl: config.publicUrl, runs: new PlaybookRuns(db, sqlite), profiles, orchestrator, notifications, audit,
+    db, sealer, log, now, publicUrl: config.publicUrl, runs: new PlaybookRuns(db, sqlite), profiles, orchestrator, notifications, audit, policy,
     ownerDisabled: async (userId) => (await users.byId(userId))?.disabled ?? true,
   });
   const scheduler = new PlaybookScheduler(playbooks, log, now);

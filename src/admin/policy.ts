@@ -112,13 +112,24 @@ export class Policies {
   async checkSubmit(userId: string, explicit: { max_turns?: number; max_budget_usd?: number }, serverPaid: boolean): Promise<void> {
     const p = await this.forUser(userId);
     if (p.exempt) return;
+    this.withinCeilings(p, explicit);
+    if (serverPaid) await this.assertSpend(userId, p);
+  }
+
+  /** Task limits about to be saved (a playbook's): within the ceilings, as a task's would be checked when it runs. */
+  async checkTaskLimits(userId: string, explicit: { max_turns?: number | null; max_budget_usd?: number | null }): Promise<void> {
+    const p = await this.forUser(userId);
+    if (p.exempt) return;
+    this.withinCeilings(p, { max_turns: explicit.max_turns ?? undefined, max_budget_usd: explicit.max_budget_usd ?? undefined });
+  }
+
+  private withinCeilings(p: { max_turns: number; max_budget_usd: number }, explicit: { max_turns?: number; max_budget_usd?: number }): void {
     if (explicit.max_turns !== undefined && explicit.max_turns > p.max_turns) {
       throw Errors.validation("max_turns", `max_turns must be at most ${p.max_turns} on this server (max_turns)`, { limit: "max_turns", max: p.max_turns });
     }
     if (explicit.max_budget_usd !== undefined && explicit.max_budget_usd > p.max_budget_usd) {
       throw Errors.validation("max_budget_usd", `max_budget_usd must be at most ${p.max_budget_usd} on this server (max_budget_usd)`, { limit: "max_budget_usd", max: p.max_budget_usd });
     }
-    if (serverPaid) await this.assertSpend(userId, p);
   }
 
   /** The task limits in effect: the profile's (or the request's), within the ceilings. */

@@ -41,6 +41,8 @@ export interface PlaybookDeps {
     /** Wakes the delivery worker once that transaction has committed. */
     wake(): void;
   };
+  /** The operator's ceilings: a playbook's max_turns and max_budget_usd are checked when saved, as a task's are when it runs. */
+  policy?: { checkTaskLimits(userId: string, limits: { max_turns?: number | null; max_budget_usd?: number | null }): Promise<void> };
   /** The audit log (trigger rotations). */
   audit?: AuditSink;
   /** Whether the owner's account is disabled (its trigger URLs answer 404; wired by the app). */
@@ -139,6 +141,7 @@ export class Playbooks {
     const timezone = checkTimezone(body.timezone ?? "UTC");
     const schedule = body.schedule == null ? null : checkSchedule(body.schedule, timezone);
     await this.d.profiles.get(userId, body.profile_id);
+    await this.d.policy?.checkTaskLimits(userId, body);
     const now = this.d.now();
     const id = newId("playbook");
     const fields = {
@@ -172,6 +175,7 @@ export class Playbooks {
     const before = await this.own(userId, id);
     this.merge(before, patch);
     if (patch.profile_id !== undefined && patch.profile_id !== before.profile_id) await this.d.profiles.get(userId, patch.profile_id);
+    await this.d.policy?.checkTaskLimits(userId, patch);
     const { row, rescheduled } = await transact(this.d.db, (tx) => this.updateIn(tx, userId, id, patch));
     if (rescheduled) await this.changed();
     return this.record(row);

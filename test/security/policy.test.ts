@@ -144,6 +144,30 @@ const taskCeiling = (limit: "max_turns" | "max_budget_usd", over: number, max: n
   lower,
 });
 
+/** The same ceilings when a playbook is saved: refused then, not only when one of its runs starts. */
+const playbookCeiling = (limit: "max_turns" | "max_budget_usd", over: number, max: number, raise: number, within: number, lower: number): Row => {
+  const playbook = (u: TestUser, ctx: Ctx | undefined, value: number) => post(u, "/v1/playbooks", { name: "pb", profile_id: ctx!.profileId, prompt: "p", [limit]: value });
+  return {
+    limit,
+    where: "saving a playbook",
+    status: 400,
+    code: "VALIDATION_FAILED",
+    field: limit,
+    max,
+    setup: async (u) => {
+      const r = await newProfile(u);
+      created(r);
+      return { profileId: r.body.id };
+    },
+    atMax: (u, ctx) => playbook(u, ctx, max),
+    attempt: (u, ctx) => playbook(u, ctx, over),
+    passed: created,
+    raise,
+    modest: (u, ctx) => playbook(u, ctx, within),
+    lower,
+  };
+};
+
 const ROWS: Row[] = [
   {
     limit: "max_profiles",
@@ -187,6 +211,8 @@ const ROWS: Row[] = [
   ceiling("max_budget_usd", "max_budget_usd", 25, 20, 50, 5, 1),
   taskCeiling("max_turns", 201, 200, 300, 50, 10),
   taskCeiling("max_budget_usd", 25, 20, 50, 5, 1),
+  playbookCeiling("max_turns", 201, 200, 300, 50, 10),
+  playbookCeiling("max_budget_usd", 25, 20, 50, 5, 1),
   {
     limit: "allowed_images",
     where: "saving a profile",

@@ -65,7 +65,7 @@ beforeAll(async () => {
   expect([ia.status, ib.status, ...table.map((r) => r.status)]).toEqual([201, 201, 201, 201]);
   taskA = await insertTask(a.id);
   await insertTask(sc.other.id, OTHERS_TASK);
-  [playbookA, othersPlaybook] = await Promise.all([a, sc.other].map((u) => playbookOf(u)));
+  [playbookA, othersPlaybook] = (await Promise.all([a, sc.other].map((u) => playbookOf(u)))) as [string, string];
   ntfA = (await api(t, "POST", "/v1/notifications", a.bearer, { message: "from a", task_id: taskA })).body.id;
   ntfB = (await api(t, "POST", "/v1/notifications", b.bearer, { message: "from b" })).body.id;
   await waitFor(async () => (await t.app.services.notifications.get(b.id, ntfB)).status === "failed", { what: "b's notification to fail (410)" });

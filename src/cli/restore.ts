@@ -17,7 +17,10 @@ import { DB_FILE } from "../db/data-dir.ts";
 import { acquireDataDirLock, type DataDirLock, LOCK_FILE } from "../db/lock.ts";
 import { BINARY_SCHEMA, schemaInfo } from "../db/migrate.ts";
 import { MIGRATIONS } from "../db/migrations.ts";
+import { randomHex } from "../lib/crypto.ts";
 import { KEY_FILE } from "../lib/sealer.ts";
+import { REPLICA_ID_FILE } from "../replicas/registry.ts";
+import { INSTANCE_SETTING } from "../workspaces/spec.ts";
 import { readTarGz } from "../lib/tar.ts";
 import { VERSION } from "../version.ts";
 import {
@@ -40,7 +43,7 @@ const STATE_FILES = [DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, KEY_FILE, ...C
 /** Archive members a backup may hold. */
 const MEMBERS = new Set<string>([MANIFEST_FILE, DB_FILE, KEY_FILE, ...CONFIG_FILES]);
 /** Entries a data dir may hold and still count as empty. */
-const IGNORED = new Set([LOCK_FILE, BACKUPS_DIR, "lost+found"]);
+const IGNORED = new Set([LOCK_FILE, BACKUPS_DIR, "lost+found", REPLICA_ID_FILE]);
 
 /** A refusal with the sentence to print; exit status 1. */
 export class RestoreError extends Error {}
@@ -146,12 +149,59 @@ function copyLegacyDir(dir: string, staging: string, say: (line: string) => void
   say(`${dir} is a backup directory of an earlier runcell (no manifest): checking integrity and schema only`);
 }
 
+/** The workspace instance id stored in a database (null: none, or not readable). */
+function instanceIdIn(dbPath: string): string | null {
+  if (!existsSync(dbPath)) return null;
+  let db: Database | null = null;
+  try {
+    db = new Database(dbPath, { readonly: true });
+    const row = db.query<{ value: string }, [string]>("SELECT value FROM settings WHERE key = ?").get(INSTANCE_SETTING);
+    const id: unknown = row ? JSON.parse(row.value) : null;
+    return typeof id === "string" ? id : null;
+  } catch {
+    return null;
+  } finally {
+    db?.close();
+  }
+}
+
+/**
+ * Which workspace instance id the restored database carries (its containers and volumes on the
+ * Docker engine are labelled with it, and each server removes the unknown ones of its own id):
+ * - `--keep-instance`: the backup's (this server replaces the original, which is gone);
+ * - over a data dir that held a database (`--force`): that database's (the same server, rolled back);
+ * - into an empty data dir: a new one, so a copy served beside the original never touches its
+ *   workspaces.
+ */
+function chooseInstanceId(stagedDb: string, dataDir: string, keep: boolean, say: (line: string) => void) {
+  const backup = instanceIdIn(stagedDb);
+  if (keep) {
+    say(`workspaces: keeping the backup's instance id${backup ? ` ${backup}` : ""} (--keep-instance): this server takes over the original's containers and volumes on the same Docker engine`);
+    return;
+  }
+  const replaced = instanceIdIn(join(dataDir, DB_FILE));
+  const id = replaced ?? randomHex(8);
+  if (id === backup) return;
+  const db = new Database(stagedDb);
+  try {
+    db.run("INSERT INTO settings (key, value, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (key) DO UPDATE SET value = ?2, updated_at = ?3", [INSTANCE_SETTING, JSON.stringify(id), Date.now()]);
+  } finally {
+    db.close();
+  }
+  say(
+    replaced
+      ? `workspaces: keeping this data dir's instance id ${id} (its containers and volumes stay its own)`
+      : `workspaces: a new instance id ${id}, so this copy never uses or removes the original server's containers and volumes` +
+          (backup ? ` (instance ${backup}); to take them over once that server is gone for good, restore with --keep-instance` : ""),
+  );
+}
+
 /** The data dir's entries that make it non-empty. */
 function occupants(dataDir: string): string[] {
   return readdirSync(dataDir).filter((n) => !IGNORED.has(n));
 }
 
-export async function restore(backup: string, dataDir: string, opts: { force?: boolean; say?: (line: string) => void } = {}): Promise<{ manifest: BackupManifest | null; tables: Record<string, number> }> {
+export async function restore(backup: string, dataDir: string, opts: { force?: boolean; keepInstance?: boolean; say?: (line: string) => void } = {}): Promise<{ manifest: BackupManifest | null; tables: Record<string, number> }> {
   const say = opts.say ?? (() => {});
   if (!existsSync(backup)) throw new RestoreError(`${backup} does not exist`);
   const legacy = statSync(backup).isDirectory();
@@ -192,6 +242,7 @@ export async function restore(backup: string, dataDir: string, opts: { force?: b
     } else {
       say(`integrity_check ok (${Object.keys(tables).length} tables, ${totalRows(tables)} rows)`);
     }
+    chooseInstanceId(dbPath, dataDir, opts.keepInstance === true, say);
     if (!existsSync(join(staging, KEY_FILE))) say(`warning: the backup has no ${KEY_FILE}: stored secrets cannot be decrypted (serve creates a new key)`);
 
     // Into place.
@@ -225,10 +276,15 @@ export async function restore(backup: string, dataDir: string, opts: { force?: b
 export const restoreCommand: Command = {
   name: "restore",
   summary: "Restore a backup archive into an empty (or --force'd) data dir, after checking it.",
-  usage: "runcell restore <backup.tar.gz> [--data-dir DIR] [--force]",
+  usage: "runcell restore <backup.tar.gz> [--data-dir DIR] [--force] [--keep-instance]",
   details: `  --data-dir DIR  the data dir to restore into (default: $RUNCELL_DATA_DIR, else ./runcell_data); created 0700
   --force         restore into a data dir that is not empty: its runcell.db, secret.key and config
                   file are moved to <data dir>/replaced-<timestamp>/ first (nothing is deleted)
+  --keep-instance keep the backup's workspace instance id: the restored server takes over the
+                  original server's containers and volumes on the same Docker engine. Only when
+                  that server is gone for good. Without it a restore into an empty data dir gets
+                  a new instance id (a copy served beside the original never touches its
+                  workspaces), and --force keeps the id of the database it replaces.
 
   Holds the data dir's lock (a running server must be stopped first). Checks, before anything is
   put in place: the manifest (a backup from a newer schema is refused), the sha256 of every file,
@@ -244,13 +300,15 @@ export const restoreCommand: Command = {
     let backup: string;
     let dataDir: string;
     let force: boolean;
+    let keepInstance: boolean;
     let ok = false;
     try {
-      const args = parseArgs(argv, { "data-dir": true, force: false }, false);
+      const args = parseArgs(argv, { "data-dir": true, force: false, "keep-instance": false }, false);
       if (args.positionals.length !== 1) throw new UsageError("expected one backup file (see --help)");
       backup = resolve(args.positionals[0]!);
       dataDir = dataDirFrom(args.extra.get("data-dir"));
       force = args.extra.get("force") === true;
+      keepInstance = args.extra.get("keep-instance") === true;
     } catch (e) {
       return failUsage("restore", e);
     }
@@ -267,7 +325,7 @@ export const restoreCommand: Command = {
       return 1;
     }
     try {
-      await restore(backup, dataDir, { force, say: (line) => console.log(line) });
+      await restore(backup, dataDir, { force, keepInstance, say: (line) => console.log(line) });
       console.log(`done: start runcell with --data-dir ${dataDir}`);
       ok = true;
       return 0;

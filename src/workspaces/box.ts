@@ -98,8 +98,8 @@ export interface BoxEngine {
   box(idOrName: string): Box;
   /** Every box, in any state, carrying all of `labels` (a value of "" matches the label with any value). */
   list(labels: Record<string, string>): Promise<BoxSummary[]>;
-  /** Makes the named volume (an existing one is kept as it is). */
-  createVolume(name: string, labels: Record<string, string>): Promise<void>;
+  /** Makes the named volume (an existing one is kept as it is); the labels it has now (an existing one's own). */
+  createVolume(name: string, labels: Record<string, string>): Promise<Record<string, string>>;
   listVolumes(labels: Record<string, string>): Promise<VolumeSummary[]>;
   /** Removes the named volume (one already gone is fine). */
   removeVolume(name: string): Promise<void>;
@@ -114,11 +114,12 @@ export interface BoxState {
   detail: string;
 }
 
-/** Removes a box and its volume (either one already gone is fine). */
-export async function removeWithVolume(engine: BoxEngine, idOrName: string, volume: string): Promise<void> {
-  await engine.box(idOrName).remove();
-  await engine.removeVolume(volume);
-}
+/**
+ * A container or volume the workspace needs is another runcell's: the same engine serves a server
+ * whose data dir has another instance id (a backup restored beside the live server). It is neither
+ * used nor removed.
+ */
+export class ForeignObject extends Error {}
 
 /** The box is missing or not running: a command cannot start (exec answered 404 or 409). */
 export class ContainerNotRunning extends Error {}

@@ -266,8 +266,11 @@ export class DockerBoxEngine implements BoxEngine {
     return found.map((c) => ({ id: c.Id, name: c.Names?.[0]?.replace(/^\//, "") ?? c.Id, image: c.Image, labels: c.Labels ?? {}, state: c.State, status: c.Status }));
   }
 
-  async createVolume(name: string, labels: Record<string, string>): Promise<void> {
-    await bounded("create the volume", this.ms, (abortSignal) => this.client.createVolume({ Name: name, Labels: labels, abortSignal }));
+  async createVolume(name: string, labels: Record<string, string>): Promise<Record<string, string>> {
+    // Docker answers an existing name with that volume as it is (its labels, not these): read them.
+    const volume = await bounded("create the volume", this.ms, (abortSignal) => this.client.createVolume({ Name: name, Labels: labels, abortSignal }));
+    const info = await bounded("inspect the volume", this.ms, (abortSignal) => volume.inspect({ abortSignal }));
+    return info.Labels ?? {};
   }
 
   async listVolumes(labels: Record<string, string>): Promise<VolumeSummary[]> {

@@ -5,7 +5,7 @@
  * host), stopping and removing. Operations on one workspace are serialised by a KeyedMutex. The
  * Workspaces service (service.ts) owns one Lifecycle.
  */
-import { type Box, BoxGone, EngineTimeout, removeWithVolume } from "./box.ts";
+import { type Box, BoxGone, EngineTimeout } from "./box.ts";
 import type { Config } from "../config.ts";
 import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceRow, WorkspaceSpec } from "../db/schema.ts";
@@ -295,7 +295,7 @@ export class Lifecycle {
       const row = await this.d.store.byId(id);
       if (!row) return false;
       try {
-        await removeWithVolume(this.d.hosts.of(row).boxes, row.docker_id ?? row.name, row.volume);
+        await this.d.hosts.of(row).provisioner.discard(row.id, row.volume);
       } catch (e) {
         this.d.log.warn("could not remove workspace container or volume; reconciliation will retry", { workspace: id, error: dockerMessage(e) });
       }

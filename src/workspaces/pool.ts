@@ -32,7 +32,7 @@ import type { Config } from "../config.ts";
 import { newId } from "../db/ids.ts";
 import type { ProfileRow, WorkspaceSpec } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
-import { removeWithVolume } from "./box.ts";
+import { discardWorkspace } from "./provision.ts";
 import { dockerMessage } from "./docker.ts";
 import type { DockerHost, DockerHosts, HostUsage } from "./hosts.ts";
 import { memberOwner, type ReplicaView } from "./peers.ts";
@@ -386,7 +386,7 @@ export class WarmPool {
     const host = this.d.hosts.get(m.host);
     if (!host?.up) return; // never placed, or its host is down: reconciliation removes it there
     try {
-      await removeWithVolume(host.boxes, m.dockerId || m.name, m.volume);
+      await discardWorkspace(host.boxes, this.d.instanceId, m.ctrId, m.volume);
     } catch (e) {
       this.d.log.warn("warm pool: could not remove a member; reconciliation will retry", { member: m.ctrId, error: dockerMessage(e) });
     }

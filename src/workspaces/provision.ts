@@ -2,12 +2,13 @@
  * Making a workspace's box on a host's engine (box.ts): the labelled volume, the hardened box
  * (spec.ts) and its start. A missing image is pulled (image.ts) and the create retried; a name held by
  * the workspace's own box (an interrupted attempt, another replica's) is that box, any other holder is
- * cleared; an engine without an init binary gets containers without one.
+ * cleared — but a box or volume another runcell instance labelled is never used or removed
+ * (ForeignObject); an engine without an init binary gets containers without one.
  * On failure nothing half-made is left running (the volume stays: it holds the files).
  */
 import type { Logger } from "../log.ts";
-import { type Box, type BoxEngine, ImageMissing, InitMissing, NameTaken } from "./box.ts";
-import { LABEL_WORKSPACE, labelsFor } from "./spec.ts";
+import { type Box, type BoxEngine, ForeignObject, ImageMissing, InitMissing, NameTaken } from "./box.ts";
+import { LABEL_INSTANCE, LABEL_WORKSPACE, labelsFor } from "./spec.ts";
 import type { WorkspaceRow } from "./store.ts";
 
 /** What a container is made from: a workspace row, or a warm-pool member (no session yet). */
@@ -25,7 +26,8 @@ export class Provisioner {
 
   /** Creates (or reuses) the volume, creates the box and starts it. `labels` go on both (a warm-pool member's). */
   async up(row: ProvisionInput, labels?: Record<string, string>): Promise<Box> {
-    await this.engine.createVolume(row.volume, { ...labelsFor({ ctrId: row.id, sessionId: row.session_id, instanceId: this.instanceId }), ...labels });
+    const held = await this.engine.createVolume(row.volume, { ...labelsFor({ ctrId: row.id, sessionId: row.session_id, instanceId: this.instanceId }), ...labels });
+    this.refuseForeign(`the volume ${row.volume}`, held);
     let box = await this.create(row, labels);
     try {
       await box.start();
@@ -70,12 +72,42 @@ export class Provisioner {
         // or by another replica that started the same workspace (it stalled past the task's lease
         // while creating it, and this one took the task over): that box is the workspace's, and is
         // used (it may be running already). Any other holder is cleared.
-        const own = (await this.engine.list({ [LABEL_WORKSPACE]: row.id })).find((b) => b.name === row.name);
-        if (own) return this.engine.box(own.id);
+        const holder = (await this.engine.list({ [LABEL_WORKSPACE]: row.id })).find((b) => b.name === row.name);
+        if (holder) {
+          this.refuseForeign(`the container ${row.name}`, holder.labels);
+          return this.engine.box(holder.id);
+        }
         await this.engine.box(row.name).remove().catch(() => {});
         return await this.engine.create(spec);
       }
       throw e;
     }
   }
+
+  /**
+   * Removes a workspace's box and volume — only this instance's: a box or volume of that name
+   * another runcell labelled (a restored data dir's twin on the same engine) is left alone.
+   * Either one already gone is fine.
+   */
+  discard(ctrId: string, volume: string): Promise<void> {
+    return discardWorkspace(this.engine, this.instanceId, ctrId, volume);
+  }
+
+  /** Throws ForeignObject when `labels` are another runcell instance's. */
+  private refuseForeign(what: string, labels: Record<string, string>) {
+    const owner = labels[LABEL_INSTANCE];
+    if (owner === undefined || owner === this.instanceId) return;
+    throw new ForeignObject(
+      `${what} belongs to another runcell server on this Docker engine (instance ${owner}), so it is neither used nor removed. ` +
+        `This data dir was likely restored from that server's backup; its workspaces start anew in new sessions. ` +
+        `To take the original server's workspaces over once it is stopped for good, restore with --keep-instance.`,
+    );
+  }
+}
+
+/** Removes the box and volume of workspace `ctrId` that instance `instanceId` labelled (see Provisioner.discard). */
+export async function discardWorkspace(engine: BoxEngine, instanceId: string, ctrId: string, volume: string): Promise<void> {
+  const ours = { [LABEL_WORKSPACE]: ctrId, [LABEL_INSTANCE]: instanceId };
+  for (const b of await engine.list(ours)) await engine.box(b.id).remove();
+  for (const v of await engine.listVolumes(ours)) if (v.name === volume) await engine.removeVolume(v.name);
 }

@@ -38,6 +38,7 @@ import { POOL_SYNC_EVERY_MS, type PoolMetrics, WarmPool } from "./pool.ts";
 import { type AttachedProcess, openProcess, type ProcessOptions } from "./process.ts";
 import { reconcile, type ReconcileReport } from "./reconcile.ts";
 import { FileUrlSigner, loadSigningKey } from "./signing.ts";
+import { INSTANCE_SETTING } from "./spec.ts";
 import { WorkspaceStore } from "./store.ts";
 
 export type { ProfileRow, WorkspaceRow } from "../db/schema.ts";
@@ -45,7 +46,6 @@ export type { ProfileRow, WorkspaceRow } from "../db/schema.ts";
 /** Largest file readFile / downloads hand out (bytes). */
 export const MAX_FILE_BYTES = 100 * 1024 * 1024;
 export const RECONCILE_EVERY_MS = 5 * 60_000;
-export const INSTANCE_SETTING = "workspaces.instance_id";
 
 export interface WorkspaceDeps {
   db: DB;

@@ -18,6 +18,8 @@ import { WORKSPACE_ROOT } from "./paths.ts";
 export const LABEL_WORKSPACE = "runcell.workspace";
 export const LABEL_SESSION = "runcell.session";
 export const LABEL_INSTANCE = "runcell.instance";
+/** The `settings` key of this data dir's instance id (the LABEL_INSTANCE value; a restore gives a copy its own). */
+export const INSTANCE_SETTING = "workspaces.instance_id";
 /** A warm-pool member: the profile it was made for (pool.ts); it stays on the container after a session takes it. */
 export const LABEL_POOL = "runcell.pool";
 /** A warm-pool member: the hash of the image and container spec it was made with (a changed profile drains members with another). */

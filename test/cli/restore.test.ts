@@ -14,9 +14,11 @@ import { openDatabase } from "../../src/db/client.ts";
 import { BINARY_SCHEMA, migrate, SCHEMA_WRITER_KEY } from "../../src/db/migrate.ts";
 import { MIGRATIONS } from "../../src/db/migrations.ts";
 import { VERSION } from "../../src/version.ts";
-import { startTestApp, tempDir } from "../helpers/app.ts";
+import { removeInstanceWorkspaces, startTestApp, type TestApp, tempDir } from "../helpers/app.ts";
+import { waitTask } from "../helpers/agent.ts";
+import { docker } from "../workspaces/helpers.ts";
 import { runCli } from "../helpers/cli.ts";
-import { createUser } from "../helpers/users.ts";
+import { api, createUser } from "../helpers/users.ts";
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -49,6 +51,17 @@ function repack(archive: string, edit: (dir: string) => void, order = ["manifest
   const r = Bun.spawnSync(["tar", "-czf", out, "-C", work, ...order.filter((f) => existsSync(join(work, f)))]);
   expect(r.exitCode, r.stderr.toString()).toBe(0);
   return out;
+}
+
+/** The workspace instance id a data dir's database holds. */
+function instanceIdOf(dataDir: string): string | null {
+  const db = new Database(join(dataDir, "runcell.db"), { readonly: true });
+  try {
+    const row = db.query<{ value: string }, []>("SELECT value FROM settings WHERE key = 'workspaces.instance_id'").get();
+    return row ? JSON.parse(row.value) : null;
+  } finally {
+    db.close();
+  }
 }
 
 const manifestIn = (d: string): BackupManifest => JSON.parse(readFileSync(join(d, "manifest.json"), "utf8"));
@@ -112,6 +125,76 @@ describe("runcell restore", () => {
     expect(db.query<{ email: string }, []>("SELECT email FROM users").all().map((u) => u.email)).toEqual([email]);
     db.close();
   }, 60_000);
+
+  test("the workspace instance id: new in an empty data dir, the backup's with --keep-instance, the replaced database's with --force", async () => {
+    const { archive, dataDir } = await source();
+    const original = instanceIdOf(dataDir);
+    expect(original).toMatch(/^[0-9a-f]{16}$/);
+
+    const copy = dir();
+    const r = await runCli(["restore", archive, "--data-dir", copy]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(instanceIdOf(copy)).toMatch(/^[0-9a-f]{16}$/);
+    expect(instanceIdOf(copy)).not.toBe(original);
+    expect(r.stdout).toContain(`workspaces: a new instance id ${instanceIdOf(copy)}`);
+    expect(r.stdout).toContain("--keep-instance");
+    expect(readdirSync(copy).sort()).toEqual(["runcell.db", "runcell.lock", "secret.key"]);
+
+    const successor = dir();
+    const kept = await runCli(["restore", archive, "--data-dir", successor, "--keep-instance"]);
+    expect(kept.code, kept.stderr).toBe(0);
+    expect(instanceIdOf(successor)).toBe(original);
+
+    const other = await startTestApp({ keepDataDir: true });
+    await other.stop();
+    dirs.push(other.dataDir);
+    const own = instanceIdOf(other.dataDir);
+    const forced = await runCli(["restore", archive, "--data-dir", other.dataDir, "--force"]);
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(instanceIdOf(other.dataDir)).toBe(own);
+    expect(forced.stdout).toContain(`keeping this data dir's instance id ${own}`);
+  }, 60_000);
+
+  test("a restored copy served beside the live original on the same engine never uses or removes the original's workspaces", async () => {
+    const live = await startTestApp({ keepDataDir: true });
+    dirs.push(live.dataDir);
+    const liveInstance = live.app.services.workspaces.instanceId;
+    let copy: TestApp | null = null;
+    try {
+      const user = await createUser(live);
+      const profile = await api(live, "POST", "/v1/profiles", user.bearer, { name: "live", model: { provider: "demo", name: "demo" }, image: live.config.workspaceImage, network: "none" });
+      const inBackup = await api(live, "POST", "/v1/sessions", user.bearer, { profile_id: profile.body.id });
+      expect(inBackup.status, JSON.stringify(inBackup.body)).toBe(201);
+      const archive = join(dir(), "live.tar.gz");
+      await createBackup(live.dataDir, archive);
+      const afterBackup = await api(live, "POST", "/v1/sessions", user.bearer, { profile_id: profile.body.id });
+      expect(afterBackup.status).toBe(201);
+      const running = () => docker.listContainers({ filters: JSON.stringify({ label: [`runcell.instance=${liveInstance}`], status: ["running"] }) });
+      expect((await running()).length).toBe(2);
+
+      const target = dir();
+      expect((await runCli(["restore", archive, "--data-dir", target])).code).toBe(0);
+      copy = await startTestApp({ dataDir: target }); // its start reconciles with the engine
+      expect(copy.app.services.workspaces.instanceId).not.toBe(liveInstance);
+      // The session copied in the backup: its turn does not take the live server's box over.
+      const turn = await api(copy, "POST", "/v1/tasks", user.bearer, { session_id: inBackup.body.id, prompt: "hi" });
+      const task = await waitTask(copy, user, turn.body.task_id);
+      expect(task.status).toBe("failed");
+      expect(task.error).toMatchObject({ code: "CONTAINER_FAILED", message: expect.stringContaining(`another runcell server on this Docker engine (instance ${liveInstance})`) });
+      expect((await api(copy, "DELETE", `/v1/sessions/${inBackup.body.id}`, user.bearer)).status).toBe(204);
+      await copy.app.services.workspaces.reconcile();
+      expect((await running()).length).toBe(2);
+      // A new session of the copy is its own.
+      const own = await api(copy, "POST", "/v1/sessions", user.bearer, { profile_id: profile.body.id });
+      expect(own.status, JSON.stringify(own.body)).toBe(201);
+      expect((await running()).length).toBe(2);
+      expect((await api(live, "POST", "/v1/tasks", user.bearer, { session_id: inBackup.body.id, prompt: "still mine" })).status).toBe(202);
+    } finally {
+      await copy?.stop();
+      await live.stop();
+      removeInstanceWorkspaces(liveInstance);
+    }
+  }, 90_000);
 
   test("a file altered after the backup: checksum mismatch", async () => {
     const { archive } = await source();

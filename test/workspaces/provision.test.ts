@@ -9,6 +9,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { newId } from "../../src/db/ids.ts";
 import { randomHex } from "../../src/lib/crypto.ts";
 import { createLogger } from "../../src/log.ts";
+import { ForeignObject } from "../../src/workspaces/box.ts";
 import { Provisioner, type ProvisionInput } from "../../src/workspaces/provision.ts";
 import { LABEL_INSTANCE, LABEL_WORKSPACE } from "../../src/workspaces/spec.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
@@ -63,4 +64,44 @@ test("a name held by a box that is not the workspace's: cleared, and the workspa
   expect(box.id).not.toBe(stranger.id);
   expect((await inspect(box.id)).Config.Labels[LABEL_WORKSPACE]).toBe(r.id);
   expect(await inspect(stranger.id).then(() => "exists", (e) => e.statusCode)).toBe(404);
+});
+
+// Another runcell on the same engine (a restored copy of this data dir's database beside the live
+// server): the same workspace ids, another instance id. Its objects are never used or removed.
+const twin = `provision-twin-${randomHex(6)}`;
+afterAll(() => sweepInstance(twin));
+
+test("a volume of the name that another instance labelled: refused (ForeignObject), left as it is, no box made", async () => {
+  const r = row();
+  await docker.createVolume({ Name: r.volume, Labels: { [LABEL_WORKSPACE]: r.id, [LABEL_INSTANCE]: twin } });
+  const err = await replicaA.up(r).catch((e) => e);
+  expect(err).toBeInstanceOf(ForeignObject);
+  expect(err.message).toContain(`instance ${twin}`);
+  expect(err.message).toContain("--keep-instance");
+  expect((await docker.getVolume(r.volume).inspect()).Labels[LABEL_INSTANCE]).toBe(twin);
+  expect(await docker.listContainers({ all: true, filters: JSON.stringify({ name: [r.name] }) })).toEqual([]);
+});
+
+test("a box of the name that another instance labelled: refused, neither started nor removed", async () => {
+  const r = row();
+  const theirs = await docker.createContainer({ name: r.name, Image: r.image, Cmd: ["sleep", "3600"], Labels: { [LABEL_WORKSPACE]: r.id, [LABEL_INSTANCE]: twin }, HostConfig: { NetworkMode: "none" } });
+  const err = await replicaA.up(r).catch((e) => e);
+  expect(err).toBeInstanceOf(ForeignObject);
+  const state = await inspect(theirs.id);
+  expect(state.State.Running).toBe(false);
+  expect(state.Config.Labels[LABEL_INSTANCE]).toBe(twin);
+});
+
+test("discard removes this instance's box and volume, and leaves another instance's of the same workspace", async () => {
+  const r = row();
+  const mine = await replicaA.up(r);
+  await replicaA.discard(r.id, r.volume);
+  expect(await inspect(mine.id).then(() => "exists", (e) => e.statusCode)).toBe(404);
+  expect(await docker.getVolume(r.volume).inspect().then(() => "exists", (e) => e.statusCode)).toBe(404);
+
+  const theirs = new Provisioner(t.app.services.workspaces.hosts.primary.boxes, log, twin);
+  const box = await theirs.up(r);
+  await replicaA.discard(r.id, r.volume);
+  expect((await inspect(box.id)).State.Running).toBe(true);
+  expect((await docker.getVolume(r.volume).inspect()).Labels[LABEL_INSTANCE]).toBe(twin);
 });

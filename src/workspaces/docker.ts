@@ -54,6 +54,25 @@ export function dockerOptions(host: string, auth: EngineAuth = {}, onHostKeyRefu
   }
 }
 
+/** The environment docker-modem reads its defaults from. */
+const DOCKER_ENV = ["DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_PATH_PREFIX", "DOCKER_CLIENT_TIMEOUT"];
+
+function withoutDockerEnv<T>(make: () => T): T {
+  const saved: Record<string, string> = {};
+  for (const k of DOCKER_ENV) {
+    const v = process.env[k];
+    if (v !== undefined) {
+      saved[k] = v;
+      delete process.env[k];
+    }
+  }
+  try {
+    return make();
+  } finally {
+    Object.assign(process.env, saved);
+  }
+}
+
 export class DockerEngine {
   private _client: Docker | null = null;
   private last: { ok: boolean; at: number; version?: string; error?: string } = { ok: false, at: 0 };
@@ -71,11 +90,17 @@ export class DockerEngine {
     this.options = dockerOptions(host, auth, (why) => (this.hostKeyRefused = why));
   }
 
-  /** dockerode is loaded on first use (it and its ssh/http stack cost ~100 ms of start-up). */
+  /**
+   * dockerode is loaded on first use (it and its ssh/http stack cost ~100 ms of start-up). Its
+   * connection is made from `--docker-host` alone: docker-modem merges defaults read from the
+   * environment (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, …) under the options given, so
+   * an operator's DOCKER_HOST=tcp://… would win over a unix:// socket. They are hidden from it
+   * while it is made (synchronously: nothing else runs meanwhile).
+   */
   get client(): Docker {
     if (!this._client) {
       const Dockerode = require("dockerode") as typeof Docker;
-      this._client = new Dockerode(this.options);
+      this._client = withoutDockerEnv(() => new Dockerode(this.options));
     }
     return this._client;
   }

@@ -1,5 +1,5 @@
 /** The runner interface's contract (box-contract.ts) on Docker: DockerBoxEngine and DockerBox on the real engine. */
-import { afterAll } from "bun:test";
+import { afterAll, expect, test } from "bun:test";
 import { silentLogger } from "../../src/log.ts";
 import { DockerBoxEngine } from "../../src/workspaces/docker-box.ts";
 import { DockerEngine } from "../../src/workspaces/docker.ts";
@@ -22,3 +22,16 @@ afterAll(async () => {
 });
 
 boxContract("Docker", () => ({ engine, spec: testSpec(INSTANCE, IMAGE, "contract") }));
+
+test("the engine is the one --docker-host names: DOCKER_HOST and the other DOCKER_* variables of the environment are not read", async () => {
+  const saved = { ...process.env };
+  Object.assign(process.env, { DOCKER_HOST: "tcp://127.0.0.1:1", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: "/nonexistent", DOCKER_PATH_PREFIX: "/nope" });
+  try {
+    const local = new DockerEngine("unix:///var/run/docker.sock");
+    expect(await local.available(0, 5000)).toBe(true);
+    expect(process.env.DOCKER_HOST).toBe("tcp://127.0.0.1:1"); // the environment itself is left as it was
+  } finally {
+    for (const k of ["DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH", "DOCKER_PATH_PREFIX"]) if (saved[k] === undefined) delete process.env[k];
+    Object.assign(process.env, saved);
+  }
+});

@@ -103,6 +103,21 @@ export class AdminPassword {
   }
 }
 
+/**
+ * The configured admin password checked before the data dir is touched (serve calls it before any
+ * migration): an unreadable file or one too short is a ConfigError (exit 2) with nothing changed.
+ */
+export function checkConfiguredAdminPassword(config: Config): void {
+  let configured: ReturnType<typeof configuredAdminPassword> = null;
+  try {
+    configured = configuredAdminPassword(config);
+    if (configured && configured.password.length < ADMIN_PASSWORD_MIN) throw new Error(`the admin password must be at least ${ADMIN_PASSWORD_MIN} characters`);
+  } catch (e) {
+    const source = configured?.source ?? (config.adminPasswordFile ? `--admin-password-file ${config.adminPasswordFile}` : "RUNCELL_ADMIN_PASSWORD");
+    throw new ConfigError(`admin password from ${source}: ${(e as Error).message}`);
+  }
+}
+
 /** The admin password to store at start: --admin-password-file wins over RUNCELL_ADMIN_PASSWORD. */
 export function configuredAdminPassword(config: Config, log?: Logger): { password: string; source: string } | null {
   if (config.adminPasswordFile) {

@@ -4,6 +4,7 @@ import { createApp } from "../app.ts";
 import { ConfigError, parseArgs, resolveConfig } from "../config.ts";
 import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
 import { NewerDatabaseError } from "../db/migrate.ts";
+import { checkConfiguredAdminPassword } from "../admin/password.ts";
 import { createLogger } from "../log.ts";
 import { VaultKeyError } from "../lib/sealer.ts";
 import type { Services } from "../services.ts";
@@ -44,6 +45,13 @@ export const serveCommand: Command = {
     } catch (e) {
       return failUsage("serve", e);
     }
+    // Settings read from files are checked now too: a bad one exits 2 before anything is migrated or made.
+    try {
+      checkConfiguredAdminPassword(config);
+    } catch (e) {
+      console.error(`runcell serve: ${(e as Error).message}`);
+      return 2;
+    }
     // One owner per data dir: taken before anything reads or writes it, held until exit (the
     // kernel drops it if the process dies). A second server exits here, having touched nothing.
     let lock: DataDirLock;
@@ -58,10 +66,10 @@ export const serveCommand: Command = {
       const log = createLogger({ level: config.logLevel }).child({ component: "upgrade" });
       await upgradeGuard(config.dataDir, (msg, fields) => (fields?.warning ? log.warn(msg, fields) : log.info(msg, fields)), config.vaultKeyFile);
     } catch (e) {
-      const message = e instanceof NewerDatabaseError ? e.message : `the pre-migration backup failed, nothing was migrated: ${(e as Error).message}`;
+      const message = e instanceof NewerDatabaseError || e instanceof VaultKeyError ? e.message : `the pre-migration backup failed, nothing was migrated: ${(e as Error).message}`;
       console.error(`runcell serve: ${message}`);
       lock.release();
-      return 1;
+      return e instanceof VaultKeyError ? 2 : 1;
     }
     // Listening from here on: a SIGTERM while the app starts (its workers can take a moment) waits
     // for the start, then shuts down cleanly, instead of the default action killing the process.
@@ -81,7 +89,13 @@ export const serveCommand: Command = {
       await app.start();
     } catch (e) {
       unlisten();
-      if (e instanceof NewerDatabaseError || e instanceof VaultKeyError || e instanceof DatabaseUnavailableError || e instanceof ReplicaIdInUseError || (e as { code?: string }).code === "EADDRINUSE" || (e as { code?: string }).code === "EACCES") {
+      if (e instanceof VaultKeyError) {
+        // A configuration error (the key file named is missing or malformed): systemd does not restart it.
+        console.error(`runcell serve: ${e.message}`);
+        lock.release();
+        return 2;
+      }
+      if (e instanceof NewerDatabaseError || e instanceof DatabaseUnavailableError || e instanceof ReplicaIdInUseError || (e as { code?: string }).code === "EADDRINUSE" || (e as { code?: string }).code === "EACCES") {
         console.error(`runcell serve: ${(e as Error).message}`);
         lock.release();
         return 1;

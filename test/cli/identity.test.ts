@@ -4,7 +4,7 @@
  * check, and `serve` printing the first-run setup link (and the admin password file at start).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestApp, tempDir } from "../helpers/app.ts";
 import { runCli } from "../helpers/cli.ts";
@@ -270,10 +270,18 @@ describe("runcell serve and the first run", () => {
       await s.stop();
     }
     writeFileSync(file, "short\n");
-    const bad = await serve(dataDir(), ["--admin-password-file", file]);
+    const fresh = dataDir();
+    const bad = await serve(fresh, ["--admin-password-file", file]);
     const code = await bad.proc.exited;
     expect(code).toBe(2);
     expect(bad.err()).toContain("admin password from --admin-password-file");
     expect(bad.err()).toContain("at least 12 characters");
+    // Checked before the data dir is touched: no database made (nor migrated, on an existing one).
+    expect(existsSync(join(fresh, "runcell.db"))).toBe(false);
+    const missing = await serve(fresh, ["--admin-password-file", join(dir, "nope.pw")]);
+    expect(await missing.proc.exited).toBe(2);
+    expect(missing.err()).toContain(`admin password from --admin-password-file ${join(dir, "nope.pw")}`);
+    expect(missing.err()).toContain("ENOENT");
+    expect(existsSync(join(fresh, "runcell.db"))).toBe(false);
   }, 40_000);
 });

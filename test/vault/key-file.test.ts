@@ -2,7 +2,7 @@
  * --vault-key-file: the vault key outside the data dir.
  * - serve seals with that key and never makes <data dir>/secret.key; a second server (its own data
  *   dir, the same key file) opens what the first one sealed — how replicas will share the key;
- * - a missing key file stops serve before the database is touched (exit 1, the fix in the message);
+ * - a missing key file stops serve before the database is touched (exit 2, the fix in the message);
  * - doctor checks the file and that it opens the stored secrets (the wrong key is a FAIL);
  * - a backup says where the key is instead of warning that it has none.
  */
@@ -53,11 +53,11 @@ describe("--vault-key-file", () => {
     }
   });
 
-  test("a missing key file: serve exits 1 naming the fix, and the data dir gets no database", async () => {
+  test("a missing key file: serve exits 2 (a configuration error) naming the fix, and the data dir gets no database", async () => {
     const d = dir();
     const data = join(d, "data");
     const r = await runCli(["serve", "--data-dir", data, "--http", "127.0.0.1:0", "--vault-key-file", join(d, "nope.key")]);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(2);
     expect(r.stderr).toContain(`the vault key file ${join(d, "nope.key")} does not exist`);
     expect(r.stderr).toContain("head -c 32 /dev/urandom | base64");
     expect(r.stderr).not.toContain("    at ");

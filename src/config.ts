@@ -173,7 +173,7 @@ export interface Config {
   sources?: Readonly<Record<string, string>>;
 }
 
-const envName = (flag: string) => specByFlag.get(flag)?.env ?? "RUNCELL_" + flag.toUpperCase().replace(/-/g, "_");
+export const envName = (flag: string) => specByFlag.get(flag)?.env ?? "RUNCELL_" + flag.toUpperCase().replace(/-/g, "_");
 const fileKey = (flag: string) => flag.replace(/-/g, "_");
 const specByFlag = new Map(OPTIONS.map((o) => [o.flag, o]));
 

@@ -14,7 +14,7 @@
 import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { BACKUP_KEEP_DAYS, BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, ENV_FILE, SERVICE_UNIT, UnitError, quoteProgram, renderBackupService, renderBackupTimer, renderUnit, unitBackupDir, unitDataDir, unitSetting } from "../admin/systemd-unit.ts";
-import { OPTIONS, parseArgs } from "../config.ts";
+import { envName, OPTIONS, parseArgs } from "../config.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
 
 const UNIT_DIR = "/etc/systemd/system";
@@ -378,7 +378,7 @@ export const serviceCommand: Command = {
       if (serve.positionals.length) throw new UsageError(`unexpected serve argument "${serve.positionals[0]}"`);
       if (serve.flags.has("data-dir")) throw new UsageError("pass --data-dir before --, not as a serve flag");
       const secret = [...serve.flags.keys()].find((f) => SECRET_FLAGS.has(f));
-      if (secret) throw new UsageError(`--${secret} does not belong in the unit file (world-readable, and flags show in ps): put RUNCELL_${secret.toUpperCase().replace(/-/g, "_")}=… in ${ENV_FILE}`);
+      if (secret) throw new UsageError(`--${secret} does not belong in the unit file (world-readable, and flags show in ps): put ${envName(secret)}=… in ${ENV_FILE}`);
       const port = Number(/:(\d+)$/.exec(String(serve.flags.get("http") ?? ""))?.[1] ?? 7420);
       const shutdownMs = Number(serve.flags.get("shutdown-timeout") ?? 10_000);
       const command = args.extra.has("exec") ? [resolve(String(args.extra.get("exec")))] : selfCommand();

@@ -309,6 +309,7 @@ describe("runcell service without a running systemd (this machine)", () => {
     [["service", "install", "--", "--bogus"], /unknown flag --bogus/],
     [["service", "install", "--", "--data-dir", "/x"], /pass --data-dir before --/],
     [["service", "install", "--", "--github-client-secret", "s3cret"], /RUNCELL_GITHUB_CLIENT_SECRET=… in \/etc\/runcell\/runcell.env/],
+    [["service", "install", "--", "--database", "postgres://u:pw@h/db"], /put RUNCELL_DATABASE_URL=… in \/etc\/runcell\/runcell.env/],
     [["service", "uninstall", "--user", "x"], /uninstall takes only --root/],
     [["service", "status", "--", "--http", "1.2.3.4:5"], /status takes only --root/],
   ])("bad usage %p exits 2", async (args, message) => {

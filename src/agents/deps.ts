@@ -24,6 +24,8 @@ export interface WorkspacesDep extends WorkspaceOps {
   createForSession(input: { userId: string; sessionId: string; profile: ProfileRow }): Promise<WorkspaceRow>;
   ensureRunning(sessionId: string): Promise<WorkspaceRow>;
   forSession(sessionId: string): Promise<WorkspaceRow | null>;
+  /** Stops the container (its volume and record stay; the next turn starts it again). */
+  stop(ctrId: string): Promise<WorkspaceRow | null>;
   /** Throws CONCURRENCY_LIMIT when the session's workspace would have to start with no room. */
   assertRoom(sessionId: string, profile: ProfileRow): Promise<void>;
   removeForSession(sessionId: string): Promise<void>;

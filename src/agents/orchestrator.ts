@@ -77,6 +77,12 @@ export const serverPaid = (p: ProfileRow) => p.model.provider !== "demo" && !p.m
 export class Orchestrator {
   private running = new Map<string, Running>();
   private stopped = false;
+  /**
+   * Sessions whose last ended task was a playbook run: once their queue is empty their workspace
+   * is stopped, so finished runs do not hold the profile's concurrency until the idle timeout
+   * (a schedule every minute would otherwise find its slots taken by its own earlier runs).
+   */
+  private finishedRuns = new Set<string>();
   private loop: AgentLoop;
   /** Which replica runs each task (PostgreSQL replicas; always this one on SQLite). */
   readonly leases: TaskLeases;
@@ -210,6 +216,7 @@ export class Orchestrator {
     entry.picking = picking.catch(() => {});
     const next = await picking;
     entry.picking = null;
+    if (!next && this.finishedRuns.delete(sessionId) && !entry.ctl.signal.aborted) return this.stopRunWorkspace(sessionId);
     // Nothing to run, or stopped while picking (shutdown, the session being deleted): the task stays queued.
     if (!next || next.status === "waiting_input" || entry.ctl.signal.aborted) return;
     entry.taskId = next.id;
@@ -219,6 +226,16 @@ export class Orchestrator {
     // A cancel that reached this replica while it tried to take the task: for the one that has it.
     if (entry.ctl.signal.reason === ("cancel" satisfies StopReason)) {
       await this.d.bus.notify(CHANNELS.tasks, { cancel: next.id }).catch((err) => this.d.log.warn("cancel not sent to the replica running the task", { task_id: next.id, err }));
+    }
+  }
+
+  /** A finished playbook run's workspace, stopped (its files stay; a follow-up turn starts it again). */
+  private async stopRunWorkspace(sessionId: string) {
+    try {
+      const ws = await this.d.workspaces.forSession(sessionId);
+      if (ws && (ws.status === "running" || ws.status === "starting")) await this.d.workspaces.stop(ws.id);
+    } catch (err) {
+      this.d.log.warn("a finished playbook run's workspace was not stopped (the idle timeout will)", { session_id: sessionId, err });
     }
   }
 
@@ -346,6 +363,8 @@ export class Orchestrator {
     const holder = asHolder && this.leases.shared && task.lease_owner === this.leases.owner ? this.leases.owner : undefined;
     const ended = await transact(this.d.db, (tx) => this.endIn(tx, task, status, patch, error, toolUseId, question, holder));
     if (!ended) return false;
+    if (task.playbook_id) this.finishedRuns.add(task.session_id);
+    else this.finishedRuns.delete(task.session_id);
     if (toolUseId) this.d.transcript.release(task.session_id);
     if (task.playbook_id || error) this.d.notifications.wake();
     this.ended(task, status);
@@ -502,6 +521,7 @@ export class Orchestrator {
    * session is deleted. Running on another replica: that one is asked to cancel it.
    */
   async stopSession(sessionId: string) {
+    this.finishedRuns.delete(sessionId);
     const entry = this.running.get(sessionId);
     entry?.ctl.abort("cancel" satisfies StopReason);
     const elsewhere = this.leases.shared ? (await this.d.tasks.activeInSession(sessionId)).filter((t) => this.leases.heldElsewhere(t)) : [];

@@ -99,6 +99,26 @@ describe("in one process", () => {
     await api(t, "DELETE", `/v1/sessions/${busy.body.id}`, alice.bearer);
   });
 
+  test("a finished run's workspace is stopped: runs one after another on a profile of max_concurrency 1 all start", async () => {
+    const single = await createProfile(t, alice, { mock, limits: { max_concurrency: 1 } });
+    const pb = await playbook(single, { schedule: "*/2 * * * * *", name: "one slot" });
+    const runs = await waitFor(async () => {
+      const r = (await runsOf(pb.id)).filter((x) => x.status === "completed");
+      return r.length >= 3 ? r : null;
+    }, { timeoutMs: 20_000, what: "three completed runs" });
+    await disable(pb.id);
+    expect((await runsOf(pb.id)).filter((r) => r.error?.code === "CONCURRENCY_LIMIT")).toEqual([]);
+    // Each run's session keeps its workspace record and files, stopped.
+    for (const r of runs) {
+      const task = await waitTask(t, alice, r.task_id!);
+      const ws = await waitFor(async () => {
+        const w = (await api(t, "GET", "/v1/workspaces?limit=100", alice.bearer)).body.data.find((x: { session_id: string }) => x.session_id === task.session_id);
+        return w?.status === "stopped" ? w : null;
+      }, { what: "the run's workspace stopped" });
+      expect(ws.status).toBe("stopped");
+    }
+  });
+
   test("deleting the playbook stops its schedule at once", async () => {
     const profile = await createProfile(t, alice, { mock });
     const pb = await playbook(profile, { schedule: "* * * * * *" });

@@ -64,10 +64,21 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
       noteRoute(request, route);
       return authorize(request, path);
     })
-    .onError({ as: "global" }, ({ code, error, request }) => {
+    .onError({ as: "global" }, async ({ code, error, request }) => {
       if (error instanceof AppError) return errorResponse(error);
       if (code === "VALIDATION") return errorResponse(validationToAppError(error as ValidationError));
-      if (code === "NOT_FOUND") return fallback(request) ?? errorResponse(new AppError("NOT_FOUND", `No route ${request.method} ${redactString(new URL(request.url).pathname)}`));
+      if (code === "NOT_FOUND") {
+        // No route: on /v1 and /admin the credential still comes first (an anonymous caller learns
+        // nothing of which paths exist).
+        const path = new URL(request.url).pathname;
+        try {
+          await authorize(request, path);
+        } catch (e) {
+          if (e instanceof AppError) return errorResponse(e);
+          throw e;
+        }
+        return fallback(request) ?? errorResponse(new AppError("NOT_FOUND", `No route ${request.method} ${redactString(path)}`));
+      }
       if (code === "PARSE") {
         // Errors thrown by our parser arrive wrapped in Elysia's ParseError.
         const cause = (error as { cause?: unknown }).cause;

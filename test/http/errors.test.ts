@@ -47,8 +47,10 @@ const post = (body: BodyInit | null, headers: Record<string, string> = { "conten
 
 describe("error shape", () => {
   test.each([
-    ["unknown route", () => fetch(base + "/v1/nope"), 404, "NOT_FOUND", undefined],
-    ["wrong method", () => fetch(base + "/v1/things", { method: "DELETE" }), 404, "NOT_FOUND", undefined],
+    ["unknown route", () => fetch(base + "/v1/nope", { headers: AUTH }), 404, "NOT_FOUND", undefined],
+    ["wrong method", () => fetch(base + "/v1/things", { method: "DELETE", headers: AUTH }), 404, "NOT_FOUND", undefined],
+    ["unknown route, anonymous: the credential first", () => fetch(base + "/v1/nope"), 401, "UNAUTHORIZED", undefined],
+    ["wrong method, anonymous", () => fetch(base + "/v1/things", { method: "DELETE" }), 401, "UNAUTHORIZED", undefined],
     ["malformed JSON", () => post("{not json"), 400, "VALIDATION_FAILED", "body"],
     ["missing field", () => post("{}"), 400, "VALIDATION_FAILED", "name"],
     ["wrong type", () => post('{"name":"a","size":"big"}'), 400, "VALIDATION_FAILED", "size"],

@@ -1,6 +1,6 @@
 /** API tokens (`rc_…`) as the API shows them: the plaintext only in the creation answer. */
 import { apiTokens } from "../db/schema.ts";
-import { Body, NullableTimestamp, recordColumns, type Static, T, Timestamp } from "./common.ts";
+import { Body, Label, NullableTimestamp, recordColumns, type Static, T, Timestamp } from "./common.ts";
 
 const columns = recordColumns(apiTokens, ["id", "name"]);
 
@@ -13,4 +13,4 @@ export const CreatedToken = T.Object(
 );
 export type CreatedToken = Static<typeof CreatedToken>;
 
-export const TokenCreateBody = Body({ name: T.String({ minLength: 1, maxLength: 100 }) });
+export const TokenCreateBody = Body({ name: Label });

@@ -14,6 +14,8 @@ export { T, type Static, type TSchema };
 
 /** ISO 8601 UTC with milliseconds, the API's timestamp format. */
 export const Timestamp = T.String({ format: "date-time", examples: ["2026-11-22T03:16:17.123Z"] });
+/** A name people give a record (a token, a profile, a playbook): 1–100 characters, not blank, no control characters. */
+export const Label = T.String({ minLength: 1, maxLength: 100, pattern: "^(?=[\\s\\S]*\\S)[^\\x00-\\x1f\\x7f]+$", "x-hint": "a label without control characters" });
 export const Nullable = <S extends TSchema>(s: S, options: { description?: string } = {}) => T.Union([s, T.Null()], options);
 export const NullableTimestamp = Nullable(Timestamp);
 

@@ -4,7 +4,7 @@
  * task shows as `skipped` or `failed`), and the bodies that create, change and run one.
  */
 import { playbooks, RUN_TRIGGERS, TASK_STATUSES } from "../db/schema.ts";
-import { Body, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
+import { Body, Label, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
 import { LIMIT_BOUNDS } from "./profile.ts";
 import { Prompt, TaskError } from "./task.ts";
 
@@ -44,7 +44,7 @@ const MaxBudget = T.Number({ exclusiveMinimum: 0, maximum: LIMIT_BOUNDS.max_budg
 const Schedule = T.String({ minLength: 1, maxLength: 200, description: 'Cron expression (croner syntax; 5 or 6 fields, seconds allowed; "@daily"…)', examples: ["0 3 * * *", "*/30 * * * * *"] });
 const Timezone = T.String({ minLength: 1, maxLength: 64, description: "IANA time zone of the schedule (DST handled)", examples: ["UTC", "Europe/Berlin"] });
 const AnswerTimeout = T.Integer({ minimum: 1, maximum: ANSWER_TIMEOUT_MAX, description: "Seconds an unattended run waits for an answer before it fails" });
-const Name = T.String({ minLength: 1, maxLength: 100, pattern: "^(?=[\\s\\S]*\\S)[^\\x00-\\x1f\\x7f]+$", "x-hint": "a label without control characters" });
+const Name = Label;
 
 export const PlaybookRecord = T.Object(
   {

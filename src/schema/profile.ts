@@ -5,14 +5,13 @@
  * defaults and the PATCH merge) is in src/agents/profile-rules.ts.
  */
 import { MODEL_PROVIDERS, NETWORKS, profiles } from "../db/schema.ts";
-import { Body, Nullable, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
+import { Body, Label, Nullable, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
 import { SecretName } from "./secret.ts";
 
 /** The tools a profile can enable: the registry (src/agents/tools/index.ts) implements exactly these. */
 export const TOOL_NAMES = ["Bash", "Read", "Write", "Edit", "AskUserQuestion", "Notify"] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
-export const NAME_MAX = 100;
 export const SYSTEM_PROMPT_MAX = 100_000;
 export const BASE_URL_MAX = 2048;
 export const IMAGE_MAX = 512;
@@ -176,7 +175,7 @@ export const Repository = T.Object(
 );
 export const Repositories = T.Array(Repository, { maxItems: REPOSITORIES_MAX, description: "Git repositories cloned into the workspace before the first turn" });
 
-const Name = T.String({ minLength: 1, maxLength: NAME_MAX, pattern: "^(?=[\\s\\S]*\\S)[^\\x00-\\x1f\\x7f]+$", "x-hint": "a label without control characters" });
+const Name = Label;
 const SystemPrompt = T.String({ maxLength: SYSTEM_PROMPT_MAX, pattern: "^(?=[\\s\\S]*\\S)[^\\x00]*$", "x-hint": "not blank, no NUL; omit it to get the default prompt" });
 const Image = T.String({ maxLength: IMAGE_MAX, description: "Docker image reference, e.g. debian:bookworm or registry.example.com:5000/team/image:tag" });
 

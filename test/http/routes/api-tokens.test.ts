@@ -45,6 +45,8 @@ routeTable("/v1/api-tokens", () => a, [
       { name: "no name", body: {}, field: "name" },
       { name: "an empty name", body: { name: "" }, field: "name" },
       { name: "a 101-character name", body: { name: "n".repeat(101) }, field: "name" },
+      { name: "a name with a control character", body: { name: "ci\u0000token" }, field: "name" },
+      { name: "a blank name", body: { name: "   " }, field: "name" },
       { name: "an unknown field", body: { name: "x", scope: "all" }, field: "scope" },
     ],
     success: 201,

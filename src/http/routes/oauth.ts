@@ -11,11 +11,12 @@ import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
 import { AppError } from "../../lib/errors.ts";
 import { errorResponse } from "../errors.ts";
+import { OneOf } from "../../schema/common.ts";
 import { errorResponses, jsonBody } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Auth"], summary, description, security: [] });
 // default: undefined — t.UnionEnum otherwise carries its first value as a default that Elysia fills in.
-const Provider = t.UnionEnum(["github", "google"], { default: undefined, description: "github or google (only configured ones work; others are 404)" });
+const Provider = OneOf(["github", "google"], { description: "github or google (only configured ones work; others are 404)" });
 
 export const oauthRoutes = (s: Services) => {
   const cookie = s.authenticator.cookie;

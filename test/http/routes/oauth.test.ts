@@ -101,6 +101,9 @@ describe("discovery and starting", () => {
     const r = await api(t, "POST", "/api/auth/sign-in/social", { origin: t.url }, body);
     expect(r.status).toBe(status);
     expect(r.body.details.field).toBe(field);
+    // Said in words a user reads, never the validator's internals.
+    expect(r.body.error).not.toMatch(/kind|UnionEnum/);
+    if (field === "provider" && "provider" in body) expect(r.body.error).toBe("provider must be one of github, google");
   });
 
   test("a cross-site start is refused (403)", async () => {

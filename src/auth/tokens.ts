@@ -103,13 +103,16 @@ export class ApiTokens {
   async create(userId: string, name: unknown, origin: AuditOrigin = {}): Promise<CreatedToken> {
     if (typeof name !== "string" || !name.trim()) throw Errors.validation("name", "name is required");
     if (name.length > 100) throw Errors.validation("name", "name must be at most 100 characters");
+    if (/[\x00-\x1f\x7f]/.test(name)) throw Errors.validation("name", "name must not contain control characters");
     const token = mintTokenString();
+    // Hashed first: the id (which orders the list) and created_at are then taken together.
+    const token_hash = await Bun.password.hash(token, { algorithm: "bcrypt", cost: this.bcryptCost });
     const row = {
       id: newId("token"),
       user_id: userId,
       name: name.trim(),
       lookup: lookupOf(token),
-      token_hash: await Bun.password.hash(token, { algorithm: "bcrypt", cost: this.bcryptCost }),
+      token_hash,
       created_at: this.now(),
       last_used_at: null,
     };

@@ -190,6 +190,15 @@ describe("token lifecycle", () => {
     expect(second.body.next_cursor).toBeNull();
   });
 
+  test("tokens made at the same time list newest first by created_at too (the order of ids)", async () => {
+    const h = headersFor("token", bob);
+    const made = await Promise.all(Array.from({ length: 6 }, (_, i) => api(t, "POST", "/v1/api-tokens", h, { name: `c${i}` })));
+    for (const r of made) expect(r.status).toBe(201);
+    const list = (await api(t, "GET", "/v1/api-tokens?limit=100", h)).body.data as { created_at: string }[];
+    const times = list.map((x) => Date.parse(x.created_at));
+    expect(times).toEqual([...times].sort((a, b) => b - a));
+  });
+
   test("the token never reaches the log", () => {
     expect(t.logs.some((l) => /rc_[0-9a-f]{20,}/.test(l))).toBe(false);
     expect(t.logs.some((l) => l.includes(alice.token))).toBe(false);

@@ -45,7 +45,9 @@ function quote(output: string): string {
 /** What the demo answers to this conversation: text, and the tool call if any. */
 export function demoReply(req: ModelRequest): { text: string; tool: { id: string; name: string; input: Record<string, unknown> } | null } {
   const last = req.messages[req.messages.length - 1];
-  const result = last?.role === "user" ? last.content.find((b) => b.type === "tool_result") : undefined;
+  // The result of its call answers it only when nothing follows it: a cancelled call's result with
+  // the user's next prompt after it in the same message is a new prompt.
+  const result = last?.role === "user" ? last.content[last.content.length - 1] : undefined;
   if (result?.type === "tool_result") {
     const how = result.is_error ? "The command failed inside your workspace container. It reported:" : "The command ran inside your workspace container. It printed:";
     return {

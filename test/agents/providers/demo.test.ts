@@ -57,6 +57,18 @@ describe("demo provider", () => {
     expect(res.stopReason).toBe("end_turn");
   });
 
+  test("a cancelled call's result followed by the next prompt in the same message: a new prompt, a new call", async () => {
+    const messages: ChatMessage[] = [
+      ...base().messages,
+      { role: "assistant", content: [{ type: "tool_use", id: "toolu_demo_0001", name: "Bash", input: { command: DEMO_COMMAND } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_demo_0001", content: "[cancelled by the user]", is_error: true }, { type: "text", text: "Try again please" }] },
+    ];
+    const { events, res } = await run(base({ messages }));
+    expect(textOf(events)).toContain("“Try again please”");
+    expect(textOf(events)).not.toContain("The command failed");
+    expect(res.stopReason).toBe("tool_use");
+  });
+
   test("a failed tool result is reported as a failure", async () => {
     const messages: ChatMessage[] = [
       ...base().messages,

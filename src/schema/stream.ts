@@ -56,7 +56,7 @@ export const Question = T.Object({ question: T.String(), options: T.Array(T.Obje
 export const SessionReady = stored(
   "session.ready",
   { container_id: T.String({ description: "ctr_…" }), container_name: T.String(), profile_id: T.String() },
-  "A session was created (after session.start, or task.submit without a session_id); its workspace runs.",
+  "A session was created (after session.start, or task.submit without a session_id); its workspace runs — unless it could not start for a task.submit, whose task:failed (CONTAINER_FAILED) follows.",
 );
 export const TaskToken = ofTask("task:token", { text: T.String() }, "One chunk of model text. Replace the accumulated text with turn.done's result_text.");
 export const TaskToolUse = ofTask(

@@ -14,7 +14,7 @@ export const Prompt = T.String({ minLength: 1, maxLength: PROMPT_MAX });
 
 /** The fields of a submission (POST /v1/tasks body; task.submit adds `type` and `request_id`). */
 export const SubmitFields = {
-  mode: T.Optional(T.String({ description: 'Only "session" is supported' })),
+  mode: T.Optional(OneOf(["session"], { description: 'Only "session" is supported' })),
   profile_id: T.Optional(T.String({ description: "Required when session_id is absent" })),
   session_id: T.Optional(T.String({ description: "Continue this session; absent: a new session is created" })),
   prompt: Prompt,

@@ -1,4 +1,5 @@
 import { Database } from "bun:sqlite";
+import { chmodSync, statSync } from "node:fs";
 import { drizzle, type BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
 import * as schema from "./schema.ts";
 
@@ -12,6 +13,20 @@ export interface DatabaseHandle {
 }
 
 /**
+ * The database holds password hashes and sealed secrets: its file is the owner's alone (0600),
+ * like secret.key, whatever the umask (SQLite gives its -wal and -shm the main file's mode).
+ */
+function ownerOnly(path: string) {
+  for (const f of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      if ((statSync(f).mode & 0o077) !== 0) chmodSync(f, 0o600);
+    } catch {
+      // Not there (yet), or ":memory:".
+    }
+  }
+}
+
+/**
  * Opens (creating if needed) the SQLite database with the pragmas the server relies on:
  * WAL so readers never block the writer, synchronous=NORMAL (durable at checkpoints, ~50× faster
  * inserts than bun:sqlite's FULL default), enforced foreign keys, and a 5 s busy timeout for the
@@ -19,6 +34,7 @@ export interface DatabaseHandle {
  */
 export function openDatabase(path: string, opts: { readonly?: boolean } = {}): DatabaseHandle {
   const sqlite = opts.readonly ? new Database(path, { readonly: true }) : new Database(path, { create: true });
+  if (!opts.readonly) ownerOnly(path);
   sqlite.exec("PRAGMA busy_timeout = 5000");
   if (!opts.readonly) sqlite.exec("PRAGMA journal_mode = WAL");
   sqlite.exec("PRAGMA synchronous = NORMAL");

@@ -47,22 +47,24 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
   // parse (requests with a body) or transform (the rest) — before anything is read or validated.
   // A path that does not decode (`%ff`, `%zz`, a lone surrogate) names no record: 404 like any
   // missing one, after the credential — never a null parameter reaching a route.
-  const authorize = (request: Request, path: string) => {
+  // (A route ending in a wildcard — a file path — decodes that part itself and says what is wrong with it.)
+  const authorize = (request: Request, path: string, route?: string) => {
     const surface = surfaceOf(path);
     const pending = surface ? authorizeOnce(request, surface, adminPassword) : undefined;
-    if (pending) return pending.then(() => requireDecodable(request, path));
-    requireDecodable(request, path);
+    const check = route?.endsWith("*") ? () => {} : () => requireDecodable(request, path);
+    if (pending) return pending.then(check);
+    check();
   };
   return new Elysia({ name: "runcell" })
     .onParse({ as: "global" }, async ({ request, path, route }) => {
       if (request.method === "GET" || request.method === "HEAD") return undefined;
       noteRoute(request, route);
-      await authorize(request, path);
+      await authorize(request, path, route);
       return (await parseJsonBody(request, path.startsWith("/hooks/") ? HOOK_BODY_MAX : MAX_JSON_BODY)) ?? null;
     })
     .onTransform({ as: "global" }, ({ request, path, route }) => {
       noteRoute(request, route);
-      return authorize(request, path);
+      return authorize(request, path, route);
     })
     .onError({ as: "global" }, async ({ code, error, request }) => {
       if (error instanceof AppError) return errorResponse(error);

@@ -105,12 +105,13 @@ describe("the single-page fallback", () => {
   });
 
   test.each(["/v1/nothing", "/api/nothing", "/admin/nothing", "/hooks/nothing", "/files/nothing", "/metrics/x", "/docs/x", "/assets", "/favicon.ico", "/robots.txt"])(
-    "GET %s is never shadowed: a JSON 404",
+    "GET %s is never shadowed: a JSON 404 (401 first on the credentialed surfaces)",
     async (path) => {
       const r = await t.fetch(path, { headers: { accept: "text/html" } });
-      expect(r.status).toBe(404);
+      const credentialed = path.startsWith("/v1/") || path.startsWith("/admin/");
+      expect(r.status).toBe(credentialed ? 401 : 404);
       expect(r.headers.get("content-type")).toContain("application/json");
-      expect((await r.json()).code).toBe("NOT_FOUND");
+      expect((await r.json()).code).toBe(credentialed ? "UNAUTHORIZED" : "NOT_FOUND");
     },
   );
 

@@ -134,6 +134,9 @@ describe("accounts", () => {
     await p.getByRole("button", { name: "Sign in", exact: true }).click();
     await p.getByRole("alert").filter({ hasText: "Invalid email or password" }).waitFor();
     allow.pop();
+    // Ready to try again: the focus is back on the password.
+    await p.waitForFunction(() => (document.activeElement as HTMLInputElement | null)?.name === "password", null, { timeout: 5000 }).catch(() => undefined);
+    expect(await p.evaluate(() => (document.activeElement as HTMLInputElement | null)?.name)).toBe("password");
     await p.getByLabel("Password").fill(password);
     await p.getByRole("button", { name: "Sign in", exact: true }).click();
     await p.getByText(`${email} (admin)`).waitFor();
@@ -305,7 +308,7 @@ describe("tools and questions", () => {
 
     const bash = turn.getByRole("group").filter({ has: p.getByText("Bash", { exact: true }) });
     expect(await bash.count()).toBe(1);
-    expect(await bash.locator("summary").textContent()).toMatch(/echo tool-output-42\s*\d+ ms$/);
+    expect(await bash.locator("summary").textContent()).toMatch(/echo tool-output-42\s*(\d+ ms|\d+\.\d s)$/);
     await bash.locator("summary").click();
     await bash.getByRole("heading", { name: "Input" }).waitFor();
     expect(JSON.parse((await bash.locator("pre").first().textContent())!)).toEqual({ command: "echo tool-output-42" });
@@ -425,6 +428,8 @@ describe("cancel, failures, chains", () => {
     await turn.getByText(/Working on/).waitFor({ timeout: 30_000 });
     await turn.getByRole("button", { name: "Cancel" }).click();
     await turn.getByText("cancelled").waitFor({ timeout: 30_000 });
+    // The footer reads "cancelled" (after the usage, if any), with no separator in front.
+    expect(norm((await turn.locator("footer").textContent())!)).toMatch(/^(cancelled|[\d,]+ in · [\d,]+ out · \$[\d.]+ · cancelled)$/);
     expect(await turn.getByRole("button", { name: "Cancel" }).count()).toBe(0);
     expect(await p.getByRole("button", { name: "Cancel" }).count()).toBe(0);
     const tasks = await api(t, "GET", `/v1/tasks?session_id=${new URL(p.url()).pathname.split("/").pop()}`, user.bearer);

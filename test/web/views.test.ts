@@ -111,6 +111,7 @@ describe("/tokens", () => {
       expect(token).toMatch(/^rc_[0-9a-f]{64}$/);
       // Copy puts exactly the token on the clipboard.
       await page.locator(".notice button:has-text('Copy')").click();
+      await page.locator(".notice button:text-is('Copied')").waitFor();
       expect(await clipboard(page)).toBe(token);
       // The token works, and the list shows it.
       expect((await api(t, "GET", "/v1/me", { authorization: `Bearer ${token}` })).status).toBe(200);
@@ -173,6 +174,30 @@ describe("/secrets", () => {
       await page.waitForSelector("[role=status]:has-text('Deleted DEPLOY_KEY.')");
       await page.waitForSelector("td:has-text('No secrets yet.')");
       expect((await api(t, "GET", "/v1/secrets", user.bearer)).body.data).toEqual([]);
+      expect(problems).toEqual([]);
+    } finally {
+      await close();
+    }
+  });
+});
+
+describe("/secrets, multi-line", () => {
+  test("ticking Multi-line keeps the value already typed", async () => {
+    const user = await createUser(t);
+    const { page, problems, close } = await open(user);
+    try {
+      await page.goto(`${t.url}/secrets`);
+      await page.waitForSelector("td:has-text('No secrets yet.')");
+      await page.fill("form input[name=name]", "PEM_KEY");
+      await page.fill("form input[name=value]", "-----BEGIN KEY-----");
+      await page.getByLabel("Multi-line").check();
+      expect(await page.inputValue("form textarea[name=value]")).toBe("-----BEGIN KEY-----");
+      await page.locator("form textarea[name=value]").press("End");
+      await page.locator("form textarea[name=value]").pressSequentially("\nabc\n-----END KEY-----");
+      await page.click("button:has-text('Save secret')");
+      await page.waitForSelector("[role=status]:has-text('Saved PEM_KEY.')");
+      expect((await t.app.services.secrets.resolveEnv(user.id, { V: { secret: "PEM_KEY" } })).V).toBe("-----BEGIN KEY-----\nabc\n-----END KEY-----");
+      expect(await page.inputValue("form textarea[name=value]")).toBe("");
       expect(problems).toEqual([]);
     } finally {
       await close();
@@ -580,7 +605,17 @@ describe("/workspaces", () => {
       await row.locator(`a[href='/workspaces/${ws[0].id}']`).click();
       await page.waitForURL(`${t.url}/workspaces/${ws[0].id}`);
       const files = page.locator("[data-testid=workspace-files]");
-      await files.locator("button:has-text('notes/')").click({ timeout: 30_000 });
+      await files.locator("a:text-is('notes/')").click({ timeout: 30_000 });
+      await page.waitForSelector(".ws-crumbs [aria-current=location]:text-is('notes')");
+      // The folder is in the URL: Back returns to /workspace, Forward to the folder, a link opens it.
+      expect(page.url()).toBe(`${t.url}/workspaces/${ws[0].id}?path=notes`);
+      await files.locator("a:text-is('hello.txt')").waitFor();
+      await page.goBack();
+      await files.locator("a:text-is('notes/')").waitFor();
+      expect(page.url()).toBe(`${t.url}/workspaces/${ws[0].id}`);
+      await page.goForward();
+      await page.waitForSelector(".ws-crumbs [aria-current=location]:text-is('notes')");
+      await page.reload();
       await page.waitForSelector(".ws-crumbs [aria-current=location]:text-is('notes')");
       const link = files.locator("a:text-is('hello.txt')");
       await link.waitFor();
@@ -588,8 +623,9 @@ describe("/workspaces", () => {
       expect(download.suggestedFilename()).toBe("hello.txt");
       expect(readFileSync((await download.path())!, "utf8")).toBe("hello from the agent\n");
       // Back up to /workspace with the parent row.
-      await files.locator("button:has-text('.. (parent folder)')").click();
-      await files.locator("button:has-text('notes/')").waitFor();
+      await files.locator("a:has-text('.. (parent folder)')").click();
+      await files.locator("a:text-is('notes/')").waitFor();
+      expect(page.url()).toBe(`${t.url}/workspaces/${ws[0].id}`);
       expect(problems).toEqual([]);
     } finally {
       await close();
@@ -649,6 +685,56 @@ describe("/operator", () => {
       expect(await page.inputValue("input[name=default_max_concurrency]")).toBe(String(cfg.default_max_concurrency));
       expect(await page.inputValue("select[name=signup]")).toBe(cfg.signup);
       await page.waitForSelector("#admin-stats");
+      expect(problems).toEqual([]);
+    } finally {
+      await close();
+    }
+  });
+
+  test("an admin changing their own role is asked first; declined, nothing changes", async () => {
+    const admin = await createUser(t, { role: "admin" });
+    const { page, problems, close } = await open(admin);
+    try {
+      const dialogs: string[] = [];
+      page.removeAllListeners("dialog");
+      page.on("dialog", (d) => {
+        dialogs.push(d.message());
+        void d.dismiss();
+      });
+      await page.goto(`${t.url}/operator`);
+      await page.fill("input[name=password]", ADMIN_PASSWORD);
+      await page.click("button:has-text('Open')");
+      const mine = page.locator(`section:has(#admin-users) tr:has(td:text-is('${admin.email}')) select`);
+      await mine.waitFor();
+      await mine.selectOption("user");
+      expect(dialogs).toEqual([expect.stringContaining("Remove your own admin role?")]);
+      // Declined: nothing changed, here or on the server.
+      await page.waitForFunction((el) => (el as HTMLSelectElement).value === "admin", await mine.elementHandle(), { timeout: 5000 });
+      const me = (await api(t, "GET", "/admin/users?limit=100", { authorization: `Bearer ${ADMIN_PASSWORD}` })).body.data.find((u: { id: string }) => u.id === admin.id);
+      expect(me.role).toBe("admin");
+      expect(problems).toEqual([]);
+    } finally {
+      await close();
+    }
+  });
+
+  test("a config value the server refuses shows its error once, next to its field, and stays as typed", async () => {
+    const admin = await createUser(t, { role: "admin" });
+    const { page, problems, close } = await open(admin, [failedLoad(400)]);
+    try {
+      await page.goto(`${t.url}/operator`);
+      await page.fill("input[name=password]", ADMIN_PASSWORD);
+      await page.click("button:has-text('Open')");
+      await page.waitForSelector("#admin-config");
+      await page.fill("input[name=per_minute]", "90");
+      await page.fill("input[name=burst]", "2000000000");
+      await page.click("form:has(#admin-config) button:has-text('Save')");
+      const err = await expectFieldError(page, "cfg-rate_limit.burst", "at most");
+      const text = (await err.textContent())!;
+      expect(text.split("rate_limit.burst").length).toBeLessThanOrEqual(2); // named at most once
+      expect(await err.evaluate((e) => e.classList.contains("error"))).toBe(true);
+      expect(await page.inputValue("input[name=burst]")).toBe("2000000000");
+      expect(await page.inputValue("input[name=per_minute]")).toBe("90");
       expect(problems).toEqual([]);
     } finally {
       await close();

@@ -1,7 +1,9 @@
 /** The shell: who is signed in, the navigation, and the view for the current path. */
 import { useEffect, useState } from "preact/hooks";
+import { SlowDown } from "./components/feedback.tsx";
 import { linkTo, usePath } from "./lib/router.ts";
 import { currentUser, signOut, type User } from "./lib/session.ts";
+import { useStatus } from "./lib/status.ts";
 import { Admin } from "./views/admin/index.tsx";
 import { Chat } from "./views/chat/index.tsx";
 import { Docs } from "./views/docs/index.tsx";
@@ -43,7 +45,7 @@ function route(path: string, user: User) {
   if (detail?.[1] === "playbooks") return <PlaybookDetail id={detail[2]!} />;
   if (detail?.[1] === "workspaces") return <WorkspaceDetail id={detail[2]!} />;
   if (path === "/") return <Chat sessionId={null} />;
-  if (path === "/operator" && user.role === "admin") return <Admin />;
+  if (path === "/operator" && user.role === "admin") return <Admin me={user} />;
   const page = PAGES[path];
   if (page) return page();
   return (
@@ -85,9 +87,18 @@ export function App() {
 
 function SignedIn({ path }: { path: string }) {
   const [user, setUser] = useState<User | null | undefined>(undefined);
+  const { signedOut } = useStatus();
   useEffect(() => void currentUser().then(setUser), []);
-  if (user === undefined) return <p class="muted center">Loading…</p>;
-  if (user === null) return <SignIn />;
+  if (user === undefined)
+    return (
+      <>
+        <SlowDown />
+        <p class="muted center">Loading…</p>
+      </>
+    );
+  // Signed out meanwhile (another tab, an expired session): sign in again, back to this page (an
+  // unsent message waits in its composer).
+  if (user === null || signedOut) return <SignIn expired={signedOut} />;
   const nav: [string, string][] = user.role === "admin" ? [...NAV, ["/operator", "Admin"]] : NAV;
   const active = (href: string) => (href === "/" ? path === "/" || path.startsWith("/sessions/") : path === href || path.startsWith(`${href}/`));
   return (
@@ -112,6 +123,7 @@ function SignedIn({ path }: { path: string }) {
           Sign out
         </button>
       </header>
+      <SlowDown />
       {route(path, user)}
     </>
   );

@@ -2,6 +2,14 @@
 export const usd = (n: number | null | undefined) => `$${(n ?? 0) < 0.01 && (n ?? 0) > 0 ? (n ?? 0).toFixed(4) : (n ?? 0).toFixed(2)}`;
 export const int = (n: number | null | undefined) => (n ?? 0).toLocaleString("en-US");
 
+/** A duration: "850 ms", "20.1 s", "3 min 5 s". */
+export function duration(ms: number): string {
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 59_950) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.round(ms / 1000);
+  return `${Math.floor(s / 60)} min ${s % 60} s`;
+}
+
 const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
   ["year", 365 * 86_400_000],
   ["month", 30 * 86_400_000],

@@ -1,4 +1,4 @@
-/** A tiny history router: the current path as a Preact signal-free hook, and navigate(). */
+/** A tiny history router: the current path (and a query parameter) as Preact hooks, and navigate(). */
 import { useEffect, useState } from "preact/hooks";
 
 const listeners = new Set<() => void>();
@@ -21,6 +21,18 @@ export function usePath(): string {
     return () => void listeners.delete(l);
   }, []);
   return path;
+}
+
+/** The current URL's query parameter `name` ("" when absent); it follows navigate() and Back. */
+export function useQueryParam(name: string): string {
+  const read = () => new URLSearchParams(location.search).get(name) ?? "";
+  const [value, setValue] = useState(read);
+  useEffect(() => {
+    const l = () => setValue(read());
+    listeners.add(l);
+    return () => void listeners.delete(l);
+  }, [name]);
+  return value;
 }
 
 /** Click handler for in-app links: keeps modifier-clicks (new tab) to the browser. */

@@ -1,7 +1,8 @@
 /**
  * Admin (shown to admin-role users): /admin/* opens with the operator's admin password (the
  * interface's rule), asked for here and kept in this page's memory only — never stored. Users
- * (role, disable), run-time config (rate limit, default concurrency, sign-up), stats, failed
+ * (role, disable: asked to confirm, and more plainly for yourself), run-time config (rate limit,
+ * default concurrency, sign-up; a refused value's error next to its field), stats, failed
  * notifications.
  */
 import { Alert } from "../../components/feedback.tsx";
@@ -12,6 +13,8 @@ import type { RuntimeSettings, StatsRecord } from "../../../../src/schema/admin.
 import type { AdminUser } from "../../../../src/schema/user.ts";
 import { ApiError } from "../../lib/api.ts";
 import { int, stamp } from "../../lib/format.ts";
+import type { User } from "../../lib/session.ts";
+import { Field, useFieldErrors } from "../profiles/fields.tsx";
 
 let password = "";
 
@@ -56,13 +59,26 @@ function Unlock({ onUnlock }: { onUnlock: () => void }) {
   );
 }
 
-function Users() {
+/** Why a change needs a confirmation (null: it does not). */
+function risk(u: AdminUser, me: User, patch: { role?: string; disabled?: boolean }): string | null {
+  const self = u.id === me.id;
+  if (self && patch.role && patch.role !== "admin") return "Remove your own admin role? You lose the Admin page at once, and only another admin can give it back.";
+  if (self && patch.disabled) return "Disable your own account? You are signed out at once and cannot sign in again until another admin enables you.";
+  if (patch.disabled) return `Disable ${u.email}? Their sessions and sockets close, and their running work stops.`;
+  return null;
+}
+
+function Users({ me }: { me: User }) {
   const [users, setUsers] = useState<AdminUser[]>([]);
   const [error, setError] = useState("");
   const load = () => admin<{ data: AdminUser[] }>("GET", "/admin/users?limit=100").then((r) => setUsers(r.data), (e) => setError(e.message));
   useEffect(() => void load(), []);
   const change = async (u: AdminUser, patch: { role?: string; disabled?: boolean }) => {
-    if (patch.disabled && !confirm(`Disable ${u.email}? Their sessions and sockets close, and their running work stops.`)) return;
+    const question = risk(u, me, patch);
+    if (question && !confirm(question)) {
+      setUsers([...users]); // the role picker shows the role again
+      return;
+    }
     await admin("PATCH", `/admin/users/${u.id}`, patch).catch((e) => setError(e.message));
     await load();
   };
@@ -103,43 +119,53 @@ function Users() {
 function Config() {
   const [cfg, setCfg] = useState<RuntimeSettings | null>(null);
   const [msg, setMsg] = useState("");
+  const f = useFieldErrors("cfg-");
   useEffect(() => void admin<RuntimeSettings>("GET", "/admin/config").then(setCfg, (e) => setMsg(e.message)), []);
-  if (!cfg) return null;
+  if (!cfg) return <Alert text={msg} />;
   const save = async (e: Event) => {
     e.preventDefault();
-    const f = new FormData(e.currentTarget as HTMLFormElement);
+    const data = new FormData(e.currentTarget as HTMLFormElement);
+    setMsg("");
+    f.clear();
     try {
       const next = await admin<RuntimeSettings>("PATCH", "/admin/config", {
-        rate_limit: { per_minute: Number(f.get("per_minute")), burst: Number(f.get("burst")) },
-        default_max_concurrency: Number(f.get("default_max_concurrency")),
-        signup: f.get("signup"),
+        rate_limit: { per_minute: Number(data.get("per_minute")), burst: Number(data.get("burst")) },
+        default_max_concurrency: Number(data.get("default_max_concurrency")),
+        signup: data.get("signup"),
       });
       setCfg(next);
       setMsg("Saved: applied at once.");
     } catch (err) {
-      setMsg(err instanceof ApiError ? `${err.field ?? ""} ${err.message}` : String(err));
+      f.fail(err);
     }
   };
+  // Uncontrolled (defaultValue): a refused value stays as typed.
   return (
     <form class="card" onSubmit={save} aria-labelledby="admin-config">
       <h2 id="admin-config">Configuration</h2>
+      {f.general}
       <div class="grid">
-        <label>
-          Requests per minute per caller <input name="per_minute" type="number" min={1} value={cfg.rate_limit.per_minute} />
-        </label>
-        <label>
-          Burst <input name="burst" type="number" min={1} value={cfg.rate_limit.burst} />
-        </label>
-        <label>
-          Default concurrency per profile <input name="default_max_concurrency" type="number" min={1} max={1000} value={cfg.default_max_concurrency} />
-        </label>
-        <label>
-          Sign-up
-          <select name="signup" value={cfg.signup}>
-            <option value="closed">closed (operator creates accounts)</option>
-            <option value="open">open (anyone may sign up)</option>
-          </select>
-        </label>
+        <Field f={f} name="rate_limit.per_minute" label="Requests per minute per caller">
+          {(p) => <input {...p} name="per_minute" type="number" min={1} defaultValue={String(cfg.rate_limit.per_minute)} />}
+        </Field>
+        <Field f={f} name="rate_limit.burst" label="Burst">
+          {(p) => <input {...p} name="burst" type="number" min={1} defaultValue={String(cfg.rate_limit.burst)} />}
+        </Field>
+        <Field f={f} name="default_max_concurrency" label="Default concurrency per profile">
+          {(p) => <input {...p} name="default_max_concurrency" type="number" min={1} max={1000} defaultValue={String(cfg.default_max_concurrency)} />}
+        </Field>
+        <Field f={f} name="signup" label="Sign-up">
+          {(p) => (
+            <select {...p} name="signup">
+              <option value="closed" selected={cfg.signup === "closed"}>
+                closed (operator creates accounts)
+              </option>
+              <option value="open" selected={cfg.signup === "open"}>
+                open (anyone may sign up)
+              </option>
+            </select>
+          )}
+        </Field>
       </div>
       <button type="submit" class="primary">
         Save
@@ -182,12 +208,14 @@ function Stats() {
 }
 
 function FailedNotifications() {
-  const [rows, setRows] = useState<AdminNotificationRecord[]>([]);
-  useEffect(() => void admin<{ data: AdminNotificationRecord[] }>("GET", "/admin/notifications?status=failed&limit=50").then((r) => setRows(r.data), () => {}), []);
+  const [rows, setRows] = useState<AdminNotificationRecord[] | null>(null);
+  const [error, setError] = useState("");
+  useEffect(() => void admin<{ data: AdminNotificationRecord[] }>("GET", "/admin/notifications?status=failed&limit=50").then((r) => setRows(r.data), (e) => setError(e.message)), []);
   return (
     <section class="card" aria-labelledby="admin-failed">
       <h2 id="admin-failed">Failed notifications</h2>
-      {rows.length === 0 ? (
+      <Alert text={error} />
+      {rows === null ? null : rows.length === 0 ? (
         <p class="muted">None.</p>
       ) : (
         <table>
@@ -209,14 +237,14 @@ function FailedNotifications() {
   );
 }
 
-export function Admin() {
+export function Admin({ me }: { me: User }) {
   const [open, setOpen] = useState(password !== "");
   if (!open) return <main class="page"><h1>Admin</h1><Unlock onUnlock={() => setOpen(true)} /></main>;
   return (
     <main class="page">
       <h1>Admin</h1>
       <Stats />
-      <Users />
+      <Users me={me} />
       <Config />
       <FailedNotifications />
     </main>

@@ -1,12 +1,14 @@
 /**
  * The open session: its transcript (replayed, then live, over the shared StreamClient), rendered
  * once per animation frame, the last turns only (older ones behind a button), and the composer.
+ * The view follows the newest turn while it is scrolled to the bottom (where it opens).
  */
 import { Alert } from "../../components/feedback.tsx";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { all, ApiError, post } from "../../lib/api.ts";
 import { int, usd } from "../../lib/format.ts";
-import type { StreamClient } from "../../lib/stream.ts";
+import { linkTo } from "../../lib/router.ts";
+import type { ErrorFrame, StreamClient } from "../../lib/stream.ts";
 import { Composer } from "./composer.tsx";
 import { Transcript } from "./model.ts";
 import { TurnView } from "./turn.tsx";
@@ -18,7 +20,10 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
   const [, setTick] = useState(0);
   const [shown, setShown] = useState(WINDOW);
   const [error, setError] = useState("");
+  const [notFound, setNotFound] = useState(false);
   const raf = useRef(0);
+  /** The user is at the bottom of the transcript: new content keeps it there. */
+  const atBottom = useRef(true);
   /** The prompts (task records) have arrived, or failed to: turns are drawn with their prompts or not at all. */
   const prompts = useRef(false);
   const list = useRef<HTMLDivElement>(null);
@@ -47,7 +52,7 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
     // The replay from the start, then live frames; the prompts (task records) load meanwhile and
     // are folded in whenever they arrive (the replay does not wait for them).
     model.replaying = true;
-    stream.follow(sessionId, model.lastSeq);
+    stream.follow(sessionId, model.lastSeq, (f) => (f.code === "NOT_FOUND" ? setNotFound(true) : setError(`${f.code}: ${f.message}`)));
     all<{ id: string; prompt: string }>(`/v1/tasks?session_id=${encodeURIComponent(sessionId)}`)
       .then((tasks) => {
         if (cancelled) return;
@@ -57,7 +62,7 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
       })
       .catch((e) => {
         prompts.current = true;
-        setError(e instanceof ApiError ? e.message : String(e));
+        if (!cancelled) setError(e instanceof ApiError ? e.message : String(e));
       });
     return () => {
       cancelled = true;
@@ -66,16 +71,38 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
     };
   }, [sessionId]);
 
-  // Stay at the bottom while the user is there.
+  // Opens at the bottom, and stays there while the user is there (again a frame later: blocks
+  // coming into view take their real height then).
+  const lastTop = useRef(0);
   useEffect(() => {
     const el = list.current?.parentElement;
-    if (el && el.scrollHeight - el.scrollTop - el.clientHeight < 200) el.scrollTop = el.scrollHeight;
+    const follow = () => {
+      if (!el || !atBottom.current) return;
+      el.scrollTop = el.scrollHeight;
+      lastTop.current = el.scrollTop;
+    };
+    follow();
+    const r = requestAnimationFrame(follow);
+    return () => cancelAnimationFrame(r);
   });
+  // Scrolled up by the user (not moved down by us, nor at the bottom): stop following.
+  const onScroll = (e: Event) => {
+    const el = e.currentTarget as HTMLElement;
+    const near = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+    atBottom.current = near || (atBottom.current && el.scrollTop >= lastTop.current);
+    lastTop.current = el.scrollTop;
+  };
 
-  const send = (prompt: string) => {
+  const send = (prompt: string, refused: () => void) => {
     setError("");
+    // The first new turn takes the oldest pending prompt; a refused one leaves the queue.
     model.pending.push(prompt);
-    stream.send({ type: "session.turn", session_id: sessionId, prompt });
+    stream.send({ type: "session.turn", session_id: sessionId, prompt }, (f: ErrorFrame) => {
+      const i = model.pending.indexOf(prompt);
+      if (i >= 0) model.pending.splice(i, 1);
+      setError(`${f.code}: ${f.message}`);
+      refused();
+    });
   };
   const answer = (taskId: string, text: string) => stream.send({ type: "task.answer", task_id: taskId, answer: text });
   const cancel = (taskId: string) => post(`/v1/tasks/${taskId}/cancel`).catch((e) => setError(e instanceof ApiError ? e.message : String(e)));
@@ -91,18 +118,35 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
     }, () => {});
   };
 
+  if (notFound)
+    return (
+      <section class="conversation" aria-labelledby="conversation-title">
+        <div class="transcript">
+          <div class="welcome">
+            <h1 id="conversation-title">Session not found</h1>
+            <p>
+              There is no session <code>{sessionId}</code> of yours.{" "}
+              <a href="/" onClick={linkTo("/")}>
+                Start a new session
+              </a>
+            </p>
+          </div>
+        </div>
+      </section>
+    );
+
   // Drawn once the replay and the prompts are both in (they load side by side).
   const ready = !model.replaying && prompts.current;
   const turns = ready ? model.turns : [];
   const hidden = Math.max(0, turns.length - shown);
   const totals = model.totals;
-  const running = model.running;
+  const running = ready ? model.running : null;
   return (
     <section class="conversation" aria-labelledby="conversation-title">
       <h1 id="conversation-title" class="sr-only">
         Session {sessionId}
       </h1>
-      <div class="transcript" aria-live="polite" onClick={onClick}>
+      <div class="transcript" aria-live="polite" onClick={onClick} onScroll={onScroll}>
         <div ref={list}>
           {hidden > 0 && (
             <button type="button" class="link earlier" onClick={() => setShown(shown + WINDOW)}>
@@ -124,7 +168,7 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
         {int(totals.input)} tokens in · {int(totals.output)} out · {usd(totals.cost)}
       </p>
       <Alert text={error} />
-      <Composer onSend={send} busy={running !== null} onCancel={running ? () => cancel(running.taskId) : undefined} />
+      <Composer onSend={send} draftKey={sessionId} busy={running !== null} onCancel={running ? () => cancel(running.taskId) : undefined} />
     </section>
   );
 }

@@ -1,12 +1,13 @@
 /**
  * Chat: the session list and either the open session or a new one. With no session open the
  * composer starts one with the selected profile (the last used by default) and sends the message;
- * without any profile it is not shown — the view says how to make one.
+ * without any profile it is not shown — the view says how to make one. The profile picker's list
+ * is loaded again when it gets the focus and when the window does (profiles made elsewhere show up).
  */
 import { Alert } from "../../components/feedback.tsx";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import type { ProfileRecord } from "../../../../src/schema/profile.ts";
-import { all } from "../../lib/api.ts";
+import { all, ApiError } from "../../lib/api.ts";
 import { linkTo, navigate } from "../../lib/router.ts";
 import { StreamClient } from "../../lib/stream.ts";
 import { Composer } from "./composer.tsx";
@@ -22,26 +23,37 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
   const [refresh, setRefresh] = useState(0);
   const [error, setError] = useState("");
 
+  const loadProfiles = () =>
+    all<ProfileRecord>("/v1/profiles").then(
+      (ps) => {
+        setProfiles(ps);
+        setProfileId((id) => (ps.some((p) => p.id === id) ? id : (ps[0]?.id ?? "")));
+      },
+      (e) => setError(e instanceof ApiError ? e.message : String(e)),
+    );
+  useEffect(() => void loadProfiles(), []);
   useEffect(() => {
-    all<ProfileRecord>("/v1/profiles").then((ps) => {
-      setProfiles(ps);
-      if (!ps.some((p) => p.id === profileId) && ps[0]) setProfileId(ps[0].id);
-    }, () => setProfiles([]));
-  }, []);
-  // The list refreshes when a session opens or a new one starts.
-  useEffect(() => setRefresh((n) => n + 1), [sessionId]);
+    if (sessionId) return;
+    const onFocus = () => void loadProfiles();
+    addEventListener("focus", onFocus);
+    return () => removeEventListener("focus", onFocus);
+  }, [sessionId]);
 
   const names = useMemo(() => new Map((profiles ?? []).map((p) => [p.id, p.name])), [profiles]);
 
-  const start = (prompt: string) => {
+  const start = (prompt: string, refused: () => void) => {
     setError("");
     localStorage.setItem(LAST_PROFILE, profileId);
     stream.unfollow();
+    // The new session's page shows its first turn (and its failure, if its workspace cannot start).
     stream.onFrame = (f) => {
       if (f.type === "session.ready") navigate(`/sessions/${f.session_id}`);
       else if (f.type === "error") setError(`${f.code}: ${f.message}`);
     };
-    stream.send({ type: "task.submit", profile_id: profileId, prompt });
+    stream.send({ type: "task.submit", profile_id: profileId, prompt }, (f) => {
+      setError(`${f.code}: ${f.message}`);
+      refused();
+    });
   };
 
   return (
@@ -69,10 +81,10 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
           </div>
           <Alert text={error} />
           {profiles && profiles.length > 0 && (
-            <Composer onSend={start}>
+            <Composer onSend={start} draftKey="new">
               <label>
                 Profile{" "}
-                <select value={profileId} onChange={(e) => setProfileId((e.currentTarget as HTMLSelectElement).value)}>
+                <select value={profileId} onFocus={() => void loadProfiles()} onChange={(e) => setProfileId((e.currentTarget as HTMLSelectElement).value)}>
                   {profiles.map((p) => (
                     <option key={p.id} value={p.id}>
                       {p.name}

@@ -1,16 +1,26 @@
-/** The session list: title (the first prompt), profile, status, cost, relative time; searchable. */
+/**
+ * The session list: title (the first prompt), profile, status, cost, relative time; searchable.
+ * Loaded when the view opens, when another session opens, and when `refresh` moves.
+ */
 import { useEffect, useState } from "preact/hooks";
 import type { SessionRecord } from "../../../../src/schema/session.ts";
-import { all } from "../../lib/api.ts";
+import { all, ApiError } from "../../lib/api.ts";
 import { ago, usd } from "../../lib/format.ts";
 import { linkTo } from "../../lib/router.ts";
 
 export function SessionList({ current, profiles, refresh }: { current: string | null; profiles: Map<string, string>; refresh: number }) {
   const [sessions, setSessions] = useState<SessionRecord[] | null>(null);
   const [query, setQuery] = useState("");
+  const [error, setError] = useState("");
   useEffect(() => {
-    all<SessionRecord>("/v1/sessions", 500).then(setSessions, () => setSessions([]));
-  }, [refresh]);
+    all<SessionRecord>("/v1/sessions", 500).then(
+      (l) => {
+        setSessions(l);
+        setError("");
+      },
+      (e) => setError(e instanceof ApiError ? e.message : String(e)),
+    );
+  }, [refresh, current]);
   const q = query.trim().toLowerCase();
   const shown = (sessions ?? []).filter((s) => !q || (s.title ?? "").toLowerCase().includes(q) || (profiles.get(s.profile_id) ?? "").toLowerCase().includes(q));
   return (
@@ -33,6 +43,11 @@ export function SessionList({ current, profiles, refresh }: { current: string | 
             </a>
           </li>
         ))}
+        {error && !sessions && (
+          <li class="error" role="alert">
+            The sessions could not be loaded: {error}
+          </li>
+        )}
         {sessions && shown.length === 0 && <li class="muted">{q ? "No session matches." : "No sessions yet."}</li>}
       </ul>
     </nav>

@@ -2,7 +2,8 @@
 import { Component } from "preact";
 import { useMemo, useState } from "preact/hooks";
 import { renderMarkdown } from "../../lib/markdown.ts";
-import { int, usd } from "../../lib/format.ts";
+import { Friendly } from "../../components/feedback.tsx";
+import { duration, int, usd } from "../../lib/format.ts";
 import { BlockSplitter } from "./blocks.ts";
 import "./chat.css";
 import type { Ask, Part, ToolCall, Turn } from "./model.ts";
@@ -55,7 +56,7 @@ function ToolCard({ call }: { call: ToolCall }) {
             <span class="tool-name">{call.tool}</span> <code class="tool-summary">{summary.slice(0, 120)}</code>
           </>
         )}
-        <span class="meta">{call.output === null ? "running…" : call.isError ? "error" : call.ms !== null ? `${call.ms} ms` : "done"}</span>
+        <span class="meta">{call.output === null ? "running…" : call.isError ? "error" : call.ms !== null ? duration(call.ms) : "done"}</span>
       </summary>
       <h4>Input</h4>
       <pre>{JSON.stringify(call.input, null, 2)}</pre>
@@ -162,7 +163,7 @@ export class TurnView extends Component<TurnProps> {
           {live && turn.parts.length === 0 && <p class="meta">Working…</p>}
           {turn.error && (
             <p class="error" role="alert">
-              <strong>{turn.error.code}</strong>: {turn.error.message}
+              <strong>{turn.error.code}</strong>: <Friendly text={turn.error.message} />
             </p>
           )}
           <footer class="meta">
@@ -171,7 +172,7 @@ export class TurnView extends Component<TurnProps> {
                 {int(turn.usage.input)} in · {int(turn.usage.output)} out · {usd(turn.usage.cost)}
               </span>
             )}
-            {turn.status === "cancelled" && <span> · cancelled</span>}
+            {turn.status === "cancelled" && <span>{turn.usage ? "· " : ""}cancelled</span>}
             {live && (
               <button type="button" class="link" onClick={() => onCancel(turn.taskId)}>
                 Cancel

@@ -23,7 +23,7 @@ const useProfiles = () => {
 };
 
 export function Playbooks() {
-  const [list, setList] = useState<PlaybookRecord[]>([]);
+  const [list, setList] = useState<PlaybookRecord[] | null>(null);
   const [error, setError] = useState("");
   const profiles = useProfiles();
   useEffect(() => void all<PlaybookRecord>("/v1/playbooks").then(setList, (e) => setError(e.message)), []);
@@ -37,7 +37,7 @@ export function Playbooks() {
         <caption class="sr-only">Your playbooks</caption>
         <THead columns={["Name", "Profile", "Schedule", "Next run", "Last run"]} />
         <tbody>
-          {list.map((pb) => {
+          {list?.map((pb) => {
             const last = pb.last_runs[0];
             return (
               <tr key={pb.id}>
@@ -69,7 +69,7 @@ export function Playbooks() {
               </tr>
             );
           })}
-          {list.length === 0 && (
+          {list?.length === 0 && (
             <EmptyRow cols={5}>No playbooks yet.</EmptyRow>
           )}
         </tbody>

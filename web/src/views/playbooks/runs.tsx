@@ -84,7 +84,7 @@ export function Runs({ id, reload }: { id: string; reload: number }) {
                   </SessionLink> : "—"}</td>
             </tr>
           ))}
-          {runs.length === 0 && (
+          {runs.length === 0 && !error && (
             <EmptyRow cols={6}>No runs yet.</EmptyRow>
           )}
         </tbody>

@@ -8,7 +8,7 @@ import { all, del } from "../../lib/api.ts";
 import { ProfileForm } from "./form.tsx";
 
 export function Profiles() {
-  const [profiles, setProfiles] = useState<ProfileRecord[]>([]);
+  const [profiles, setProfiles] = useState<ProfileRecord[] | null>(null);
   const [secrets, setSecrets] = useState<string[]>([]);
   const [editing, setEditing] = useState<ProfileRecord | null>(null);
   const [status, setStatus] = useState("");
@@ -54,7 +54,7 @@ export function Profiles() {
         <caption class="sr-only">Your profiles</caption>
         <THead columns={["Name", "Model", "Image", "Network", "Tools", ""]} />
         <tbody>
-          {profiles.map((p) => (
+          {profiles?.map((p) => (
             <tr key={p.id}>
               <td>{p.name}</td>
               <td>
@@ -77,7 +77,7 @@ export function Profiles() {
               </td>
             </tr>
           ))}
-          {profiles.length === 0 && (
+          {profiles?.length === 0 && (
             <EmptyRow cols={6}>No profiles yet.</EmptyRow>
           )}
         </tbody>

@@ -13,10 +13,12 @@ type Err = { text: string; field?: string };
 const toErr = (e: unknown): Err => (e instanceof ApiError ? { text: e.message, field: e.field } : { text: String(e) });
 
 export function Secrets() {
-  const [secrets, setSecrets] = useState<SecretRecord[]>([]);
+  const [secrets, setSecrets] = useState<SecretRecord[] | null>(null);
   /** The name being replaced (the name field is then fixed), or null for a new secret. */
   const [replacing, setReplacing] = useState<string | null>(null);
   const [multiline, setMultiline] = useState(false);
+  /** The value typed (kept when the field switches between one line and several). */
+  const [value, setValue] = useState("");
   const [busy, setBusy] = useState(false);
   const [status, setStatus] = useState("");
   const [error, setError] = useState<Err | null>(null);
@@ -26,6 +28,7 @@ export function Secrets() {
 
   const reset = () => {
     form.current?.reset();
+    setValue("");
     setReplacing(null);
     setError(null);
   };
@@ -33,8 +36,7 @@ export function Secrets() {
     e.preventDefault();
     const f = new FormData(e.currentTarget as HTMLFormElement);
     const name = replacing ?? String(f.get("name") ?? "").trim();
-    const value = String(f.get("value") ?? "");
-    if (!replacing && secrets.some((s) => s.name === name) && !confirm(`A secret named ${name} exists. Replace its value?`)) return;
+    if (!replacing && secrets?.some((s) => s.name === name) && !confirm(`A secret named ${name} exists. Replace its value?`)) return;
     setError(null);
     setStatus("");
     setBusy(true);
@@ -77,7 +79,15 @@ export function Secrets() {
     ) : null;
   const invalid = (field: string) =>
     error?.field === field ? { "aria-invalid": true as const, "aria-describedby": `secret-${field}-error` } : {};
-  const valueProps = { name: "value", required: true, autoComplete: "off", spellcheck: false, ...invalid("value") };
+  const valueProps = {
+    name: "value",
+    required: true,
+    autoComplete: "off",
+    spellcheck: false,
+    value,
+    onInput: (e: Event) => setValue((e.currentTarget as HTMLInputElement).value),
+    ...invalid("value"),
+  };
 
   return (
     <main class="page">
@@ -140,7 +150,7 @@ export function Secrets() {
         <caption class="sr-only">Your secrets</caption>
         <THead columns={["Name", "Created", "Updated", ""]} />
         <tbody>
-          {secrets.map((s) => (
+          {secrets?.map((s) => (
             <tr key={s.name}>
               <td>
                 <code>{s.name}</code>
@@ -157,7 +167,7 @@ export function Secrets() {
               </td>
             </tr>
           ))}
-          {secrets.length === 0 && (
+          {secrets?.length === 0 && (
             <EmptyRow cols={4}>No secrets yet.</EmptyRow>
           )}
         </tbody>

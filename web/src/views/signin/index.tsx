@@ -1,12 +1,16 @@
-/** Sign in: email and password, or a configured OAuth provider; the setup hint on a new server. */
-import { useEffect, useState } from "preact/hooks";
+/**
+ * Sign in: email and password, or a configured OAuth provider; the setup hint on a new server.
+ * `expired`: the page was signed out under the user (another tab, an expired session).
+ */
+import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, get, post } from "../../lib/api.ts";
 
-export function SignIn() {
+export function SignIn({ expired = false }: { expired?: boolean }) {
   const [setupRequired, setSetupRequired] = useState(false);
   const [providers, setProviders] = useState<string[]>([]);
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
+  const password = useRef<HTMLInputElement>(null);
 
   useEffect(() => {
     get<{ setup_required: boolean }>("/api/auth/setup").then((s) => setSetupRequired(s.setup_required), () => {});
@@ -20,16 +24,18 @@ export function SignIn() {
     setError("");
     try {
       await post("/api/auth/sign-in/email", { email: f.get("email"), password: f.get("password") });
-      location.assign(location.pathname);
+      location.assign(location.pathname + location.search);
     } catch (err) {
       setError(err instanceof ApiError ? err.message : String(err));
       setBusy(false);
+      // Try again: the password field, selected (the button was disabled meanwhile and lost the focus).
+      setTimeout(() => password.current?.select());
     }
   };
 
   const social = async (provider: string) => {
     try {
-      const r = await post<{ url: string }>("/api/auth/sign-in/social", { provider, callbackURL: location.pathname });
+      const r = await post<{ url: string }>("/api/auth/sign-in/social", { provider, callbackURL: location.pathname + location.search });
       location.assign(r.url);
     } catch (err) {
       setError(err instanceof ApiError ? err.message : String(err));
@@ -40,6 +46,11 @@ export function SignIn() {
     <main class="center">
       <form class="card narrow" onSubmit={submit} aria-labelledby="signin-title">
         <h1 id="signin-title">Sign in</h1>
+        {expired && (
+          <p class="notice" role="alert">
+            You were signed out (in another tab, or your session expired). Sign in again to continue: an unsent message is kept.
+          </p>
+        )}
         {setupRequired && (
           <p class="muted">
             This server has no account yet. Open the one-time setup link printed in the server's log (<code>/setup#…</code>), or run <code>runcell admin create-user</code>.
@@ -49,7 +60,7 @@ export function SignIn() {
           Email <input name="email" type="email" autocomplete="username" required />
         </label>
         <label>
-          Password <input name="password" type="password" autocomplete="current-password" required minLength={8} />
+          Password <input ref={password} name="password" type="password" autocomplete="current-password" required minLength={8} />
         </label>
         <button type="submit" class="primary" disabled={busy}>
           Sign in

@@ -4,6 +4,7 @@ import { THead } from "../../components/table.tsx";
 import { useEffect, useState } from "preact/hooks";
 import { all, ApiError, del, post } from "../../lib/api.ts";
 import { ago, stamp } from "../../lib/format.ts";
+import { CopyButton } from "../profiles/fields.tsx";
 
 interface Token {
   id: string;
@@ -13,7 +14,7 @@ interface Token {
 }
 
 export function Tokens() {
-  const [tokens, setTokens] = useState<Token[]>([]);
+  const [tokens, setTokens] = useState<Token[] | null>(null);
   const [fresh, setFresh] = useState<{ name: string; token: string } | null>(null);
   const [error, setError] = useState("");
   const load = () => all<Token>("/v1/api-tokens").then(setTokens, (e) => setError(String(e.message ?? e)));
@@ -59,9 +60,7 @@ export function Tokens() {
             <code class="secret" data-testid="new-token">
               {fresh.token}
             </code>
-            <button type="button" onClick={() => navigator.clipboard?.writeText(fresh.token)}>
-              Copy
-            </button>
+            <CopyButton text={fresh.token} />
           </p>
         </div>
       )}
@@ -70,7 +69,7 @@ export function Tokens() {
         <caption class="sr-only">Your API tokens</caption>
         <THead columns={["Name", "Created", "Last used", ""]} />
         <tbody>
-          {tokens.map((t) => (
+          {tokens?.map((t) => (
             <tr key={t.id}>
               <td>{t.name}</td>
               <td {...stamp(t.created_at)} />
@@ -82,7 +81,7 @@ export function Tokens() {
               </td>
             </tr>
           ))}
-          {tokens.length === 0 && (
+          {tokens?.length === 0 && (
             <EmptyRow cols={4}>No tokens yet.</EmptyRow>
           )}
         </tbody>

@@ -10,6 +10,7 @@ import type { IntegrationRecord } from "../../../../src/schema/integration.ts";
 import type { NotificationRecord } from "../../../../src/schema/notification.ts";
 import { all, ApiError, del, get, type Page, post } from "../../lib/api.ts";
 import { stamp } from "../../lib/format.ts";
+import { CopyButton } from "../profiles/fields.tsx";
 
 const message = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
 
@@ -22,7 +23,7 @@ function newSecret(): string {
 export function Webhook() {
   const [hook, setHook] = useState<IntegrationRecord | null | undefined>(undefined);
   const [freshSecret, setFreshSecret] = useState("");
-  const [deliveries, setDeliveries] = useState<NotificationRecord[]>([]);
+  const [deliveries, setDeliveries] = useState<NotificationRecord[] | null>(null);
   const [status, setStatus] = useState("");
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
@@ -34,7 +35,7 @@ export function Webhook() {
     void loadDeliveries();
   }, []);
   // Delivery is asynchronous (retries after 5 s and 15 s): follow pending rows until they settle.
-  const pending = deliveries.some((d) => d.status === "pending");
+  const pending = !!deliveries?.some((d) => d.status === "pending");
   useEffect(() => {
     if (!pending) return;
     const t = setInterval(loadDeliveries, 3000);
@@ -142,9 +143,7 @@ export function Webhook() {
             <code class="secret" data-testid="webhook-secret">
               {freshSecret}
             </code>
-            <button type="button" onClick={() => navigator.clipboard?.writeText(freshSecret)}>
-              Copy
-            </button>
+            <CopyButton text={freshSecret} />
           </p>
         </div>
       )}
@@ -168,7 +167,7 @@ export function Webhook() {
         <caption class="sr-only">Recent notifications and their delivery state, newest first</caption>
         <THead columns={["Status", "Message", "Attempts", "Last error", "Created", "Delivered"]} />
         <tbody>
-          {deliveries.map((d) => (
+          {deliveries?.map((d) => (
             <tr key={d.id}>
               <td class={d.status === "failed" ? "error" : d.status === "pending" ? "muted" : undefined}>{d.status}</td>
               <td>
@@ -181,7 +180,7 @@ export function Webhook() {
               <td {...stamp(d.delivered_at)} />
             </tr>
           ))}
-          {deliveries.length === 0 && (
+          {deliveries?.length === 0 && (
             <EmptyRow cols={6}>No notifications yet.</EmptyRow>
           )}
         </tbody>

@@ -1,6 +1,7 @@
 /**
  * Workspaces: the user's session containers (/workspaces) and one workspace with a file browser
- * (/workspaces/:id): directories navigable, files downloaded from the same-origin
+ * (/workspaces/:id): directories navigable (the folder is in the URL, `?path=`, so Back and links
+ * work), files downloaded from the same-origin
  * /v1/workspaces/:id/files/<path>, images previewed inline.
  */
 import { Alert, EmptyRow } from "../../components/feedback.tsx";
@@ -10,7 +11,7 @@ import type { ProfileRecord } from "../../../../src/schema/profile.ts";
 import type { DirEntry, DirListing, WorkspaceRecord } from "../../../../src/schema/workspace.ts";
 import { all, ApiError, del, get, type Page } from "../../lib/api.ts";
 import { stamp } from "../../lib/format.ts";
-import { linkTo, navigate } from "../../lib/router.ts";
+import { linkTo, navigate, useQueryParam } from "../../lib/router.ts";
 import "./workspaces.css";
 
 const message = (e: unknown) => (e instanceof ApiError ? e.message : String(e));
@@ -112,7 +113,14 @@ export function Workspaces() {
 
 export function WorkspaceDetail({ id }: { id: string }) {
   const [ws, setWs] = useState<WorkspaceRecord | null>(null);
-  const [dir, setDir] = useState("");
+  const dir = useQueryParam("path");
+  /** The page of a folder of this workspace. */
+  const folder = (path: string) => `/workspaces/${id}${path ? `?path=${encodeURIComponent(path)}` : ""}`;
+  const folderLink = (path: string, label: string) => (
+    <a href={folder(path)} onClick={linkTo(folder(path))}>
+      {label}
+    </a>
+  );
   const [entries, setEntries] = useState<DirEntry[] | null>(null);
   const [cursor, setCursor] = useState<string | null>(null);
   const [preview, setPreview] = useState<{ name: string; url: string } | null>(null);
@@ -217,10 +225,7 @@ export function WorkspaceDetail({ id }: { id: string }) {
                 </span>
               ) : (
                 <span key={path}>
-                  <button type="button" class="link" onClick={() => setDir(path)}>
-                    {label}
-                  </button>
-                  /
+                  {folderLink(path, label)}/
                 </span>
               ),
             )}
@@ -233,9 +238,7 @@ export function WorkspaceDetail({ id }: { id: string }) {
               {dir && (
                 <tr>
                   <td colSpan={4}>
-                    <button type="button" class="link" onClick={() => setDir(parts.slice(0, -1).join("/"))}>
-                      .. (parent folder)
-                    </button>
+                    {folderLink(parts.slice(0, -1).join("/"), ".. (parent folder)")}
                   </td>
                 </tr>
               )}
@@ -245,9 +248,7 @@ export function WorkspaceDetail({ id }: { id: string }) {
                   <tr key={e.path}>
                     <td>
                       {e.type === "dir" ? (
-                        <button type="button" class="link" onClick={() => setDir(e.path)}>
-                          {e.name}/
-                        </button>
+                        folderLink(e.path, `${e.name}/`)
                       ) : url ? (
                         <a href={url} download={e.name}>
                           {e.name}

@@ -1,0 +1,378 @@
+/**
+ * The chat when things go wrong, in real Chromium against a real app:
+ *
+ * - the rate limit: a session page loaded with the caller's bucket empty (the default limit,
+ *   60/min, burst 10) says it is slowed down, retries, and loads — never "No sessions yet." nor a
+ *   Cancel button for a finished turn; a session.resume refused with RATE_LIMITED is sent again
+ *   after retry_after; a page load fetches the session list once;
+ * - refusals: a first message whose workspace cannot start opens its session and shows
+ *   CONTAINER_FAILED; a first message refused (too long, a deleted profile) shows why and stays in
+ *   the composer; in a session, a refused message comes back into the composer and the next one is
+ *   shown as itself (not under the refused text);
+ * - a session that does not exist says so (no endless loading, no composer);
+ * - a long session opens scrolled to its newest turn and follows new turns while at the bottom;
+ * - signed out in another tab: the sign-in form with a notice, and after signing in the unsent
+ *   message is still in the composer; a page that loads after that never shows an empty table;
+ * - the profile picker shows a profile made elsewhere when it gets the focus.
+ *
+ * Any console error, page error or CSP violation fails the test (expected ones aside).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { createProfile } from "../helpers/agent.ts";
+import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { type Browser, EXPECTED_4XX, expectClean, launchBrowser, openPage, type Page, type WatchedPage } from "../helpers/browser.ts";
+import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
+import { api, createUser, type TestUser } from "../helpers/users.ts";
+
+let t: TestApp;
+let mock: MockProviderServer;
+let browser: Browser;
+const open: WatchedPage[] = [];
+
+beforeAll(async () => {
+  t = await startTestApp();
+  mock = startMockAnthropic();
+  browser = await launchBrowser();
+});
+afterAll(async () => {
+  await browser?.close();
+  await mock?.stop();
+  await t?.stop();
+});
+
+async function page(app: TestApp, user: TestUser | null, opts: Parameters<typeof openPage>[1] = {}): Promise<WatchedPage> {
+  const w = await openPage(browser, { url: app.url, cookie: user?.cookie, ...opts });
+  open.push(w);
+  return w;
+}
+async function closePages() {
+  for (const w of open.splice(0)) await w.context.close();
+}
+
+const lastTurn = (p: Page) => p.getByRole("article").last();
+const composer = (p: Page) => p.getByRole("textbox", { name: "Message" });
+async function send(p: Page, text: string) {
+  await composer(p).fill(text);
+  await composer(p).press("Enter");
+}
+
+/**
+ * A finished session written through the app's services (as the agent loop writes one): `turns`
+ * turns, each a prompt, some text, its usage and its end. Returns the session and the last answer.
+ */
+async function seedSession(app: TestApp, user: TestUser, profileId: string, turns: number) {
+  const s = app.app.services;
+  const session = await s.agentSessions.create(user.id, profileId, "Question 1");
+  const publish = (f: Parameters<typeof s.hub.publish>[1]) => s.hub.publish(session.id, f);
+  publish({ type: "session.ready", container_id: "ctr_00000000000000000000000000", container_name: "runcell-seeded", profile_id: profileId });
+  let answer = "";
+  for (let turn = 1; turn <= turns; turn++) {
+    const task = await s.tasks.create({ userId: user.id, sessionId: session.id, profileId, prompt: `Question ${turn}`, maxTurns: 10, maxBudgetUsd: 5 });
+    answer = `Answer ${turn}: ${"all good here. ".repeat(20)}`.trim();
+    publish({ type: "task:token", task_id: task.id, text: answer });
+    publish({ type: "turn.done", task_id: task.id, result_text: answer, input_tokens: 100, output_tokens: 10, cost_usd: 0.001 });
+    publish({ type: "task:done", task_id: task.id, status: "completed" });
+    await s.tasks.update(task.id, { status: "completed", result_text: answer, input_tokens: 100, output_tokens: 10, cost_usd: 0.001, turns: 1, started_at: Date.now(), finished_at: Date.now() });
+  }
+  s.eventLog.flush();
+  return { sessionId: session.id, answer, publish };
+}
+
+/** Records, from the document's start, whether a text ever showed in the page (window.__seen[text]). */
+const watchFor = (texts: string[]) => `{
+  const texts = ${JSON.stringify(texts)};
+  window.__seen = {};
+  const check = () => { for (const t of texts) if (document.body?.textContent?.includes(t)) window.__seen[t] = true; };
+  document.addEventListener("DOMContentLoaded", () => new MutationObserver(check).observe(document.body, { childList: true, subtree: true, characterData: true }));
+}`;
+const seen = (p: Page) => p.evaluate(() => (window as unknown as { __seen: Record<string, boolean> }).__seen);
+
+// -------------------------------------------------------------------------------------------------
+
+describe("the rate limit", () => {
+  test("a session page loaded with the caller's bucket empty (default limit) says it is slowed down, retries, and loads", async () => {
+    const slow = await startTestApp({ flags: ["--rate-limit-per-minute", "60", "--rate-limit-burst", "10"] });
+    try {
+      const user = await createUser(slow);
+      const profileId = await createProfile(slow, user, { mock });
+      const { sessionId, answer } = await seedSession(slow, user, profileId, 2);
+      const { context, page: p, problems } = await page(slow, user, {
+        allow: [/status of 429/, /WebSocket connection to .* failed/, /Unexpected response code: 429/],
+      });
+      await context.addInitScript(watchFor(["No sessions yet.", "Retrying in"]));
+      const refusals: string[] = [];
+      p.on("response", (r) => void (r.status() === 429 && refusals.push(new URL(r.url()).pathname)));
+      p.on("websocket", (ws) => ws.on("framereceived", (f) => void (String(f.payload).includes('"RATE_LIMITED"') && refusals.push("frame"))));
+      // The same user's bucket, emptied with their API token (every request of theirs shares it).
+      while ((await api(slow, "GET", "/v1/me", user.bearer)).status !== 429);
+
+      await p.goto(`${slow.url}/sessions/${sessionId}`);
+      await lastTurn(p).getByText(answer).waitFor({ timeout: 45_000 });
+      await p.getByRole("navigation", { name: "Sessions" }).getByRole("link", { name: /^Question 1/ }).waitFor({ timeout: 20_000 });
+      expect(refusals.length).toBeGreaterThan(0);
+      const shown = await seen(p);
+      expect(shown["Retrying in"]).toBe(true);
+      expect(shown["No sessions yet."]).toBeUndefined();
+      expect(await p.getByRole("button", { name: "Cancel" }).count()).toBe(0);
+      expect(await p.getByRole("article").count()).toBe(2);
+      expectClean(problems);
+      await closePages();
+    } finally {
+      await slow.stop();
+    }
+  }, 90_000);
+
+  test("a session.resume refused with RATE_LIMITED is sent again after retry_after; the page says so meanwhile", async () => {
+    const user = await createUser(t);
+    const profileId = await createProfile(t, user, { mock });
+    const { sessionId, answer } = await seedSession(t, user, profileId, 1);
+    const { context, page: p, problems } = await page(t, user);
+    const resumes: string[] = [];
+    // The stream, passed through, except that the first session.resume is answered as an empty bucket would.
+    await context.routeWebSocket(/\/v1\/stream/, (ws) => {
+      const server = ws.connectToServer();
+      ws.onMessage((m) => {
+        const msg = JSON.parse(String(m));
+        if (msg.type === "session.resume" && resumes.push(msg.request_id) === 1) {
+          ws.send(JSON.stringify({ type: "error", code: "RATE_LIMITED", message: "Too many requests", request_id: msg.request_id, details: { retry_after: 2 } }));
+        } else server.send(m);
+      });
+    });
+    await p.goto(`${t.url}/sessions/${sessionId}`);
+    await p.getByRole("status").filter({ hasText: /Retrying in \d s/ }).waitFor();
+    await p.getByText("Loading the session…").waitFor();
+    // Not drawn yet: no turn, no Cancel for it.
+    expect(await p.getByRole("button", { name: "Cancel" }).count()).toBe(0);
+    await lastTurn(p).getByText(answer).waitFor({ timeout: 10_000 });
+    expect(resumes.length).toBe(2);
+    expect(resumes[0]).not.toBe(resumes[1]);
+    expect(await p.getByRole("button", { name: "Cancel" }).count()).toBe(0);
+    await p.getByRole("status").filter({ hasText: /Retrying in/ }).waitFor({ state: "detached" });
+    expectClean(problems);
+    await closePages();
+  }, 60_000);
+
+  test("a session page load asks for the session list once", async () => {
+    const user = await createUser(t);
+    const profileId = await createProfile(t, user, { mock });
+    const { sessionId, answer } = await seedSession(t, user, profileId, 1);
+    const { page: p, problems } = await page(t, user);
+    const requests: string[] = [];
+    p.on("request", (r) => {
+      const path = new URL(r.url()).pathname;
+      if (/^\/(v1|api)\//.test(path)) requests.push(path);
+    });
+    await p.goto(`${t.url}/sessions/${sessionId}`);
+    await lastTurn(p).getByText(answer).waitFor();
+    await p.getByRole("navigation", { name: "Sessions" }).getByRole("link", { name: /^Question 1/ }).waitFor();
+    await Bun.sleep(300);
+    expect(requests.filter((r) => r === "/v1/sessions")).toEqual(["/v1/sessions"]);
+    // Each once: who is signed in, the profiles, the sessions, the session's tasks (then the stream's upgrade and session.resume).
+    expect(requests.sort()).toEqual(["/api/auth/get-session", "/v1/profiles", "/v1/sessions", "/v1/tasks"]);
+    expectClean(problems);
+    await closePages();
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+
+describe("refused and failed messages", () => {
+  test("a first message whose workspace cannot start opens its session and shows CONTAINER_FAILED", async () => {
+    const user = await createUser(t);
+    await createProfile(t, user, { mock, image: "runcell-test/does-not-exist:latest" });
+    const { page: p, problems } = await page(t, user);
+    await p.goto(t.url);
+    await send(p, "Start in a broken image");
+    await p.waitForURL(/\/sessions\/sess_[a-z0-9]+$/, { timeout: 30_000 });
+    const turn = lastTurn(p);
+    await turn.getByText("Start in a broken image").waitFor({ timeout: 30_000 });
+    const alert = turn.getByRole("alert");
+    await alert.waitFor({ timeout: 30_000 });
+    expect(await alert.textContent()).toMatch(/^CONTAINER_FAILED: .*does-not-exist/);
+    expect(await p.getByRole("button", { name: "Cancel" }).count()).toBe(0);
+    expectClean(problems);
+    await closePages();
+  }, 60_000);
+
+  test("a first message refused by the server (too long; a deleted profile) shows why and stays in the composer", async () => {
+    const user = await createUser(t);
+    const profileId = await createProfile(t, user, { mock });
+    const { page: p, problems } = await page(t, user);
+    await p.goto(t.url);
+    await p.getByRole("heading", { name: "New session" }).waitFor();
+    const long = "x".repeat(100_001);
+    await send(p, long);
+    await p.getByRole("alert").filter({ hasText: "VALIDATION_FAILED" }).waitFor();
+    expect(await composer(p).inputValue()).toBe(long);
+    expect(new URL(p.url()).pathname).toBe("/");
+
+    expect((await api(t, "DELETE", `/v1/profiles/${profileId}`, user.bearer)).status).toBe(204);
+    await send(p, "To a profile that is gone");
+    await p.getByRole("alert").filter({ hasText: "NOT_FOUND" }).waitFor();
+    expect(await composer(p).inputValue()).toBe("To a profile that is gone");
+    expect(new URL(p.url()).pathname).toBe("/");
+    expectClean(problems);
+    await closePages();
+  }, 60_000);
+
+  test("an error telling an API user to PUT /v1/secrets/NAME links to the Secrets page instead", async () => {
+    const user = await createUser(t);
+    expect((await api(t, "PUT", "/v1/secrets/DEPLOY_TOKEN", user.bearer, { value: "v" })).status).toBe(204);
+    await createProfile(t, user, { mock, env: { DEPLOY_TOKEN: { secret: "DEPLOY_TOKEN" } } });
+    expect((await api(t, "DELETE", "/v1/secrets/DEPLOY_TOKEN", user.bearer)).status).toBe(204);
+    const { page: p, problems } = await page(t, user);
+    await p.goto(t.url);
+    await send(p, "Use the token");
+    const alert = p.getByRole("alert").filter({ hasText: "DEPLOY_TOKEN" });
+    await alert.waitFor({ timeout: 30_000 });
+    expect(await alert.textContent()).not.toContain("PUT /v1/secrets");
+    await alert.getByRole("link", { name: "Secrets page" }).click();
+    await p.getByRole("heading", { name: "Secrets" }).waitFor();
+    expectClean(problems);
+    await closePages();
+  }, 60_000);
+
+  test("in a session, a refused message comes back into the composer; the next one is shown as itself", async () => {
+    const user = await createUser(t);
+    await createProfile(t, user, { mock });
+    const { page: p, problems } = await page(t, user);
+    mock.reset();
+    mock.enqueue({ text: "First answer." }, { text: "Second answer." });
+    await p.goto(t.url);
+    await send(p, "Hello");
+    await p.waitForURL(/\/sessions\//);
+    await lastTurn(p).getByText("First answer.").waitFor({ timeout: 30_000 });
+
+    const long = `${"y".repeat(100_001)}`;
+    await send(p, long);
+    await p.getByRole("alert").filter({ hasText: "VALIDATION_FAILED" }).waitFor();
+    expect(await composer(p).inputValue()).toBe(long);
+
+    await send(p, "A short one");
+    const turn = lastTurn(p);
+    await turn.getByText("Second answer.").waitFor({ timeout: 30_000 });
+    expect(await turn.locator(".msg.user").textContent()).toBe("A short one");
+    expect(await p.getByRole("article").count()).toBe(2);
+    expect(await p.locator(".transcript").textContent()).not.toContain("yyyy");
+    expect(await composer(p).inputValue()).toBe("");
+    expectClean(problems);
+    await closePages();
+  }, 60_000);
+});
+
+// -------------------------------------------------------------------------------------------------
+
+describe("opening sessions", () => {
+  test("a session that does not exist says so: no endless loading, no composer", async () => {
+    const user = await createUser(t);
+    const { page: p, problems } = await page(t, user, { allow: [EXPECTED_4XX] });
+    await p.goto(`${t.url}/sessions/sess_doesnotexist`);
+    await p.getByRole("heading", { name: "Session not found" }).waitFor();
+    expect(await p.getByText("Loading the session…").count()).toBe(0);
+    expect(await composer(p).count()).toBe(0);
+    await p.getByRole("link", { name: "Start a new session" }).click();
+    await p.getByRole("heading", { name: "New session" }).waitFor();
+    expectClean(problems);
+    await closePages();
+  });
+
+  test("a long session opens at its newest turn and follows new ones while at the bottom", async () => {
+    const user = await createUser(t);
+    const profileId = await createProfile(t, user, { mock });
+    const { sessionId, answer, publish } = await seedSession(t, user, profileId, 30);
+    const { page: p, problems } = await page(t, user);
+    await p.goto(`${t.url}/sessions/${sessionId}`);
+    await lastTurn(p).getByText(answer).waitFor();
+    const gap = () => p.locator(".transcript").evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight);
+    const scrollable = await p.locator(".transcript").evaluate((el) => el.scrollHeight > el.clientHeight * 2);
+    expect(scrollable).toBe(true);
+    await p.waitForFunction(() => {
+      const el = document.querySelector(".transcript")!;
+      return el.scrollHeight - el.scrollTop - el.clientHeight < 2;
+    }, null, { timeout: 5000 }).catch(() => undefined);
+    expect(await gap()).toBeLessThan(2);
+    expect(await lastTurn(p).getByText(answer).isVisible()).toBe(true);
+
+    // A new turn streams in: the view follows it.
+    const s = t.app.services;
+    const task = await s.tasks.create({ userId: user.id, sessionId, profileId, prompt: "Live question", maxTurns: 10, maxBudgetUsd: 5 });
+    publish({ type: "task:token", task_id: task.id, text: `Live answer ${"streams on. ".repeat(60)}` });
+    await lastTurn(p).getByText(/^Live answer/).waitFor();
+    await Bun.sleep(200);
+    expect(await gap()).toBeLessThan(2);
+
+    // Scrolled up by the user, it stays where they are.
+    await p.locator(".transcript").evaluate((el) => (el.scrollTop = 0));
+    await Bun.sleep(100);
+    publish({ type: "task:token", task_id: task.id, text: " More text." });
+    await lastTurn(p).getByText(/More text\./).waitFor();
+    await Bun.sleep(200);
+    expect(await p.locator(".transcript").evaluate((el) => el.scrollTop)).toBe(0);
+    publish({ type: "task:done", task_id: task.id, status: "cancelled" });
+    expectClean(problems);
+    await closePages();
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+
+describe("signed out elsewhere", () => {
+  test("the page asks to sign in again; after signing in, the unsent message is still in the composer", async () => {
+    const user = await createUser(t);
+    const profileId = await createProfile(t, user, { mock });
+    const { sessionId, answer } = await seedSession(t, user, profileId, 1);
+    const { page: p, problems } = await page(t, user);
+    await p.goto(`${t.url}/sessions/${sessionId}`);
+    await lastTurn(p).getByText(answer).waitFor();
+    await composer(p).fill("A message I have not sent yet");
+
+    // Another tab signs out: this login session ends, and its socket with it (4001).
+    expect((await api(t, "POST", "/api/auth/sign-out", user.session)).status).toBe(200);
+    await p.getByRole("heading", { name: "Sign in" }).waitFor();
+    await p.getByRole("alert").filter({ hasText: "You were signed out" }).waitFor();
+    await p.getByLabel("Email").fill(user.email);
+    await p.getByLabel("Password").fill(user.password);
+    await p.getByRole("button", { name: "Sign in", exact: true }).click();
+    await lastTurn(p).getByText(answer).waitFor();
+    expect(new URL(p.url()).pathname).toBe(`/sessions/${sessionId}`);
+    expect(await composer(p).inputValue()).toBe("A message I have not sent yet");
+    expectClean(problems);
+    await closePages();
+  });
+
+  test("a view loaded after signing out elsewhere asks to sign in again, never shows an empty table", async () => {
+    const user = await createUser(t);
+    await createProfile(t, user, { mock });
+    const { context, page: p, problems } = await page(t, user, { allow: [EXPECTED_4XX] });
+    await context.addInitScript(watchFor(["No profiles yet."]));
+    await p.goto(`${t.url}/tokens`);
+    await p.getByRole("heading", { name: "API tokens" }).waitFor();
+    expect((await api(t, "POST", "/api/auth/sign-out", user.session)).status).toBe(200);
+    await p.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Profiles" }).click();
+    await p.getByRole("alert").filter({ hasText: "You were signed out" }).waitFor();
+    await p.getByRole("heading", { name: "Sign in" }).waitFor();
+    expect((await seen(p))["No profiles yet."]).toBeUndefined();
+    expectClean(problems);
+    await closePages();
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+
+test("the profile picker shows a profile made elsewhere when it gets the focus", async () => {
+  const user = await createUser(t);
+  await createProfile(t, user, { mock });
+  const { page: p, problems } = await page(t, user);
+  await p.goto(t.url);
+  const picker = p.getByRole("combobox", { name: "Profile" });
+  await picker.waitFor();
+  expect(await picker.locator("option").count()).toBe(1);
+  const r = await api(t, "POST", "/v1/profiles", user.bearer, { name: "Made elsewhere", model: { provider: "demo", name: "demo" }, network: "none" });
+  expect(r.status).toBe(201);
+  await picker.focus();
+  await picker.locator("option", { hasText: "Made elsewhere" }).waitFor({ state: "attached" });
+  await picker.selectOption({ label: "Made elsewhere" });
+  expect(await picker.inputValue()).toBe(r.body.id);
+  expectClean(problems);
+  await closePages();
+});

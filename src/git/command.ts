@@ -8,6 +8,7 @@
  * http(s), ssh's HostName for ssh), so DNS cannot be swapped between check and connect.
  */
 import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { isIP } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ResolvedAddress } from "../lib/ssrf.ts";
@@ -62,16 +63,19 @@ export async function gitContext(repo: RepoUrl, credential: string | null, pinne
   };
   const addr = pinned?.[0];
   if (repo.scheme === "ssh") {
-    const ssh = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", "-o", `UserKnownHostsFile=${join(dir, "known_hosts")}`];
+    // Only the credential from the vault: never the server account's keys, agent or ssh config
+    // (OpenSSH finds ~ from the passwd entry, not $HOME, and reads /etc/ssh/ssh_config).
+    const ssh = ["ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "StrictHostKeyChecking=accept-new", "-o", `UserKnownHostsFile=${join(dir, "known_hosts")}`];
     if (credential) {
       const key = join(dir, "id");
       await writeFile(key, credential.endsWith("\n") ? credential : credential + "\n", { mode: 0o600 });
-      ssh.push("-i", key, "-o", "IdentitiesOnly=yes");
-    }
+      ssh.push("-i", key);
+    } else ssh.push("-o", "IdentityFile=none");
     if (addr) ssh.push("-o", `HostKeyAlias=${repo.host}`, "-o", `HostName=${addr.address}`);
     env.GIT_SSH_COMMAND = ssh.map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
   } else {
-    if (addr) config.push(`http.curloptResolve=${repo.host}:${repo.port}:${addr.family === 6 ? `[${addr.address}]` : addr.address}`);
+    // (An address in the URL itself is not resolved: nothing to pin.)
+    if (addr && !isIP(repo.host)) config.push(`http.curloptResolve=${repo.host}:${repo.port}:${addr.family === 6 ? `[${addr.address}]` : addr.address}`);
     if (credential) {
       const askpass = join(dir, "askpass");
       await writeFile(askpass, ASKPASS, { mode: 0o700 });

@@ -1,0 +1,49 @@
+/**
+ * The git command's environment (src/git/command.ts): ssh uses the vault's key alone — never the
+ * server account's keys, agent or ssh config, as OpenSSH itself resolves them (`ssh -G` prints the
+ * options a connection would use) — and an https URL that is an address is not pinned again.
+ */
+import { afterEach, expect, test } from "bun:test";
+import { gitContext, type GitContext } from "../../src/git/command.ts";
+
+let ctx: GitContext | null = null;
+afterEach(async () => {
+  await ctx?.cleanup();
+  ctx = null;
+});
+
+/** What ssh would use for `host` when git runs GIT_SSH_COMMAND (`-G`: print the options, connect nowhere). */
+function effective(c: GitContext, host: string): Map<string, string[]> {
+  const r = Bun.spawnSync(["sh", "-c", `${c.env.GIT_SSH_COMMAND} -G ${host}`], { env: c.env });
+  expect(r.exitCode, r.stderr.toString()).toBe(0);
+  const out = new Map<string, string[]>();
+  for (const line of r.stdout.toString().split("\n")) {
+    const [k, ...v] = line.split(" ");
+    if (k) out.set(k, [...(out.get(k) ?? []), v.join(" ")]);
+  }
+  return out;
+}
+
+test("ssh without a credential offers no key at all: no default identity files, no agent, no ssh_config", async () => {
+  ctx = await gitContext({ scheme: "ssh", host: "git.example.com", port: 22, url: "ssh://git@git.example.com/a/b.git" }, null, null);
+  const opts = effective(ctx, "git.example.com");
+  expect(opts.get("identityfile")).toEqual(["none"]);
+  expect(opts.get("identityagent")).toEqual(["none"]);
+  expect(opts.get("identitiesonly")).toEqual(["yes"]);
+  expect(ctx.env.GIT_SSH_COMMAND).toContain("'-F' '/dev/null'");
+});
+
+test("ssh with the vault's key: that key only", async () => {
+  ctx = await gitContext({ scheme: "ssh", host: "git.example.com", port: 22, url: "ssh://git@git.example.com/a/b.git" }, "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----", null);
+  const opts = effective(ctx, "git.example.com");
+  expect(opts.get("identityfile")).toEqual([`${ctx.dir}/id`]);
+  expect(opts.get("identityagent")).toEqual(["none"]);
+});
+
+test("https: a host name is pinned to its checked address; an address in the URL is not pinned again", async () => {
+  ctx = await gitContext({ scheme: "https", host: "git.example.com", port: 443, url: "https://git.example.com/a/b.git" }, null, [{ address: "2606:4700::1111", family: 6 }]);
+  expect(ctx.config).toContain("http.curloptResolve=git.example.com:443:[2606:4700::1111]");
+  await ctx.cleanup();
+  ctx = await gitContext({ scheme: "https", host: "2606:4700::1111", port: 443, url: "https://[2606:4700::1111]/a/b.git" }, null, [{ address: "2606:4700::1111", family: 6 }]);
+  expect(ctx.config.some((c) => c.startsWith("http.curloptResolve="))).toBe(false);
+});

@@ -8,7 +8,7 @@
 import type { DB } from "../db/client.ts";
 import { FINAL_TASK_STATUSES, type RepositoryConfig } from "../db/schema.ts";
 import { transact, type Unit } from "../db/unit.ts";
-import { checkRepositories } from "../git/repository.ts";
+import { checkBesideProfile, checkRepositories } from "../git/repository.ts";
 import type { FrameInput } from "../schema/stream.ts";
 import type { Submit } from "../schema/task.ts";
 import { DueTimer } from "../lib/due-timer.ts";
@@ -134,6 +134,7 @@ export class Orchestrator {
     const profile = await this.d.profiles.get(userId, input.profile_id);
     const { maxTurns, maxBudgetUsd } = await this.limits(userId, profile, input);
     const repositories = input.repositories?.length ? checkRepositories(input.repositories) : null;
+    if (repositories) checkBesideProfile(profile.repositories ?? [], repositories);
     if (repositories) await this.d.repositoriesAllowed?.(userId, repositories);
     // The first task is stored under this replica's lease and held while the workspace is created
     // (leases.ts `opening`): another replica's takeover would otherwise start it meanwhile, and

@@ -111,6 +111,18 @@ export async function runGit(ctx: GitContext, args: string[], opts: { cwd?: stri
 }
 
 /** What went wrong, in one sentence, from git's stderr. */
+/** What the remote said (its `remote:` lines, progress left out): a hook's reason for refusing a push, at most 500 characters. */
+export function remoteMessages(stderr: string): string {
+  return stderr
+    .replace(/\r/g, "\n")
+    .split("\n")
+    .filter((l) => l.startsWith("remote:"))
+    .map((l) => l.slice("remote:".length).trim())
+    .filter((l) => l && !/^(Counting|Compressing|Receiving|Resolving|Enumerating|Writing|Total|error: failed to push)/.test(l))
+    .join(" ")
+    .slice(0, 500);
+}
+
 export function gitFailure(r: GitRun, credentialSecret: string | undefined): string {
   const text = r.stderr.replace(/\r/g, "\n");
   if (/Authentication failed|could not read (Username|Password)|terminal prompts disabled|HTTP (401|403)|Permission denied \(publickey|returned error: 40[13]/i.test(text)) {

@@ -72,6 +72,23 @@ export function checkRepositories(list: RepositoryConfig[], field = "repositorie
   return list;
 }
 
+/**
+ * A session's own repositories (checked alone) beside its profile's: one at the same directory as
+ * one of the profile's replaces it; one nested in, or around, another of the profile's is refused
+ * as two of one list would be.
+ */
+export function checkBesideProfile(profile: RepositoryConfig[], session: RepositoryConfig[], field = "repositories"): void {
+  const theirs = profile.map((r, i) => checkoutPath(r, `the profile's repositories[${i}]`));
+  session.forEach((r, i) => {
+    const f = `${field}[${i}]`;
+    const p = checkoutPath(r, f);
+    const clash = theirs.find((q) => q.startsWith(p + "/") || p.startsWith(q + "/"));
+    if (clash) {
+      throw Errors.validation(`${f}.path`, `${f} would be checked out to ${p}, which overlaps ${clash} of the profile's repositories: give it a distinct path, or that same path to replace it`, { reason: "duplicate" });
+    }
+  });
+}
+
 /** A profile's repositories and a session's own, the session's replacing any with the same directory. */
 export function mergeRepositories(profile: RepositoryConfig[], session: RepositoryConfig[] | null | undefined): RepositoryConfig[] {
   if (!session?.length) return profile;

@@ -15,7 +15,7 @@ import type { Logger } from "../log.ts";
 import type { ExecOptions, ExecResult } from "../workspaces/exec.ts";
 import { BRANCH_PATTERN } from "../schema/session.ts";
 import { resolveWorkspacePath } from "../workspaces/paths.ts";
-import { type GitContext, gitContext, gitFailure, runGit } from "./command.ts";
+import { type GitContext, gitContext, gitFailure, remoteMessages, runGit } from "./command.ts";
 import { copyHistory } from "./extract.ts";
 import { checkoutPath, displayUrl, parseRepoUrl, type RepoUrl } from "./repository.ts";
 
@@ -241,7 +241,8 @@ export class GitRepos {
       const pushed = await runGit(ctx, ["--git-dir", bare, "push", "--porcelain", repo.url, `${commit}:refs/heads/${remoteBranch}`], { signal });
       const line = pushed.stdout.split("\n").find((l) => /^[ +\-*=!]\t/.test(l));
       if (pushed.code !== 0 || !line || line.startsWith("!")) {
-        const why = line?.startsWith("!") ? `the remote rejected it (${line.split("\t").pop()?.trim()})` : gitFailure(pushed, r.credential_secret);
+        const said = remoteMessages(pushed.stderr);
+        const why = line?.startsWith("!") ? `the remote rejected it (${line.split("\t").pop()?.trim()})${said ? `; it said: ${said}` : ""}` : gitFailure(pushed, r.credential_secret);
         throw new AppError("BAD_GATEWAY", `Pushing ${branch} of ${abs} to ${repo.url} failed: ${why}`, { repository: repo.url });
       }
       this.d.log.info("repository pushed", { session_id: sessionId, repository: repo.url, branch, remote_branch: remoteBranch, commit });

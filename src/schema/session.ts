@@ -20,7 +20,12 @@ export type SessionRecord = Static<typeof SessionRecord>;
 export const SessionCreateBody = Body({ profile_id: T.String() });
 
 /** A branch name git accepts (and no option-like or path-escaping one); the GitPush tool's input is held to it too (src/git/service.ts). */
-export const BRANCH_PATTERN = "^(?!-)(?!.*\\.\\.)(?!.*//)(?!.*\\.lock$)(?!.*/$)[A-Za-z0-9._/-]{1,255}$";
+/**
+ * A branch name `git check-ref-format --branch` accepts, in the characters runcell allows: no
+ * component that starts with "." or ends with ".lock", no "..", "//", trailing "/" or ".", not
+ * "HEAD", and not a full ref ("refs/…" would become refs/heads/refs/…).
+ */
+export const BRANCH_PATTERN = "^(?!-)(?!\\.)(?!HEAD$)(?!refs/)(?!.*\\.\\.)(?!.*//)(?!.*/\\.)(?!.*\\.lock(?:/|$))(?!.*/$)(?!.*\\.$)[A-Za-z0-9._/-]{1,255}$";
 const BranchName = T.String({ minLength: 1, maxLength: 255, pattern: BRANCH_PATTERN, "x-hint": "a git branch name" });
 
 /** POST /v1/sessions/:id/git/push: which repository (its directory) and branch to push. */

@@ -7,6 +7,8 @@
  * task clearly and leaves nothing behind.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { createProfile, lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
 import { type GitServer, startGitServer } from "../helpers/git-server.ts";
@@ -99,6 +101,20 @@ describe("clone, commit, push", () => {
     expect(again.body.status).toBe("up_to_date");
   });
 
+  test("a push the remote's hook refuses says the remote's reason", async () => {
+    const hook = join(srv.root, "app.git", "hooks", "pre-receive");
+    writeFileSync(hook, '#!/bin/sh\nwhile read old new ref; do [ "$ref" = refs/heads/protected ] && { echo "branch protected is protected: open a pull request"; exit 1; }; done\nexit 0\n', { mode: 0o755 });
+    try {
+      const r = await api(t, "POST", `/v1/sessions/${sessionId}/git/push`, user.bearer, { path: "app", remote_branch: "protected" });
+      expect(r.status).toBe(502);
+      expect(r.body.code).toBe("BAD_GATEWAY");
+      expect(r.body.error).toContain("pre-receive hook declined");
+      expect(r.body.error).toContain("; it said: branch protected is protected: open a pull request");
+    } finally {
+      rmSync(hook, { force: true });
+    }
+  });
+
   test("a second task in the session does not clone again", async () => {
     mock.reset();
     mock.enqueue({ text: "ok" });
@@ -113,6 +129,9 @@ describe("clone, commit, push", () => {
     ["someone else's session", "other", { path: "app" }, 404],
     ["a path that is not a repository", "owner", { path: "src" }, 400, "path"],
     ["a bad branch name", "owner", { path: "app", branch: "-x" }, 400, "branch"],
+    ["a remote branch named HEAD", "owner", { path: "app", remote_branch: "HEAD" }, 400, "remote_branch"],
+    ["a full ref as the remote branch", "owner", { path: "app", remote_branch: "refs/tags/x" }, 400, "remote_branch"],
+    ["a remote branch git refuses (.hidden)", "owner", { path: "app", remote_branch: "a/.hidden" }, 400, "remote_branch"],
     ["a branch that does not exist", "owner", { path: "app", branch: "nope" }, 400, "branch"],
     ["a missing path", "owner", {}, 400, "path"],
   ];

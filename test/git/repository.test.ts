@@ -1,6 +1,6 @@
 /** Repository entries: URL grammar, checkout directories, merging a session's with its profile's. */
 import { expect, test } from "bun:test";
-import { checkoutPath, checkRepositories, mergeRepositories, parseRepoUrl } from "../../src/git/repository.ts";
+import { checkBesideProfile, checkoutPath, checkRepositories, mergeRepositories, parseRepoUrl } from "../../src/git/repository.ts";
 
 test.each([
   ["https://github.com/acme/app.git", "https", "github.com", 443, "https://github.com/acme/app.git"],
@@ -38,4 +38,19 @@ test("a session's repositories replace the profile's at the same directory and a
   const session = [{ url: "https://e.com/a.git", ref: "feature" }, { url: "https://e.com/c.git" }];
   expect(mergeRepositories(profile, session)).toEqual([{ url: "https://e.com/b.git" }, { url: "https://e.com/a.git", ref: "feature" }, { url: "https://e.com/c.git" }]);
   expect(mergeRepositories(profile, null)).toBe(profile);
+});
+
+test("a session's repository nested in (or around) one of the profile's is refused on its path; the same path replaces it", () => {
+  const profile = [{ url: "https://e.com/pub.git", path: "app" }];
+  expect(() => checkBesideProfile(profile, [{ url: "https://e.com/pub2.git", path: "app/sub" }])).toThrow("repositories[0] would be checked out to /workspace/app/sub, which overlaps /workspace/app of the profile's repositories");
+  expect(() => checkBesideProfile(profile, [{ url: "https://e.com/x.git", path: "y" }, { url: "https://e.com/root.git", path: "a" }])).not.toThrow();
+  expect(() => checkBesideProfile([{ url: "https://e.com/pub.git", path: "app/inner" }], [{ url: "https://e.com/outer.git", path: "app" }])).toThrow("overlaps /workspace/app/inner");
+  expect(() => checkBesideProfile(profile, [{ url: "https://e.com/other.git", path: "app" }])).not.toThrow();
+  let thrown: unknown = null;
+  try {
+    checkBesideProfile(profile, [{ url: "https://e.com/ok.git", path: "ok" }, { url: "https://e.com/pub2.git", path: "app/sub" }]);
+  } catch (e) {
+    thrown = e;
+  }
+  expect((thrown as { details?: { field?: string } } | null)?.details?.field).toBe("repositories[1].path");
 });

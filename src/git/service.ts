@@ -7,14 +7,14 @@
  */
 import type { Box } from "../workspaces/box.ts";
 import { Readable } from "node:stream";
-import { join } from "node:path";
+import { join, posix } from "node:path";
 import type { RepositoryConfig, WorkspaceRow } from "../db/schema.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { BlockedAddressError, ResolveError, type ResolvedAddress } from "../lib/ssrf.ts";
 import type { Logger } from "../log.ts";
 import type { ExecOptions, ExecResult } from "../workspaces/exec.ts";
 import { BRANCH_PATTERN } from "../schema/session.ts";
-import { resolveWorkspacePath } from "../workspaces/paths.ts";
+import { resolveWorkspacePath, WORKSPACE_ROOT } from "../workspaces/paths.ts";
 import { type GitContext, gitContext, gitFailure, remoteMessages, runGit } from "./command.ts";
 import { copyHistory } from "./extract.ts";
 import { checkoutPath, displayUrl, parseRepoUrl, type RepoUrl } from "./repository.ts";
@@ -178,7 +178,11 @@ export class GitRepos {
     if (!row?.docker_id) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no running workspace`);
     const mk = await this.d.workspaces.exec(sessionId, { cmd: ["mkdir", "-p", "--", path], timeoutMs: 30_000, maxOutputBytes: 4096 });
     if (mk.exitCode !== 0) throw new AppError("CONTAINER_FAILED", `Could not create ${path} in the workspace: ${mk.output.trim()}`);
-    const tar = Bun.spawn(["tar", "-C", dir, "--numeric-owner", `--owner=${owner.uid}`, `--group=${owner.gid}`, "-cf", "-", "."], { stdout: "pipe", stderr: "pipe" });
+    // Unpacked at the workspace's root with the checkout's relative path as the entries' prefix (not
+    // into the checkout itself): Docker refuses a symlink that points outside the directory it
+    // unpacks into, and a repository's `cfg -> ../shared.json` is legal while it stays in /workspace.
+    const rel = posix.relative(WORKSPACE_ROOT, path);
+    const tar = Bun.spawn(["tar", "-C", dir, "--numeric-owner", `--owner=${owner.uid}`, `--group=${owner.gid}`, "--transform", `s,^\\.,${rel.replace(/[\\,&]/g, "\\$&")},S`, "-cf", "-", "."], { stdout: "pipe", stderr: "pipe" });
     let bytes = 0;
     const counted = (tar.stdout as ReadableStream<Uint8Array>).pipeThrough(
       new TransformStream<Uint8Array, Uint8Array>({
@@ -189,7 +193,7 @@ export class GitRepos {
       }),
     );
     try {
-      await this.d.workspaces.box(row).writeArchive(path, Readable.fromWeb(counted as never));
+      await this.d.workspaces.box(row).writeArchive(WORKSPACE_ROOT, Readable.fromWeb(counted as never));
     } catch (e) {
       tar.kill();
       // Nothing half-copied stays behind.

@@ -7,7 +7,7 @@
  * task clearly and leaves nothing behind.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { rmSync, writeFileSync } from "node:fs";
+import { rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { createProfile, lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
@@ -143,6 +143,30 @@ describe("clone, commit, push", () => {
       if (field) expect(r.body.details.field).toBe(field);
     });
   }
+});
+
+test("a repository whose symlink points beside its directory (still in /workspace) is cloned into a nested path", async () => {
+  // A bare repository with `cfg.json -> ../shared.json`, made with git itself.
+  const work = join(srv.root, "links-work");
+  const bare = join(srv.root, "links.git");
+  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1", GIT_AUTHOR_NAME: "a", GIT_AUTHOR_EMAIL: "a@e.test", GIT_COMMITTER_NAME: "a", GIT_COMMITTER_EMAIL: "a@e.test" };
+  const git = (...args: string[]) => expect(Bun.spawnSync(["git", ...args], { env }).exitCode).toBe(0);
+  git("init", "-q", "-b", "main", work);
+  writeFileSync(join(work, "a.txt"), "hi\n");
+  symlinkSync("../shared.json", join(work, "cfg.json"));
+  git("-C", work, "add", ".");
+  git("-C", work, "commit", "-qm", "links");
+  git("clone", "-q", "--bare", work, bare);
+  git("-C", bare, "config", "http.receivepack", "true");
+  const id = await profile({ repositories: [{ url: `${srv.url}/links.git`, credential_secret: "GIT_TOKEN", path: "n1/sib" }] });
+  mock.reset();
+  mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "readlink /workspace/n1/sib/cfg.json && cat /workspace/n1/sib/a.txt && stat -c %u /workspace/n1/sib/a.txt" } }] }, { text: "ok" });
+  const { task_id } = await submit(t, user, { profile_id: id, prompt: "look" });
+  const task = await waitTask(t, user, task_id, undefined, 60_000);
+  expect(task.status, JSON.stringify(task.error)).toBe("completed");
+  const out = lastToolResults(mock.requests[1]!.body)[0]!.content as string;
+  expect(out).toContain("../shared.json");
+  expect(out).toContain("hi");
 });
 
 describe("failures and validation", () => {

@@ -147,12 +147,14 @@ export class GitRepos {
           log.info("git clone progress", { line: line.slice(0, 200) });
         }
       };
-      if (r.ref && SHA.test(r.ref)) {
+      // A commit SHA in either case (git prints lower case; upper case names the same commit).
+      const sha = r.ref && /^[0-9a-f]{40}$/i.test(r.ref) ? r.ref.toLowerCase() : null;
+      if (sha) {
         for (const args of [["init", "-q", dir], ["-C", dir, "remote", "add", "origin", repo.url]]) {
           const res = await runGit(ctx, args, { signal });
           if (res.code !== 0) throw fail("init", res);
         }
-        const fetched = await runGit(ctx, ["-C", dir, "fetch", "--progress", ...(depth > 0 ? ["--depth", String(depth)] : []), "origin", r.ref], { signal, onProgress });
+        const fetched = await runGit(ctx, ["-C", dir, "fetch", "--progress", ...(depth > 0 ? ["--depth", String(depth)] : []), "origin", sha], { signal, onProgress });
         if (fetched.code !== 0) throw fail("fetch", fetched);
         const co = await runGit(ctx, ["-C", dir, "checkout", "-q", "--detach", "FETCH_HEAD"], { signal });
         if (co.code !== 0) throw fail("checkout", co);

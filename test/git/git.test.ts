@@ -169,6 +169,17 @@ test("a repository whose symlink points beside its directory (still in /workspac
   expect(out).toContain("hi");
 });
 
+test("a commit SHA in upper case names the same commit", async () => {
+  const sha = (await srv.log("app")).split("\t")[0]!;
+  const id = await profile({ repositories: [{ url: repoUrl, credential_secret: "GIT_TOKEN", path: "at-sha", ref: sha.toUpperCase() }] });
+  mock.reset();
+  mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "cd /workspace/at-sha && git rev-parse HEAD" } }] }, { text: "ok" });
+  const { task_id } = await submit(t, user, { profile_id: id, prompt: "which commit" });
+  const task = await waitTask(t, user, task_id, undefined, 60_000);
+  expect(task.status, JSON.stringify(task.error)).toBe("completed");
+  expect(lastToolResults(mock.requests[1]!.body)[0]!.content).toContain(sha);
+});
+
 describe("failures and validation", () => {
   test("a wrong credential: a clear error, the task fails, nothing half-cloned is left", async () => {
     const id = await profile({ repositories: [{ url: repoUrl, credential_secret: "GIT_WRONG", path: "broken" }] });

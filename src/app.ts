@@ -298,7 +298,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     { name: "notification-delivery", start: () => notifications.worker.start(), stop: () => notifications.worker.stop() },
     ...workspaces.workers(),
     // MCP servers of sessions idle as long as an idle workspace are closed (reconnected at the next task).
-    intervalWorker(log, "mcp-idle-close", 60_000, () => mcp.sweep(config.workspaceIdleTimeoutMs)),
+    intervalWorker(log, "mcp-idle-close", 60_000, () => mcp.sweep(config.workspaceIdleTimeoutMs, Date.now(), (sessionId) => orchestrator.isRunning(sessionId))),
     // After the workspace reconciliation: resume interrupted tasks, start queued ones.
     {
       name: "agent-runtime",

@@ -94,6 +94,11 @@ export class Orchestrator {
     return this.running.size;
   }
 
+  /** Whether the session's task queue is running here. */
+  isRunning(sessionId: string): boolean {
+    return this.running.has(sessionId);
+  }
+
   constructor(private d: OrchestratorDeps) {
     this.loop = new AgentLoop(d);
     this.leases = new TaskLeases(d.db, d.now, d.replica.id, d.replica.leaseMs, d.bus.shared);

@@ -44,34 +44,39 @@ export class McpConnection {
     return d ? ` (stderr: ${d.split("\n").slice(-5).join(" | ").slice(-500)})` : "";
   }
 
-  /** Connects and lists the tools; throws an Error whose message says what failed. */
-  connect(): Promise<void> {
-    this.connecting ??= this.doConnect().finally(() => (this.connecting = null));
+  /**
+   * Connects and lists the tools; throws an Error whose message says what failed. `signal` (the
+   * task's) gives up at once: a cancel never waits for a server that does not answer.
+   */
+  connect(signal?: AbortSignal): Promise<void> {
+    this.connecting ??= this.doConnect(signal).finally(() => (this.connecting = null));
     return this.connecting;
   }
 
   /** Reads the tool list again on a connected server (a new task may see tools the server added since). */
-  async refresh(): Promise<void> {
-    if (this.state !== "ready" || !this.client) return this.connect();
+  async refresh(signal?: AbortSignal): Promise<void> {
+    if (this.state !== "ready" || !this.client) return this.connect(signal);
     try {
-      this.tools = await listAllTools(this.client);
-    } catch {
+      this.tools = await listAllTools(this.client, signal);
+    } catch (e) {
+      if (signal?.aborted) throw e;
       // Gone since the last task (a stdio server whose workspace stopped): start it again.
       this.state = "dead";
-      await this.connect();
+      await this.connect(signal);
     }
   }
 
-  private async doConnect(): Promise<void> {
+  private async doConnect(signal?: AbortSignal): Promise<void> {
     await this.closeClient();
     const client = new Client({ name: "runcell", version: VERSION }, { capabilities: {} });
     try {
+      signal?.throwIfAborted();
       this.handle = await this.open();
       client.onclose = () => {
         if (this.client === client && this.state === "ready") this.state = "dead";
       };
-      await client.connect(this.handle.transport, { timeout: CONNECT_TIMEOUT_MS });
-      this.tools = await listAllTools(client);
+      await client.connect(this.handle.transport, { timeout: CONNECT_TIMEOUT_MS, signal });
+      this.tools = await listAllTools(client, signal);
       this.client = client;
       this.state = "ready";
       this.lastError = null;
@@ -103,12 +108,23 @@ export class McpConnection {
       return { ok: false, message: `MCP server "${this.name}" is not available: ${errorText(e)}` };
     }
     try {
-      const result = (await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: this.timeoutMs })) as CallToolResult;
+      let result: CallToolResult;
+      try {
+        result = (await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: this.timeoutMs })) as CallToolResult;
+      } catch (e) {
+        if (signal.aborted || !sessionLost(e)) throw e;
+        // The HTTP server no longer knows our session (it restarted): the request was refused, not
+        // run, so a new session is made and the call sent again — as MCP asks of a client.
+        this.state = "dead";
+        client = await this.ready();
+        result = (await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: this.timeoutMs })) as CallToolResult;
+      }
       return { ok: true, result };
     } catch (e) {
       if (signal.aborted) {
         await this.stop();
-        return { ok: false, message: "[cancelled by the user]", cancelled: true };
+        // (Nothing came back: the task's loop writes the cancellation into the tool's result.)
+        return { ok: false, message: "", cancelled: true };
       }
       if (e instanceof McpError && e.code === ErrorCode.RequestTimeout) {
         await this.stop();
@@ -142,16 +158,33 @@ export class McpConnection {
   }
 }
 
-/** Every page of tools/list (at most 1,000 tools). */
-async function listAllTools(client: Client): Promise<Tool[]> {
+/** Tools taken from one server, and pages of tools/list read to find them. */
+export const MAX_TOOLS = 1000;
+export const MAX_TOOL_PAGES = 100;
+
+/**
+ * Every page of tools/list: at most MAX_TOOLS tools and MAX_TOOL_PAGES pages, and no further once
+ * a cursor comes back or a page brings nothing (a server paging forever would hold the task).
+ */
+async function listAllTools(client: Client, signal?: AbortSignal): Promise<Tool[]> {
   const tools: Tool[] = [];
+  const seen = new Set<string>();
   let cursor: string | undefined;
-  do {
-    const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS });
+  for (let pages = 0; pages < MAX_TOOL_PAGES; pages++) {
+    const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS, signal });
     tools.push(...page.tools);
     cursor = page.nextCursor;
-  } while (cursor && tools.length < 1000);
-  return tools;
+    if (!cursor || seen.has(cursor) || !page.tools.length || tools.length >= MAX_TOOLS) break;
+    seen.add(cursor);
+  }
+  return tools.slice(0, MAX_TOOLS);
+}
+
+/** An HTTP server answered that it does not know our session (MCP: 404; some servers say 400 "No valid session ID"). */
+function sessionLost(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  const text = e instanceof Error ? e.message : "";
+  return (code === 404 && /session/i.test(text)) || /No valid session ID|Session not found/i.test(text);
 }
 
 export function errorText(e: unknown): string {

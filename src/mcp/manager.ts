@@ -85,7 +85,7 @@ export class McpManager {
   }
 
   /** Connects the session's servers (those not connected yet) and lists what the model is offered. */
-  async prepare(userId: string, sessionId: string, servers: McpServerConfig[], allowed: string[], reserved: Iterable<string>): Promise<McpPrepared> {
+  async prepare(userId: string, sessionId: string, servers: McpServerConfig[], allowed: string[], reserved: Iterable<string>, signal?: AbortSignal): Promise<McpPrepared> {
     if (!servers.length) {
       await this.closeSession(sessionId);
       return { tools: [], failures: [] };
@@ -106,9 +106,10 @@ export class McpManager {
     const results = await Promise.allSettled(
       conns.map(async (c) => {
         c.restarts = 0;
-        await c.refresh();
+        await c.refresh(signal);
       }),
     );
+    signal?.throwIfAborted();
     const failures = results.flatMap((r, i) => (r.status === "rejected" ? [{ server: conns[i]!.name, message: errorText(r.reason) }] : []));
     const taken = new Set(reserved);
     const pass = toolFilter(allowed);
@@ -157,9 +158,13 @@ export class McpManager {
     await Promise.all([...entry.conns.values()].map((c) => c.stop()));
   }
 
-  /** Closes the servers of sessions unused for `idleMs` (an idle session holds no process or HTTP stream); returns how many. */
-  async sweep(idleMs: number, now = Date.now()): Promise<number> {
-    const idle = [...this.sessions].filter(([, e]) => now - e.usedAt > idleMs).map(([id]) => id);
+  /**
+   * Closes the servers of sessions unused for `idleMs` (an idle session holds no process or HTTP
+   * stream) — never those of a session whose task runs (`running`: a long Bash step or a question
+   * waiting for its answer does not take the task's tools away); returns how many.
+   */
+  async sweep(idleMs: number, now = Date.now(), running: (sessionId: string) => boolean = () => false): Promise<number> {
+    const idle = [...this.sessions].filter(([id, e]) => now - e.usedAt > idleMs && !running(id)).map(([id]) => id);
     await Promise.all(idle.map((id) => this.closeSession(id)));
     return idle.length;
   }

@@ -127,7 +127,8 @@ export const McpStdioServer = T.Object(
   },
   { additionalProperties: false, title: "McpStdioServer" },
 );
-const HeaderValue = T.Union([T.String({ maxLength: HEADER_VALUE_MAX, pattern: "^[^\\x00\\r\\n]*$" }), SecretRef], {
+// A header value is bytes (fetch refuses characters above U+00FF): tab, visible ASCII and Latin-1, one line.
+const HeaderValue = T.Union([T.String({ maxLength: HEADER_VALUE_MAX, pattern: "^[\\t\\x20-\\x7e\\x80-\\xff]*$", "x-hint": "one line of Latin-1 characters" }), SecretRef], {
   description: 'A literal (one line) or {"secret": "<vault name>"}, resolved at connect time and never stored in events or logs',
 });
 export const McpHttpServer = T.Object(

@@ -56,6 +56,8 @@ export function describe(e: Pick<ValueError, "type" | "schema" | "message" | "va
     case ValueErrorType.ObjectRequiredProperty:
       return say("is required", "required");
     case ValueErrorType.ObjectAdditionalProperties:
+      // A map whose keys follow a pattern (env names, header names): the key is not a valid name.
+      if ((e.schema as { patternProperties?: unknown }).patternProperties) return { message: `${field} is not a valid name here`, reason: "invalid name" };
       return { message: `Unknown field "${field}"`, reason: "unknown field" };
     case ValueErrorType.StringMaxLength:
       return say(`must be at most ${s.maxLength} characters`, "too long");
@@ -101,6 +103,15 @@ function throughNullable(e: ValueError): ValueError {
   return inner ? throughNullable(inner) : e;
 }
 
+/** In a union with one string variant (a literal or `{secret}`) holding a string, the error is that variant's. */
+function throughString(e: ValueError): ValueError {
+  const variants = (e.schema as { anyOf?: TSchema[] }).anyOf;
+  if (e.type !== ValueErrorType.Union || typeof e.value !== "string" || !variants) return e;
+  const strings = variants.flatMap((v, i) => ((v as { type?: string; const?: unknown }).type === "string" && (v as { const?: unknown }).const === undefined ? [i] : []));
+  if (strings.length !== 1) return e;
+  return e.errors[strings[0]!]?.First() ?? e;
+}
+
 /**
  * In a union of objects told apart by one literal property (`transport: "stdio" | "http"`), the
  * error is the chosen variant's; with no variant chosen, the error is that property's.
@@ -126,7 +137,7 @@ function throughDiscriminated(e: ValueError): ValueError {
 /** Field and sentence for the first error of `value` against a compiled schema. */
 function firstError(check: TypeCheck<TSchema>, value: unknown, root: string): AppError {
   const found = check.Errors(value).First();
-  const e = found && throughDiscriminated(throughNullable(found));
+  const e = found && throughString(throughDiscriminated(throughNullable(found)));
   if (!e) return new AppError("VALIDATION_FAILED", `${root} is invalid`, { field: root, reason: "invalid value" });
   let path = e.path;
   // A duplicate in a unique list: name the second occurrence (tools[1]).

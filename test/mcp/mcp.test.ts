@@ -288,7 +288,10 @@ describe("stdio in the workspace", () => {
 });
 
 describe("profile validation", () => {
-  const cases: [string, unknown, string][] = [
+  const cases: [string, unknown, string, RegExp?][] = [
+    ["a header value fetch cannot send (beyond Latin-1)", [{ name: "a", transport: "http", url: "http://127.0.0.1:1/mcp", headers: { "X-A": "café中" } }], "mcp_servers[0].headers.X-A", /is not valid \(one line of Latin-1 characters\)/],
+    ["a header name with a space", [{ name: "a", transport: "http", url: "http://127.0.0.1:1/mcp", headers: { "Bad Header": "x" } }], "mcp_servers[0].headers.Bad Header", /is not a valid name here/],
+    ["an env name with a dash", [{ name: "a", transport: "stdio", command: "x", env: { "BAD-NAME": "x" } }], "mcp_servers[0].env.BAD-NAME", /is not a valid name here/],
     ["duplicate names", [{ name: "a", transport: "http", url: "http://127.0.0.1:1/mcp" }, { name: "A", transport: "stdio", command: "x" }], "mcp_servers[1].name"],
     ["unknown transport", [{ name: "a", transport: "sse", url: "http://127.0.0.1:1/mcp" }], "mcp_servers[0].transport"],
     ["credentials in the URL", [{ name: "a", transport: "http", url: "http://u:p@127.0.0.1:1/mcp" }], "mcp_servers[0].url"],
@@ -297,12 +300,13 @@ describe("profile validation", () => {
     ["stdio without command", [{ name: "a", transport: "stdio" }], "mcp_servers[0].command"],
     ["a private URL for a user without the exemption", [{ name: "a", transport: "http", url: "http://10.1.2.3/mcp" }], "mcp_servers[0].url"],
   ];
-  for (const [what, servers, field] of cases) {
+  for (const [what, servers, field, message] of cases) {
     test(`${what} → 400 naming ${field}`, async () => {
       const r = await api(t, "POST", "/v1/profiles", user.bearer, { mcp_servers: servers });
       expect(r.status, JSON.stringify(r.body)).toBe(400);
       expect(r.body.code).toBe("VALIDATION_FAILED");
       expect(r.body.details.field).toBe(field);
+      if (message) expect(r.body.error).toMatch(message);
     });
   }
 

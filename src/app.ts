@@ -265,6 +265,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   profiles.onDelete.push((profileId, userId) => playbooks.disableForProfile(profileId, userId));
   // A profile's warm pool follows it: resized, drained when its containers would differ, removed with it.
   profiles.onUpdate.push((_before, after) => workspaces.pool.profileChanged(after.id));
+  profiles.onUpdate.push((before, after) => {
+    if (JSON.stringify(before.mcp_servers ?? []) === JSON.stringify(after.mcp_servers ?? [])) return;
+    void mcp.profileChanged(after.id, (sessionId) => orchestrator.isRunning(sessionId)).catch((err) => log.warn("MCP servers of a changed profile not closed", { profile: after.id, err }));
+  });
   profiles.onDelete.push((profileId) => void workspaces.pool.profileDeleted(profileId));
 
   const idleRelease = new IdleRelease({ busy: () => orchestrator.busySessions > 0 });

@@ -86,7 +86,7 @@ export class RunSetup {
     if (repos.length) notes.push(`- Push commits with the ${GIT_PUSH} tool (your workspace holds no credential for the remote; runcell pushes for you).`);
 
     const builtins = new Set<string>([...TOOL_NAMES, GIT_PUSH]);
-    const mcp = await this.d.mcp.prepare(task.user_id, task.session_id, servers, profile.allowed_tools ?? [], builtins, signal);
+    const mcp = await this.d.mcp.prepare(task.user_id, task.session_id, servers, profile.allowed_tools ?? [], builtins, signal, profile.id);
     for (const f of mcp.failures) {
       const message = scrub(f.message);
       this.d.log.warn("MCP server could not start", { session_id: task.session_id, task_id: task.id, server: f.server, error: message });

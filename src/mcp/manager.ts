@@ -58,6 +58,8 @@ interface SessionServers {
   usedAt: number;
   key: string;
   userId: string;
+  /** The profile whose `mcp_servers` these are (a change to them closes them at once). */
+  profileId: string | null;
   conns: Map<string, McpConnection>;
   offered: Map<string, { server: string; tool: string }>;
 }
@@ -85,7 +87,7 @@ export class McpManager {
   }
 
   /** Connects the session's servers (those not connected yet) and lists what the model is offered. */
-  async prepare(userId: string, sessionId: string, servers: McpServerConfig[], allowed: string[], reserved: Iterable<string>, signal?: AbortSignal): Promise<McpPrepared> {
+  async prepare(userId: string, sessionId: string, servers: McpServerConfig[], allowed: string[], reserved: Iterable<string>, signal?: AbortSignal, profileId: string | null = null): Promise<McpPrepared> {
     if (!servers.length) {
       await this.closeSession(sessionId);
       return { tools: [], failures: [] };
@@ -97,7 +99,7 @@ export class McpManager {
       entry = undefined;
     }
     if (!entry) {
-      entry = { key, userId, conns: new Map(), offered: new Map(), usedAt: Date.now() };
+      entry = { key, userId, profileId, conns: new Map(), offered: new Map(), usedAt: Date.now() };
       servers.forEach((s, i) => entry!.conns.set(s.name, new McpConnection(s.name, this.transportFor(userId, sessionId, s, i), s.timeout_ms ?? MCP_TIMEOUT_DEFAULT_MS)));
       this.sessions.set(sessionId, entry);
     }
@@ -156,6 +158,17 @@ export class McpManager {
     if (!entry) return;
     this.sessions.delete(sessionId);
     await Promise.all([...entry.conns.values()].map((c) => c.stop()));
+  }
+
+  /**
+   * The profile's `mcp_servers` changed: its sessions' servers are closed now (a removed server's
+   * process, holding its secrets, does not run on until the next task or the idle sweep); the next
+   * task starts the new ones. A session whose task runs keeps its servers until the task ends.
+   */
+  async profileChanged(profileId: string, running: (sessionId: string) => boolean = () => false): Promise<number> {
+    const ids = [...this.sessions].filter(([id, e]) => e.profileId === profileId && !running(id)).map(([id]) => id);
+    await Promise.all(ids.map((id) => this.closeSession(id)));
+    return ids.length;
   }
 
   /**

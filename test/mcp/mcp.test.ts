@@ -165,6 +165,25 @@ describe("streamable HTTP", () => {
     expect(lastToolResults(mock.requests[3]!.body)[0]!.content).toBe("Echo: two");
   });
 
+  test("a change to the profile's mcp_servers closes its sessions' servers at once (the next task starts the new ones)", async () => {
+    const id = await profile({ mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__everything__echo", input: { message: "one" } }] }, { text: "ok" });
+    const first = await submit(t, user, { profile_id: id, prompt: "one" });
+    expect((await waitTask(t, user, first.task_id)).status).toBe("completed");
+    const mcp = t.app.services.mcp;
+    const open = mcp.size;
+    const deletes = () => http.requests.filter((r) => r.method === "DELETE").length;
+    const before = deletes();
+    // A change elsewhere in the profile leaves them up.
+    expect((await api(t, "PATCH", `/v1/profiles/${id}`, user.bearer, { system_prompt: "Still the same servers." })).status).toBe(200);
+    await Bun.sleep(200);
+    expect(mcp.size).toBe(open);
+    expect((await api(t, "PATCH", `/v1/profiles/${id}`, user.bearer, { mcp_servers: [] })).status).toBe(200);
+    await waitFor(() => mcp.size === open - 1 || null, { what: "the session's servers closed" });
+    await waitFor(() => deletes() > before || null, { what: "the server's session ended (DELETE)" });
+  });
+
   test("a wrong bearer: the server is reported as a failed step, the task still completes without its tools", async () => {
     expect((await api(t, "PUT", "/v1/secrets/MCP_WRONG", user.bearer, { value: "Bearer nope" })).status).toBe(204);
     const id = await profile({ mcp_servers: [{ name: "locked", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_WRONG" } } }] });

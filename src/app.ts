@@ -43,7 +43,7 @@ import { Hub } from "./events/hub.ts";
 import { EventLog } from "./events/log.ts";
 import { PgEventLog } from "./events/pg-log.ts";
 import { createPipeline } from "./http/pipeline.ts";
-import { createRouter } from "./http/router.ts";
+import { createRouter, forRouter } from "./http/router.ts";
 import { healthCheck } from "./http/routes/health.ts";
 import { spaFallback } from "./http/routes/web.ts";
 import { mountRoutes } from "./http/routes/index.ts";
@@ -202,7 +202,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     limiter,
     authenticate: (req, path, opts) => authenticator.authenticate(req, path, opts),
     // Elysia's compiled handler itself (`handle` wraps it in an async function: always a promise).
-    handle: (req) => router.fetch(req),
+    handle: (req) => router.fetch(forRouter(req)),
     direct: new Map([["/healthz", healthCheck(services)]]),
     upgrade: (req, server, ctx) => stream.upgrade(req, server, ctx),
     onResponse: (method, route, status, seconds) => metrics.http(method, route, status, seconds),
@@ -265,9 +265,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   profiles.onDelete.push((profileId, userId) => playbooks.disableForProfile(profileId, userId));
   // A profile's warm pool follows it: resized, drained when its containers would differ, removed with it.
   profiles.onUpdate.push((_before, after) => workspaces.pool.profileChanged(after.id));
-  profiles.onUpdate.push((before, after) => {
-    if (JSON.stringify(before.mcp_servers ?? []) === JSON.stringify(after.mcp_servers ?? [])) return;
-    void mcp.profileChanged(after.id, (sessionId) => orchestrator.isRunning(sessionId)).catch((err) => log.warn("MCP servers of a changed profile not closed", { profile: after.id, err }));
+  profiles.onUpdate.push((_before, after) => {
+    void mcp.profileChanged(after.id, after.mcp_servers ?? [], (sessionId) => orchestrator.isRunning(sessionId)).catch((err) => log.warn("MCP servers of a changed profile not closed", { profile: after.id, err }));
   });
   profiles.onDelete.push((profileId) => void workspaces.pool.profileDeleted(profileId));
 

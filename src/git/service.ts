@@ -148,7 +148,7 @@ export class GitRepos {
         }
       };
       // A commit SHA in either case (git prints lower case; upper case names the same commit).
-      const sha = r.ref && /^[0-9a-f]{40}$/i.test(r.ref) ? r.ref.toLowerCase() : null;
+      const sha = r.ref && SHA.test(r.ref.toLowerCase()) ? r.ref.toLowerCase() : null;
       if (sha) {
         for (const args of [["init", "-q", dir], ["-C", dir, "remote", "add", "origin", repo.url]]) {
           const res = await runGit(ctx, args, { signal });

@@ -234,21 +234,6 @@ export function createPipeline(deps: PipelineDeps) {
     return errorResponse(Errors.internal(ctx.id));
   }
 
-  /**
-   * Elysia reads a request's path from the first "/" at index 11 or later of its URL (the length of
-   * "http://a.bc"): a shorter Host ("api", "web", "x" — a container's or a proxy's name) would lose
-   * its path's first segment and every route would answer 404. Such a request goes to the router
-   * with a URL of the same path that Elysia reads right (the context moves with it).
-   */
-  function routable(req: Request, ctx: Context): Request {
-    const url = req.url;
-    const start = url.indexOf("/", url.indexOf("//") + 2);
-    if (start >= 11) return req;
-    const moved = new Request(`http://localhost${url.slice(start)}`, req);
-    setRequestContext(moved, ctx);
-    return moved;
-  }
-
   /** The headers every response gets (unless `respond` made it with them), the access log line and the metrics. */
   function finish(req: Request, path: string, ctx: Context, response: Response, rl: RateLimitResult | null): Response {
     if (response === ctx.made && rl === ctx.rl) return logged(req, path, ctx, response);
@@ -324,7 +309,7 @@ export function createPipeline(deps: PipelineDeps) {
       // (peek never refuses: only the API surfaces can answer 429)
       if (!rl.ok) throw limited(rl);
       ctx.rl = rl;
-      pending = deps.handle(routable(req, ctx));
+      pending = deps.handle(req);
     } catch (e) {
       return finish(req, path, ctx, failed(e, ctx), rl ?? ctx.charged);
     }

@@ -6,7 +6,7 @@
 import type { ValueError } from "@sinclair/typebox/errors";
 import { Elysia, ValidationError } from "elysia";
 import type { Logger } from "../log.ts";
-import { noteRoute, requestContext } from "./context.ts";
+import { noteRoute, requestContext, setRequestContext } from "./context.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { errorResponse } from "./errors.ts";
 import { MAX_JSON_BODY, parseJsonBody } from "./parse.ts";
@@ -27,6 +27,22 @@ export function validationToAppError(err: ValidationError): AppError {
   const field = fieldOf(first.path, "") || String((first.schema as { "x-field"?: string })["x-field"] ?? "") || (where === "body" ? "body" : where);
   const { message, reason } = describe(first, field);
   return new AppError("VALIDATION_FAILED", message, { field, reason, in: where });
+}
+
+/**
+ * The request as Elysia's router must see it. Elysia reads a request's path from the first "/" at
+ * index 11 or later of its URL (the length of "http://a.bc"): a shorter Host ("api", "web", "x" — a
+ * container's or a proxy's name) would lose its path's first segment and every route would answer
+ * 404. Such a request goes on with a URL of the same path that Elysia reads right (its context
+ * moves with it); any other is passed as it is.
+ */
+export function forRouter(req: Request): Request {
+  const url = req.url;
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start >= 11) return req;
+  const moved = new Request(`http://localhost${url.slice(start)}`, req);
+  setRequestContext(moved, requestContext(req));
+  return moved;
 }
 
 function requireDecodable(request: Request, path: string): void {

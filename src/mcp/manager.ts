@@ -64,6 +64,9 @@ interface SessionServers {
   offered: Map<string, { server: string; tool: string }>;
 }
 
+/** What identifies a session's server list: a change to it means its servers are started anew. */
+const keyOf = (servers: McpServerConfig[]) => JSON.stringify(servers);
+
 export class McpManager {
   private sessions = new Map<string, SessionServers>();
 
@@ -92,7 +95,7 @@ export class McpManager {
       await this.closeSession(sessionId);
       return { tools: [], failures: [] };
     }
-    const key = JSON.stringify(servers);
+    const key = keyOf(servers);
     let entry = this.sessions.get(sessionId);
     if (entry && (entry.key !== key || entry.userId !== userId)) {
       await this.closeSession(sessionId);
@@ -161,20 +164,23 @@ export class McpManager {
   }
 
   /**
-   * The profile's `mcp_servers` changed: its sessions' servers are closed now (a removed server's
-   * process, holding its secrets, does not run on until the next task or the idle sweep); the next
-   * task starts the new ones. A session whose task runs keeps its servers until the task ends.
+   * The profile was saved with `servers`: its sessions whose servers differ have them closed now
+   * (a removed server's process, holding its secrets, does not run on until the next task or the
+   * idle sweep); the next task starts the new ones. A session whose task runs keeps its servers
+   * until its next task (`prepare` sees the change).
    */
-  async profileChanged(profileId: string, running: (sessionId: string) => boolean = () => false): Promise<number> {
-    const ids = [...this.sessions].filter(([id, e]) => e.profileId === profileId && !running(id)).map(([id]) => id);
+  async profileChanged(profileId: string, servers: McpServerConfig[], running: (sessionId: string) => boolean = () => false): Promise<number> {
+    const key = keyOf(servers);
+    const ids = [...this.sessions].filter(([id, e]) => e.profileId === profileId && e.key !== key && !running(id)).map(([id]) => id);
     await Promise.all(ids.map((id) => this.closeSession(id)));
     return ids.length;
   }
 
   /**
    * Closes the servers of sessions unused for `idleMs` (an idle session holds no process or HTTP
-   * stream) — never those of a session whose task runs (`running`: a long Bash step or a question
-   * waiting for its answer does not take the task's tools away); returns how many.
+   * stream) — never those of a session whose task's loop runs (`running`: a long Bash step does not
+   * take the task's tools away; a task waiting for an answer connects them again when it resumes);
+   * returns how many.
    */
   async sweep(idleMs: number, now = Date.now(), running: (sessionId: string) => boolean = () => false): Promise<number> {
     const idle = [...this.sessions].filter(([id, e]) => now - e.usedAt > idleMs && !running(id)).map(([id]) => id);

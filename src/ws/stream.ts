@@ -265,9 +265,14 @@ export function createStreamServer(d: StreamDeps): StreamServer {
           requestId = requestIdIn(text);
           throw new AppError("VALIDATION_FAILED", `Frame is larger than ${MAX_JSON_BODY} bytes`, { field: "frame", limit_bytes: MAX_JSON_BODY });
         }
-        // Bad JSON still names its request when its text does.
-        requestId = requestIdIn(text);
-        const value = parseFrame(text);
+        let value: unknown;
+        try {
+          value = parseFrame(text);
+        } catch (e) {
+          // Bad JSON still names its request when its text does.
+          requestId = requestIdIn(text);
+          throw e;
+        }
         requestId = requestIdOf(value);
         const msg = validateClientMessage(value);
         // Starting work (a session, a task) runs in a turn of its own: a burst of them read

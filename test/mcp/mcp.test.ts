@@ -38,6 +38,16 @@ afterAll(async () => {
   await http?.stop();
 });
 
+/** A profile with the reference server over HTTP, and a session whose first task called its echo tool (so its servers are connected). */
+async function sessionThatEchoed() {
+  const id = await profile({ mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
+  mock.reset();
+  mock.enqueue({ toolCalls: [{ name: "mcp__everything__echo", input: { message: "one" } }] }, { text: "ok" });
+  const first = await submit(t, user, { profile_id: id, prompt: "one" });
+  expect((await waitTask(t, user, first.task_id)).status).toBe("completed");
+  return { id, first };
+}
+
 describe("streamable HTTP", () => {
   test("the model is offered the server's tools, a call's result reaches task:tool_result; the bearer from the vault goes to the server only", async () => {
     const id = await profile({ mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
@@ -145,11 +155,7 @@ describe("streamable HTTP", () => {
   });
 
   test("an idle session's servers are closed by the sweep and connected again at its next task", async () => {
-    const id = await profile({ mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
-    mock.reset();
-    mock.enqueue({ toolCalls: [{ name: "mcp__everything__echo", input: { message: "one" } }] }, { text: "ok" });
-    const first = await submit(t, user, { profile_id: id, prompt: "one" });
-    expect((await waitTask(t, user, first.task_id)).status).toBe("completed");
+    const { first } = await sessionThatEchoed();
     const mcp = t.app.services.mcp;
     expect(await mcp.sweep(60_000)).toBe(0);
     // A session whose task runs keeps its servers, however long since their last call.
@@ -166,11 +172,7 @@ describe("streamable HTTP", () => {
   });
 
   test("a change to the profile's mcp_servers closes its sessions' servers at once (the next task starts the new ones)", async () => {
-    const id = await profile({ mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
-    mock.reset();
-    mock.enqueue({ toolCalls: [{ name: "mcp__everything__echo", input: { message: "one" } }] }, { text: "ok" });
-    const first = await submit(t, user, { profile_id: id, prompt: "one" });
-    expect((await waitTask(t, user, first.task_id)).status).toBe("completed");
+    const { id } = await sessionThatEchoed();
     const mcp = t.app.services.mcp;
     const open = mcp.size;
     const deletes = () => http.requests.filter((r) => r.method === "DELETE").length;

@@ -6,14 +6,20 @@
 import { Cron } from "croner";
 import { Errors } from "../lib/errors.ts";
 
-/** VALIDATION_FAILED on `timezone` unless it is an IANA time zone this runtime knows. */
+/**
+ * The IANA time zone `tz` names, spelled as the tz database spells it ("utc" → "UTC",
+ * "europe/berlin" → "Europe/Berlin"); VALIDATION_FAILED on `timezone` for anything else. `Intl`
+ * also takes UTC offsets ("+02:00"), which are not zone names and would not follow DST: refused.
+ */
 export function checkTimezone(tz: string): string {
-  try {
-    new Intl.DateTimeFormat("en-US", { timeZone: tz });
-  } catch {
-    throw Errors.validation("timezone", `timezone "${tz}" is not an IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)`, { reason: "unknown time zone" });
+  let name: string | undefined;
+  if (/^[A-Za-z]/.test(tz)) {
+    try {
+      name = new Intl.DateTimeFormat("en-US", { timeZone: tz }).resolvedOptions().timeZone;
+    } catch {}
   }
-  return tz;
+  if (!name) throw Errors.validation("timezone", `timezone "${tz}" is not an IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)`, { reason: "unknown time zone" });
+  return name;
 }
 
 /** VALIDATION_FAILED on `schedule` unless croner parses it and it has a future slot. */

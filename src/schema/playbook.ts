@@ -42,7 +42,7 @@ const MaxContinuations = T.Integer({ minimum: 0, maximum: MAX_CONTINUATIONS, des
 const MaxTurns = T.Integer({ minimum: LIMIT_BOUNDS.max_turns.min, maximum: LIMIT_BOUNDS.max_turns.max, description: "Model requests per run, across chains (default: the profile's)" });
 const MaxBudget = T.Number({ exclusiveMinimum: 0, maximum: LIMIT_BOUNDS.max_budget_usd.max, description: "Cost cap per run in USD, across chains (default: the profile's)" });
 const Schedule = T.String({ minLength: 1, maxLength: 200, description: 'Cron expression (croner syntax; 5 or 6 fields, seconds allowed; "@daily"…)', examples: ["0 3 * * *", "*/30 * * * * *"] });
-const Timezone = T.String({ minLength: 1, maxLength: 64, description: "IANA time zone of the schedule (DST handled)", examples: ["UTC", "Europe/Berlin"] });
+const Timezone = T.String({ minLength: 1, maxLength: 64, description: "IANA time zone of the schedule (DST handled), stored as the tz database spells it; UTC offsets such as +02:00 are refused", examples: ["UTC", "Europe/Berlin"] });
 const AnswerTimeout = T.Integer({ minimum: 1, maximum: ANSWER_TIMEOUT_MAX, description: "Seconds an unattended run waits for an answer before it fails" });
 const Name = Label;
 

@@ -40,6 +40,7 @@ const bad: { name: string; body: Record<string, unknown>; field: string }[] = [
   { name: "a cron expression croner cannot parse", body: { schedule: "61 * * * *" }, field: "schedule" },
   { name: "a cron expression with a word", body: { schedule: "every night" }, field: "schedule" },
   { name: "an unknown IANA time zone", body: { schedule: "0 3 * * *", timezone: "Mars/Olympus" }, field: "timezone" },
+  { name: "a UTC offset, not a zone name", body: { schedule: "0 3 * * *", timezone: "+02:00" }, field: "timezone" },
   { name: "max_continuations out of range", body: { max_continuations: 11 }, field: "max_continuations" },
   { name: "a negative max_continuations", body: { max_continuations: -1 }, field: "max_continuations" },
   { name: "max_turns 0", body: { max_turns: 0 }, field: "max_turns" },
@@ -200,6 +201,11 @@ describe("records", () => {
     const theirs = await create({}, a.other);
     expect((await api(t, "PATCH", `/v1/playbooks/${theirs.id}`, a.owner.bearer, { name: "mine now" })).status).toBe(404);
     expect((await api(t, "GET", `/v1/playbooks/${theirs.id}`, a.other.bearer)).body.name).toBe("nightly");
+  });
+
+  test("a time zone is stored as the tz database spells it", async () => {
+    expect((await create({ timezone: "europe/berlin" })).timezone).toBe("Europe/Berlin");
+    expect((await create({ timezone: "utc" })).timezone).toBe("UTC");
   });
 
   test("a timezone change revalidates the schedule; DELETE twice → 404", async () => {

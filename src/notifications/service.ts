@@ -121,15 +121,20 @@ export class Notifications {
     const urgency = validateUrgency(body.urgency);
     const taskId = validateRef("task_id", body.task_id);
     const playbookId = validateRef("playbook_id", body.playbook_id);
-    if (taskId && !(await first(this.deps.db.select({ id: tasks.id }).from(tasks).where(and(eq(tasks.id, taskId), eq(tasks.user_id, userId)))))) {
-      throw Errors.validation("task_id", `Task ${taskId} not found`);
-    }
-    if (playbookId && !(await first(this.deps.db.select({ id: playbooks.id }).from(playbooks).where(and(eq(playbooks.id, playbookId), eq(playbooks.user_id, userId)))))) {
-      throw Errors.validation("playbook_id", `Playbook ${playbookId} not found`);
-    }
+    await this.checkOwned(userId, "task_id", taskId);
+    await this.checkOwned(userId, "playbook_id", playbookId);
     const out = await this.enqueue({ userId, source: "agent", message, urgency, taskId, playbookId });
     if (!out) throw Errors.validation("integration", NO_INTEGRATION_MESSAGE);
     return out;
+  }
+
+  /** VALIDATION_FAILED on `field` unless the task or playbook `id` is the caller's (or absent). */
+  private async checkOwned(userId: string, field: "task_id" | "playbook_id", id: string | null): Promise<void> {
+    if (!id) return;
+    const [table, what] = field === "task_id" ? [tasks, "Task"] as const : [playbooks, "Playbook"] as const;
+    if (!(await first(this.deps.db.select({ id: table.id }).from(table).where(and(eq(table.id, id), eq(table.user_id, userId)))))) {
+      throw Errors.validation(field, `${what} ${id} not found`);
+    }
   }
 
   /** POST /v1/integrations/:id/test: a platform notification through the normal outbox. */

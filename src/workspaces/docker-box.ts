@@ -267,10 +267,17 @@ export class DockerBoxEngine implements BoxEngine {
   }
 
   async createVolume(name: string, labels: Record<string, string>): Promise<Record<string, string>> {
-    // Docker answers an existing name with that volume as it is (its labels, not these): read them.
-    const volume = await bounded("create the volume", this.ms, (abortSignal) => this.client.createVolume({ Name: name, Labels: labels, abortSignal }));
-    const info = await bounded("inspect the volume", this.ms, (abortSignal) => volume.inspect({ abortSignal }));
-    return info.Labels ?? {};
+    // Docker answers an existing name with that volume as it is (its labels, not these), and
+    // dockerode's createVolume keeps only the name of that answer: dialled here to read it.
+    const created = await bounded("create the volume", this.ms, (abortSignal) =>
+      new Promise<{ Labels?: Record<string, string> | null }>((resolve, reject) =>
+        this.client.modem.dial(
+          { path: "/volumes/create?", method: "POST", allowEmpty: true, options: { Name: name, Labels: labels }, abortSignal, statusCodes: { 200: true, 201: true, 500: "server error" } },
+          (err, data) => (err ? reject(err) : resolve((data ?? {}) as { Labels?: Record<string, string> | null })),
+        ),
+      ),
+    );
+    return created.Labels ?? {};
   }
 
   async listVolumes(labels: Record<string, string>): Promise<VolumeSummary[]> {

@@ -86,6 +86,8 @@ export function boxContract(name: string, factory: () => BoxFactory) {
         expect(await f.engine.list({ [LABEL_INSTANCE]: instanceId, [LABEL_WORKSPACE]: "" })).toHaveLength(1);
         expect(await f.engine.list({ [LABEL_INSTANCE]: instanceId, [LABEL_WORKSPACE]: "no-such" })).toHaveLength(0);
         expect((await f.engine.listVolumes({ [LABEL_INSTANCE]: instanceId })).map((v) => v.name)).toEqual([spec.volume]);
+        // Creating a volume of a name that exists answers that volume's own labels, not the ones asked for.
+        expect(await f.engine.createVolume(spec.volume, { [LABEL_INSTANCE]: "someone-else" })).toEqual({ [LABEL_INSTANCE]: instanceId, [LABEL_WORKSPACE]: spec.ctrId });
         // The volume is the workspace: what is written there survives a new box on it.
         await run(box, ["/bin/sh", "-c", "echo kept > /workspace/note"]);
         await box.rename(`${spec.name}-renamed`);

@@ -16,6 +16,11 @@ export function checkMcpServers(list: McpServerConfig[], field = "mcp_servers"):
     const key = s.name.toLowerCase();
     if (names.has(key)) throw Errors.validation(`${f}.name`, `${f}.name "${s.name}" is used by another server: server names must be unique`, { reason: "duplicate" });
     names.add(key);
+    // mcp__<server>__<tool>: a "__" inside the name or a "_" at its end would make `mcp__<server>__*`
+    // also match another server's tools (server "a" and "a__b" or "a_").
+    if (s.name.includes("__") || s.name.endsWith("_")) {
+      throw Errors.validation(`${f}.name`, `${f}.name "${s.name}" must not contain "__" or end with "_": tools reach the model as mcp__<server>__<tool>`, { reason: "ambiguous name" });
+    }
     if (s.transport !== "http") return;
     let u: URL;
     try {

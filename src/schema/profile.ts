@@ -113,7 +113,7 @@ export const MCP_SERVERS_MAX = 20;
 export const MCP_TIMEOUT_DEFAULT_MS = 120_000;
 export const MCP_TIMEOUT_MAX_MS = 600_000;
 export const HEADER_VALUE_MAX = 8 * 1024;
-const McpName = T.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$", description: "Server name: its tools reach the model as mcp__<name>__<tool>", "x-hint": "1–32 letters, digits, _ or -, starting with a letter or digit" });
+const McpName = T.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$", description: "Server name: its tools reach the model as mcp__<name>__<tool>", "x-hint": "1–32 letters, digits, _ or -, starting with a letter or digit; no \"__\" and no \"_\" at the end" });
 const McpTimeout = T.Integer({ minimum: 1000, maximum: MCP_TIMEOUT_MAX_MS, description: `Per-call timeout in ms (default ${MCP_TIMEOUT_DEFAULT_MS})` });
 const NoNul = (max: number, description?: string) => T.String({ maxLength: max, pattern: "^[^\\x00]*$", ...(description ? { description } : {}) });
 export const McpStdioServer = T.Object(

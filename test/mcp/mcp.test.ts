@@ -318,6 +318,8 @@ describe("profile validation", () => {
     ["credentials in the URL", [{ name: "a", transport: "http", url: "http://u:p@127.0.0.1:1/mcp" }], "mcp_servers[0].url"],
     ["a transport header", [{ name: "a", transport: "http", url: "http://127.0.0.1:1/mcp", headers: { "Mcp-Session-Id": "x" } }], "mcp_servers[0].headers.Mcp-Session-Id"],
     ["a bad name", [{ name: "has space", transport: "stdio", command: "x" }], "mcp_servers[0].name"],
+    ["a name with \"__\" (mcp__a__* would match its tools too)", [{ name: "a__b", transport: "stdio", command: "x" }], "mcp_servers[0].name", /must not contain "__"/],
+    ["a name ending in \"_\"", [{ name: "a", transport: "stdio", command: "x" }, { name: "a_", transport: "stdio", command: "x" }], "mcp_servers[1].name", /end with "_"/],
     ["stdio without command", [{ name: "a", transport: "stdio" }], "mcp_servers[0].command"],
     ["a private URL for a user without the exemption", [{ name: "a", transport: "http", url: "http://10.1.2.3/mcp" }], "mcp_servers[0].url"],
   ];

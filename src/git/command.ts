@@ -21,6 +21,8 @@ export interface GitRun {
   code: number;
   stdout: string;
   stderr: string;
+  /** Set when the command was stopped because its directory grew past `maxDirBytes`. */
+  tooLarge?: boolean;
 }
 
 export interface GitContext {
@@ -88,11 +90,51 @@ export async function gitContext(repo: RepoUrl, credential: string | null, pinne
   return { dir, config, env, cleanup: () => rm(dir, { recursive: true, force: true }) };
 }
 
-/** Runs `git -c … <args>`; stderr is kept (its last 64 KiB). Killed on abort or after the timeout. */
-export async function runGit(ctx: GitContext, args: string[], opts: { cwd?: string; signal?: AbortSignal; timeoutMs?: number; onProgress?: (line: string) => void } = {}): Promise<GitRun> {
-  const proc = Bun.spawn(["git", ...ctx.config.flatMap((c) => ["-c", c]), ...args], { cwd: opts.cwd ?? ctx.dir, env: ctx.env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const kill = () => proc.kill("SIGKILL");
+/** Bytes under `dir` (`du -sb`), or null when it could not be measured. */
+export async function dirBytes(dir: string): Promise<number | null> {
+  const du = Bun.spawn(["du", "-sb", dir], { stdin: "ignore", stdout: "pipe", stderr: "ignore" });
+  const out = await new Response(du.stdout).text();
+  await du.exited;
+  const n = Number.parseInt(out, 10);
+  return Number.isFinite(n) ? n : null;
+}
+
+export const DIR_CHECK_EVERY_MS = 1000;
+
+/**
+ * Runs `git -c … <args>`; stderr is kept (its last 64 KiB). Killed on abort, after the timeout,
+ * or (`maxDirBytes`) once the context's directory holds more than that, measured every second.
+ */
+export async function runGit(ctx: GitContext, args: string[], opts: { cwd?: string; signal?: AbortSignal; timeoutMs?: number; onProgress?: (line: string) => void; maxDirBytes?: number | null } = {}): Promise<GitRun> {
+  // Its own process group, so that a kill also stops what git started (remote helpers, index-pack,
+  // ssh), which would otherwise go on writing and hold the pipes open.
+  const proc = Bun.spawn(["git", ...ctx.config.flatMap((c) => ["-c", c]), ...args], { cwd: opts.cwd ?? ctx.dir, env: ctx.env, stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
+  const kill = () => {
+    try {
+      process.kill(-proc.pid, "SIGKILL");
+    } catch {
+      proc.kill("SIGKILL");
+    }
+  };
   const timer = setTimeout(kill, opts.timeoutMs ?? GIT_TIMEOUT_MS);
+  let tooLarge = false;
+  let measuring = false;
+  const max = opts.maxDirBytes;
+  const watch =
+    max == null
+      ? null
+      : setInterval(() => {
+          if (measuring) return;
+          measuring = true;
+          void dirBytes(ctx.dir)
+            .then((n) => {
+              if (n !== null && n > max && proc.exitCode === null) {
+                tooLarge = true;
+                kill();
+              }
+            })
+            .finally(() => (measuring = false));
+        }, DIR_CHECK_EVERY_MS);
   opts.signal?.addEventListener("abort", kill, { once: true });
   let stderr = "";
   const readErr = (async () => {
@@ -106,8 +148,9 @@ export async function runGit(ctx: GitContext, args: string[], opts: { cwd?: stri
   const [stdout] = await Promise.all([new Response(proc.stdout).text(), readErr]);
   const code = await proc.exited;
   clearTimeout(timer);
+  if (watch) clearInterval(watch);
   opts.signal?.removeEventListener("abort", kill);
-  return { code, stdout, stderr };
+  return tooLarge ? { code, stdout, stderr, tooLarge } : { code, stdout, stderr };
 }
 
 /** What went wrong, in one sentence, from git's stderr. */

@@ -15,7 +15,7 @@ import type { Logger } from "../log.ts";
 import type { ExecOptions, ExecResult } from "../workspaces/exec.ts";
 import { BRANCH_PATTERN } from "../schema/session.ts";
 import { resolveWorkspacePath, WORKSPACE_ROOT } from "../workspaces/paths.ts";
-import { type GitContext, gitContext, gitFailure, remoteMessages, runGit } from "./command.ts";
+import { dirBytes, type GitContext, type GitRun, gitContext, gitFailure, remoteMessages, runGit } from "./command.ts";
 import { copyHistory } from "./extract.ts";
 import { checkoutPath, displayUrl, parseRepoUrl, type RepoUrl } from "./repository.ts";
 
@@ -29,6 +29,8 @@ export interface GitDeps {
     busy(sessionId: string, delta: 1 | -1): Promise<void>;
   };
   log: Logger;
+  /** The disk cap of the user's workspaces in bytes (null: none): a clone larger than it is stopped on the host. */
+  diskCap?(userId: string): Promise<number | null>;
   /** Where clones are made before they are copied (default: the OS temp dir). */
   tmpRoot?: string;
 }
@@ -59,6 +61,7 @@ export interface PushResult {
 }
 
 const SHA = /^[0-9a-f]{40}$/;
+const MB = 1024 * 1024;
 const BRANCH_RE = new RegExp(BRANCH_PATTERN);
 
 const FIND = `for p; do
@@ -138,8 +141,15 @@ export class GitRepos {
     try {
       const dir = join(ctx.dir, "repo");
       const depth = r.depth ?? 1;
-      const fail = (what: string, res: { code: number; stderr: string; stdout: string }) =>
-        new AppError("BAD_GATEWAY", `Cloning ${repo.url}${r.ref ? ` (${r.ref})` : ""} failed: ${gitFailure(res, r.credential_secret)}`, { repository: repo.url, step: what });
+      const cap = (await this.d.diskCap?.(userId)) ?? null;
+      const fail = (what: string, res: GitRun) =>
+        res.tooLarge && cap !== null
+          ? new AppError(
+              "BAD_GATEWAY",
+              `Cloning ${repo.url}${r.ref ? ` (${r.ref})` : ""} failed: the repository takes more than this server's disk cap of ${Math.round(cap / MB)} MB per workspace (workspace_disk_mb); clone a smaller ref or depth`,
+              { repository: repo.url, step: what, limit: "workspace_disk_mb" },
+            )
+          : new AppError("BAD_GATEWAY", `Cloning ${repo.url}${r.ref ? ` (${r.ref})` : ""} failed: ${gitFailure(res, r.credential_secret)}`, { repository: repo.url, step: what });
       let last = 0;
       const onProgress = (line: string) => {
         if (performance.now() - last > 2000) {
@@ -154,15 +164,17 @@ export class GitRepos {
           const res = await runGit(ctx, args, { signal });
           if (res.code !== 0) throw fail("init", res);
         }
-        const fetched = await runGit(ctx, ["-C", dir, "fetch", "--progress", ...(depth > 0 ? ["--depth", String(depth)] : []), "origin", sha], { signal, onProgress });
+        const fetched = await runGit(ctx, ["-C", dir, "fetch", "--progress", ...(depth > 0 ? ["--depth", String(depth)] : []), "origin", sha], { signal, onProgress, maxDirBytes: cap });
         if (fetched.code !== 0) throw fail("fetch", fetched);
-        const co = await runGit(ctx, ["-C", dir, "checkout", "-q", "--detach", "FETCH_HEAD"], { signal });
+        const co = await runGit(ctx, ["-C", dir, "checkout", "-q", "--detach", "FETCH_HEAD"], { signal, maxDirBytes: cap });
         if (co.code !== 0) throw fail("checkout", co);
       } else {
         const args = ["clone", "--progress", "--no-recurse-submodules", ...(depth > 0 ? ["--depth", String(depth), "--single-branch"] : []), ...(r.ref ? ["--branch", r.ref] : []), "--", repo.url, dir];
-        const res = await runGit(ctx, args, { signal, onProgress });
+        const res = await runGit(ctx, args, { signal, onProgress, maxDirBytes: cap });
         if (res.code !== 0) throw fail("clone", res);
       }
+      // A clone that finished between two measurements is measured once more before it is copied.
+      if (cap !== null && ((await dirBytes(dir)) ?? 0) > cap) throw fail("clone", { code: 1, stdout: "", stderr: "", tooLarge: true });
       const head = await runGit(ctx, ["-C", dir, "rev-parse", "HEAD"]);
       const commit = head.stdout.trim();
       const bytes = await this.copyIn(sessionId, dir, path, owner);

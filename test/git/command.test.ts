@@ -4,7 +4,7 @@
  * options a connection would use) — and an https URL that is an address is not pinned again.
  */
 import { afterEach, expect, test } from "bun:test";
-import { gitContext, type GitContext } from "../../src/git/command.ts";
+import { dirBytes, gitContext, type GitContext, runGit } from "../../src/git/command.ts";
 
 let ctx: GitContext | null = null;
 afterEach(async () => {
@@ -46,4 +46,26 @@ test("https: a host name is pinned to its checked address; an address in the URL
   await ctx.cleanup();
   ctx = await gitContext({ scheme: "https", host: "2606:4700::1111", port: 443, url: "https://[2606:4700::1111]/a/b.git" }, null, [{ address: "2606:4700::1111", family: 6 }]);
   expect(ctx.config.some((c) => c.startsWith("http.curloptResolve="))).toBe(false);
+});
+
+test("runGit stops a command whose directory grows past maxDirBytes, and says so", async () => {
+  ctx = await gitContext({ scheme: "https", host: "git.example.com", port: 443, url: "https://git.example.com/a/b.git" }, null, null);
+  // An alias writing 1 MiB every 100 ms into the context's directory (git's cwd): 5 s if left alone.
+  const fill = "alias.fill=!i=0; while [ $i -lt 50 ]; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); sleep 0.1; done";
+  const started = performance.now();
+  const r = await runGit({ ...ctx, config: [...ctx.config, fill] }, ["fill"], { maxDirBytes: 3 * 1024 * 1024 });
+  expect(r.tooLarge).toBe(true);
+  expect(r.code).not.toBe(0);
+  expect(performance.now() - started).toBeLessThan(4000);
+  const bytes = (await dirBytes(ctx.dir))!;
+  expect(bytes).toBeGreaterThan(3 * 1024 * 1024);
+  expect(bytes).toBeLessThan(45 * 1024 * 1024);
+});
+
+test("runGit without maxDirBytes lets the command finish", async () => {
+  ctx = await gitContext({ scheme: "https", host: "git.example.com", port: 443, url: "https://git.example.com/a/b.git" }, null, null);
+  const fill = "alias.fill=!i=0; while [ $i -lt 5 ]; do head -c 1048576 /dev/zero > f$i; i=$((i+1)); done";
+  const r = await runGit({ ...ctx, config: [...ctx.config, fill] }, ["fill"]);
+  expect(r).toEqual({ code: 0, stdout: "", stderr: "" });
+  expect(await dirBytes(ctx.dir)).toBeGreaterThanOrEqual(5 * 1024 * 1024);
 });

@@ -197,6 +197,25 @@ describe("failures and validation", () => {
     expect(JSON.stringify(frames)).not.toContain("not-the-password");
   });
 
+  test("a repository larger than the disk cap (workspace_disk_mb) is stopped on the server: a clear error, nothing copied", async () => {
+    const big = await srv.createLargeRepo("big", 4 * 1024 * 1024);
+    const id = await profile({ repositories: [{ url: big, credential_secret: "GIT_TOKEN", path: "big" }] });
+    await t.app.services.runtimeConfig.patch({ policy: { workspace_disk_mb: 1 } });
+    try {
+      mock.reset();
+      const { task_id } = await submit(t, user, { profile_id: id, prompt: "hi" });
+      const task = await waitTask(t, user, task_id);
+      expect(task.status).toBe("failed");
+      expect(task.error.code).toBe("BAD_GATEWAY");
+      expect(task.error.message).toContain("takes more than this server's disk cap of 1 MB per workspace (workspace_disk_mb)");
+      expect(mock.requests.length).toBe(0);
+      const row = (await t.app.services.workspaces.forSession(task.session_id))!;
+      expect(docker("exec", row.docker_id!, "sh", "-c", "ls -A /workspace").trim()).toBe("");
+    } finally {
+      await t.app.services.runtimeConfig.patch({ policy: { workspace_disk_mb: 0 } });
+    }
+  });
+
   test("repositories for one session (POST /v1/tasks) are cloned besides the profile's; with session_id they are refused", async () => {
     const id = await profile({});
     mock.reset();

@@ -71,6 +71,10 @@ const FIND = `for p; do
 done
 printf 'uid %s %s\\n' "$(id -u 2>/dev/null || echo 0)" "$(id -g 2>/dev/null || echo 0)"`;
 
+const MKDIR = `p="$1"
+while [ ! -e "$(dirname "$p")" ]; do p="$(dirname "$p")"; done
+mkdir -p -- "$1" && printf 'made %s\\n' "$p"`;
+
 export class GitRepos {
   constructor(private d: GitDeps) {}
 
@@ -190,8 +194,10 @@ export class GitRepos {
   private async copyIn(sessionId: string, dir: string, path: string, owner: { uid: number; gid: number }): Promise<number> {
     const row = await this.d.workspaces.forSession(sessionId);
     if (!row?.docker_id) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no running workspace`);
-    const mk = await this.d.workspaces.exec(sessionId, { cmd: ["mkdir", "-p", "--", path], timeoutMs: 30_000, maxOutputBytes: 4096 });
+    // Made with its missing parents; the first of those made is what a failure removes.
+    const mk = await this.d.workspaces.exec(sessionId, { cmd: ["/bin/sh", "-c", MKDIR, "runcell-git", path], timeoutMs: 30_000, maxOutputBytes: 4096 });
     if (mk.exitCode !== 0) throw new AppError("CONTAINER_FAILED", `Could not create ${path} in the workspace: ${mk.output.trim()}`);
+    const made = /^made (\/workspace\/.+)$/m.exec(mk.output)?.[1] ?? path;
     // Unpacked at the workspace's root with the checkout's relative path as the entries' prefix (not
     // into the checkout itself): Docker refuses a symlink that points outside the directory it
     // unpacks into, and a repository's `cfg -> ../shared.json` is legal while it stays in /workspace.
@@ -211,7 +217,7 @@ export class GitRepos {
     } catch (e) {
       tar.kill();
       // Nothing half-copied stays behind.
-      await this.d.workspaces.exec(sessionId, { cmd: ["rm", "-rf", "--", path], timeoutMs: 60_000, maxOutputBytes: 4096 }).catch(() => {});
+      await this.d.workspaces.exec(sessionId, { cmd: ["rm", "-rf", "--", made], timeoutMs: 60_000, maxOutputBytes: 4096 }).catch(() => {});
       throw new AppError("CONTAINER_FAILED", `Could not copy the repository into ${path}: ${(e as Error).message}`);
     }
     if ((await tar.exited) !== 0) throw new AppError("INTERNAL_ERROR", `Packing the clone failed: ${(await new Response(tar.stderr).text()).trim().slice(0, 300)}`);

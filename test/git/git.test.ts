@@ -169,6 +169,27 @@ test("a repository whose symlink points beside its directory (still in /workspac
   expect(out).toContain("hi");
 });
 
+test("a repository the workspace refuses (a symlink out of /workspace) leaves no directory behind, also none of the parents it made", async () => {
+  const work = join(srv.root, "escape-work");
+  const bare = join(srv.root, "escape.git");
+  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1", GIT_AUTHOR_NAME: "a", GIT_AUTHOR_EMAIL: "a@e.test", GIT_COMMITTER_NAME: "a", GIT_COMMITTER_EMAIL: "a@e.test" };
+  const git = (...args: string[]) => expect(Bun.spawnSync(["git", ...args], { env }).exitCode).toBe(0);
+  git("init", "-q", "-b", "main", work);
+  writeFileSync(join(work, "a.txt"), "hi\n");
+  symlinkSync("../../../../../etc/passwd", join(work, "passwd"));
+  git("-C", work, "add", ".");
+  git("-C", work, "commit", "-qm", "escape");
+  git("clone", "-q", "--bare", work, bare);
+  const id = await profile({ repositories: [{ url: `${srv.url}/escape.git`, credential_secret: "GIT_TOKEN", path: "deep/er/repo" }] });
+  mock.reset();
+  const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "look" });
+  const task = await waitTask(t, user, task_id, undefined, 60_000);
+  expect(task.status).toBe("failed");
+  expect(task.error.message).toContain("Could not copy the repository into /workspace/deep/er/repo");
+  const row = (await t.app.services.workspaces.forSession(session_id))!;
+  expect(docker("exec", row.docker_id!, "sh", "-c", "ls -A /workspace").trim()).toBe("");
+});
+
 test("a commit SHA in upper case names the same commit", async () => {
   const sha = (await srv.log("app")).split("\t")[0]!;
   const id = await profile({ repositories: [{ url: repoUrl, credential_secret: "GIT_TOKEN", path: "at-sha", ref: sha.toUpperCase() }] });

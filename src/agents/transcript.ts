@@ -20,6 +20,7 @@ import type { DB } from "../db/client.ts";
 import { messages } from "../db/tables.ts";
 import { driveAsync, first, isPostgres, transact, type Unit } from "../db/unit.ts";
 import type { ChatMessage, ContentBlock } from "./providers/types.ts";
+import { storableJson } from "../db/pg/storable.ts";
 
 type ToolResultBlock = Extract<ContentBlock, { type: "tool_result" }>;
 type ToolUseBlock = Extract<ContentBlock, { type: "tool_use" }>;
@@ -195,7 +196,7 @@ export class Transcript {
    * parameter, so the bare string would be stored as a jsonb *string* and read back unparsed.
    */
   private row(sessionId: string, taskId: string, role: StoredStep["role"], json: string) {
-    const content = this.pg ? sql`${json}::text::jsonb` : sql`${json}`;
+    const content = this.pg ? sql`${storableJson(json)}::text::jsonb` : sql`${json}`;
     return { session_id: sessionId, task_id: taskId, role, content, created_at: this.now() };
   }
 

@@ -1,8 +1,10 @@
 /**
  * The JSON body parser every route shares: JSON only (415 otherwise), at most 1 MiB (413, also
- * for chunked bodies without Content-Length), malformed JSON is 400 VALIDATION_FAILED.
+ * for chunked bodies without Content-Length), malformed JSON or a string holding U+0000 is 400
+ * VALIDATION_FAILED.
  */
 import { AppError } from "../lib/errors.ts";
+import { refuseNul } from "../lib/nul.ts";
 import { HttpErrors } from "./errors.ts";
 
 export const MAX_JSON_BODY = 1024 * 1024;
@@ -40,9 +42,12 @@ export async function parseJsonBody(req: Request, limit = MAX_JSON_BODY): Promis
   const text = await readBodyText(req, limit);
   if (text.trim() === "") return undefined;
   if (!ct) throw HttpErrors.unsupportedMediaType(null);
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (e) {
     throw new AppError("VALIDATION_FAILED", `Malformed JSON body: ${(e as Error).message}`, { field: "body" });
   }
+  refuseNul(text, value);
+  return value;
 }

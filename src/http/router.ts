@@ -8,6 +8,7 @@ import { Elysia, ValidationError } from "elysia";
 import type { Logger } from "../log.ts";
 import { noteRoute, requestContext, setRequestContext } from "./context.ts";
 import { AppError, Errors } from "../lib/errors.ts";
+import { nulError } from "../lib/nul.ts";
 import { errorResponse } from "./errors.ts";
 import { MAX_JSON_BODY, parseJsonBody } from "./parse.ts";
 import { redactString } from "../log.ts";
@@ -46,11 +47,21 @@ export function forRouter(req: Request): Request {
 }
 
 function requireDecodable(request: Request, path: string): void {
+  let decoded: string;
   try {
-    decodeURIComponent(path);
+    decoded = decodeURIComponent(path);
   } catch {
     throw new AppError("NOT_FOUND", `No route ${request.method} ${redactString(path)}: malformed percent-encoding`);
   }
+  if (decoded.includes("\0")) throw new AppError("NOT_FOUND", `No route ${request.method} ${redactString(path)}: a NUL character names nothing`);
+}
+
+/** A query parameter holding U+0000 (`%00`): VALIDATION_FAILED naming it (src/lib/nul.ts). */
+function requireNoNulQuery(request: Request): void {
+  const url = request.url;
+  const q = url.indexOf("?");
+  if (q < 0) return;
+  for (const [k, v] of new URLSearchParams(url.slice(q))) if (k.includes("\0") || v.includes("\0")) throw nulError(k);
 }
 
 /**
@@ -66,10 +77,16 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
   const authorize = (request: Request, path: string, route?: string) => {
     const surface = surfaceOf(path);
     const pending = surface ? authorizeOnce(request, surface, adminPassword) : undefined;
-    // (The common case — no % in the path — makes nothing more per request.)
-    if (!path.includes("%") || route?.endsWith("*")) return pending;
-    if (pending) return pending.then(() => requireDecodable(request, path));
-    requireDecodable(request, path);
+    // (The common case — no % in the path, no %00 in the URL — makes nothing more per request.)
+    const checkPath = path.includes("%") && !route?.endsWith("*");
+    const checkQuery = request.url.includes("%00");
+    if (!checkPath && !checkQuery) return pending;
+    const check = () => {
+      if (checkPath) requireDecodable(request, path);
+      if (checkQuery) requireNoNulQuery(request);
+    };
+    if (pending) return pending.then(check);
+    check();
   };
   return new Elysia({ name: "runcell" })
     .onParse({ as: "global" }, async ({ request, path, route }) => {

@@ -4,6 +4,7 @@
  * VALIDATION_FAILED naming the field.
  */
 import { AppError } from "../lib/errors.ts";
+import { refuseNul } from "../lib/nul.ts";
 import { CLIENT_MESSAGES, type ClientMessage, type ClientMessageType } from "../schema/stream.ts";
 import { check } from "../schema/validate.ts";
 
@@ -16,11 +17,14 @@ export function requestIdOf(value: unknown): string | undefined {
 }
 
 export function parseFrame(text: string): unknown {
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (e) {
     throw new AppError("VALIDATION_FAILED", `Malformed JSON: ${(e as Error).message}`, { field: "frame" });
   }
+  refuseNul(text, value);
+  return value;
 }
 
 export function validateClientMessage(value: unknown): ClientMessage {

@@ -10,6 +10,7 @@ import { drizzle } from "drizzle-orm/bun-sql";
 import type { DB } from "../client.ts";
 import { useDialect } from "../tables.ts";
 import { migratePostgres } from "./migrate.ts";
+import { storableSql } from "./storable.ts";
 import * as schema from "./schema.ts";
 
 export interface PostgresHandle {
@@ -87,7 +88,7 @@ export async function openPostgres(url: string, opts: { migrate?: boolean } = {}
     throw new DatabaseUnavailableError(`PostgreSQL at ${redactDatabaseUrl(url)}: ${describePostgresError(e, url)}`);
   }
   useDialect("postgres");
-  const db = drizzle({ client: sql, schema }) as unknown as DB;
+  const db = drizzle({ client: storableSql(sql), schema }) as unknown as DB;
   let closed: Promise<void> | null = null;
   return {
     dialect: "postgres",

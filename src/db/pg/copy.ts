@@ -12,6 +12,7 @@ import type { SQL } from "bun";
 import { getTableName, is } from "drizzle-orm";
 import { getTableConfig, PgTable } from "drizzle-orm/pg-core";
 import * as schema from "./schema.ts";
+import { storableJson, storableText } from "./storable.ts";
 
 /** Rows per INSERT (PostgreSQL takes at most 65,535 parameters in one statement). */
 const BATCH_ROWS = 500;
@@ -39,6 +40,8 @@ interface ColumnPlan {
 
 const asIs = (v: unknown) => v;
 const toBoolean = (v: unknown) => (v === null || v === undefined ? null : v !== 0 && v !== "0" && v !== false);
+/** U+0000, which SQLite keeps and PostgreSQL cannot (src/db/pg/storable.ts), becomes U+FFFD. */
+const toJsonb = (v: unknown) => (typeof v === "string" ? storableJson(v) : v);
 const toBytes = (v: unknown) => (v === null || v === undefined ? null : Buffer.from(v as Uint8Array));
 
 function planOf(table: PgTable): ColumnPlan[] {
@@ -46,9 +49,9 @@ function planOf(table: PgTable): ColumnPlan[] {
     const type = c.getSQLType();
     const column = { name: c.name, identity: !!c.generatedIdentity };
     if (type === "boolean") return { ...column, convert: toBoolean, cast: "" };
-    if (type === "jsonb") return { ...column, convert: asIs, cast: "::jsonb" };
+    if (type === "jsonb") return { ...column, convert: toJsonb, cast: "::jsonb" };
     if (type === "bytea") return { ...column, convert: toBytes, cast: "::bytea" };
-    return { ...column, convert: asIs, cast: "" };
+    return { ...column, convert: type === "text" ? storableText : asIs, cast: "" };
   });
 }
 

@@ -17,6 +17,7 @@
  */
 import { sql } from "drizzle-orm";
 import { bigint, boolean, customType, doublePrecision, index, pgTable, primaryKey, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { storableJson } from "./storable.ts";
 import {
   AUDIT_ACTORS,
   INTEGRATION_TYPES,
@@ -65,7 +66,7 @@ const bool = () => boolean();
  */
 const jsonbValue = customType<{ data: unknown; driverData: unknown }>({
   dataType: () => "jsonb",
-  toDriver: (value) => sql`${JSON.stringify(value)}::text::jsonb`,
+  toDriver: (value) => sql`${storableJson(JSON.stringify(value))}::text::jsonb`,
   fromDriver: (value) => value,
 });
 const json = <T>() => jsonbValue().$type<T>();

@@ -41,10 +41,10 @@ export class Accounts {
     return this.config.signup;
   }
 
-  async signUp(input: { name?: unknown; email: unknown; password: unknown }, meta: ClientMeta): Promise<SignedIn> {
+  async signUp(input: { name?: unknown; email: unknown; password: unknown; rememberMe?: boolean }, meta: ClientMeta): Promise<SignedIn> {
     if (this.signupMode() !== "open") throw Errors.forbidden("Sign-up is closed on this server: ask the operator for an account");
     const user = await this.users.create({ email: input.email, name: input.name, password: input.password, role: "user" });
-    const signedIn = { ...(await this.sessions.create(user.id, meta)), user };
+    const signedIn = { ...(await this.sessions.create(user.id, { ...meta, remember: input.rememberMe !== false })), user };
     await this.audit?.record({ action: "auth.sign_up", actor: "user", user_id: user.id, target_id: user.id, ip: meta.ip, details: { method: "password", email: user.email, ...userAgentDetail(meta) } });
     return signedIn;
   }
@@ -54,7 +54,7 @@ export class Accounts {
    * and per client IP (src/auth/throttle.ts): 429 with Retry-After after 5 failures. Audited:
    * auth.sign_in, or auth.sign_in_failed naming the email tried (never the password) and why.
    */
-  async signIn(input: { email: unknown; password: unknown }, meta: ClientMeta): Promise<SignedIn> {
+  async signIn(input: { email: unknown; password: unknown; rememberMe?: boolean }, meta: ClientMeta): Promise<SignedIn> {
     const email = typeof input.email === "string" ? normalizeEmail(input.email) : "";
     const password = typeof input.password === "string" ? input.password : "";
     const user = email ? await this.users.byEmail(email) : undefined;
@@ -85,7 +85,7 @@ export class Accounts {
       await failed("disabled");
       throw Errors.forbidden("This account is disabled");
     }
-    const signedIn = { ...(await this.sessions.create(user.id, meta)), user };
+    const signedIn = { ...(await this.sessions.create(user.id, { ...meta, remember: input.rememberMe !== false })), user };
     await this.audit?.record({ action: "auth.sign_in", actor: "user", user_id: user.id, target_id: signedIn.session.id, ip: meta.ip, details: { method: "password", ...userAgentDetail(meta) } });
     return signedIn;
   }

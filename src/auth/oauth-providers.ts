@@ -76,7 +76,7 @@ async function googleIdentity(cfg: OAuthProviderConfig, accessToken: string): Pr
   return { accountId, email: str(info.email), emailVerified: verified, name: str(info.name) };
 }
 
-export const PROVIDER_SPECS: Record<ProviderName, { scopes: string[]; identity(cfg: OAuthProviderConfig, accessToken: string): Promise<ProviderIdentity> }> = {
-  github: { scopes: ["read:user", "user:email"], identity: githubIdentity },
-  google: { scopes: ["openid", "email", "profile"], identity: googleIdentity },
+export const PROVIDER_SPECS: Record<ProviderName, { scopes: string[]; loginHintParam: string; identity(cfg: OAuthProviderConfig, accessToken: string): Promise<ProviderIdentity> }> = {
+  github: { scopes: ["read:user", "user:email"], loginHintParam: "login", identity: githubIdentity },
+  google: { scopes: ["openid", "email", "profile"], loginHintParam: "login_hint", identity: googleIdentity },
 };

@@ -28,7 +28,7 @@ import type { AuditSink } from "../schema/audit.ts";
 import { type Accounts, type ClientMeta, type SignedIn, userAgentDetail } from "./accounts.ts";
 import { PROVIDER_SPECS, PROVIDER_TIMEOUT_MS, PROVIDERS, ProviderError, type ProviderIdentity, type ProviderName } from "./oauth-providers.ts";
 import { readCookie } from "./sessions.ts";
-import { isUniqueViolation, normalizeEmail, type UserRow, type Users } from "./users.ts";
+import { isEmail, isUniqueViolation, NAME_MAX, normalizeEmail, type UserRow, type Users } from "./users.ts";
 
 export const OAUTH_FLOW_MS = 10 * 60_000;
 const MAX_PENDING = 10_000;
@@ -38,7 +38,30 @@ const LABEL: Record<ProviderName, string> = { github: "GitHub", google: "Google"
 interface Pending {
   provider: ProviderName;
   redirectTo: string;
+  /** better-auth's `newUserCallbackURL`: where a sign-in that made the account lands. */
+  newUserRedirectTo: string | null;
+  /** better-auth's `errorCallbackURL`: where a refused sign-in lands (with `?error=`), not a JSON error. */
+  errorRedirectTo: string | null;
   expires: number;
+}
+
+/** What `POST /api/auth/sign-in/social` passes on besides the provider (better-auth's names). */
+export interface SocialStartOptions {
+  callbackURL?: unknown;
+  newUserCallbackURL?: unknown;
+  errorCallbackURL?: unknown;
+  /** Passed to the provider as its account hint (Google's `login_hint`, GitHub's `login`). */
+  loginHint?: string;
+}
+
+/** A refused sign-in whose flow named an `errorCallbackURL`: the callback redirects there. */
+export class OAuthRedirectedError extends Error {
+  constructor(
+    readonly error: AppError,
+    readonly location: string,
+  ) {
+    super(error.message);
+  }
 }
 
 /**
@@ -62,6 +85,20 @@ function isLocalPath(path: string): boolean {
     s = next;
   }
   return false;
+}
+
+/** `path` with `?error=<code>&error_description=<message>` added, as better-auth's errorCallbackURL gets it. */
+function withError(path: string, e: AppError): string {
+  const u = new URL(path, "http://x");
+  u.searchParams.set("error", e.code.toLowerCase());
+  u.searchParams.set("error_description", e.message.slice(0, 300));
+  return u.pathname + u.search + u.hash;
+}
+
+/** A provider's display name as an account name: control characters dropped, at most 200 characters, else the email's local part. */
+export function accountName(name: string | null | undefined, email: string): string {
+  const clean = (name ?? "").replace(/[\u0000-\u001f\u007f]/g, "").trim();
+  return (clean ? [...clean].slice(0, NAME_MAX).join("").trim() : "") || email.slice(0, email.indexOf("@")).slice(0, NAME_MAX) || "user";
 }
 
 /**
@@ -142,17 +179,25 @@ export class OAuth {
   }
 
   /** Begins a sign-in: the provider's authorize URL and the two flow cookies. */
-  start(providerName: string, callbackURL?: unknown): { url: string; cookies: string[] } {
+  start(providerName: string, opts: SocialStartOptions = {}): { url: string; cookies: string[] } {
     const { name, cfg } = this.provider(providerName);
     const { generateState, generateCodeVerifier, OAuth2Client, CodeChallengeMethod } = arctic();
     const state = generateState();
     const verifier = generateCodeVerifier();
     const client = new OAuth2Client(cfg.clientId, cfg.clientSecret, this.redirectUri(name));
     const url = client.createAuthorizationURLWithPKCE(cfg.authorizeUrl, state, CodeChallengeMethod.S256, verifier, PROVIDER_SPECS[name].scopes);
+    if (opts.loginHint) url.searchParams.set(PROVIDER_SPECS[name].loginHintParam, opts.loginHint);
     const now = this.now();
     for (const [k, v] of this.pending) if (v.expires <= now) this.pending.delete(k);
     while (this.pending.size >= MAX_PENDING) this.pending.delete(this.pending.keys().next().value!);
-    this.pending.set(sha256Hex(state), { provider: name, redirectTo: safeRedirectPath(callbackURL, this.config.publicUrl), expires: now + OAUTH_FLOW_MS });
+    const optional = (v: unknown) => (v === undefined || v === null || v === "" ? null : safeRedirectPath(v, this.config.publicUrl));
+    this.pending.set(sha256Hex(state), {
+      provider: name,
+      redirectTo: safeRedirectPath(opts.callbackURL, this.config.publicUrl),
+      newUserRedirectTo: optional(opts.newUserCallbackURL),
+      errorRedirectTo: optional(opts.errorCallbackURL),
+      expires: now + OAUTH_FLOW_MS,
+    });
     const maxAge = OAUTH_FLOW_MS / 1000;
     return { url: url.toString(), cookies: [this.cookie(this.stateCookie, state, maxAge), this.cookie(this.verifierCookie, verifier, maxAge)] };
   }
@@ -170,7 +215,7 @@ export class OAuth {
     meta: ClientMeta,
   ): Promise<{ signedIn: SignedIn; redirectTo: string }> {
     const { name, cfg } = this.provider(providerName);
-    const seen: { email?: string; userId?: string } = {};
+    const seen: { email?: string; userId?: string; flow?: Pending } = {};
     try {
       return await this.complete(name, cfg, query, cookieHeader, meta, seen);
     } catch (e) {
@@ -188,6 +233,7 @@ export class OAuth {
             ...userAgentDetail(meta),
           },
         });
+        if (seen.flow?.errorRedirectTo) throw new OAuthRedirectedError(e, withError(seen.flow.errorRedirectTo, e));
       }
       throw e;
     }
@@ -199,9 +245,10 @@ export class OAuth {
     query: { code?: string; state?: string; error?: string },
     cookieHeader: string | null,
     meta: ClientMeta,
-    seen: { email?: string; userId?: string },
+    seen: { email?: string; userId?: string; flow?: Pending },
   ): Promise<{ signedIn: SignedIn; redirectTo: string }> {
     const flow = this.consumeState(name, query.state, readCookie(cookieHeader, this.stateCookie));
+    seen.flow = flow;
     if (query.error) {
       throw Errors.unauthorized(`${LABEL[name]} did not authorize the sign-in (${String(query.error).slice(0, 100)})`);
     }
@@ -230,7 +277,7 @@ export class OAuth {
       ip: meta.ip,
       details: { method: name, ...(created ? { email: user.email } : {}), ...userAgentDetail(meta) },
     });
-    return { signedIn, redirectTo: flow.redirectTo };
+    return { signedIn, redirectTo: (created && flow.newUserRedirectTo) || flow.redirectTo };
   }
 
   /** The state must match the cookie and be pending for this provider; it is spent at once. */
@@ -286,6 +333,7 @@ export class OAuth {
       throw Errors.forbidden(`Your ${LABEL[provider]} account has no verified primary email address: verify one with ${LABEL[provider]}, then sign in again`);
     }
     const email = normalizeEmail(id.email);
+    if (!isEmail(email)) throw Errors.forbidden(`Your ${LABEL[provider]} account's email address cannot be used on this server`);
     let user = await this.users.byEmail(email);
     let created = false;
     if (user) seen.userId = user.id;
@@ -294,13 +342,15 @@ export class OAuth {
         throw Errors.forbidden(`Sign-up is closed on this server and no account uses ${email}: ask the operator for one`);
       }
       try {
-        user = await this.users.create({ email, name: id.name, password: null, role: "user", emailVerified: true });
+        user = await this.users.create({ email, name: accountName(id.name, email), password: null, role: "user", emailVerified: true });
         created = true;
       } catch (e) {
+        // Made by a concurrent sign-up or callback: that account, under the same rule as below.
         user = await this.users.byEmail(email);
         if (!user) throw e;
       }
-    } else if (!user.email_verified && user.password_hash !== null) {
+    }
+    if (!created && !user.email_verified && user.password_hash !== null) {
       // A self-registered account never proved this address: whoever chose its password may not
       // own the mailbox (account pre-hijacking), so the provider's word does not link to it.
       throw Errors.forbidden(`An account with ${email} already exists but its address was never verified: sign in with its password instead`);

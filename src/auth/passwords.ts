@@ -11,9 +11,16 @@ const PARAMS = { algorithm: Algorithm.Argon2id, memoryCost: 19456, timeCost: 2, 
 export const PASSWORD_MIN = 8;
 export const PASSWORD_MAX = 256;
 
+/**
+ * Passwords are hashed in Unicode's composed form (NFC), so the same password typed where an
+ * accented letter is one character or two (macOS vs Windows, NIST SP 800-63B 5.1.1.2) matches.
+ */
 export function hashPassword(password: string): Promise<string> {
-  return hash(password, PARAMS);
+  return hash(password.normalize("NFC"), PARAMS);
 }
+
+/** A password's length as people count it: in characters (code points), not UTF-16 units. */
+export const passwordLength = (password: string) => [...password.normalize("NFC")].length;
 
 /**
  * The hash an unknown account is checked against: same algorithm and parameters as real ones, so
@@ -28,8 +35,11 @@ export async function verifyPassword(stored: string | null | undefined, password
     await verify(DUMMY_HASH, password).catch(() => false);
     return false;
   }
+  const composed = password.normalize("NFC");
   try {
-    return await verify(stored, password);
+    if (await verify(stored, composed)) return true;
+    // A hash made before passwords were composed: the password as it was typed then.
+    return composed !== password && (await verify(stored, password));
   } catch {
     return false;
   }

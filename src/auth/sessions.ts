@@ -1,7 +1,8 @@
 /**
  * Cookie sessions. The cookie carries 256 random bits; only their SHA-256 is stored, so a leaked
  * database cannot be replayed as cookies. Every sign-in creates a new session row (and id).
- * Idle expiry 7 days, pushed forward at most once a day while used; absolute expiry 30 days.
+ * Idle expiry 7 days, pushed forward at most once a day while used; absolute expiry 30 days (one day
+ * for a sign-in that asked not to be remembered).
  */
 import { eq, lt, or } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
@@ -15,6 +16,8 @@ const DAY = 86_400_000;
 export const IDLE_MS = 7 * DAY;
 export const ABSOLUTE_MS = 30 * DAY;
 const REFRESH_EVERY_MS = DAY;
+/** A sign-in with `rememberMe: false` (better-auth's rule): a browser-session cookie and a session of one day at most. */
+export const SHORT_MS = DAY;
 
 export const COOKIE_BASE = "runcell.session_token";
 
@@ -81,15 +84,15 @@ export class LoginSessions {
     private now: () => number,
   ) {}
 
-  async create(userId: string, meta: { ip?: string; userAgent?: string | null } = {}): Promise<{ token: string; session: LoginSessionRow }> {
+  async create(userId: string, meta: { ip?: string; userAgent?: string | null; remember?: boolean } = {}): Promise<{ token: string; session: LoginSessionRow }> {
     const token = randomToken(32);
     const now = this.now();
     const session: LoginSessionRow = {
       id: newId("login"),
       user_id: userId,
       token_hash: sha256Hex(token),
-      expires_at: now + IDLE_MS,
-      absolute_expires_at: now + ABSOLUTE_MS,
+      expires_at: now + (meta.remember === false ? SHORT_MS : IDLE_MS),
+      absolute_expires_at: now + (meta.remember === false ? SHORT_MS : ABSOLUTE_MS),
       refreshed_at: now,
       ip: meta.ip ?? null,
       user_agent: meta.userAgent?.slice(0, 300) ?? null,

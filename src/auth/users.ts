@@ -17,28 +17,41 @@ import { AppError, Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 import type { AdminUser, PublicUser } from "../schema/user.ts";
-import { hashPassword, PASSWORD_MAX, PASSWORD_MIN } from "./passwords.ts";
+import { hashPassword, PASSWORD_MAX, PASSWORD_MIN, passwordLength } from "./passwords.ts";
 
 export type { UserRow };
 export type { Role };
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+/** Control characters and the invisible ones (zero-width spaces and joiners, soft hyphen, BOM, bidi marks). */
+const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/;
+export const NAME_MAX = 200;
 
+/**
+ * An email as accounts are keyed by it: compatibility-composed (NFKC: a full-width "ＡＢ" is "AB"),
+ * trimmed and lower-cased, so look-alike spellings are one account.
+ */
 export function normalizeEmail(email: string): string {
-  return email.trim().toLowerCase();
+  return email.normalize("NFKC").trim().toLowerCase();
+}
+
+/** A normalized email runcell accepts as an account's: one @, a dot in the domain, no spaces, control or invisible characters. */
+export function isEmail(e: string): boolean {
+  return e.length <= 254 && EMAIL.test(e) && !INVISIBLE.test(e);
 }
 
 export function validateEmail(email: unknown): string {
   if (typeof email !== "string") throw Errors.validation("email", "email is required");
   const e = normalizeEmail(email);
-  if (e.length > 254 || !EMAIL.test(e)) throw Errors.validation("email", "email is not a valid address");
+  if (!isEmail(e)) throw Errors.validation("email", "email is not a valid address");
   return e;
 }
 
 export function validatePassword(password: unknown): string {
   if (typeof password !== "string") throw Errors.validation("password", "password is required");
-  if (password.length < PASSWORD_MIN) throw Errors.validation("password", `password must be at least ${PASSWORD_MIN} characters`);
-  if (password.length > PASSWORD_MAX) throw Errors.validation("password", `password must be at most ${PASSWORD_MAX} characters`);
+  const length = passwordLength(password);
+  if (length < PASSWORD_MIN) throw Errors.validation("password", `password must be at least ${PASSWORD_MIN} characters`);
+  if (length > PASSWORD_MAX) throw Errors.validation("password", `password must be at most ${PASSWORD_MAX} characters`);
   return password;
 }
 
@@ -46,7 +59,8 @@ export function validateName(name: unknown, fallback: string): string {
   if (name === undefined || name === null || name === "") return fallback;
   if (typeof name !== "string") throw Errors.validation("name", "name must be a string");
   const n = name.trim();
-  if (n.length > 200) throw Errors.validation("name", "name must be at most 200 characters");
+  if (/[\u0000-\u001f\u007f]/.test(n)) throw Errors.validation("name", "name must not contain control characters");
+  if (n.length > NAME_MAX) throw Errors.validation("name", `name must be at most ${NAME_MAX} characters`);
   return n || fallback;
 }
 

@@ -74,15 +74,28 @@ export function clientIp(req: Request, server: Server<unknown> | null, trustProx
 
 /**
  * A state-changing request carried by a cookie (or any /api/auth request) must come from our own
- * origin: the configured public origin or the origin of the Host it was sent to.
+ * origin: the configured public origin, or the origin of the Host it was sent to in a scheme no
+ * weaker than the public URL's (an https server refuses an http Origin: a network attacker could
+ * serve that). Its Origin decides, else its Referer's origin (as better-auth's check reads them); a
+ * request with neither is no browser's cross-site request (SameSite=Lax keeps the cookie off those).
  */
 export function isCrossSite(req: Request, publicOrigin: string): boolean {
   if (req.headers.get("sec-fetch-site") === "cross-site") return true;
-  const origin = req.headers.get("origin");
-  if (!origin) return false;
+  let origin = req.headers.get("origin");
+  if (!origin) {
+    const referer = req.headers.get("referer");
+    if (!referer) return false;
+    try {
+      origin = new URL(referer).origin;
+    } catch {
+      return true;
+    }
+  }
   if (origin === publicOrigin) return false;
   try {
-    return new URL(origin).host !== req.headers.get("host");
+    const u = new URL(origin);
+    if (u.host !== req.headers.get("host")) return true;
+    return publicOrigin.startsWith("https:") && u.protocol !== "https:";
   } catch {
     return true;
   }

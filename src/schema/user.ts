@@ -31,7 +31,7 @@ export type LoginSessionRecord = Static<typeof LoginSessionRecord>;
 export const SignedIn = T.Object({ token: T.String({ description: "The session token (also set as the cookie)" }), user: PublicUser });
 
 // better-auth's client sends fields of its own (callbackURL, image…): these bodies let them pass.
-export const SignUpBody = T.Object({ name: T.Optional(T.String()), email: T.String(), password: T.String() });
+export const SignUpBody = T.Object({ name: T.Optional(T.String()), email: T.String(), password: T.String(), rememberMe: T.Optional(T.Boolean()) });
 export const SignInBody = T.Object({ email: T.String(), password: T.String(), rememberMe: T.Optional(T.Boolean()) });
 
 export const SetupBody = Body({

@@ -24,7 +24,7 @@ export const authRoutes = (s: Services) => {
   return new Elysia({ prefix: "/api/auth" })
     .post(
       "/sign-up/email",
-      async ({ body, request, set }) => answer(set, await s.accounts.signUp(body, meta(request)), true),
+      async ({ body, request, set }) => answer(set, await s.accounts.signUp(body, meta(request)), body.rememberMe !== false),
       {
         body: SignUpBody,
         response: { 200: SignedIn, ...errorResponses(400, 403, 429) },

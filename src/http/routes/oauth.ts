@@ -9,7 +9,8 @@ import { Elysia, t } from "elysia";
 import { ABSOLUTE_MS, sessionCookie } from "../../auth/sessions.ts";
 import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
-import { AppError } from "../../lib/errors.ts";
+import { AppError, Errors } from "../../lib/errors.ts";
+import { OAuthRedirectedError } from "../../auth/oauth.ts";
 import { errorResponse } from "../errors.ts";
 import { OneOf } from "../../schema/common.ts";
 import { errorResponses, jsonBody } from "../schema.ts";
@@ -28,16 +29,28 @@ export const oauthRoutes = (s: Services) => {
     .post(
       "/sign-in/social",
       ({ body, set }) => {
-        const { url, cookies } = s.oauth.start(body.provider, body.callbackURL);
+        if (body.idToken !== undefined) throw Errors.validation("idToken", "Signing in with a provider's ID token is not supported here: use the redirect flow (send the browser to url)", { reason: "not supported" });
+        const { url, cookies } = s.oauth.start(body.provider, body);
         set.headers["set-cookie"] = cookies;
         set.headers["cache-control"] = "no-store";
-        return { url, redirect: true };
+        return { url, redirect: body.disableRedirect !== true };
       },
       {
         ...jsonBody(
+          // better-auth's signIn.social options: every one its client sends is taken.
           t.Object({
             provider: Provider,
             callbackURL: t.Optional(t.String({ maxLength: 2048, description: "Where to land after sign-in: a path of this server (anything else becomes /)" })),
+            newUserCallbackURL: t.Optional(t.String({ maxLength: 2048, description: "Where to land when the sign-in made the account (a path of this server; default callbackURL)" })),
+            errorCallbackURL: t.Optional(
+              t.String({ maxLength: 2048, description: "Where a refused sign-in lands, with ?error=<code>&error_description=… (a path of this server; default: the error as JSON)" }),
+            ),
+            disableRedirect: t.Optional(t.Boolean({ description: "Answer redirect: false (the client then does not navigate by itself)" })),
+            loginHint: t.Optional(t.String({ maxLength: 320, description: "The account to suggest at the provider (Google's login_hint, GitHub's login)" })),
+            scopes: t.Optional(t.Array(t.String({ maxLength: 200 }), { maxItems: 50, description: "Accepted and ignored: runcell asks only for the scopes sign-in needs" })),
+            requestSignUp: t.Optional(t.Boolean({ description: "Accepted and ignored: whether a new account may be made is the server's --signup" })),
+            additionalData: t.Optional(t.Record(t.String(), t.Unknown(), { description: "Accepted and ignored" })),
+            idToken: t.Optional(t.Unknown({ description: "Not supported (400): use the redirect flow" })),
           }),
         ),
         response: { 200: t.Object({ url: t.String(), redirect: t.Boolean() }), ...errorResponses(400, 403, 404, 415, 429) },
@@ -62,6 +75,11 @@ export const oauthRoutes = (s: Services) => {
           headers.append("set-cookie", sessionCookie(cookie, signedIn.token, Math.floor(ABSOLUTE_MS / 1000)));
           return new Response(null, { status: 302, headers });
         } catch (e) {
+          if (e instanceof OAuthRedirectedError) {
+            const headers = new Headers({ location: e.location, "cache-control": "no-store" });
+            for (const c of clear) headers.append("set-cookie", c);
+            return new Response(null, { status: 302, headers });
+          }
           if (!(e instanceof AppError)) throw e;
           const res = errorResponse(e, { "cache-control": "no-store" });
           for (const c of clear) res.headers.append("set-cookie", c);

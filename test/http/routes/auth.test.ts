@@ -85,6 +85,34 @@ describe("sign-up", () => {
       expect(r.body.details.field).toBe(field);
     });
 
+    test.each([
+      ["a password of 4 emoji (8 UTF-16 units, 4 characters)", { email: "emoji4@example.com", password: "😀😀😀😀" }, "password"],
+      ["an email with a zero-width space", { email: "zw\u200b@example.com", password: "long enough pw" }, "email"],
+      ["an email with a control character", { email: "c\u0007@example.com", password: "long enough pw" }, "email"],
+      ["a name with a control character", { name: "a\u0007b", email: "ctl-name@example.com", password: "long enough pw" }, "name"],
+      ["a full-width spelling of a taken email", { email: "ＡＬＩＣＥ@example.com", password: "long enough pw" }, "email"],
+    ])("%s → 400 on details.field", async (_n, body, field) => {
+      const r = await signUp(body);
+      expect(r.status, JSON.stringify(r.body)).toBe(400);
+      expect(r.body.details.field).toBe(field);
+    });
+
+    test("a password's length counts characters: 200 emoji are accepted", async () => {
+      expect((await signUp({ email: "emoji200@example.com", password: "😀".repeat(200) })).status).toBe(200);
+      expect((await signIn({ email: "emoji200@example.com", password: "😀".repeat(200) })).status).toBe(200);
+    });
+
+    test("a password typed composed or decomposed (é as one character or e + ◌́) is the same password", async () => {
+      const nfc = "café crème brûlée".normalize("NFC");
+      const nfd = nfc.normalize("NFD");
+      expect(nfd).not.toBe(nfc);
+      expect((await signUp({ email: "accents@example.com", password: nfc })).status).toBe(200);
+      expect((await signIn({ email: "accents@example.com", password: nfd })).status).toBe(200);
+      expect((await signIn({ email: "accents@example.com", password: nfc })).status).toBe(200);
+      // A full-width spelling of the email is the same account.
+      expect((await signIn({ email: "ＡＣＣＥＮＴＳ@example.com", password: nfc })).status).toBe(200);
+    });
+
     test("passwords of exactly 8 and 256 characters are accepted", async () => {
       expect((await signUp({ email: "p8@example.com", password: "12345678" })).status).toBe(200);
       expect((await signUp({ email: "p256@example.com", password: "y".repeat(256) })).status).toBe(200);
@@ -104,10 +132,30 @@ describe("sign-in", () => {
     expect(sa.body.session.id).not.toBe(sb.body.session.id);
   });
 
-  test("rememberMe:false makes a browser-session cookie (no Max-Age)", async () => {
+  test("rememberMe:false makes a browser-session cookie (no Max-Age) and a session of one day", async () => {
     const r = await signIn({ email: alice.email, password: alice.password, rememberMe: false });
     expect(r.status).toBe(200);
     expect(sessionCookieOf(r)!.attrs["max-age"]).toBeUndefined();
+    const s = await api(t, "GET", "/api/auth/get-session", { cookie: `runcell.session_token=${r.body.token}` });
+    const left = Date.parse(s.body.session.expires_at) - Date.now();
+    expect(left).toBeGreaterThan(23 * 3600_000);
+    expect(left).toBeLessThanOrEqual(24 * 3600_000);
+    const kept = await signIn({ email: alice.email, password: alice.password });
+    const k = await api(t, "GET", "/api/auth/get-session", { cookie: `runcell.session_token=${kept.body.token}` });
+    expect(Date.parse(k.body.session.expires_at) - Date.now()).toBeGreaterThan(6 * 24 * 3600_000);
+  });
+
+  test("sign-up takes rememberMe too", async () => {
+    await setSignup("open");
+    try {
+      const r = await signUp({ email: "forgetful@example.com", password: "long enough pw", rememberMe: false });
+      expect(r.status).toBe(200);
+      expect(sessionCookieOf(r)!.attrs["max-age"]).toBeUndefined();
+      const s = await api(t, "GET", "/api/auth/get-session", { cookie: `runcell.session_token=${r.body.token}` });
+      expect(Date.parse(s.body.session.expires_at) - Date.now()).toBeLessThanOrEqual(24 * 3600_000);
+    } finally {
+      await setSignup("closed");
+    }
   });
 
   test("an unknown email and a wrong password: the same 401 body, in about the same time", async () => {
@@ -187,6 +235,9 @@ describe("CSRF and content types", () => {
     ["cookie + Sec-Fetch-Site: cross-site → 403", () => ({ cookie: alice.cookie, "sec-fetch-site": "cross-site" }), 403],
     ["cookie + Origin null → 403", () => ({ cookie: alice.cookie, origin: "null" }), 403],
     ["cookie + our Origin → 201", () => ({ cookie: alice.cookie, origin: t.url }), 201],
+    ["cookie + no Origin, a foreign Referer → 403", () => ({ cookie: alice.cookie, referer: "https://evil.example/page" }), 403],
+    ["cookie + no Origin, our Referer → 201", () => ({ cookie: alice.cookie, referer: `${t.url}/profiles` }), 201],
+    ["cookie + our Host in another port → 403", () => ({ cookie: alice.cookie, origin: t.url.replace(/:(\d+)$/, (_m, p) => `:${Number(p) + 1}`) }), 403],
     ["cookie + same-origin fetch metadata → 201", () => ({ cookie: alice.cookie, "sec-fetch-site": "same-origin", origin: t.url }), 201],
     ["bearer token + foreign Origin (not subject to CSRF) → 201", () => ({ authorization: `Bearer ${alice.token}`, origin: "https://evil.example" }), 201],
     ["bearer token + cross-site fetch metadata → 201", () => ({ authorization: `Bearer ${alice.token}`, "sec-fetch-site": "cross-site" }), 201],
@@ -235,6 +286,11 @@ describe("behind https", () => {
       expect(s.body.user.email).toBe("sec@example.com");
       // The plain name is not accepted behind https.
       expect((await api(h, "GET", "/api/auth/get-session", { cookie: `runcell.session_token=${c.value}` })).body).toBeNull();
+      // An http Origin for the public host is refused: only https pages of it are ours.
+      const cookie = `__Secure-runcell.session_token=${c.value}`;
+      const token = (origin: string, host = "agents.example.com") => api(h, "POST", "/v1/api-tokens", { cookie, origin, host }, { name: "t" });
+      expect((await token("http://agents.example.com")).status).toBe(403);
+      expect((await token("https://agents.example.com")).status).toBe(201);
     } finally {
       await h.stop();
     }

@@ -95,7 +95,8 @@ describe("discovery and starting", () => {
 
   test.each([
     ["an unknown provider", { provider: "twitter" }, 400, "provider"],
-    ["an unknown field", { provider: "github", scopes: ["repo"] }, 400, "scopes"],
+    ["an unknown field", { provider: "github", cookie: "x" }, 400, "cookie"],
+    ["an ID token (not supported)", { provider: "github", idToken: { token: "x" } }, 400, "idToken"],
     ["no provider", {}, 400, "provider"],
   ])("%s → 400", async (_n, body, status, field) => {
     const r = await api(t, "POST", "/api/auth/sign-in/social", { origin: t.url }, body);
@@ -104,6 +105,28 @@ describe("discovery and starting", () => {
     // Said in words a user reads, never the validator's internals.
     expect(r.body.error).not.toMatch(/kind|UnionEnum/);
     if (field === "provider" && "provider" in body) expect(r.body.error).toBe("provider must be one of github, google");
+  });
+
+  test("better-auth's other signIn.social options are taken: disableRedirect, loginHint; scopes and requestSignUp are ignored", async () => {
+    const r = await api(t, "POST", "/api/auth/sign-in/social", { origin: t.url }, {
+      provider: "google",
+      callbackURL: "/",
+      newUserCallbackURL: "/welcome",
+      errorCallbackURL: "/oops",
+      disableRedirect: true,
+      loginHint: "someone@example.com",
+      scopes: ["https://www.googleapis.com/auth/drive"],
+      requestSignUp: true,
+      additionalData: { a: 1 },
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.redirect).toBe(false);
+    const url = new URL(r.body.url);
+    expect(url.searchParams.get("login_hint")).toBe("someone@example.com");
+    expect(url.searchParams.get("scope")).toBe("openid email profile");
+    const gh = await api(t, "POST", "/api/auth/sign-in/social", { origin: t.url }, { provider: "github", loginHint: "octo" });
+    expect(new URL(gh.body.url).searchParams.get("login")).toBe("octo");
+    expect(gh.body.redirect).toBe(true);
   });
 
   test("a cross-site start is refused (403)", async () => {
@@ -216,6 +239,74 @@ describe("round trips", () => {
     const r = await roundTrip(github, callbackURL);
     expect(r.status).toBe(302);
     expect(r.location).toBe(expected);
+  });
+
+  test("newUserCallbackURL is where a sign-in that made the account lands; errorCallbackURL gets a refusal as ?error=", async () => {
+    await t.app.services.runtimeConfig.patch({ signup: "open" });
+    try {
+      const start = async (body: Record<string, unknown>) => {
+        const jar = new CookieJar();
+        const res = await t.fetch("/api/auth/sign-in/social", { method: "POST", headers: { "content-type": "application/json", origin: t.url }, body: JSON.stringify(body) });
+        jar.absorb(res);
+        return land(await authorize(((await res.json()) as { url: string }).url), jar);
+      };
+      google.account = { id: "g-fresh", name: "Fresh", email: "fresh@example.com", verified: true };
+      const made = await start({ provider: "google", callbackURL: "/home", newUserCallbackURL: "https://evil.example/x" });
+      expect(made.location).toBe("/"); // reduced like callbackURL
+      google.account = { id: "g-fresh2", name: "Fresh2", email: "fresh2@example.com", verified: true };
+      expect((await start({ provider: "google", callbackURL: "/home", newUserCallbackURL: "/welcome" })).location).toBe("/welcome");
+      // Known now: callbackURL.
+      expect((await start({ provider: "google", callbackURL: "/home", newUserCallbackURL: "/welcome" })).location).toBe("/home");
+      google.account = { id: "g-unverified", name: "U", email: "unverified@example.com", verified: false };
+      const refused = await start({ provider: "google", errorCallbackURL: "/signin?from=google" });
+      expect(refused.status).toBe(302);
+      const to = new URL(refused.location!, t.url);
+      expect(to.pathname).toBe("/signin");
+      expect(to.searchParams.get("from")).toBe("google");
+      expect(to.searchParams.get("error")).toBe("forbidden");
+      expect(to.searchParams.get("error_description")).toContain("verified");
+      expect(refused.cookies.some((c) => c.name === SESSION && c.value)).toBe(false);
+    } finally {
+      await t.app.services.runtimeConfig.patch({ signup: "closed" });
+    }
+  });
+
+  test("a provider's name over 200 characters or with control characters makes an account with the name cut; none falls back to the email's local part", async () => {
+    await t.app.services.runtimeConfig.patch({ signup: "open" });
+    try {
+      google.account = { id: "g-long", name: `N\u0007${"n".repeat(250)}`, email: "longname@example.com", verified: true };
+      const r = await roundTrip(google);
+      expect(r.status, JSON.stringify(r.body)).toBe(302);
+      const me = await whoAmI(r.jar);
+      expect(me.user.name).toBe(`N${"n".repeat(199)}`);
+      google.account = { id: "g-noname", name: "  ", email: "local.part@example.com", verified: true };
+      const r2 = await roundTrip(google);
+      expect((await whoAmI(r2.jar)).user.name).toBe("local.part");
+    } finally {
+      await t.app.services.runtimeConfig.patch({ signup: "closed" });
+    }
+  });
+
+  test("an account made by a concurrent sign-up between the lookup and the create is held to the same rule (not linked unless verified)", async () => {
+    await t.app.services.runtimeConfig.patch({ signup: "open" });
+    const users = t.app.services.users;
+    const create = users.create;
+    try {
+      // The squatter's sign-up lands just before the callback's own create.
+      users.create = async function (this: typeof users, input: Parameters<typeof create>[0]) {
+        users.create = create;
+        if (input.password === null) await create.call(this, { email: input.email, name: "squatter", password: "squatter pw 1", role: "user" });
+        return create.call(this, input);
+      } as typeof create;
+      google.account = { id: "g-race", name: "Race", email: "race@example.com", verified: true };
+      const r = await roundTrip(google);
+      expect(r.status).toBe(403);
+      expect(r.body.error).toContain("never verified");
+      expect(await first(t.app.services.db.select().from(oauthAccounts).where(eq(oauthAccounts.provider_account_id, "g-race")))).toBeUndefined();
+    } finally {
+      users.create = create;
+      await t.app.services.runtimeConfig.patch({ signup: "closed" });
+    }
   });
 
   test("a same-origin absolute callbackURL is reduced to its path", async () => {

@@ -36,13 +36,11 @@ export function toRecord(r: Row): IntegrationRecord {
   return { id: r.id, type: "webhook", config: { url: r.url, has_secret: r.secret_ciphertext != null }, created_at: iso(r.created_at), updated_at: iso(r.updated_at) };
 }
 
-/** Delivery targets cached per integration (opened secret included); changed only through this class. */
-const TARGET_CACHE_MAX = 1000;
+/** Opened secrets kept by their sealed form (the row is read at every delivery: another replica may have replaced it). */
+const OPENED_MAX = 1000;
 
 export class Integrations {
-  private targets = new Map<string, { userId: string; url: string; secret: string | null }>();
-  /** Raised by every change: a target read that a change overtook is not cached. */
-  private generation = 0;
+  private opened = new Map<string, string>();
 
   constructor(
     private db: DB,
@@ -52,12 +50,6 @@ export class Integrations {
     private now: () => number,
     private audit?: AuditSink,
   ) {}
-
-  /** Drops a changed integration's cached target (after its transaction committed). */
-  private forget(id: string) {
-    this.generation++;
-    this.targets.delete(id);
-  }
 
   private byId(id: string, userId: string): Promise<Row | undefined> {
     return first(this.db.select().from(integrations).where(and(eq(integrations.id, id), eq(integrations.user_id, userId))));
@@ -112,7 +104,6 @@ export class Integrations {
     }
     const { existing, row } = out;
     const id = row.id;
-    this.forget(id);
     await this.audit?.record({
       ...origin,
       actor: origin.actor ?? "user",
@@ -163,24 +154,37 @@ export class Integrations {
     return (yield* firstOf(tx.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, userId)).limit(1)))?.id ?? null;
   }
 
-  /** Where and how to deliver: the URL and the opened secret, or null when the integration is gone. */
+  /**
+   * Where and how to deliver: the URL and the opened secret as the row holds them now, or null when
+   * the integration is gone. Read at every delivery (one indexed read beside an HTTP POST): a
+   * replacement made on this or any other replica applies to the very next attempt.
+   */
   async target(id: string, userId: string): Promise<{ url: string; secret: string | null } | null> {
-    const hit = this.targets.get(id);
-    if (hit && hit.userId === userId) return hit;
-    const generation = this.generation;
-    const row = await this.byId(id, userId);
+    const row = await first(
+      this.db
+        .select({ url: integrations.url, sealed: integrations.secret_ciphertext })
+        .from(integrations)
+        .where(and(eq(integrations.id, id), eq(integrations.user_id, userId))),
+    );
     if (!row) return null;
-    const t = { userId, url: row.url, secret: row.secret_ciphertext ? this.sealer.open(row.secret_ciphertext, aad(row.id, userId)) : null };
-    if (generation !== this.generation) return t;
-    if (this.targets.size >= TARGET_CACHE_MAX) this.targets.delete(this.targets.keys().next().value!);
-    this.targets.set(id, t);
-    return t;
+    return { url: row.url, secret: row.sealed ? this.open(row.sealed, id, userId) : null };
+  }
+
+  /** The secret of a sealed value (its AAD binds it to the integration and its owner), opened once per sealed value. */
+  private open(sealed: Uint8Array, id: string, userId: string): string {
+    const key = `${id}:${userId}:${Buffer.from(sealed).toString("base64")}`;
+    let secret = this.opened.get(key);
+    if (secret === undefined) {
+      secret = this.sealer.open(sealed, aad(id, userId));
+      if (this.opened.size >= OPENED_MAX) this.opened.delete(this.opened.keys().next().value!);
+      this.opened.set(key, secret);
+    }
+    return secret;
   }
 
   /** Deletes the caller's integration and fails its pending deliveries. Twice → 404. Audited as integration.deleted. */
   async delete(userId: string, id: string, origin: AuditOrigin = {}): Promise<{ failed: number }> {
     const out = await transact(this.db, (tx) => this.remove(tx, userId, id, this.now()));
-    this.forget(id);
     await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "integration.deleted", user_id: userId, target_id: id, details: { failed_deliveries: out.failed } });
     return out;
   }

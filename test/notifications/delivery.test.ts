@@ -219,6 +219,21 @@ describe("delivery", () => {
     expect(next.received[0]!.body).toBe(rcv.received[0]!.body);
   });
 
+  test("an integration replaced by another replica (the row changed behind this process): the next delivery goes to the new URL with the new secret", async () => {
+    const { rcv, u, integrationId } = await setup(t, () => new Response("ok"));
+    expect((await final(t, u.id, await notify(t, u.bearer, "first"))).status).toBe("delivered");
+    expect(rcv.received).toHaveLength(1);
+    const next = startReceiver({ secret: "whsec_other_replica" });
+    receivers.push(next);
+    // What another replica's POST /v1/integrations writes: a new url and a new sealed secret.
+    const sealed = t.app.services.sealer.seal("whsec_other_replica", `integration:${integrationId}:${u.id}`);
+    expect(await sqlRun(t, "UPDATE integrations SET url = ?, secret_ciphertext = ? WHERE id = ?", [next.url + "/moved", sealed, integrationId])).toBe(1);
+    expect((await final(t, u.id, await notify(t, u.bearer, "second"))).status).toBe("delivered");
+    expect(rcv.received).toHaveLength(1);
+    expect(next.received).toHaveLength(1);
+    expect(next.received[0]).toMatchObject({ path: "/moved", hmacOk: true, stripeOk: true });
+  });
+
   test("raised to 4 attempts, the third wait comes into use", async () => {
     const { rcv, u } = await setup(t4, () => new Response("no", { status: 502 }));
     const id = await notify(t4, u.bearer);

@@ -114,7 +114,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const loginSessions = new LoginSessions(db, now);
   const throttle = new LoginThrottle(now);
   const accounts = new Accounts(config, users, loginSessions, throttle, audit);
-  const authenticator = new Authenticator(tokens, loginSessions, users, cookieOptions(config.publicUrl), changes);
+  const authenticator = new Authenticator(tokens, loginSessions, cookieOptions(config.publicUrl), changes);
   const adminPassword = new AdminPassword(settings, now, throttle, audit);
   const runtimeConfig = new RuntimeConfig(config, settings, limiter, log, audit);
   await runtimeConfig.applyAtStart();

@@ -6,7 +6,7 @@
 import type { Authenticated, AuthUser, Principal } from "./principal.ts";
 import { type CookieOptions, type LoginSessions, readCookie } from "./sessions.ts";
 import type { ApiTokens, VerifiedToken, VerifyOptions } from "./tokens.ts";
-import type { UserRow, Users } from "./users.ts";
+import type { UserRow } from "./users.ts";
 import { type TableChanges, TableMemo } from "../db/changes.ts";
 
 export interface Credentials {
@@ -30,32 +30,35 @@ const viaToken = (user: AuthUser | undefined, tokenId: string): Principal | null
 
 export class Authenticator {
   /**
-   * A token's user, kept while the users table is unchanged (by this server or any other process):
-   * the usual authenticated request reads nothing (and takes no await), and a user disabled
-   * anywhere is still refused on the very next request. Without `changes`, read every time.
+   * A token's user, by token, kept while the users and api_tokens tables are unchanged (by this
+   * server or any other process): the usual authenticated request reads nothing (and takes no
+   * await), and a user disabled or a token deleted anywhere — by another replica too, whose
+   * message may not have arrived yet — is refused on the very next request. Without `changes`
+   * (PostgreSQL), read every time: one indexed join.
    */
   private callers: TableMemo<AuthUser> | null;
 
   constructor(
     private tokens: ApiTokens,
     private sessions: LoginSessions,
-    private users: Users,
     readonly cookie: CookieOptions,
     changes?: TableChanges,
   ) {
-    this.callers = changes ? new TableMemo(changes, ["users"]) : null;
+    this.callers = changes ? new TableMemo(changes, ["users", "api_tokens"]) : null;
   }
 
   /**
-   * The enabled user `id` as a caller (undefined: gone or disabled). Without a promise when
-   * memoized; a read is awaited.
+   * The enabled user of token `tokenId` as a caller (undefined: the token is deleted, or its user
+   * gone or disabled). Without a promise when memoized; a read is awaited. A token found deleted
+   * is dropped from the verification cache (its sockets close).
    */
-  private caller(id: string): AuthUser | undefined | Promise<AuthUser | undefined> {
+  private caller(tokenId: string): AuthUser | undefined | Promise<AuthUser | undefined> {
     const load = async () => {
-      const user = await this.users.byId(id);
+      const user = await this.tokens.owner(tokenId);
+      if (!user) this.tokens.evict(tokenId);
       return user && !user.disabled ? toAuthUser(user) : undefined;
     };
-    return this.callers ? this.callers.get(id, load) : load();
+    return this.callers ? this.callers.get(tokenId, load) : load();
   }
 
   credentials(req: Request): Credentials {
@@ -75,7 +78,7 @@ export class Authenticator {
 
   private principalOf(verified: VerifiedToken | null): Principal | null | Promise<Principal | null> {
     if (!verified) return null;
-    const user = this.caller(verified.userId);
+    const user = this.caller(verified.tokenId);
     return user instanceof Promise ? user.then((u) => viaToken(u, verified.tokenId)) : viaToken(user, verified.tokenId);
   }
 

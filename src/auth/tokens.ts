@@ -15,7 +15,9 @@ import { and, eq, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { apiTokens } from "../db/tables.ts";
+import { apiTokens, users } from "../db/tables.ts";
+import { first } from "../db/client.ts";
+import type { UserRow } from "./users.ts";
 import { Errors } from "../lib/errors.ts";
 import { randomHex, sha256Hex } from "../lib/crypto.ts";
 import { iso } from "../lib/time.ts";
@@ -231,6 +233,12 @@ export class ApiTokens {
     if (!gone) throw Errors.notFound("API token", tokenId);
     this.evict(tokenId);
     await this.audit?.record({ ...origin, actor: origin.actor ?? "user", action: "token.deleted", user_id: userId, target_id: tokenId, details: { name: gone.name } });
+  }
+
+  /** The enabled-or-not user a token belongs to, or undefined once the token is deleted (by any replica). */
+  async owner(tokenId: string): Promise<UserRow | undefined> {
+    const row = await first(this.db.select({ user: users }).from(apiTokens).innerJoin(users, eq(users.id, apiTokens.user_id)).where(eq(apiTokens.id, tokenId)));
+    return row?.user;
   }
 
   /** Drops every cached verification of these tokens (delete, user disabled) and tells `onRevoke`. */

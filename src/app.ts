@@ -51,7 +51,9 @@ import { RateLimiter } from "./lib/ratelimit.ts";
 import { type Bus, CHANNELS, LocalBus, PgBus } from "./replicas/bus.ts";
 import { loadReplicaId, Replicas } from "./replicas/registry.ts";
 import { Revocations } from "./replicas/revocations.ts";
-import { Sealer } from "./lib/sealer.ts";
+import { KEY_FILE, Sealer } from "./lib/sealer.ts";
+import { checkVaultKeyOpens } from "./vault/key-check.ts";
+import { join } from "node:path";
 import { intervalWorker, type Worker } from "./lib/worker.ts";
 import { IdleRelease } from "./lib/memory.ts";
 import { createLogger, type Logger } from "./log.ts";
@@ -96,6 +98,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const store = await openStore({ databaseUrl: config.databaseUrl, sqlitePath: dbPath, log });
   // `sqlite`: the bun:sqlite connection for SQLite's own fast paths; null on PostgreSQL.
   const { db, sqlite } = store;
+  // …and it must open what the database holds (a replica started without the shared key, a data dir restored without its own).
+  await checkVaultKeyOpens(db, sealer, config.vaultKeyFile ?? join(config.dataDir, KEY_FILE));
   // This server among those sharing the database, and its messages to the others (PostgreSQL).
   const replicas = new Replicas(db, now, config.replicaLeaseMs, VERSION, loadReplicaId(config.dataDir));
   await replicas.register();

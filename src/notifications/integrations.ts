@@ -30,7 +30,9 @@ export interface IntegrationInput {
 
 type Row = IntegrationRow;
 
-const aad = (id: string, userId: string) => `integration:${id}:${userId}`;
+/** The associated data a webhook secret is sealed with: bound to its integration and owner. */
+export const integrationAad = (id: string, userId: string) => `integration:${id}:${userId}`;
+const aad = integrationAad;
 
 export function toRecord(r: Row): IntegrationRecord {
   return { id: r.id, type: "webhook", config: { url: r.url, has_secret: r.secret_ciphertext != null }, created_at: iso(r.created_at), updated_at: iso(r.updated_at) };

@@ -89,6 +89,28 @@ describe("--vault-key-file", () => {
     expect(missing.stdout).toContain("does not exist: serve will not start");
   });
 
+  test("serve with a key that does not open the stored secrets (a replica without the shared key) exits 2 naming it; a webhook secret alone is checked too", async () => {
+    for (const what of ["secret", "webhook"] as const) {
+      const d = dir();
+      const data = join(d, "data");
+      const key = keyFile(d);
+      const t = await startTestApp({ dataDir: data, flags: ["--vault-key-file", key, "--allow-private-webhooks"] });
+      const u = await createUser(t);
+      if (what === "secret") await t.app.services.secrets.put(u.id, "OPENAI_API_KEY", "sk-replica");
+      else expect((await api(t, "POST", "/v1/integrations", { authorization: `Bearer ${u.token}` }, { type: "webhook", config: { url: "http://127.0.0.1:9/hook", secret: "whsec_x" } })).status).toBe(201);
+      await t.stop();
+      const other = keyFile(dir());
+      const r = await runCli(["serve", "--data-dir", data, "--http", "127.0.0.1:0", "--vault-key-file", other]);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toContain(`the vault key ${other} does not open this database's secrets`);
+      expect(r.stderr).toContain("--vault-key-file");
+      expect(r.stderr).not.toContain("    at ");
+      // With the right key it starts.
+      const again = await startTestApp({ dataDir: data, flags: ["--vault-key-file", key] });
+      await again.stop();
+    }
+  });
+
   test("backup: no key in the archive, and the report says where the key is", async () => {
     const d = dir();
     const data = join(d, "data");

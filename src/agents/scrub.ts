@@ -1,15 +1,18 @@
 /**
  * Defence in depth for the vault: a secret's value reaches the workspace as an environment
- * variable, so a command could print it. Everything that leaves the container on its way to
+ * variable, so a command could print it, and a remote server given it (a model, an MCP or git
+ * server) may quote it back. Everything that leaves the container or such a server on its way to
  * events, the transcript or the model passes through a scrubber that replaces every secret value
- * of the user with a placeholder. Values added during a task (a secret set or rotated meanwhile)
+ * of the user — in the forms it is echoed in (`secretForms`) — with a placeholder. Values added during a task (a secret set or rotated meanwhile)
  * join the set, and none leaves it: a deleted secret's value may still sit in the workspace.
  *
  * Streamed text is scrubbed across chunk boundaries: `stream()` holds back the tail of what it has
  * seen that could be the beginning of a secret, until the next chunk shows whether it is one (or
  * `flush()` at the end of the model response).
  */
-export const SCRUBBED = "[redacted secret]";
+import { SCRUBBED, secretForms } from "../lib/secret-forms.ts";
+
+export { SCRUBBED, secretForms };
 
 export interface StreamScrub {
   /** The part of the text so far that is safe to send now. */
@@ -27,16 +30,17 @@ export interface Scrubber {
 
 /** Values shorter than this are not scrubbed (they would mangle ordinary text). */
 const MIN_LENGTH = 4;
-
 export function makeScrubber(initial: string[]): Scrubber {
   let secrets: string[] = [];
   const known = new Set<string>();
   const add = (values: string[]) => {
     let changed = false;
-    for (const v of values) {
-      if (v.length < MIN_LENGTH || known.has(v)) continue;
-      known.add(v);
-      changed = true;
+    for (const value of values) {
+      for (const v of secretForms(value)) {
+        if (v.length < MIN_LENGTH || known.has(v)) continue;
+        known.add(v);
+        changed = true;
+      }
     }
     if (changed) secrets = [...known].sort((a, b) => b.length - a.length);
   };

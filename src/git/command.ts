@@ -11,6 +11,7 @@ import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { redactValue } from "../lib/secret-forms.ts";
 import type { ResolvedAddress } from "../lib/ssrf.ts";
 import type { RepoUrl } from "./repository.ts";
 
@@ -30,6 +31,8 @@ export interface GitContext {
   /** `-c` options every command of this context gets. */
   config: string[];
   env: Record<string, string>;
+  /** `text` (git's output, a remote's words) without the credential in any form it is echoed in. */
+  redact(text: string): string;
   cleanup(): Promise<void>;
 }
 
@@ -87,7 +90,7 @@ export async function gitContext(repo: RepoUrl, credential: string | null, pinne
       env.RC_GIT_PASSWORD = colon > 0 ? credential.slice(colon + 1) : credential;
     }
   }
-  return { dir, config, env, cleanup: () => rm(dir, { recursive: true, force: true }) };
+  return { dir, config, env, redact: (text) => redactValue(text, credential), cleanup: () => rm(dir, { recursive: true, force: true }) };
 }
 
 /** Bytes under `dir` (`du -sb`), or null when it could not be measured. */

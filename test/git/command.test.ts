@@ -69,3 +69,15 @@ test("runGit without maxDirBytes lets the command finish", async () => {
   expect(r).toEqual({ code: 0, stdout: "", stderr: "" });
   expect(await dirBytes(ctx.dir)).toBeGreaterThanOrEqual(5 * 1024 * 1024);
 });
+
+test("redact hides the credential in the forms a remote echoes it: whole, its password, base64 of the Basic credential", async () => {
+  ctx = await gitContext({ scheme: "https", host: "git.example.com", port: 443, url: "https://git.example.com/a/b.git" }, "bot:ghp_0123456789abcdef", null);
+  const basic = Buffer.from("bot:ghp_0123456789abcdef").toString("base64");
+  const out = ctx.redact(`remote: hello bot:ghp_0123456789abcdef, your token ghp_0123456789abcdef, header Basic ${basic}`);
+  expect(out).not.toContain("ghp_0123456789abcdef");
+  expect(out).not.toContain(basic.replace(/=+$/, ""));
+  expect(out).toContain("[redacted secret]");
+  const none = await gitContext({ scheme: "https", host: "git.example.com", port: 443, url: "https://git.example.com/a/b.git" }, null, null);
+  expect(none.redact("nothing to hide")).toBe("nothing to hide");
+  await none.cleanup();
+});

@@ -115,6 +115,23 @@ describe("clone, commit, push", () => {
     }
   });
 
+  test("a remote that quotes the credential back: the REST error shows it redacted, in every form", async () => {
+    const hook = join(srv.root, "app.git", "hooks", "pre-receive");
+    const basic = Buffer.from(`${srv.user}:${srv.password}`).toString("base64");
+    writeFileSync(hook, `#!/bin/sh\necho "push denied: token ${srv.user}:${srv.password} (${basic}) has no write access"\nexit 1\n`, { mode: 0o755 });
+    try {
+      const r = await api(t, "POST", `/v1/sessions/${sessionId}/git/push`, user.bearer, { path: "app", remote_branch: "agent/quoted" });
+      expect(r.status).toBe(502);
+      expect(r.body.error).toContain("push denied: token");
+      expect(r.body.error).toContain("[redacted secret]");
+      expect(r.body.error).not.toContain(srv.password);
+      expect(r.body.error).not.toContain(basic.replace(/=+$/, ""));
+      expect(t.logs.join("\n")).not.toContain(srv.password);
+    } finally {
+      rmSync(hook, { force: true });
+    }
+  });
+
   test("a second task in the session does not clone again", async () => {
     mock.reset();
     mock.enqueue({ text: "ok" });

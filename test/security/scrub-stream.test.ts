@@ -43,6 +43,20 @@ describe("the whole-text scrubber", () => {
     expect(scrub("abc abc")).toBe("abc abc");
     expect(makeScrubber(["tok-1234", "tok-1234-5678"])("x tok-1234-5678 y")).toBe(`x ${R} y`);
   });
+
+  test("the forms a value is echoed in: the token of a Bearer value, the password of user:password, percent-encoded, base64 (also git's Basic credential)", () => {
+    const bearer = makeScrubber(["Bearer mcphdr-RTY8-1212-lime"]);
+    expect(bearer("The access token mcphdr-RTY8-1212-lime is expired")).toBe(`The access token ${R} is expired`);
+    expect(bearer("got Bearer%20mcphdr-RTY8-1212-lime")).toBe(`got ${R}`);
+    const basic = makeScrubber(["git:s3cret-pass-word"]);
+    expect(basic("password s3cret-pass-word refused")).toBe(`password ${R} refused`);
+    expect(basic(`Authorization: Basic ${Buffer.from("git:s3cret-pass-word").toString("base64")}`)).not.toContain(Buffer.from("git:s3cret-pass-word").toString("base64").replace(/=+$/, ""));
+    const token = makeScrubber(["gittok-HJK4-5566-kiwi"]);
+    const header = `Basic ${Buffer.from("x-access-token:gittok-HJK4-5566-kiwi").toString("base64")}`;
+    expect(token(header)).not.toContain(Buffer.from("x-access-token:gittok-HJK4-5566-kiwi").toString("base64").replace(/=+$/, ""));
+    // A short part is not a form of its own (it would mangle ordinary text).
+    expect(makeScrubber(["Bearer abc12"])("abc12 stays, Bearer abc12 goes")).toBe(`abc12 stays, ${R} goes`);
+  });
 });
 
 describe("a secret split across chunks never leaves the stream", () => {
@@ -123,7 +137,7 @@ describe("what is held back, and when it is released", () => {
   });
 
   test("nothing is held that cannot begin a secret; the held tail stays under twice the longest secret", () => {
-    expect(run([SECRET], ["plain text, ", "no secret here"]).pushed).toEqual(["plain text, ", "no secret here"]);
+    expect(run([SECRET], ["plain text, ", "no secret here."]).pushed).toEqual(["plain text, ", "no secret here."]);
     const s = makeScrubber([SECRET, "short-1"]).stream();
     let held = 0;
     let sent = "";

@@ -10,7 +10,7 @@ import { AppError, Errors } from "../lib/errors.ts";
 import { type Box, BoxGone, PathMissing, type PathStat } from "./box.ts";
 import { componentPaths, insideWorkspace, WORKSPACE_ROOT } from "./paths.ts";
 import type { EntryType } from "../schema/workspace.ts";
-import { TarEntryReader } from "./tar.ts";
+import { TarEntryReader, TruncatedEntry } from "./tar.ts";
 
 const MODE_DIR = 2 ** 31;
 const MODE_SYMLINK = 1 << 27;
@@ -80,7 +80,19 @@ export async function openFile(box: Box, abs: string): Promise<{ size: number; b
     reader.close();
     throw Errors.validation("path", `${abs} is not a regular file`);
   }
-  return { size: header.size, body: reader.body(header.size) };
+  return { size: header.size, body: whole(reader.body(header.size), abs) };
+}
+
+/** A file that changed while it was read (a command writing it): 409, and a tool's error the agent can retry — not a broken workspace. */
+export const changedWhileRead = (abs: string) =>
+  new AppError("VALIDATION_FAILED", `${abs} changed while it was read (something in the workspace is writing it): try again`, { field: "path", reason: "changed while read" }, 409);
+
+async function* whole(body: AsyncGenerator<Uint8Array>, abs: string): AsyncGenerator<Uint8Array> {
+  try {
+    yield* body;
+  } catch (e) {
+    throw e instanceof TruncatedEntry ? changedWhileRead(abs) : e;
+  }
 }
 
 /** Reads a whole regular file (at most `maxBytes`). */

@@ -56,6 +56,14 @@ function paxRecords(data: Uint8Array): Record<string, string> {
 
 const padded = (n: number) => Math.ceil(n / BLOCK) * BLOCK;
 
+/** The archive ended inside an entry: Docker announced more bytes than it sent (the file shrank while it was read). */
+export class TruncatedEntry extends Error {
+  constructor() {
+    super("tar stream ended inside an entry");
+    this.name = "TruncatedEntry";
+  }
+}
+
 export class TarEntryReader {
   private it: AsyncIterator<Uint8Array>;
   private buf: Uint8Array = new Uint8Array(0);
@@ -118,7 +126,7 @@ export class TarEntryReader {
     try {
       while (left > 0) {
         if (this.buf.byteLength === 0) {
-          if (this.ended) throw new Error("tar stream ended inside an entry");
+          if (this.ended) throw new TruncatedEntry();
           const r = await this.it.next();
           if (r.done) {
             this.ended = true;
@@ -140,7 +148,7 @@ export class TarEntryReader {
   async *read(size: number): AsyncGenerator<Uint8Array> {
     let left = size;
     while (left > 0) {
-      if (!(await this.fill(1))) throw new Error("tar stream ended inside an entry");
+      if (!(await this.fill(1))) throw new TruncatedEntry();
       const n = Math.min(left, this.buf.byteLength);
       yield this.buf.slice(0, n);
       this.buf = this.buf.subarray(n);

@@ -4,7 +4,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AppError } from "../../src/lib/errors.ts";
-import { entryType } from "../../src/workspaces/archive.ts";
+import { entryType, openFile, readAll } from "../../src/workspaces/archive.ts";
+import type { Box } from "../../src/workspaces/box.ts";
 import { KeyedMutex } from "../../src/workspaces/mutex.ts";
 import { CappedOutput, Demuxer } from "../../src/workspaces/output.ts";
 import { componentPaths, relativePath, resolveWorkspacePath } from "../../src/workspaces/paths.ts";
@@ -96,6 +97,29 @@ describe("tar reader", () => {
   test("an empty archive has no entries", async () => {
     const r = new TarEntryReader(chunked(new Uint8Array(1024), 512));
     expect(await r.next()).toBeNull();
+  });
+
+  test("a file that shrank while Docker read it (the archive ends inside the entry): 409 VALIDATION_FAILED naming the path, for downloads and reads alike", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tar-"));
+    try {
+      writeFileSync(join(dir, "log.txt"), "x".repeat(5000));
+      const tar = Bun.spawnSync(["tar", "--format=ustar", "-C", dir, "-cf", "-", "log.txt"]).stdout;
+      // The header announces 5000 bytes; the stream ends after 1000 of them.
+      const cut = tar.subarray(0, 512 + 1000);
+      const box = { readArchive: async () => chunked(cut, 300) } as unknown as Box;
+      const { size, body } = await openFile(box, "/workspace/log.txt");
+      expect(size).toBe(5000);
+      const err = await (async () => {
+        for await (const _ of body) void _;
+      })().catch((e) => e);
+      expect(err).toBeInstanceOf(AppError);
+      expect(err).toMatchObject({ code: "VALIDATION_FAILED", status: 409, details: { field: "path", reason: "changed while read" } });
+      expect(err.message).toContain("/workspace/log.txt changed while it was read");
+      const read = await readAll(box, "/workspace/log.txt", 1 << 20).catch((e) => e);
+      expect(read).toMatchObject({ code: "VALIDATION_FAILED", status: 409 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

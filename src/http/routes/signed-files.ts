@@ -25,7 +25,7 @@ export const signedFileRoutes = (s: Services) =>
     },
     {
       query: t.Object({ exp: t.Optional(t.String({ maxLength: 20 })), sig: t.Optional(t.String({ maxLength: 128 })) }),
-      response: { 200: t.Any({ description: "The file's bytes" }), ...errorResponses(400, 404, 429, 502) },
+      response: { 200: t.Any({ description: "The file's bytes" }), ...errorResponses(400, 404, 409, 429, 502) },
       detail: {
         tags: ["Workspaces"],
         summary: "Download a workspace file through a signed URL (no credential)",

@@ -38,7 +38,8 @@ const ATTEMPT_BUCKETS = [1, 2, 3, 4, 5, 7, 10];
  * gets a sample (no `gc` performance entries), the V8 heap spaces do not exist in JavaScriptCore,
  * and process_heap_bytes (VmData) counts the gigabytes of address space JavaScriptCore reserves
  * but does not use. What works: CPU, RSS, virtual memory, open and max fds, start time, event-loop
- * lag (monitorEventLoopDelay: min, max, mean, stddev, p50/p90/p99), the JS heap in use, the version.
+ * lag (monitorEventLoopDelay: min, max, mean, stddev, p50/p90/p99), the version; not the JS heap
+ * figures (process.memoryUsage() gives none that hold under Bun).
  */
 const UNSUPPORTED_UNDER_BUN = [
   "process_heap_bytes",
@@ -52,6 +53,11 @@ const UNSUPPORTED_UNDER_BUN = [
   "nodejs_heap_space_size_total_bytes",
   "nodejs_heap_space_size_used_bytes",
   "nodejs_heap_space_size_available_bytes",
+  // process.memoryUsage() under Bun: heapTotal reads below heapUsed, heapUsed reads 0 in a busy
+  // server, external is a few hundred bytes. The resident set (process_resident_memory_bytes) is what to watch.
+  "nodejs_heap_size_total_bytes",
+  "nodejs_heap_size_used_bytes",
+  "nodejs_external_memory_bytes",
 ];
 
 let processRegistry: Registry | null = null;

@@ -7,7 +7,7 @@ import { preparedLookup } from "../db/prepared.ts";
 import { and, desc, eq, lt, sql } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import { affected, type DB, first } from "../db/client.ts";
-import { isId, newId } from "../db/ids.ts";
+import { isId, newId, PREFIX } from "../db/ids.ts";
 import { idCursor, type PageParams, pageSize } from "../db/paginate.ts";
 import { type ModelConfig, type ProfileRow } from "../db/schema.ts";
 import { profiles } from "../db/tables.ts";
@@ -159,7 +159,7 @@ export class Profiles {
    */
   listJson(userId: string, p: PageParams): string | Promise<string> {
     const k = pageSize(p); // (no SQL is built unless the page is read)
-    const cursor = idCursor(p);
+    const cursor = idCursor(p, PREFIX.profile);
     const read = async (): Promise<ProfilePage> => {
       // A page of the owner's profiles, newest first: the first one, or the one after a cursor.
       const mine = eq(profiles.user_id, userId);

@@ -63,7 +63,14 @@ export class UsageReports {
     const parse = (v: string | undefined, field: string, fallback: number) => {
       if (v === undefined) return fallback;
       const t = Date.parse(v);
-      if (!Number.isFinite(t) || !/^\d{4}-\d{2}-\d{2}/.test(v)) throw Errors.validation(field, `${field} must be an ISO 8601 date or time, e.g. 2026-11-01 or 2026-11-01T00:00:00Z`);
+      const ymd = /^(\d{4})-(\d{2})-(\d{2})/.exec(v);
+      if (!Number.isFinite(t) || !ymd) throw Errors.validation(field, `${field} must be an ISO 8601 date or time, e.g. 2026-11-01 or 2026-11-01T00:00:00Z`);
+      // Date.parse rolls a day that does not exist over (2026-02-30 → March 2nd): refused instead.
+      const [y, m, d] = [Number(ymd[1]), Number(ymd[2]), Number(ymd[3])];
+      const day = new Date(Date.UTC(y, m - 1, d));
+      if (day.getUTCFullYear() !== y || day.getUTCMonth() !== m - 1 || day.getUTCDate() !== d) {
+        throw Errors.validation(field, `${field}: ${ymd[0]} is not a day of the calendar`, { reason: "no such date" });
+      }
       return t;
     };
     const to = parse(q.to, "to", this.now());

@@ -37,7 +37,30 @@ test("a made-up cursor is 400 on cursor; a well-formed one reads the page after 
       expect(r.body.details.field).toBe("cursor");
     }
     if (path === "/v1/secrets") continue; // its cursor is opaque (name and time), not an id
-    const r = await api(t, "GET", `${path}?cursor=zz_${"z".repeat(26)}`, headersFor(path));
+    const own = PREFIXES[path];
+    expect(own, `the id prefix of ${path}'s records (add it to PREFIXES)`).toBeDefined();
+    const r = await api(t, "GET", `${path}?cursor=${own}_${"z".repeat(26)}`, headersFor(path));
     expect(r.status, `${path}: ${JSON.stringify(r.body)}`).toBe(200);
+    // A well-formed cursor of another list is not one of this list's.
+    const foreign = own === "tok" ? "aud" : "tok";
+    const f = await api(t, "GET", `${path}?cursor=${foreign}_${"z".repeat(26)}`, headersFor(path));
+    expect(f.status, `${path}?cursor=${foreign}_…: ${JSON.stringify(f.body)}`).toBe(400);
+    expect(f.body.details.field).toBe("cursor");
   }
 });
+
+/** Each id-keyed list's record prefix (src/db/ids.ts). */
+const PREFIXES: Record<string, string> = {
+  "/v1/api-tokens": "tok",
+  "/v1/profiles": "prof",
+  "/v1/sessions": "sess",
+  "/v1/tasks": "task",
+  "/v1/playbooks": "pb",
+  "/v1/notifications": "ntf",
+  "/v1/integrations": "int",
+  "/v1/workspaces": "ctr",
+  "/admin/users": "usr",
+  "/admin/audit": "aud",
+  "/admin/workspaces": "ctr",
+  "/admin/notifications": "ntf",
+};

@@ -40,6 +40,8 @@ routeTable("/v1/usage", () => a, [
     route: "GET /v1/usage",
     invalid: [
       { name: "from not a date", query: "from=yesterday", field: "from" },
+      { name: "a day that does not exist (February 30th)", query: "from=2026-02-30T00:00:00Z&to=2026-03-10", field: "from" },
+      { name: "a month that does not exist", query: "from=2026-01-01&to=2026-13-01", field: "to" },
       { name: "to not a date", query: "to=2026-13-45", field: "to" },
       { name: "from after to", query: "from=2026-11-10&to=2026-11-01", field: "from" },
       { name: "a range over 366 days", query: "from=2024-01-01&to=2026-01-01", field: "from" },

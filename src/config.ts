@@ -77,9 +77,9 @@ export const OPTIONS: readonly OptionSpec[] = [
   { flag: "google-userinfo-url", kind: "url", default: "https://openidconnect.googleapis.com/v1/userinfo", help: "Google OpenID Connect userinfo endpoint" },
   { flag: "webhook-attempts", kind: "int", default: 3, min: 1, max: 10, help: "delivery attempts per notification before it is logged failed" },
   { flag: "webhook-backoff", kind: "durations", default: [5000, 15000, 45000], help: "waits between attempts (comma list; the last repeats)" },
-  { flag: "webhook-timeout", kind: "duration", default: 10_000, min: 100, help: "timeout of one delivery attempt" },
+  { flag: "webhook-timeout", kind: "duration", default: 10_000, min: 100, max: 600_000, help: "timeout of one delivery attempt" },
   { flag: "replica-lease", kind: "duration", default: 30_000, min: 1_000, max: 600_000, help: "PostgreSQL replicas: how long a replica's task leases and heartbeat hold unless renewed; a replica that dies has its tasks continued by another after this long" },
-  { flag: "shutdown-timeout", kind: "duration", default: 10_000, min: 0, help: "how long SIGTERM waits for in-flight requests" },
+  { flag: "shutdown-timeout", kind: "duration", default: 10_000, min: 0, max: 3_600_000, help: "how long SIGTERM waits for in-flight requests" },
   { flag: "allow-model-hosts", kind: "list", default: [], help: "hosts (or host:port) on loopback/private networks every user's profiles may use as model.base_url, e.g. a local Ollama (admins may use any)" },
   { flag: "max-sockets-per-caller", kind: "int", default: 20, min: 1, max: 10_000, help: "open /v1/stream sockets per user (one more is refused with close code 4029)" },
   { flag: "audit-retention", kind: "duration", default: 90 * 86_400_000, min: 3_600_000, help: "how long audit log rows are kept" },
@@ -230,6 +230,7 @@ function convert(spec: OptionSpec, raw: unknown, origin: string): unknown {
       const d = parseDuration(s);
       if (d == null) return bad(`expected a duration like 500ms, 10s, 30m or 1h, got "${s}"`);
       if (spec.min != null && d < spec.min) bad(`must be at least ${formatDuration(spec.min)}, got ${s}`);
+      if (spec.max != null && d > spec.max) bad(`must be at most ${formatDuration(spec.max)}, got ${s}`);
       return d;
     }
     case "url": {

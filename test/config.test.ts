@@ -67,6 +67,10 @@ describe("config", () => {
     [["--public-url", "ftp://x"], /--public-url: expected an http\(s\) URL/],
     [["--workspace-idle-timeout", "soon"], /--workspace-idle-timeout: expected a duration/],
     [["--docker-timeout", "500ms"], /--docker-timeout: must be at least/],
+    [["--webhook-timeout", "30d"], /--webhook-timeout: must be at most/],
+    [["--shutdown-timeout", "30d"], /--shutdown-timeout: must be at most/],
+    [["--docker-timeout", "2h"], /--docker-timeout: must be at most 30m/],
+    [["--replica-lease", "1h"], /--replica-lease: must be at most 10m/],
     [["--data-dir"], /--data-dir needs a value/],
     [["--github-client-id", "abc"], /github sign-in needs both/],
   ])("rejects %p", (argv, message) => {

@@ -27,7 +27,7 @@ import { KEY_FILE, readKey, Sealer } from "../lib/sealer.ts";
 import { aadFor } from "../vault/secrets.ts";
 import { VERSION } from "../version.ts";
 import { DockerEngine, type EngineAuth } from "../workspaces/docker.ts";
-import { ADMIN_PASSWORD_MIN } from "./password.ts";
+import { ADMIN_PASSWORD_MIN, adminPasswordProblem } from "./password.ts";
 
 export type CheckStatus = "OK" | "WARN" | "FAIL";
 
@@ -526,12 +526,16 @@ const adminPassword: CheckFn = async (ctx) => {
     if (text.length < ADMIN_PASSWORD_MIN) {
       return fail(ADMIN_PASSWORD, `${config.adminPasswordFile} holds fewer than ${ADMIN_PASSWORD_MIN} characters`, "put a longer password in it");
     }
+    const problem = adminPasswordProblem(text);
+    if (problem) return fail(ADMIN_PASSWORD, `${config.adminPasswordFile}: ${problem}`, "put a password of printable ASCII in it");
     return ok(ADMIN_PASSWORD, `set from ${config.adminPasswordFile} at start`);
   }
   if (config.adminPassword) {
     if (config.adminPassword.length < ADMIN_PASSWORD_MIN) {
       return fail(ADMIN_PASSWORD, `RUNCELL_ADMIN_PASSWORD has fewer than ${ADMIN_PASSWORD_MIN} characters`, "use a longer password");
     }
+    const problem = adminPasswordProblem(config.adminPassword);
+    if (problem) return fail(ADMIN_PASSWORD, `RUNCELL_ADMIN_PASSWORD: ${problem}`, "use a password of printable ASCII");
     return ok(ADMIN_PASSWORD, "set from RUNCELL_ADMIN_PASSWORD at start");
   }
   let stored = false;

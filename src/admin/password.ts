@@ -19,6 +19,21 @@ import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 const KEY = "admin_password_hash";
 const CACHE_MS = 60_000;
 export const ADMIN_PASSWORD_MIN = 12;
+const ADMIN_PASSWORD_MAX = 256;
+
+/**
+ * What makes a password unusable as the admin password, or null. It travels in an Authorization
+ * header, so it must be what a header carries unchanged: visible ASCII and inner spaces (HTTP
+ * strips spaces at the edges of a header value, and Bun reads header bytes as Latin-1, so any
+ * other character arrives changed — every /admin call would be 401).
+ */
+export function adminPasswordProblem(password: string): string | null {
+  if (password.length < ADMIN_PASSWORD_MIN) return `the admin password must be at least ${ADMIN_PASSWORD_MIN} characters`;
+  if (password.length > ADMIN_PASSWORD_MAX) return `the admin password must be at most ${ADMIN_PASSWORD_MAX} characters`;
+  if (password !== password.trim()) return "the admin password must not begin or end with whitespace (HTTP drops it from the Authorization header)";
+  if (!/^[\x20-\x7e]+$/.test(password)) return "the admin password must be printable ASCII (letters, digits, punctuation, inner spaces): it is sent in an HTTP header, which carries nothing else unchanged";
+  return null;
+}
 
 export class AdminPassword {
   private verified = new Map<string, number>();
@@ -37,8 +52,8 @@ export class AdminPassword {
 
   /** Audited as admin.password_changed (actor: the operator unless `origin` says; `source`: where it came from). */
   async set(password: string, origin: AuditOrigin & { source?: string } = {}) {
-    if (password.length < ADMIN_PASSWORD_MIN) throw Errors.validation("password", `the admin password must be at least ${ADMIN_PASSWORD_MIN} characters`);
-    if (password.length > 256) throw Errors.validation("password", "the admin password must be at most 256 characters");
+    const problem = adminPasswordProblem(password);
+    if (problem) throw Errors.validation("password", problem);
     await this.settings.set(KEY, await hashPassword(password));
     this.verified.clear();
     const { source, ...by } = origin;
@@ -111,7 +126,8 @@ export function checkConfiguredAdminPassword(config: Config): void {
   let configured: ReturnType<typeof configuredAdminPassword> = null;
   try {
     configured = configuredAdminPassword(config);
-    if (configured && configured.password.length < ADMIN_PASSWORD_MIN) throw new Error(`the admin password must be at least ${ADMIN_PASSWORD_MIN} characters`);
+    const problem = configured ? adminPasswordProblem(configured.password) : null;
+    if (problem) throw new Error(problem);
   } catch (e) {
     const source = configured?.source ?? (config.adminPasswordFile ? `--admin-password-file ${config.adminPasswordFile}` : "RUNCELL_ADMIN_PASSWORD");
     throw new ConfigError(`admin password from ${source}: ${(e as Error).message}`);

@@ -177,6 +177,18 @@ describe("a broken setup: FAIL lines with their fix, exit 1", () => {
     expectStatus(parse(r), "docker", "WARN", `DOCKER_HOST=unix://${missing} is set, but runcell uses --docker-host / RUNCELL_DOCKER_HOST`);
   });
 
+  test("an admin password an Authorization header cannot carry (non-ASCII, edge spaces), from a file or the environment", async () => {
+    const d = await goodDataDir();
+    const file = join(dir(), "admin.pw");
+    writeFileSync(file, "pässwörd-ünïcode-123\n", { mode: 0o600 });
+    const fromFile = parse(await doctor(["--data-dir", d, "--admin-password-file", file]));
+    expect(fromFile.get("admin password")!.status).toBe("FAIL");
+    expect(fromFile.get("admin password")!.message).toContain("must be printable ASCII");
+    const fromEnv = parse(await doctor(["--data-dir", d], { RUNCELL_ADMIN_PASSWORD: "  padded admin password  " }));
+    expect(fromEnv.get("admin password")!.status).toBe("FAIL");
+    expect(fromEnv.get("admin password")!.message).toContain("must not begin or end with whitespace");
+  });
+
   test("several Docker hosts: each further one is checked (reached over TLS, its workspace image), one that does not answer is a warning", async () => {
     const d = await goodDataDir();
     const second = secondDockerdEnv();

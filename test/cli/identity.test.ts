@@ -98,6 +98,8 @@ describe("runcell admin set-password", () => {
 
   test.each([
     [["--stdin"], "short", 1, /at least 12 characters/],
+    [["--stdin"], "pässwörd-ünïcode-123\n", 1, /must be printable ASCII/],
+    [["--stdin"], "  leading-and-trailing  \n", 1, /must not begin or end with whitespace/],
     [[], undefined, 2, /stdin is not a terminal/],
     [["--bogus"], undefined, 2, /unknown flag --bogus/],
   ])("%p with stdin %p → exit %d", async (args, stdin, code, message) => {
@@ -278,6 +280,14 @@ describe("runcell serve and the first run", () => {
     expect(bad.err()).toContain("at least 12 characters");
     // Checked before the data dir is touched: no database made (nor migrated, on an existing one).
     expect(existsSync(join(fresh, "runcell.db"))).toBe(false);
+    // One an Authorization header cannot carry unchanged (trailing spaces, non-ASCII): refused at once too.
+    for (const text of ["trailing spaces here   \r\n", "pässwörd-ünïcode-123\n"]) {
+      writeFileSync(file, text);
+      const unusable = await serve(fresh, ["--admin-password-file", file]);
+      expect(await unusable.proc.exited).toBe(2);
+      expect(unusable.err()).toMatch(/must not begin or end with whitespace|must be printable ASCII/);
+      expect(existsSync(join(fresh, "runcell.db"))).toBe(false);
+    }
     const missing = await serve(fresh, ["--admin-password-file", join(dir, "nope.pw")]);
     expect(await missing.proc.exited).toBe(2);
     expect(missing.err()).toContain(`admin password from --admin-password-file ${join(dir, "nope.pw")}`);

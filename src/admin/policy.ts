@@ -73,6 +73,13 @@ export class Policies {
     return patterns.some((pat) => globRe(pat).test(image));
   }
 
+  /** The ceilings of a profile's limits for the user (null: an admin, exempt). */
+  async limitCeilings(userId: string): Promise<{ memory_mb: number; cpus: number; pids: number; max_concurrency: number; max_turns: number; max_budget_usd: number } | null> {
+    const p = await this.forUser(userId);
+    if (p.exempt) return null;
+    return { memory_mb: p.max_memory_mb, cpus: p.max_cpus, pids: p.max_pids, max_concurrency: p.max_concurrency, max_turns: p.max_turns, max_budget_usd: p.max_budget_usd };
+  }
+
   /** A profile about to be saved: its limits within the ceilings, an allowed image and network; a new one within the count. */
   async checkProfile(userId: string, f: { image: string; network: string; warm_pool?: number; limits: { memory_mb: number; cpus: number; pids: number; max_concurrency: number; max_turns: number; max_budget_usd: number } }, isNew: boolean): Promise<void> {
     const p = await this.forUser(userId);

@@ -34,6 +34,11 @@ export interface ProfileDefaults {
   image: string;
   /** Default limits.max_concurrency (operator setting, else config). */
   maxConcurrency: number;
+  /**
+   * The user's ceilings of the operator's policy (none for an admin): a limit the body leaves out
+   * gets the default lowered to its ceiling, never a default the save would then refuse.
+   */
+  ceilings?: Partial<ProfileLimits>;
   /** Environment the default model is chosen from (process.env). */
   env?: Record<string, string | undefined>;
 }
@@ -49,6 +54,17 @@ export const DEFAULT_PROFILE_NAME = "Default";
 
 export function defaultLimits(maxConcurrency: number): Limits {
   return { max_turns: 50, max_budget_usd: 5, max_concurrency: maxConcurrency, memory_mb: 2048, cpus: 1, pids: 1024 };
+}
+
+/** Each default limit lowered to its ceiling, if it has one. */
+function fitted(limits: Limits, ceilings: Partial<ProfileLimits> | undefined): Limits {
+  if (!ceilings) return limits;
+  const out = { ...limits };
+  for (const k of Object.keys(out) as (keyof Limits)[]) {
+    const max = ceilings[k];
+    if (typeof max === "number" && out[k] > max) out[k] = max;
+  }
+  return out;
 }
 
 /** The operator's default concurrency, kept inside the schema's bounds. */
@@ -116,7 +132,7 @@ export function normalizeProfile(raw: unknown, d: ProfileDefaults): ProfileField
     image: image(b.image, d.image),
     tools: b.tools ?? [...TOOL_NAMES],
     env: b.env ?? {},
-    limits: { ...defaultLimits(d.maxConcurrency), ...b.limits },
+    limits: { ...fitted(defaultLimits(d.maxConcurrency), d.ceilings), ...b.limits },
     network: b.network ?? "none",
     warm_pool: b.warm_pool ?? 0,
     mcp_servers: checkMcpServers((b.mcp_servers ?? []) as McpServerConfig[]),

@@ -9,7 +9,7 @@ import type { Config } from "../config.ts";
 import { affected, type DB, first } from "../db/client.ts";
 import { isId, newId, PREFIX } from "../db/ids.ts";
 import { idCursor, type PageParams, pageSize } from "../db/paginate.ts";
-import { type ModelConfig, type ProfileRow } from "../db/schema.ts";
+import { type ModelConfig, type ProfileLimits, type ProfileRow } from "../db/schema.ts";
 import { profiles } from "../db/tables.ts";
 import { isPostgres } from "../db/unit.ts";
 import { AppError, Errors } from "../lib/errors.ts";
@@ -96,7 +96,7 @@ export class Profiles {
     private now: () => number,
     /** The operator's policy and the model-network rule, checked when a profile is saved (wired by the app). */
     private guards: {
-      policy?: { checkProfile(userId: string, fields: ProfileFields, isNew: boolean): Promise<void> };
+      policy?: { checkProfile(userId: string, fields: ProfileFields, isNew: boolean): Promise<void>; limitCeilings?(userId: string): Promise<Partial<ProfileLimits> | null> };
       modelNet?: { check(userId: string, baseUrl: string | null | undefined): Promise<void> } & OutboundNet;
       /** The warm pool's state shown with the profile (wired by the app). */
       pool?: { state(profile: { id: string; warm_pool: number }): PoolState | null };
@@ -213,9 +213,10 @@ export class Profiles {
     if (this.guards.modelNet) await checkOutbound(this.guards.modelNet, userId, fields);
   }
 
-  /** Validates `input` (schema, rules, policy), fills defaults and stores the profile. */
+  /** Validates `input` (schema, rules, policy), fills defaults (fitted to the user's ceilings) and stores the profile. */
   async create(userId: string, input: unknown): Promise<ProfileRow> {
-    const fields = this.validateCreate(input);
+    const ceilings = (await this.guards.policy?.limitCeilings?.(userId)) ?? undefined;
+    const fields = normalizeProfile(input, { ...this.currentDefaults(), ceilings });
     await this.allowed(userId, fields, true);
     const at = this.now();
     const row: ProfileRow = { id: newId("profile"), user_id: userId, ...fields, created_at: at, updated_at: at };

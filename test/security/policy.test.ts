@@ -343,6 +343,32 @@ describe("beyond the table", () => {
     expect(me.body.usage).toMatchObject({ profiles: 2, running_workspaces: 1 });
   });
 
+  test("a limit left out gets its default fitted to the user's ceiling; one sent over the ceiling is still refused", async () => {
+    const u = await createUser(t);
+    await override(u, { max_memory_mb: 512, max_turns: 20, max_cpus: 0.5, max_concurrency: 2, max_budget_usd: 1 });
+    const r = await newProfile(u);
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    expect(r.body.limits).toMatchObject({ memory_mb: 512, max_turns: 20, cpus: 0.5, max_concurrency: 2, max_budget_usd: 1, pids: 1024 });
+    const over = await newProfile(u, { limits: { memory_mb: 1024 } });
+    expect(over.status).toBe(400);
+    expect(over.body.details).toMatchObject({ field: "limits.memory_mb", limit: "max_memory_mb", max: 512 });
+    // The operator's default concurrency above the ceiling: a new profile gets the ceiling.
+    const before = (await admin("GET", "/admin/config")).body.default_max_concurrency;
+    await override(u, null);
+    const cfg = await admin("PATCH", "/admin/config", { default_max_concurrency: 50 });
+    expect(cfg.status, JSON.stringify(cfg.body)).toBe(200);
+    try {
+      const fitted = await newProfile(u);
+      expect(fitted.status, JSON.stringify(fitted.body)).toBe(201);
+      expect(fitted.body.limits.max_concurrency).toBe((await admin("GET", "/admin/config")).body.policy.max_concurrency);
+      // An admin has no ceilings: the operator's default as it is.
+      const mine = await newProfile(await createUser(t, { role: "admin" }));
+      expect(mine.body.limits.max_concurrency).toBe(50);
+    } finally {
+      await admin("PATCH", "/admin/config", { default_max_concurrency: before });
+    }
+  });
+
   test("a profile saved before the ceilings were lowered gets its container clamped to them (bridge becomes none)", async () => {
     const u = await createUser(t);
     await override(u, { allow_bridge_network: true });

@@ -229,6 +229,12 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     log.info("user disabled: sessions revoked, work stopped", { user_id: userId, tasks_ended: tasksEnded, workspaces_stopped: stopped.length, schedules_held: held });
   });
   users.onEnabled.push(async (userId) => void (await playbooks.resumeForUser(userId)));
+  // A changed role changes what a socket may receive (task:system_prompt): the user's sockets
+  // reconnect (1012) and resume under it — here and on the other replicas.
+  users.onRoleChanged.push((userId) => {
+    stream.reconnect(userId, "role changed: reconnect");
+    revocations.announce({ role: userId });
+  });
   // A revoked credential closes the sockets it opened (4001) — here, and on the other replicas,
   // which also drop their cached verifications (src/replicas/revocations.ts).
   const revocations = new Revocations(bus, log);
@@ -255,6 +261,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       tokens.evictUser(userId);
       stream.revoke({ userId });
     },
+    role: (userId) => stream.reconnect(userId, "role changed: reconnect"),
   });
   // A session being deleted first stops its running task.
   sessionLifecycle.onDelete.push((sessionId) => orchestrator.stopSession(sessionId));

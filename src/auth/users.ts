@@ -77,6 +77,8 @@ export class Users {
   onDisabled: ((userId: string) => void | Promise<void>)[] = [];
   /** Called with the id of a user who was just enabled again (held schedules resume). */
   onEnabled: ((userId: string) => void | Promise<void>)[] = [];
+  /** Called with the id of a user whose role just changed (their open sockets reconnect under it). */
+  onRoleChanged: ((userId: string) => void | Promise<void>)[] = [];
 
   /** A user by id, prepared once (read on every session start and task by the policy checks). */
   private readonly lookupById;
@@ -158,6 +160,7 @@ export class Users {
     if (set.policy !== undefined && JSON.stringify(set.policy) !== JSON.stringify(before.policy)) await audit("user.policy_changed", { from: before.policy, to: set.policy });
     if (patch.disabled === true && !before.disabled) for (const f of this.onDisabled) await f(id);
     if (patch.disabled === false && before.disabled) for (const f of this.onEnabled) await f(id);
+    if (patch.role !== undefined && patch.role !== before.role && !(patch.disabled === true && !before.disabled)) for (const f of this.onRoleChanged) await f(id);
     return (await this.byId(id))!;
   }
 

@@ -13,7 +13,7 @@
 import type { Logger } from "../log.ts";
 import { type Bus, CHANNELS } from "./bus.ts";
 
-export type Revocation = { token: string } | { login: string } | { user: string } | { disabled: string };
+export type Revocation = { token: string } | { login: string } | { user: string } | { disabled: string } | { role: string };
 
 export interface RevocationTargets {
   /** A token deleted: its cached verifications and the sockets it opened. */
@@ -24,6 +24,8 @@ export interface RevocationTargets {
   user(userId: string): void;
   /** A user disabled: their cached token verifications and their sockets. */
   disabled(userId: string): void;
+  /** A user's role changed: their sockets reconnect under the new role. */
+  role(userId: string): void;
 }
 
 export class Revocations {
@@ -45,6 +47,7 @@ export class Revocations {
       else if (typeof m.login === "string") targets.login(m.login);
       else if (typeof m.user === "string") targets.user(m.user);
       else if (typeof m.disabled === "string") targets.disabled(m.disabled);
+      else if (typeof m.role === "string") targets.role(m.role);
     });
   }
 }

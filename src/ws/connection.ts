@@ -27,6 +27,8 @@ export const CLOSE_AUTH = 4001;
 export const CLOSE_TOO_MANY_SOCKETS = 4029;
 export const CLOSE_TOO_SLOW = 1013;
 export const CLOSE_GOING_AWAY = 1001;
+/** The socket's user changed role (what it may receive changed): reconnect, the credential still holds. */
+export const CLOSE_RECONNECT = 1012;
 /** How long a closed socket's backlog may take to drain before the connection is terminated. */
 export const CLOSE_GRACE_MS = 5000;
 

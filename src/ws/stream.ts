@@ -25,6 +25,7 @@ import { MAX_JSON_BODY } from "../http/parse.ts";
 import type { Logger } from "../log.ts";
 import {
   CLOSE_AUTH,
+  CLOSE_RECONNECT,
   CLOSE_TOO_MANY_SOCKETS,
   CLOSE_TOO_SLOW,
   close,
@@ -48,6 +49,11 @@ export interface StreamServer {
   closeAll(code: number, reason: string): void;
   /** Closes with 4001 every socket authenticated by this credential or owned by this user. */
   revoke(key: { tokenId?: string; loginSessionId?: string; userId?: string }): void;
+  /**
+   * Closes the user's sockets with 1012 (reconnect): their role changed, so what they may receive
+   * (`task:system_prompt` is for admins) is decided again when they reconnect and resume.
+   */
+  reconnect(userId: string, reason: string): void;
   /** Open sockets (not counting those being closed). */
   readonly size: number;
   /** Sockets the server closed whose close frame still waits for their backlog to drain. */
@@ -369,6 +375,9 @@ export function createStreamServer(d: StreamDeps): StreamServer {
     revoke(key) {
       const k = key.tokenId ? `tok:${key.tokenId}` : key.loginSessionId ? `login:${key.loginSessionId}` : `usr:${key.userId}`;
       for (const ws of [...(index.get(k) ?? [])]) close(ws, CLOSE_AUTH, "credential revoked");
+    },
+    reconnect(userId, reason) {
+      for (const ws of [...(index.get(`usr:${userId}`) ?? [])]) close(ws, CLOSE_RECONNECT, reason);
     },
   };
 }

@@ -280,6 +280,28 @@ describe("fan-out", () => {
     c.close();
   });
 
+  test("a role change reconnects the user's sockets (1012): a demoted admin's resumed socket no longer gets the system prompt", async () => {
+    const u = await createUser(t, { role: "admin" });
+    const pid = await createProfile(t, u, { mock, system_prompt: "Admins only prompt" });
+    const a = await open(u);
+    a.send({ type: "session.start", profile_id: pid });
+    const ready = await a.waitFor((f) => f.type === "session.ready");
+    await t.app.services.users.adminPatch(u.id, { role: "user" });
+    expect((await a.waitClose(5_000)).code).toBe(1012);
+    // The credential still holds: reconnect and resume, now as a user.
+    const b = await open(u);
+    b.send({ type: "session.resume", session_id: ready.session_id });
+    await b.waitFor((f) => f.type === "session.replay_end");
+    b.send({ type: "session.turn", session_id: ready.session_id, prompt: "after the demotion" });
+    await b.waitFor((f) => f.type === "task:done");
+    expect(b.frames.some((f) => f.type === "task:system_prompt")).toBe(false);
+    b.close();
+    // Disabling closes with 4001, not 1012, also when the role changes in the same patch.
+    const c = await open(u);
+    await t.app.services.users.adminPatch(u.id, { role: "admin", disabled: true });
+    expect((await c.waitClose(5_000)).code).toBe(4001);
+  });
+
   test("a disconnect never stops the task", async () => {
     mock.enqueue({ text: "slow answer", chunks: 10, delayMs: 50 });
     const c = await open(alice);

@@ -140,6 +140,31 @@ function checkDir(flag: string, value: string): string {
   return dir;
 }
 
+/** The serve flags that name a file: written into the unit as absolute paths the service can see. */
+const FILE_FLAGS = ["admin-password-file", "vault-key-file"];
+
+/**
+ * `serveArgs` with each file flag's path made absolute (systemd would resolve a relative one
+ * against /) and checked like --data-dir: a path under /home, /root or /tmp is refused.
+ */
+function absoluteFileFlags(serveArgs: string[]): string[] {
+  const out = [...serveArgs];
+  for (let i = 0; i < out.length; i++) {
+    const m = /^--([a-z-]+)(?:=(.*))?$/s.exec(out[i]!);
+    if (!m || !FILE_FLAGS.includes(m[1]!)) continue;
+    const inline = m[2] !== undefined;
+    const value = inline ? m[2]! : out[i + 1];
+    if (value === undefined) continue; // parseArgs reports the missing value
+    // (Quoted into the unit file like every serve flag: any character but control ones.)
+    const path = resolve(value);
+    const hidden = hiddenBy(path);
+    if (hidden) throw new UsageError(`--${m[1]}: ${path} is under ${hidden}, which the service cannot see (ProtectHome=/PrivateTmp=); put the file under /etc/runcell (mode 0600, readable by the service user)`);
+    if (inline) out[i] = `--${m[1]}=${path}`;
+    else out[++i] = path;
+  }
+  return out;
+}
+
 /** The program ExecStart runs: the compiled binary runs itself; from source, `bun src/main.ts`. */
 function selfCommand(): string[] {
   return Bun.main.startsWith("/$bunfs/") ? [process.execPath] : [process.execPath, resolve(process.argv[1]!)];
@@ -344,7 +369,7 @@ export const serviceCommand: Command = {
   async run(argv) {
     const split = argv.indexOf("--");
     const own = split < 0 ? argv : argv.slice(0, split);
-    const serveArgs = split < 0 ? [] : argv.slice(split + 1);
+    let serveArgs = split < 0 ? [] : argv.slice(split + 1);
     let args;
     let root: string;
     try {
@@ -375,6 +400,7 @@ export const serviceCommand: Command = {
       if (backupDir && (backupDir === dataDir || backupDir.startsWith(dataDir + "/"))) throw new UsageError("--backup-daily: keep the backups outside the data dir");
       // Validate the serve flags now, not at the first boot.
       const serve = parseArgs(serveArgs);
+      serveArgs = absoluteFileFlags(serveArgs);
       if (serve.positionals.length) throw new UsageError(`unexpected serve argument "${serve.positionals[0]}"`);
       if (serve.flags.has("data-dir")) throw new UsageError("pass --data-dir before --, not as a serve flag");
       const secret = [...serve.flags.keys()].find((f) => SECRET_FLAGS.has(f));

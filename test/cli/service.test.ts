@@ -296,6 +296,10 @@ describe("runcell service without a running systemd (this machine)", () => {
     expect(dry.stdout).toContain(`ExecStart=${SELF} serve --data-dir /var/lib/runcell --trust-proxy\n`);
     expect(dry.stdout).toContain(booted ? "and start it" : "not start it: systemd is not running on this machine");
     expect(Bun.spawnSync(["getent", "passwd", "rcdry"]).exitCode).not.toBe(0);
+    // File flags are written as absolute paths (systemd would resolve a relative one against /).
+    const rel = await runCli(["service", "install", "--exec", SELF, "--dry-run", "--user", "rcdry", "--", "--admin-password-file", "etc/admin.pw", "--vault-key-file=/etc/runcell/vault.key"], { cwd: "/srv" });
+    expect(rel.code, rel.stderr).toBe(0);
+    expect(rel.stdout).toContain(`ExecStart=${SELF} serve --data-dir /var/lib/runcell --admin-password-file /srv/etc/admin.pw --vault-key-file=/etc/runcell/vault.key\n`);
   });
 
   test.each([
@@ -307,6 +311,8 @@ describe("runcell service without a running systemd (this machine)", () => {
     [["service", "install", "--data-dir", "/var/lib/run cell"], /must be a path of letters/],
     [["service", "install", "--backup-daily", "/var/lib/runcell/b"], /outside the data dir/],
     [["service", "install", "--", "--bogus"], /unknown flag --bogus/],
+    [["service", "install", "--", "--admin-password-file", "/root/pw"], /--admin-password-file: \/root\/pw is under \/root, which the service cannot see.*\/etc\/runcell/],
+    [["service", "install", "--", "--vault-key-file=/home/me/key"], /--vault-key-file: \/home\/me\/key is under \/home/],
     [["service", "install", "--", "--data-dir", "/x"], /pass --data-dir before --/],
     [["service", "install", "--", "--github-client-secret", "s3cret"], /RUNCELL_GITHUB_CLIENT_SECRET=… in \/etc\/runcell\/runcell.env/],
     [["service", "install", "--", "--database", "postgres://u:pw@h/db"], /put RUNCELL_DATABASE_URL=… in \/etc\/runcell\/runcell.env/],

@@ -162,19 +162,21 @@ describe("clone, commit, push", () => {
   }
 });
 
-test("a repository whose symlink points beside its directory (still in /workspace) is cloned into a nested path", async () => {
-  // A bare repository with `cfg.json -> ../shared.json`, made with git itself.
-  const work = join(srv.root, "links-work");
-  const bare = join(srv.root, "links.git");
+/** A bare repository `<name>.git` served by the test server, holding a.txt and a symlink `link -> target`, made with git itself. */
+function repoWithSymlink(name: string, link: string, target: string) {
+  const work = join(srv.root, `${name}-work`);
   const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1", GIT_AUTHOR_NAME: "a", GIT_AUTHOR_EMAIL: "a@e.test", GIT_COMMITTER_NAME: "a", GIT_COMMITTER_EMAIL: "a@e.test" };
   const git = (...args: string[]) => expect(Bun.spawnSync(["git", ...args], { env }).exitCode).toBe(0);
   git("init", "-q", "-b", "main", work);
   writeFileSync(join(work, "a.txt"), "hi\n");
-  symlinkSync("../shared.json", join(work, "cfg.json"));
+  symlinkSync(target, join(work, link));
   git("-C", work, "add", ".");
-  git("-C", work, "commit", "-qm", "links");
-  git("clone", "-q", "--bare", work, bare);
-  git("-C", bare, "config", "http.receivepack", "true");
+  git("-C", work, "commit", "-qm", name);
+  git("clone", "-q", "--bare", work, join(srv.root, `${name}.git`));
+}
+
+test("a repository whose symlink points beside its directory (still in /workspace) is cloned into a nested path", async () => {
+  repoWithSymlink("links", "cfg.json", "../shared.json");
   const id = await profile({ repositories: [{ url: `${srv.url}/links.git`, credential_secret: "GIT_TOKEN", path: "n1/sib" }] });
   mock.reset();
   mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "readlink /workspace/n1/sib/cfg.json && cat /workspace/n1/sib/a.txt && stat -c %u /workspace/n1/sib/a.txt" } }] }, { text: "ok" });
@@ -187,16 +189,7 @@ test("a repository whose symlink points beside its directory (still in /workspac
 });
 
 test("a repository the workspace refuses (a symlink out of /workspace) leaves no directory behind, also none of the parents it made", async () => {
-  const work = join(srv.root, "escape-work");
-  const bare = join(srv.root, "escape.git");
-  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1", GIT_AUTHOR_NAME: "a", GIT_AUTHOR_EMAIL: "a@e.test", GIT_COMMITTER_NAME: "a", GIT_COMMITTER_EMAIL: "a@e.test" };
-  const git = (...args: string[]) => expect(Bun.spawnSync(["git", ...args], { env }).exitCode).toBe(0);
-  git("init", "-q", "-b", "main", work);
-  writeFileSync(join(work, "a.txt"), "hi\n");
-  symlinkSync("../../../../../etc/passwd", join(work, "passwd"));
-  git("-C", work, "add", ".");
-  git("-C", work, "commit", "-qm", "escape");
-  git("clone", "-q", "--bare", work, bare);
+  repoWithSymlink("escape", "passwd", "../../../../../etc/passwd");
   const id = await profile({ repositories: [{ url: `${srv.url}/escape.git`, credential_secret: "GIT_TOKEN", path: "deep/er/repo" }] });
   mock.reset();
   const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "look" });

@@ -49,7 +49,9 @@ export interface PlaybookDeps {
   ownerDisabled?: (userId: string) => Promise<boolean>;
 }
 
-const aad = (id: string, userId: string) => `playbook-trigger:${id}:${userId}`;
+/** The associated data a playbook's trigger secret is sealed with. */
+export const triggerAad = (id: string, userId: string) => `playbook-trigger:${id}:${userId}`;
+const aad = triggerAad;
 const notFound = (id: string) => Errors.notFound("Playbook", id);
 
 /** The run's prompt: the playbook's, then the run's input in a delimited block. */

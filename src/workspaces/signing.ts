@@ -11,7 +11,8 @@ import type { Sealer } from "../lib/sealer.ts";
 import type { Settings } from "../db/settings.ts";
 
 export const SIGNING_KEY_SETTING = "workspaces.file_url_key";
-const AAD = "settings:" + SIGNING_KEY_SETTING;
+export const SIGNING_KEY_AAD = "settings:" + SIGNING_KEY_SETTING;
+const AAD = SIGNING_KEY_AAD;
 
 export async function loadSigningKey(settings: Settings, sealer: Sealer): Promise<Uint8Array> {
   const stored = await settings.get<{ sealed: string }>(SIGNING_KEY_SETTING);

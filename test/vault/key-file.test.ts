@@ -89,15 +89,19 @@ describe("--vault-key-file", () => {
     expect(missing.stdout).toContain("does not exist: serve will not start");
   });
 
-  test("serve with a key that does not open the stored secrets (a replica without the shared key) exits 2 naming it; a webhook secret alone is checked too", async () => {
-    for (const what of ["secret", "webhook"] as const) {
+  test("serve with a key that does not open the stored secrets (a replica without the shared key) exits 2 naming it; a webhook or playbook trigger secret alone is checked too", async () => {
+    for (const what of ["secret", "webhook", "playbook"] as const) {
       const d = dir();
       const data = join(d, "data");
       const key = keyFile(d);
       const t = await startTestApp({ dataDir: data, flags: ["--vault-key-file", key, "--allow-private-webhooks"] });
       const u = await createUser(t);
       if (what === "secret") await t.app.services.secrets.put(u.id, "OPENAI_API_KEY", "sk-replica");
-      else expect((await api(t, "POST", "/v1/integrations", { authorization: `Bearer ${u.token}` }, { type: "webhook", config: { url: "http://127.0.0.1:9/hook", secret: "whsec_x" } })).status).toBe(201);
+      else if (what === "webhook") expect((await api(t, "POST", "/v1/integrations", { authorization: `Bearer ${u.token}` }, { type: "webhook", config: { url: "http://127.0.0.1:9/hook", secret: "whsec_x" } })).status).toBe(201);
+      else {
+        const profile = await api(t, "POST", "/v1/profiles", { authorization: `Bearer ${u.token}` }, { name: "p", model: { provider: "demo" } });
+        expect((await api(t, "POST", "/v1/playbooks", { authorization: `Bearer ${u.token}` }, { name: "pb", profile_id: profile.body.id, prompt: "hi" })).status).toBe(201);
+      }
       await t.stop();
       const other = keyFile(dir());
       const r = await runCli(["serve", "--data-dir", data, "--http", "127.0.0.1:0", "--vault-key-file", other]);

@@ -17,6 +17,8 @@ import type { RepoUrl } from "./repository.ts";
 
 export const GIT_TIMEOUT_MS = 10 * 60_000;
 const STDERR_MAX = 64 * 1024;
+/** Kept beyond STDERR_MAX until the end, so that no credential is cut in two where the kept text begins. */
+const STDERR_MARGIN = 16 * 1024;
 
 export interface GitRun {
   code: number;
@@ -139,16 +141,29 @@ export async function runGit(ctx: GitContext, args: string[], opts: { cwd?: stri
             .finally(() => (measuring = false));
         }, DIR_CHECK_EVERY_MS);
   opts.signal?.addEventListener("abort", kill, { once: true });
+  // What git and the remote say is redacted of the credential here, before anything is cut or
+  // passed on: progress a whole line at a time, stderr once whole (with a margin kept beyond its
+  // 64 KiB so that no credential is cut in two at its start).
   let stderr = "";
+  let partial = "";
+  const progress = (line: string) => {
+    const l = line.trim();
+    if (l && opts.onProgress) opts.onProgress(ctx.redact(l));
+  };
   const readErr = (async () => {
     const dec = new TextDecoder();
     for await (const chunk of proc.stderr as unknown as AsyncIterable<Uint8Array>) {
       const text = dec.decode(chunk, { stream: true });
-      stderr = (stderr + text).slice(-STDERR_MAX);
-      if (opts.onProgress) for (const line of text.split(/[\r\n]+/)) if (line.trim()) opts.onProgress(line.trim());
+      stderr = (stderr + text).slice(-(STDERR_MAX + STDERR_MARGIN));
+      const lines = (partial + text).split(/[\r\n]/);
+      partial = lines.pop()!.slice(-STDERR_MARGIN);
+      for (const line of lines) progress(line);
     }
+    progress(partial);
   })();
+  // (stdout is git's data — a commit id, porcelain lines — and is redacted where it is shown.)
   const [stdout] = await Promise.all([new Response(proc.stdout).text(), readErr]);
+  stderr = ctx.redact(stderr).slice(-STDERR_MAX);
   const code = await proc.exited;
   clearTimeout(timer);
   if (watch) clearInterval(watch);

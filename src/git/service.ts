@@ -153,12 +153,12 @@ export class GitRepos {
               `Cloning ${repo.url}${r.ref ? ` (${r.ref})` : ""} failed: the repository takes more than this server's disk cap of ${Math.round(cap / MB)} MB per workspace (workspace_disk_mb); clone a smaller ref or depth`,
               { repository: repo.url, step: what, limit: "workspace_disk_mb" },
             )
-          : new AppError("BAD_GATEWAY", `Cloning ${repo.url}${r.ref ? ` (${r.ref})` : ""} failed: ${ctx.redact(gitFailure(res, r.credential_secret))}`, { repository: repo.url, step: what });
+          : new AppError("BAD_GATEWAY", `Cloning ${repo.url}${r.ref ? ` (${r.ref})` : ""} failed: ${gitFailure(res, r.credential_secret)}`, { repository: repo.url, step: what });
       let last = 0;
       const onProgress = (line: string) => {
         if (performance.now() - last > 2000) {
           last = performance.now();
-          log.info("git clone progress", { line: ctx.redact(line).slice(0, 200) });
+          log.info("git clone progress", { line: line.slice(0, 200) });
         }
       };
       // A commit SHA in either case (git prints lower case; upper case names the same commit).
@@ -266,7 +266,7 @@ export class GitRepos {
       const line = pushed.stdout.split("\n").find((l) => /^[ +\-*=!]\t/.test(l));
       if (pushed.code !== 0 || !line || line.startsWith("!")) {
         const said = remoteMessages(pushed.stderr);
-        const why = ctx.redact(line?.startsWith("!") ? `the remote rejected it (${line.split("\t").pop()?.trim()})${said ? `; it said: ${said}` : ""}` : gitFailure(pushed, r.credential_secret));
+        const why = line?.startsWith("!") ? `the remote rejected it (${ctx.redact(line.split("\t").pop()?.trim() ?? "")})${said ? `; it said: ${said}` : ""}` : gitFailure(pushed, r.credential_secret);
         throw new AppError("BAD_GATEWAY", `Pushing ${branch} of ${abs} to ${repo.url} failed: ${why}`, { repository: repo.url });
       }
       this.d.log.info("repository pushed", { session_id: sessionId, repository: repo.url, branch, remote_branch: remoteBranch, commit });

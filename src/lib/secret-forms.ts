@@ -11,24 +11,32 @@ const SCHEME = /^(?:bearer|basic|token|bot|apikey)\s+/i;
 /**
  * The forms a secret's value can be echoed back in, all scrubbed: the value; the token of a
  * header value (`Bearer <token>`, which servers quote without the scheme); the password of a
- * `user:password` credential; the value percent-encoded (a URL or a query); base64 of the value,
- * and of git's Basic credential for it (`x-access-token:<value>`, or `user:password` itself).
+ * `user:password` credential; the value percent-encoded (as a URL or a form encodes it, in either
+ * case of hex); base64 of the value, of its password part, and of git's Basic credential for it
+ * (`x-access-token:<value>`, or `user:password` itself).
  */
 export function secretForms(value: string): string[] {
   const forms = new Set([value]);
   const part = (p: string) => {
     if (p.length >= PART_MIN_LENGTH) forms.add(p);
   };
+  const base64 = (v: string) => Buffer.from(v).toString("base64").replace(/=+$/, "");
   const token = value.replace(SCHEME, "");
   if (token !== value) part(token);
   const colon = token.indexOf(":");
-  if (colon > 0) part(token.slice(colon + 1));
-  const encoded = encodeURIComponent(value);
-  if (encoded !== value) forms.add(encoded);
-  if (value.length >= PART_MIN_LENGTH) {
-    forms.add(Buffer.from(value).toString("base64").replace(/=+$/, ""));
-    if (colon < 0) forms.add(Buffer.from(`x-access-token:${value}`).toString("base64").replace(/=+$/, ""));
+  const password = colon > 0 ? token.slice(colon + 1) : "";
+  part(password);
+  // Percent-encoded as URLs do it (upper- and lower-case hex) and as forms do (space as "+").
+  for (const encoded of [encodeURIComponent(value), new URLSearchParams({ v: value }).toString().slice(2)]) {
+    if (encoded === value) continue;
+    forms.add(encoded);
+    forms.add(encoded.replace(/%[0-9A-F]{2}/g, (h) => h.toLowerCase()));
   }
+  if (value.length >= PART_MIN_LENGTH) {
+    forms.add(base64(value));
+    if (colon < 0) forms.add(base64(`x-access-token:${value}`));
+  }
+  if (password.length >= PART_MIN_LENGTH) forms.add(base64(password));
   return [...forms];
 }
 

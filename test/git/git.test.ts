@@ -118,13 +118,18 @@ describe("clone, commit, push", () => {
   test("a remote that quotes the credential back: the REST error shows it redacted, in every form", async () => {
     const hook = join(srv.root, "app.git", "hooks", "pre-receive");
     const basic = Buffer.from(`${srv.user}:${srv.password}`).toString("base64");
-    writeFileSync(hook, `#!/bin/sh\necho "push denied: token ${srv.user}:${srv.password} (${basic}) has no write access"\nexit 1\n`, { mode: 0o755 });
+    // Also past the 500 characters a remote's words are cut to: the cut must not split the credential.
+    // Also where the remote's words are cut (500 characters): padded so the cut falls 6 characters into the password.
+    const first = `push denied: token ${srv.user}:${srv.password} (${basic}) has no write access`;
+    const pad = 500 - first.length - 1 - 1 - (srv.user.length + 1) - 6;
+    writeFileSync(hook, `#!/bin/sh\necho "${first}"\nprintf '%0${pad}d %s\\n' 0 "${srv.user}:${srv.password}"\nexit 1\n`, { mode: 0o755 });
     try {
       const r = await api(t, "POST", `/v1/sessions/${sessionId}/git/push`, user.bearer, { path: "app", remote_branch: "agent/quoted" });
       expect(r.status).toBe(502);
       expect(r.body.error).toContain("push denied: token");
       expect(r.body.error).toContain("[redacted secret]");
       expect(r.body.error).not.toContain(srv.password);
+      expect(r.body.error).not.toContain(`${srv.user}:${srv.password.slice(0, 6)}`);
       expect(r.body.error).not.toContain(basic.replace(/=+$/, ""));
       expect(t.logs.join("\n")).not.toContain(srv.password);
     } finally {

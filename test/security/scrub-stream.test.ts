@@ -54,6 +54,9 @@ describe("the whole-text scrubber", () => {
     const token = makeScrubber(["gittok-HJK4-5566-kiwi"]);
     const header = `Basic ${Buffer.from("x-access-token:gittok-HJK4-5566-kiwi").toString("base64")}`;
     expect(token(header)).not.toContain(Buffer.from("x-access-token:gittok-HJK4-5566-kiwi").toString("base64").replace(/=+$/, ""));
+    const odd = makeScrubber(["p@ss w/rd!-2026"]);
+    expect(odd("url p%40ss%20w%2Frd!-2026 lower p%40ss%20w%2frd!-2026 form p%40ss+w%2Frd%21-2026")).toBe(`url ${R} lower ${R} form ${R}`);
+    expect(basic(`base64 of the password alone: ${Buffer.from("s3cret-pass-word").toString("base64")}`)).not.toContain(Buffer.from("s3cret-pass-word").toString("base64").replace(/=+$/, ""));
     // A short part is not a form of its own (it would mangle ordinary text).
     expect(makeScrubber(["Bearer abc12"])("abc12 stays, Bearer abc12 goes")).toBe(`abc12 stays, ${R} goes`);
   });

@@ -33,6 +33,14 @@ export const POLICY_OPTIONS: Record<PolicyKey, { key: keyof PolicyDefaults; flag
 };
 export const POLICY_KEYS = Object.keys(POLICY_OPTIONS) as PolicyKey[];
 
+/** What of a profile the policy looks at. */
+interface ProfileShape {
+  image: string;
+  network: string;
+  warm_pool?: number;
+  limits: { memory_mb: number; cpus: number; pids: number; max_concurrency: number; max_turns: number; max_budget_usd: number };
+}
+
 /** The operator's settings as the API shows them. */
 export function policyOf(p: PolicyDefaults): Policy {
   const out = {} as Record<PolicyKey, unknown>;
@@ -81,8 +89,11 @@ export class Policies {
   }
 
   /** A profile about to be saved: its limits within the ceilings, an allowed image and network; a new one within the count. */
-  async checkProfile(userId: string, f: { image: string; network: string; warm_pool?: number; limits: { memory_mb: number; cpus: number; pids: number; max_concurrency: number; max_turns: number; max_budget_usd: number } }, isNew: boolean): Promise<void> {
+  async checkProfile(userId: string, f: ProfileShape, isNew: boolean, before?: ProfileShape): Promise<void> {
     const p = await this.forUser(userId);
+    // A change is held to the policy in what it changes: a field kept as it was saved (before a
+    // ceiling was lowered) does not block editing another; its containers are clamped (workspaces).
+    const kept = (get: (x: ProfileShape) => unknown) => before !== undefined && get(before) === get(f);
     if (p.exempt) return;
     if (isNew) {
       const n = await this.profileCount(userId);
@@ -99,18 +110,19 @@ export class Policies {
       ["max_budget_usd", "max_budget_usd"],
     ];
     for (const [field, limit] of ceilings) {
+      if (kept((x) => x.limits[field])) continue;
       const max = p[limit] as number;
       if (f.limits[field] > max) throw Errors.validation(`limits.${field}`, `limits.${field} must be at most ${max} on this server (${limit})`, { limit, max });
     }
-    if (!this.imageAllowed(p, f.image)) {
+    if (!kept((x) => x.image) && !this.imageAllowed(p, f.image)) {
       const allowed = p.allowed_images.length ? p.allowed_images.join(", ") : this.d.config.workspaceImage;
       throw Errors.validation("image", `image ${f.image} is not allowed on this server (allowed_images: ${allowed})`, { limit: "allowed_images", allowed: p.allowed_images.length ? p.allowed_images : [this.d.config.workspaceImage] });
     }
     const maxPool = this.d.config.maxWarmPool;
-    if (maxPool !== undefined && (f.warm_pool ?? 0) > maxPool) {
+    if (maxPool !== undefined && (f.warm_pool ?? 0) > maxPool && !kept((x) => x.warm_pool ?? 0)) {
       throw Errors.validation("warm_pool", `warm_pool must be at most ${maxPool} on this server (max_warm_pool)`, { limit: "max_warm_pool", max: maxPool });
     }
-    if (f.network === "bridge" && !p.allow_bridge_network) {
+    if (f.network === "bridge" && !p.allow_bridge_network && !kept((x) => x.network)) {
       throw Errors.validation("network", 'network "bridge" is not allowed on this server (allow_bridge_network is off): workspaces run without a network', { limit: "allow_bridge_network" });
     }
   }

@@ -96,7 +96,7 @@ export class Profiles {
     private now: () => number,
     /** The operator's policy and the model-network rule, checked when a profile is saved (wired by the app). */
     private guards: {
-      policy?: { checkProfile(userId: string, fields: ProfileFields, isNew: boolean): Promise<void>; limitCeilings?(userId: string): Promise<Partial<ProfileLimits> | null> };
+      policy?: { checkProfile(userId: string, fields: ProfileFields, isNew: boolean, before?: ProfileFields): Promise<void>; limitCeilings?(userId: string): Promise<Partial<ProfileLimits> | null> };
       modelNet?: { check(userId: string, baseUrl: string | null | undefined): Promise<void> } & OutboundNet;
       /** The warm pool's state shown with the profile (wired by the app). */
       pool?: { state(profile: { id: string; warm_pool: number }): PoolState | null };
@@ -207,8 +207,8 @@ export class Profiles {
   }
 
   /** What the owner may save: the operator's policy, and where the model URL may point. */
-  private async allowed(userId: string, fields: ProfileFields, isNew: boolean) {
-    await this.guards.policy?.checkProfile(userId, fields, isNew);
+  private async allowed(userId: string, fields: ProfileFields, isNew: boolean, before?: ProfileFields) {
+    await this.guards.policy?.checkProfile(userId, fields, isNew, before);
     await this.guards.modelNet?.check(userId, fields.model.base_url);
     if (this.guards.modelNet) await checkOutbound(this.guards.modelNet, userId, fields);
   }
@@ -241,7 +241,7 @@ export class Profiles {
   async update(userId: string, profileId: string, patch: unknown): Promise<ProfileRow> {
     const { current, fields } = await this.validatePatch(userId, profileId, patch);
     if (Bun.deepEquals(fields, fieldsOf(current))) return current;
-    await this.allowed(userId, fields, false);
+    await this.allowed(userId, fields, false, fieldsOf(current));
     // updated_at rises with every update, in the statement itself (concurrent ones included): it is
     // the version the read routes' stored JSON is keyed by: the larger of now and the last + 1
     // (SQLite's scalar max() is PostgreSQL's greatest()).

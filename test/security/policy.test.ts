@@ -369,6 +369,26 @@ describe("beyond the table", () => {
     }
   });
 
+  test("a profile saved before a ceiling was lowered can still be edited: only what a change changes is held to the ceilings", async () => {
+    const u = await createUser(t);
+    await override(u, { max_memory_mb: 512, allow_bridge_network: true });
+    const made = await newProfile(u, { network: "bridge" });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    await override(u, { max_memory_mb: 256, allow_bridge_network: false });
+    const path = `/v1/profiles/${made.body.id}`;
+    const renamed = await api(t, "PATCH", path, auth(u), { name: "renamed" });
+    expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+    expect(renamed.body).toMatchObject({ name: "renamed", network: "bridge", limits: { memory_mb: 512 } });
+    // Changing the limit itself: held to the new ceiling.
+    const raised = await api(t, "PATCH", path, auth(u), { limits: { memory_mb: 384 } });
+    expect(raised.status).toBe(400);
+    expect(raised.body.details).toMatchObject({ field: "limits.memory_mb", max: 256 });
+    expect((await api(t, "PATCH", path, auth(u), { limits: { memory_mb: 256 } })).status).toBe(200);
+    // Turning bridge back on after switching it off is a change: refused.
+    expect((await api(t, "PATCH", path, auth(u), { network: "none" })).status).toBe(200);
+    expect((await api(t, "PATCH", path, auth(u), { network: "bridge" })).body.details).toMatchObject({ field: "network" });
+  });
+
   test("a profile saved before the ceilings were lowered gets its container clamped to them (bridge becomes none)", async () => {
     const u = await createUser(t);
     await override(u, { allow_bridge_network: true });

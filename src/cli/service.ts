@@ -15,6 +15,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, writ
 import { dirname, join, resolve } from "node:path";
 import { BACKUP_KEEP_DAYS, BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, ENV_FILE, SERVICE_UNIT, UnitError, quoteProgram, renderBackupService, renderBackupTimer, renderUnit, unitBackupDir, unitDataDir, unitSetting } from "../admin/systemd-unit.ts";
 import { envName, OPTIONS, parseArgs } from "../config.ts";
+import { parseDockerHost } from "../lib/docker-hosts.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
 
 const UNIT_DIR = "/etc/systemd/system";
@@ -401,6 +402,20 @@ export const serviceCommand: Command = {
       // Validate the serve flags now, not at the first boot.
       const serve = parseArgs(serveArgs);
       serveArgs = absoluteFileFlags(serveArgs);
+      // The files a Docker host's address names (tls_dir, ssh_key) must be visible to the service too.
+      const hosts = serve.flags.get("docker-host");
+      for (const [i, raw] of (Array.isArray(hosts) ? hosts : hosts === undefined ? [] : [hosts]).map(String).entries()) {
+        let spec;
+        try {
+          spec = parseDockerHost(raw, i);
+        } catch (e) {
+          throw new UsageError(`--docker-host: ${(e as Error).message}`);
+        }
+        for (const [param, path] of [["tls_dir", spec.tlsDir], ["ssh_key", spec.sshKey]] as const) {
+          const hidden = path ? hiddenBy(path) : undefined;
+          if (hidden) throw new UsageError(`--docker-host: ${param}=${path} is under ${hidden}, which the service cannot see (ProtectHome=/PrivateTmp=); put it under /etc/runcell (readable by the service user)`);
+        }
+      }
       if (serve.positionals.length) throw new UsageError(`unexpected serve argument "${serve.positionals[0]}"`);
       if (serve.flags.has("data-dir")) throw new UsageError("pass --data-dir before --, not as a serve flag");
       const secret = [...serve.flags.keys()].find((f) => SECRET_FLAGS.has(f));

@@ -313,6 +313,8 @@ describe("runcell service without a running systemd (this machine)", () => {
     [["service", "install", "--", "--bogus"], /unknown flag --bogus/],
     [["service", "install", "--", "--admin-password-file", "/root/pw"], /--admin-password-file: \/root\/pw is under \/root, which the service cannot see.*\/etc\/runcell/],
     [["service", "install", "--", "--vault-key-file=/home/me/key"], /--vault-key-file: \/home\/me\/key is under \/home/],
+    [["service", "install", "--", "--docker-host", "tcp://10.0.0.5:2376?tls_dir=/root/.docker/certs"], /--docker-host: tls_dir=\/root\/.docker\/certs is under \/root/],
+    [["service", "install", "--", "--docker-host", "unix:///var/run/docker.sock", "--docker-host", "ssh://u@h?ssh_key=/home/u/.ssh/id_ed25519"], /--docker-host: ssh_key=\/home\/u\/.ssh\/id_ed25519 is under \/home/],
     [["service", "install", "--", "--data-dir", "/x"], /pass --data-dir before --/],
     [["service", "install", "--", "--github-client-secret", "s3cret"], /RUNCELL_GITHUB_CLIENT_SECRET=… in \/etc\/runcell\/runcell.env/],
     [["service", "install", "--", "--database", "postgres://u:pw@h/db"], /put RUNCELL_DATABASE_URL=… in \/etc\/runcell\/runcell.env/],

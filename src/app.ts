@@ -114,6 +114,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
 
   // Identity and the operator ---------------------------------------------------------------
   const users = new Users(db, now, audit);
+  await users.normalizeStoredEmails(log.child({ component: "users" }));
   const tokens = new ApiTokens(db, now, undefined, audit);
   const loginSessions = new LoginSessions(db, now);
   const throttle = new LoginThrottle(now);

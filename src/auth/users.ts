@@ -5,7 +5,7 @@
  * WebSocket server closes their sockets.
  */
 import { preparedLookup } from "../db/prepared.ts";
-import { count, eq } from "drizzle-orm";
+import { count, eq, sql } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { forNoKeyUpdate } from "../db/row-lock.ts";
 import { first as firstOf, isPostgres, run, transact, type Unit } from "../db/unit.ts";
@@ -16,6 +16,7 @@ import { users } from "../db/tables.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
 import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
+import type { Logger } from "../log.ts";
 import type { AdminUser, PublicUser } from "../schema/user.ts";
 import { hashPassword, PASSWORD_MAX, PASSWORD_MIN, passwordLength } from "./passwords.ts";
 
@@ -97,6 +98,29 @@ export class Users {
 
   async byEmail(email: string): Promise<UserRow | undefined> {
     return first(this.db.select().from(users).where(eq(users.email, normalizeEmail(email))));
+  }
+
+  /**
+   * Emails stored before they were NFKC-normalised (only non-ASCII ones can differ), rewritten
+   * to their normal form once, at start, so sign-in, the CLI and duplicate checks find them. One
+   * whose normal form another account holds is left as it is and logged: that address now reaches
+   * the other account, and the operator decides (PATCH /admin/users, runcell admin).
+   */
+  async normalizeStoredEmails(log?: Logger): Promise<number> {
+    const nonAscii = isPostgres(this.db) ? sql`${users.email} ~ '[^ -~]'` : sql`${users.email} GLOB '*[^ -~]*'`;
+    let changed = 0;
+    for (const u of await this.db.select({ id: users.id, email: users.email }).from(users).where(nonAscii)) {
+      const e = normalizeEmail(u.email);
+      if (e === u.email) continue;
+      if (await first(this.db.select({ id: users.id }).from(users).where(eq(users.email, e)))) {
+        log?.warn("an account's email differs from another account's only in its spelling; left as it is", { user_id: u.id });
+        continue;
+      }
+      await this.db.update(users).set({ email: e }).where(eq(users.id, u.id));
+      changed++;
+    }
+    if (changed) log?.info("account emails normalised (NFKC)", { accounts: changed });
+    return changed;
   }
 
   async count(): Promise<number> {

@@ -10,6 +10,7 @@ import { loginSessions } from "../../../src/db/tables.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { nextIp, parseSetCookie, setCookies } from "../../helpers/cookies.ts";
 import { api, createUser, type TestUser } from "../../helpers/users.ts";
+import { sqlRun } from "../../helpers/db.ts";
 
 let t: TestApp;
 let alice: TestUser;
@@ -293,6 +294,33 @@ describe("behind https", () => {
       expect((await token("https://agents.example.com")).status).toBe(201);
     } finally {
       await h.stop();
+    }
+  });
+});
+
+describe("emails stored before they were NFKC-normalised", () => {
+  test("are normalised at start (sign-in and the duplicate check find them); one whose normal form another account holds is left and logged", async () => {
+    await setSignup("open");
+    try {
+      // Written as an older runcell stored them: trimmed and lower-cased only.
+      const ligature = await signUp({ email: "plain-ﬁnance@example.com", password: "long enough pw" });
+      expect(ligature.status).toBe(200);
+      const taken = await signUp({ email: "taken-ﬁ@example.com", password: "long enough pw" });
+      expect(taken.status).toBe(200);
+      await sqlRun(t, "UPDATE users SET email = ? WHERE id = ?", ["old-ﬁnance@example.com", ligature.body.user.id]);
+      await sqlRun(t, "UPDATE users SET email = ? WHERE id = ?", ["taken-ﬁ@example.com", taken.body.user.id]);
+      const other = await signUp({ email: "taken-fi@example.com", password: "long enough pw" });
+      expect(other.status).toBe(200);
+      expect(await t.app.services.users.normalizeStoredEmails(t.app.services.log)).toBe(1);
+      expect((await t.app.services.users.byId(ligature.body.user.id))!.email).toBe("old-finance@example.com");
+      expect((await signIn({ email: "old-ﬁnance@example.com", password: "long enough pw" })).status).toBe(200);
+      expect((await signUp({ email: "old-finance@example.com", password: "long enough pw" })).status).toBe(400);
+      // The one whose normal form another account holds: left as it is, and said.
+      expect((await t.app.services.users.byId(taken.body.user.id))!.email).toBe("taken-ﬁ@example.com");
+      const logs = t.logs.filter((l) => l.includes("differs from another account's only in its spelling"));
+      expect(logs.some((l) => l.includes(taken.body.user.id))).toBe(true);
+    } finally {
+      await setSignup("closed");
     }
   });
 });

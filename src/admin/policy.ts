@@ -8,7 +8,7 @@
  * Violations answer the interface's codes and name the limit in `details.limit`.
  */
 import { and, count, eq, gte, inArray, sql } from "drizzle-orm";
-import { globRe } from "../lib/glob.ts";
+import { glob } from "../lib/glob.ts";
 import type { Config, PolicyDefaults } from "../config.ts";
 import { type DB, first } from "../db/client.ts";
 import { type PolicyOverrides, type UserRow, type WorkspaceSpec } from "../db/schema.ts";
@@ -78,7 +78,7 @@ export class Policies {
   /** The images a policy allows (the server's workspace image when it names none). */
   imageAllowed(p: Policy, image: string): boolean {
     const patterns = p.allowed_images.length ? p.allowed_images : [this.d.config.workspaceImage];
-    return patterns.some((pat) => globRe(pat).test(image));
+    return patterns.some((pat) => glob(pat).test(image));
   }
 
   /** The ceilings of a profile's limits for the user (null: an admin, exempt). */

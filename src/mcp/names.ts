@@ -4,7 +4,7 @@
  * long, or that two tools would share, ends in a short hash of the original. `allowed_tools`
  * patterns select among those names.
  */
-import { globRe } from "../lib/glob.ts";
+import { glob } from "../lib/glob.ts";
 import { sha256Hex } from "../lib/crypto.ts";
 
 export const MCP_PREFIX = "mcp__";
@@ -28,7 +28,7 @@ export const isMcpToolName = (name: string) => name.startsWith(MCP_PREFIX);
  * `!pattern` removes the names it matches.
  */
 export function toolFilter(patterns: string[]): (name: string) => boolean {
-  const include = patterns.filter((p) => !p.startsWith("!")).map(globRe);
-  const exclude = patterns.filter((p) => p.startsWith("!")).map((p) => globRe(p.slice(1)));
+  const include = patterns.filter((p) => !p.startsWith("!")).map(glob);
+  const exclude = patterns.filter((p) => p.startsWith("!")).map((p) => glob(p.slice(1)));
   return (name) => (include.length === 0 || include.some((r) => r.test(name))) && !exclude.some((r) => r.test(name));
 }

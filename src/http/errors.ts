@@ -20,4 +20,6 @@ export const HttpErrors = {
     new AppError("VALIDATION_FAILED", `Request body is larger than ${limit} bytes`, { field: "body", limit_bytes: limit }, 413),
   unsupportedMediaType: (got: string | null) =>
     new AppError("VALIDATION_FAILED", `Content-Type must be application/json${got ? ` (got ${got})` : ""}`, { field: "content-type" }, 415),
+  unsupportedEncoding: (got: string) =>
+    new AppError("VALIDATION_FAILED", `Content-Encoding ${got.slice(0, 40)} is not accepted: send the JSON body uncompressed`, { field: "content-encoding" }, 415),
 };

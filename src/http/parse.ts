@@ -4,7 +4,7 @@
  * VALIDATION_FAILED.
  */
 import { AppError } from "../lib/errors.ts";
-import { refuseNul } from "../lib/nul.ts";
+import { refuseBadStrings, refuseDeep } from "../lib/json-input.ts";
 import { HttpErrors } from "./errors.ts";
 
 export const MAX_JSON_BODY = 1024 * 1024;
@@ -39,15 +39,19 @@ export function isJsonContentType(ct: string | null): boolean {
 export async function parseJsonBody(req: Request, limit = MAX_JSON_BODY): Promise<unknown> {
   const ct = req.headers.get("content-type");
   if (ct && !isJsonContentType(ct)) throw HttpErrors.unsupportedMediaType(ct.split(";")[0]!.trim());
+  // A compressed body is not read as if it were JSON (nor a plain one labelled compressed).
+  const encoding = req.headers.get("content-encoding");
+  if (encoding && encoding.trim().toLowerCase() !== "identity") throw HttpErrors.unsupportedEncoding(encoding.trim());
   const text = await readBodyText(req, limit);
   if (text.trim() === "") return undefined;
   if (!ct) throw HttpErrors.unsupportedMediaType(null);
+  refuseDeep(text);
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (e) {
     throw new AppError("VALIDATION_FAILED", `Malformed JSON body: ${(e as Error).message}`, { field: "body" });
   }
-  refuseNul(text, value);
+  refuseBadStrings(text, value);
   return value;
 }

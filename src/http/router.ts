@@ -8,7 +8,7 @@ import { Elysia, ValidationError } from "elysia";
 import type { Logger } from "../log.ts";
 import { noteRoute, requestContext, setRequestContext } from "./context.ts";
 import { AppError, Errors } from "../lib/errors.ts";
-import { nulError } from "../lib/nul.ts";
+import { nulError } from "../lib/json-input.ts";
 import { errorResponse } from "./errors.ts";
 import { MAX_JSON_BODY, parseJsonBody } from "./parse.ts";
 import { redactString } from "../log.ts";
@@ -56,7 +56,7 @@ function requireDecodable(request: Request, path: string): void {
   if (decoded.includes("\0")) throw new AppError("NOT_FOUND", `No route ${request.method} ${redactString(path)}: a NUL character names nothing`);
 }
 
-/** A query parameter holding U+0000 (`%00`): VALIDATION_FAILED naming it (src/lib/nul.ts). */
+/** A query parameter holding U+0000 (`%00`): VALIDATION_FAILED naming it (src/lib/json-input.ts). */
 function requireNoNulQuery(request: Request): void {
   const url = request.url;
   const q = url.indexOf("?");

@@ -4,7 +4,7 @@
  * VALIDATION_FAILED naming the field.
  */
 import { AppError } from "../lib/errors.ts";
-import { refuseNul } from "../lib/nul.ts";
+import { refuseBadStrings, refuseDeep } from "../lib/json-input.ts";
 import { CLIENT_MESSAGES, type ClientMessage, type ClientMessageType } from "../schema/stream.ts";
 import { check } from "../schema/validate.ts";
 
@@ -17,13 +17,14 @@ export function requestIdOf(value: unknown): string | undefined {
 }
 
 export function parseFrame(text: string): unknown {
+  refuseDeep(text, "frame");
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (e) {
     throw new AppError("VALIDATION_FAILED", `Malformed JSON: ${(e as Error).message}`, { field: "frame" });
   }
-  refuseNul(text, value);
+  refuseBadStrings(text, value);
   return value;
 }
 

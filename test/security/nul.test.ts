@@ -1,5 +1,5 @@
 /**
- * U+0000 (src/lib/nul.ts, src/db/pg/storable.ts). PostgreSQL cannot store it, SQLite can: a NUL in
+ * U+0000 (src/lib/json-input.ts, src/db/pg/storable.ts). PostgreSQL cannot store it, SQLite can: a NUL in
  * a request used to be stored on one database and a 500 on the other (a prompt, a playbook, an
  * email at sign-up, a list filter), and a model's text or a command's output holding one failed the
  * turn with INTERNAL_ERROR on PostgreSQL. Requests holding it are now 400 naming the field on both
@@ -105,4 +105,41 @@ test("a model's text and a command's output holding U+0000: the turn completes, 
   // The transcript went back to the model with the output in it.
   expect(JSON.stringify(mock.requests[1]!.body)).toMatch(/x(\\u0000|\uFFFD)y/);
   noErrorLogs(from);
+});
+
+describe("other JSON a client may not send (src/lib/json-input.ts)", () => {
+  const deep = (n: number) => `{"profile_id":"x","prompt":"p","extra":${"[".repeat(n)}${"]".repeat(n)}}`;
+  test("nesting deeper than 64 levels: 400 before it is parsed, in a body and a stream message; 64 levels are read", async () => {
+    const from = t.logs.length;
+    for (const n of [65, 30_000, 400_000]) {
+      const r = await t.fetch("/v1/tasks", { method: "POST", headers: { ...user.bearer, "content-type": "application/json" }, body: deep(n) });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as { details: { reason: string } }).details.reason).toBe("too deep");
+    }
+    const ok = await t.fetch("/v1/tasks", { method: "POST", headers: { ...user.bearer, "content-type": "application/json" }, body: deep(63) });
+    expect(((await ok.json()) as { details: { field: string } }).details.field).toBe("extra"); // read, then refused as an unknown field
+    const c = await WsClient.connect(`${t.wsUrl}/v1/stream`, { protocols: [`Bearer.${user.token}`] });
+    c.send(`{"type":"task.cancel","task_id":"task_x","request_id":"d1","x":${"[".repeat(100_000)}"\\u0000"${"]".repeat(100_000)}}`);
+    expect(await c.waitFor((f) => f.type === "error" && f.request_id === "d1")).toMatchObject({ code: "VALIDATION_FAILED", details: { reason: "too deep" } });
+    c.close();
+    noErrorLogs(from);
+  });
+
+  test("a lone surrogate or a __proto__ key: 400 naming the field, not stored changed or dropped", async () => {
+    const r = await api(t, "POST", "/v1/api-tokens", user.bearer, '{"name":"a\\ud800b"}');
+    expect(r.status).toBe(400);
+    expect(r.body.details).toMatchObject({ field: "name", reason: "lone surrogate" });
+    const p = await api(t, "POST", "/v1/profiles", user.bearer, '{"name":"p","env":{"__proto__":"x"}}');
+    expect(p.status).toBe(400);
+    expect(p.body.details).toMatchObject({ field: "env.__proto__", reason: "__proto__ key" });
+    // A well-formed pair is a character like any other.
+    expect((await api(t, "POST", "/v1/api-tokens", user.bearer, { name: "emoji 😀" })).status).toBe(201);
+  });
+
+  test("a compressed body (Content-Encoding) is 415, not read as JSON", async () => {
+    const body = Bun.gzipSync(JSON.stringify({ name: "zipped" }));
+    const r = await t.fetch("/v1/api-tokens", { method: "POST", headers: { ...user.bearer, "content-type": "application/json", "content-encoding": "gzip" }, body });
+    expect(r.status).toBe(415);
+    expect(((await r.json()) as { details: { field: string } }).details.field).toBe("content-encoding");
+  });
 });

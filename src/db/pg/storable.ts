@@ -1,7 +1,7 @@
 /**
  * PostgreSQL cannot store U+0000: a text parameter holding it is refused ("invalid byte sequence
  * for encoding UTF8: 0x00") and so is jsonb's `\u0000` escape. Requests holding it are refused
- * where they are read (src/lib/nul.ts); what runcell stores from elsewhere — a model's text, a
+ * where they are read (src/lib/json-input.ts); what runcell stores from elsewhere — a model's text, a
  * command's output, a provider's or receiver's error — may hold it, and a turn must not fail for
  * one byte: there U+0000 is stored as U+FFFD (the replacement character), as SQLite keeps it.
  */

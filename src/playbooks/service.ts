@@ -57,8 +57,15 @@ const notFound = (id: string) => Errors.notFound("Playbook", id);
 /** The run's prompt: the playbook's, then the run's input in a delimited block. */
 export function runPrompt(prompt: string, input: unknown): string {
   if (input === undefined || input === null) return prompt;
-  const text = typeof input === "string" ? input : JSON.stringify(input, null, 2);
-  if (Buffer.byteLength(text, "utf8") > INPUT_MAX_BYTES) throw Errors.validation("input", `input must be at most ${INPUT_MAX_BYTES} bytes`, { reason: "too large", limit_bytes: INPUT_MAX_BYTES });
+  // The size is that of the input as sent (compact JSON); it is shown indented when that stays
+  // small (indentation grows with the depth on every line: never built past a bound).
+  const compact = typeof input === "string" ? input : JSON.stringify(input);
+  if (Buffer.byteLength(compact, "utf8") > INPUT_MAX_BYTES) throw Errors.validation("input", `input must be at most ${INPUT_MAX_BYTES} bytes`, { reason: "too large", limit_bytes: INPUT_MAX_BYTES });
+  let text = compact;
+  if (typeof input !== "string") {
+    const indented = JSON.stringify(input, null, 2);
+    if (indented.length <= 2 * INPUT_MAX_BYTES) text = indented;
+  }
   return `${prompt}\n\n<run_input>\n${text}\n</run_input>`;
 }
 

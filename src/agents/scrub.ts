@@ -61,12 +61,8 @@ export function makeScrubber(initial: string[]): Scrubber {
         const all = held + text;
         let cut = all.length;
         for (const s of secrets) {
-          for (let n = Math.min(s.length - 1, all.length); n > all.length - cut; n--) {
-            if (all.endsWith(s.slice(0, n))) {
-              cut = all.length - n;
-              break;
-            }
-          }
+          const n = longestPrefixAtEnd(all, s);
+          if (n > all.length - cut) cut = all.length - n;
         }
         for (let moved = true; moved; ) {
           moved = false;
@@ -89,6 +85,41 @@ export function makeScrubber(initial: string[]): Scrubber {
     };
   };
   return scrub;
+}
+
+/** Two odd bases of polynomial hashes modulo 2^32 (Math.imul: integer arithmetic, no division). */
+const B1 = 0x01000193;
+const B2 = 0x5bd1e995;
+
+/**
+ * The length of the longest proper prefix of `secret` that `text` ends with (0: none), in time
+ * linear in the secret's length: the prefixes' and the text's suffixes' polynomial hashes are
+ * grown one character at a time and compared. (Comparing each prefix with endsWith is quadratic:
+ * a 64 KiB secret of one letter against text of that letter held the event loop for seconds.) A
+ * hash collision only holds back text that the next push or the flush then releases, scrubbed.
+ */
+export function longestPrefixAtEnd(text: string, secret: string): number {
+  const max = Math.min(secret.length - 1, text.length);
+  const end = text.length;
+  let hp1 = 0;
+  let hp2 = 0;
+  let hs1 = 0;
+  let hs2 = 0;
+  let pw1 = 1;
+  let pw2 = 1;
+  let best = 0;
+  for (let n = 1; n <= max; n++) {
+    const c = secret.charCodeAt(n - 1);
+    hp1 = (Math.imul(hp1, B1) + c) | 0;
+    hp2 = (Math.imul(hp2, B2) + c) | 0;
+    const d = text.charCodeAt(end - n);
+    hs1 = (Math.imul(d, pw1) + hs1) | 0;
+    hs2 = (Math.imul(d, pw2) + hs2) | 0;
+    pw1 = Math.imul(pw1, B1);
+    pw2 = Math.imul(pw2, B2);
+    if (hp1 === hs1 && hp2 === hs2) best = n;
+  }
+  return best;
 }
 
 /** Scrubs every string inside a JSON-like value. */

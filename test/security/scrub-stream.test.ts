@@ -10,7 +10,7 @@
  * nor all of them joined, carries it, and the final text shows the redaction marker.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { makeScrubber, SCRUBBED } from "../../src/agents/scrub.ts";
+import { longestPrefixAtEnd, makeScrubber, SCRUBBED } from "../../src/agents/scrub.ts";
 import { createProfile, sessionFrames, waitTask } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
@@ -232,5 +232,32 @@ describe("end to end: the model streams a secret split across text deltas", () =
     } finally {
       ws.close();
     }
+  });
+});
+
+describe("the held-back tail is found in linear time", () => {
+  const naive = (text: string, secret: string) => {
+    for (let n = Math.min(secret.length - 1, text.length); n > 0; n--) if (text.endsWith(secret.slice(0, n))) return n;
+    return 0;
+  };
+
+  test("longestPrefixAtEnd agrees with comparing every prefix (random texts and secrets over a small alphabet)", () => {
+    const pick = (n: number) => Array.from({ length: n }, () => "ab"[Math.floor(Math.random() * 2)]).join("");
+    for (let i = 0; i < 20_000; i++) {
+      const secret = pick(1 + Math.floor(Math.random() * 10));
+      const text = pick(Math.floor(Math.random() * 14));
+      expect(longestPrefixAtEnd(text, secret), `${text} / ${secret}`).toBe(naive(text, secret));
+    }
+  });
+
+  test("20 secrets of 64 KiB of one letter against 192 KiB of that letter: well under a second (was 10 s)", () => {
+    const secrets = Array.from({ length: 20 }, (_, i) => `${"a".repeat(65_533)}b${i}`);
+    const s = makeScrubber(secrets).stream();
+    const started = performance.now();
+    let out = "";
+    for (let i = 0; i < 3; i++) out += s.push(`${"a".repeat(65_535)}c`);
+    out += s.flush();
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(out).toBe(`${"a".repeat(65_535)}c`.repeat(3));
   });
 });

@@ -10,7 +10,7 @@ type Sdk = typeof import("@anthropic-ai/sdk");
 let sdk: Sdk | null = null;
 const load = (): Sdk => (sdk ??= require("@anthropic-ai/sdk") as Sdk);
 import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages/messages";
-import { abortError, ModelError } from "./model-error.ts";
+import { abortError, answerLimit, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import { readServerSentEvents } from "./sse.ts";
@@ -205,7 +205,7 @@ export class AnthropicProvider implements Provider {
         if (!data) return;
         const delta = textDeltaOf(data);
         handle(delta ?? (JSON.parse(data) as RawMessageStreamEvent));
-      });
+      }, answerLimit("anthropic"));
     } catch (e) {
       if (!req.signal?.aborted) throw e;
     }

@@ -40,6 +40,19 @@ export class ModelError extends Error {
   }
 }
 
+/**
+ * The most a model's streamed answer may take (its server-sent events as they arrive). A provider's
+ * own servers stop at max_tokens (8192 tokens: well under 1 MiB); a `base_url` server may stream
+ * without end, which would hold the server's memory and disk (every delta is stored) without end.
+ */
+export const MAX_ANSWER_STREAM_BYTES = 32 * 1024 * 1024;
+
+/** The limit of a provider's answer stream (readServerSentEvents), failing the request with a ModelError past it. */
+export const answerLimit = (provider: ProviderName) => ({
+  bytes: MAX_ANSWER_STREAM_BYTES,
+  error: () => new ModelError(`The model's answer went past ${MAX_ANSWER_STREAM_BYTES / 1024 / 1024} MiB of stream; it was cut off there`, { provider, retryable: false }),
+});
+
 /** The error an aborted request rejects with: the signal's reason when it is an Error, else an AbortError. */
 export function abortError(signal: AbortSignal): Error {
   const r: unknown = signal.reason;

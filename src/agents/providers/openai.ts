@@ -10,7 +10,7 @@ type Sdk = typeof import("openai");
 let sdk: Sdk | null = null;
 const load = (): Sdk => (sdk ??= require("openai") as Sdk);
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from "openai/resources/chat/completions";
-import { abortError, ModelError } from "./model-error.ts";
+import { abortError, answerLimit, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import { readServerSentEvents } from "./sse.ts";
@@ -218,7 +218,7 @@ export class OpenAIProvider implements Provider {
         if (event === "error") throw new (load().APIError)(undefined, ((chunk as { error?: object }).error ?? chunk) as object, undefined, response.headers);
         if (chunk?.error) throw new (load().APIError)(undefined, chunk.error as object, undefined, response.headers);
         handle(chunk);
-      });
+      }, answerLimit("openai"));
     } catch (e) {
       if (!req.signal?.aborted) throw e;
     }

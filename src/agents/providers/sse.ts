@@ -15,9 +15,17 @@
  * body is cancelled (the connection is not left half-read) and the exception is rethrown.
  * `onEvent` returning `false` (a stream's end sentinel, OpenAI's `[DONE]`) ends it quietly, the
  * rest of the body cancelled.
+ *
+ * A body larger than `limit.bytes` ends the reading with `limit.error()` (the body cancelled): a
+ * model server that streams without end must not hold the server's memory and disk without end.
  */
-export async function readServerSentEvents(body: ReadableStream<Uint8Array>, onEvent: (event: string | null, data: string) => boolean | void): Promise<void> {
+export async function readServerSentEvents(
+  body: ReadableStream<Uint8Array>,
+  onEvent: (event: string | null, data: string) => boolean | void,
+  limit?: { bytes: number; error(): Error },
+): Promise<void> {
   const reader = body.getReader();
+  let read = 0;
   const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
   let event: string | null = null;
   let data: string | null = null;
@@ -75,6 +83,7 @@ export async function readServerSentEvents(body: ReadableStream<Uint8Array>, onE
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
+      if (limit && (read += value.byteLength) > limit.bytes) throw limit.error();
       const decoded = decoder.decode(value, { stream: true });
       // Nothing ends in this read (and no CR waits for its LF): keep it whole, scan nothing.
       if (!decoded.includes("\n") && !decoded.includes("\r") && !pending.endsWith("\r")) {

@@ -72,6 +72,17 @@ export function providerScenarios(o: ScenarioOptions): () => MockProviderServer 
     expect(res!.stopReason).toBe("end_turn");
   });
 
+  test("an answer streaming past the limit (32 MiB) is cut off: a ModelError, not retried", async () => {
+    const MiB = "x".repeat(1024 * 1024);
+    mock.enqueue({ text: Array.from({ length: 40 }, () => MiB) });
+    const { err, events } = await run(p, request(mock));
+    expect(err).toBeInstanceOf(ModelError);
+    expect((err as ModelError).message).toContain("went past 32 MiB");
+    expect((err as ModelError).retryable).toBe(false);
+    expect(mock.requests.length).toBe(1);
+    expect(events.length).toBeLessThan(40);
+  });
+
   test("text events arrive while the response is still streaming", async () => {
     mock.enqueue({ text: ["first ", "second ", "never"], hangAfter: 2 });
     const ctl = new AbortController();

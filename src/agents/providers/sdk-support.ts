@@ -1,5 +1,6 @@
 /** What the two SDK-backed providers share: client reuse, key lookup, tool-argument parsing, endpoint names. */
 import { ModelError, type ProviderName } from "./model-error.ts";
+import { jsonDepth, MAX_DEPTH } from "../../lib/json-input.ts";
 
 /**
  * A small cache of SDK clients keyed by (base URL, key, fetch), so connections are reused between
@@ -67,6 +68,8 @@ export function describeEndpoint(baseUrl: string | undefined, fallback: string):
 export function parseToolArguments(text: string): Record<string, unknown> {
   const t = text.trim();
   if (t === "") return {};
+  // Nested past what runcell walks (scrubbing, storing, checking a tool's input): not read as arguments.
+  if (t.length > 2 * MAX_DEPTH && jsonDepth(t) > MAX_DEPTH) return { _raw_arguments: `(arguments nested deeper than ${MAX_DEPTH} levels, not read)` };
   try {
     let v: unknown = JSON.parse(t);
     if (typeof v === "string") v = JSON.parse(v);

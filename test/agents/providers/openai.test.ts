@@ -130,6 +130,13 @@ describe("openai provider", () => {
     expect(res!.content.map((b) => (b as { input: unknown }).input)).toEqual([{ _raw_arguments: '{"command": "ls -la' }, {}]);
   });
 
+  test("arguments nested deeper than 64 levels are not read as arguments (nothing walks them)", async () => {
+    const deep = `{"command":${"[".repeat(100_000)}${"]".repeat(100_000)}}`;
+    mock().enqueue({ toolCalls: [{ name: "Bash", input: {}, rawArguments: [deep] }] });
+    const { res } = await run(p, request(mock()));
+    expect(res!.content.map((b) => (b as { input: unknown }).input)).toEqual([{ _raw_arguments: "(arguments nested deeper than 64 levels, not read)" }]);
+  });
+
   test("a 4xx error body with a bare string message (Ollama) gives that message", async () => {
     const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => Response.json({ error: 'model "nope" not found, try pulling it first' }, { status: 404 }) });
     try {

@@ -75,6 +75,24 @@ test("a short Host (a container's or a proxy's name like `api`) reaches the same
   await t.stop();
 });
 
+test("a request without a Host header (HTTP/1.0 health checkers) or with an empty one reaches the same routes", async () => {
+  const t = await startTestApp();
+  const user = await createUser(t);
+  const health = await rawHttp(t.url, "GET /healthz HTTP/1.0\r\n\r\n");
+  expect(health).toStartWith("HTTP/1.1 200");
+  expect(health).toContain('"status":"ok"');
+  const doc = await rawHttp(t.url, "GET /v1/openapi.json HTTP/1.1\r\nHost: \r\nConnection: close\r\n\r\n");
+  expect(doc).toStartWith("HTTP/1.1 200");
+  expect(doc).toContain('"openapi"');
+  expect(await rawHttp(t.url, "GET /v1/me HTTP/1.0\r\n\r\n")).toStartWith("HTTP/1.1 401");
+  const me = await rawHttp(t.url, `GET /v1/me HTTP/1.0\r\nAuthorization: Bearer ${user.token}\r\n\r\n`);
+  expect(me).toStartWith("HTTP/1.1 200");
+  expect(me).toContain(user.email);
+  // The stream's upgrade reads ?token= from such a URL too (no 500).
+  expect(await rawHttp(t.url, "GET /v1/stream?token=rc_x HTTP/1.0\r\n\r\n")).toStartWith("HTTP/1.1 401");
+  await t.stop();
+});
+
 /** One request written on a raw socket (a Host or a Content-Length no fetch would send); the answer's text. */
 function rawHttp(base: string, request: string): Promise<string> {
   return new Promise<string>((resolve, reject) => {

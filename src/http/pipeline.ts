@@ -53,8 +53,9 @@ export interface DirectAnswer {
 const LIMITED = /^\/(v1|api|admin|hooks|files|metrics)(\/|$)/;
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
+/** The path of a request's URL. (Bun gives a request without a Host header the path alone as its URL.) */
 export function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
+  const start = url.charCodeAt(0) === 47 ? 0 : url.indexOf("/", url.indexOf("//") + 2);
   if (start < 0) return "/";
   const q = url.indexOf("?", start);
   return q < 0 ? url.slice(start) : url.slice(start, q);

@@ -39,7 +39,8 @@ export function validationToAppError(err: ValidationError): AppError {
  */
 export function forRouter(req: Request): Request {
   const url = req.url;
-  const start = url.indexOf("/", url.indexOf("//") + 2);
+  // (A request without a Host header has the path alone as its URL: it gets a host here too.)
+  const start = url.charCodeAt(0) === 47 ? 0 : url.indexOf("/", url.indexOf("//") + 2);
   if (start >= 11) return req;
   const moved = new Request(`http://localhost${url.slice(start)}`, req);
   setRequestContext(moved, requestContext(req));

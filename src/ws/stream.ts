@@ -172,7 +172,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
     ctx: RequestContext,
   ): Promise<{ auth: Authenticated; viaCookie: boolean; charged: RateLimitResult | null }> {
     const creds = d.authenticator.credentials(req);
-    const query = new URL(req.url).searchParams.get("token");
+    const query = new URL(req.url, "http://localhost").searchParams.get("token"); // (a URL may be the path alone: no Host header)
     const bearer = protocol ? protocol.slice("Bearer.".length) : (query ?? creds.bearer);
     if (bearer !== null && bearer !== undefined) {
       let charged: RateLimitResult | null = null;

@@ -394,8 +394,16 @@ export class Orchestrator {
     question: string | undefined,
     holder: string | undefined,
   ): Unit<boolean> {
+    // A tool call still marked in flight (it had started: the workspace died under it, the task
+    // failed before a resumed run reached it): its result says so, not "not run" — the model must
+    // not take a command that may have had its effects for one that never ran.
+    const inFlight = toolUseId ? null : ((yield* this.d.tasks.byIdIn(tx, task.id))?.pending_tool_use_id ?? null);
     if (!(yield* this.d.tasks.updateIn(tx, task.id, patch, task.status, holder))) return false;
     if (toolUseId) yield* this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: toolUseId, content: question!, is_error: true });
+    else if (inFlight) {
+      const why = error ? `the task failed while this tool was running (${error.code}: ${error.message})` : "the task ended while this tool was running";
+      yield* this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: inFlight, content: `[interrupted: ${why}; it may or may not have completed]`, is_error: true });
+    }
     if (task.playbook_id) yield* this.runEnded(task, status, error && `${error.code}: ${error.message}`, tx);
     else if (error) yield* this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, code: error.code, error: error.message }, tx);
     return true;

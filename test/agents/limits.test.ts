@@ -120,6 +120,15 @@ describe("stopping work", () => {
     expect(task.error.code).toBe("CONTAINER_FAILED");
     const frames = await sessionFrames(t, user, session_id);
     expect(frames.at(-1)).toMatchObject({ type: "task:failed", code: "CONTAINER_FAILED" });
+    // The next turn tells the model the command was interrupted — it had started — not that it never ran.
+    mock.reset();
+    mock.enqueue({ text: "noted" });
+    const next = await submit(t, user, { session_id, prompt: "what happened?" });
+    expect((await waitTask(t, user, next.task_id)).status).toBe("completed");
+    const result = lastToolResults(mock.requests[0]!.body).find((r) => r.tool_use_id === frames.find((f) => f.type === "task:tool_use").tool_use_id)!;
+    expect(result.is_error).toBe(true);
+    expect(result.content).toStartWith("[interrupted: the task failed while this tool was running (CONTAINER_FAILED:");
+    expect(result.content).not.toContain("not run");
   });
 
   test("deleting a session removes its container, volume and records", async () => {

@@ -27,6 +27,8 @@ export interface ExecResult {
   truncated: boolean;
   timedOut: boolean;
   cancelled: boolean;
+  /** Timed out or cancelled, and the kill failed (a paused container…): why. The command may still run. */
+  notKilled?: string;
 }
 
 export const DEFAULT_MAX_OUTPUT = 1024 * 1024;
@@ -100,7 +102,7 @@ export function pidThenOutput(onPid: (pid: number) => void, onOutput: (stream: 1
 
 export async function runExec(box: Box, opts: ExecOptions, onKillError?: (e: unknown) => void): Promise<ExecResult> {
   const out = new CappedOutput(opts.maxOutputBytes ?? DEFAULT_MAX_OUTPUT);
-  const result = { exitCode: null as number | null, timedOut: false, cancelled: false };
+  const result: { exitCode: number | null; timedOut: boolean; cancelled: boolean; notKilled?: string } = { exitCode: null, timedOut: false, cancelled: false };
   if (opts.signal?.aborted) return { ...result, output: "", truncated: false, cancelled: true };
 
   const withStdin = opts.stdin !== undefined;
@@ -111,7 +113,12 @@ export async function runExec(box: Box, opts: ExecOptions, onKillError?: (e: unk
   let killing: Promise<void> | null = null;
   const kill = () => {
     killWanted = true;
-    if (pid !== null && !killing) killing = killTree(box, pid).catch((e) => onKillError?.(e));
+    if (pid !== null && !killing) {
+      killing = killTree(box, pid).catch((e) => {
+        result.notKilled = (e as Error)?.message || String(e);
+        onKillError?.(e);
+      });
+    }
   };
 
   await new Promise<void>((resolve) => {

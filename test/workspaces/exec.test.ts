@@ -5,6 +5,7 @@ import type { Workspaces } from "../../src/workspaces/service.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { sqlRun } from "../helpers/db.ts";
 import { createUser } from "../helpers/users.ts";
+import { waitFor } from "../helpers/net.ts";
 import { insertProfile, newWorkspace, sweepInstance } from "./helpers.ts";
 
 const SECRET = "s3cr3t-" + crypto.randomUUID();
@@ -86,6 +87,27 @@ describe("exec", () => {
     expect(r.output).not.toContain("never");
     expect(Date.now() - started).toBeLessThan(2500);
     expect(await strays()).toEqual([]);
+  });
+
+  test("a timeout on a paused container: the kill fails and the result says the command may still run", async () => {
+    const name = (await ws.byId(ctrId))!.name;
+    const run = sh("sleep 60; echo never", { timeoutMs: 800 });
+    await Bun.sleep(300);
+    expect(Bun.spawnSync(["docker", "pause", name]).exitCode).toBe(0);
+    let r;
+    try {
+      r = await run;
+    } finally {
+      Bun.spawnSync(["docker", "unpause", name]);
+    }
+    expect(r.timedOut).toBe(true);
+    expect(r.notKilled).toBeTruthy();
+    const left = await strays();
+    expect(left.length).toBeGreaterThanOrEqual(1);
+    await sh(`kill -9 ${left.map((l) => l.trim().split(/\s+/)[0]).join(" ")}`);
+    await waitFor(async () => (await strays()).length === 0, { what: "the leftover sleep killed" });
+    // A kill that works says nothing of the sort.
+    expect((await sh("sleep 60", { timeoutMs: 300 })).notKilled).toBeUndefined();
   });
 
   test("an abort kills the running process tree within 2 s", async () => {

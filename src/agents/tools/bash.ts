@@ -25,8 +25,9 @@ export const bashTool: Tool = {
     });
     const notes: string[] = [];
     if (r.truncated) notes.push(`[output truncated to ${BASH_MAX_OUTPUT} bytes]`);
-    if (r.timedOut) notes.push(`[timed out after ${timeoutMs} ms; the command was killed]`);
-    if (r.cancelled) notes.push("[cancelled]");
+    const stopped = r.notKilled ? `the command could not be stopped (${r.notKilled.slice(0, 200)}): it may still be running` : "the command was killed";
+    if (r.timedOut) notes.push(`[timed out after ${timeoutMs} ms; ${stopped}]`);
+    if (r.cancelled) notes.push(r.notKilled ? `[cancelled; ${stopped}]` : "[cancelled]");
     notes.push(`[exit code: ${r.exitCode ?? "none"}]`);
     const body = r.output.endsWith("\n") || r.output === "" ? r.output : r.output + "\n";
     return { output: body + notes.join("\n"), isError: r.timedOut || r.cancelled };

@@ -5,7 +5,7 @@ export interface WorkspaceOps {
   exec(
     sessionId: string,
     opts: { cmd: string[]; stdin?: string | Uint8Array; timeoutMs?: number; maxOutputBytes?: number; signal?: AbortSignal },
-  ): Promise<{ exitCode: number | null; output: string; truncated: boolean; timedOut: boolean; cancelled: boolean }>;
+  ): Promise<{ exitCode: number | null; output: string; truncated: boolean; timedOut: boolean; cancelled: boolean; notKilled?: string }>;
   readFile(sessionId: string, path: string): Promise<Uint8Array>;
   writeFile(sessionId: string, path: string, data: string | Uint8Array): Promise<void>;
 }

@@ -74,8 +74,9 @@ export class SessionLifecycle {
       if (task && e instanceof AppError && e.code === "CONTAINER_FAILED") {
         // The session stays (its task fails with the error; a later turn starts the workspace
         // again), so it is announced like any new session, with the workspace record it has.
+        // With no host to place it on there is no record: the session is still announced.
         const failed = await this.d.workspaces.forSession(session.id).catch(() => null);
-        if (failed) this.publishReady(session.id, failed, profile.id);
+        this.publishReady(session.id, failed, profile.id);
         return { session, task, workspace: null, error: e };
       }
       await this.purge(session.id, { tolerateWorkspaceError: true });
@@ -86,8 +87,8 @@ export class SessionLifecycle {
     return { session, task, workspace: ws, error: null };
   }
 
-  private publishReady(sessionId: string, ws: WorkspaceRow, profileId: string) {
-    this.d.hub.publish(sessionId, { type: "session.ready", container_id: ws.id, container_name: ws.name, profile_id: profileId });
+  private publishReady(sessionId: string, ws: WorkspaceRow | null, profileId: string) {
+    this.d.hub.publish(sessionId, { type: "session.ready", container_id: ws?.id ?? null, container_name: ws?.name ?? null, profile_id: profileId });
   }
 
   /** The session's row and, with `withTask`, its first task: they commit together. */

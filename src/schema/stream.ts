@@ -55,7 +55,11 @@ export const Question = T.Object({ question: T.String(), options: T.Array(T.Obje
 
 export const SessionReady = stored(
   "session.ready",
-  { container_id: T.String({ description: "ctr_…" }), container_name: T.String(), profile_id: T.String() },
+  {
+    container_id: T.Union([T.String(), T.Null()], { description: "ctr_…; null only when no Docker host could take the workspace of a task.submit (its task:failed follows)" }),
+    container_name: T.Union([T.String(), T.Null()], { description: "null with container_id" }),
+    profile_id: T.String(),
+  },
   "A session was created (after session.start, or task.submit without a session_id); its workspace runs — unless it could not start for a task.submit, whose task:failed (CONTAINER_FAILED) follows.",
 );
 export const TaskToken = ofTask("task:token", { text: T.String() }, "One chunk of model text. Replace the accumulated text with turn.done's result_text.");

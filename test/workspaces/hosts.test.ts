@@ -230,6 +230,15 @@ describe("two Docker engines", () => {
     expect(await onEngine(dockerA, next.ws.docker_id!)).toBe("running");
     const ssd = await insertProfile(t, user.id, { host_labels: ["ssd"] });
     expect((await errOf(start(ssd)))?.message).toMatch(/Every Docker host for this profile is unavailable \(b: /);
+    // A task without a session: the session it made is still announced (no workspace to name), then the task fails.
+    const sub = await (await t.fetch("/v1/tasks", { method: "POST", headers: user.bearer, body: JSON.stringify({ profile_id: ssd.id, prompt: "hi" }) })).json();
+    const frames = await waitFor(async () => {
+      const page = await (await t.fetch(`/v1/sessions/${sub.session_id}/events`, { headers: user.bearer })).json();
+      return page.data.some((f: { type: string }) => f.type === "task:failed") ? page.data : null;
+    });
+    expect(frames.map((f: { type: string }) => f.type)).toEqual(["session.ready", "task:failed"]);
+    expect(frames[0]).toMatchObject({ container_id: null, container_name: null, profile_id: ssd.id });
+    expect(frames[1]).toMatchObject({ code: "CONTAINER_FAILED" });
 
     secondDockerd("start");
     const back = await w.checkHosts();

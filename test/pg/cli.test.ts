@@ -209,12 +209,15 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
   test("serve: migrates and serves from PostgreSQL; a second server on the same database serves beside it (a replica); an unreachable one names the host, never the password", async () => {
     const { url, sql } = await freshDatabase();
     open.push(sql);
-    const first = await spawnServer({ dataDir: dataDir(), flags: ["--database", url] });
+    // Replicas share the vault key (a second server with a key of its own is refused at start: test/pg/vault-key.test.ts).
+    const key = join(dataDir(), "vault.key");
+    writeFileSync(key, Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64") + "\n", { mode: 0o600 });
+    const first = await spawnServer({ dataDir: dataDir(), flags: ["--database", url, "--vault-key-file", key] });
     try {
       expect(await (await fetch(first.url + "/healthz")).json()).toMatchObject({ status: "ok", db: "ok" });
       const [applied] = await sql.unsafe("SELECT count(*)::int AS n FROM _migrations");
       expect(applied.n).toBe(PG_MIGRATIONS.length);
-      const second = await spawnServer({ dataDir: dataDir(), flags: ["--database", url] });
+      const second = await spawnServer({ dataDir: dataDir(), flags: ["--database", url, "--vault-key-file", key] });
       try {
         const [a, b] = await Promise.all([first.url, second.url].map(async (u) => (await fetch(u + "/healthz")).json()));
         expect(a).toMatchObject({ status: "ok", db: "ok" });

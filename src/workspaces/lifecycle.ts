@@ -211,6 +211,15 @@ export class Lifecycle {
         return (await store.update(row.id, { status: "running", error: null, last_active_at: this.d.now() }))!;
       } catch (e) {
         if (!(e instanceof BoxGone)) throw await this.fail(row, e);
+        // Its volume may have gone with it (removed by hand): then its files are lost, and the
+        // record says so once it runs again (empty), as the reconciler would have.
+        const kept = await this.guard(() => this.d.hosts.of(row).provisioner.volumeHeld(row), "Could not check the workspace's volume");
+        if (!kept) {
+          this.d.log.warn("workspace container and volume vanished: its files are lost; it starts empty", { workspace: row.id, session: row.session_id });
+          await store.update(row.id, { docker_id: null });
+          const up = await this.provision(row);
+          return (await store.update(up.id, { error: "its container and volume were removed outside runcell: the workspace's files were lost and it started empty" }))!;
+        }
         this.d.log.warn("workspace container vanished; recreating it on the same volume", { workspace: row.id, session: row.session_id });
         await store.update(row.id, { docker_id: null });
       }

@@ -24,6 +24,12 @@ export class Provisioner {
     private instanceId: string,
   ) {}
 
+  /** Whether this instance's volume of the workspace still exists (its files). */
+  async volumeHeld(row: Pick<WorkspaceRow, "id" | "volume">): Promise<boolean> {
+    const found = await this.engine.listVolumes({ [LABEL_WORKSPACE]: row.id, [LABEL_INSTANCE]: this.instanceId });
+    return found.some((v) => v.name === row.volume);
+  }
+
   /** Creates (or reuses) the volume, creates the box and starts it. `labels` go on both (a warm-pool member's). */
   async up(row: ProvisionInput, labels?: Record<string, string>): Promise<Box> {
     const held = await this.engine.createVolume(row.volume, { ...labelsFor({ ctrId: row.id, sessionId: row.session_id, instanceId: this.instanceId }), ...labels });

@@ -197,6 +197,22 @@ describe("failures", () => {
     await ws.removeForSession(sessionId);
   });
 
+  test("a container whose volume was removed too: recreated empty, and the record says the files were lost", async () => {
+    const { sessionId, ws: row } = await newWorkspace(t, user.id, profile);
+    await ws.writeFile(sessionId, "keep.txt", "on the volume");
+    await docker.getContainer(row.docker_id!).remove({ force: true });
+    await docker.getVolume(row.volume).remove();
+    expect((await errOf(sh(sessionId, "true")))?.code).toBe("CONTAINER_FAILED");
+    const up = await ws.ensureRunning(sessionId);
+    expect(up.status).toBe("running");
+    expect(up.error).toContain("the workspace's files were lost and it started empty");
+    expect((await sh(sessionId, "ls -A /workspace")).output.trim()).toBe("");
+    // The next start of it is an ordinary one again.
+    await ws.stop(row.id);
+    expect((await ws.ensureRunning(sessionId)).error).toBeNull();
+    await ws.removeForSession(sessionId);
+  });
+
   test("an image that cannot be had → CONTAINER_FAILED naming the image and the fix", async () => {
     const image = `runcell-test/absent-${crypto.randomUUID().slice(0, 8)}:latest`;
     const bad = await insertProfile(t, user.id, { image });

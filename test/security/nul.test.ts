@@ -132,6 +132,10 @@ describe("other JSON a client may not send (src/lib/json-input.ts)", () => {
     const p = await api(t, "POST", "/v1/profiles", user.bearer, '{"name":"p","env":{"__proto__":"x"}}');
     expect(p.status).toBe(400);
     expect(p.body.details).toMatchObject({ field: "env.__proto__", reason: "__proto__ key" });
+    // Also spelled with an escape.
+    const escaped = await api(t, "POST", "/v1/profiles", user.bearer, '{"name":"p","env":{"\\u005f_proto__":"x"}}');
+    expect(escaped.status).toBe(400);
+    expect(escaped.body.details).toMatchObject({ field: "env.__proto__", reason: "__proto__ key" });
     // A well-formed pair is a character like any other.
     expect((await api(t, "POST", "/v1/api-tokens", user.bearer, { name: "emoji 😀" })).status).toBe(201);
   });

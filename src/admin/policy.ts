@@ -33,6 +33,16 @@ export const POLICY_OPTIONS: Record<PolicyKey, { key: keyof PolicyDefaults; flag
 };
 export const POLICY_KEYS = Object.keys(POLICY_OPTIONS) as PolicyKey[];
 
+/** Each limit of a profile and the policy field that is its ceiling. */
+const CEILINGS = [
+  ["memory_mb", "max_memory_mb"],
+  ["cpus", "max_cpus"],
+  ["pids", "max_pids"],
+  ["max_concurrency", "max_concurrency"],
+  ["max_turns", "max_turns"],
+  ["max_budget_usd", "max_budget_usd"],
+] as const satisfies readonly (readonly [keyof ProfileShape["limits"], PolicyKey])[];
+
 /** What of a profile the policy looks at. */
 interface ProfileShape {
   image: string;
@@ -82,10 +92,10 @@ export class Policies {
   }
 
   /** The ceilings of a profile's limits for the user (null: an admin, exempt). */
-  async limitCeilings(userId: string): Promise<{ memory_mb: number; cpus: number; pids: number; max_concurrency: number; max_turns: number; max_budget_usd: number } | null> {
+  async limitCeilings(userId: string): Promise<ProfileShape["limits"] | null> {
     const p = await this.forUser(userId);
     if (p.exempt) return null;
-    return { memory_mb: p.max_memory_mb, cpus: p.max_cpus, pids: p.max_pids, max_concurrency: p.max_concurrency, max_turns: p.max_turns, max_budget_usd: p.max_budget_usd };
+    return Object.fromEntries(CEILINGS.map(([field, limit]) => [field, p[limit]])) as ProfileShape["limits"];
   }
 
   /** A profile about to be saved: its limits within the ceilings, an allowed image and network; a new one within the count. */
@@ -101,15 +111,7 @@ export class Policies {
         throw Errors.validation("profile", `You have ${n} profiles, the most this server allows (max_profiles ${p.max_profiles}): delete one first`, { limit: "max_profiles", max: p.max_profiles });
       }
     }
-    const ceilings: [keyof typeof f.limits, PolicyKey][] = [
-      ["memory_mb", "max_memory_mb"],
-      ["cpus", "max_cpus"],
-      ["pids", "max_pids"],
-      ["max_concurrency", "max_concurrency"],
-      ["max_turns", "max_turns"],
-      ["max_budget_usd", "max_budget_usd"],
-    ];
-    for (const [field, limit] of ceilings) {
+    for (const [field, limit] of CEILINGS) {
       if (kept((x) => x.limits[field])) continue;
       const max = p[limit] as number;
       if (f.limits[field] > max) throw Errors.validation(`limits.${field}`, `limits.${field} must be at most ${max} on this server (${limit})`, { limit, max });

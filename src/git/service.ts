@@ -146,14 +146,15 @@ export class GitRepos {
       const dir = join(ctx.dir, "repo");
       const depth = r.depth ?? 1;
       const cap = (await this.d.diskCap?.(userId)) ?? null;
+      const cloning = `Cloning ${repo.url}${r.ref ? ` (${r.ref})` : ""} failed`;
+      const tooLarge = (what: string, capBytes: number) =>
+        new AppError("BAD_GATEWAY", `${cloning}: the repository takes more than this server's disk cap of ${Math.round(capBytes / MB)} MB per workspace (workspace_disk_mb); clone a smaller ref or depth`, {
+          repository: repo.url,
+          step: what,
+          limit: "workspace_disk_mb",
+        });
       const fail = (what: string, res: GitRun) =>
-        res.tooLarge && cap !== null
-          ? new AppError(
-              "BAD_GATEWAY",
-              `Cloning ${repo.url}${r.ref ? ` (${r.ref})` : ""} failed: the repository takes more than this server's disk cap of ${Math.round(cap / MB)} MB per workspace (workspace_disk_mb); clone a smaller ref or depth`,
-              { repository: repo.url, step: what, limit: "workspace_disk_mb" },
-            )
-          : new AppError("BAD_GATEWAY", `Cloning ${repo.url}${r.ref ? ` (${r.ref})` : ""} failed: ${gitFailure(res, r.credential_secret)}`, { repository: repo.url, step: what });
+        res.tooLarge && cap !== null ? tooLarge(what, cap) : new AppError("BAD_GATEWAY", `${cloning}: ${gitFailure(res, r.credential_secret)}`, { repository: repo.url, step: what });
       let last = 0;
       const onProgress = (line: string) => {
         if (performance.now() - last > 2000) {
@@ -178,7 +179,7 @@ export class GitRepos {
         if (res.code !== 0) throw fail("clone", res);
       }
       // A clone that finished between two measurements is measured once more before it is copied.
-      if (cap !== null && ((await dirBytes(dir)) ?? 0) > cap) throw fail("clone", { code: 1, stdout: "", stderr: "", tooLarge: true });
+      if (cap !== null && ((await dirBytes(dir)) ?? 0) > cap) throw tooLarge("clone", cap);
       const head = await runGit(ctx, ["-C", dir, "rev-parse", "HEAD"]);
       const commit = head.stdout.trim();
       const bytes = await this.copyIn(sessionId, dir, path, owner);

@@ -1,6 +1,7 @@
 /**
  * The JSON body parser every route shares: JSON only (415 otherwise), at most 1 MiB (413, also
- * for chunked bodies without Content-Length), malformed JSON or a string holding U+0000 is 400
+ * for chunked bodies without Content-Length), a Content-Encoding other than identity 415; malformed
+ * JSON, and JSON src/lib/json-input.ts refuses (too deep, NUL, lone surrogates, __proto__), 400
  * VALIDATION_FAILED.
  */
 import { AppError } from "../lib/errors.ts";

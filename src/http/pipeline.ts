@@ -53,9 +53,12 @@ export interface DirectAnswer {
 const LIMITED = /^\/(v1|api|admin|hooks|files|metrics)(\/|$)/;
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
-/** The path of a request's URL. (Bun gives a request without a Host header the path alone as its URL.) */
+/** Where the path of a request's URL begins (Bun gives a request without a Host header the path alone as its URL). */
+export const pathStart = (url: string): number => (url.charCodeAt(0) === 47 ? 0 : url.indexOf("/", url.indexOf("//") + 2));
+
+/** The path of a request's URL. */
 export function pathOf(url: string): string {
-  const start = url.charCodeAt(0) === 47 ? 0 : url.indexOf("/", url.indexOf("//") + 2);
+  const start = pathStart(url);
   if (start < 0) return "/";
   const q = url.indexOf("?", start);
   return q < 0 ? url.slice(start) : url.slice(start, q);

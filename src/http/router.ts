@@ -9,6 +9,7 @@ import type { Logger } from "../log.ts";
 import { noteRoute, requestContext, setRequestContext } from "./context.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { nulError } from "../lib/json-input.ts";
+import { pathStart } from "./pipeline.ts";
 import { errorResponse } from "./errors.ts";
 import { MAX_JSON_BODY, parseJsonBody } from "./parse.ts";
 import { redactString } from "../log.ts";
@@ -40,7 +41,7 @@ export function validationToAppError(err: ValidationError): AppError {
 export function forRouter(req: Request): Request {
   const url = req.url;
   // (A request without a Host header has the path alone as its URL: it gets a host here too.)
-  const start = url.charCodeAt(0) === 47 ? 0 : url.indexOf("/", url.indexOf("//") + 2);
+  const start = pathStart(url);
   if (start >= 11) return req;
   const moved = new Request(`http://localhost${url.slice(start)}`, req);
   setRequestContext(moved, requestContext(req));

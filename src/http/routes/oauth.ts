@@ -64,22 +64,21 @@ export const oauthRoutes = (s: Services) => {
       "/callback/:provider",
       async ({ params, query, request }) => {
         const clear = s.oauth.clearCookies();
+        /** A 302 to `location` that clears the flow cookies (and sets `more`). */
+        const redirect = (location: string, ...more: string[]) => {
+          const headers = new Headers({ location, "cache-control": "no-store" });
+          for (const c of [...clear, ...more]) headers.append("set-cookie", c);
+          return new Response(null, { status: 302, headers });
+        };
         try {
           const ctx = requestContext(request);
           const { signedIn, redirectTo } = await s.oauth.callback(params.provider, query, request.headers.get("cookie"), {
             ip: ctx.ip,
             userAgent: request.headers.get("user-agent"),
           });
-          const headers = new Headers({ location: redirectTo, "cache-control": "no-store" });
-          for (const c of clear) headers.append("set-cookie", c);
-          headers.append("set-cookie", sessionCookie(cookie, signedIn.token, Math.floor(ABSOLUTE_MS / 1000)));
-          return new Response(null, { status: 302, headers });
+          return redirect(redirectTo, sessionCookie(cookie, signedIn.token, Math.floor(ABSOLUTE_MS / 1000)));
         } catch (e) {
-          if (e instanceof OAuthRedirectedError) {
-            const headers = new Headers({ location: e.location, "cache-control": "no-store" });
-            for (const c of clear) headers.append("set-cookie", c);
-            return new Response(null, { status: 302, headers });
-          }
+          if (e instanceof OAuthRedirectedError) return redirect(e.location);
           if (!(e instanceof AppError)) throw e;
           const res = errorResponse(e, { "cache-control": "no-store" });
           for (const c of clear) res.headers.append("set-cookie", c);

@@ -99,7 +99,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // `sqlite`: the bun:sqlite connection for SQLite's own fast paths; null on PostgreSQL.
   const { db, sqlite } = store;
   // …and it must open what the database holds (a replica started without the shared key, a data dir restored without its own).
-  await checkVaultKeyOpens(db, sealer, config.vaultKeyFile ?? join(config.dataDir, KEY_FILE));
+  const rows = <T>(text: string): Promise<T[]> => (store.sqlite ? Promise.resolve(store.sqlite.query(text).all() as T[]) : store.sql!.unsafe(text).then((r) => [...r] as T[]));
+  await checkVaultKeyOpens(rows, sealer, config.vaultKeyFile ?? join(config.dataDir, KEY_FILE), { signingKey: store.dialect === "postgres" });
   // This server among those sharing the database, and its messages to the others (PostgreSQL).
   const replicas = new Replicas(db, now, config.replicaLeaseMs, VERSION, loadReplicaId(config.dataDir));
   await replicas.register();

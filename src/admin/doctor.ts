@@ -24,9 +24,7 @@ import { describePostgresError, redactDatabaseUrl } from "../db/pg/client.ts";
 import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
 import type { Dialect } from "../db/tables.ts";
 import { KEY_FILE, readKey, Sealer } from "../lib/sealer.ts";
-import { aadFor } from "../vault/secrets.ts";
-import { integrationAad } from "../notifications/integrations.ts";
-import { triggerAad } from "../playbooks/service.ts";
+import { sealedSamples, unopened } from "../vault/key-check.ts";
 import { VERSION } from "../version.ts";
 import { DockerEngine, type EngineAuth } from "../workspaces/docker.ts";
 import { ADMIN_PASSWORD_MIN, adminPasswordProblem } from "./password.ts";
@@ -686,27 +684,17 @@ const vaultKey: CheckFn = async (ctx) => {
     return fail("vault key", (e as Error).message, "the file must hold 32 random bytes in base64 (head -c 32 /dev/urandom | base64)");
   }
   // The key must open what the database holds: one sealed value of each kind is tried (as serve does at start).
-  const row = async <T>(sql: string): Promise<T | null> => {
+  const rows = async <T>(sql: string): Promise<T[] | null> => {
     try {
-      return (await ctx.rows<T>(sql))?.[0] ?? null;
+      return await ctx.rows<T>(sql);
     } catch {
       return null;
     }
   };
-  const samples: { sealed: Uint8Array; aad: string }[] = [];
-  const secret = await row<{ user_id: string; name: string; ciphertext: Uint8Array }>("SELECT user_id, name, ciphertext FROM secrets LIMIT 1");
-  if (secret) samples.push({ sealed: secret.ciphertext, aad: aadFor(secret.user_id, secret.name) });
-  const hook = await row<{ id: string; user_id: string; sealed: Uint8Array }>("SELECT id, user_id, secret_ciphertext AS sealed FROM integrations WHERE secret_ciphertext IS NOT NULL LIMIT 1");
-  if (hook) samples.push({ sealed: hook.sealed, aad: integrationAad(hook.id, hook.user_id) });
-  const pb = await row<{ id: string; user_id: string; sealed: Uint8Array }>("SELECT id, user_id, trigger_ciphertext AS sealed FROM playbooks LIMIT 1");
-  if (pb) samples.push({ sealed: pb.sealed, aad: triggerAad(pb.id, pb.user_id) });
+  const samples = await sealedSamples(rows, { signingKey: false });
   const sample = samples.length > 0;
-  for (const s of samples) {
-    try {
-      Sealer.fromKey(key).open(s.sealed, s.aad);
-    } catch {
-      return fail("vault key", `${path} does not open this database's secrets: it is not the key they were stored with`, external ? "point --vault-key-file at the key of this database (the secret.key of its data dir, or of its backup)" : "put back the secret.key that belongs to this database (runcell restore)");
-    }
+  if (unopened(Sealer.fromKey(key), samples)) {
+    return fail("vault key", `${path} does not open this database's secrets: it is not the key they were stored with`, external ? "point --vault-key-file at the key of this database (the secret.key of its data dir, or of its backup)" : "put back the secret.key that belongs to this database (runcell restore)");
   }
   if (st.mode & 0o077) return warn("vault key", `${path} has mode ${octal(st.mode)}: others can read the key of every stored secret`, `chmod 600 ${path}`);
   const opens = sample ? "; it opens the stored secrets" : "";

@@ -64,7 +64,7 @@ export interface Box {
   writeArchive(dir: string, tar: NodeJS.ReadableStream): Promise<void>;
   /** Whether the box exists and runs now, and if not why. */
   state(): Promise<BoxState>;
-  /** Starts the (created or stopped) box — a running one is fine; BoxGone, or InitMissing when the engine has no init for PID 1. */
+  /** Starts the (created or stopped) box — a running one is fine, a paused one is unpaused; BoxGone, or InitMissing when the engine has no init for PID 1. */
   start(): Promise<void>;
   /** Stops the box: SIGTERM, then SIGKILL after `graceSeconds` (a stopped or gone box is fine). */
   stop(graceSeconds: number): Promise<void>;

@@ -206,6 +206,11 @@ export class DockerBox implements Box {
       await bounded("start the container", this.ms, (abortSignal) => this.container.start({ abortSignal }));
     } catch (e) {
       if (dockerStatus(e) === 304) return; // running already
+      // Paused by hand (`docker pause`): the engine will not start it, but unpausing resumes it as it was.
+      if (/paused/i.test(dockerMessage(e))) {
+        await bounded("unpause the container", this.ms, (abortSignal) => this.container.unpause({ abortSignal }));
+        return;
+      }
       if (dockerStatus(e) === 404) throw new BoxGone(dockerMessage(e));
       if (/docker-init|init binary|init-path/i.test(dockerMessage(e))) throw new InitMissing(dockerMessage(e));
       throw e;

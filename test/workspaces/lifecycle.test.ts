@@ -183,6 +183,17 @@ describe("failures", () => {
     await ws.removeForSession(sessionId);
   });
 
+  test("a container paused by hand is unpaused by the next turn, with its files", async () => {
+    const { sessionId, ws: row } = await newWorkspace(t, user.id, profile);
+    await ws.writeFile(sessionId, "keep.txt", "paused, not lost");
+    await docker.getContainer(row.docker_id!).pause();
+    const up = await ws.ensureRunning(sessionId);
+    expect(up).toMatchObject({ status: "running", docker_id: row.docker_id });
+    expect((await inspect(row.docker_id!)).State.Paused).toBe(false);
+    expect((await sh(sessionId, "cat keep.txt")).output).toBe("paused, not lost");
+    await ws.removeForSession(sessionId);
+  });
+
   test("a vanished container is recreated on the same volume", async () => {
     const { sessionId, ws: row } = await newWorkspace(t, user.id, profile);
     await ws.writeFile(sessionId, "keep.txt", "on the volume");

@@ -50,8 +50,8 @@ export interface DirectAnswer {
 }
 
 /** Paths the per-caller rate limit applies to (the API surfaces; not static assets or /healthz). */
-const LIMITED = /^\/(v1|api|admin|hooks|files|metrics)(\/|$)/;
-const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+export const LIMITED = /^\/(v1|api|admin|hooks|files|metrics)(\/|$)/;
+export const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 /** Where the path of a request's URL begins (Bun gives a request without a Host header the path alone as its URL). */
 export const pathStart = (url: string): number => (url.charCodeAt(0) === 47 ? 0 : url.indexOf("/", url.indexOf("//") + 2));

@@ -26,6 +26,11 @@ export function queryOf<P extends TProperties>(properties: P) {
   return t.Optional(t.Object(properties));
 }
 
+/** Marks a response schema as a file's bytes (documented as such, src/http/openapi.ts). */
+export const BYTES_MARK = "x-runcell-bytes";
+/** A response that is a file's bytes, with the file's own Content-Type. */
+export const FileBytes = (description: string) => t.Any({ description, [BYTES_MARK]: true });
+
 /** Error responses documented on every route. */
 export const errorResponses = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [s, ErrorBody]));
 

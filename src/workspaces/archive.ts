@@ -83,9 +83,9 @@ export async function openFile(box: Box, abs: string): Promise<{ size: number; b
   return { size: header.size, body: whole(reader.body(header.size), abs) };
 }
 
-/** A file that changed while it was read (a command writing it): 409, and a tool's error the agent can retry — not a broken workspace. */
+/** A file that changed while it was read (a command writing it): 400 (the interface pairs VALIDATION_FAILED with 400), and a tool's error the agent can retry — not a broken workspace. */
 export const changedWhileRead = (abs: string) =>
-  new AppError("VALIDATION_FAILED", `${abs} changed while it was read (something in the workspace is writing it): try again`, { field: "path", reason: "changed while read" }, 409);
+  new AppError("VALIDATION_FAILED", `${abs} changed while it was read (something in the workspace is writing it): try again`, { field: "path", reason: "changed while read" });
 
 async function* whole(body: AsyncGenerator<Uint8Array>, abs: string): AsyncGenerator<Uint8Array> {
   try {

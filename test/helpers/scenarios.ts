@@ -6,13 +6,16 @@
  *   /v1/* → 401 (surfaces never open for the other surface's credential);
  * - someone else's record → 404 with the same body as a record that does not exist;
  * - each bad input → 400 VALIDATION_FAILED naming the field;
- * - success with the owner's token (or the admin password) → the documented status.
+ * - success with the owner's token (or the admin password) → the documented status;
+ * - every answer is one the OpenAPI document lists for the operation, its JSON body valid against
+ *   the documented schema (test/helpers/openapi.ts).
  *
  * The credential matrix (`actors`): anonymous, the owner (API token, and cookie), another user,
  * the admin password.
  */
 import { describe, expect, test } from "bun:test";
 import type { TestApp } from "./app.ts";
+import { expectDocumented } from "./openapi.ts";
 import { api, createUser, type TestUser } from "./users.ts";
 
 export const ADMIN_PASSWORD = "an admin password for the scenarios";
@@ -109,8 +112,11 @@ export function missingLike(id: string): string {
 /** The JSON body with every occurrence of `id` replaced, so two 404s can be compared. */
 const normalized = (body: unknown, id: string) => JSON.parse(JSON.stringify(body).split(id).join(":id"));
 
+/** One request of a scenario; every answer is also checked against the server's OpenAPI document. */
 async function call(a: Actors, method: string, path: string, who: Who, body?: unknown) {
-  return api(a.t, method, path, a.headers(who), body);
+  const r = await api(a.t, method, path, a.headers(who), body);
+  await expectDocumented(a.t, method, path, r);
+  return r;
 }
 
 /**

@@ -22,5 +22,10 @@ export const adminStatsRoutes = (s: Services) =>
           "session.ready latency; open WebSocket connections; events appended; webhook deliveries, retries and attempts; model tokens and cost by provider; " +
           "the /admin/stats gauges; process metrics (CPU, RSS, open fds, event-loop lag, heap). Bearer = admin password.",
         security: ADMIN_SECURITY,
+        // Documented here, not as a `response` schema: the body is a Response the route makes itself.
+        responses: {
+          200: { description: "The metrics", content: { [PROMETHEUS_CONTENT_TYPE]: { schema: { type: "string" } } } },
+          401: { description: "No admin password, or a wrong one", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } },
+        },
       },
     });

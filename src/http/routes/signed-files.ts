@@ -7,7 +7,7 @@ import { Elysia, t } from "elysia";
 import type { Services } from "../../services.ts";
 import { Errors } from "../../lib/errors.ts";
 import { decodeWildcard, fileResponse } from "../file-response.ts";
-import { errorResponses } from "../schema.ts";
+import { errorResponses, FileBytes } from "../schema.ts";
 
 export const signedFileRoutes = (s: Services) =>
   new Elysia({ prefix: "/files" }).get(
@@ -25,7 +25,7 @@ export const signedFileRoutes = (s: Services) =>
     },
     {
       query: t.Object({ exp: t.Optional(t.String({ maxLength: 20 })), sig: t.Optional(t.String({ maxLength: 128 })) }),
-      response: { 200: t.Any({ description: "The file's bytes" }), ...errorResponses(400, 404, 409, 429, 502) },
+      response: { 200: FileBytes("The file's bytes; Content-Type from the extension"), ...errorResponses(400, 404, 429, 502) },
       detail: {
         tags: ["Workspaces"],
         summary: "Download a workspace file through a signed URL (no credential)",

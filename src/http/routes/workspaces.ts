@@ -9,7 +9,7 @@ import { DirListing, WorkspaceRecord } from "../../schema/workspace.ts";
 import { workspaceRecord } from "../../workspaces/service.ts";
 import { decodeWildcard, fileResponse } from "../file-response.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, PageQuery, queryOf } from "../schema.ts";
+import { errorResponses, FileBytes, PageQuery, queryOf } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Workspaces"], summary, description, security: USER_SECURITY });
 
@@ -65,7 +65,7 @@ export const workspaceRoutes = (s: Services) =>
         return fileResponse(await s.workspaces.openDownload(row, decodeWildcard(params["*"])));
       },
       {
-        response: { 200: t.Any({ description: "The file's bytes; Content-Type from the extension" }), ...errorResponses(400, 401, 404, 409, 429, 502) },
+        response: { 200: FileBytes("The file's bytes; Content-Type from the extension"), ...errorResponses(400, 401, 404, 429, 502) },
         detail: detail(
           "Download a workspace file",
           "Path relative to /workspace. Streamed; works while the workspace is stopped. Files over 100 MiB, directories and paths leaving /workspace (.., symlinks out) answer 400.",

@@ -28,7 +28,7 @@ routeTable("API documents", () => a, [
     success: 200,
     check: (r) => {
       expect(r.headers.get("content-type")).toBe("application/json; charset=utf-8");
-      expect(r.body).toMatchObject({ openapi: "3.0.3", info: { title: "runcell API", version: VERSION }, servers: [{ url: t.config.publicUrl }] });
+      expect(r.body).toMatchObject({ openapi: "3.1.0", info: { title: "runcell API", version: VERSION }, servers: [{ url: t.config.publicUrl }] });
     },
   },
   {
@@ -66,11 +66,46 @@ test("a credential is not looked at on the documents: a bad token, a user's toke
 
 describe("OpenAPI document", () => {
   test("is generated from the route schemas: every resource, no trailing slashes", () => {
-    expect(spec.openapi).toBe("3.0.3");
+    expect(spec.openapi).toBe("3.1.0");
     for (const p of ["/v1/api-tokens", "/v1/api-tokens/{id}", "/v1/tasks", "/v1/tasks/{id}/cancel", "/v1/sessions/{id}/events", "/v1/profiles", "/api/auth/sign-in/email", "/healthz"]) {
       expect(Object.keys(spec.paths)).toContain(p);
     }
     expect(Object.keys(spec.paths).filter((p) => p.length > 1 && p.endsWith("/"))).toEqual([]);
+  });
+
+  test("is a valid OpenAPI 3.1 document (the OpenAPI Initiative's schema, as code generators read it)", async () => {
+    const { Validator } = await import("@seriousme/openapi-schema-validator");
+    const result = await new Validator().validate(structuredClone(spec));
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+  });
+
+  test("bodiless answers have no content; a file download is bytes; the error body is one component", () => {
+    expect(spec.paths["/v1/api-tokens/{id}"].delete.responses["204"]).toEqual({ description: expect.any(String) });
+    const download = spec.paths["/v1/workspaces/{id}/files/{path}"].get;
+    expect(Object.keys(download.responses["200"].content)).toEqual(["*/*"]);
+    expect(download.parameters.map((p: { name: string }) => p.name)).toEqual(["id", "path"]);
+    expect(spec.components.schemas.Error.required).toEqual(["error", "code"]);
+    expect(JSON.stringify(spec)).not.toContain('"$id"');
+    expect(spec.paths["/v1/profiles"].get.responses["401"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/Error" });
+  });
+
+  test("a nullable enum accepts null (a task's trigger)", () => {
+    const trigger = spec.paths["/v1/tasks/{id}"].get.responses["200"].content["application/json"].schema.properties.trigger;
+    expect(trigger.enum).toEqual(["manual", "schedule", "hook", null]);
+  });
+
+  test("the pipeline's answers are documented where they apply: 413 and 415 with a JSON body, 403 on cookie writes, 429 on the limited surfaces", () => {
+    const ops = Object.entries(spec.paths as Record<string, Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>>).flatMap(([path, o]) =>
+      Object.entries(o).map(([method, op]) => ({ path, method, op })),
+    );
+    for (const { path, method, op } of ops) {
+      const codes = Object.keys(op.responses);
+      if (op.requestBody) expect([path, method, codes]).toEqual([path, method, expect.arrayContaining(["413", "415"])]);
+      if (method !== "get" && path.startsWith("/v1/")) expect([path, method, codes]).toEqual([path, method, expect.arrayContaining(["403"])]);
+      if (/^\/(v1|api|admin|hooks|files|metrics)(\/|$)/.test(path)) expect([path, method, codes]).toEqual([path, method, expect.arrayContaining(["429"])]);
+    }
+    expect(spec.paths["/metrics"].get.responses["200"].content).toHaveProperty(["text/plain; version=0.0.4; charset=utf-8"]);
   });
 
   test("every list's ?limit= documents its default, 20 (applied by the services, not the route's schema), and no x-default is left", () => {

@@ -219,6 +219,10 @@ describe("behaviour", () => {
     expect(png.headers.get("content-disposition")).toStartWith("inline;");
     expect(png.headers.get("content-length")).toBe(String(PNG.byteLength));
     expect(new Uint8Array(await png.arrayBuffer())).toEqual(PNG);
+    // The document's {path} parameter, as a generated client sends it: its slash as %2F.
+    const encoded = await t.fetch(`/v1/workspaces/${mine().id}/files/${encodeURIComponent("img/chart.png")}`, { headers: a.headers("owner") });
+    expect(encoded.status).toBe(200);
+    expect(new Uint8Array(await encoded.arrayBuffer())).toEqual(PNG);
 
     const html = await t.fetch(`/v1/workspaces/${mine().id}/files/page.html`, { headers: a.headers("owner") });
     expect(html.headers.get("content-disposition")).toStartWith("attachment;");
@@ -245,6 +249,6 @@ describe("behaviour", () => {
 
   test("the routes are in the OpenAPI document", async () => {
     const doc = (await api(t, "GET", "/v1/openapi.json")).body;
-    for (const p of ["/v1/workspaces", "/v1/workspaces/{id}", "/v1/workspaces/{id}/files", "/v1/workspaces/{id}/files/*"]) expect(Object.keys(doc.paths)).toContain(p);
+    for (const p of ["/v1/workspaces", "/v1/workspaces/{id}", "/v1/workspaces/{id}/files", "/v1/workspaces/{id}/files/{path}"]) expect(Object.keys(doc.paths)).toContain(p);
   });
 });

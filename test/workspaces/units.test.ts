@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AppError } from "../../src/lib/errors.ts";
+import { statusOf } from "../../src/http/errors.ts";
 import { entryType, openFile, readAll } from "../../src/workspaces/archive.ts";
 import type { Box } from "../../src/workspaces/box.ts";
 import { KeyedMutex } from "../../src/workspaces/mutex.ts";
@@ -99,7 +100,7 @@ describe("tar reader", () => {
     expect(await r.next()).toBeNull();
   });
 
-  test("a file that shrank while Docker read it (the archive ends inside the entry): 409 VALIDATION_FAILED naming the path, for downloads and reads alike", async () => {
+  test("a file that shrank while Docker read it (the archive ends inside the entry): 400 VALIDATION_FAILED naming the path, for downloads and reads alike", async () => {
     const dir = mkdtempSync(join(tmpdir(), "tar-"));
     try {
       writeFileSync(join(dir, "log.txt"), "x".repeat(5000));
@@ -113,10 +114,11 @@ describe("tar reader", () => {
         for await (const _ of body) void _;
       })().catch((e) => e);
       expect(err).toBeInstanceOf(AppError);
-      expect(err).toMatchObject({ code: "VALIDATION_FAILED", status: undefined, details: { field: "path", reason: "changed while read" } });
+      expect(err).toMatchObject({ code: "VALIDATION_FAILED", details: { field: "path", reason: "changed while read" } });
+      expect(statusOf(err)).toBe(400);
       expect(err.message).toContain("/workspace/log.txt changed while it was read");
       const read = await readAll(box, "/workspace/log.txt", 1 << 20).catch((e) => e);
-      expect(read).toMatchObject({ code: "VALIDATION_FAILED", status: 409 });
+      expect(read).toMatchObject({ code: "VALIDATION_FAILED", details: { reason: "changed while read" } });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

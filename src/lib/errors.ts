@@ -59,7 +59,8 @@ export const Errors = {
   unauthorized: (message = "Missing or invalid credentials") => new AppError("UNAUTHORIZED", message),
   forbidden: (message = "You do not have access to this resource") => new AppError("FORBIDDEN", message),
   /** Same answer for "missing" and "someone else's": existence is never revealed. */
-  notFound: (kind = "Resource", id?: string) => new AppError("NOT_FOUND", id ? `${kind} ${id} not found` : `${kind} not found`),
+  /** An id over 64 characters (no real id is) is not echoed whole: the answer stays small whatever was asked for. */
+  notFound: (kind = "Resource", id?: string) => new AppError("NOT_FOUND", id ? `${kind} ${id.length > 64 ? `${id.slice(0, 64)}…` : id} not found` : `${kind} not found`),
   validation: (field: string, message: string, extra?: ErrorDetails) => new AppError("VALIDATION_FAILED", message, { field, ...extra }),
   /** `details.retry_after` (seconds) becomes the Retry-After header of an HTTP answer. */
   rateLimited: (retryAfterSec: number, message = "Too many requests") => new AppError("RATE_LIMITED", message, { retry_after: retryAfterSec }),

@@ -6,14 +6,14 @@
 import { Errors } from "../lib/errors.ts";
 import { type NotificationSource, URGENCIES, type Urgency } from "../db/schema.ts";
 import { iso } from "../lib/time.ts";
-import { MESSAGE_MAX, type NotificationPayload } from "../schema/notification.ts";
+import { MESSAGE_MAX, type NotificationPayload, PLAYBOOK_ID_PATTERN, TASK_ID_PATTERN } from "../schema/notification.ts";
 
 export { MESSAGE_MAX, URGENCIES };
 export type { NotificationPayload, Urgency };
 export type Source = NotificationSource;
 
-const TASK_ID = /^task_[0-9a-z]{26}$/;
-const PLAYBOOK_ID = /^pb_[0-9a-z]{26}$/;
+const TASK_ID = new RegExp(TASK_ID_PATTERN);
+const PLAYBOOK_ID = new RegExp(PLAYBOOK_ID_PATTERN);
 
 export function validateMessage(message: unknown): string {
   if (typeof message !== "string") throw Errors.validation("message", "message is required and must be a string");

@@ -20,7 +20,7 @@ export const IntegrationRecord = T.Object(
 export type IntegrationRecord = Static<typeof IntegrationRecord>;
 
 export const IntegrationBody = Body({
-  type: T.String({ description: 'Only "webhook"' }),
+  type: OneOf(INTEGRATION_TYPES, { description: "The only integration type: an outbound webhook" }),
   config: T.Object({
     url: T.String({ maxLength: 2048, description: "http(s) URL that receives the POSTs; must resolve to public addresses" }),
     secret: T.Optional(T.String({ maxLength: SECRET_MAX, description: "HMAC key for X-Service-Signature; write-only" })),

@@ -41,9 +41,13 @@ export type AdminNotificationRecord = Static<typeof AdminNotificationRecord>;
 export const Queued = T.Object({ id: T.String({ examples: ["ntf_01jd4x0v9k8m2n3p4q5r6s7t8v"] }), status: T.Literal("pending") }, { title: "QueuedNotification" });
 export type Queued = Static<typeof Queued>;
 
+/** The shapes of the ids a notification may name (checked again by the service for the agent's Notify tool). */
+export const TASK_ID_PATTERN = "^task_[0-9a-z]{26}$";
+export const PLAYBOOK_ID_PATTERN = "^pb_[0-9a-z]{26}$";
+
 export const NotificationBody = Body({
-  message: T.String({ description: `1–${MESSAGE_MAX} characters` }),
-  urgency: T.Optional(T.String({ description: "low | normal (default) | high" })),
-  task_id: T.Optional(T.String({ description: "One of your tasks" })),
-  playbook_id: T.Optional(T.String({ description: "A playbook id (pb_…)" })),
+  message: T.String({ minLength: 1, maxLength: MESSAGE_MAX, description: `1–${MESSAGE_MAX} characters, not blank` }),
+  urgency: T.Optional(OneOf(URGENCIES, { description: "normal when left out" })),
+  task_id: T.Optional(T.String({ pattern: TASK_ID_PATTERN, "x-hint": "a task_… id", description: "One of your tasks" })),
+  playbook_id: T.Optional(T.String({ pattern: PLAYBOOK_ID_PATTERN, "x-hint": "a pb_… id", description: "One of your playbooks" })),
 });

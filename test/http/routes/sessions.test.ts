@@ -117,3 +117,10 @@ test("DELETE twice → 404 the second time", async () => {
   const again = await api(t, "DELETE", `/v1/sessions/${id}`, a.owner.bearer);
   expect([again.status, again.body.code]).toEqual([404, "NOT_FOUND"]);
 });
+
+test("a huge made-up profile id is 404 without echoing it whole", async () => {
+  const r = await api(t, "POST", "/v1/sessions", a.owner.bearer, { profile_id: `prof_${"a".repeat(900_000)}` });
+  expect([r.status, r.body.code]).toEqual([404, "NOT_FOUND"]);
+  expect(JSON.stringify(r.body).length).toBeLessThan(300);
+  expect(r.body.error).toContain(`prof_${"a".repeat(59)}…`);
+});

@@ -4,7 +4,7 @@
  * responses each route documents, and `jsonBody`, which checks a JSON body with the shared
  * validator before Elysia's own pass, so REST and the stream word their 400s the same way.
  */
-import type { TNull, TProperties, TSchema, TUnion } from "@sinclair/typebox";
+import { CloneType, type TNull, type TProperties, type TSchema, type TUnion } from "@sinclair/typebox";
 import { t } from "elysia";
 import { closed, ErrorBody } from "../schema/common.ts";
 import { check } from "../schema/validate.ts";
@@ -36,15 +36,19 @@ export const errorResponses = (...statuses: number[]) => Object.fromEntries(stat
 
 /**
  * Route options for a JSON body: `schema`, closed to unknown fields at every depth, documented and
- * checked by the shared validator before Elysia's own pass.
+ * checked by the shared validator before Elysia's own pass. With `open`, the schema is taken as it
+ * is (better-auth's client sends fields of its own to sign-in and sign-up).
  */
-export function jsonBody<S extends TSchema>(schema: S): { body: S; transform(ctx: { body: unknown }): void };
+export function jsonBody<S extends TSchema>(schema: S, opts?: { open?: boolean }): { body: S; transform(ctx: { body: unknown }): void };
 /** With `optional`, an empty body is accepted too (the handler sees null). */
-export function jsonBody<S extends TSchema>(schema: S, opts: { optional: true }): { body: TUnion<[S, TNull]>; transform(ctx: { body: unknown }): void };
-export function jsonBody<S extends TSchema>(schema: S, opts: { optional?: boolean } = {}) {
-  const body = closed(schema);
+export function jsonBody<S extends TSchema>(schema: S, opts: { optional: true; open?: boolean }): { body: TUnion<[S, TNull]>; transform(ctx: { body: unknown }): void };
+export function jsonBody<S extends TSchema>(schema: S, opts: { optional?: boolean; open?: boolean } = {}) {
+  const body = opts.open ? schema : closed(schema);
+  // Elysia closes an open object schema it is given (it then drops unknown fields before the
+  // handler): it gets a copy, so the one checked here stays open.
+  const routeBody = opts.open ? CloneType(body) : body;
   return {
-    body: opts.optional ? t.Union([body, t.Null()]) : body,
+    body: opts.optional ? t.Union([routeBody, t.Null()]) : routeBody,
     transform({ body: value }: { body: unknown }) {
       if (opts.optional && (value === undefined || value === null)) return;
       check(body, value);

@@ -9,7 +9,7 @@ import { publicUser } from "../../auth/users.ts";
 import { LoginSessionRecord, PublicUser, SignedIn, SignInBody, SignUpBody } from "../../schema/user.ts";
 import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
-import { errorResponses } from "../schema.ts";
+import { errorResponses, jsonBody } from "../schema.ts";
 
 const detail = (summary: string) => ({ tags: ["Auth"], summary, security: [] });
 
@@ -26,7 +26,7 @@ export const authRoutes = (s: Services) => {
       "/sign-up/email",
       async ({ body, request, set }) => answer(set, await s.accounts.signUp(body, meta(request)), body.rememberMe !== false),
       {
-        body: SignUpBody,
+        ...jsonBody(SignUpBody, { open: true }),
         response: { 200: SignedIn, ...errorResponses(400, 403, 429) },
         detail: detail("Create an account (403 while sign-up is closed)"),
       },
@@ -35,7 +35,7 @@ export const authRoutes = (s: Services) => {
       "/sign-in/email",
       async ({ body, request, set }) => ({ redirect: false, ...answer(set, await s.accounts.signIn(body, meta(request)), body.rememberMe !== false) }),
       {
-        body: SignInBody,
+        ...jsonBody(SignInBody, { open: true }),
         response: { 200: t.Object({ redirect: t.Boolean(), ...SignedIn.properties }), ...errorResponses(400, 401, 403, 429) },
         detail: detail("Sign in with email and password; sets the session cookie"),
       },

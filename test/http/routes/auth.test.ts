@@ -133,6 +133,15 @@ describe("sign-in", () => {
     expect(sa.body.session.id).not.toBe(sb.body.session.id);
   });
 
+  test("fields better-auth's client adds are let through; a missing or mistyped field is a 400 that names it", async () => {
+    const ok = await signIn({ email: alice.email, password: alice.password, callbackURL: "/", fetchOptions: {} });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+    const missing = await signIn({ password: alice.password });
+    expect([missing.status, missing.body.details]).toEqual([400, { field: "email", reason: "required" }]);
+    const typed = await signIn({ email: 7, password: alice.password });
+    expect([typed.status, typed.body.details]).toEqual([400, { field: "email", reason: "expected string" }]);
+  });
+
   test("rememberMe:false makes a browser-session cookie (no Max-Age) and a session of one day", async () => {
     const r = await signIn({ email: alice.email, password: alice.password, rememberMe: false });
     expect(r.status).toBe(200);

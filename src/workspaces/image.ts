@@ -17,10 +17,25 @@ interface PullEvent {
   progressDetail?: { current?: number; total?: number };
 }
 
-export function imageUnavailable(image: string, reason: string): AppError {
+/**
+ * Why a pull failed, in words for the user who asked: the engine's own message names the host's
+ * resolver, proxies and registry addresses, so it goes to the server log only.
+ */
+export function pullFailure(engineMessage: string): string {
+  if (/no such host|dial tcp|i\/o timeout|connection refused|network is unreachable|TLS handshake|proxyconnect|Client\.Timeout/i.test(engineMessage)) {
+    return "the registry could not be reached from the Docker host";
+  }
+  if (/not found|manifest unknown|pull access denied|repository does not exist|unauthorized|denied/i.test(engineMessage)) {
+    return "the registry has no such image, or it needs a login";
+  }
+  if (/invalid reference|invalid tag|invalid repository/i.test(engineMessage)) return "the image name is not valid";
+  return "the pull failed; the server log has the Docker engine's own words";
+}
+
+export function imageUnavailable(image: string, engineMessage: string): AppError {
   return new AppError(
     "CONTAINER_FAILED",
-    `Workspace image "${image}" is not on the Docker host and could not be pulled (${reason}). ` +
+    `Workspace image "${image}" is not on the Docker host and could not be pulled (${pullFailure(engineMessage)}). ` +
       "Fix: run `runcell image build` to build runcell/workspace:latest locally (no registry needed), " +
       "or point --workspace-image (or the profile's image) at an image the host has.",
     { image },

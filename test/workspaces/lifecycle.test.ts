@@ -234,6 +234,10 @@ describe("failures", () => {
     expect(e?.message).toContain(image);
     expect(e?.message).toContain("runcell image build");
     expect(e?.message).toContain("--workspace-image");
+    // The engine's own words (the host's resolver, its registry) are for the server log only.
+    expect(e?.message).toMatch(/\((the registry could not be reached from the Docker host|the registry has no such image, or it needs a login)\)/);
+    expect(e?.message).not.toMatch(/dial tcp|lookup|registry-1\.docker\.io/);
+    expect(t.logs.some((l) => l.includes("workspace image pull failed") && l.includes(image))).toBe(true);
     expect(await ws.forSession(sessionId)).toMatchObject({ status: "failed" });
     const leftovers = await docker.listContainers({ all: true, filters: JSON.stringify({ label: [`${LABEL_SESSION}=${sessionId}`] }) });
     expect(leftovers).toEqual([]);

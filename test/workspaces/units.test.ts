@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { AppError } from "../../src/lib/errors.ts";
 import { statusOf } from "../../src/http/errors.ts";
 import { entryType, openFile, readAll } from "../../src/workspaces/archive.ts";
+import { pullFailure } from "../../src/workspaces/image.ts";
 import type { Box } from "../../src/workspaces/box.ts";
 import { KeyedMutex } from "../../src/workspaces/mutex.ts";
 import { CappedOutput, Demuxer } from "../../src/workspaces/output.ts";
@@ -217,4 +218,16 @@ describe("keyed mutex", () => {
     await expect(m.run("a", async () => Promise.reject(new Error("boom")))).rejects.toThrow("boom");
     expect(await m.run("a", async () => 42)).toBe(42);
   });
+});
+
+test("a failed pull is told to the user in words, never in the engine's (resolver, registry addresses)", () => {
+  const cases: [string, string][] = [
+    ['Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: no such host', "the registry could not be reached from the Docker host"],
+    ["Get https://r.example/v2/: net/http: request canceled (Client.Timeout exceeded while awaiting headers)", "the registry could not be reached from the Docker host"],
+    ["pull access denied for acme/x, repository does not exist or may require 'docker login'", "the registry has no such image, or it needs a login"],
+    ["manifest for acme/x:9 not found: manifest unknown", "the registry has no such image, or it needs a login"],
+    ['invalid reference format: repository name (library/Ab) must be lowercase', "the image name is not valid"],
+    ["something else at 10.1.2.3", "the pull failed; the server log has the Docker engine's own words"],
+  ];
+  for (const [engine, words] of cases) expect([engine, pullFailure(engine)]).toEqual([engine, words]);
 });

@@ -1,14 +1,17 @@
 /**
  * The JSON body parser every route shares: JSON only (415 otherwise), at most 1 MiB (413, also
  * for chunked bodies without Content-Length), a Content-Encoding other than identity 415; malformed
- * JSON, and JSON src/lib/json-input.ts refuses (too deep, NUL, lone surrogates, __proto__), 400
- * VALIDATION_FAILED.
+ * JSON, a body that is not UTF-8 (RFC 8259: JSON between systems is UTF-8; its bad bytes are not
+ * quietly turned into U+FFFD), and JSON src/lib/json-input.ts refuses (too deep, NUL, lone
+ * surrogates, __proto__), 400 VALIDATION_FAILED.
  */
 import { AppError } from "../lib/errors.ts";
 import { refuseBadStrings, refuseDeep } from "../lib/json-input.ts";
 import { HttpErrors } from "./errors.ts";
 
 export const MAX_JSON_BODY = 1024 * 1024;
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
 export async function readBodyText(req: Request, limit = MAX_JSON_BODY): Promise<string> {
   const declared = Number(req.headers.get("content-length") ?? NaN);
@@ -27,7 +30,11 @@ export async function readBodyText(req: Request, limit = MAX_JSON_BODY): Promise
     }
     chunks.push(value);
   }
-  return Buffer.concat(chunks).toString("utf8");
+  try {
+    return utf8.decode(Buffer.concat(chunks));
+  } catch {
+    throw new AppError("VALIDATION_FAILED", "The body is not valid UTF-8", { field: "body", reason: "invalid utf-8" });
+  }
 }
 
 export function isJsonContentType(ct: string | null): boolean {

@@ -59,6 +59,7 @@ describe("error shape", () => {
     ["unknown field", () => post('{"name":"a","sise":3}'), 400, "VALIDATION_FAILED", "sise"],
     ["unknown nested field", () => post('{"name":"a","config":{"url":"x","secert":"y"}}'), 400, "VALIDATION_FAILED", "config.secert"],
     ["JSON array instead of object", () => post("[1,2]"), 400, "VALIDATION_FAILED", "body"],
+    ["bytes that are not UTF-8 (not turned into U+FFFD)", () => post(new Uint8Array([...Buffer.from('{"name":"'), 0xff, 0xfe, ...Buffer.from('"}')])), 400, "VALIDATION_FAILED", "body"],
     ["empty body", () => post(null, {}), 400, "VALIDATION_FAILED", "body"],
     ["form content type", () => post("name=a", { "content-type": "application/x-www-form-urlencoded" }), 415, "VALIDATION_FAILED", "content-type"],
     ["text content type", () => post('{"name":"a"}', { "content-type": "text/plain" }), 415, "VALIDATION_FAILED", "content-type"],

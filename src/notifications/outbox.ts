@@ -12,10 +12,15 @@
  * (PostgreSQL, or no bun:sqlite handle) it is the unit `stepUnit`, whose claim's subselect takes
  * its rows FOR UPDATE SKIP LOCKED on PostgreSQL, so servers sharing one database never claim the
  * same row. The other statements are drizzle queries both dialects share.
+ *
+ * Fairness: a claim takes at most `perIntegration` rows of one integration in flight on this
+ * server (its live leases, recognised by this Outbox's lease prefix, count against it), oldest due
+ * first. A receiver that hangs until the timeout therefore holds only its own few slots, and a
+ * backlog of one webhook never keeps another's due rows waiting behind it.
  */
 import { forUpdate } from "../db/row-lock.ts";
 import type { Database, Statement } from "bun:sqlite";
-import { and, asc, eq, gte, inArray, isNotNull, isNull, lt, lte, or, sql } from "drizzle-orm";
+import { and, asc, eq, gt, gte, inArray, isNotNull, isNull, like, lt, lte, notInArray, or, sql } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
 import { notificationAttempts, notificationLog } from "../db/tables.ts";
 import { all, isPostgres, run, transact, type Unit } from "../db/unit.ts";
@@ -59,9 +64,27 @@ function waitSql(n: string, backoffMs: number[]): string {
   return `(CASE ${n} ${waits.slice(0, -1).map((w, i) => `WHEN ${i + 1} THEN ${w}`).join(" ")} ELSE ${waits[waits.length - 1]} END)`;
 }
 
+/**
+ * SQL for the ids of the due rows a claim may take: per integration, its oldest due rows, as many
+ * as it has free of `cap` once this server's live leases on it (`ownerLike`) are counted. Rows
+ * without an integration (it was deleted) fail without a request, so they are not capped.
+ * `now`, `ownerLike` and `cap` are SQL expressions (placeholders or literals).
+ */
+function fairDueSql(now: string, ownerLike: string, cap: string): string {
+  return `SELECT d.id FROM (
+      SELECT id, integration_id, ROW_NUMBER() OVER (PARTITION BY integration_id ORDER BY next_attempt_at, id) AS rn
+      FROM notification_log
+      WHERE status = 'pending' AND next_attempt_at <= ${now} AND attempts < max_attempts
+        AND (lease_expires_at IS NULL OR lease_expires_at <= ${now})) d
+    LEFT JOIN (SELECT integration_id, COUNT(*) AS busy FROM notification_log
+               WHERE status = 'pending' AND lease_id LIKE ${ownerLike} AND lease_expires_at > ${now}
+               GROUP BY integration_id) b ON b.integration_id = d.integration_id
+    WHERE d.integration_id IS NULL OR d.rn + COALESCE(b.busy, 0) <= ${cap}`;
+}
+
 /** The prepared bun:sqlite statements of the SQLite fast path. */
 interface Prepared {
-  claim: Statement<Row, [string, number, number, number]>;
+  claim: Statement<Row, [string, number, number, number, string, number]>;
   delivered: Statement<unknown, [number, string, string]>;
   retry: Statement<unknown, [number, string, string, string]>;
   failed: Statement<unknown, [number, string, string, string]>;
@@ -71,8 +94,15 @@ interface Prepared {
 
 export class Outbox {
   /** The SQLite fast path: one pass in one bun:sqlite transaction (null on PostgreSQL, or without a bun:sqlite handle). */
-  private stepTx: ((settled: Settlement[], now: number, limit: number, leaseMs: number) => Claimed[]) | null = null;
+  private stepTx: ((settled: Settlement[], now: number, limit: number, leaseMs: number, perIntegration: number) => Claimed[]) | null = null;
   private waitMs: number[];
+  /**
+   * Every lease this server takes starts with this id, so a claim can count this server's own
+   * attempts in flight per integration (the fairness cap is per server: replicas each have theirs).
+   */
+  private owner = crypto.randomUUID();
+  /** LIKE pattern of this server's leases (a UUID holds no LIKE wildcard). */
+  private ownerLike = `${this.owner}.%`;
 
   /**
    * `backoffMs`: the waits after failed attempts 1, 2, …; the last one repeats. `sqlite`: the
@@ -97,6 +127,7 @@ export class Outbox {
        WHERE id IN (SELECT id FROM notification_log
                     WHERE status = 'pending' AND next_attempt_at <= ?3 AND attempts < max_attempts
                       AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)
+                      AND id IN (${fairDueSql("?3", "?5", "?6")})
                     ORDER BY next_attempt_at LIMIT ?4)
        RETURNING id, user_id, integration_id, payload, attempts, max_attempts`,
     );
@@ -117,25 +148,30 @@ export class Outbox {
       `INSERT INTO notification_attempts (notification_id, attempt, started_at, duration_ms, status_code, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
     );
     const p: Prepared = { claim, delivered, retry, failed, releaseOne, attemptRow };
-    this.stepTx = sqlite.transaction((settled: Settlement[], now: number, limit: number, leaseMs: number) => {
+    this.stepTx = sqlite.transaction((settled: Settlement[], now: number, limit: number, leaseMs: number, perIntegration: number) => {
       for (const f of settled) settlePrepared(p, f);
       if (limit <= 0) return [];
-      const lease = crypto.randomUUID();
-      return claim.all(lease, now + leaseMs, now, limit).map(
+      const lease = this.newLease();
+      return claim.all(lease, now + leaseMs, now, limit, this.ownerLike, perIntegration).map(
         (r): Claimed => ({ id: r.id, user_id: r.user_id, integration_id: r.integration_id, payload: r.payload, attempt: r.attempts, max_attempts: r.max_attempts, lease }),
       );
     }) as never;
   }
 
+  private newLease(): string {
+    return `${this.owner}.${crypto.randomUUID()}`;
+  }
+
   /**
    * One transaction per worker pass: records the outcomes of finished attempts, then leases up to
-   * `limit` due rows (raising their attempt count before anything is sent). Batching both keeps
-   * the outbox at a few commits per pass instead of two per delivery.
+   * `limit` due rows (raising their attempt count before anything is sent), at most
+   * `perIntegration` in flight per integration on this server. Batching both keeps the outbox at a
+   * few commits per pass instead of two per delivery.
    */
-  async step(settled: Settlement[], now: number, limit: number, leaseMs: number): Promise<Claimed[]> {
+  async step(settled: Settlement[], now: number, limit: number, leaseMs: number, perIntegration: number): Promise<Claimed[]> {
     if (settled.length === 0 && limit <= 0) return [];
-    if (this.stepTx) return this.stepTx(settled, now, limit, leaseMs);
-    return transact(this.db, (tx) => this.stepUnit(tx, settled, now, limit, leaseMs));
+    if (this.stepTx) return this.stepTx(settled, now, limit, leaseMs, perIntegration);
+    return transact(this.db, (tx) => this.stepUnit(tx, settled, now, limit, leaseMs, perIntegration));
   }
 
   /**
@@ -145,17 +181,27 @@ export class Outbox {
    * claiming at the same moment is passed over, never claimed twice (the WHERE is re-checked on
    * the locked row under READ COMMITTED, so a row claimed just before is not taken either).
    */
-  private *stepUnit(tx: DB, settled: Settlement[], now: number, limit: number, leaseMs: number): Unit<Claimed[]> {
+  private *stepUnit(tx: DB, settled: Settlement[], now: number, limit: number, leaseMs: number, perIntegration: number): Unit<Claimed[]> {
     for (const f of settled) yield* this.settleUnit(tx, f);
     if (limit <= 0) return [];
     const n = notificationLog;
-    const lease = crypto.randomUUID();
+    const lease = this.newLease();
     // CAST: PostgreSQL would type a bare parameter added to an integer as int4 (epoch ms overflow it).
     const at = sql`CAST(${now} AS bigint)`;
+    // Literals, not parameters: all three are numbers or a UUID of ours, never user input.
+    const fair = sql.raw(`(${fairDueSql(`CAST(${Math.trunc(now)} AS bigint)`, `'${this.ownerLike}'`, String(Math.trunc(perIntegration)))})`);
     let due = tx
       .select({ id: n.id })
       .from(n)
-      .where(and(eq(n.status, "pending"), lte(n.next_attempt_at, now), lt(n.attempts, n.max_attempts), or(isNull(n.lease_expires_at), lte(n.lease_expires_at, now))))
+      .where(
+        and(
+          eq(n.status, "pending"),
+          lte(n.next_attempt_at, now),
+          lt(n.attempts, n.max_attempts),
+          or(isNull(n.lease_expires_at), lte(n.lease_expires_at, now)),
+          inArray(n.id, fair),
+        ),
+      )
       .orderBy(asc(n.next_attempt_at))
       .limit(limit);
     if (isPostgres(tx)) due = forUpdate(due, { skipLocked: true });
@@ -218,10 +264,27 @@ export class Outbox {
     return affected(await this.db.update(n).set({ lease_id: null, lease_expires_at: null }).where(and(eq(n.status, "pending"), isNotNull(n.lease_id), stale)));
   }
 
-  /** When the earliest unleased pending row is due, or null when there is none. */
-  async nextDueAt(): Promise<number | null> {
+  /**
+   * When the earliest unleased pending row that this server could claim is due, or null when there
+   * is none. Rows of an integration already at `perIntegration` attempts in flight here are left
+   * out: the end of one of those attempts wakes the worker, and a timer for them would only fire
+   * into claims that take nothing.
+   */
+  async nextDueAt(now: number, perIntegration: number): Promise<number | null> {
     const n = notificationLog;
-    const row = await first(this.db.select({ at: n.next_attempt_at }).from(n).where(and(eq(n.status, "pending"), isNull(n.lease_id))).orderBy(asc(n.next_attempt_at)));
+    const full = this.db
+      .select({ id: n.integration_id })
+      .from(n)
+      .where(and(eq(n.status, "pending"), like(n.lease_id, this.ownerLike), gt(n.lease_expires_at, now), isNotNull(n.integration_id)))
+      .groupBy(n.integration_id)
+      .having(sql`count(*) >= ${perIntegration}`);
+    const row = await first(
+      this.db
+        .select({ at: n.next_attempt_at })
+        .from(n)
+        .where(and(eq(n.status, "pending"), isNull(n.lease_id), or(isNull(n.integration_id), notInArray(n.integration_id, full))))
+        .orderBy(asc(n.next_attempt_at)),
+    );
     return row?.at ?? null;
   }
 

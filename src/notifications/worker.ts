@@ -2,7 +2,8 @@
  * The delivery worker. Woken by inserts (enqueue), by finished attempts, by a timer set to the next
  * stored due time, and by croner every few seconds as a backstop. Each pass is one transaction:
  * it writes the outcomes of the attempts that finished since the last pass, then claims due rows
- * (leased, attempt count raised first) up to CONCURRENCY attempts in flight. Nothing lives only in
+ * (leased, attempt count raised first) up to CONCURRENCY attempts in flight, PER_INTEGRATION of
+ * them per integration at most (see Outbox: the fairness rule). Nothing lives only in
  * memory: the rows say what is due and when, so a restart (even after kill -9) picks up where it
  * stopped; an outcome not yet written when the process dies is an attempt still in flight.
  */
@@ -23,7 +24,13 @@ export interface WebhookSchedule {
   timeoutMs: number;
 }
 
+/** Attempts in flight on this server at most. */
 export const CONCURRENCY = 32;
+/**
+ * Attempts in flight per integration on this server at most: a receiver that hangs until the
+ * timeout holds this many slots, not all of them, so other users' deliveries go out at once.
+ */
+export const PER_INTEGRATION = 4;
 /** Backstop wake-up (seconds field of a croner pattern). */
 export const SWEEP_PATTERN = "*/5 * * * * *";
 /** Longest a timer sleeps before re-reading the table. */
@@ -131,7 +138,7 @@ export class DeliveryWorker {
     const settled = this.settled.splice(0);
     let claimed: Claimed[] = [];
     try {
-      claimed = await outbox.step(settled, now(), CONCURRENCY - this.inflight.size, this.leaseMs);
+      claimed = await outbox.step(settled, now(), CONCURRENCY - this.inflight.size, this.leaseMs, PER_INTEGRATION);
     } catch (e) {
       // Rows stay leased; the lease expires (or the next start releases it) and they are retried.
       this.deps.log.error("writing notification outcomes failed", { err: e, outcomes: settled.length });
@@ -155,7 +162,7 @@ export class DeliveryWorker {
   private async armTimer() {
     let at: number | null = null;
     try {
-      at = await this.deps.outbox.nextDueAt();
+      at = await this.deps.outbox.nextDueAt(this.deps.now(), PER_INTEGRATION);
     } catch {
       at = null;
     }
@@ -235,7 +242,7 @@ export class DeliveryWorker {
     await Promise.allSettled([...this.inflight.values()]);
     const settled = this.settled.splice(0);
     try {
-      await this.deps.outbox.step(settled, this.deps.now(), 0, this.leaseMs);
+      await this.deps.outbox.step(settled, this.deps.now(), 0, this.leaseMs, PER_INTEGRATION);
     } catch (e) {
       this.deps.log.error("writing notification outcomes at shutdown failed", { err: e, outcomes: settled.length });
     }

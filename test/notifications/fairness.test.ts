@@ -1,0 +1,82 @@
+/**
+ * Fair delivery between webhooks: one user's receiver that never answers, with a backlog of 40
+ * notifications, must not delay another user's delivery to a healthy receiver. The hanging
+ * webhook holds at most PER_INTEGRATION attempts in flight; every other slot stays available.
+ * Real local receivers (one hangs until its attempt times out, one answers at once).
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { PER_INTEGRATION } from "../../src/notifications/worker.ts";
+import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { waitFor } from "../helpers/net.ts";
+import { api, createUser } from "../helpers/users.ts";
+import { type Receiver, startReceiver } from "./receiver.ts";
+
+// A 3 s timeout: without fairness the healthy delivery would wait for the first batch of hanging
+// attempts to time out (~3 s), far above what is allowed below. Long waits keep retries out of it.
+const FLAGS = ["--webhook-timeout", "3s", "--webhook-backoff", "30s"];
+
+// One app per test: neither sees the other's hanging attempts end.
+let t: TestApp;
+let t2: TestApp;
+const receivers: Receiver[] = [];
+beforeAll(async () => {
+  [t, t2] = await Promise.all([startTestApp({ flags: FLAGS }), startTestApp({ flags: FLAGS })]);
+});
+afterAll(async () => {
+  for (const r of receivers) r.stop();
+  await Promise.all([t?.stop(), t2?.stop()]);
+});
+
+async function userWithWebhook(t: TestApp, respond: () => Response | Promise<Response>) {
+  const rcv = startReceiver({ respond });
+  receivers.push(rcv);
+  const u = await createUser(t);
+  expect((await api(t, "POST", "/v1/integrations", u.bearer, { type: "webhook", config: { url: rcv.url + "/hook" } })).status).toBe(201);
+  return { rcv, u };
+}
+
+test("a hanging webhook's backlog does not delay another user's delivery; it holds at most PER_INTEGRATION attempts", async () => {
+  const hanging = await userWithWebhook(t, () => new Promise<Response>(() => {}));
+  const fast = await userWithWebhook(t, () => new Response("ok"));
+
+  for (let i = 0; i < 40; i++) expect((await api(t, "POST", "/v1/notifications", hanging.u.bearer, { message: `slow ${i}` })).status).toBe(202);
+  await waitFor(() => hanging.rcv.received.length >= 1 || null, { what: "the hanging receiver's first request" });
+
+  const sent = Date.now();
+  const res = await api(t, "POST", "/v1/notifications", fast.u.bearer, { message: "fast" });
+  expect(res.status).toBe(202);
+  await waitFor(() => fast.rcv.received.length === 1 || null, { timeoutMs: 10_000, what: "the healthy delivery" });
+  const latency = fast.rcv.received[0]!.at - sent;
+  console.log(`healthy delivery after ${latency} ms, with 40 hanging notifications queued`);
+  expect(latency).toBeLessThan(1000);
+  await waitFor(async () => (await t.app.services.notifications.get(fast.u.id, res.body.id as string)).status === "delivered" || null, { what: "the healthy row delivered" });
+
+  // Still inside the first timeout window: the hanging receiver got at most its share.
+  expect(Date.now() - sent).toBeLessThan(2500);
+  expect(hanging.rcv.received.length).toBe(PER_INTEGRATION);
+  expect(t.app.services.notifications.worker.busy).toBe(PER_INTEGRATION);
+}, 30_000);
+
+test("once the hanging attempts time out, the next ones of that webhook are claimed (no stall, no busy loop)", async () => {
+  const t = t2;
+  const hanging = await userWithWebhook(t, () => new Promise<Response>(() => {}));
+  for (let i = 0; i < 6; i++) expect((await api(t, "POST", "/v1/notifications", hanging.u.bearer, { message: `slow ${i}` })).status).toBe(202);
+  await waitFor(() => hanging.rcv.received.length >= PER_INTEGRATION || null, { what: "the first attempts" });
+  // Its other rows are due but capped: the worker waits for an attempt to end instead of passing
+  // over the outbox again and again (counted by wrapping the real method, which still runs).
+  const outbox = t.app.services.notifications.outbox;
+  const step = outbox.step;
+  let passes = 0;
+  outbox.step = (...args) => (passes++, step.apply(outbox, args));
+  try {
+    await Bun.sleep(1000);
+  } finally {
+    outbox.step = step;
+  }
+  expect(passes).toBeLessThanOrEqual(2); // the 5 s backstop sweep may fall in this second
+  expect(hanging.rcv.received.length).toBe(PER_INTEGRATION);
+  // The first batch times out after 3 s; the remaining two are claimed as the slots free up.
+  await waitFor(() => hanging.rcv.received.length >= 6 || null, { timeoutMs: 8_000, what: "the rest of the backlog" });
+  const gap = hanging.rcv.received[PER_INTEGRATION]!.at - hanging.rcv.received[0]!.at;
+  expect(gap).toBeGreaterThanOrEqual(2900);
+}, 30_000);

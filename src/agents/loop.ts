@@ -294,7 +294,8 @@ export class AgentLoop {
             taskId: task.id,
             signal,
             workspace: this.d.workspaces,
-            notify: (n) => this.d.notifications.enqueue({ userId: task.user_id, source: "agent", message: n.message, urgency: n.urgency, taskId: task.id }),
+            notify: (n) =>
+              this.d.notifications.enqueue({ userId: task.user_id, source: "agent", message: n.message, urgency: n.urgency, taskId: task.id, playbookId: task.playbook_id }),
           })
         : await extra.run({ id: use.id, name: use.name, input: use.input }, signal);
       output = r.output;

@@ -66,3 +66,29 @@ test("Notify (source agent) and a failed task (source platform) are delivered, s
     expect(r.stripeOk).toBe(true);
   }
 });
+
+test("Notify inside a playbook run carries the playbook's id, as the platform's notices of that run do", async () => {
+  const pb = await api(t, "POST", "/v1/playbooks", user.bearer, { name: "nightly report", profile_id: profileId, prompt: "Report." });
+  expect(pb.status, JSON.stringify(pb.body)).toBe(201);
+  mock.reset();
+  mock.enqueue({ toolCalls: [{ name: "Notify", input: { message: "Nightly report is ready" } }] }, { text: "Sent." });
+  const run = await api(t, "POST", `/v1/playbooks/${pb.body.id}/run`, user.bearer);
+  expect(run.status, JSON.stringify(run.body)).toBe(202);
+  const taskId = run.body.task_id as string;
+  expect((await waitTask(t, user, taskId)).status).toBe("completed");
+
+  const fromAgent = await waitFor(
+    () => receiver.received.map((r) => JSON.parse(r.body)).find((b) => b.source === "agent" && b.task_id === taskId),
+    { timeoutMs: 15_000, what: "the agent's notification" },
+  );
+  expect(fromAgent).toMatchObject({ urgency: "normal", message: "Nightly report is ready", task_id: taskId, playbook_id: pb.body.id });
+  // Keys in the interface's order, playbook_id last.
+  expect(Object.keys(fromAgent)).toEqual(["channel", "urgency", "message", "source", "sent_at", "task_id", "playbook_id"]);
+  const ended = await waitFor(() => receiver.received.map((r) => JSON.parse(r.body)).find((b) => b.source === "platform" && b.task_id === taskId), { what: "the run's end notice" });
+  expect(ended.playbook_id).toBe(pb.body.id);
+
+  // Outside a playbook run there is no playbook_id at all.
+  const plain = receiver.received.map((r) => JSON.parse(r.body)).find((b) => b.source === "agent" && b.message === "Report is ready");
+  expect(plain).toBeDefined();
+  expect("playbook_id" in plain).toBe(false);
+});

@@ -111,6 +111,8 @@ export function parseWebhookUrl(raw: string): { url: URL } | { error: string } {
   if (u.protocol !== "http:" && u.protocol !== "https:") return { error: `config.url must use http or https, not ${u.protocol.replace(/:$/, "")}` };
   if (u.username || u.password) return { error: "config.url must not contain credentials (user:password@); set config.secret and verify the signature instead" };
   if (!u.hostname) return { error: "config.url has no host" };
+  // The URL parser accepts 0 (and already refuses above 65535), but nothing can listen on port 0.
+  if (u.port === "0") return { error: "config.url must not use port 0 (use a port from 1 to 65535, or none for the scheme's default)" };
   u.hash = "";
   return { url: u };
 }

@@ -76,9 +76,17 @@ describe("parseWebhookUrl", () => {
     ["/relative", "valid absolute URL"],
     ["https://user:pw@example.com/", "credentials"],
     ["https://example.com/" + "a".repeat(2100), "at most"],
+    ["http://1.1.1.1:0/", "port 0"],
+    ["https://example.com:000/hook", "port 0"],
+    ["http://example.com:65536/", "valid absolute URL"],
   ])("%s is refused", (raw, why) => {
     const r = parseWebhookUrl(raw);
     expect("error" in r && r.error).toContain(why);
+  });
+
+  test("ports 1 and 65535 are allowed", () => {
+    expect("url" in parseWebhookUrl("http://example.com:1/")).toBe(true);
+    expect("url" in parseWebhookUrl("https://example.com:65535/")).toBe(true);
   });
 
   test("drops the fragment and keeps path and query", () => {

@@ -61,6 +61,8 @@ routeTable("/v1/integrations", () => sc, [
       { name: "a malformed url", body: { type: "webhook", config: { url: "http//nope" } }, field: "config.url" },
       { name: "an ftp url", body: { type: "webhook", config: { url: "ftp://x.test/" } }, field: "config.url" },
       { name: "credentials in the url", body: { type: "webhook", config: { url: "https://u:p@x.test/" } }, field: "config.url" },
+      { name: "port 0 in the url", body: { type: "webhook", config: { url: "http://1.1.1.1:0/" } }, field: "config.url" },
+      { name: "port 0 spelled 00000", body: { type: "webhook", config: { url: "https://1.1.1.1:00000/hook" } }, field: "config.url" },
       { name: "an empty secret", body: { type: "webhook", config: { url: "http://x.test/", secret: "" } }, field: "config.secret" },
       { name: "a secret of 513 characters", body: { type: "webhook", config: { url: "http://x.test/", secret: "s".repeat(513) } }, field: "config.secret" },
       { name: "an unknown config field", body: { type: "webhook", config: { url: "http://x.test/", sekret: "x" } }, field: "config.sekret" },

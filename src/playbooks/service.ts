@@ -54,7 +54,17 @@ export const triggerAad = (id: string, userId: string) => `playbook-trigger:${id
 const aad = triggerAad;
 const notFound = (id: string) => Errors.notFound("Playbook", id);
 
-/** The run's prompt: the playbook's, then the run's input in a delimited block. */
+/**
+ * A run_input tag in any case, with spaces, attributes or no closing ">" ("</run_input", "< / RUN_INPUT >"),
+ * up to its ">" when it has one.
+ */
+const RUN_INPUT_TAG = /<(\s*\/?\s*run_input\b[^<>]*)(>?)/gi;
+
+/**
+ * The run's prompt: the playbook's, then the run's input in a delimited block. The input comes from
+ * whoever holds the trigger URL: a run_input tag inside it has its angle brackets escaped (&lt; &gt;),
+ * so it cannot close the block and pass the rest off as the prompt's own text.
+ */
 export function runPrompt(prompt: string, input: unknown): string {
   if (input === undefined || input === null) return prompt;
   // The size is that of the input as sent (compact JSON); it is shown indented when that stays
@@ -66,6 +76,7 @@ export function runPrompt(prompt: string, input: unknown): string {
     const indented = JSON.stringify(input, null, 2);
     if (indented.length <= 2 * INPUT_MAX_BYTES) text = indented;
   }
+  text = text.replace(RUN_INPUT_TAG, (_m, inner: string, close: string) => `&lt;${inner}${close ? "&gt;" : ""}`);
   return `${prompt}\n\n<run_input>\n${text}\n</run_input>`;
 }
 

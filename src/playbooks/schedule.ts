@@ -22,8 +22,20 @@ export function checkTimezone(tz: string): string {
   return name;
 }
 
-/** VALIDATION_FAILED on `schedule` unless croner parses it and it has a future slot. */
+/**
+ * VALIDATION_FAILED on `schedule` unless it has 5 or 6 fields (or is a nickname), croner parses it
+ * and it has a future slot. croner also takes a 7th field (a year); the documented syntax does not,
+ * so it is refused here before croner sees it.
+ */
 export function checkSchedule(expr: string, tz: string): string {
+  const fields = expr.trim().split(/\s+/).length;
+  if (!expr.trim().startsWith("@") && fields !== 5 && fields !== 6) {
+    throw Errors.validation(
+      "schedule",
+      `schedule must have 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first), or be a nickname such as @daily; got ${fields}`,
+      { reason: "invalid cron expression" },
+    );
+  }
   let next: Date | null;
   try {
     next = new Cron(expr, { timezone: tz, paused: true }).nextRun();

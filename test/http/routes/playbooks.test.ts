@@ -39,6 +39,7 @@ const playbookOf = async (_a: Actors, user: TestUser) => (await create({}, user)
 const bad: { name: string; body: Record<string, unknown>; field: string }[] = [
   { name: "a cron expression croner cannot parse", body: { schedule: "61 * * * *" }, field: "schedule" },
   { name: "a cron expression with a word", body: { schedule: "every night" }, field: "schedule" },
+  { name: "a cron expression with a 7th field (a year)", body: { schedule: "0 0 3 * * * 2027" }, field: "schedule" },
   { name: "an unknown IANA time zone", body: { schedule: "0 3 * * *", timezone: "Mars/Olympus" }, field: "timezone" },
   { name: "a UTC offset, not a zone name", body: { schedule: "0 3 * * *", timezone: "+02:00" }, field: "timezone" },
   { name: "max_continuations out of range", body: { max_continuations: 11 }, field: "max_continuations" },

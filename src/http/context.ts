@@ -13,7 +13,10 @@ export interface RequestContext {
   authorized?: boolean;
   /** The route template the router matched ("/v1/sessions/:id"; the /metrics route label), set by router.ts. */
   route?: string;
-  /** The caller's bucket the response reports (taken or peeked); the pipeline sets it before the router runs. */
+  /**
+   * The caller's bucket the response reports (taken or peeked); the pipeline sets it before the
+   * router runs. A route that refuses with a bucket of its own (a playbook's trigger) sets that one.
+   */
   rl: RateLimitResult | null;
   /**
    * A Response of `body` made with every header the pipeline adds (request id, nosniff, the

@@ -285,15 +285,18 @@ export function createPipeline(deps: PipelineDeps) {
     return response;
   }
 
-  /** The router's answer, then `finish`; a rejection becomes the interface's error body. */
-  async function routed(req: Request, path: string, ctx: Context, pending: Promise<Response>, rl: RateLimitResult): Promise<Response> {
+  /**
+   * The router's answer, then `finish`; a rejection becomes the interface's error body. It reports
+   * `ctx.rl`: the caller's bucket, or the one a route refused the request with (a playbook's trigger).
+   */
+  async function routed(req: Request, path: string, ctx: Context, pending: Promise<Response>): Promise<Response> {
     let response: Response;
     try {
       response = await pending;
     } catch (e) {
       response = failed(e, ctx);
     }
-    return finish(req, path, ctx, response, rl);
+    return finish(req, path, ctx, response, ctx.rl);
   }
 
   /** The caller, then the checks and the router (the path where the caller took a promise: a token's first verification). */
@@ -330,7 +333,7 @@ export function createPipeline(deps: PipelineDeps) {
     } catch (e) {
       return finish(req, path, ctx, failed(e, ctx), rl ?? ctx.charged);
     }
-    return pending instanceof Promise ? routed(req, path, ctx, pending, rl) : finish(req, path, ctx, pending, rl);
+    return pending instanceof Promise ? routed(req, path, ctx, pending) : finish(req, path, ctx, pending, ctx.rl);
   }
 
   return function fetch(req: Request, server: Server<unknown>): Response | Promise<Response | undefined> {

@@ -336,12 +336,22 @@ export class Playbooks {
     return { task_id: task.id, session_id: session.id, playbook_id: row.id };
   }
 
-  /** POST /hooks/playbooks/:id/:secret. */
-  async trigger(id: string, secret: string, input: unknown): Promise<{ task_id: string }> {
+  /**
+   * POST /hooks/playbooks/:id/:secret, its credential: the playbook the URL names, when the secret
+   * is its own and it may run. A wrong secret, an unknown or a disabled playbook (or owner) are the
+   * same 404. Checked before anything else of the request is spent or read (the per-playbook rate
+   * limit, the body).
+   */
+  async authorizeTrigger(id: string, secret: string): Promise<PlaybookRow> {
     const row = await this.byId(id);
     const expected = row ? this.d.sealer.open(row.trigger_ciphertext, aad(row.id, row.user_id)) : "x".repeat(43);
     const ok = safeEqual(expected, secret);
     if (!row || !ok || !row.enabled || (await this.d.ownerDisabled?.(row.user_id))) throw Errors.notFound("Playbook");
+    return row;
+  }
+
+  /** A run of a playbook `authorizeTrigger` let through. */
+  async trigger(row: PlaybookRow, input: unknown): Promise<{ task_id: string }> {
     const { task } = await this.start(row, "hook", input);
     return { task_id: task.id };
   }

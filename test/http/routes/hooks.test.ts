@@ -136,8 +136,25 @@ describe("rate limit per playbook", () => {
     expect(answers.map((r) => r.status)).toEqual([202, 202, 202, 429]);
     expect(answers[3]!.body.code).toBe("RATE_LIMITED");
     expect(Number(answers[3]!.headers.get("retry-after"))).toBeGreaterThan(0);
+    // The headers report the bucket that refused (the playbook's, empty), not the new address's (2 of 3 left).
+    expect([answers[3]!.headers.get("ratelimit-limit"), answers[3]!.headers.get("ratelimit-remaining")]).toEqual(["3", "0"]);
     expect((await hit(two, 50)).status).toBe(202);
     // (Through the service: bob's own REST calls would spend his small bucket.)
     for (const r of answers.slice(0, 3)) await waitFor(async () => ["completed", "failed"].includes((await small.app.services.tasks.byId(r.body.task_id))!.status), { what: "run settled" });
   });
+
+  test("wrong secrets do not spend the playbook's bucket: after many from one address, the real URL from another is 202", async () => {
+    // (A user of its own: bob's small bucket is spent by the test above.)
+    const carol = await createUser(small);
+    const profile = await createProfile(small, carol, { mock });
+    const pb = (await api(small, "POST", "/v1/playbooks", { ...carol.bearer, "x-forwarded-for": "10.9.9.8" }, { name: "p", profile_id: profile, prompt: "p" })).body as { id: string; trigger_url: string };
+    const wrong = [];
+    for (let i = 0; i < 5; i++) wrong.push((await api(small, "POST", `/hooks/playbooks/${pb.id}/${"A".repeat(43)}`, { "x-forwarded-for": "10.7.7.7" })).status);
+    // The address's own bucket (burst 3) refuses it after three tries; none of them touched the playbook's.
+    expect(wrong).toEqual([404, 404, 404, 429, 429]);
+    const real = await api(small, "POST", pathOf(pb.trigger_url), { "x-forwarded-for": "10.7.7.8" });
+    expect(real.status).toBe(202);
+    await waitFor(async () => ["completed", "failed"].includes((await small.app.services.tasks.byId(real.body.task_id))!.status), { what: "run settled" });
+  });
 });
+

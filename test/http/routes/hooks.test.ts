@@ -72,6 +72,30 @@ describe("the trigger URL", () => {
     expect(wrong.body).toEqual({ error: "Playbook not found", code: "NOT_FOUND" });
   });
 
+  test("the secret comes before the body: a wrong secret, an unknown or a disabled playbook is the same 404 whatever the body", async () => {
+    const pb = await playbook();
+    const secret = pathOf(pb.trigger_url).split("/").pop()!;
+    const off = await playbook({ enabled: false });
+    const paths = [`/hooks/playbooks/${pb.id}/${"A".repeat(43)}`, `/hooks/playbooks/pb_00000000000000000000000000/${secret}`, "/hooks/playbooks/pb_nonexistent/whatever", pathOf(off.trigger_url)];
+    const json = { "content-type": "application/json" };
+    const bodies: [string, RequestInit][] = [
+      ["an unknown field", { headers: json, body: '{"bogus":1}' }],
+      ["text/plain", { headers: { "content-type": "text/plain" }, body: "hello" }],
+      ["malformed JSON", { headers: json, body: "{" }],
+      ["a compressed body", { headers: { ...json, "content-encoding": "gzip" }, body: "x" }],
+      ["an oversized input", { headers: json, body: JSON.stringify({ input: "x".repeat(65 * 1024) }) }],
+      ["JSON without a Content-Type", { body: "{}" }],
+    ];
+    for (const path of paths) {
+      for (const [name, init] of bodies) {
+        const r = await t.fetch(path, { method: "POST", ...init });
+        expect(r.status, `${path}: ${name}`).toBe(404);
+        expect(await r.json()).toEqual({ error: "Playbook not found", code: "NOT_FOUND" });
+      }
+    }
+    expect((await api(t, "GET", `/v1/playbooks/${pb.id}/runs`, alice.bearer)).body.data).toEqual([]);
+  });
+
   test("a path that does not decode (%ff, %zz, a lone surrogate) is a 404 too, never a 500", async () => {
     const pb = await playbook();
     const secret = pathOf(pb.trigger_url).split("/").pop()!;

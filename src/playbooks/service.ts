@@ -195,6 +195,7 @@ export class Playbooks {
     const before = await this.own(userId, id);
     this.merge(before, patch);
     if (patch.profile_id !== undefined && patch.profile_id !== before.profile_id) await this.d.profiles.get(userId, patch.profile_id);
+    else if (patch.enabled === true) await this.requireProfile(before);
     await this.d.policy?.checkTaskLimits(userId, patch);
     const { row, rescheduled } = await transact(this.d.db, (tx) => this.updateIn(tx, userId, id, patch));
     if (rescheduled) await this.changed();
@@ -239,6 +240,26 @@ export class Playbooks {
     const rescheduled = next.schedule !== cur.schedule || next.timezone !== cur.timezone || next.enabled !== cur.enabled;
     const unchanged = (Object.keys(next) as (keyof typeof next)[]).every((k) => next[k] === cur[k]);
     return { next, rescheduled, unchanged };
+  }
+
+  /** Whether the playbook's profile still exists (deleting a profile leaves its playbooks, disabled). */
+  private async hasProfile(row: Pick<PlaybookRow, "user_id" | "profile_id">): Promise<boolean> {
+    try {
+      await this.d.profiles.get(row.user_id, row.profile_id);
+      return true;
+    } catch (e) {
+      if (e instanceof AppError && e.code === "NOT_FOUND") return false;
+      throw e;
+    }
+  }
+
+  /**
+   * 400 on `profile_id` when the playbook's profile was deleted: enabling or running it could only
+   * fail, slot after slot. The owner points it at another profile first.
+   */
+  private async requireProfile(row: Pick<PlaybookRow, "user_id" | "profile_id">): Promise<void> {
+    if (await this.hasProfile(row)) return;
+    throw Errors.validation("profile_id", `This playbook's profile ${row.profile_id} was deleted; point it at another profile (PATCH profile_id)`, { reason: "profile deleted" });
   }
 
   /** Deletes the playbook and its schedule at once (its runs' tasks stay, with playbook_id). */
@@ -332,14 +353,15 @@ export class Playbooks {
   /** POST /v1/playbooks/:id/run: a new run every call (also of a disabled playbook). */
   async run(userId: string, id: string, input: unknown): Promise<{ task_id: string; session_id: string; playbook_id: string }> {
     const row = await this.own(userId, id);
+    await this.requireProfile(row);
     const { task, session } = await this.start(row, "manual", input);
     return { task_id: task.id, session_id: session.id, playbook_id: row.id };
   }
 
   /**
    * POST /hooks/playbooks/:id/:secret, its credential: the playbook the URL names, when the secret
-   * is its own and it may run. A wrong secret, an unknown or a disabled playbook (or owner) are the
-   * same 404. Checked before anything else of the request is spent or read (the per-playbook rate
+   * is its own and it may run. A wrong secret, an unknown or a disabled playbook (or owner, or a
+   * deleted profile) are the same 404. Checked before anything else of the request is spent or read (the per-playbook rate
    * limit, the body).
    */
   async authorizeTrigger(id: string, secret: string): Promise<PlaybookRow> {
@@ -347,6 +369,9 @@ export class Playbooks {
     const expected = row ? this.d.sealer.open(row.trigger_ciphertext, aad(row.id, row.user_id)) : "x".repeat(43);
     const ok = safeEqual(expected, secret);
     if (!row || !ok || !row.enabled || (await this.d.ownerDisabled?.(row.user_id))) throw Errors.notFound("Playbook");
+    // (Its profile deleted — a playbook enabled in a race with that — is the same 404: the caller
+    // of a trigger URL learns nothing of its owner's profiles.)
+    if (!(await this.hasProfile(row))) throw Errors.notFound("Playbook");
     return row;
   }
 

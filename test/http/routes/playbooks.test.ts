@@ -9,6 +9,7 @@ import { createProfile, waitTask } from "../../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { startMockAnthropic, type MockProviderServer } from "../../helpers/mock-anthropic.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
+import { sqlRun } from "../../helpers/db.ts";
 import { api, type TestUser } from "../../helpers/users.ts";
 
 let t: TestApp;
@@ -224,6 +225,35 @@ describe("records", () => {
     expect((await api(t, "DELETE", `/v1/profiles/${profile}`, a.owner.bearer)).status).toBe(204);
     const after = (await api(t, "GET", `/v1/playbooks/${pb.id}`, a.owner.bearer)).body;
     expect([after.enabled, after.next_run_at]).toEqual([false, null]);
+  });
+
+  test("a playbook whose profile was deleted cannot be enabled or run (400 on profile_id) until it points at another; its trigger URL is the uniform 404", async () => {
+    const profile = await createProfile(t, a.owner, { mock });
+    const pb = await create({ profile_id: profile, schedule: "0 3 * * *" });
+    expect((await api(t, "DELETE", `/v1/profiles/${profile}`, a.owner.bearer)).status).toBe(204);
+    const refused = [
+      await api(t, "PATCH", `/v1/playbooks/${pb.id}`, a.owner.bearer, { enabled: true }),
+      await api(t, "PATCH", `/v1/playbooks/${pb.id}`, a.owner.bearer, { enabled: true, profile_id: profile }),
+      await api(t, "POST", `/v1/playbooks/${pb.id}/run`, a.owner.bearer, { input: "now" }),
+    ];
+    for (const r of refused) {
+      expect([r.status, r.body.code, r.body.details.field]).toEqual([400, "VALIDATION_FAILED", "profile_id"]);
+      expect(r.body.error).toContain(`profile ${profile} was deleted`);
+      expect(r.body.error).toContain("another profile");
+    }
+    const still = (await api(t, "GET", `/v1/playbooks/${pb.id}`, a.owner.bearer)).body;
+    expect([still.enabled, still.next_run_at, still.last_runs]).toEqual([false, null, []]);
+    // Other edits go on; pointed at another profile, it is enabled and scheduled again.
+    expect((await api(t, "PATCH", `/v1/playbooks/${pb.id}`, a.owner.bearer, { name: "orphan" })).status).toBe(200);
+    // (Enabled behind the API's back, as a race with the profile's deletion could leave it.)
+    await sqlRun(t, "UPDATE playbooks SET enabled = ? WHERE id = ?", [true, pb.id]);
+    const hook = await api(t, "POST", new URL(pb.trigger_url).pathname, {});
+    expect([hook.status, hook.body]).toEqual([404, { error: "Playbook not found", code: "NOT_FOUND" }]);
+    await sqlRun(t, "UPDATE playbooks SET enabled = ? WHERE id = ?", [false, pb.id]);
+    const moved = await api(t, "PATCH", `/v1/playbooks/${pb.id}`, a.owner.bearer, { enabled: true, profile_id: profiles.get(a.owner.id) });
+    expect(moved.status).toBe(200);
+    expect(moved.body.enabled).toBe(true);
+    expect(Date.parse(moved.body.next_run_at)).toBeGreaterThan(Date.now());
   });
 
   test("the OpenAPI document describes the playbook routes", async () => {

@@ -96,6 +96,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { flag: "allow-bridge-network", kind: "bool", default: false, help: "let non-admin profiles use network: bridge (workspaces reach the network)" },
   { flag: "monthly-spend-usd", kind: "number", default: 0, min: 0, max: 1_000_000, help: "per-user monthly spend cap on the server's own provider keys (0: no cap)" },
   { flag: "workspace-disk-mb", kind: "int", default: 10_240, min: 0, max: 10_000_000, help: "disk cap per workspace volume, checked every minute (0: no cap)" },
+  { flag: "min-schedule-interval", kind: "duration", default: 60_000, min: 1_000, max: 86_400_000, help: "shortest time between two runs of a playbook's schedule (whole seconds, rounded up); a schedule that fires more often is refused" },
 ];
 
 /** The operator's policy defaults (src/admin/policy.ts applies them, with per-user overrides). */
@@ -115,6 +116,8 @@ export interface PolicyDefaults {
   monthlySpendUsd: number;
   /** 0: no cap. */
   workspaceDiskMb: number;
+  /** Seconds between two runs of a playbook's schedule, at least. */
+  minScheduleIntervalSec: number;
 }
 
 export interface OAuthProviderConfig {
@@ -412,6 +415,8 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
       allowBridgeNetwork: get("allow-bridge-network"),
       monthlySpendUsd: get("monthly-spend-usd"),
       workspaceDiskMb: get("workspace-disk-mb"),
+      // The API and the overrides count it in whole seconds, like a playbook's answer_timeout.
+      minScheduleIntervalSec: Math.ceil(get<number>("min-schedule-interval") / 1000),
     },
     sources,
   };

@@ -4,7 +4,8 @@
  * with per-user overrides (PATCH /admin/users/:id `policy`). Admins are exempt from everything but
  * the disk cap. Checked where the consumption starts: a profile saved (ceilings, image, network,
  * count), a task submitted (its limits, the monthly spend), a workspace reserved (running ones per
- * user), a model request made (the monthly spend); and watched for disk (src/workspaces/disk.ts).
+ * user), a model request made (the monthly spend), a playbook's schedule saved (how often it may
+ * run; src/playbooks/); and watched for disk (src/workspaces/disk.ts).
  * Violations answer the interface's codes and name the limit in `details.limit`.
  */
 import { and, count, eq, gte, inArray, sql } from "drizzle-orm";
@@ -30,6 +31,7 @@ export const POLICY_OPTIONS: Record<PolicyKey, { key: keyof PolicyDefaults; flag
   allow_bridge_network: { key: "allowBridgeNetwork", flag: "allow-bridge-network" },
   monthly_spend_usd: { key: "monthlySpendUsd", flag: "monthly-spend-usd" },
   workspace_disk_mb: { key: "workspaceDiskMb", flag: "workspace-disk-mb" },
+  min_schedule_interval: { key: "minScheduleIntervalSec", flag: "min-schedule-interval" },
 };
 export const POLICY_KEYS = Object.keys(POLICY_OPTIONS) as PolicyKey[];
 
@@ -165,6 +167,16 @@ export class Policies {
     const p = await this.forUser(userId);
     if (p.exempt) return s;
     return { network: s.network === "bridge" && !p.allow_bridge_network ? "none" : s.network, memory_mb: Math.min(s.memory_mb, p.max_memory_mb), cpus: Math.min(s.cpus, p.max_cpus), pids: Math.min(s.pids, p.max_pids) };
+  }
+
+  /**
+   * The shortest time between two runs of the user's playbook schedules, in seconds (null: an
+   * admin, exempt). Checked when a schedule is saved; a schedule saved under a lower floor is
+   * thinned to it when it fires (src/playbooks/service.ts fireDue).
+   */
+  async scheduleFloorSec(userId: string): Promise<number | null> {
+    const p = await this.forUser(userId);
+    return p.exempt ? null : p.min_schedule_interval;
   }
 
   /** Running workspaces the user may have (null: no limit). */

@@ -194,6 +194,7 @@ export type PolicyOverrides = Partial<{
   allow_bridge_network: boolean;
   monthly_spend_usd: number;
   workspace_disk_mb: number;
+  min_schedule_interval: number;
 }>;
 
 export const profiles = sqliteTable(

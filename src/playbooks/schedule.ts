@@ -46,6 +46,27 @@ export function checkSchedule(expr: string, tz: string): string {
   return expr;
 }
 
+/** How many upcoming runs the floor is checked over: a cron's intervals vary (0,1 * * * * runs twice a minute apart, then waits). */
+const FLOOR_WINDOW = 10;
+
+/**
+ * VALIDATION_FAILED on `schedule` when two of its next runs (after `after`) are closer than
+ * `floorSec` (the operator's min_schedule_interval). Checked over the next FLOOR_WINDOW runs, not
+ * every run forever: a pattern whose runs bunch up only later in the year passes here and is
+ * thinned to the floor when it fires.
+ */
+export function checkInterval(expr: string, tz: string, floorSec: number, after: number): void {
+  const runs = nextSlots(expr, tz, after, FLOOR_WINDOW);
+  let closest = Infinity;
+  for (let i = 1; i < runs.length; i++) closest = Math.min(closest, runs[i]! - runs[i - 1]!);
+  if (closest >= floorSec * 1000) return;
+  throw Errors.validation(
+    "schedule",
+    `schedule runs ${closest / 1000} s apart at its closest; this server allows a playbook's schedule to run at most once every ${floorSec} s (min_schedule_interval: the operator sets it with --min-schedule-interval or PATCH /admin/config, or for one user with PATCH /admin/users/:id)`,
+    { reason: "too frequent", limit: "min_schedule_interval", min: floorSec },
+  );
+}
+
 /**
  * Parsed patterns, shared by the playbooks that use the same one, each with the last answer of
  * nextSlot: for any `after` in [from, next) the next slot is `next` again (croner's search costs

@@ -24,7 +24,7 @@ import type { Logger } from "../log.ts";
 import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 import { INPUT_MAX_BYTES, LAST_RUNS, type PlaybookCreate, type PlaybookPatch, type PlaybookRecord, type PlaybookRun } from "../schema/playbook.ts";
 import type { PlaybookRuns } from "./runs.ts";
-import { checkSchedule, checkTimezone, nextSlot } from "./schedule.ts";
+import { checkInterval, checkSchedule, checkTimezone, nextSlot } from "./schedule.ts";
 
 export interface PlaybookDeps {
   db: DB;
@@ -41,8 +41,14 @@ export interface PlaybookDeps {
     /** Wakes the delivery worker once that transaction has committed. */
     wake(): void;
   };
-  /** The operator's ceilings: a playbook's max_turns and max_budget_usd are checked when saved, as a task's are when it runs. */
-  policy?: { checkTaskLimits(userId: string, limits: { max_turns?: number | null; max_budget_usd?: number | null }): Promise<void> };
+  /**
+   * The operator's policy: a playbook's max_turns and max_budget_usd are checked when saved, as a
+   * task's are when it runs; its schedule against the shortest interval between runs (null: exempt).
+   */
+  policy?: {
+    checkTaskLimits(userId: string, limits: { max_turns?: number | null; max_budget_usd?: number | null }): Promise<void>;
+    scheduleFloorSec(userId: string): Promise<number | null>;
+  };
   /** The audit log (trigger rotations). */
   audit?: AuditSink;
   /** Whether the owner's account is disabled (its trigger URLs answer 404; wired by the app). */
@@ -162,6 +168,7 @@ export class Playbooks {
     const schedule = body.schedule == null ? null : checkSchedule(body.schedule, timezone);
     await this.d.profiles.get(userId, body.profile_id);
     await this.d.policy?.checkTaskLimits(userId, body);
+    if (schedule) await this.checkFloor(userId, schedule, timezone);
     const now = this.d.now();
     const id = newId("playbook");
     const fields = {
@@ -193,7 +200,10 @@ export class Playbooks {
   /** PATCH: the fields given replace (null clears schedule, limits and answer_timeout). */
   async update(userId: string, id: string, patch: PlaybookPatch): Promise<PlaybookRecord> {
     const before = await this.own(userId, id);
-    this.merge(before, patch);
+    const { next } = this.merge(before, patch);
+    // Held to the floor in what the change changes (as a profile is to the ceilings): a schedule
+    // saved before the floor was raised does not block renaming the playbook.
+    if (next.schedule && (next.schedule !== before.schedule || next.timezone !== before.timezone)) await this.checkFloor(userId, next.schedule, next.timezone);
     if (patch.profile_id !== undefined && patch.profile_id !== before.profile_id) await this.d.profiles.get(userId, patch.profile_id);
     else if (patch.enabled === true) await this.requireProfile(before);
     await this.d.policy?.checkTaskLimits(userId, patch);
@@ -240,6 +250,12 @@ export class Playbooks {
     const rescheduled = next.schedule !== cur.schedule || next.timezone !== cur.timezone || next.enabled !== cur.enabled;
     const unchanged = (Object.keys(next) as (keyof typeof next)[]).every((k) => next[k] === cur[k]);
     return { next, rescheduled, unchanged };
+  }
+
+  /** 400 on `schedule` when it would run more often than the user's policy allows (min_schedule_interval). */
+  private async checkFloor(userId: string, schedule: string, timezone: string): Promise<void> {
+    const floor = await this.d.policy?.scheduleFloorSec(userId);
+    if (floor) checkInterval(schedule, timezone, floor, this.d.now());
   }
 
   /** Whether the playbook's profile still exists (deleting a profile leaves its playbooks, disabled). */
@@ -436,7 +452,10 @@ export class Playbooks {
     const due = row.next_run_at;
     if (due === null) return;
     const now = this.d.now();
-    const next = this.nextRun(row, now);
+    // A schedule saved before the owner's floor (min_schedule_interval) was raised keeps running,
+    // thinned to it: its next slot is the first at least the floor after this one.
+    const floor = await this.d.policy?.scheduleFloorSec(row.user_id);
+    const next = this.nextRun(row, floor ? Math.max(now, due + floor * 1000 - 1) : now);
 
     if (await this.d.runs.hasActive(row.id)) {
       await transact(this.d.db, (tx) => this.missedIn(tx, row, { due, next, claimed: false }, "skipped", null, "The previous run was still going when this slot came"));

@@ -19,6 +19,7 @@ export const POLICY_FIELDS = {
   allow_bridge_network: T.Boolean({ description: "Whether profiles may use network: bridge" }),
   monthly_spend_usd: T.Number({ minimum: 0, maximum: 1_000_000, description: "Monthly spend on the server's own provider keys (0: no cap)" }),
   workspace_disk_mb: T.Integer({ minimum: 0, maximum: 10_000_000, description: "Disk cap per workspace volume (0: no cap)" }),
+  min_schedule_interval: T.Integer({ minimum: 1, maximum: 86_400, description: "Shortest time between two runs of a playbook's schedule, in seconds" }),
 };
 export type PolicyKey = keyof typeof POLICY_FIELDS;
 

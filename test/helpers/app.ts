@@ -67,6 +67,8 @@ export const OPEN_POLICY = [
   "--max-turns", "1000",
   "--max-task-budget-usd", "10000",
   "--max-sockets-per-caller", "10000",
+  // Seconds-level schedules (the scheduler's tests fire every second or two).
+  "--min-schedule-interval", "1s",
 ];
 
 /**

@@ -2,7 +2,8 @@
  * Persisted schedules with the binary's own scheduler, a SQLite file, dockerd and a local
  * Anthropic-format model server: a seconds-level schedule fires on its slots; a slot whose previous
  * run is still going is recorded as skipped; a slot refused by the profile's concurrency is
- * recorded with that error and notified; disabling stops it at once; and across `kill -9` and 30 s
+ * recorded with that error and notified; disabling stops it at once; a floor raised after it was
+ * saved thins it; and across `kill -9` and 30 s
  * of downtime no slot runs twice and the missed ones run once.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -116,6 +117,27 @@ describe("in one process", () => {
         return w?.status === "stopped" ? w : null;
       }, { what: "the run's workspace stopped" });
       expect(ws.status).toBe("stopped");
+    }
+  });
+
+  test("a schedule saved under a lower min_schedule_interval keeps running, thinned to a raised one (nothing recorded for the slots passed over)", async () => {
+    const profile = await createProfile(t, alice, { mock });
+    const pb = await playbook(profile, { schedule: "* * * * * *", name: "thinned" });
+    // The operator raises alice's floor after the schedule was saved (an override, as PATCH /admin/users/:id sets it).
+    await t.app.services.users.adminPatch(alice.id, { policy: { min_schedule_interval: 3 } });
+    try {
+      const runs = await waitFor(async () => {
+        const r = await runsOf(pb.id);
+        return r.length >= 4 ? r : null;
+      }, { timeoutMs: 25_000, what: "four scheduled runs" });
+      await disable(pb.id);
+      const slots = runs.map((r) => Date.parse(r.scheduled_for!)).sort();
+      // (The first slot may have fired before the override: the gaps after the second are the floor's.)
+      for (let i = 2; i < slots.length; i++) expect(slots[i]! - slots[i - 1]!).toBeGreaterThanOrEqual(3000);
+      for (let i = 2; i < slots.length; i++) expect(slots[i]! - slots[i - 1]!).toBeLessThan(5000);
+      for (const r of runs) if (r.task_id) await waitTask(t, alice, r.task_id);
+    } finally {
+      await t.app.services.users.adminPatch(alice.id, { policy: { min_schedule_interval: null } });
     }
   });
 

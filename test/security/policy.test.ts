@@ -94,8 +94,10 @@ interface Row {
   code: string;
   /** details.field of the refusal. */
   field?: string;
-  /** details.max of the refusal under the server's setting. */
+  /** details.max of the refusal under the server's setting (details.min for a floor). */
   max?: number;
+  /** A floor (min_schedule_interval): the refusal names it in details.min. */
+  floor?: boolean;
   /** Made for every user of the row (e.g. the probe profile). */
   setup?: (u: TestUser) => Promise<Ctx | undefined>;
   /** Brings the user to the server's setting (e.g. 50 profiles, one running workspace). */
@@ -254,6 +256,30 @@ const ROWS: Row[] = [
     modest: (u, ctx) => post(u, "/v1/tasks", { profile_id: ctx!.profileId, prompt: "hi" }),
     lower: 0.25,
   },
+  (() => {
+    const playbook = (u: TestUser, ctx: Ctx | undefined, schedule: string) => post(u, "/v1/playbooks", { name: "pb", profile_id: ctx!.profileId, prompt: "p", schedule });
+    return {
+      limit: "min_schedule_interval",
+      where: "saving a playbook's schedule",
+      status: 400,
+      code: "VALIDATION_FAILED",
+      field: "schedule",
+      max: 60,
+      floor: true,
+      setup: async (u) => {
+        const r = await newProfile(u);
+        created(r);
+        return { profileId: r.body.id };
+      },
+      // Once a minute is exactly the default floor (inclusive); twice a minute is under it.
+      atMax: (u, ctx) => playbook(u, ctx, "0 * * * * *"),
+      attempt: (u, ctx) => playbook(u, ctx, "*/30 * * * * *"),
+      passed: created,
+      raise: 30,
+      modest: (u, ctx) => playbook(u, ctx, "*/5 * * * *"),
+      lower: 600,
+    } satisfies Row;
+  })(),
 ];
 
 function expectRefused(r: Res, row: Row, max = row.max) {
@@ -261,7 +287,7 @@ function expectRefused(r: Res, row: Row, max = row.max) {
   expect(r.body.code).toBe(row.code);
   expect(r.body.details.limit).toBe(row.limit);
   if (row.field) expect(r.body.details.field).toBe(row.field);
-  if (max !== undefined) expect(r.body.details.max).toBe(max);
+  if (max !== undefined) expect(r.body.details[row.floor ? "min" : "max"]).toBe(max);
   // The message names the limit too (and says what to do).
   expect(r.body.error).toContain(row.limit);
 }
@@ -420,6 +446,38 @@ describe("beyond the table", () => {
     // Server-paid means no base_url and no api_key_secret: the same user's profile with their own key is not capped.
     const own = await probeProfile(u, { provider: "anthropic", api_key_secret: "MY_ANTHROPIC_KEY" });
     passedToTheProfileLimit(await post(u, "/v1/tasks", { profile_id: own.profileId, prompt: "hi" }), own);
+  });
+
+  test("min_schedule_interval is checked over the next runs, not only the first two; the refusal says the minimum and how the operator changes it", async () => {
+    const u = await createUser(t);
+    const profile = (await newProfile(u)).body.id as string;
+    const playbook = (schedule: string, timezone = "UTC") => post(u, "/v1/playbooks", { name: "pb", profile_id: profile, prompt: "p", schedule, timezone });
+    // Seconds 0 and 30 of the first minute of every hour: 30 s apart once an hour.
+    const bunched = await playbook("0,30 0 * * * *");
+    expect([bunched.status, bunched.body.details]).toEqual([400, { field: "schedule", reason: "too frequent", limit: "min_schedule_interval", min: 60 }]);
+    expect(bunched.body.error).toContain("30 s apart");
+    expect(bunched.body.error).toContain("once every 60 s");
+    expect(bunched.body.error).toContain("--min-schedule-interval");
+    expect(bunched.body.error).toContain("PATCH /admin/config");
+    for (const ok of ["0 3 * * *", "@hourly", "* * * * *", "0,1 * * * *"]) created(await playbook(ok));
+  });
+
+  test("a schedule saved before min_schedule_interval was raised stays: the playbook can be edited, a new schedule or time zone is held to it", async () => {
+    const u = await createUser(t);
+    const profile = (await newProfile(u)).body.id as string;
+    const pb = await post(u, "/v1/playbooks", { name: "pb", profile_id: profile, prompt: "p", schedule: "*/2 * * * *" });
+    created(pb);
+    await override(u, { min_schedule_interval: 300 });
+    const patch = (body: unknown) => api(t, "PATCH", `/v1/playbooks/${pb.body.id}`, auth(u), body);
+    const renamed = await patch({ name: "renamed", enabled: false });
+    expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+    expect((await patch({ enabled: true })).status).toBe(200);
+    expect((await api(t, "GET", `/v1/playbooks/${pb.body.id}`, auth(u))).body.schedule).toBe("*/2 * * * *");
+    for (const body of [{ schedule: "*/3 * * * *" }, { timezone: "Europe/Berlin" }]) {
+      const r = await patch(body);
+      expect([r.status, r.body.details.field, r.body.details.min], JSON.stringify(body)).toEqual([400, "schedule", 300]);
+    }
+    expect((await patch({ schedule: "*/5 * * * *" })).status).toBe(200);
   });
 
   test("workspace_disk_mb binds admins too, and follows overrides and live changes", async () => {

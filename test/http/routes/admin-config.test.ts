@@ -32,6 +32,7 @@ const POLICY = {
   allow_bridge_network: true,
   monthly_spend_usd: 0,
   workspace_disk_mb: 10240,
+  min_schedule_interval: 1,
 };
 
 routeTable("/admin/config", () => a, [

@@ -70,6 +70,7 @@ describe("what it reports", () => {
       allow_bridge_network: false,
       monthly_spend_usd: 0,
       workspace_disk_mb: 10_240,
+      min_schedule_interval: 60,
       exempt: false,
     });
     const viaCookie = await api(t, "GET", "/v1/me", { cookie: u.cookie, origin: t.url });

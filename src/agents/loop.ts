@@ -11,7 +11,7 @@ import type { EventStore } from "../events/log.ts";
 import { AppError, type ErrorCode } from "../lib/errors.ts";
 import type { AgentMetricsDep, ProfileRow, SecretsDep, WorkspacesDep, NotificationsDep } from "./deps.ts";
 import { polishResultText } from "./polish.ts";
-import { costUsd } from "./pricing.ts";
+import { CallCharge } from "./call-charge.ts";
 import { getProvider } from "./providers/index.ts";
 import { type ContentBlock, ModelError, type ModelResponse } from "./providers/types.ts";
 import { TokenBatch } from "./token-batch.ts";
@@ -175,6 +175,7 @@ export class AgentLoop {
       const tokens = new TokenBatch(scrub.stream(), (text) => this.emit(task, { type: "task:token", text }));
       // The request is made from the whole conversation: in a turn of its own (src/lib/turns.ts).
       await nextTurn();
+      const charge = new CallCharge(this.d, task, profile.model);
       let response: ModelResponse;
       try {
         response = await provider.complete(
@@ -188,15 +189,21 @@ export class AgentLoop {
             apiKey,
             fetch: route.fetch,
             signal,
+            meter: charge.meter,
           },
           (e) => {
             if (e.type === "text") tokens.push(e.text);
           },
         );
-      } finally {
+      } catch (e) {
         // Text that arrived before a failure or a cancel still leaves ahead of the outcome frame.
         tokens.flush();
+        // And is paid for: the call is charged what its meter knew (also when stopped by a
+        // shutdown or a lost lease — the tokens were spent whoever continues the task).
+        await charge.settle(charge.meter.used()).catch((err) => this.d.log.error("usage of a stopped model request not recorded", { task_id: task.id, err }));
+        throw e;
       }
+      tokens.flush();
       // The answer is scrubbed and stored in a turn of its own: many answers ending together do
       // not hold the other sessions' streamed text back (src/lib/turns.ts).
       await nextTurn();
@@ -208,10 +215,7 @@ export class AgentLoop {
       if (transcript.size(task.session_id) >= LARGE_REQUEST_CHARS) releaseMemory();
       tokens.end();
       const content = scrubDeep(response.content, scrub);
-      const cost = costUsd(profile.model, response.usage);
-      await tasks.addUsage(task.id, response.usage.input_tokens, response.usage.output_tokens, cost);
-      await this.d.sessions.addUsage(task.session_id, response.usage.input_tokens, response.usage.output_tokens, cost);
-      this.d.metrics?.modelUsage(profile.model.provider, response.usage.input_tokens, response.usage.output_tokens, cost);
+      await charge.settle(response.usage);
       await transcript.addAssistant(task.session_id, task.id, content);
       steps = await transcript.steps(task.session_id);
 

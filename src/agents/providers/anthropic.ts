@@ -145,6 +145,8 @@ export class AnthropicProvider implements Provider {
     );
     if (!response.body) throw new ModelError("The Anthropic response had no body", { provider: "anthropic", retryable: true });
     const blocks: Block[] = [];
+    const meter = req.meter;
+    meter?.begin();
     let input = 0;
     let output = 0;
     let stop: string | null = null;
@@ -155,12 +157,14 @@ export class AnthropicProvider implements Provider {
           const u = ev.message.usage;
           input = (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
           output = u.output_tokens ?? 0;
+          meter?.reported(input, output);
           break;
         }
         case "content_block_start": {
           const cb = ev.content_block;
           if (cb.type === "text") {
             blocks[ev.index] = { type: "text", text: cb.text };
+            meter?.received(cb.text.length);
             if (cb.text) emit({ type: "text", text: cb.text });
           } else if (cb.type === "tool_use") {
             blocks[ev.index] = { type: "tool_use", id: cb.id, name: cb.name, json: "", done: false };
@@ -171,9 +175,11 @@ export class AnthropicProvider implements Provider {
           const b = blocks[ev.index];
           if (ev.delta.type === "text_delta" && b?.type === "text") {
             b.text += ev.delta.text;
+            meter?.received(ev.delta.text.length);
             if (ev.delta.text) emit({ type: "text", text: ev.delta.text });
           } else if (ev.delta.type === "input_json_delta" && b?.type === "tool_use") {
             b.json += ev.delta.partial_json;
+            meter?.received(ev.delta.partial_json.length);
           }
           break;
         }
@@ -190,6 +196,8 @@ export class AnthropicProvider implements Provider {
           const u = ev.usage;
           if (u.output_tokens != null) output = u.output_tokens;
           if (u.input_tokens != null) input = u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
+          // Its output count is the message's (cumulative): no estimate from here on.
+          meter?.reported(input, output, u.output_tokens != null);
           break;
         }
         case "message_stop":

@@ -79,10 +79,13 @@ export class DemoProvider implements Provider {
     const { signal } = req;
     if (signal?.aborted) throw abortError(signal);
     const { text, tool } = demoReply(req);
+    const input = tokens(req.system) + tokens(JSON.stringify(req.messages)) + tokens(JSON.stringify(req.tools));
+    req.meter?.reported(input, 0);
     const delay = this.opts.wordDelayMs ?? 0;
     for (const w of words(text)) {
       if (delay > 0) await Bun.sleep(delay);
       if (signal?.aborted) throw abortError(signal);
+      req.meter?.received(w.length);
       onEvent({ type: "text", text: w });
     }
     const content: ContentBlock[] = [{ type: "text", text }];
@@ -90,7 +93,6 @@ export class DemoProvider implements Provider {
       onEvent({ type: "tool_use", ...tool });
       content.push({ type: "tool_use", ...tool });
     }
-    const input = tokens(req.system) + tokens(JSON.stringify(req.messages)) + tokens(JSON.stringify(req.tools));
     return {
       content,
       stopReason: tool ? "tool_use" : "end_turn",

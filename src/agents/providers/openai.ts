@@ -162,6 +162,10 @@ export class OpenAIProvider implements Provider {
     let finish: string | null = null;
     let toolsEmitted = false;
     let usage = { input_tokens: 0, output_tokens: 0 };
+    // The usage chunk comes last (stream_options.include_usage): a stream cut before it has
+    // reported no input tokens, and its output is estimated from what arrived (usage-meter.ts).
+    const meter = req.meter;
+    meter?.begin();
 
     const emitTools = () => {
       if (toolsEmitted) return;
@@ -174,7 +178,10 @@ export class OpenAIProvider implements Provider {
     };
 
     const handle = (chunk: ChatCompletionChunk) => {
-      if (chunk.usage) usage = { input_tokens: chunk.usage.prompt_tokens ?? 0, output_tokens: chunk.usage.completion_tokens ?? 0 };
+      if (chunk.usage) {
+        usage = { input_tokens: chunk.usage.prompt_tokens ?? 0, output_tokens: chunk.usage.completion_tokens ?? 0 };
+        meter?.reported(usage.input_tokens, usage.output_tokens, true);
+      }
       const choice = chunk.choices?.[0];
       if (!choice) return;
       const delta = choice.delta ?? {};
@@ -182,6 +189,7 @@ export class OpenAIProvider implements Provider {
         const last = parts[parts.length - 1];
         if (last?.kind === "text") last.text += delta.content;
         else parts.push({ kind: "text", text: delta.content });
+        meter?.received(delta.content.length);
         emit({ type: "text", text: delta.content });
       }
       (delta.tool_calls ?? []).forEach((tc, i) => {
@@ -197,7 +205,10 @@ export class OpenAIProvider implements Provider {
         }
         if (tc.id && !slot.id) slot.id = tc.id;
         if (tc.function?.name && !slot.name) slot.name = tc.function.name;
-        if (tc.function?.arguments) slot.args += tc.function.arguments;
+        if (tc.function?.arguments) {
+          slot.args += tc.function.arguments;
+          meter?.received(tc.function.arguments.length);
+        }
       });
       if (choice.finish_reason) {
         finish = choice.finish_reason;

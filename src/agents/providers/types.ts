@@ -8,6 +8,9 @@
  * ./retry.ts.
  */
 import type { ProviderName } from "./model-error.ts";
+import type { Usage, UsageMeter } from "./usage-meter.ts";
+
+export type { Usage } from "./usage-meter.ts";
 
 export { abortError, isAbortError, ModelError, type ModelErrorInit, type ProviderName } from "./model-error.ts";
 
@@ -42,6 +45,8 @@ export interface ModelRequest {
   fetch?: typeof fetch;
   /** Aborting stops the stream (and any retry wait) promptly; `complete` then rejects with the signal's reason. */
   signal?: AbortSignal;
+  /** Kept up to date while the answer streams: what a stopped or failed request is charged (./usage-meter.ts). */
+  meter?: UsageMeter;
 }
 
 export type StreamEvent =
@@ -54,7 +59,7 @@ export interface ModelResponse {
   /** The full assistant message (text + tool_use blocks, in order). */
   content: ContentBlock[];
   stopReason: StopReason;
-  usage: { input_tokens: number; output_tokens: number };
+  usage: Usage;
 }
 
 export interface Provider {

@@ -200,7 +200,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const router = mountRoutes(createRouter(log, adminPassword, spaFallback), services);
   const stream = createStreamServer({
     log, publicUrl: config.publicUrl, authenticator, limiter, hub, orchestrator, agentSessions, sessionLifecycle,
-    maxSocketsPerCaller: config.maxSocketsPerCaller,
+    maxSocketsPerCaller: config.maxSocketsPerCaller, loginSessions, now,
   });
   const pipeline = createPipeline({
     config,

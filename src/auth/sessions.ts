@@ -5,7 +5,7 @@
  * for a sign-in that asked not to be remembered).
  */
 import { eq, lt, or } from "drizzle-orm";
-import { affected, type DB, first } from "../db/client.ts";
+import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { loginSessions, users } from "../db/tables.ts";
 import { randomToken, sha256Hex } from "../lib/crypto.ts";
@@ -76,7 +76,7 @@ export interface ValidSession {
 export class LoginSessions {
   /** Called with a user id whose sessions were all removed (sockets close). */
   onRevokeUser: ((userId: string) => void)[] = [];
-  /** Called with a login session id that was deleted (sign-out; its sockets close). */
+  /** Called with a login session id that was deleted (sign-out, expiry; its sockets close). */
   onRevokeSession: ((loginSessionId: string) => void)[] = [];
 
   constructor(
@@ -116,7 +116,8 @@ export class LoginSessions {
     const now = this.now();
     const { session } = row;
     if (session.expires_at <= now || session.absolute_expires_at <= now) {
-      await this.db.delete(loginSessions).where(eq(loginSessions.id, session.id));
+      // Ended like a sign-out: the sockets it opened close too.
+      await this.delete(session.id);
       return null;
     }
     if (now - session.refreshed_at >= REFRESH_EVERY_MS) {
@@ -125,6 +126,19 @@ export class LoginSessions {
       await this.db.update(loginSessions).set({ expires_at: session.expires_at, refreshed_at: now }).where(eq(loginSessions.id, session.id));
     }
     return row;
+  }
+
+  /**
+   * When the session ends as things stand (its idle expiry may have moved since a socket read it),
+   * or null when it has ended — an expired row is deleted here, and its sockets closed, as at sign-out.
+   */
+  async endsAt(sessionId: string): Promise<number | null> {
+    const row = await first(this.db.select().from(loginSessions).where(eq(loginSessions.id, sessionId)));
+    if (!row) return null;
+    const ends = Math.min(row.expires_at, row.absolute_expires_at);
+    if (ends > this.now()) return ends;
+    await this.delete(row.id);
+    return null;
   }
 
   async delete(sessionId: string): Promise<void> {
@@ -137,10 +151,15 @@ export class LoginSessions {
     for (const f of this.onRevokeUser) f(userId);
   }
 
-  /** Removes expired rows (a worker calls this hourly). */
+  /** Removes expired rows (a worker calls this hourly); the sockets they opened close, as at sign-out. */
   async purgeExpired(): Promise<number> {
     const now = this.now();
-    return affected(await this.db.delete(loginSessions).where(or(lt(loginSessions.expires_at, now), lt(loginSessions.absolute_expires_at, now))));
+    const gone = await this.db
+      .delete(loginSessions)
+      .where(or(lt(loginSessions.expires_at, now), lt(loginSessions.absolute_expires_at, now)))
+      .returning({ id: loginSessions.id });
+    for (const { id } of gone) for (const f of this.onRevokeSession) f(id);
+    return gone.length;
   }
 }
 

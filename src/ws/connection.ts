@@ -53,6 +53,10 @@ export interface SocketData {
   queued: number;
   /** Called once when the server decides to close the socket (the stream server stops counting it as open). */
   onClosing: (() => void) | null;
+  /** Opened with a session cookie: when that sign-in session ends, as last read (null: opened with a token). */
+  signedInUntil: number | null;
+  /** The sign-in session being looked up again (it passed `signedInUntil`): messages wait for it. */
+  authCheck: Promise<void> | null;
 }
 
 export type Socket = ServerWebSocket<SocketData>;

@@ -12,6 +12,7 @@
 import type { Server, WebSocketHandler } from "bun";
 import type { Authenticated } from "../auth/principal.ts";
 import type { Authenticator } from "../auth/authenticate.ts";
+import type { LoginSessions } from "../auth/sessions.ts";
 import type { Orchestrator } from "../agents/orchestrator.ts";
 import type { SessionLifecycle } from "../agents/session-lifecycle.ts";
 import type { AgentSessions } from "../agents/sessions.ts";
@@ -71,6 +72,9 @@ export interface StreamDeps {
   sessionLifecycle: SessionLifecycle;
   /** Sockets one user may hold open at once (--max-sockets-per-caller). */
   maxSocketsPerCaller: number;
+  /** Cookie sessions, looked up again when one passes the expiry its socket knew of. */
+  loginSessions: Pick<LoginSessions, "endsAt">;
+  now: () => number;
 }
 
 const bearerProtocol = (req: Request) =>
@@ -186,6 +190,24 @@ export function createStreamServer(d: StreamDeps): StreamServer {
     return { auth: await d.authenticator.resolve({ bearer: null, cookie: creds.cookie }), viaCookie: creds.cookie !== null, charged: null };
   }
 
+  /**
+   * A cookie socket's sign-in session passed the expiry read at the upgrade (or at the last look):
+   * read again — a session used since has moved its idle expiry on; one that ended closes the socket
+   * with 4001 (the row deleted, as at sign-out), whether or not a request or the purge found it first.
+   */
+  async function checkSignIn(ws: Socket): Promise<void> {
+    try {
+      const until = await d.loginSessions.endsAt(ws.data.principal!.loginSession!.id);
+      if (until === null) close(ws, CLOSE_AUTH, "authentication failed: the sign-in session expired");
+      else ws.data.signedInUntil = until;
+    } catch (err) {
+      // Not known now (the database failed): the message goes on, and the next one asks again.
+      d.log.warn("sign-in session of a socket not checked", { socket: ws.data.id, err });
+    } finally {
+      ws.data.authCheck = null;
+    }
+  }
+
   async function dispatch(ws: Socket, msg: ClientMessage) {
     const user = ws.data.principal!.user;
     switch (msg.type) {
@@ -249,6 +271,18 @@ export function createStreamServer(d: StreamDeps): StreamServer {
     },
     async message(ws, raw) {
       if (ws.data.closed || !ws.data.principal) return;
+      // Past the sign-in session's expiry: this message, and those after it, wait for the look-up
+      // (counted as waiting, so they keep their order).
+      const until = ws.data.signedInUntil;
+      if (ws.data.authCheck || (until !== null && d.now() >= until)) {
+        ws.data.queued++;
+        try {
+          await (ws.data.authCheck ??= checkSignIn(ws));
+        } finally {
+          ws.data.queued--;
+        }
+        if (ws.data.closed) return;
+      }
       // Behind a message of this socket that waits for its turn: handled (and answered) after it,
       // in a turn of its own.
       const waited = ws.data.queued > 0;
@@ -358,6 +392,8 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         counted: false,
         pendingClose: null,
         onClosing: null,
+        signedInUntil: auth.principal?.loginSession?.expires_at ?? null,
+        authCheck: null,
       };
       const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : undefined });
       if (!upgraded) {

@@ -84,13 +84,16 @@ export class AgentLoop {
     this.d.hub.publish(task.session_id, { task_id: task.id, ...frame } as FrameInput);
   }
 
-  /** Runs until the task completes, waits for input, or is stopped. Never throws. */
-  async run(task: TaskRow, profile: ProfileRow, signal: AbortSignal): Promise<Outcome> {
+  /**
+   * Runs until the task completes, waits for input, or is stopped. Never throws. `resumed`: the
+   * task was running before (a restart, or a replica taking it over), not just claimed or answered.
+   */
+  async run(task: TaskRow, profile: ProfileRow, signal: AbortSignal, resumed = false): Promise<Outcome> {
     const scrub = makeScrubber(await this.d.secrets.valuesFor(task.user_id));
     let route: ModelRoute = { quiet: false };
     try {
       route = (await this.d.modelNet?.route(task.user_id, profile.model.base_url)) ?? route;
-      return await this.loop(task, profile, signal, scrub, route);
+      return await this.loop(task, profile, signal, scrub, route, resumed);
     } catch (e) {
       if (signal.aborted) return stopOutcome(signal.reason);
       if (e instanceof ModelError) return { failed: { code: "MODEL_ERROR", message: route.quiet ? quietModelMessage(e.status) : scrub(e.message) } };
@@ -103,7 +106,7 @@ export class AgentLoop {
     }
   }
 
-  private async loop(task: TaskRow, profile: ProfileRow, signal: AbortSignal, scrub: Scrubber, route: ModelRoute): Promise<Outcome> {
+  private async loop(task: TaskRow, profile: ProfileRow, signal: AbortSignal, scrub: Scrubber, route: ModelRoute, resumed: boolean): Promise<Outcome> {
     const { tasks, transcript } = this.d;
     // The session's transcript is read (the first time: every row parsed) in a turn of its own.
     await nextTurn();
@@ -114,6 +117,14 @@ export class AgentLoop {
       await transcript.addUserPrompt(task.session_id, task.id, task.prompt);
       this.emit(task, { type: "task:system_prompt", system_prompt: profile.system_prompt, model: profile.model.name, provider: profile.model.provider, tools: profile.tools });
       steps = await transcript.steps(task.session_id);
+    }
+    // Resumed with a model request as its next step: the request under way when the server
+    // stopped is made again, so the text it had streamed (never stored as a step) leaves the log
+    // first — a replay shows the answer once. Before anything of this run is emitted: what is
+    // removed is the task's tokens after its last other frame.
+    if (resumed && transcript.finalAnswer(steps, task.id) === null && transcript.pendingToolUses(steps, task.id).length === 0) {
+      const dropped = await this.d.eventLog.dropCutText(task.session_id, task.id);
+      if (dropped) this.d.log.info("streamed text of an interrupted model request removed before it is requested again", { task_id: task.id, frames: dropped });
     }
     const workspace = await this.d.workspaces.ensureRunning(task.session_id);
     const extra = (await this.d.setup?.prepare(task, profile, (f) => this.emit(task, f), scrub, signal)) ?? NO_RUN_TOOLS;

@@ -250,8 +250,9 @@ export class Orchestrator {
    * leased: another replica holds it (running it, or opening its session), or ended it.
    */
   private async execute(task: TaskRow, ctl: AbortController): Promise<boolean> {
+    const resumed = task.status === "running";
     // A running task is resumed only under this replica's lease, before anything else is done with it.
-    if (task.status === "running") {
+    if (resumed) {
       let leased: TaskRow | undefined;
       try {
         leased = await this.leases.acquire(task.id);
@@ -287,7 +288,7 @@ export class Orchestrator {
       );
       // Cancelled (or the server stopping) while it was being started: the loop does not begin.
       const { signal } = ctl;
-      outcome = signal.aborted ? stopOutcome(signal.reason) : await this.loop.run(task, profile, signal);
+      outcome = signal.aborted ? stopOutcome(signal.reason) : await this.loop.run(task, profile, signal, resumed);
     } catch (e) {
       outcome =
         e instanceof AppError

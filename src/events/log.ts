@@ -13,7 +13,9 @@
  * time (64 seqs, doubling up to 1024 while blocks run out within a second); after a restart a
  * session's numbering continues above max(MAX(seq), seq_reserved). A crash can leave a gap, never
  * a reuse. Frames nobody was handed before they were stored reserve nothing, and a clean shutdown
- * (`settle`) gives unused reservations back, so the sequence stays gap-free short of a crash.
+ * (`settle`) gives unused reservations back, so the sequence stays gap-free short of a crash —
+ * and of `dropCutText`, which removes the streamed text of an answer a restart cut off and raises
+ * the mark over it (a gap there too, never a reuse).
  */
 import type { Database, Statement } from "bun:sqlite";
 import type { FrameInput } from "../schema/stream.ts";
@@ -111,6 +113,12 @@ export interface EventStore {
   bound(sessionId: string, withDebug?: boolean): ReadBound | Promise<ReadBound>;
   settle(): void | Promise<void>;
   forget(sessionId: string): void;
+  /**
+   * Removes the task's `task:token` frames stored after its last other frame — the streamed text of
+   * a model answer that was cut off (a restart) and never stored, before that step is requested
+   * again — and answers how many. Their seqs stay used: the session's numbering goes on above them.
+   */
+  dropCutText(sessionId: string, taskId: string): number | Promise<number>;
 }
 
 /** The frame as stored and sent: `type`, `session_id`, `task_id` (if any) and `seq` first. */
@@ -147,6 +155,7 @@ export class EventLog implements EventStore {
   private readDebugStmt: Statement<DebugRow, [string, number, number]>;
   private readDebugBoundedStmt: Statement<DebugRow, [string, number, number, number]>;
   private writeBatch: (rows: Pending[]) => void;
+  private dropCutTextTx: (sessionId: string, taskId: string) => number;
 
   constructor(
     sqlite: Database,
@@ -168,6 +177,22 @@ export class EventLog implements EventStore {
     this.readDebugBoundedStmt = sqlite.prepare(
       "SELECT after_seq, type, task_id, frame FROM debug_events WHERE session_id = ? AND after_seq >= ? AND after_seq < ? AND id <= ? ORDER BY id",
     );
+    const boundary = sqlite.prepare<{ seq: number }, [string, string]>(
+      "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE session_id = ? AND task_id = ? AND type <> 'task:token'",
+    );
+    const top = sqlite.prepare<{ seq: number | null }, [string, string, number]>(
+      "SELECT max(seq) AS seq FROM events WHERE session_id = ? AND task_id = ? AND type = 'task:token' AND seq > ?",
+    );
+    const drop = sqlite.prepare<unknown, [string, string, number]>("DELETE FROM events WHERE session_id = ? AND task_id = ? AND type = 'task:token' AND seq > ?");
+    // The mark covers the removed seqs, so a later start (its counter read from MAX(seq) and the
+    // mark) numbers above them even when they were the session's last frames.
+    this.dropCutTextTx = sqlite.transaction((sessionId: string, taskId: string): number => {
+      const after = boundary.get(sessionId, taskId)!.seq;
+      const last = top.get(sessionId, taskId, after)?.seq;
+      if (last == null) return 0;
+      this.reserveStmt.run(last, sessionId, last);
+      return drop.run(sessionId, taskId, after).changes;
+    });
     this.writeBatch = sqlite.transaction((rows: Pending[]) => {
       for (const r of rows) this.insert.run(r.session_id, r.seq, r.type, r.task_id, r.frame, r.created_at);
     });
@@ -319,6 +344,11 @@ export class EventLog implements EventStore {
       this.releaseStmt.run(s.last, sessionId, s.reserved);
       s.reserved = s.last;
     }
+  }
+
+  dropCutText(sessionId: string, taskId: string): number {
+    this.flush();
+    return this.dropCutTextTx(sessionId, taskId);
   }
 
   /** Nothing kept per watched session here (frames leave at once). */

@@ -7,7 +7,8 @@
  * **Seqs are allocated in the database, when a batch is written.** `append` queues the frame; the
  * queue is written in one transaction per batch (at most `maxBatch` frames, or after
  * `flushDelayMs`). The transaction locks the batch's session rows (`FOR NO KEY UPDATE`, in id
- * order), reads each session's MAX(seq), numbers the frames after it, inserts them and sends one
+ * order), reads each session's MAX(seq) (or its `seq_reserved` mark, if higher: seqs of frames
+removed by `dropCutText`), numbers the frames after it, inserts them and sends one
  * NOTIFY naming the sessions and seq ranges it stored. The row lock makes writers of one session
  * take turns, so a session's frames commit in seq order across replicas, with neither gap nor
  * reuse; a crash loses at most frames nobody was sent (frames leave only once stored).
@@ -24,7 +25,7 @@
  * (see Hub.attach): every frame committed before that read is at or below it, every later one is
  * above it and reaches the subscriber live.
  */
-import { and, asc, eq, gt, gte, inArray, lt, lte, max } from "drizzle-orm";
+import { and, asc, eq, gt, gte, inArray, lt, lte, max, ne } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { debugEvents, events, sessions } from "../db/tables.ts";
 import { forNoKeyUpdate } from "../db/row-lock.ts";
@@ -192,10 +193,14 @@ export class PgEventLog implements EventStore {
    */
   private *insert(tx: DB, batch: Queued[]): Unit<Stored[]> {
     const ids = [...new Set(batch.map((q) => q.session_id))].sort();
-    const locked = yield* all(forNoKeyUpdate(tx.select({ id: sessions.id }).from(sessions).where(inArray(sessions.id, ids)).orderBy(asc(sessions.id))));
+    const locked = yield* all(
+      forNoKeyUpdate(tx.select({ id: sessions.id, reserved: sessions.seq_reserved }).from(sessions).where(inArray(sessions.id, ids)).orderBy(asc(sessions.id))),
+    );
     const live = new Set(locked.map((r) => r.id));
     const maxes = yield* all(tx.select({ session_id: events.session_id, seq: max(events.seq) }).from(events).where(inArray(events.session_id, [...live])).groupBy(events.session_id));
-    const last = new Map<string, number>(maxes.map((r) => [r.session_id, Number(r.seq ?? 0)]));
+    // Numbered above the mark too: seqs whose frames were removed (dropCutText) are not given again.
+    const last = new Map<string, number>(locked.map((r) => [r.id, Number(r.reserved ?? 0)]));
+    for (const r of maxes) last.set(r.session_id, Math.max(last.get(r.session_id) ?? 0, Number(r.seq ?? 0)));
     const out = new Map<string, Stored>();
     const rows: (typeof events.$inferInsert)[] = [];
     const debugRows: { stored: Stored; row: typeof debugEvents.$inferInsert }[] = [];
@@ -350,6 +355,29 @@ export class PgEventLog implements EventStore {
   /** Clean shutdown: everything queued is stored (and handed out). */
   settle(): Promise<void> {
     return this.flush();
+  }
+
+  /**
+   * (See EventStore.) Under the session's row lock, like a batch: the mark `sessions.seq_reserved`
+   * is raised over the removed seqs in the same transaction, and batches number above it.
+   */
+  async dropCutText(sessionId: string, taskId: string): Promise<number> {
+    await this.flush();
+    return transact(this.db, (tx) => this.dropCutTextIn(tx, sessionId, taskId));
+  }
+
+  private *dropCutTextIn(tx: DB, sessionId: string, taskId: string): Unit<number> {
+    const locked = yield* all(forNoKeyUpdate(tx.select({ id: sessions.id }).from(sessions).where(eq(sessions.id, sessionId))));
+    if (!locked.length) return 0;
+    const ofTask = and(eq(events.session_id, sessionId), eq(events.task_id, taskId));
+    const [b] = yield* all(tx.select({ seq: max(events.seq) }).from(events).where(and(ofTask, ne(events.type, "task:token"))));
+    const after = Number(b?.seq ?? 0);
+    const cut = and(ofTask, eq(events.type, "task:token"), gt(events.seq, after));
+    const [top] = yield* all(tx.select({ seq: max(events.seq) }).from(events).where(cut));
+    if (top?.seq == null) return 0;
+    const last = Number(top.seq);
+    yield* run(tx.update(sessions).set({ seq_reserved: last }).where(and(eq(sessions.id, sessionId), lt(sessions.seq_reserved, last))));
+    return yield* run(tx.delete(events).where(cut));
   }
 
   /** A deleted session: its tail goes. */

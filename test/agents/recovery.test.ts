@@ -78,3 +78,62 @@ test("a task survives kill -9 of the server and completes without re-running fin
     await dropDatabaseFor(dataDir);
   }
 }, 120_000);
+
+// The text streamed by a model request the server was stopped in (kill -9 or SIGTERM) is removed
+// from the log when the resumed task makes that request again: a replay shows the answer once.
+test.each(["SIGKILL", "SIGTERM"] as const)("after a %s mid-answer the re-requested answer's text is in the log once, numbered above the removed frames", async (signal) => {
+  const dataDir = tempDir();
+  const db = await databaseArgs(dataDir);
+  const email = `cut-${signal.toLowerCase()}@example.com`;
+  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", email, "--password-stdin"], { stdin: "correct horse battery" });
+  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", email, "--name", "cut"]);
+  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
+  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  let server = await spawnServer({ dataDir });
+  const get = async (path: string) => (await fetch(server.url + path, { headers: json(token) })).json();
+  const frames = async (sid: string) => (await get(`/v1/sessions/${sid}/events?limit=1000`)).data as any[];
+  const text = (fs: any[]) => fs.filter((f) => f.type === "task:token").map((f) => f.text).join("");
+  const pieces = Array.from({ length: 30 }, (_, i) => `t${i} `);
+  const profile = await (
+    await fetch(server.url + "/v1/profiles", {
+      method: "POST",
+      headers: json(token),
+      body: JSON.stringify({ name: "cut", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
+    })
+  ).json();
+  mock.reset();
+  mock.enqueue({ text: pieces, usage: { input_tokens: 10, output_tokens: 30 }, hangAfter: 16 });
+  const sub = await (await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token), body: JSON.stringify({ profile_id: profile.id, prompt: "SLOW" }) })).json();
+  // Stored (the read flushes the log), then the server stops mid-answer.
+  const before = await waitFor(async () => {
+    const fs = await frames(sub.session_id);
+    return text(fs) === pieces.slice(0, 16).join("") ? fs : null;
+  }, { timeoutMs: 20_000, what: "16 pieces streamed" });
+  const cutSeqs = before.filter((f) => f.type === "task:token").map((f) => f.seq);
+  await server.kill(signal);
+
+  mock.enqueue({ text: pieces, usage: { input_tokens: 10, output_tokens: 30 } });
+  server = await spawnServer({ dataDir });
+  try {
+    const task = await waitFor(async () => {
+      const r = await get(`/v1/tasks/${sub.task_id}`);
+      return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
+    }, { timeoutMs: 30_000, what: "resumed task" });
+    expect(task.status).toBe("completed");
+    expect(task.result_text).toBe(pieces.join("").trim());
+    // The cut request's input was written when message_start came, even before a kill -9.
+    expect(task.input_tokens).toBe(20);
+    const after = await frames(sub.session_id);
+    expect(text(after)).toBe(pieces.join(""));
+    const seqs = after.map((f) => f.seq);
+    expect(seqs).toEqual([...new Set(seqs)].sort((a, b) => a - b));
+    // No seq of a removed frame is given again.
+    const newTokens = after.filter((f) => f.type === "task:token").map((f) => f.seq);
+    expect(Math.min(...newTokens)).toBeGreaterThan(Math.max(...cutSeqs));
+    expect(after.at(-1)).toMatchObject({ type: "task:done", status: "completed" });
+  } finally {
+    await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token) });
+    await server.kill("SIGTERM");
+    await dropDatabaseFor(dataDir);
+  }
+}, 120_000);

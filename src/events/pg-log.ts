@@ -8,7 +8,7 @@
  * queue is written in one transaction per batch (at most `maxBatch` frames, or after
  * `flushDelayMs`). The transaction locks the batch's session rows (`FOR NO KEY UPDATE`, in id
  * order), reads each session's MAX(seq) (or its `seq_reserved` mark, if higher: seqs of frames
-removed by `dropCutText`), numbers the frames after it, inserts them and sends one
+ * removed by `dropCutText`), numbers the frames after it, inserts them and sends one
  * NOTIFY naming the sessions and seq ranges it stored. The row lock makes writers of one session
  * take turns, so a session's frames commit in seq order across replicas, with neither gap nor
  * reuse; a crash loses at most frames nobody was sent (frames leave only once stored).

@@ -1,6 +1,7 @@
 /** The shell: who is signed in, the navigation, and the view for the current path. */
 import { useEffect, useState } from "preact/hooks";
-import { SlowDown } from "./components/feedback.tsx";
+import { Alert, SlowDown } from "./components/feedback.tsx";
+import { ApiError } from "./lib/api.ts";
 import { linkTo, usePath } from "./lib/router.ts";
 import { currentUser, signOut, type User } from "./lib/session.ts";
 import { useStatus } from "./lib/status.ts";
@@ -88,7 +89,15 @@ export function App() {
 function SignedIn({ path }: { path: string }) {
   const [user, setUser] = useState<User | null | undefined>(undefined);
   const { signedOut } = useStatus();
+  const [signOutError, setSignOutError] = useState("");
   useEffect(() => void currentUser().then(setUser), []);
+  // Never pretends: a sign-out the server did not do says so, and the user stays signed in here.
+  const leave = () => {
+    setSignOutError("");
+    signOut().catch((e) =>
+      setSignOutError(`Sign-out failed: ${e instanceof ApiError && e.code === "NETWORK" ? "the server could not be reached" : e instanceof Error ? e.message : String(e)}. You are still signed in; try again.`),
+    );
+  };
   if (user === undefined)
     return (
       <>
@@ -119,10 +128,15 @@ function SignedIn({ path }: { path: string }) {
           {user.email}
           {user.role === "admin" ? " (admin)" : ""}
         </span>
-        <button type="button" onClick={signOut}>
+        <button type="button" onClick={leave}>
           Sign out
         </button>
       </header>
+      {signOutError && (
+        <div class="banner">
+          <Alert text={signOutError} />
+        </div>
+      )}
       <SlowDown />
       {route(path, user)}
     </>

@@ -13,7 +13,8 @@ import type { ClientMessage, ServerFrame } from "../../../src/schema/stream.ts";
 import { signedOut, slowedDown } from "./status.ts";
 
 export type { ServerFrame };
-export type StreamState = "connecting" | "open" | "closed";
+/** `reconnecting`: the connection was lost (or could not be made) and is being tried again. */
+export type StreamState = "connecting" | "open" | "closed" | "reconnecting";
 export type ErrorFrame = Extract<ServerFrame, { type: "error" }>;
 export type Refused = (f: ErrorFrame) => void;
 
@@ -112,7 +113,7 @@ export class StreamClient {
   private connect() {
     if (this.ws || this.timer) return;
     this.closedByUs = false;
-    this.setState("connecting");
+    this.setState(this.retry > 0 ? "reconnecting" : "connecting");
     const ws = new WebSocket(this.url);
     this.ws = ws;
     ws.onopen = () => {
@@ -150,7 +151,7 @@ export class StreamClient {
     };
     ws.onclose = (ev) => {
       if (this.ws === ws) this.ws = null;
-      this.setState("closed");
+      if (this.closedByUs || ev.code === 4001) this.setState("closed");
       if (this.closedByUs) return;
       if (ev.code === 4001) {
         // Signed out: what waits to be sent never will be; its senders get it back.
@@ -162,10 +163,12 @@ export class StreamClient {
       }
       // Back off 0.5 s, 1 s, 2 s … up to 10 s, then resume where we were.
       const wait = Math.min(10_000, 500 * 2 ** this.retry++);
+      this.setState("reconnecting");
       this.timer = setTimeout(() => {
         this.timer = null;
         if (this.sessionId) this.resume();
         else if (this.queue.length) this.connect();
+        else this.setState("closed"); // nothing to follow or send: no need to be connected
       }, wait);
     };
   }

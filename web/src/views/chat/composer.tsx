@@ -1,10 +1,12 @@
 /**
  * The message box: Enter sends, Shift+Enter is a new line; shown only where a message can be sent.
- * The text is kept per session in sessionStorage until sent (it survives a reload and signing in
- * again), and a refused message comes back into the box (`refused`, given to onSend).
+ * The text is kept per session in sessionStorage (it survives a reload and signing in again) and
+ * stays in the box until the server has taken it: `onSend` resolves once it was accepted — then
+ * the sent text leaves the box (what was typed after it stays) — and rejects when it was refused
+ * or could not be sent (the sender says why; the text is still there to send again).
  */
 import type { ComponentChildren } from "preact";
-import { useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 
 export function Composer({
   onSend,
@@ -13,7 +15,7 @@ export function Composer({
   onCancel,
   children,
 }: {
-  onSend: (prompt: string, refused: () => void) => void;
+  onSend: (prompt: string) => Promise<void>;
   /** Whose draft this is: the session's id, or "new". */
   draftKey: string;
   busy?: boolean;
@@ -22,24 +24,33 @@ export function Composer({
 }) {
   const key = `runcell.draft.${draftKey}`;
   const [text, setShown] = useState(() => sessionStorage.getItem(key) ?? "");
+  /** A message on its way: Send waits for the server's answer (no second copy of it). */
+  const [sending, setSending] = useState(false);
+  const latest = useRef(text);
   const setText = (v: string) => {
+    latest.current = v;
     setShown(v);
     if (v) sessionStorage.setItem(key, v);
     else sessionStorage.removeItem(key);
   };
   const submit = (e?: Event) => {
     e?.preventDefault();
-    const prompt = text.trim();
-    if (!prompt) return;
-    setText("");
-    onSend(prompt, () => {
-      // Back into the box, before whatever was typed since.
-      const typed = sessionStorage.getItem(key) ?? "";
-      setText(typed.trim() ? `${prompt}\n\n${typed}` : prompt);
-    });
+    const sent = text;
+    const prompt = sent.trim();
+    if (!prompt || sending) return;
+    setSending(true);
+    onSend(prompt).then(
+      () => {
+        // Taken: out of the box, keeping what was typed after it meanwhile.
+        const now = latest.current;
+        setText(now.startsWith(sent) ? now.slice(sent.length).trimStart() : now.trim() === prompt ? "" : now);
+        setSending(false);
+      },
+      () => setSending(false),
+    );
   };
   return (
-    <form class="composer" onSubmit={submit}>
+    <form class="composer" onSubmit={submit} aria-busy={sending}>
       {children}
       <label class="grow">
         <span class="sr-only">Message</span>
@@ -55,7 +66,7 @@ export function Composer({
         />
       </label>
       <div class="col">
-        <button type="submit" class="primary" disabled={!text.trim()}>
+        <button type="submit" class="primary" disabled={!text.trim() || sending}>
           Send
         </button>
         {busy && onCancel && (

@@ -5,7 +5,7 @@
  */
 import { Alert } from "../../components/feedback.tsx";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { all, ApiError, post } from "../../lib/api.ts";
+import { all, ApiError, get, post } from "../../lib/api.ts";
 import { int, usd } from "../../lib/format.ts";
 import { linkTo } from "../../lib/router.ts";
 import type { ErrorFrame, StreamClient } from "../../lib/stream.ts";
@@ -27,15 +27,32 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
   /** The prompts (task records) have arrived, or failed to: turns are drawn with their prompts or not at all. */
   const prompts = useRef(false);
   const list = useRef<HTMLDivElement>(null);
+  const gone = useRef(false);
+
+  /** Draws again at the next animation frame. */
+  const schedule = () => {
+    if (raf.current || gone.current) return;
+    raf.current = requestAnimationFrame(() => {
+      raf.current = 0;
+      setTick((n) => n + 1);
+    });
+  };
+  /** Turns without their prompt (a task another client started, or one that began as the page loaded): looked up. */
+  const lookUpPrompts = () => {
+    if (!prompts.current || model.replaying) return;
+    for (const id of model.takeUnprompted())
+      get<{ prompt: string }>(`/v1/tasks/${encodeURIComponent(id)}`).then(
+        (t) => {
+          if (gone.current) return;
+          model.claim(id, t.prompt);
+          schedule();
+        },
+        () => {},
+      );
+  };
 
   useEffect(() => {
-    const schedule = () => {
-      if (raf.current) return;
-      raf.current = requestAnimationFrame(() => {
-        raf.current = 0;
-        setTick((n) => n + 1);
-      });
-    };
+    gone.current = false;
     let cancelled = false;
     stream.onFrame = (f) => {
       if (f.type === "error") {
@@ -45,6 +62,7 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
       if ("session_id" in f && f.session_id !== sessionId) return;
       if (model.apply(f) && !model.replaying) {
         schedule();
+        lookUpPrompts();
         // A turn ended live: the session list's cost and status moved.
         if (f.type === "task:done" || f.type === "task:failed") onSettled?.();
       }
@@ -58,6 +76,7 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
         if (cancelled) return;
         model.setPrompts(tasks.reverse());
         prompts.current = true;
+        lookUpPrompts();
         schedule();
       })
       .catch((e) => {
@@ -66,6 +85,7 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
       });
     return () => {
       cancelled = true;
+      gone.current = true;
       if (raf.current) cancelAnimationFrame(raf.current);
       raf.current = 0;
     };
@@ -93,18 +113,25 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
     lastTop.current = el.scrollTop;
   };
 
-  const send = (prompt: string, refused: () => void) => {
+  // Sent with POST /v1/tasks: its answer is the new task's id, so the prompt goes above that task's
+  // turn and no other (another client may submit to this session at the same time), and the
+  // composer keeps the text until then (an unreachable server, a refusal).
+  const send = async (prompt: string) => {
     setError("");
-    // The first new turn takes the oldest pending prompt; a refused one leaves the queue.
-    model.pending.push(prompt);
-    stream.send({ type: "session.turn", session_id: sessionId, prompt }, (f: ErrorFrame) => {
-      const i = model.pending.indexOf(prompt);
-      if (i >= 0) model.pending.splice(i, 1);
+    try {
+      const { task_id } = await post<{ task_id: string }>("/v1/tasks", { session_id: sessionId, prompt });
+      model.claim(task_id, prompt);
+      schedule();
+    } catch (e) {
+      setError(e instanceof ApiError ? (e.code === "NETWORK" ? "The server could not be reached: your message was not sent, it is still in the box." : `${e.code}: ${e.message}`) : String(e));
+      throw e;
+    }
+  };
+  const answer = (taskId: string, text: string, refused: () => void) =>
+    stream.send({ type: "task.answer", task_id: taskId, answer: text }, (f: ErrorFrame) => {
       setError(`${f.code}: ${f.message}`);
       refused();
     });
-  };
-  const answer = (taskId: string, text: string) => stream.send({ type: "task.answer", task_id: taskId, answer: text });
   const cancel = (taskId: string) => post(`/v1/tasks/${taskId}/cancel`).catch((e) => setError(e instanceof ApiError ? e.message : String(e)));
 
   // Copy buttons of code blocks (no inline handlers: one delegated listener).

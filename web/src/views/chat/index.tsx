@@ -9,19 +9,24 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import type { ProfileRecord } from "../../../../src/schema/profile.ts";
 import { all, ApiError } from "../../lib/api.ts";
 import { linkTo, navigate } from "../../lib/router.ts";
-import { StreamClient } from "../../lib/stream.ts";
+import { lastProfile, setLastProfile } from "../../lib/session.ts";
+import { StreamClient, type StreamState } from "../../lib/stream.ts";
 import { Composer } from "./composer.tsx";
 import { Conversation } from "./conversation.tsx";
 import { SessionList } from "./sessions.tsx";
 
-const LAST_PROFILE = "runcell.last_profile";
 const stream = new StreamClient();
 
 export function Chat({ sessionId }: { sessionId: string | null }) {
   const [profiles, setProfiles] = useState<ProfileRecord[] | null>(null);
-  const [profileId, setProfileId] = useState<string>(localStorage.getItem(LAST_PROFILE) ?? "");
+  const [profileId, setProfileId] = useState<string>(lastProfile);
   const [refresh, setRefresh] = useState(0);
   const [error, setError] = useState("");
+  const [link, setLink] = useState<StreamState>(stream.state);
+  useEffect(() => {
+    stream.onState = setLink;
+    return () => void (stream.onState = () => {});
+  }, []);
 
   const loadProfiles = () =>
     all<ProfileRecord>("/v1/profiles").then(
@@ -41,23 +46,33 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
 
   const names = useMemo(() => new Map((profiles ?? []).map((p) => [p.id, p.name])), [profiles]);
 
-  const start = (prompt: string, refused: () => void) => {
-    setError("");
-    localStorage.setItem(LAST_PROFILE, profileId);
-    stream.unfollow();
-    // The new session's page shows its first turn (and its failure, if its workspace cannot start).
-    stream.onFrame = (f) => {
-      if (f.type === "session.ready") navigate(`/sessions/${f.session_id}`);
-      else if (f.type === "error") setError(`${f.code}: ${f.message}`);
-    };
-    stream.send({ type: "task.submit", profile_id: profileId, prompt }, (f) => {
-      setError(`${f.code}: ${f.message}`);
-      refused();
+  // Taken once its session exists (session.ready): the new session's page shows its first turn
+  // (and its failure, if its workspace cannot start). Until then it waits in the composer.
+  const start = (prompt: string) =>
+    new Promise<void>((taken, refused) => {
+      setError("");
+      setLastProfile(profileId);
+      stream.unfollow();
+      stream.onFrame = (f) => {
+        if (f.type === "session.ready") {
+          taken();
+          navigate(`/sessions/${f.session_id}`);
+        } else if (f.type === "error") setError(`${f.code}: ${f.message}`);
+      };
+      stream.send({ type: "task.submit", profile_id: profileId, prompt }, (f) => {
+        setError(`${f.code}: ${f.message}`);
+        refused();
+      });
     });
-  };
 
   return (
-    <main class="split">
+    <>
+      {link === "reconnecting" && (
+        <p class="slowdown" role="status">
+          Offline: the server cannot be reached. Reconnecting… An unsent message stays in its box.
+        </p>
+      )}
+      <main class="split">
       <SessionList current={sessionId} profiles={names} refresh={refresh} />
       {sessionId ? (
         <Conversation key={sessionId} sessionId={sessionId} stream={stream} onSettled={() => setRefresh((n) => n + 1)} />
@@ -96,6 +111,7 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
           )}
         </section>
       )}
-    </main>
+      </main>
+    </>
   );
 }

@@ -19,6 +19,8 @@ export interface ToolCall {
 export interface Ask {
   toolUseId: string | null;
   questions: { question: string; options: { label: string }[] }[];
+  /** Per question: several options may be picked (the tool call's `multiSelect`). */
+  multi: boolean[];
   answer: string | null;
 }
 
@@ -50,8 +52,10 @@ export class Transcript {
   version = 0;
   replaying = false;
   containerId: string | null = null;
-  /** Prompts sent from this page whose task has not shown up yet (its first frame takes the oldest). */
-  pending: string[] = [];
+  /** Live turns that started without a prompt, not yet handed to the view to look up (takeUnprompted). */
+  private unasked: Turn[] = [];
+  /** The first replay has ended. */
+  private opened = false;
 
   constructor(readonly sessionId: string) {}
 
@@ -68,6 +72,25 @@ export class Transcript {
     this.version++;
   }
 
+  /**
+   * The prompt of one task: one this page submitted (the server's answer named its task), or one
+   * looked up. Creates the turn if its first frame has not come yet.
+   */
+  claim(taskId: string, prompt: string) {
+    const turn = this.turn(taskId);
+    if (turn.prompt !== null) return;
+    turn.prompt = prompt;
+    turn.version++;
+    this.version++;
+  }
+
+  /** The tasks whose turns have no prompt yet (started elsewhere, or after the prompts loaded), each once. */
+  takeUnprompted(): string[] {
+    const ids = this.unasked.filter((t) => t.prompt === null).map((t) => t.taskId);
+    this.unasked = [];
+    return ids;
+  }
+
   /** Turns in task order (task ids are time-ordered): prompts and replayed frames may come in either order. */
   private sortTurns() {
     this.turns.sort((a, b) => (a.taskId < b.taskId ? -1 : a.taskId > b.taskId ? 1 : 0));
@@ -76,9 +99,11 @@ export class Transcript {
   turn(taskId: string): Turn {
     let t = this.byTask.get(taskId);
     if (!t) {
-      t = { taskId, prompt: this.pending.shift() ?? null, parts: [], result: null, usage: null, status: "running", error: null, version: 0 };
+      t = { taskId, prompt: null, parts: [], result: null, usage: null, status: "running", error: null, version: 0 };
       this.byTask.set(taskId, t);
       this.turns.push(t);
+      // (The prompts of the first replay's tasks come with the session's task list.)
+      if (this.opened) this.unasked.push(t);
     }
     return t;
   }
@@ -116,6 +141,7 @@ export class Transcript {
         return false;
       case "session.replay_end":
         this.replaying = false;
+        this.opened = true;
         this.sortTurns();
         this.version++;
         return true;
@@ -152,7 +178,9 @@ export class Transcript {
       case "task:ask_user": {
         const t = this.turn(f.task_id);
         const pending = [...this.calls.values()].reverse().find((c) => c.tool === "AskUserQuestion" && c.output === null);
-        t.parts.push({ kind: "ask", ask: { toolUseId: pending?.id ?? null, questions: f.questions, answer: null } });
+        const asked = (pending?.input.questions ?? []) as { multiSelect?: unknown }[];
+        const multi = f.questions.map((_, i) => asked[i]?.multiSelect === true);
+        t.parts.push({ kind: "ask", ask: { toolUseId: pending?.id ?? null, questions: f.questions, multi, answer: null } });
         t.status = "waiting";
         break;
       }

@@ -1,6 +1,6 @@
 /** One task in the transcript: the prompt, tool cards, questions, the text (streamed, then the result), usage, end. */
 import { Component } from "preact";
-import { useMemo, useState } from "preact/hooks";
+import { useMemo, useRef, useState } from "preact/hooks";
 import { renderMarkdown } from "../../lib/markdown.ts";
 import { Friendly } from "../../components/feedback.tsx";
 import { duration, int, usd } from "../../lib/format.ts";
@@ -70,32 +70,109 @@ function ToolCard({ call }: { call: ToolCall }) {
   );
 }
 
-function AskCard({ ask, onAnswer }: { ask: Ask; onAnswer: (answer: string) => void }) {
+/**
+ * The answer to several questions (or to one with several picks), in the one text the tool result
+ * is: one line per question, "Question: answer", the picks of a question joined with ", " (a
+ * single question's answer is its picks alone).
+ */
+export function formatAnswer(questions: Ask["questions"], picked: string[][]): string {
+  const answerOf = (i: number) => (picked[i] ?? []).join(", ");
+  if (questions.length === 1) return answerOf(0);
+  return questions.map((q, i) => `${q.question}: ${answerOf(i)}`).join("\n");
+}
+
+/** Radio groups of different cards must not share a name. */
+let cards = 0;
+
+/**
+ * A question card. One question with a single choice: an option's button answers it. Several
+ * questions, or several picks allowed: a choice per question, then one Answer. Or a typed answer.
+ * The card is disabled as soon as an answer is sent (again usable if it is refused).
+ */
+function AskCard({ ask, onAnswer }: { ask: Ask; onAnswer: (answer: string, refused: () => void) => void }) {
   const [text, setText] = useState("");
+  const [picked, setPicked] = useState<string[][]>(() => ask.questions.map(() => []));
+  const [sent, setSent] = useState(false);
+  // (A double click's second click comes before the card is drawn disabled.)
+  const sending = useRef(false);
+  const name = useMemo(() => `ask${++cards}`, []);
   const answered = ask.answer !== null;
+  const oneClick = ask.questions.length === 1 && !ask.multi[0];
+  const give = (answer: string) => {
+    if (sending.current) return;
+    sending.current = true;
+    setSent(true);
+    onAnswer(answer, () => {
+      sending.current = false;
+      setSent(false);
+    });
+  };
+  const pick = (i: number, label: string, on: boolean) =>
+    setPicked((all) => all.map((p, j) => (j !== i ? p : !ask.multi[i] ? (on ? [label] : []) : on ? [...p.filter((l) => l !== label), label] : p.filter((l) => l !== label))));
+  const complete = picked.every((p) => p.some((l) => l.trim()));
   return (
-    <fieldset class="ask" disabled={answered}>
+    <fieldset class="ask" disabled={answered || sent}>
       <legend>The agent asks</legend>
-      {ask.questions.map((q, i) => (
-        <div key={i} class="question">
-          <p>{q.question}</p>
-          <div class="options">
-            {q.options.map((o) => (
-              <button type="button" key={o.label} onClick={() => onAnswer(o.label)}>
-                {o.label}
-              </button>
-            ))}
+      {oneClick ? (
+        ask.questions.map((q, i) => (
+          <div key={i} class="question">
+            <p>{q.question}</p>
+            <div class="options">
+              {q.options.map((o) => (
+                <button type="button" key={o.label} onClick={() => give(o.label)}>
+                  {o.label}
+                </button>
+              ))}
+            </div>
           </div>
-        </div>
-      ))}
+        ))
+      ) : (
+        <form
+          onSubmit={(e) => {
+            e.preventDefault();
+            if (complete) give(formatAnswer(ask.questions, picked));
+          }}
+        >
+          {ask.questions.map((q, i) => (
+            <fieldset key={i} class="question">
+              <legend>{q.question}</legend>
+              {q.options.length === 0 ? (
+                <label>
+                  <span class="sr-only">{q.question}</span>
+                  <input value={picked[i]![0] ?? ""} onInput={(e) => pick(i, (e.currentTarget as HTMLInputElement).value, true)} />
+                </label>
+              ) : (
+                <div class="options">
+                  {q.options.map((o) => (
+                    <label key={o.label} class="option">
+                      <input
+                        type={ask.multi[i] ? "checkbox" : "radio"}
+                        name={`${name}q${i}`}
+                        checked={picked[i]!.includes(o.label)}
+                        onChange={(e) => pick(i, o.label, (e.currentTarget as HTMLInputElement).checked)}
+                      />{" "}
+                      {o.label}
+                    </label>
+                  ))}
+                </div>
+              )}
+            </fieldset>
+          ))}
+          {!answered && (
+            <button type="submit" class="primary" disabled={!complete}>
+              Send answers
+            </button>
+          )}
+        </form>
+      )}
       {answered ? (
-        <p class="meta">Answered: {ask.answer}</p>
+        <p class="meta answered">Answered: {ask.answer}</p>
       ) : (
         <form
           class="row"
           onSubmit={(e) => {
             e.preventDefault();
-            if (text.trim()) onAnswer(text.trim());
+            if (text.trim()) give(text.trim());
           }}
         >
           <label class="grow">
@@ -109,7 +186,7 @@ function AskCard({ ask, onAnswer }: { ask: Ask; onAnswer: (answer: string) => vo
   );
 }
 
-function PartView({ part, streaming, onAnswer }: { part: Part; streaming: boolean; onAnswer: (a: string) => void }) {
+function PartView({ part, streaming, onAnswer }: { part: Part; streaming: boolean; onAnswer: (a: string, refused: () => void) => void }) {
   switch (part.kind) {
     case "text":
       return <Markdown text={part.text} streaming={streaming} />;
@@ -129,7 +206,7 @@ function PartView({ part, streaming, onAnswer }: { part: Part; streaming: boolea
 interface TurnProps {
   turn: Turn;
   version: number;
-  onAnswer: (taskId: string, answer: string) => void;
+  onAnswer: (taskId: string, answer: string, refused: () => void) => void;
   onCancel: (taskId: string) => void;
 }
 
@@ -158,7 +235,7 @@ export class TurnView extends Component<TurnProps> {
         )}
         <div class="msg agent">
           {parts.map(([k, p]) => (
-            <PartView key={k} part={p} streaming={live} onAnswer={(a) => onAnswer(turn.taskId, a)} />
+            <PartView key={k} part={p} streaming={live} onAnswer={(a, refused) => onAnswer(turn.taskId, a, refused)} />
           ))}
           {live && turn.parts.length === 0 && <p class="meta">Working…</p>}
           {turn.error && (

@@ -3,7 +3,7 @@
  * `POST /api/auth/sign-in/social {provider, callbackURL?}` → 200 `{url, redirect:true}` plus the
  * flow cookies; `GET /api/auth/callback/:provider?code&state` → session cookie and 302 to the
  * callbackURL (same-origin paths only, else `/`); `GET /api/auth/providers` lists the configured
- * providers so a UI offers only those buttons. Logic in src/auth/oauth.ts.
+ * providers, and whether sign-up is open (`--signup`), so a UI offers only those buttons. Logic in src/auth/oauth.ts.
  */
 import { Elysia, t } from "elysia";
 import { ABSOLUTE_MS, sessionCookie } from "../../auth/sessions.ts";
@@ -22,9 +22,14 @@ const Provider = OneOf(["github", "google"], { description: "github or google (o
 export const oauthRoutes = (s: Services) => {
   const cookie = s.authenticator.cookie;
   return new Elysia({ prefix: "/api/auth" })
-    .get("/providers", () => ({ providers: s.oauth.providers() }), {
-      response: { 200: t.Object({ providers: t.Array(Provider) }) },
-      detail: detail("The OAuth providers configured on this server"),
+    .get("/providers", () => ({ providers: s.oauth.providers(), signup: s.accounts.signupMode() }), {
+      response: {
+        200: t.Object({
+          providers: t.Array(Provider),
+          signup: OneOf(["closed", "open"], { description: "open: anyone may create an account with POST /api/auth/sign-up/email (--signup)" }),
+        }),
+      },
+      detail: detail("How one may sign in here: the OAuth providers configured, and whether sign-up is open"),
     })
     .post(
       "/sign-in/social",

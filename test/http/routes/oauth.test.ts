@@ -67,10 +67,10 @@ async function roundTrip(provider: OAuthProvider, callbackURL?: string) {
 const whoAmI = async (jar: CookieJar) => (await api(t, "GET", "/api/auth/get-session", { cookie: jar.header() })).body;
 
 describe("discovery and starting", () => {
-  test("GET /api/auth/providers lists the configured providers", async () => {
+  test("GET /api/auth/providers lists the configured providers and whether sign-up is open", async () => {
     const r = await api(t, "GET", "/api/auth/providers");
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ providers: ["github", "google"] });
+    expect(r.body).toEqual({ providers: ["github", "google"], signup: "closed" });
   });
 
   test("sign-in/social answers {url, redirect:true} with state + PKCE S256, and two short-lived Lax HttpOnly cookies", async () => {
@@ -451,7 +451,7 @@ describe("an unconfigured provider", () => {
   test("answers 404 on its paths and is not listed", async () => {
     const bare = await startTestApp({ flags: github.flags() });
     try {
-      expect((await api(bare, "GET", "/api/auth/providers")).body).toEqual({ providers: ["github"] });
+      expect((await api(bare, "GET", "/api/auth/providers")).body).toEqual({ providers: ["github"], signup: "closed" });
       const start = await api(bare, "POST", "/api/auth/sign-in/social", { origin: bare.url }, { provider: "google" });
       expect(start.status).toBe(404);
       expect(start.body.code).toBe("NOT_FOUND");

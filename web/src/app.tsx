@@ -40,6 +40,18 @@ const PAGES: Record<string, () => preact.JSX.Element> = {
   "/tokens": () => <Tokens />,
 };
 
+/** The tab's title for a page: "Profiles · runcell" (a screen reader says it, the history lists it). */
+function titleOf(path: string, signIn: boolean): string {
+  if (path === "/setup") return "Set up";
+  if (path === "/docs") return "API docs";
+  if (signIn) return "Sign in";
+  const detail = /^\/(sessions|playbooks|workspaces)\//.exec(path)?.[1];
+  if (detail) return { sessions: "Session", playbooks: "Playbook", workspaces: "Workspace" }[detail]!;
+  if (path === "/operator") return "Admin";
+  return NAV.find(([href]) => href === path)?.[1] ?? "Not found";
+}
+const useTitle = (title: string) => useEffect(() => void (document.title = `${title} · runcell`), [title]);
+
 function route(path: string, user: User) {
   const detail = /^\/(sessions|playbooks|workspaces)\/([A-Za-z0-9_]+)$/.exec(path);
   if (detail?.[1] === "sessions") return <Chat sessionId={detail[2]!} />;
@@ -72,6 +84,9 @@ function Brand() {
 
 export function App() {
   const path = usePath();
+  const { signedOut } = useStatus();
+  const [user, setUser] = useState<User | null | undefined>(undefined);
+  useTitle(titleOf(path, user === null || signedOut));
   // Public pages: no session needed (and none is asked for).
   if (path === "/setup") return <Setup />;
   if (path === "/docs")
@@ -83,12 +98,10 @@ export function App() {
         <Docs />
       </>
     );
-  return <SignedIn path={path} />;
+  return <SignedIn path={path} user={user} setUser={setUser} signedOut={signedOut} />;
 }
 
-function SignedIn({ path }: { path: string }) {
-  const [user, setUser] = useState<User | null | undefined>(undefined);
-  const { signedOut } = useStatus();
+function SignedIn({ path, user, setUser, signedOut }: { path: string; user: User | null | undefined; setUser: (u: User | null) => void; signedOut: boolean }) {
   const [signOutError, setSignOutError] = useState("");
   useEffect(() => void currentUser().then(setUser), []);
   // Never pretends: a sign-out the server did not do says so, and the user stays signed in here.

@@ -60,7 +60,8 @@ function bodyOf(d: Draft, p?: PlaybookRecord): PlaybookCreate | PlaybookPatch {
   return Object.fromEntries(Object.entries(full).filter(([k, v]) => v !== p[k as keyof PlaybookRecord]));
 }
 
-export type Preview = { runs: Date[] } | { error: string } | null;
+/** `field`: the one the error is about (focused when the form is sent). */
+export type Preview = { runs: Date[] } | { error: string; field: "schedule" | "timezone" } | null;
 
 /** The next `n` slots of a pattern in a time zone, or why there are none; null without a pattern. */
 export function preview(pattern: string, tz: string, n = 5): Preview {
@@ -68,13 +69,13 @@ export function preview(pattern: string, tz: string, n = 5): Preview {
   try {
     new Intl.DateTimeFormat("en-US", { timeZone: tz });
   } catch {
-    return { error: `"${tz}" is not an IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)` };
+    return { error: `"${tz}" is not an IANA time zone (e.g. UTC, Europe/Berlin, America/New_York)`, field: "timezone" };
   }
   try {
     const runs = new Cron(pattern.trim(), { timezone: tz, paused: true }).nextRuns(n);
-    return runs.length ? { runs } : { error: "This schedule never fires (no future time matches it)" };
+    return runs.length ? { runs } : { error: "This schedule never fires (no future time matches it)", field: "schedule" };
   } catch (e) {
-    return { error: `Not a valid cron expression: ${(e as Error).message.replace(/^CronPattern: /, "")}` };
+    return { error: `Not a valid cron expression: ${(e as Error).message.replace(/^CronPattern: /, "")}`, field: "schedule" };
   }
 }
 
@@ -120,7 +121,7 @@ export function PlaybookForm(props: { playbook?: PlaybookRecord; profiles: Profi
     e.preventDefault();
     f.clear();
     setStatus("");
-    if (pv && "error" in pv) return document.getElementById("pb-schedule")?.focus();
+    if (pv && "error" in pv) return document.getElementById(`pb-${pv.field}`)?.focus();
     const body = bodyOf(d, pb);
     if (pb && !Object.keys(body).length) return setStatus("No changes to save.");
     setBusy(true);
@@ -172,7 +173,7 @@ export function PlaybookForm(props: { playbook?: PlaybookRecord; profiles: Profi
           {(a) => (
             <input
               {...a}
-              aria-invalid={a["aria-invalid"] || (pv !== null && "error" in pv) || undefined}
+              aria-invalid={a["aria-invalid"] || (pv !== null && "error" in pv && pv.field === "schedule") || undefined}
               value={d.schedule}
               onInput={on("schedule")}
               maxLength={200}
@@ -183,7 +184,7 @@ export function PlaybookForm(props: { playbook?: PlaybookRecord; profiles: Profi
           )}
         </Field>
         <Field f={f} name="timezone" label="Time zone of the schedule" describedBy="pb-preview">
-          {(a) => <input {...a} value={d.timezone} onInput={on("timezone")} required maxLength={64} list="pb-zones" spellcheck={false} autoCapitalize="off" />}
+          {(a) => <input {...a} aria-invalid={a["aria-invalid"] || (pv !== null && "error" in pv && pv.field === "timezone") || undefined} value={d.timezone} onInput={on("timezone")} required maxLength={64} list="pb-zones" spellcheck={false} autoCapitalize="off" />}
         </Field>
       </div>
       <div aria-live="polite">

@@ -46,7 +46,12 @@ export function Secrets() {
       setStatus(`Saved ${name}.`);
       await load();
     } catch (err) {
-      setError(toErr(err));
+      const e = toErr(err);
+      setError(e);
+      // The focus goes to what to fix (it was on the button, disabled meanwhile): the field the
+      // server named, else the button to try again.
+      const target = e.field === "name" && !replacing ? "[name=name]" : e.field === "value" ? "[name=value]" : "button[type=submit]";
+      setTimeout(() => form.current?.querySelector<HTMLElement>(target)?.focus());
     } finally {
       setBusy(false);
     }

@@ -75,7 +75,7 @@ export function Tokens() {
               <td {...stamp(t.created_at)} />
               <td>{t.last_used_at ? ago(t.last_used_at) : "never"}</td>
               <td>
-                <button type="button" class="danger" onClick={() => revoke(t)}>
+                <button type="button" class="danger" onClick={() => revoke(t)} aria-label={`Revoke ${t.name}`}>
                   Revoke
                 </button>
               </td>

@@ -26,7 +26,17 @@ export class ExecStdioTransport implements Transport {
     const proc = await this.open();
     this.proc = proc;
     proc.onStdout = (chunk) => {
-      this.buffer.append(Buffer.from(chunk));
+      if (this.closed) return;
+      try {
+        this.buffer.append(Buffer.from(chunk));
+      } catch (e) {
+        // The SDK's buffer refuses a line over 10 MiB (it throws from here, the Docker stream's
+        // data callback, where nothing would catch it): the server is misbehaving, so it is
+        // stopped and its calls fail, as for a server that died.
+        this.onerror?.(new Error(`the server wrote more than 10 MiB without a line break (${(e as Error).message}); it was stopped`));
+        void this.close();
+        return;
+      }
       for (;;) {
         let msg: JSONRPCMessage | null;
         try {

@@ -259,6 +259,25 @@ describe("stdio in the workspace", () => {
     expect(lastToolResults(mock.requests[2]!.body)[0]).toMatchObject({ content: "Echo: after restart" });
   });
 
+  test("a server that writes over 10 MiB without a line break is stopped and its call fails; the server process lives on", async () => {
+    // The reference server behind a wrapper that floods stdout when it sees the word "flood".
+    const wrapper = `const c=require("child_process").spawn("/usr/local/bin/node",[${JSON.stringify(EVERYTHING_IN_IMAGE)},"stdio"],{stdio:["pipe","inherit","inherit"]});process.stdin.on("data",d=>{if(String(d).includes("flood"))process.stdout.write("a".repeat(11000000));else c.stdin.write(d)});`;
+    const id = await profile({ mcp_servers: [{ name: "flood", transport: "stdio", command: "node", args: ["-e", wrapper] }] });
+    mock.reset();
+    mock.enqueue(
+      { toolCalls: [{ name: "mcp__flood__echo", input: { message: "flood" } }] },
+      { toolCalls: [{ name: "mcp__flood__echo", input: { message: "after" } }] },
+      { text: "survived" },
+    );
+    const { task_id } = await submit(t, user, { profile_id: id, prompt: "go" });
+    const task = await waitTask(t, user, task_id);
+    expect(task.status, JSON.stringify(task)).toBe("completed");
+    const flooded = lastToolResults(mock.requests[1]!.body)[0]!;
+    expect(flooded.is_error).toBe(true);
+    expect(flooded.content).toContain('MCP server "flood"');
+    expect(lastToolResults(mock.requests[2]!.body)[0]).toMatchObject({ content: "Echo: after" });
+  });
+
   test("cancel during a slow MCP tool: the task is cancelled at once and the server's work is killed", async () => {
     const id = await profile({ mcp_servers: [{ name: "ev", transport: "stdio", command: "mcp-server-everything", args: ["stdio"] }] });
     mock.reset();

@@ -122,7 +122,11 @@ export class McpManager {
     entry.offered.clear();
     for (const c of conns) {
       if (c.state !== "ready") continue;
+      // A server that lists a name twice has one tool by that name (calls go by name): offered once.
+      const listed = new Set<string>();
       for (const t of c.tools) {
+        if (listed.has(t.name)) continue;
+        listed.add(t.name);
         const name = modelToolName(c.name, t.name, taken);
         if (!pass(name)) continue;
         const about = t.description ?? t.title ?? t.annotations?.title ?? "";

@@ -14,8 +14,10 @@ const clean = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, "_");
 
 /** The model-facing name of `tool` of `server`, unique within `taken` (which it joins). */
 export function modelToolName(server: string, tool: string, taken: Set<string>): string {
-  let name = `${MCP_PREFIX}${clean(server)}__${clean(tool)}`;
-  if (name.length > MAX || taken.has(name)) name = `${name.slice(0, MAX - 9)}_${sha256Hex(`${server}\0${tool}`).slice(0, 8)}`;
+  const plain = `${MCP_PREFIX}${clean(server)}__${clean(tool)}`;
+  let name = plain;
+  // A hashed name can be taken too (a third tool of the same name): the next hash, until one is free.
+  for (let n = 0; name.length > MAX || taken.has(name); n++) name = `${plain.slice(0, MAX - 9)}_${sha256Hex(`${server}\0${tool}${n ? `\0${n}` : ""}`).slice(0, 8)}`;
   taken.add(name);
   return name;
 }

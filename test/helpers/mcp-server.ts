@@ -63,3 +63,52 @@ export async function startEverythingHttp(token = `mcp-${crypto.randomUUID()}`):
     },
   };
 }
+
+/** A tool the raw server lists by default. */
+export const RAW_ECHO = { name: "echo", description: "Echoes", inputSchema: { type: "object", properties: { message: { type: "string" } } } };
+type RawMsg = { jsonrpc: "2.0"; id?: number | string; method: string; params?: any };
+
+export interface RawMcpServer {
+  url: string;
+  counts: { list: number; initialize: number; calls: number };
+  /** Forgets every session (as a restarted server would). */
+  restart(): void;
+  stop(): void;
+}
+
+/**
+ * A small MCP server speaking streamable HTTP (JSON answers) on loopback, written by hand so it can
+ * misbehave: `list` answers tools/list (a page per cursor), `hang` never answers initialize. Calls
+ * echo their `message`.
+ */
+export function startRawMcp(opts: { list?: (cursor: string | undefined) => unknown; hang?: boolean } = {}): RawMcpServer {
+  const sessions = new Set<string>();
+  let made = 0;
+  const counts = { list: 0, initialize: 0, calls: 0 };
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    idleTimeout: 0,
+    async fetch(req) {
+      if (req.method !== "POST") return new Response(null, { status: req.method === "DELETE" ? 200 : 405 });
+      const msg = (await req.json()) as RawMsg;
+      if (msg.method === "initialize") {
+        counts.initialize++;
+        if (opts.hang) return new Promise<Response>(() => {});
+        const sid = `s${++made}`;
+        sessions.add(sid);
+        return Response.json({ jsonrpc: "2.0", id: msg.id, result: { protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "raw", version: "1" } } }, { headers: { "mcp-session-id": sid } });
+      }
+      const sid = req.headers.get("mcp-session-id");
+      if (!sid || !sessions.has(sid)) return Response.json({ jsonrpc: "2.0", id: msg.id ?? null, error: { code: -32001, message: "Session not found" } }, { status: 404 });
+      if (msg.id === undefined) return new Response(null, { status: 202 });
+      if (msg.method === "tools/list") {
+        counts.list++;
+        return Response.json({ jsonrpc: "2.0", id: msg.id, result: opts.list?.(msg.params?.cursor) ?? { tools: [RAW_ECHO] } });
+      }
+      counts.calls++;
+      return Response.json({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: `echo: ${msg.params.arguments.message}` }] } });
+    },
+  });
+  return { url: `http://127.0.0.1:${server.port}/mcp`, counts, restart: () => sessions.clear(), stop: () => server.stop(true) };
+}

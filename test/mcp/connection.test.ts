@@ -5,49 +5,19 @@
  * restarts and forgets the session (the client makes a new one and the call goes through).
  */
 import { afterEach, expect, test } from "bun:test";
+import { RAW_ECHO as ECHO, type RawMcpServer, startRawMcp } from "../helpers/mcp-server.ts";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { MAX_TOOLS, McpConnection } from "../../src/mcp/connection.ts";
 
-const ECHO = { name: "echo", description: "Echoes", inputSchema: { type: "object", properties: { message: { type: "string" } } } };
-type Msg = { jsonrpc: "2.0"; id?: number | string; method: string; params?: any };
-
-const servers: { stop(force?: boolean): void }[] = [];
+const servers: RawMcpServer[] = [];
 afterEach(() => {
-  for (const s of servers.splice(0)) s.stop(true);
+  for (const s of servers.splice(0)) s.stop();
 });
-
-function mcpServer(opts: { list?: (cursor: string | undefined) => unknown; hang?: boolean } = {}) {
-  const sessions = new Set<string>();
-  let made = 0;
-  const counts = { list: 0, initialize: 0, calls: 0 };
-  const server = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    idleTimeout: 0,
-    async fetch(req) {
-      if (req.method !== "POST") return new Response(null, { status: req.method === "DELETE" ? 200 : 405 });
-      const msg = (await req.json()) as Msg;
-      if (msg.method === "initialize") {
-        counts.initialize++;
-        if (opts.hang) return new Promise<Response>(() => {});
-        const sid = `s${++made}`;
-        sessions.add(sid);
-        return Response.json({ jsonrpc: "2.0", id: msg.id, result: { protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "raw", version: "1" } } }, { headers: { "mcp-session-id": sid } });
-      }
-      const sid = req.headers.get("mcp-session-id");
-      if (!sid || !sessions.has(sid)) return Response.json({ jsonrpc: "2.0", id: msg.id ?? null, error: { code: -32001, message: "Session not found" } }, { status: 404 });
-      if (msg.id === undefined) return new Response(null, { status: 202 });
-      if (msg.method === "tools/list") {
-        counts.list++;
-        return Response.json({ jsonrpc: "2.0", id: msg.id, result: opts.list?.(msg.params?.cursor) ?? { tools: [ECHO] } });
-      }
-      counts.calls++;
-      return Response.json({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: `echo: ${msg.params.arguments.message}` }] } });
-    },
-  });
-  servers.push(server);
-  return { url: `http://127.0.0.1:${server.port}/mcp`, counts, restart: () => sessions.clear() };
-}
+const mcpServer = (opts?: Parameters<typeof startRawMcp>[0]) => {
+  const s = startRawMcp(opts);
+  servers.push(s);
+  return s;
+};
 
 const connection = (url: string) => new McpConnection("raw", async () => ({ transport: new StreamableHTTPClientTransport(new URL(url)) }), 10_000);
 

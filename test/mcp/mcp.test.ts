@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { createProfile, lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
-import { EVERYTHING_IN_IMAGE, type HttpMcpServer, MCP_IMAGE, startEverythingHttp } from "../helpers/mcp-server.ts";
+import { EVERYTHING_IN_IMAGE, type HttpMcpServer, MCP_IMAGE, RAW_ECHO, startEverythingHttp, startRawMcp } from "../helpers/mcp-server.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { startMockOpenAI } from "../helpers/mock-openai.ts";
 import { waitFor } from "../helpers/net.ts";
@@ -218,6 +218,23 @@ describe("streamable HTTP", () => {
     // A call to an excluded tool is refused like a disabled tool.
     expect(lastToolResults(mock.requests[1]!.body)[0]).toMatchObject({ is_error: true });
   });
+});
+
+test("a server that lists one name three times offers it once, under a name the model can use", async () => {
+  const raw = startRawMcp({ list: () => ({ tools: [RAW_ECHO, RAW_ECHO, RAW_ECHO] }) });
+  try {
+    const id = await profile({ mcp_servers: [{ name: "d3", transport: "http", url: raw.url }] });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__d3__echo", input: { message: "once" } }] }, { text: "ok" });
+    const { task_id } = await submit(t, user, { profile_id: id, prompt: "go" });
+    expect((await waitTask(t, user, task_id)).status).toBe("completed");
+    const names = toolNames(mock.requests[0]!);
+    expect(names.filter((n: string) => n.startsWith("mcp__d3__"))).toEqual(["mcp__d3__echo"]);
+    expect(new Set(names).size).toBe(names.length);
+    expect(lastToolResults(mock.requests[1]!.body)[0]).toMatchObject({ content: "echo: once" });
+  } finally {
+    raw.stop();
+  }
 });
 
 describe("stdio in the workspace", () => {

@@ -23,6 +23,14 @@ test("too long, or taken: a short hash of the original keeps names unique and va
   expect(modelToolName("fs", "Bash", new Set(["mcp__fs__Bash"]))).not.toBe("mcp__fs__Bash");
 });
 
+test("the same name asked for again and again: every answer is a different valid name", () => {
+  const taken = new Set<string>();
+  const names = Array.from({ length: 5 }, () => modelToolName("d3", "same", taken));
+  expect(new Set(names).size).toBe(5);
+  for (const n of names) expect(n).toMatch(PROVIDER_NAME);
+  expect(names[0]).toBe("mcp__d3__same");
+});
+
 test.each([
   [[], "mcp__a__x", true],
   [["mcp__a__*"], "mcp__a__x", true],

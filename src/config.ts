@@ -99,6 +99,9 @@ export const OPTIONS: readonly OptionSpec[] = [
   { flag: "min-schedule-interval", kind: "duration", default: 60_000, min: 1_000, max: 86_400_000, help: "shortest time between two runs of a playbook's schedule (whole seconds, rounded up); a schedule that fires more often is refused" },
 ];
 
+/** Flags whose values are secrets: kept out of unit files (service install) and masked where a command line is shown (doctor). */
+export const SECRET_FLAGS: ReadonlySet<string> = new Set(OPTIONS.filter((o) => o.secret).map((o) => o.flag));
+
 /** The operator's policy defaults (src/admin/policy.ts applies them, with per-user overrides). */
 export interface PolicyDefaults {
   maxProfiles: number;

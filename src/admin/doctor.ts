@@ -16,7 +16,7 @@ import { SQL } from "bun";
 import { Database } from "bun:sqlite";
 import { accessSync, constants, existsSync, readFileSync, type Stats, statfsSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import type { Config } from "../config.ts";
+import { type Config, SECRET_FLAGS } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
 import { LOCK_FILE, lockHolder } from "../db/lock.ts";
 import { BINARY_SCHEMA, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
@@ -128,12 +128,36 @@ function existingAncestor(p: string): string {
   return cur;
 }
 
-/** The process's command line from /proc (Linux), for naming the lock's holder. */
+/** A URL with a password in it (postgres://user:pass@host/db), anywhere on a command line. */
+const URL_WITH_PASSWORD = /^[a-z][a-z0-9+.-]*:\/\/[^/@\s]*:[^/@\s]*@/i;
+
+/**
+ * A command line fit to print: the value of every secret flag (config.ts marks them) masked, and
+ * a database URL's password — the URL itself says where the state is, so only its password goes.
+ * Also any other argument that is a URL with a password (`migrate --to postgres://…`).
+ */
+export function redactCommand(args: string[]): string[] {
+  const out = [...args];
+  const mask = (flag: string, value: string) => (flag === "database" || URL_WITH_PASSWORD.test(value) ? redactDatabaseUrl(value) : "***");
+  for (let i = 0; i < out.length; i++) {
+    const m = /^--([a-z-]+)(=(.*))?$/s.exec(out[i]!);
+    if (m && SECRET_FLAGS.has(m[1]!)) {
+      if (m[2] !== undefined) out[i] = `--${m[1]}=${mask(m[1]!, m[3]!)}`;
+      else if (i + 1 < out.length) out[i + 1] = mask(m[1]!, out[++i]!);
+      continue;
+    }
+    if (m?.[3] && URL_WITH_PASSWORD.test(m[3])) out[i] = `--${m[1]}=${redactDatabaseUrl(m[3])}`;
+    else if (URL_WITH_PASSWORD.test(out[i]!)) out[i] = redactDatabaseUrl(out[i]!);
+  }
+  return out;
+}
+
+/** The process's command line from /proc (Linux), without its secrets, for naming the lock's holder. */
 function commandOf(pid: number): string | null {
   try {
     const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
     if (!args.length) return null;
-    const line = args.map((a) => (/[\s"']/.test(a) ? JSON.stringify(a) : a)).join(" ");
+    const line = redactCommand(args).map((a) => (/[\s"']/.test(a) ? JSON.stringify(a) : a)).join(" ");
     return line.length > 160 ? line.slice(0, 157) + "…" : line;
   } catch {
     return null;

@@ -14,7 +14,7 @@
 import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { BACKUP_KEEP_DAYS, BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, ENV_FILE, SERVICE_UNIT, UnitError, quoteProgram, renderBackupService, renderBackupTimer, renderUnit, unitBackupDir, unitDataDir, unitSetting } from "../admin/systemd-unit.ts";
-import { envName, OPTIONS, parseArgs } from "../config.ts";
+import { envName, parseArgs, SECRET_FLAGS } from "../config.ts";
 import { parseDockerHost } from "../lib/docker-hosts.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
 
@@ -333,8 +333,6 @@ function status(root: string): number {
   process.stdout.write(out);
   return 3; // systemctl status: not running
 }
-
-const SECRET_FLAGS = new Set(OPTIONS.filter((o) => o.secret).map((o) => o.flag));
 
 export const serviceCommand: Command = {
   name: "service",

@@ -13,13 +13,15 @@ import { Database } from "bun:sqlite";
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, closeSync, openSync, rmSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { CHECKS, type CheckResult } from "../../src/admin/doctor.ts";
+import { CHECKS, type CheckResult, redactCommand } from "../../src/admin/doctor.ts";
 import { DB_FILE } from "../../src/db/data-dir.ts";
 import { BINARY_SCHEMA } from "../../src/db/migrate.ts";
 import { VERSION } from "../../src/version.ts";
 import { tempDir } from "../helpers/app.ts";
 import { type CliResult, runCli } from "../helpers/cli.ts";
 import { secondDockerd, secondDockerdEnv } from "../helpers/second-dockerd.ts";
+import { freePort, waitFor } from "../helpers/net.ts";
+import { createDatabase, dropDatabase, PG_SERVER } from "../helpers/pg.ts";
 import { type ServerProcess, spawnServer } from "../helpers/server-process.ts";
 
 const IMAGE = process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest";
@@ -293,6 +295,57 @@ describe("a broken setup: FAIL lines with their fix, exit 1", () => {
     expect(results.find((x) => x.check === "docker")).toMatchObject({ status: "FAIL" });
     expect((await fetch(server.url + "/healthz")).ok).toBe(true); // doctor changed nothing under it
     expect(await server.kill("SIGTERM")).toBe(0);
+  });
+});
+
+describe("the lock's holder is named without its secrets", () => {
+  test("the running server's command line: the database URL's password and every secret flag's value masked, in text and --json", async () => {
+    const d = await goodDataDir();
+    const port = await freePort();
+    // Secrets first: the line is cut at 160 characters. PostgreSQL's test server takes any
+    // password; in the SQLite pass the URL's masking is the unit test's below.
+    const pgUrl = PG_SERVER ? new URL(await createDatabase()) : null;
+    if (pgUrl) pgUrl.password = "PGPASSWORD_LEAK";
+    const database = pgUrl ? ["--database", pgUrl.toString()] : [];
+    const proc = Bun.spawn(
+      ["bun", "src/main.ts", "serve", ...database, "--github-client-secret", "GH_SECRET_LEAK", "--google-client-secret=GOOGLE_SECRET_LEAK", "--github-client-id", "x", "--google-client-id", "y", "--data-dir", d, "--http", `127.0.0.1:${port}`],
+      { cwd: join(import.meta.dir, "..", ".."), env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "/root" }, stdout: "pipe", stderr: "pipe" },
+    );
+    try {
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, { timeoutMs: 20_000, what: "serve" });
+      for (const args of [["--data-dir", d], ["--data-dir", d, "--json"]]) {
+        const r = await doctor([...args, "--workspace-image", IMAGE]);
+        expect(r.stdout).toContain(`held by pid ${proc.pid}`);
+        for (const secret of ["PGPASSWORD_LEAK", "GH_SECRET_LEAK", "GOOGLE_SECRET_LEAK"]) expect(r.stdout + r.stderr).not.toContain(secret);
+        expect(r.stdout).toContain("--github-client-secret ***");
+        expect(r.stdout).toContain("--google-client-secret=***");
+        if (PG_SERVER) expect(r.stdout).toContain(":***@127.0.0.1");
+      }
+    } finally {
+      proc.kill("SIGKILL");
+      await proc.exited;
+      if (pgUrl) await dropDatabase(pgUrl.toString());
+    }
+  });
+
+  test("redactCommand: a secret flag's value (spaced or =), a database URL's password, any URL's password", () => {
+    expect(
+      redactCommand([
+        "runcell", "serve",
+        "--database", "postgres://runcell:PGPASSWORD_LEAK@127.0.0.1:5432/runcell",
+        "--github-client-secret", "GH", "--google-client-secret=GO",
+        "--database=postgresql://u:P%40SS@db/x",
+        "migrate", "--to", "postgres://u:TO_PASS@h/db",
+        "--github-client-id", "not-secret",
+      ]),
+    ).toEqual([
+      "runcell", "serve",
+      "--database", "postgres://runcell:***@127.0.0.1:5432/runcell",
+      "--github-client-secret", "***", "--google-client-secret=***",
+      "--database=postgresql://u:***@db/x",
+      "migrate", "--to", "postgres://u:***@h/db",
+      "--github-client-id", "not-secret",
+    ]);
   });
 });
 

@@ -13,7 +13,7 @@ import { Database } from "bun:sqlite";
 import { chmodSync, copyFileSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "../config.ts";
-import { DB_FILE } from "../db/data-dir.ts";
+import { DB_FILE, ownLikeDataDir } from "../db/data-dir.ts";
 import { acquireDataDirLock, type DataDirLock, LOCK_FILE } from "../db/lock.ts";
 import { BINARY_SCHEMA, schemaInfo } from "../db/migrate.ts";
 import { MIGRATIONS } from "../db/migrations.ts";
@@ -252,6 +252,7 @@ export async function restore(backup: string, dataDir: string, opts: { force?: b
       for (const name of STATE_FILES) {
         if (!existsSync(join(dataDir, name))) continue;
         mkdirSync(aside, { recursive: true, mode: 0o700 });
+        ownLikeDataDir(aside, dataDir);
         renameSync(join(dataDir, name), join(aside, name));
         moved.push(name);
       }
@@ -260,6 +261,7 @@ export async function restore(backup: string, dataDir: string, opts: { force?: b
     const restored: string[] = [];
     for (const name of readdirSync(staging)) {
       chmodSync(join(staging, name), 0o600);
+      ownLikeDataDir(join(staging, name), dataDir);
       renameSync(join(staging, name), join(dataDir, name));
       restored.push(name);
     }

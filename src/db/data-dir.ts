@@ -1,5 +1,5 @@
 /** The data dir: created 0700 (a fresh one is tightened), and where the database file lives in it. */
-import { chmodSync, existsSync, mkdirSync, statSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 
 export const DB_FILE = "runcell.db";
@@ -14,4 +14,15 @@ export function prepareDataDir(dataDir: string): string {
     // Not ours to change (e.g. a mounted volume); doctor reports it.
   }
   return join(dataDir, DB_FILE);
+}
+
+/**
+ * Gives a file that a command run as root (`sudo runcell restore …`) put into the data dir to the
+ * data dir's owner: the service runs as that user and cannot open a root-owned 0600 file ("unable
+ * to open database file"). Any other user's files are its own already (and it cannot give them away).
+ */
+export function ownLikeDataDir(path: string, dataDir: string): void {
+  if (process.geteuid?.() !== 0) return;
+  const { uid, gid } = statSync(dataDir);
+  chownSync(path, uid, gid);
 }

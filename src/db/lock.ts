@@ -11,6 +11,7 @@
 import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, readSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { dlopen, FFIType, type Pointer, read } from "bun:ffi";
+import { ownLikeDataDir } from "./data-dir.ts";
 
 export const LOCK_FILE = "runcell.lock";
 
@@ -122,6 +123,8 @@ export function acquireDataDirLock(dataDir: string): DataDirLock {
       throw new Error(`cannot open the lock file ${path}: ${(e as Error).message} (run runcell as the data dir's owner)`);
     }
     if (c.flock(fd, LOCK_EX | LOCK_NB) === 0) {
+      // Made by `sudo runcell …`, the lock file would shut the service user out of its own data dir.
+      ownLikeDataDir(path, dataDir);
       ftruncateSync(fd, 0);
       writeSync(fd, `${process.pid}\n`);
       let held = true;
@@ -197,6 +200,7 @@ function acquirePidFile(dataDir: string, path: string): DataDirLock {
   const fd = openSync(path, "w", 0o600);
   writeSync(fd, `${process.pid}\n`);
   closeSync(fd);
+  ownLikeDataDir(path, dataDir);
   let held = true;
   return {
     path,

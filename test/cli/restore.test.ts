@@ -7,7 +7,7 @@
  */
 import { Database } from "bun:sqlite";
 import { afterAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import { chownSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type BackupManifest, createBackup } from "../../src/cli/backup.ts";
 import { openDatabase } from "../../src/db/client.ts";
@@ -124,6 +124,27 @@ describe("runcell restore", () => {
     const db = new Database(join(other.dataDir, "runcell.db"), { readonly: true });
     expect(db.query<{ email: string }, []>("SELECT email FROM users").all().map((u) => u.email)).toEqual([email]);
     db.close();
+  }, 60_000);
+
+  test.skipIf(process.getuid?.() !== 0)("run as root into a data dir the service user owns: what it puts there is that user's", async () => {
+    const { archive } = await source();
+    const NOBODY = 65534;
+    const target = dir();
+    chownSync(target, NOBODY, NOBODY);
+    const r = await runCli(["restore", archive, "--data-dir", target]);
+    expect(r.code, r.stderr).toBe(0);
+    const owners = (d: string) => Object.fromEntries(readdirSync(d).map((f) => [f, statSync(join(d, f)).uid]));
+    expect(owners(target)).toEqual({ "runcell.db": NOBODY, "runcell.lock": NOBODY, "secret.key": NOBODY });
+    // The check doctor makes: no file in the data dir belongs to another user than the data dir.
+    const doctor = await runCli(["doctor", "--data-dir", target, "--json"]);
+    expect(JSON.parse(doctor.stdout).find((c: { check: string }) => c.check === "data dir")).toMatchObject({ status: "OK" });
+
+    // --force: the replaced files' folder too (the files moved into it keep their owner).
+    const forced = await runCli(["restore", archive, "--data-dir", target, "--force"]);
+    expect(forced.code, forced.stderr).toBe(0);
+    const aside = readdirSync(target).find((f) => f.startsWith("replaced-"))!;
+    expect(owners(target)).toEqual({ "runcell.db": NOBODY, "runcell.lock": NOBODY, "secret.key": NOBODY, [aside]: NOBODY });
+    expect(Object.values(owners(join(target, aside)))).toEqual([NOBODY, NOBODY]);
   }, 60_000);
 
   test("the workspace instance id: new in an empty data dir, the backup's with --keep-instance, the replaced database's with --force", async () => {

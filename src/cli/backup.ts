@@ -282,18 +282,36 @@ export function pruneBackups(dir: string, pattern: RegExp, keep: number): string
 export const PRE_MIGRATE_PATTERN = /^pre-migrate-.+-(\d{8}T\d{9}Z)\.tar\.gz$/;
 const DAILY_PATTERN = /^runcell-backup-(\d{8}T\d{9}Z)\.tar\.gz$/;
 
+/** The automatic backup before a migration failed: nothing was migrated. */
+export class PreMigrationBackupError extends Error {
+  constructor(cause: unknown) {
+    super(`the pre-migration backup failed, nothing was migrated: ${(cause as Error)?.message ?? String(cause)}`);
+    this.name = "PreMigrationBackupError";
+  }
+}
+
 /**
  * Run by `serve` and `migrate` (holding the data dir's lock) before the database is migrated:
  * refuses a database written by a newer runcell (NewerDatabaseError, naming the version that
  * wrote it), and when this binary has migrations to apply to an existing database, backs it up
  * first into `<data dir>/backups/pre-migrate-<schema>-<timestamp>.tar.gz`, keeping the last 3.
  * Returns the backup's path, or null when there was nothing to migrate (or no database yet).
+ * Its failures are sentences for the operator, each saying what failed: NewerDatabaseError,
+ * UnreadableDatabaseError (the database cannot be read) or PreMigrationBackupError.
  */
 export async function upgradeGuard(dataDir: string, report: Progress = () => {}, vaultKeyFile: string | null = null): Promise<{ backup: string | null; info: SchemaInfo | null }> {
   const info = schemaInfoOfFile(join(dataDir, DB_FILE));
   if (!info) return { backup: null, info: null };
   if (info.state === "newer") throw new NewerDatabaseError(info.unknown[0]!, info.schema!, info.writer, info.binarySchema);
   if (info.state !== "older") return { backup: null, info };
+  try {
+    return { backup: await preMigrationBackup(dataDir, info, report, vaultKeyFile), info };
+  } catch (e) {
+    throw new PreMigrationBackupError(e);
+  }
+}
+
+async function preMigrationBackup(dataDir: string, info: SchemaInfo, report: Progress, vaultKeyFile: string | null): Promise<string> {
   const dir = join(dataDir, BACKUPS_DIR);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   // Leftovers of a backup that was killed half-way (an hour old: not one running beside us).
@@ -310,7 +328,7 @@ export async function upgradeGuard(dataDir: string, report: Progress = () => {},
   await createBackup(dataDir, dest, report, vaultKeyFile);
   const removed = pruneBackups(dir, PRE_MIGRATE_PATTERN, KEEP_PRE_MIGRATE);
   if (removed.length) report(`removed older pre-migration backups (the last ${KEEP_PRE_MIGRATE} are kept): ${removed.map((p) => basename(p)).join(", ")}`, { phase: "prune", removed });
-  return { backup: dest, info };
+  return dest;
 }
 
 const isArchiveName = (p: string) => /\.(tar\.gz|tgz)$/.test(p);

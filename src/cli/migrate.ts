@@ -3,7 +3,7 @@ import { prepareDataDir } from "../db/data-dir.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { openDatabase } from "../db/client.ts";
 import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
-import { migrate, migrationStatus, NewerDatabaseError } from "../db/migrate.ts";
+import { migrate, migrationStatus } from "../db/migrate.ts";
 import { openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
 import { appliedPgTags } from "../db/pg/migrate.ts";
 import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
@@ -61,8 +61,8 @@ export const migrateCommand: Command = {
         const { backup } = await upgradeGuard(config.dataDir, (line) => console.log(line), config.vaultKeyFile);
         if (backup) console.log(`pre-migration backup: ${backup}`);
       } catch (e) {
-        const message = e instanceof NewerDatabaseError ? e.message : `the pre-migration backup failed, nothing was migrated: ${(e as Error).message}`;
-        console.error(`runcell migrate: ${message}`);
+        // upgradeGuard's errors say what failed (a newer or unreadable database, the backup).
+        console.error(`runcell migrate: ${(e as Error).message}`);
         lock.release();
         return 1;
       }

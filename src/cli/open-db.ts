@@ -15,7 +15,7 @@ import { type DatabaseHandle, openDatabase } from "../db/client.ts";
 import { prepareDataDir } from "../db/data-dir.ts";
 import { openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
 import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from "../db/lock.ts";
-import { BINARY_SCHEMA, migrate, NewerDatabaseError, schemaInfo, schemaInfoOfFile } from "../db/migrate.ts";
+import { BINARY_SCHEMA, migrate, NewerDatabaseError, schemaInfo, schemaInfoOfFile, UnreadableDatabaseError } from "../db/migrate.ts";
 import { AppError } from "../lib/errors.ts";
 import { VERSION } from "../version.ts";
 import { upgradeGuard } from "./backup.ts";
@@ -54,7 +54,7 @@ export async function withDataDir(
       await handle.close();
     }
   } catch (e) {
-    if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof OpenDataDirError) {
+    if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof UnreadableDatabaseError || e instanceof OpenDataDirError) {
       process.stderr.write(`runcell ${command}: ${e.message}\n`);
       return 1;
     }
@@ -103,7 +103,8 @@ export async function openDataDir(config: Config, opts: { command?: string; repo
       ({ backup } = await upgradeGuard(config.dataDir, (line) => report(line), config.vaultKeyFile));
     } catch (e) {
       if (e instanceof NewerDatabaseError) throw e;
-      throw new OpenDataDirError(`the pre-migration backup failed, nothing was migrated: ${(e as Error).message}`);
+      // upgradeGuard's errors say what failed (an unreadable database, the backup).
+      throw new OpenDataDirError((e as Error).message);
     }
     if (backup) report(`pre-migration backup: ${backup}`);
     const handle = openDatabase(path);

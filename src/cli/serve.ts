@@ -66,10 +66,10 @@ export const serveCommand: Command = {
       const log = createLogger({ level: config.logLevel }).child({ component: "upgrade" });
       await upgradeGuard(config.dataDir, (msg, fields) => (fields?.warning ? log.warn(msg, fields) : log.info(msg, fields)), config.vaultKeyFile);
     } catch (e) {
-      const message = e instanceof NewerDatabaseError || e instanceof VaultKeyError ? e.message : `the pre-migration backup failed, nothing was migrated: ${(e as Error).message}`;
-      console.error(`runcell serve: ${message}`);
+      // upgradeGuard's errors say what failed (a newer or unreadable database, the backup).
+      console.error(`runcell serve: ${(e as Error).message}`);
       lock.release();
-      return e instanceof VaultKeyError ? 2 : 1;
+      return 1;
     }
     // Listening from here on: a SIGTERM while the app starts (its workers can take a moment) waits
     // for the start, then shuts down cleanly, instead of the default action killing the process.

@@ -93,15 +93,33 @@ export interface SchemaInfo {
   writer: SchemaWriter | null;
 }
 
-/** A database file's schema against this binary's, read-only (null: no database file yet). */
+/** The database file exists but cannot be opened or read (damaged, or not this user's): nothing was changed. */
+export class UnreadableDatabaseError extends Error {
+  constructor(path: string, cause: unknown) {
+    super(
+      `cannot read the database ${path}: ${(cause as Error)?.message ?? String(cause)}. Nothing was changed. ` +
+        "Check the file's owner and permissions (run runcell as the data dir's owner); if it is damaged, restore the latest backup " +
+        "(runcell restore <file> --force; the pre-migration ones are in <data dir>/backups/).",
+    );
+    this.name = "UnreadableDatabaseError";
+  }
+}
+
+/**
+ * A database file's schema against this binary's, read-only (null: no database file yet). Throws
+ * UnreadableDatabaseError when the file is there but cannot be read.
+ */
 export function schemaInfoOfFile(path: string): SchemaInfo | null {
   if (!existsSync(path)) return null;
-  const db = new Database(path, { readonly: true });
+  let db: Database | null = null;
   try {
+    db = new Database(path, { readonly: true });
     db.exec("PRAGMA busy_timeout = 5000");
     return schemaInfo(db);
+  } catch (e) {
+    throw new UnreadableDatabaseError(path, e);
   } finally {
-    db.close();
+    db?.close();
   }
 }
 

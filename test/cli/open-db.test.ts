@@ -10,7 +10,7 @@
  */
 import { Database } from "bun:sqlite";
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { DB_FILE } from "../../src/db/data-dir.ts";
 import { acquireDataDirLock, lockHolder } from "../../src/db/lock.ts";
@@ -180,4 +180,26 @@ test("a database a newer runcell wrote is refused, untouched", async () => {
   expect(r.stderr).toContain("this database was written by a newer runcell");
   expect(r.stderr).toContain("9999_from_the_future");
   expect(users(dir)).toEqual([]);
+});
+
+test("a database that cannot be read is named as such by serve, migrate and admin (not as a failed pre-migration backup), untouched", async () => {
+  const dir = olderDataDir();
+  expect((await runCli(["migrate", "--data-dir", dir])).code).toBe(0);
+  // The schema's first page overwritten past the file header: SQLite opens the file, then cannot read it.
+  const fd = openSync(join(dir, DB_FILE), "r+");
+  writeSync(fd, Buffer.alloc(3996, 0xa5), 0, 3996, 100);
+  closeSync(fd);
+  const before = readFileSync(join(dir, DB_FILE));
+  const backupsBefore = backups(dir);
+  for (const args of [["migrate"], ["serve", "--http", "127.0.0.1:0"], ["admin", "create-user", "--email", "x@example.com"]]) {
+    const r = await runCli([...args, "--data-dir", dir]);
+    expect(r.code, `${args[0]}: ${r.stderr}`).toBe(1);
+    expect(r.stderr).toMatch(`runcell ${args[0]}`);
+    expect(r.stderr).toContain(`: cannot read the database ${join(dir, DB_FILE)}: database disk image is malformed`);
+    expect(r.stderr).toContain("runcell restore");
+    expect(r.stderr).not.toContain("pre-migration backup");
+    expect(r.stderr).not.toContain("    at "); // a sentence, not a stack trace
+  }
+  expect(readFileSync(join(dir, DB_FILE)).equals(before)).toBe(true);
+  expect(backups(dir)).toEqual(backupsBefore);
 });

@@ -319,6 +319,8 @@ async function postgresDatabase(ctx: DoctorContext): Promise<CheckResult> {
 const schema: CheckFn = async (ctx) => {
   if (ctx.dialect === "postgres") return postgresSchema(ctx);
   const db = ctx.sqlite();
+  // null also when the file is there but cannot be opened: the database check says why.
+  if (!db && (await ctx.dbError())) return warn("schema", "not checked: the database cannot be read", "fix the database check first");
   if (!db) return ok("schema", `no database yet: serve creates it with schema ${BINARY_SCHEMA}`);
   let info: SchemaInfo;
   try {

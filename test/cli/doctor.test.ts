@@ -254,6 +254,16 @@ describe("a broken setup: FAIL lines with their fix, exit 1", () => {
     expectStatus(parse(bad), "database", "FAIL", /quick_check/);
     expect(parse(bad).get("database")!.fix).toContain("runcell restore");
 
+    // Damaged where SQLite cannot even read its schema: the schema check does not say "no database yet".
+    const unreadable = await goodDataDir();
+    const fd1 = openSync(join(unreadable, DB_FILE), "r+");
+    writeSync(fd1, Buffer.alloc(3996, 0xa5), 0, 3996, 100);
+    closeSync(fd1);
+    const u = parse(await doctor(["--data-dir", unreadable, "--workspace-image", IMAGE]));
+    expectStatus(u, "database", "FAIL", "cannot open");
+    expectStatus(u, "schema", "WARN", "not checked: the database cannot be read");
+    expect(u.get("schema")!.message).not.toContain("no database yet");
+
     const newer = await goodDataDir();
     const db = new Database(join(newer, DB_FILE));
     db.run("INSERT INTO _migrations (tag, hash, applied_at) VALUES ('9999_future', 'x', 0)");

@@ -53,6 +53,7 @@ import { loadReplicaId, Replicas } from "./replicas/registry.ts";
 import { Revocations } from "./replicas/revocations.ts";
 import { KEY_FILE, Sealer } from "./lib/sealer.ts";
 import { checkVaultKeyOpens } from "./vault/key-check.ts";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { intervalWorker, type Worker } from "./lib/worker.ts";
 import { IdleRelease } from "./lib/memory.ts";
@@ -94,13 +95,16 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // Storage ---------------------------------------------------------------------------------
   const dbPath = prepareDataDir(config.dataDir);
   // The vault key before the database: a missing --vault-key-file stops the start with nothing changed.
-  const sealer = Sealer.forConfig(config);
+  const keyPath = config.vaultKeyFile ?? join(config.dataDir, KEY_FILE);
+  const existingKey = config.vaultKeyFile || existsSync(keyPath) ? Sealer.forConfig(config) : null;
   const store = await openStore({ databaseUrl: config.databaseUrl, sqlitePath: dbPath, log });
   // `sqlite`: the bun:sqlite connection for SQLite's own fast paths; null on PostgreSQL.
   const { db, sqlite } = store;
   // …and it must open what the database holds (a replica started without the shared key, a data dir restored without its own).
   const rows = <T>(text: string): Promise<T[]> => (store.sqlite ? Promise.resolve(store.sqlite.query(text).all() as T[]) : store.sql!.unsafe(text).then((r) => [...r] as T[]));
-  await checkVaultKeyOpens(rows, sealer, config.vaultKeyFile ?? join(config.dataDir, KEY_FILE), { signingKey: store.dialect === "postgres" });
+  await checkVaultKeyOpens(rows, existingKey, keyPath, { signingKey: store.dialect === "postgres" });
+  // A new secret.key only once the database is known to hold nothing sealed with another.
+  const sealer = existingKey ?? Sealer.fromDataDir(config.dataDir);
   // This server among those sharing the database, and its messages to the others (PostgreSQL).
   const replicas = new Replicas(db, now, config.replicaLeaseMs, VERSION, loadReplicaId(config.dataDir));
   await replicas.register();

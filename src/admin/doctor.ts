@@ -698,7 +698,7 @@ const vaultKey: CheckFn = async (ctx) => {
         `${path} is missing, and the database holds ${sealed} sealed value(s): they cannot be decrypted`,
         ctx.dialect === "postgres"
           ? "put back the secret.key that belongs to this database (the one kept with its pg_dump), or point --vault-key-file at it"
-          : "put back the secret.key that belongs to this database (it is in every runcell backup: runcell restore)",
+          : "put back the secret.key that belongs to this database (runcell restore puts it back from a backup that holds it), or start serve with --vault-key-file <the key it was stored with> (a backup made with --vault-key-file holds no key)",
       );
     }
     return ok("vault key", `${path} not created yet (serve creates it)`);

@@ -243,7 +243,12 @@ export async function restore(backup: string, dataDir: string, opts: { force?: b
       say(`integrity_check ok (${Object.keys(tables).length} tables, ${totalRows(tables)} rows)`);
     }
     chooseInstanceId(dbPath, dataDir, opts.keepInstance === true, say);
-    if (!existsSync(join(staging, KEY_FILE))) say(`warning: the backup has no ${KEY_FILE}: stored secrets cannot be decrypted (serve creates a new key)`);
+    if (!existsSync(join(staging, KEY_FILE))) {
+      say(
+        `warning: the backup has no ${KEY_FILE} (it was made with --vault-key-file, or from a data dir without one): start serve with ` +
+          `--vault-key-file <the key it was made with>, or copy that key to ${join(dataDir, KEY_FILE)} (mode 0600); without it the stored secrets cannot be decrypted and serve refuses to start`,
+      );
+    }
 
     // Into place.
     const moved: string[] = [];

@@ -54,8 +54,23 @@ export function unopened(sealer: Sealer, samples: SealedSample[]): SealedSample 
   });
 }
 
-export async function checkVaultKeyOpens(rows: RowReader, sealer: Sealer, keyPath: string, opts: { signingKey: boolean }): Promise<void> {
-  const bad = unopened(sealer, await sealedSamples(rows, opts));
+/**
+ * Throws VaultKeyError unless the key opens what the database holds. `sealer` null: there is no
+ * key yet (no <data dir>/secret.key) — fine for a database with nothing sealed (the caller then
+ * creates one), but a database that holds sealed values needs its own key back, and a new one
+ * would only be refused next (a data dir restored from a backup made with --vault-key-file).
+ */
+export async function checkVaultKeyOpens(rows: RowReader, sealer: Sealer | null, keyPath: string, opts: { signingKey: boolean }): Promise<void> {
+  const samples = await sealedSamples(rows, opts);
+  if (!sealer) {
+    if (!samples.length) return;
+    throw new VaultKeyError(
+      `no vault key: ${keyPath} does not exist, and this database holds secrets sealed with a key (${samples[0]!.what}). ` +
+        "Supply the key they were stored with: --vault-key-file <the original key file> (a backup made with --vault-key-file does not hold it), " +
+        `or copy that key to ${keyPath} (mode 0600)`,
+    );
+  }
+  const bad = unopened(sealer, samples);
   if (bad) {
     throw new VaultKeyError(
       `the vault key ${keyPath} does not open this database's secrets (${bad.what}): it is not the key they were stored with. ` +

@@ -115,6 +115,43 @@ describe("--vault-key-file", () => {
     }
   });
 
+  test("restored from a backup made with it, served without it: exit 2 saying the key is missing and how to supply it; no new secret.key left behind", async () => {
+    const d = dir();
+    const data = join(d, "data");
+    const key = keyFile(d);
+    const t = await startTestApp({ dataDir: data, flags: ["--vault-key-file", key] });
+    const u = await createUser(t);
+    await t.app.services.secrets.put(u.id, "OPENAI_API_KEY", "sk-restored");
+    await t.stop();
+    const archive = join(d, "b.tar.gz");
+    expect((await runCli(["backup", "--data-dir", data, "--vault-key-file", key, archive])).code).toBe(0);
+    const restored = join(d, "restored");
+    const r = await runCli(["restore", archive, "--data-dir", restored]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("the backup has no secret.key");
+    expect(r.stdout).toContain("--vault-key-file");
+    expect(r.stdout).not.toContain("serve creates a new key");
+
+    for (let i = 0; i < 2; i++) {
+      const s = await runCli(["serve", "--data-dir", restored, "--http", "127.0.0.1:0"]);
+      expect(s.code, s.stderr).toBe(2);
+      expect(s.stderr).toContain(`no vault key: ${join(restored, "secret.key")} does not exist, and this database holds secrets sealed with a key (a vault secret)`);
+      expect(s.stderr).toContain("--vault-key-file");
+      expect(s.stderr).not.toContain("does not open this database's secrets");
+      expect(existsSync(join(restored, "secret.key"))).toBe(false);
+    }
+    const line = (await runCli(["doctor", "--data-dir", restored])).stdout.split("\n").find((l) => /^\S+\s+vault key:/.test(l)) ?? "";
+    expect(line).toContain("FAIL");
+    expect(line).toContain("is missing");
+    // With the original key it starts.
+    const again = await startTestApp({ dataDir: restored, flags: ["--vault-key-file", key] });
+    try {
+      expect(await again.app.services.secrets.valuesFor(u.id)).toEqual(["sk-restored"]);
+    } finally {
+      await again.stop();
+    }
+  });
+
   test("backup: no key in the archive, and the report says where the key is", async () => {
     const d = dir();
     const data = join(d, "data");

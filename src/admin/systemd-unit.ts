@@ -1,7 +1,7 @@
 /**
  * The systemd units `runcell service install` writes: runcell.service (a hardened `runcell serve`)
  * and, with --backup-daily, runcell-backup.service + runcell-backup.timer (a nightly
- * `runcell backup <dir>/runcell-YYYYMMDD.tar.gz`). Pure text in, text out: src/cli/service.ts does
+ * `runcell backup --keep 14 <dir>`). Pure text in, text out: src/cli/service.ts does
  * the writing, the user and systemctl.
  */
 
@@ -10,8 +10,8 @@ export const BACKUP_SERVICE_UNIT = "runcell-backup.service";
 export const BACKUP_TIMER_UNIT = "runcell-backup.timer";
 /** Read by systemd (as root) before it starts the service: secrets go here, not on the command line. */
 export const ENV_FILE = "/etc/runcell/runcell.env";
-/** Nightly backups older than this many days are deleted after each new one. */
-export const BACKUP_KEEP_DAYS = 14;
+/** Nightly backups kept: after each new one, all but the newest this many are deleted. */
+export const BACKUP_KEEP = 14;
 
 export interface UnitOptions {
   /** The program (and, from source, its script) that ExecStart runs; [0] is an absolute path. */
@@ -137,19 +137,22 @@ export interface BackupOptions {
   user: string;
   dataDir: string;
   backupDir: string;
+  /** The service's --vault-key-file: the backup says where the key is instead of warning that it holds none. */
+  vaultKeyFile: string | null;
 }
 
 /**
- * runcell-backup.service: `runcell backup --data-dir <data> <dir>/runcell-YYYYMMDD.tar.gz`. systemd
- * has no date specifier, so a shell adds the date: `sh -c 'exec "$@" "<dir>/runcell-$(date …).tar.gz"'
- * sh <runcell> backup --data-dir <data>` ($$ and %% are systemd's escapes of $ and %).
+ * runcell-backup.service: `runcell backup --data-dir <data> --keep 14 <dir>`, which writes
+ * `<dir>/runcell-backup-<UTC timestamp, ms>.tar.gz` — a name no second run takes, be it the
+ * timer's catch-up run (Persistent=) or a `systemctl start runcell-backup` the same day — and then
+ * deletes all but the newest 14 of them.
  */
 export function renderBackupService(o: BackupOptions): string {
-  const script = `exec "$@" "$RUNCELL_BACKUP_DIR/runcell-$(date +%Y%m%d).tar.gz"`;
-  const exec = commandLine(["/bin/sh", "-c", script, "sh", ...o.command, "backup", "--data-dir", o.dataDir]);
-  const prune = commandLine(["/usr/bin/find", o.backupDir, "-maxdepth", "1", "-name", "runcell-*.tar.gz", "-mtime", `+${BACKUP_KEEP_DAYS - 1}`, "-delete"]);
+  const exec = commandLine([...o.command, "backup", "--data-dir", o.dataDir, ...(o.vaultKeyFile ? ["--vault-key-file", o.vaultKeyFile] : []), "--keep", String(BACKUP_KEEP), o.backupDir]);
+  // The nightly files of earlier versions (runcell-YYYYMMDD.tar.gz), which --keep does not count, age out as they did.
+  const legacy = commandLine(["/usr/bin/find", o.backupDir, "-maxdepth", "1", "-name", "runcell-[0-9]*.tar.gz", "-mtime", `+${BACKUP_KEEP - 1}`, "-delete"]);
   return `# Written by \`runcell service install --backup-daily ${o.backupDir}\`; started by runcell-backup.timer.
-# Run one now: systemctl start runcell-backup (a second one the same day finds its file taken).
+# Run one now: systemctl start runcell-backup (each run writes its own timestamped file).
 [Unit]
 Description=runcell backup into ${o.backupDir}
 After=runcell.service
@@ -159,9 +162,9 @@ Type=oneshot
 User=${o.user}
 Environment=RUNCELL_BACKUP_DIR=${o.backupDir}
 EnvironmentFile=-${ENV_FILE}
+# Keeps the newest ${BACKUP_KEEP} backups (--keep).
 ExecStart=${exec}
-# Keep ${BACKUP_KEEP_DAYS} days of backups.
-ExecStartPost=${prune}
+ExecStartPost=${legacy}
 Nice=10
 IOSchedulingClass=idle
 ${hardening([o.dataDir, o.backupDir], "")}`;

@@ -13,7 +13,7 @@
  */
 import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { BACKUP_KEEP_DAYS, BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, ENV_FILE, SERVICE_UNIT, UnitError, quoteProgram, renderBackupService, renderBackupTimer, renderUnit, unitBackupDir, unitDataDir, unitSetting } from "../admin/systemd-unit.ts";
+import { BACKUP_KEEP, BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, ENV_FILE, SERVICE_UNIT, UnitError, quoteProgram, renderBackupService, renderBackupTimer, renderUnit, unitBackupDir, unitDataDir, unitSetting } from "../admin/systemd-unit.ts";
 import { envName, parseArgs, SECRET_FLAGS } from "../config.ts";
 import { parseDockerHost } from "../lib/docker-hosts.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
@@ -343,8 +343,9 @@ export const serviceCommand: Command = {
                     ${SERVICE_UNIT}; systemctl enable; start it where systemd is running
   --user U          system user to run as (default runcell)
   --data-dir DIR    data directory, the only writable path (default /var/lib/runcell)
-  --backup-daily D  also ${BACKUP_SERVICE_UNIT} + ${BACKUP_TIMER_UNIT}: runcell backup D/runcell-YYYYMMDD.tar.gz
-                    every night around 03:00, keeping ${BACKUP_KEEP_DAYS} days
+  --backup-daily D  also ${BACKUP_SERVICE_UNIT} + ${BACKUP_TIMER_UNIT}: runcell backup --keep ${BACKUP_KEEP} D
+                    (D/runcell-backup-<UTC timestamp>.tar.gz) every night around 03:00, keeping the
+                    newest ${BACKUP_KEEP}; with -- --vault-key-file K it is told where the key is
   --start           starting is required: exit 1 when systemd is not running (by default install
                     then says it could not start runcell and exits 0)
   --no-start        enable only; do not start
@@ -428,7 +429,9 @@ export const serviceCommand: Command = {
       }
       const units = new Map<string, string>([[SERVICE_UNIT, renderUnit({ command, user, dataDir, serveArgs, bindPrivilegedPort: port > 0 && port < 1024, stopTimeoutSec: Math.max(30, Math.ceil(shutdownMs / 1000) + 20) })]]);
       if (backupDir) {
-        units.set(BACKUP_SERVICE_UNIT, renderBackupService({ command, user, dataDir, backupDir }));
+        // Where the vault key is when not in the data dir (as the service gets it): else every night warns the backup has no key.
+        const vaultKeyFile = parseArgs(serveArgs).flags.get("vault-key-file");
+        units.set(BACKUP_SERVICE_UNIT, renderBackupService({ command, user, dataDir, backupDir, vaultKeyFile: typeof vaultKeyFile === "string" ? vaultKeyFile : null }));
         units.set(BACKUP_TIMER_UNIT, renderBackupTimer({ backupDir }));
       }
       // --no-start is parseArgs' negation of --start (the last of the two wins).

@@ -5,7 +5,7 @@
  * started, which is how the "could not start" rule is exercised.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, renderBackupService, renderUnit, SERVICE_UNIT } from "../../src/admin/systemd-unit.ts";
 import { tempDir } from "../helpers/app.ts";
@@ -128,23 +128,48 @@ describe("the units", () => {
     expect(analyze(["verify", bad]).out).toContain("Unbalanced quoting");
   });
 
-  test("runcell-backup.service hands the dated file name to runcell backup through sh", () => {
-    const unit = renderBackupService({ command: ["/usr/local/bin/runcell"], user: "runcell", dataDir: "/var/lib/runcell", backupDir: "/var/backups/runcell" });
-    expect(unit).toContain(
-      'ExecStart=/bin/sh -c "exec \\"$$@\\" \\"$$RUNCELL_BACKUP_DIR/runcell-$$(date +%%Y%%m%%d).tar.gz\\"" sh /usr/local/bin/runcell backup --data-dir /var/lib/runcell\n',
-    );
-    // Read back as systemd does ($$ → $, %% → %, \" → "), the shell runs:
-    //   exec "$@" "$RUNCELL_BACKUP_DIR/runcell-$(date +%Y%m%d).tar.gz"   with $@ = runcell backup --data-dir …
-    const script = 'exec "$@" "$RUNCELL_BACKUP_DIR/runcell-$(date +%Y%m%d).tar.gz"';
-    const sh = Bun.spawnSync(["/bin/sh", "-c", script, "sh", "/bin/echo", "backup", "--data-dir", "/var/lib/runcell"], { env: { RUNCELL_BACKUP_DIR: "/b", PATH: "/usr/bin:/bin" } });
-    const today = new Date();
-    const ymd = `${today.getFullYear()}${String(today.getMonth() + 1).padStart(2, "0")}${String(today.getDate()).padStart(2, "0")}`;
-    expect(sh.stdout.toString()).toBe(`backup --data-dir /var/lib/runcell /b/runcell-${ymd}.tar.gz\n`);
-    expect(unit).toContain("Environment=RUNCELL_BACKUP_DIR=/var/backups/runcell\n");
-    expect(unit).toContain("ReadWritePaths=/var/lib/runcell /var/backups/runcell\n");
-    expect(unit).toContain('ExecStartPost=/usr/bin/find /var/backups/runcell -maxdepth 1 -name "runcell-*.tar.gz" -mtime +13 -delete\n');
+  test("runcell-backup.service: `runcell backup --keep` into the dir (a timestamped name: two runs the same day both succeed), with the service's --vault-key-file", async () => {
+    const work = tempDir("runcell-nightly-");
+    try {
+      const dataDir = join(work, "data");
+      const backupDir = join(work, "backups");
+      expect((await runCli(["migrate", "--data-dir", dataDir])).code).toBe(0);
+      const key = join(work, "vault.key");
+      writeFileSync(key, Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64") + "\n", { mode: 0o600 });
+      const unit = renderBackupService({ command: [process.execPath, join(import.meta.dir, "..", "..", "src", "main.ts")], user: "runcell", dataDir, backupDir, vaultKeyFile: key });
+      expect(unit).toContain(`ExecStart=${process.execPath} ${join(import.meta.dir, "..", "..", "src", "main.ts")} backup --data-dir ${dataDir} --vault-key-file ${key} --keep 14 ${backupDir}\n`);
+      expect(unit).toContain(`Environment=RUNCELL_BACKUP_DIR=${backupDir}\n`);
+      expect(unit).toContain(`ReadWritePaths=${dataDir} ${backupDir}\n`);
+      // The timer's catch-up run, then a manual one, the same day: both write their own file.
+      const words = execWords(unit, "ExecStart");
+      for (let i = 0; i < 2; i++) {
+        const r = Bun.spawnSync(words, { stdout: "pipe", stderr: "pipe" });
+        expect(r.exitCode, r.stderr.toString()).toBe(0);
+        expect(r.stdout.toString()).toContain(`the vault key is not in this backup: it is ${key}`);
+        expect(r.stdout.toString() + r.stderr.toString()).not.toContain("warning: no secret.key");
+      }
+      expect(readdirSync(backupDir).filter((f) => /^runcell-backup-\d{8}T\d{9}Z\.tar\.gz$/.test(f))).toHaveLength(2);
+      // Retention: the newest 14 stay.
+      for (let d = 1; d <= 20; d++) writeFileSync(join(backupDir, `runcell-backup-200001${String(d).padStart(2, "0")}T000000000Z.tar.gz`), "");
+      expect(Bun.spawnSync(words).exitCode).toBe(0);
+      const kept = readdirSync(backupDir).filter((f) => f.startsWith("runcell-backup-")).sort();
+      expect(kept).toHaveLength(14);
+      expect(kept[0]).toBe("runcell-backup-20000110T000000000Z.tar.gz");
+      // Without --vault-key-file the unit names none.
+      expect(renderBackupService({ command: ["/usr/local/bin/runcell"], user: "runcell", dataDir: "/var/lib/runcell", backupDir: "/var/backups/runcell", vaultKeyFile: null })).toContain(
+        "ExecStart=/usr/local/bin/runcell backup --data-dir /var/lib/runcell --keep 14 /var/backups/runcell\n",
+      );
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
   });
 });
+
+/** The words of a unit's `Key=` command line as systemd reads them back ("…" with \\ and \", %% and $$). */
+function execWords(unit: string, key: string): string[] {
+  const line = new RegExp(`^${key}=(.*)$`, "m").exec(unit)![1]!;
+  return [...line.matchAll(/"((?:\\.|[^"\\])*)"|(\S+)/g)].map((m) => (m[1] !== undefined ? m[1].replace(/\\(.)/g, "$1") : m[2]!).replace(/%%/g, "%").replace(/\$\$/g, "$"));
+}
 
 describe("runcell service install --root", () => {
   let root: string;
@@ -203,7 +228,7 @@ describe("runcell service install --root", () => {
     const timer = readFileSync(join(unitDir(), BACKUP_TIMER_UNIT), "utf8");
     for (const line of ["OnCalendar=*-*-* 03:00:00", "Persistent=true", "WantedBy=timers.target"]) expect(timer.split("\n")).toContain(line);
     const backup = readFileSync(join(unitDir(), BACKUP_SERVICE_UNIT), "utf8");
-    expect(backup).toContain(`sh ${SELF} backup --data-dir /var/lib/runcell\n`);
+    expect(backup).toContain(`ExecStart=${SELF} backup --data-dir /var/lib/runcell --keep 14 /var/backups/runcell\n`);
     expect(backup).toContain("User=rcsvc\n");
     expect(backup).toContain("ReadWritePaths=/var/lib/runcell /var/backups/runcell\n");
   });
@@ -300,6 +325,10 @@ describe("runcell service without a running systemd (this machine)", () => {
     const rel = await runCli(["service", "install", "--exec", SELF, "--dry-run", "--user", "rcdry", "--", "--admin-password-file", "etc/admin.pw", "--vault-key-file=/etc/runcell/vault.key"], { cwd: "/srv" });
     expect(rel.code, rel.stderr).toBe(0);
     expect(rel.stdout).toContain(`ExecStart=${SELF} serve --data-dir /var/lib/runcell --admin-password-file /srv/etc/admin.pw --vault-key-file=/etc/runcell/vault.key\n`);
+    // The nightly backup is told where the key is (else it warns each night that the archive has no key).
+    const nightly = await runCli(["service", "install", "--exec", SELF, "--dry-run", "--backup-daily", "/var/backups/runcell", "--", "--vault-key-file", "/etc/runcell/vault.key"]);
+    expect(nightly.code, nightly.stderr).toBe(0);
+    expect(nightly.stdout).toContain(`ExecStart=${SELF} backup --data-dir /var/lib/runcell --vault-key-file /etc/runcell/vault.key --keep 14 /var/backups/runcell\n`);
   });
 
   test.each([

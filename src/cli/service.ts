@@ -132,12 +132,13 @@ const ENV_TEMPLATE = `# Environment of runcell.service, read by systemd (as root
 const HIDDEN = ["/home", "/root", "/run/user", "/tmp", "/var/tmp"];
 const hiddenBy = (path: string) => HIDDEN.find((h) => path === h || path.startsWith(h + "/"));
 
-function checkDir(flag: string, value: string): string {
+/** `example`: a directory the hint offers instead (the data dir's and the backups' differ: backups stay outside the data dir). */
+function checkDir(flag: string, value: string, example: string): string {
   const dir = resolve(value);
   if (!/^\/[A-Za-z0-9._@+,/-]*$/.test(dir)) throw new UsageError(`${flag}: "${dir}" must be a path of letters, digits and ._-+@, (it is written into the unit file)`);
   if (dir === "/") throw new UsageError(`${flag}: not /`);
   const hidden = hiddenBy(dir);
-  if (hidden) throw new UsageError(`${flag}: ${dir} is under ${hidden}, which the service cannot see (ProtectHome=/PrivateTmp=); use a directory such as /var/lib/runcell`);
+  if (hidden) throw new UsageError(`${flag}: ${dir} is under ${hidden}, which the service cannot see (ProtectHome=/PrivateTmp=); use a directory such as ${example}`);
   return dir;
 }
 
@@ -395,9 +396,9 @@ export const serviceCommand: Command = {
       const user = String(args.extra.get("user") ?? "runcell");
       if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(user)) throw new UsageError(`--user: "${user}" is not a valid user name`);
       if (user === "root") throw new UsageError("--user: not root; the service runs as a dedicated unprivileged user");
-      const dataDir = checkDir("--data-dir", String(args.extra.get("data-dir") ?? "/var/lib/runcell"));
-      const backupDir = args.extra.has("backup-daily") ? checkDir("--backup-daily", String(args.extra.get("backup-daily"))) : null;
-      if (backupDir && (backupDir === dataDir || backupDir.startsWith(dataDir + "/"))) throw new UsageError("--backup-daily: keep the backups outside the data dir");
+      const dataDir = checkDir("--data-dir", String(args.extra.get("data-dir") ?? "/var/lib/runcell"), "/var/lib/runcell");
+      const backupDir = args.extra.has("backup-daily") ? checkDir("--backup-daily", String(args.extra.get("backup-daily")), "/var/backups/runcell") : null;
+      if (backupDir && (backupDir === dataDir || backupDir.startsWith(dataDir + "/"))) throw new UsageError("--backup-daily: keep the backups outside the data dir (e.g. /var/backups/runcell)");
       // Validate the serve flags now, not at the first boot.
       const serve = parseArgs(serveArgs);
       serveArgs = absoluteFileFlags(serveArgs);

@@ -339,6 +339,8 @@ describe("runcell service without a running systemd (this machine)", () => {
     [["service", "install", "--data-dir", "/home/me/rc"], /under \/home, which the service cannot see/],
     [["service", "install", "--data-dir", "/var/lib/run cell"], /must be a path of letters/],
     [["service", "install", "--backup-daily", "/var/lib/runcell/b"], /outside the data dir/],
+    [["service", "install", "--backup-daily", "/tmp/bk"], /--backup-daily: \/tmp\/bk is under \/tmp, .*; use a directory such as \/var\/backups\/runcell$/m],
+    [["service", "install", "--data-dir", "/tmp/rc"], /--data-dir: \/tmp\/rc is under \/tmp, .*; use a directory such as \/var\/lib\/runcell$/m],
     [["service", "install", "--", "--bogus"], /unknown flag --bogus/],
     [["service", "install", "--", "--admin-password-file", "/root/pw"], /--admin-password-file: \/root\/pw is under \/root, which the service cannot see.*\/etc\/runcell/],
     [["service", "install", "--", "--vault-key-file=/home/me/key"], /--vault-key-file: \/home\/me\/key is under \/home/],

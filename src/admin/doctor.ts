@@ -19,7 +19,7 @@ import { dirname, join } from "node:path";
 import { type Config, SECRET_FLAGS } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
 import { LOCK_FILE, lockHolder } from "../db/lock.ts";
-import { BINARY_SCHEMA, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
+import { BINARY_SCHEMA, newerSchemaWords, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
 import { describePostgresError, redactDatabaseUrl } from "../db/pg/client.ts";
 import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
 import type { Dialect } from "../db/tables.ts";
@@ -343,12 +343,14 @@ const schema: CheckFn = async (ctx) => {
         "restart the server with this binary: it backs the database up into <data dir>/backups/ and migrates it (or runcell migrate, with the server stopped)",
       );
     }
-    case "newer":
+    case "newer": {
+      const w = newerSchemaWords(info.writer);
       return fail(
         "schema",
-        `newer: ${info.schema} (${by}); this runcell ${VERSION} knows schema up to ${info.binarySchema} and refuses this database`,
-        `run ${info.writer ? `runcell ${info.writer.version} or newer` : "the newer runcell binary"}, or restore a backup made before the upgrade (runcell restore <data dir>/backups/pre-migrate-….tar.gz --force)`,
+        `newer: ${info.schema} (written by ${w.writtenBy}); this ${w.thisBinary} knows schema up to ${info.binarySchema} and refuses this database`,
+        `run ${w.runInstead}, or restore a backup made before the upgrade (runcell restore <data dir>/backups/pre-migrate-….tar.gz --force)`,
       );
+    }
   }
 };
 

@@ -15,7 +15,7 @@ import { join, resolve } from "node:path";
 import { parseArgs } from "../config.ts";
 import { DB_FILE, ownLikeDataDir } from "../db/data-dir.ts";
 import { acquireDataDirLock, type DataDirLock, LOCK_FILE } from "../db/lock.ts";
-import { BINARY_SCHEMA, schemaInfo } from "../db/migrate.ts";
+import { BINARY_SCHEMA, newerSchemaWords, type SchemaWriter, schemaInfo } from "../db/migrate.ts";
 import { MIGRATIONS } from "../db/migrations.ts";
 import { randomHex } from "../lib/crypto.ts";
 import { KEY_FILE } from "../lib/sealer.ts";
@@ -53,12 +53,16 @@ function newerSchema(migrations: string[]): boolean {
   return migrations.some((tag, i) => MIGRATIONS[i]?.tag !== tag);
 }
 
-function newerMessage(schema: string | null, by: string | null): string {
+function newerMessage(schema: string | null, by: Pick<SchemaWriter, "version" | "commit"> | null): string {
+  const w = newerSchemaWords(by);
   return (
-    `the backup's database has schema "${schema}"${by ? ` (written by runcell ${by})` : ""}, newer than this runcell ${VERSION} knows ` +
-    `(schema "${BINARY_SCHEMA}"). Nothing was changed. Restore it with ${by ? `runcell ${by} or newer` : "the newer runcell binary"}.`
+    `the backup's database has schema "${schema}"${by ? ` (written by ${w.writtenBy})` : ""}, newer than this ${w.thisBinary} knows ` +
+    `(schema "${BINARY_SCHEMA}"). Nothing was changed. Restore it with ${w.runInstead}.`
   );
 }
+
+/** Who wrote a backup's schema: the manifest's record of it, else the runcell that made the backup. */
+const manifestWriter = (m: BackupManifest) => m.written_by ?? { version: m.runcell_version, commit: m.commit };
 
 function checkManifest(m: unknown): BackupManifest {
   const x = m as Partial<BackupManifest> | null;
@@ -102,7 +106,7 @@ async function extractArchive(file: string, staging: string, say: (line: string)
               `${Object.keys(manifest.tables).length} tables, ${totalRows(manifest.tables)} rows`,
           );
           // Refuse a newer schema before extracting anything big.
-          if (newerSchema(manifest.migrations)) throw new RestoreError(newerMessage(manifest.schema_version, manifest.written_by?.version ?? manifest.runcell_version));
+          if (newerSchema(manifest.migrations)) throw new RestoreError(newerMessage(manifest.schema_version, manifestWriter(manifest)));
           return;
         }
         if (!manifest) throw new RestoreError(`${MANIFEST_FILE} is not the archive's first file: not a runcell backup (or repacked in another order)`);
@@ -233,7 +237,7 @@ export async function restore(backup: string, dataDir: string, opts: { force?: b
     } finally {
       db.close();
     }
-    if (info.state === "newer") throw new RestoreError(newerMessage(info.schema, info.writer?.version ?? manifest?.runcell_version ?? null));
+    if (info.state === "newer") throw new RestoreError(newerMessage(info.schema, info.writer ?? (manifest ? manifestWriter(manifest) : null)));
     if (manifest) {
       const names = new Set([...Object.keys(manifest.tables), ...Object.keys(tables)]);
       const diff = [...names].filter((n) => manifest.tables[n] !== tables[n]).map((n) => `${n}: manifest ${manifest.tables[n] ?? "absent"}, database ${tables[n] ?? "absent"}`);

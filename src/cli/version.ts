@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { parseArgs } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
-import { BINARY_SCHEMA, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
+import { BINARY_SCHEMA, newerSchemaWords, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
 import { COMMIT, VERSION } from "../version.ts";
 import { type Command, dataDirFrom, failUsage, UsageError } from "./command.ts";
 
@@ -22,11 +22,13 @@ function describe(info: SchemaInfo, path: string): string {
         `older: ${path} has schema ${info.schema}${by}; this runcell ${VERSION} has ${info.binarySchema} and will apply ${info.pending.join(", ")} ` +
         `at the next serve or migrate, after a backup into ${join(dirname(path), "backups")}/`
       );
-    case "newer":
+    case "newer": {
+      const w = newerSchemaWords(info.writer);
       return (
-        `newer: ${path} has schema ${info.schema}${by}, which this runcell ${VERSION} (schema ${info.binarySchema}) does not know ` +
-        `(${info.unknown.join(", ")}); this binary refuses to serve it: run ${info.writer ? `runcell ${info.writer.version} or newer` : "the newer runcell"}`
+        `newer: ${path} has schema ${info.schema}${info.writer ? ` (written by ${w.writtenBy})` : ""}, which this ${w.thisBinary} (schema ${info.binarySchema}) does not know ` +
+        `(${info.unknown.join(", ")}); this binary refuses to serve it: run ${w.runInstead}`
       );
+    }
   }
 }
 

@@ -22,6 +22,32 @@ export interface SchemaWriter {
 /** The schema version of this binary: its newest embedded migration. */
 export const BINARY_SCHEMA = MIGRATIONS[MIGRATIONS.length - 1]!.tag;
 
+/** A commit worth naming: builds from source say "dev". */
+const knownCommit = (commit: string | null | undefined): commit is string => !!commit && commit !== "dev" && commit !== "unknown";
+
+/** "runcell 0.1.0 (commit abc123)": between releases the version alone does not tell two builds apart. */
+export function buildName(version: string, commit: string | null | undefined): string {
+  return `runcell ${version}${knownCommit(commit) ? ` (commit ${commit})` : ""}`;
+}
+
+/**
+ * The words of every refusal of a newer schema (serve, migrate, the CLI commands, restore,
+ * doctor): who wrote the database, which build this is, and what to run instead. The version is
+ * not bumped with each schema change, so "run runcell <version> or newer" may name this very
+ * version: then the writer's commit says which build.
+ */
+export function newerSchemaWords(writer: Pick<SchemaWriter, "version" | "commit"> | null): { writtenBy: string; thisBinary: string; runInstead: string } {
+  const thisBinary = buildName(VERSION, COMMIT);
+  if (!writer) return { writtenBy: "an unknown version", thisBinary, runInstead: "the newer runcell binary that migrated it" };
+  const runInstead =
+    writer.version !== VERSION
+      ? `runcell ${writer.version} or newer`
+      : knownCommit(writer.commit)
+        ? `the build of commit ${writer.commit} (runcell ${writer.version}) or a later one`
+        : `the runcell build that wrote it (a later build than this one, though both are ${VERSION})`;
+  return { writtenBy: buildName(writer.version, writer.commit), thisBinary, runInstead };
+}
+
 export class NewerDatabaseError extends Error {
   constructor(
     /** The first migration tag this binary does not know. */
@@ -31,11 +57,11 @@ export class NewerDatabaseError extends Error {
     public readonly writer: SchemaWriter | null = null,
     public readonly binarySchema: string = BINARY_SCHEMA,
   ) {
-    const by = writer ? `runcell ${writer.version}${writer.commit && writer.commit !== "dev" && writer.commit !== "unknown" ? ` (commit ${writer.commit})` : ""}` : "an unknown version";
+    const w = newerSchemaWords(writer);
     super(
-      `this database was written by a newer runcell: ${by}, schema "${schema}" (it has migration "${tag}", which this binary does not know); ` +
-        `this binary is runcell ${VERSION} and knows schema up to "${binarySchema}". Nothing was changed. ` +
-        `Run ${writer ? `runcell ${writer.version} or newer` : "the newer runcell binary"}, or restore a backup made before the upgrade (runcell restore <backup> --force; the automatic ones are in <data dir>/backups/).`,
+      `this database was written by a newer runcell: ${w.writtenBy}, schema "${schema}" (it has migration "${tag}", which this binary does not know); ` +
+        `this binary is ${w.thisBinary} and knows schema up to "${binarySchema}". Nothing was changed. ` +
+        `Run ${w.runInstead}, or restore a backup made before the upgrade (runcell restore <backup> --force; the automatic ones are in <data dir>/backups/).`,
     );
     this.name = "NewerDatabaseError";
   }

@@ -272,7 +272,7 @@ describe("a broken setup: FAIL lines with their fix, exit 1", () => {
     const r = await doctor(["--data-dir", newer, "--workspace-image", IMAGE]);
     expect(r.code).toBe(1);
     const report = parse(r);
-    expectStatus(report, "schema", "FAIL", `newer: 9999_future (written by runcell 9.9.9); this runcell ${VERSION} knows schema up to ${BINARY_SCHEMA}`);
+    expectStatus(report, "schema", "FAIL", `newer: 9999_future (written by runcell 9.9.9 (commit abc)); this runcell ${VERSION} knows schema up to ${BINARY_SCHEMA}`);
     expect(report.get("schema")!.fix).toContain("run runcell 9.9.9 or newer");
 
     const older = await goodDataDir();

@@ -16,6 +16,7 @@ import { DB_FILE } from "../../src/db/data-dir.ts";
 import { acquireDataDirLock, lockHolder } from "../../src/db/lock.ts";
 import { BINARY_SCHEMA, migrate, schemaInfo } from "../../src/db/migrate.ts";
 import { MIGRATIONS } from "../../src/db/migrations.ts";
+import { VERSION } from "../../src/version.ts";
 import { runCli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/app.ts";
 
@@ -202,4 +203,33 @@ test("a database that cannot be read is named as such by serve, migrate and admi
   }
   expect(readFileSync(join(dir, DB_FILE)).equals(before)).toBe(true);
   expect(backups(dir)).toEqual(backupsBefore);
+});
+
+test("a newer schema written by a build of the same version: the refusal names the writer's commit, not the circular 'run this version'", async () => {
+  const dir = olderDataDir();
+  expect((await runCli(["migrate", "--data-dir", dir])).code).toBe(0);
+  const db = new Database(join(dir, DB_FILE));
+  db.run("INSERT INTO _migrations (tag, hash, applied_at) VALUES ('9999_same_version', 'x', 0)");
+  const writer = (commit: string) => JSON.stringify({ version: VERSION, commit, schema: "9999_same_version", migrated_at: "2030-01-01T00:00:00Z" });
+  db.run("UPDATE settings SET value = ? WHERE key = 'schema.writer'", [writer("abc1234")]);
+  db.close();
+  for (const args of [["migrate"], ["admin", "create-user", "--email", "x@example.com"]]) {
+    const r = await runCli([...args, "--data-dir", dir]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`written by a newer runcell: runcell ${VERSION} (commit abc1234), schema "9999_same_version"`);
+    expect(r.stderr).toContain(`knows schema up to "${BINARY_SCHEMA}"`);
+    expect(r.stderr).toContain(`Run the build of commit abc1234 (runcell ${VERSION}) or a later one`);
+    expect(r.stderr).not.toContain(`Run runcell ${VERSION} or newer`);
+  }
+  const doctor = await runCli(["doctor", "--data-dir", dir, "--json"]);
+  const schema = (JSON.parse(doctor.stdout) as { check: string; message: string; fix: string }[]).find((c) => c.check === "schema")!;
+  expect(schema.message).toContain(`written by runcell ${VERSION} (commit abc1234)`);
+  expect(schema.fix).toContain("run the build of commit abc1234");
+  // Its commit unknown (a build from source): still not "run runcell <this version>".
+  const db2 = new Database(join(dir, DB_FILE));
+  db2.run("UPDATE settings SET value = ? WHERE key = 'schema.writer'", [writer("dev")]);
+  db2.close();
+  const r = await runCli(["migrate", "--data-dir", dir]);
+  expect(r.stderr).toContain(`Run the runcell build that wrote it (a later build than this one, though both are ${VERSION})`);
+  expect(r.stderr).not.toContain(`Run runcell ${VERSION} or newer`);
 });

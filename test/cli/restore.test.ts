@@ -298,7 +298,7 @@ describe("runcell restore", () => {
     const made = await createBackup(d, archive);
     expect(made.manifest.schema_version).toBe("9999_future");
     expect(made.manifest.written_by?.version).toBe("9.9.9");
-    const r = await refused(archive, `the backup's database has schema "9999_future" (written by runcell 9.9.9), newer than this runcell ${VERSION} knows (schema "${BINARY_SCHEMA}")`);
+    const r = await refused(archive, `the backup's database has schema "9999_future" (written by runcell 9.9.9 (commit abc)), newer than this runcell ${VERSION} knows (schema "${BINARY_SCHEMA}")`);
     expect(r.stderr).toContain("Restore it with runcell 9.9.9 or newer");
     expect(r.stdout).not.toContain("extracting");
 
@@ -309,7 +309,7 @@ describe("runcell restore", () => {
       m.schema_version = BINARY_SCHEMA;
       writeManifest(x, m);
     });
-    await refused(hidden, 'the backup\'s database has schema "9999_future" (written by runcell 9.9.9)');
+    await refused(hidden, 'the backup\'s database has schema "9999_future" (written by runcell 9.9.9 (commit abc))');
 
     const newerFormat = repack(archive, (x) => {
       const m = manifestIn(x);

@@ -11,7 +11,7 @@
  * (a container, CI) install writes and enables the units, says it could not start runcell, and
  * exits 0 — or 1 with --start, which asks for a running service.
  */
-import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { BACKUP_KEEP, BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, ENV_FILE, SERVICE_UNIT, UnitError, quoteProgram, renderBackupService, renderBackupTimer, renderUnit, unitBackupDir, unitDataDir, unitSetting } from "../admin/systemd-unit.ts";
 import { envName, parseArgs, SECRET_FLAGS } from "../config.ts";
@@ -241,6 +241,13 @@ function install(p: InstallPlan): number {
     if (!existsSync(envFile)) {
       writeFileSync(envFile, ENV_TEMPLATE, { mode: 0o600 });
       step(`wrote ${envFile} (0600): put RUNCELL_ADMIN_PASSWORD and provider keys there`);
+    } else {
+      // Kept as it is (it holds the operator's secrets), but not readable by others.
+      const mode = statSync(envFile).mode & 0o777;
+      if (mode !== 0o600) {
+        chmodSync(envFile, 0o600);
+        step(`${envFile} had mode 0${mode.toString(8).padStart(3, "0")}: set to 0600 (it holds secrets)`);
+      }
     }
     // A reinstall without --backup-daily drops the nightly backup of an earlier one.
     if (!p.backupDir) removeUnits(root, [BACKUP_TIMER_UNIT, BACKUP_SERVICE_UNIT], step);
@@ -435,7 +442,8 @@ export const serviceCommand: Command = {
         units.set(BACKUP_SERVICE_UNIT, renderBackupService({ command, user, dataDir, backupDir, vaultKeyFile: typeof vaultKeyFile === "string" ? vaultKeyFile : null }));
         units.set(BACKUP_TIMER_UNIT, renderBackupTimer({ backupDir }));
       }
-      // --no-start is parseArgs' negation of --start (the last of the two wins).
+      // --no-start is parseArgs' negation of --start, where the last of the two would win: both is a contradiction.
+      if (own.includes("--start") && own.includes("--no-start")) throw new UsageError("--start and --no-start do not go together");
       const start = args.extra.get("start") === true ? "required" : args.extra.get("start") === false ? "no" : "auto";
       plan = { root, user, dataDir, backupDir, start, units };
     } catch (e) {

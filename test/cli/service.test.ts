@@ -255,8 +255,9 @@ describe("runcell service install --root", () => {
     expect(r.stdout).toContain(`nightly backup: into ${join(root, "var/backups/runcell")} (runcell-backup.timer enabled)`);
   });
 
-  test("install again: the user is kept; without --backup-daily the timer goes; with --start it exits 1", async () => {
+  test("install again: the user is kept; without --backup-daily the timer goes; with --start it exits 1; a loosened env file is 0600 again", async () => {
     writeFileSync(join(root, "var/lib/runcell/runcell.db"), "data");
+    chmodSync(join(root, "etc/runcell/runcell.env"), 0o644);
     const again = await runCli(["service", "install", "--exec", SELF, "--root", root, "--user", "rcsvc", "--start", "--", "--http", "127.0.0.1:80"]);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain("could not start runcell");
@@ -271,6 +272,10 @@ describe("runcell service install --root", () => {
     // The data written so far is untouched, and still the user's.
     expect(readFileSync(join(root, "var/lib/runcell/runcell.db"), "utf8")).toBe("data");
     expect(statSync(join(root, "var/lib/runcell/runcell.db")).uid).toBe(Number(entry(root, "passwd", "rcsvc")![2]));
+    // The env file holds secrets: an install puts its mode back (the contents are kept).
+    expect(statSync(join(root, "etc/runcell/runcell.env")).mode & 0o777).toBe(0o600);
+    expect(again.stdout).toContain(`==> ${join(root, "etc/runcell/runcell.env")} had mode 0644: set to 0600 (it holds secrets)`);
+    expect(readFileSync(join(root, "etc/runcell/runcell.env"), "utf8")).toContain("# RUNCELL_ADMIN_PASSWORD=");
   });
 
   test("uninstall removes the units and their links, keeps the data and says where", async () => {
@@ -339,6 +344,8 @@ describe("runcell service without a running systemd (this machine)", () => {
     [["service", "install", "--data-dir", "/home/me/rc"], /under \/home, which the service cannot see/],
     [["service", "install", "--data-dir", "/var/lib/run cell"], /must be a path of letters/],
     [["service", "install", "--backup-daily", "/var/lib/runcell/b"], /outside the data dir/],
+    [["service", "install", "--start", "--no-start"], /--start and --no-start do not go together/],
+    [["service", "install", "--no-start", "--start"], /--start and --no-start do not go together/],
     [["service", "install", "--backup-daily", "/tmp/bk"], /--backup-daily: \/tmp\/bk is under \/tmp, .*; use a directory such as \/var\/backups\/runcell$/m],
     [["service", "install", "--data-dir", "/tmp/rc"], /--data-dir: \/tmp\/rc is under \/tmp, .*; use a directory such as \/var\/lib\/runcell$/m],
     [["service", "install", "--", "--bogus"], /unknown flag --bogus/],

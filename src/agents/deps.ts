@@ -16,7 +16,10 @@ export interface ProfilesDep {
 
 export interface SecretsDep {
   resolveEnv(userId: string, env: Record<string, EnvValue>): Promise<Record<string, string>>;
-  resolveApiKey(userId: string, model: ModelConfig): Promise<string | null>;
+  /** The model's key, and whether it is the server's own (the monthly spend cap counts those requests). */
+  resolveApiKey(userId: string, model: ModelConfig): Promise<{ key: string | null; serverPaid: boolean }>;
+  /** Whether the model's requests would go out on the server's own key (resolveApiKey's `serverPaid`, without a secret read). */
+  paidByServer(model: ModelConfig): boolean;
   valuesFor(userId: string): Promise<string[]>;
 }
 

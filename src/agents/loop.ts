@@ -111,6 +111,7 @@ export class AgentLoop {
     // The session's transcript is read (the first time: every row parsed) in a turn of its own.
     await nextTurn();
     // Vault or server environment; a missing key fails in the provider with a message saying how to fix it.
+    // Whether it is the server's own key is decided here, from the key this run's requests go out with.
     const apiKey = await this.d.secrets.resolveApiKey(task.user_id, profile.model);
     let steps = await transcript.steps(task.session_id);
     if (!transcript.hasPrompt(steps, task.id)) {
@@ -175,8 +176,10 @@ export class AgentLoop {
       if (current.cost_usd >= current.max_budget_usd) {
         return { failed: { code: "BUDGET_EXCEEDED", message: `Task reached max_budget_usd ($${current.max_budget_usd}) before finishing` } };
       }
-      if (current.server_paid) await this.d.spend?.assertSpend(task.user_id);
-      await tasks.update(task.id, { turns: current.turns + 1 });
+      // A request on the server's key: the monthly cap is checked first, and the task counts toward
+      // the spend from before it is sent (for good: one such request makes it server-paid).
+      if (apiKey.serverPaid) await this.d.spend?.assertSpend(task.user_id);
+      await tasks.update(task.id, { turns: current.turns + 1, ...(apiKey.serverPaid && !current.server_paid ? { server_paid: true } : {}) });
 
       // ContinueInNewChain is offered while the run has continuations left.
       const continuing = current.max_continuations > 0 && transcript.chains(steps, task.id) < current.max_continuations;
@@ -197,7 +200,7 @@ export class AgentLoop {
             tools: continuing ? [...profileTools, continueToolSpec] : profileTools,
             maxTokens: MAX_OUTPUT_TOKENS,
             baseUrl: profile.model.base_url,
-            apiKey,
+            apiKey: apiKey.key,
             fetch: route.fetch,
             signal,
             meter: charge.meter,

@@ -71,9 +71,6 @@ const REMOTE_POLL_MS = 100;
 
 const isFinal = (t: TaskRow) => (FINAL_TASK_STATUSES as readonly string[]).includes(t.status);
 
-/** Whether a profile's model requests are paid with the server's own provider key (the monthly spend cap counts them). */
-export const serverPaid = (p: ProfileRow) => p.model.provider !== "demo" && !p.model.api_key_secret && !p.model.base_url;
-
 export class Orchestrator {
   private running = new Map<string, Running>();
   private stopped = false;
@@ -111,7 +108,10 @@ export class Orchestrator {
 
   /** The task's limits (the request's or the profile's, within the operator's ceilings), after the policy's checks. */
   private async limits(userId: string, profile: ProfileRow, input: SubmitInput) {
-    await this.d.policy?.checkSubmit(userId, { max_turns: input.max_turns, max_budget_usd: input.max_budget_usd }, serverPaid(profile));
+    // The spend cap, when the profile would send its requests on the server's key now. Whether the task
+    // counts toward the spend is decided by its requests (the loop), not here: the profile or the
+    // server's key may change before it runs.
+    await this.d.policy?.checkSubmit(userId, { max_turns: input.max_turns, max_budget_usd: input.max_budget_usd }, this.d.secrets.paidByServer(profile.model));
     const asked = { maxTurns: input.max_turns ?? profile.limits.max_turns, maxBudgetUsd: input.max_budget_usd ?? profile.limits.max_budget_usd };
     const { maxTurns, maxBudgetUsd } = (await this.d.policy?.clampTask(userId, asked)) ?? asked;
     if (maxTurns <= 0) throw new AppError("TURN_LIMIT_EXCEEDED", "max_turns is 0: the task could not make a single model request", { field: "max_turns", max_turns: maxTurns });
@@ -130,7 +130,7 @@ export class Orchestrator {
       const profile = await this.d.profiles.get(userId, session.profile_id);
       const { maxTurns, maxBudgetUsd } = await this.limits(userId, profile, input);
       await this.d.workspaces.assertRoom(session.id, profile);
-      const task = await this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile) });
+      const task = await this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run });
       await this.d.sessions.setTitleIfEmpty(session.id, titleFrom(input.prompt));
       this.pump(session.id);
       return { task, session, created: false };
@@ -160,7 +160,7 @@ export class Orchestrator {
         profile,
         titleFrom(input.prompt),
         opening,
-        (tx, s) => this.firstTaskIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, serverPaid: serverPaid(profile), lease }, hooks),
+        (tx, s) => this.firstTaskIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, lease }, hooks),
         repositories,
       );
     } finally {

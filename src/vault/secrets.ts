@@ -37,6 +37,12 @@ export const PROVIDER_ORIGIN: Record<ModelConfig["provider"], string | null> = {
   demo: null,
 };
 
+/** A model's API key (null: none to send) and whether it is the server's own. */
+export interface ModelKey {
+  key: string | null;
+  serverPaid: boolean;
+}
+
 export const aadFor = (userId: string, name: string) => `vault:${userId}:${name}`;
 
 export class Secrets {
@@ -134,12 +140,26 @@ export class Secrets {
   }
 
   /**
-   * The API key for a profile's model: the vault secret `api_key_secret` when set (missing →
-   * VALIDATION_FAILED on model.api_key_secret); else the server's ANTHROPIC_API_KEY / OPENAI_API_KEY
-   * (read now), but only when the model talks to that provider's own API — the server's key is
-   * never sent to a custom base_url; else null (demo, or a keyless local server).
+   * Whether the profile's model requests would go out on the server's own key (ANTHROPIC_API_KEY /
+   * OPENAI_API_KEY, read now): no api_key_secret, the provider's own API (no base_url, or its
+   * official origin) and the key set. The one rule of "server-paid": resolveApiKey hands out the
+   * server's key exactly then, and the monthly spend cap counts and checks exactly those requests.
    */
-  async resolveApiKey(userId: string, model: ModelConfig): Promise<string | null> {
+  paidByServer(model: ModelConfig): boolean {
+    if (model.api_key_secret) return false;
+    const envKey = PROVIDER_ENV_KEY[model.provider];
+    if (!envKey || !process.env[envKey]) return false;
+    return !model.base_url || sameOrigin(model.base_url, PROVIDER_ORIGIN[model.provider]);
+  }
+
+  /**
+   * The API key for a profile's model, and whether it is the server's own (`serverPaid`, the
+   * monthly spend cap's concern): the vault secret `api_key_secret` when set (missing →
+   * VALIDATION_FAILED on model.api_key_secret); else the server's ANTHROPIC_API_KEY /
+   * OPENAI_API_KEY (read now), but only when the model talks to that provider's own API — the
+   * server's key is never sent to a custom base_url; else null (demo, or a keyless local server).
+   */
+  async resolveApiKey(userId: string, model: ModelConfig): Promise<ModelKey> {
     if (model.api_key_secret) {
       const value = await this.reveal(userId, model.api_key_secret, "model.api_key_secret");
       if (value === null) {
@@ -149,12 +169,10 @@ export class Secrets {
           { reason: "missing secret", secret_name: model.api_key_secret },
         );
       }
-      return value;
+      return { key: value, serverPaid: false };
     }
-    const envKey = PROVIDER_ENV_KEY[model.provider];
-    if (!envKey) return null;
-    if (model.base_url && !sameOrigin(model.base_url, PROVIDER_ORIGIN[model.provider])) return null;
-    return process.env[envKey] || null;
+    if (!this.paidByServer(model)) return { key: null, serverPaid: false };
+    return { key: process.env[PROVIDER_ENV_KEY[model.provider]!]!, serverPaid: true };
   }
 
   /** Every value of the user's vault, for scrubbing streamed and persisted output. */

@@ -31,11 +31,20 @@ let t: TestApp;
 let a: Actors;
 const MB = 1024 * 1024;
 
+// The server has a key of its own: a profile without one is then paid by it (src/vault/secrets.ts paidByServer).
+const SERVER_KEY = "sk-ant-operator";
+const savedKey = process.env.ANTHROPIC_API_KEY;
+
 beforeAll(async () => {
+  process.env.ANTHROPIC_API_KEY = SERVER_KEY;
   t = await startTestApp({ policy: "defaults", flags: ["--monthly-spend-usd", "1", "--max-running-workspaces-per-user", "1"] });
   a = await actors(t);
 });
-afterAll(() => t.stop());
+afterAll(async () => {
+  await t.stop();
+  if (savedKey === undefined) delete process.env.ANTHROPIC_API_KEY;
+  else process.env.ANTHROPIC_API_KEY = savedKey;
+});
 
 type Res = Awaited<ReturnType<typeof api>>;
 interface Ctx {
@@ -443,9 +452,16 @@ describe("beyond the table", () => {
     const r = await post(u, "/v1/tasks", { profile_id: ctx.profileId, prompt: "hi" });
     expect(r.status).toBe(402);
     expect(r.body.details).toEqual({ limit: "monthly_spend_usd", max: 1, spent: 1 });
-    // Server-paid means no base_url and no api_key_secret: the same user's profile with their own key is not capped.
+    // Server-paid means the server's own key (no api_key_secret; no base_url or the provider's own): the same user's profile with their own key is not capped.
     const own = await probeProfile(u, { provider: "anthropic", api_key_secret: "MY_ANTHROPIC_KEY" });
     passedToTheProfileLimit(await post(u, "/v1/tasks", { profile_id: own.profileId, prompt: "hi" }), own);
+    // Nor is one when the server has no key of its own to pay with.
+    delete process.env.ANTHROPIC_API_KEY;
+    try {
+      passedToTheProfileLimit(await post(u, "/v1/tasks", { profile_id: ctx.profileId, prompt: "hi" }), ctx);
+    } finally {
+      process.env.ANTHROPIC_API_KEY = SERVER_KEY;
+    }
   });
 
   test("min_schedule_interval is checked over the next runs, not only the first two; the refusal says the minimum and how the operator changes it", async () => {

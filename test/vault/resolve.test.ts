@@ -77,7 +77,13 @@ describe("resolveEnv", () => {
 });
 
 describe("resolveApiKey", () => {
-  const key = (model: ModelConfig, user = alice.id) => t.app.services.secrets.resolveApiKey(user, model);
+  const key = async (model: ModelConfig, user = alice.id) => (await t.app.services.secrets.resolveApiKey(user, model)).key;
+  /** resolveApiKey's serverPaid, checked against paidByServer (the submit-time rule): one rule. */
+  const serverPaid = async (model: ModelConfig, user = alice.id) => {
+    const { serverPaid } = await t.app.services.secrets.resolveApiKey(user, model);
+    expect(t.app.services.secrets.paidByServer(model)).toBe(serverPaid);
+    return serverPaid;
+  };
 
   test("api_key_secret comes from the vault and wins over the server's key", async () => {
     process.env.ANTHROPIC_API_KEY = "server-key";
@@ -109,6 +115,20 @@ describe("resolveApiKey", () => {
     expect(await key({ provider: "openai", name: "llama3", base_url: "http://127.0.0.1:11434/v1" })).toBeNull();
     expect(await key({ provider: "openai", name: "x", base_url: "https://api.openai.com.evil.example/v1" })).toBeNull();
     expect(await key({ provider: "anthropic", name: "x", base_url: "http://api.anthropic.com" })).toBeNull();
+  });
+
+  test("serverPaid: exactly when the server's own key is handed out (the monthly spend cap counts those requests)", async () => {
+    delete process.env.ANTHROPIC_API_KEY;
+    expect(await serverPaid({ provider: "anthropic", name: "x" })).toBe(false);
+    process.env.ANTHROPIC_API_KEY = "sk-ant-server";
+    process.env.OPENAI_API_KEY = "sk-openai-server";
+    expect(await serverPaid({ provider: "anthropic", name: "x" })).toBe(true);
+    expect(await serverPaid({ provider: "anthropic", name: "x", base_url: "https://api.anthropic.com" })).toBe(true);
+    expect(await serverPaid({ provider: "openai", name: "x", base_url: "https://api.openai.com/v1" })).toBe(true);
+    expect(await serverPaid({ provider: "anthropic", name: "x", api_key_secret: "ANTHROPIC_KEY" })).toBe(false);
+    expect(await serverPaid({ provider: "anthropic", name: "x", base_url: "https://api.anthropic.com", api_key_secret: "ANTHROPIC_KEY" })).toBe(false);
+    expect(await serverPaid({ provider: "openai", name: "x", base_url: "http://127.0.0.1:11434/v1" })).toBe(false);
+    expect(await serverPaid({ provider: "demo", name: "demo" })).toBe(false);
   });
 
   test("demo needs no key", async () => {

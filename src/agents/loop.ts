@@ -26,6 +26,7 @@ import { type ModelRoute, quietModelMessage } from "./model-network.ts";
 import { NO_RUN_TOOLS, type RunSetup, type RunTools } from "./run-setup.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 import { releaseMemory } from "../lib/memory.ts";
+import { usdReached } from "../lib/usd.ts";
 
 export const MAX_OUTPUT_TOKENS = 8192;
 /** From this size of a session's conversation (characters of JSON), a model request is followed by a collection. */
@@ -173,7 +174,7 @@ export class AgentLoop {
       if (current.turns >= current.max_turns) {
         return { failed: { code: "TURN_LIMIT_EXCEEDED", message: `Task reached max_turns (${current.max_turns}) before finishing` } };
       }
-      if (current.cost_usd >= current.max_budget_usd) {
+      if (usdReached(current.cost_usd, current.max_budget_usd)) {
         return { failed: { code: "BUDGET_EXCEEDED", message: `Task reached max_budget_usd ($${current.max_budget_usd}) before finishing` } };
       }
       // A request on the server's key: the monthly cap is checked first, and the task counts toward

@@ -54,6 +54,18 @@ describe("limits", () => {
     expect(mock.requests.length).toBe(3);
   });
 
+  test("max_budget_usd is reached when the cost adds up to it, though its float sum falls a hair short (0.7 + 0.1)", async () => {
+    mock.reset();
+    const inputs = [700_000, 100_000, 100_000];
+    mock.script((req) => ({ toolCalls: [{ name: "Bash", input: { command: "true" } }], usage: { input_tokens: inputs[req.index] ?? 100_000, output_tokens: 0 } }));
+    // $1 per million input tokens: $0.70, then $0.10 — 0.7 + 0.1 is 0.7999999999999999 in binary floating point.
+    const pid = await createProfile(t, user, { mock, pricing: { input_per_mtok: 1, output_per_mtok: 0 } });
+    const { task_id } = await submit(t, user, { profile_id: pid, prompt: "spend", max_budget_usd: 0.8 });
+    const task = await waitTask(t, user, task_id);
+    expect(task).toMatchObject({ status: "failed", error: { code: "BUDGET_EXCEEDED" }, turns: 2, cost_usd: 0.8 });
+    expect(mock.requests.length).toBe(2);
+  });
+
   test("a spent limit is refused at submit: max_turns 0 → 422, max_budget_usd 0 → 402", async () => {
     const pid = await createProfile(t, user, { mock });
     const turns = await api(t, "POST", "/v1/tasks", user.bearer, { profile_id: pid, prompt: "x", max_turns: 0 });

@@ -2,7 +2,8 @@
  * Anthropic Messages API through the official SDK: streaming (`stream: true`), tool use. Text
  * deltas are emitted as they arrive; a tool call is emitted once complete (content_block_stop),
  * its input being the accumulated input_json_delta fragments. Usage comes from message_start
- * (input) and message_delta (output, cumulative). `base_url` may point at any server speaking
+ * (input: its own, cache creation and cache reads) and message_delta (output, cumulative; an
+ * input figure it restates replaces that one field only). `base_url` may point at any server speaking
  * the Messages API (a proxy, a gateway).
  */
 // Loaded on first use: the SDK costs tens of milliseconds of start-up for a server that may never call it.
@@ -147,15 +148,25 @@ export class AnthropicProvider implements Provider {
     const blocks: Block[] = [];
     const meter = req.meter;
     meter?.begin();
+    // The input's three parts, as message_start reported them and message_delta may restate them.
+    const inputs = { input_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
     let input = 0;
     let output = 0;
+    /**
+     * Takes the input figures `u` gives: a field null or absent keeps what was reported before
+     * (message_delta often restates input_tokens alone, and must not drop message_start's cache tokens).
+     */
+    const inputFrom = (u: Partial<Record<keyof typeof inputs, number | null>>) => {
+      for (const k of Object.keys(inputs) as (keyof typeof inputs)[]) if (u[k] != null) inputs[k] = u[k];
+      return inputs.input_tokens + inputs.cache_creation_input_tokens + inputs.cache_read_input_tokens;
+    };
     let stop: string | null = null;
     let finished = false;
     const handle = (ev: RawMessageStreamEvent) => {
       switch (ev.type) {
         case "message_start": {
           const u = ev.message.usage;
-          input = (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
+          input = inputFrom(u);
           output = u.output_tokens ?? 0;
           meter?.reported(input, output);
           break;
@@ -195,7 +206,7 @@ export class AnthropicProvider implements Provider {
           stop = ev.delta.stop_reason ?? stop;
           const u = ev.usage;
           if (u.output_tokens != null) output = u.output_tokens;
-          if (u.input_tokens != null) input = u.input_tokens + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
+          input = inputFrom(u);
           // Its output count is the message's (cumulative): no estimate from here on.
           meter?.reported(input, output, u.output_tokens != null);
           break;

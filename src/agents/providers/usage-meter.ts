@@ -1,7 +1,8 @@
 /**
  * What a model request has used so far, while its answer streams: a cancelled, interrupted or
  * failed request is charged this (the provider bills what it processed and sent, finished or not).
- * Input tokens are what the provider reported (Anthropic: message_start; OpenAI: only the usage
+ * Input tokens are what the provider reported (Anthropic: message_start, and the total again when
+ * message_delta restates a part of it — anthropic.ts merges the parts; OpenAI: only the usage
  * chunk at the very end — a stream cut before it has reported none, and none are counted). Output
  * tokens are the provider's figure once it sent its final one (Anthropic's message_delta, OpenAI's
  * usage chunk); before that, at least one token per CHARS_PER_TOKEN characters of text and tool-call

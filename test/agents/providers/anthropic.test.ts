@@ -2,6 +2,7 @@
 import { describe, expect, test } from "bun:test";
 import { AnthropicProvider, textDeltaOf, toAnthropicMessages } from "../../../src/agents/providers/anthropic.ts";
 import { getProvider, ModelError } from "../../../src/agents/providers/index.ts";
+import { UsageMeter } from "../../../src/agents/providers/usage-meter.ts";
 import { startMockAnthropic, toolResults } from "../../helpers/mock-anthropic.ts";
 import { FAST_RETRIES, providerScenarios, request, run } from "./scenarios.ts";
 
@@ -159,6 +160,51 @@ describe("anthropic provider", () => {
       await fresh.stop();
     }
   });
+});
+
+describe("usage: message_delta's figures merged into message_start's, field by field", () => {
+  /** A local server answering every request with message_start's usage `start` and message_delta's `delta`. */
+  function usageServer(start: Record<string, unknown>, delta: Record<string, unknown>) {
+    const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+    return Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: () =>
+        new Response(
+          sse("message_start", { type: "message_start", message: { id: "msg_1", type: "message", role: "assistant", model: "m", content: [], stop_reason: null, stop_sequence: null, usage: start } }) +
+            sse("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }) +
+            sse("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "hello" } }) +
+            sse("content_block_stop", { type: "content_block_stop", index: 0 }) +
+            sse("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: delta }) +
+            sse("message_stop", { type: "message_stop" }),
+          { headers: { "content-type": "text/event-stream" } },
+        ),
+    });
+  }
+
+  const START = { input_tokens: 100, cache_creation_input_tokens: 2000, cache_read_input_tokens: 4000, output_tokens: 1 };
+  const cases: [string, Record<string, unknown>, number][] = [
+    ["input_tokens again, cache fields absent", { input_tokens: 100, output_tokens: 10 }, 6100],
+    ["cache fields null", { input_tokens: 100, cache_creation_input_tokens: null, cache_read_input_tokens: null, output_tokens: 10 }, 6100],
+    ["output only", { output_tokens: 10 }, 6100],
+    ["input_tokens null", { input_tokens: null, output_tokens: 10 }, 6100],
+    ["a field given replaces message_start's", { input_tokens: 150, cache_read_input_tokens: 5000, output_tokens: 10 }, 7150],
+  ];
+  for (const [name, delta, input] of cases) {
+    test(`${name}: input ${input}`, async () => {
+      const server = usageServer(START, delta);
+      try {
+        const meter = new UsageMeter();
+        const { res, err } = await run(p, { model: "m", system: "", messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }], tools: [], maxTokens: 64, baseUrl: server.url.href.replace(/\/$/, ""), apiKey: "k", meter });
+        expect(err).toBeUndefined();
+        expect(res!.usage).toEqual({ input_tokens: input, output_tokens: 10 });
+        // What a cancelled request would be charged agrees with the answer's figures.
+        expect(meter.used()).toEqual({ input_tokens: input, output_tokens: 10 });
+      } finally {
+        server.stop(true);
+      }
+    });
+  }
 });
 
 describe("textDeltaOf (text deltas read without JSON.parse)", () => {

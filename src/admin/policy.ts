@@ -13,7 +13,7 @@ import { glob } from "../lib/glob.ts";
 import type { Config, PolicyDefaults } from "../config.ts";
 import { type DB, first } from "../db/client.ts";
 import { type PolicyOverrides, type UserRow, type WorkspaceSpec } from "../db/schema.ts";
-import { profiles, tasks, workspaces } from "../db/tables.ts";
+import { deletedTaskUsage, profiles, tasks, workspaces } from "../db/tables.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Policy, PolicyKey, Usage } from "../schema/policy.ts";
 
@@ -205,10 +205,16 @@ export class Policies {
     return (await first(this.d.db.select({ n: count() }).from(workspaces).where(running)))?.n ?? 0;
   }
 
+  /** The cost of the user's server-paid tasks created this month (UTC), deleted sessions' included. */
   async monthSpend(userId: string): Promise<number> {
-    const usd = sql<number | null>`sum(${tasks.cost_usd})`.mapWith(Number);
-    const row = await first(this.d.db.select({ usd }).from(tasks).where(and(eq(tasks.user_id, userId), eq(tasks.server_paid, true), gte(tasks.created_at, this.monthStart()))));
-    return Math.round((row?.usd ?? 0) * 1e6) / 1e6;
+    const since = this.monthStart();
+    let total = 0;
+    for (const t of [tasks, deletedTaskUsage]) {
+      const usd = sql<number | null>`sum(${t.cost_usd})`.mapWith(Number);
+      const row = await first(this.d.db.select({ usd }).from(t).where(and(eq(t.user_id, userId), eq(t.server_paid, true), gte(t.created_at, since))));
+      total += row?.usd ?? 0;
+    }
+    return Math.round(total * 1e6) / 1e6;
   }
 
   /** 402 BUDGET_EXCEEDED when the user's monthly spend on the server's keys has reached the cap. */

@@ -79,7 +79,7 @@ export class SessionLifecycle {
         this.publishReady(session.id, failed, profile.id);
         return { session, task, workspace: null, error: e };
       }
-      await this.purge(session.id, { tolerateWorkspaceError: true });
+      await this.purge(session.id, { rollback: true });
       throw e;
     }
     this.publishReady(session.id, ws, profile.id);
@@ -120,18 +120,19 @@ export class SessionLifecycle {
   }
 
   /**
-   * Removes a session's workspace, then its subscribers and rows (tasks, transcript and events
-   * cascade). A workspace that cannot be removed keeps the session (the caller can retry), unless
-   * the session is being rolled back anyway.
+   * Removes a session's workspace, then its subscribers and rows (its tasks' usage kept: sessions.ts
+   * `delete`; transcript and events cascade). A workspace that cannot be removed keeps the session
+   * (the caller can retry), unless the session is being rolled back anyway.
    */
-  private async purge(sessionId: string, opts: { tolerateWorkspaceError?: boolean } = {}) {
+  private async purge(sessionId: string, opts: { rollback?: boolean } = {}) {
     try {
       await this.d.workspaces.removeForSession(sessionId);
     } catch (e) {
-      if (!opts.tolerateWorkspaceError) throw e;
+      if (!opts.rollback) throw e;
     }
     this.d.hub.closeSession(sessionId);
     this.d.eventLog.forget(sessionId);
-    await this.d.sessions.delete(sessionId);
+    // A session rolled back as it opened had no task the caller was told of: its usage is not kept.
+    await this.d.sessions.delete(sessionId, !opts.rollback);
   }
 }

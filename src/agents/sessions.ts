@@ -5,8 +5,8 @@ import { newId } from "../db/ids.ts";
 import { preparedInsertStep } from "../db/prepared.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { ACTIVE_TASK_STATUSES, type RepositoryConfig, type SessionRow } from "../db/schema.ts";
-import { sessions, tasks, workspaces } from "../db/tables.ts";
-import { run, transact, type Unit } from "../db/unit.ts";
+import { deletedTaskUsage, sessions, tasks, workspaces } from "../db/tables.ts";
+import { all, run, transact, type Unit } from "../db/unit.ts";
 import type { EventStore } from "../events/log.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
@@ -19,6 +19,9 @@ export const titleFrom = (prompt: string) => {
   const line = prompt.trim().split("\n")[0]!.trim();
   return line.length > 80 ? line.slice(0, 79) + "…" : line || null;
 };
+
+/** Rows per INSERT into deleted_task_usage (9 parameters each: well within either database's limit). */
+const USAGE_BATCH = 500;
 
 export class AgentSessions {
   /** Prepared once on SQLite (a new session on every session.start); a statement of the caller's unit. */
@@ -129,7 +132,37 @@ export class AgentSessions {
     return `{"data":[${frames.join(",")}],"next_cursor":${JSON.stringify(more ? String(last) : null)}}`;
   }
 
-  async delete(id: string): Promise<void> {
-    await this.db.delete(sessions).where(eq(sessions.id, id));
+  /**
+   * Deletes the session's row (its transcript and events cascade) and its tasks, keeping what the
+   * tasks used in deleted_task_usage in the same transaction: the monthly spend cap and usage
+   * reports go on counting it, so deleting a session never resets a user's spend. The tasks are
+   * deleted first and their usage taken from what the delete returns: exactly the rows removed,
+   * as they were when removed. `keepUsage` false: a session rolled back while it opened, whose
+   * task the caller was never given.
+   */
+  async delete(id: string, keepUsage = true): Promise<void> {
+    await transact(this.db, (tx) => this.deleteIn(tx, id, keepUsage));
+  }
+
+  private *deleteIn(tx: DB, id: string, keepUsage: boolean): Unit<void> {
+    const gone = yield* all(
+      tx.delete(tasks).where(eq(tasks.session_id, id)).returning({
+        task_id: tasks.id,
+        user_id: tasks.user_id,
+        profile_id: tasks.profile_id,
+        server_paid: tasks.server_paid,
+        input_tokens: tasks.input_tokens,
+        output_tokens: tasks.output_tokens,
+        cost_usd: tasks.cost_usd,
+        created_at: tasks.created_at,
+      }),
+    );
+    if (keepUsage) {
+      const deleted_at = this.now();
+      for (let i = 0; i < gone.length; i += USAGE_BATCH) {
+        yield* run(tx.insert(deletedTaskUsage).values(gone.slice(i, i + USAGE_BATCH).map((t) => ({ ...t, deleted_at }))));
+      }
+    }
+    yield* run(tx.delete(sessions).where(eq(sessions.id, id)));
   }
 }

@@ -1,10 +1,11 @@
 /**
  * Usage reports (GET /v1/usage): the caller's tasks — tokens, cost, count — summed per UTC day
  * or per profile over a range (by the task's creation time; a task's figures are its totals).
+ * Tasks of deleted sessions count as before their deletion (deleted_task_usage).
  */
-import { and, asc, count, desc, eq, gte, lt, sql } from "drizzle-orm";
+import { and, count, eq, gte, inArray, lt, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
-import { profiles, tasks } from "../db/tables.ts";
+import { deletedTaskUsage, profiles, tasks } from "../db/tables.ts";
 import { isPostgres } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import { USAGE_MAX_DAYS, type UsageGroup, type UsageReport } from "../schema/usage.ts";
@@ -19,13 +20,36 @@ interface Row {
   cost_usd: number;
 }
 
+/**
+ * Where usage is read: the live tasks, and what the tasks of deleted sessions used (kept in
+ * deleted_task_usage). Read at call time: the tables are the chosen dialect's (db/tables.ts).
+ */
+type Source = typeof tasks | typeof deletedTaskUsage;
+const sources = (): Source[] => [tasks, deletedTaskUsage];
+
 /** The sums of a group, numbers in both dialects (PostgreSQL's sum() of a bigint is numeric: a string). */
-const sums = () => ({
+const sums = (t: Source) => ({
   tasks: count(),
-  input_tokens: sql<number>`coalesce(sum(${tasks.input_tokens}), 0)`.mapWith(Number),
-  output_tokens: sql<number>`coalesce(sum(${tasks.output_tokens}), 0)`.mapWith(Number),
-  cost_usd: sql<number>`coalesce(sum(${tasks.cost_usd}), 0)`.mapWith(Number),
+  input_tokens: sql<number>`coalesce(sum(${t.input_tokens}), 0)`.mapWith(Number),
+  output_tokens: sql<number>`coalesce(sum(${t.output_tokens}), 0)`.mapWith(Number),
+  cost_usd: sql<number>`coalesce(sum(${t.cost_usd}), 0)`.mapWith(Number),
 });
+
+/** Rows of the same key from several sources, added up (in the order first seen). */
+function merge(rows: Row[]): Map<string, Row> {
+  const out = new Map<string, Row>();
+  for (const r of rows) {
+    const m = out.get(r.key);
+    if (!m) out.set(r.key, { ...r });
+    else {
+      m.tasks += r.tasks;
+      m.input_tokens += r.input_tokens;
+      m.output_tokens += r.output_tokens;
+      m.cost_usd += r.cost_usd;
+    }
+  }
+  return out;
+}
 
 export class UsageReports {
   constructor(
@@ -34,28 +58,44 @@ export class UsageReports {
   ) {}
 
   /** The caller's tasks created in [from, to), summed per UTC day (key YYYY-MM-DD; days without tasks absent). */
-  private async byDay(userId: string, from: number, to: number): Promise<Row[]> {
-    // The task's creation day in UTC, in each dialect's words (no parameters: GROUP BY repeats it).
-    const day = isPostgres(this.db)
-      ? sql<string>`to_char(to_timestamp(${tasks.created_at} / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')`
-      : sql<string>`strftime('%Y-%m-%d', ${tasks.created_at} / 1000, 'unixepoch')`;
-    return this.db
-      .select({ key: day, ...sums() })
-      .from(tasks)
-      .where(and(eq(tasks.user_id, userId), gte(tasks.created_at, from), lt(tasks.created_at, to)))
-      .groupBy(day);
+  private async byDay(userId: string, from: number, to: number): Promise<Map<string, Row>> {
+    const rows: Row[] = [];
+    for (const t of sources()) {
+      // The task's creation day in UTC, in each dialect's words (no parameters: GROUP BY repeats it).
+      const day = isPostgres(this.db)
+        ? sql<string>`to_char(to_timestamp(${t.created_at} / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')`
+        : sql<string>`strftime('%Y-%m-%d', ${t.created_at} / 1000, 'unixepoch')`;
+      rows.push(
+        ...(await this.db
+          .select({ key: day, ...sums(t) })
+          .from(t)
+          .where(and(eq(t.user_id, userId), gte(t.created_at, from), lt(t.created_at, to)))
+          .groupBy(day)),
+      );
+    }
+    return merge(rows);
   }
 
   /** The same per profile (with its name while it exists), the most expensive first. */
   private async byProfile(userId: string, from: number, to: number): Promise<(Row & { profile_name: string | null })[]> {
-    const s = sums();
-    return this.db
-      .select({ key: tasks.profile_id, profile_name: profiles.name, ...s })
-      .from(tasks)
-      .leftJoin(profiles, and(eq(profiles.id, tasks.profile_id), eq(profiles.user_id, tasks.user_id)))
-      .where(and(eq(tasks.user_id, userId), gte(tasks.created_at, from), lt(tasks.created_at, to)))
-      .groupBy(tasks.profile_id, profiles.name)
-      .orderBy(desc(s.cost_usd), asc(tasks.profile_id));
+    const rows: Row[] = [];
+    for (const t of sources()) {
+      rows.push(
+        ...(await this.db
+          .select({ key: t.profile_id, ...sums(t) })
+          .from(t)
+          .where(and(eq(t.user_id, userId), gte(t.created_at, from), lt(t.created_at, to)))
+          .groupBy(t.profile_id)),
+      );
+    }
+    const merged = [...merge(rows).values()];
+    const ids = merged.map((r) => r.key);
+    const names = new Map(
+      ids.length ? (await this.db.select({ id: profiles.id, name: profiles.name }).from(profiles).where(and(eq(profiles.user_id, userId), inArray(profiles.id, ids)))).map((p) => [p.id, p.name]) : [],
+    );
+    return merged
+      .map((r) => ({ key: r.key, profile_name: names.get(r.key) ?? null, tasks: r.tasks, input_tokens: r.input_tokens, output_tokens: r.output_tokens, cost_usd: r.cost_usd }))
+      .sort((a, b) => b.cost_usd - a.cost_usd || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
   /** The report; `from` defaults to 30 days before `to`, `to` to now. */
@@ -81,7 +121,7 @@ export class UsageReports {
     const round = (n: number) => Math.round(n * 1e6) / 1e6;
     let data: UsageReport["data"];
     if (group === "day") {
-      const rows = new Map((await this.byDay(userId, from, to)).map((r) => [r.key, r]));
+      const rows = await this.byDay(userId, from, to);
       data = [];
       for (let d = Math.floor(from / DAY) * DAY; d < to; d += DAY) {
         const key = new Date(d).toISOString().slice(0, 10);

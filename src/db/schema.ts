@@ -337,6 +337,30 @@ export const tasks = sqliteTable(
 );
 
 /**
+ * What the tasks of deleted sessions used, a row per task, written in the transaction that deletes
+ * them (DELETE /v1/sessions/:id): the monthly spend cap and GET /v1/usage add these rows to the
+ * live tasks', so deleting a session never lowers a user's spend. The task's creation time is kept
+ * as is (not a day bucket) because a usage report's range may start and end at any instant.
+ * Removed only with the user.
+ */
+export const deletedTaskUsage = sqliteTable(
+  "deleted_task_usage",
+  {
+    task_id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    profile_id: text().notNull(),
+    server_paid: bool().notNull(),
+    input_tokens: integer().notNull(),
+    output_tokens: integer().notNull(),
+    cost_usd: real().notNull(),
+    /** The task's creation time (what reports and the month are counted by). */
+    created_at: createdAt(),
+    deleted_at: ms().notNull(),
+  },
+  (t) => [index("deleted_task_usage_user").on(t.user_id, t.created_at)],
+);
+
+/**
  * The model conversation of a session, one row per step: the user prompt, each assistant
  * response, each tool result. Written before the next step starts, so a restarted server resumes
  * a task from its last completed step.

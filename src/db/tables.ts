@@ -25,6 +25,7 @@ export let profiles = lite.profiles;
 export let sessions = lite.sessions;
 export let workspaces = lite.workspaces;
 export let tasks = lite.tasks;
+export let deletedTaskUsage = lite.deletedTaskUsage;
 export let messages = lite.messages;
 export let events = lite.events;
 export let debugEvents = lite.debugEvents;
@@ -57,6 +58,7 @@ export function useDialect(d: Dialect): void {
   sessions = pg.sessions as unknown as typeof lite.sessions;
   workspaces = pg.workspaces as unknown as typeof lite.workspaces;
   tasks = pg.tasks as unknown as typeof lite.tasks;
+  deletedTaskUsage = pg.deletedTaskUsage as unknown as typeof lite.deletedTaskUsage;
   messages = pg.messages as unknown as typeof lite.messages;
   events = pg.events as unknown as typeof lite.events;
   debugEvents = pg.debugEvents as unknown as typeof lite.debugEvents;

@@ -3,7 +3,7 @@
  * - the embedded PostgreSQL migrations make every table of src/db/pg/schema.ts with its columns,
  *   types and nullability as drizzle describes them, and a second run applies nothing;
  * - `runcell migrate --from-sqlite FILE --to postgres://…` copies every row of every table — a
- *   synthetic database with rows in all 20 tables, every column filled (NULLs too), compared value
+ *   synthetic database with rows in all 21 tables, every column filled (NULLs too), compared value
  *   by value — and the vault's secrets still open with the data dir's key;
  * - refusals: a database that already holds data, a source behind the schema, bad flags.
  */
@@ -173,7 +173,7 @@ describe("runcell migrate --from-sqlite FILE --to postgres://", () => {
   test("every row of every table, value by value, with progress and a verification", async () => {
     // The source really has rows everywhere: a table left empty would be a table not tested.
     expect([...source.values()].every((rows) => rows.length === ROWS)).toBe(true);
-    expect(source.size).toBe(20);
+    expect(source.size).toBe(21);
     const r = cli(["migrate", "--from-sqlite", file, "--to", url]);
     expect(r.err).toBe("");
     expect(r.code).toBe(0);
@@ -183,8 +183,8 @@ describe("runcell migrate --from-sqlite FILE --to postgres://", () => {
     const total = tablesInDependencyOrder().reduce((n, t) => n + (src0.query(`SELECT count(*) AS n FROM "${getTableName(t)}"`).get() as { n: number }).n, 0);
     src0.close();
     // The synthetic rows, and the settings row naming the schema's writer.
-    expect(total).toBe(ROWS * 20 + 1);
-    expect(r.out).toContain(`copied ${total} rows in 20 tables; row counts verified on both sides`);
+    expect(total).toBe(ROWS * 21 + 1);
+    expect(r.out).toContain(`copied ${total} rows in 21 tables; row counts verified on both sides`);
     expect(r.out).toContain("secret.key");
     const src = new Database(file, { readonly: true });
     const pg = new SQL(url, { max: 1 });

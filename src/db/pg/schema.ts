@@ -291,6 +291,29 @@ export const tasks = pgTable(
   ],
 );
 
+/**
+ * What the tasks of deleted sessions used, a row per task, written in the transaction that deletes
+ * them (DELETE /v1/sessions/:id): the monthly spend cap and GET /v1/usage add these rows to the
+ * live tasks', so deleting a session never lowers a user's spend. The task's creation time is kept
+ * as is (not a day bucket) because a usage report's range may start and end at any instant.
+ * Removed only with the user.
+ */
+export const deletedTaskUsage = pgTable(
+  "deleted_task_usage",
+  {
+    task_id: id(),
+    user_id: text().notNull().references(() => users.id, { onDelete: "cascade" }),
+    profile_id: text().notNull(),
+    server_paid: bool().notNull(),
+    input_tokens: int().notNull(),
+    output_tokens: int().notNull(),
+    cost_usd: doublePrecision().notNull(),
+    created_at: createdAt(),
+    deleted_at: ms().notNull(),
+  },
+  (t) => [index("deleted_task_usage_user").on(t.user_id, t.created_at)],
+);
+
 export const messages = pgTable(
   "messages",
   {

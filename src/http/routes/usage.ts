@@ -17,7 +17,7 @@ export const usageRoutes = (s: Services) =>
     detail: {
       tags: ["Account"],
       summary: "Your tokens and cost per day or per profile",
-      description: `Sums of your tasks created in [from, to): tasks, input and output tokens, cost in USD. group_by=day lists every UTC day of the range (zeros included); group_by=profile lists the profiles with tasks, most expensive first. At most ${USAGE_MAX_DAYS} days per request.`,
+      description: `Sums of your tasks created in [from, to), those of deleted sessions included: tasks, input and output tokens, cost in USD. group_by=day lists every UTC day of the range (zeros included); group_by=profile lists the profiles with tasks, most expensive first. At most ${USAGE_MAX_DAYS} days per request.`,
       security: USER_SECURITY,
     },
   });

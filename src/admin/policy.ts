@@ -15,6 +15,7 @@ import { type DB, first } from "../db/client.ts";
 import { type PolicyOverrides, type UserRow, type WorkspaceSpec } from "../db/schema.ts";
 import { deletedTaskUsage, profiles, tasks, workspaces } from "../db/tables.ts";
 import { AppError, Errors } from "../lib/errors.ts";
+import { formatUsd, roundUsd } from "../lib/usd.ts";
 import type { Policy, PolicyKey, Usage } from "../schema/policy.ts";
 
 /** Each policy field, its Config key and its option (for the precedence rule of RuntimeConfig). */
@@ -214,7 +215,7 @@ export class Policies {
       const row = await first(this.d.db.select({ usd }).from(t).where(and(eq(t.user_id, userId), eq(t.server_paid, true), gte(t.created_at, since))));
       total += row?.usd ?? 0;
     }
-    return Math.round(total * 1e6) / 1e6;
+    return roundUsd(total);
   }
 
   /** 402 BUDGET_EXCEEDED when the user's monthly spend on the server's keys has reached the cap. */
@@ -225,7 +226,7 @@ export class Policies {
     if (spent >= p.monthly_spend_usd) {
       throw new AppError(
         "BUDGET_EXCEEDED",
-        `This month's spend on the server's model keys ($${spent}) has reached your cap of $${p.monthly_spend_usd} (monthly_spend_usd): use a profile with your own key (model.api_key_secret), or ask the operator`,
+        `This month's spend on the server's model keys ($${formatUsd(spent)}) has reached your cap of $${formatUsd(p.monthly_spend_usd)} (monthly_spend_usd): use a profile with your own key (model.api_key_secret), or ask the operator`,
         { limit: "monthly_spend_usd", max: p.monthly_spend_usd, spent },
       );
     }

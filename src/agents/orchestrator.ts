@@ -14,12 +14,13 @@ import type { Submit } from "../schema/task.ts";
 import { DueTimer } from "../lib/due-timer.ts";
 import { type Bus, CHANNELS } from "../replicas/bus.ts";
 import { AppError, type ErrorCode, Errors } from "../lib/errors.ts";
+import { formatUsd } from "../lib/usd.ts";
 import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { TaskLeases } from "./leases.ts";
 import { AgentLoop, type LoopDeps, type Outcome, type StopReason, stopOutcome } from "./loop.ts";
 import type { OpenedSession, SessionHooks, SessionLifecycle } from "./session-lifecycle.ts";
 import { type SessionRow, titleFrom } from "./sessions.ts";
-import { type NewTask, roundUsd, type RunOptions, type TaskRow } from "./tasks.ts";
+import { type NewTask, type RunOptions, type TaskRow } from "./tasks.ts";
 
 export type { RunOptions };
 import { ASK_USER } from "./tools/index.ts";
@@ -418,7 +419,7 @@ export class Orchestrator {
   /** The platform notification at the end of every playbook run: status, cost and (failed) why (a unit of `end`'s transaction). */
   private *runEnded(task: TaskRow, status: "completed" | "cancelled" | "failed", why: string | null, tx: DB): Unit<void> {
     const t = (yield* this.d.tasks.byIdIn(tx, task.id)) ?? task;
-    const cost = `cost $${roundUsd(t.cost_usd)}, ${t.turns} model request${t.turns === 1 ? "" : "s"}`;
+    const cost = `cost $${formatUsd(t.cost_usd)}, ${t.turns} model request${t.turns === 1 ? "" : "s"}`;
     const playbookName = this.d.playbookName ? yield* this.d.playbookName(t.playbook_id!, tx) : null;
     yield* this.d.notifications.playbookRunEnded({ userId: t.user_id, playbookId: t.playbook_id!, taskId: t.id, playbookName, status, detail: why ? `${why} (${cost})` : cost }, tx);
   }

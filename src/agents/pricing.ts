@@ -2,6 +2,7 @@
  * What a model response cost: the profile's own pricing when it has one, else the built-in table
  * of known models below, else 0 (local and unknown models are free as far as we can tell).
  */
+import { roundUsd } from "../lib/usd.ts";
 
 export interface ModelPricing {
   input_per_mtok: number;
@@ -74,5 +75,5 @@ export function costUsd(
   const price = model.pricing ?? knownPricing(model.name);
   if (!price) return 0;
   const usd = (usage.input_tokens * price.input_per_mtok + usage.output_tokens * price.output_per_mtok) / 1_000_000;
-  return Math.round(usd * 1e9) / 1e9;
+  return roundUsd(usd);
 }

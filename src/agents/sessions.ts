@@ -10,8 +10,8 @@ import { all, run, transact, type Unit } from "../db/unit.ts";
 import type { EventStore } from "../events/log.ts";
 import { Errors } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
+import { roundUsd } from "../lib/usd.ts";
 import type { SessionRecord } from "../schema/session.ts";
-import { roundUsd } from "./tasks.ts";
 
 export type { SessionRecord, SessionRow };
 

@@ -7,6 +7,7 @@ import { ACTIVE_TASK_STATUSES, type RunTrigger, type TaskRow, type TaskStatus } 
 import { tasks } from "../db/tables.ts";
 import { driveAsync, first as firstIn, run, type Unit } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
+import { roundUsd } from "../lib/usd.ts";
 import type { LeaseTerms } from "./leases.ts";
 import { iso } from "../lib/time.ts";
 import type { TaskRecord } from "../schema/task.ts";
@@ -35,8 +36,6 @@ export function taskRecord(t: TaskRow): TaskRecord {
     finished_at: iso(t.finished_at),
   };
 }
-
-export const roundUsd = (n: number) => Math.round(n * 1e6) / 1e6;
 
 /** What makes a task a playbook run. */
 export interface RunOptions {

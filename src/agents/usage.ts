@@ -8,6 +8,7 @@ import type { DB } from "../db/client.ts";
 import { deletedTaskUsage, profiles, tasks } from "../db/tables.ts";
 import { isPostgres } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
+import { roundUsd } from "../lib/usd.ts";
 import { USAGE_MAX_DAYS, type UsageGroup, type UsageReport } from "../schema/usage.ts";
 
 const DAY = 86_400_000;
@@ -118,7 +119,6 @@ export class UsageReports {
     if (from >= to) throw Errors.validation("from", "from must be before to");
     if (to - from > USAGE_MAX_DAYS * DAY) throw Errors.validation("from", `A report covers at most ${USAGE_MAX_DAYS} days`);
     const group = q.group_by ?? "day";
-    const round = (n: number) => Math.round(n * 1e6) / 1e6;
     let data: UsageReport["data"];
     if (group === "day") {
       const rows = await this.byDay(userId, from, to);
@@ -126,10 +126,10 @@ export class UsageReports {
       for (let d = Math.floor(from / DAY) * DAY; d < to; d += DAY) {
         const key = new Date(d).toISOString().slice(0, 10);
         const r = rows.get(key);
-        data.push({ key, profile_name: null, tasks: r?.tasks ?? 0, input_tokens: r?.input_tokens ?? 0, output_tokens: r?.output_tokens ?? 0, cost_usd: round(r?.cost_usd ?? 0) });
+        data.push({ key, profile_name: null, tasks: r?.tasks ?? 0, input_tokens: r?.input_tokens ?? 0, output_tokens: r?.output_tokens ?? 0, cost_usd: roundUsd(r?.cost_usd ?? 0) });
       }
     } else {
-      data = (await this.byProfile(userId, from, to)).map((r) => ({ ...r, cost_usd: round(r.cost_usd) }));
+      data = (await this.byProfile(userId, from, to)).map((r) => ({ ...r, cost_usd: roundUsd(r.cost_usd) }));
     }
     const totals = { tasks: 0, input_tokens: 0, output_tokens: 0, cost_usd: 0 };
     for (const b of data) {
@@ -138,7 +138,7 @@ export class UsageReports {
       totals.output_tokens += b.output_tokens;
       totals.cost_usd += b.cost_usd;
     }
-    totals.cost_usd = round(totals.cost_usd);
+    totals.cost_usd = roundUsd(totals.cost_usd);
     return { from: new Date(from).toISOString(), to: new Date(to).toISOString(), group_by: group, data, totals };
   }
 }

@@ -12,6 +12,7 @@ import { isPostgres, run, type Unit } from "../db/unit.ts";
 import type { Page } from "../db/paginate.ts";
 import { Errors, type ErrorCode } from "../lib/errors.ts";
 import { iso } from "../lib/time.ts";
+import { roundUsd } from "../lib/usd.ts";
 import type { PlaybookRun } from "../schema/playbook.ts";
 
 interface RunRow {
@@ -88,7 +89,7 @@ const toRun = (r: RunRow): PlaybookRun => ({
   error: r.error_code ? { code: r.error_code, message: r.error_message ?? "" } : null,
   input_tokens: r.input_tokens,
   output_tokens: r.output_tokens,
-  cost_usd: Math.round(r.cost_usd * 1e6) / 1e6,
+  cost_usd: roundUsd(r.cost_usd),
   scheduled_for: iso(r.scheduled_for),
   created_at: iso(r.created_at),
   started_at: iso(r.started_at),

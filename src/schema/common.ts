@@ -18,6 +18,8 @@ export const Timestamp = T.String({ format: "date-time", examples: ["2026-11-22T
 export const Label = T.String({ minLength: 1, maxLength: 100, pattern: "^(?=[\\s\\S]*\\S)[^\\x00-\\x1f\\x7f]+$", "x-hint": "a label without control characters" });
 export const Nullable = <S extends TSchema>(s: S, options: { description?: string } = {}) => T.Union([s, T.Null()], options);
 export const NullableTimestamp = Nullable(Timestamp);
+/** A cost in US dollars as every record shows it: rounded to 1e-9 (src/lib/usd.ts). */
+export const CostUsd = T.Number({ description: "US dollars, rounded to 1e-9", examples: [0.012345678] });
 
 /**
  * One of `values`, as a union of literals (also what the drizzle enum columns give). Not Elysia's

@@ -4,7 +4,7 @@
  * task shows as `skipped` or `failed`), and the bodies that create, change and run one.
  */
 import { playbooks, RUN_TRIGGERS, TASK_STATUSES } from "../db/schema.ts";
-import { Body, Label, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
+import { Body, CostUsd, Label, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
 import { LIMIT_BOUNDS } from "./profile.ts";
 import { Prompt, TaskError } from "./task.ts";
 
@@ -28,7 +28,7 @@ export const PlaybookRun = T.Object(
     error: TaskError,
     input_tokens: T.Integer(),
     output_tokens: T.Integer(),
-    cost_usd: T.Number(),
+    cost_usd: CostUsd,
     scheduled_for: Nullable(Timestamp, { description: "The schedule slot (schedule runs)" }),
     created_at: Timestamp,
     started_at: NullableTimestamp,

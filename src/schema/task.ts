@@ -5,7 +5,7 @@
  */
 import { RUN_TRIGGERS, TASK_STATUSES, tasks } from "../db/schema.ts";
 import { Repositories } from "./profile.ts";
-import { Body, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
+import { Body, CostUsd, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
 
 export const TaskStatus = OneOf(TASK_STATUSES);
 
@@ -35,7 +35,9 @@ export const TaskRecord = T.Object(
     trigger: Nullable(OneOf(RUN_TRIGGERS), { description: "How a playbook run started (manual, schedule, hook); null for other tasks" }),
     status: TaskStatus,
     error: TaskError,
-    ...recordColumns(tasks, ["result_text", "input_tokens", "output_tokens", "cost_usd", "turns", "max_turns", "max_budget_usd"]),
+    ...recordColumns(tasks, ["result_text", "input_tokens", "output_tokens"]),
+    cost_usd: CostUsd,
+    ...recordColumns(tasks, ["turns", "max_turns", "max_budget_usd"]),
     created_at: Timestamp,
     started_at: NullableTimestamp,
     finished_at: NullableTimestamp,

@@ -1,5 +1,5 @@
 /** GET /v1/usage: tokens and cost of the caller's tasks per UTC day or per profile, with totals. */
-import { Nullable, OneOf, type Static, T, Timestamp } from "./common.ts";
+import { CostUsd, Nullable, OneOf, type Static, T, Timestamp } from "./common.ts";
 
 export const USAGE_GROUPS = ["day", "profile"] as const;
 export type UsageGroup = (typeof USAGE_GROUPS)[number];
@@ -10,7 +10,7 @@ const figures = {
   tasks: T.Integer({ description: "Tasks created in the bucket" }),
   input_tokens: T.Integer(),
   output_tokens: T.Integer(),
-  cost_usd: T.Number(),
+  cost_usd: CostUsd,
 };
 
 export const UsageBucket = T.Object(

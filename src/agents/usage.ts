@@ -8,6 +8,7 @@ import type { DB } from "../db/client.ts";
 import { deletedTaskUsage, profiles, tasks } from "../db/tables.ts";
 import { isPostgres } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
+import { parseInstant } from "../lib/time.ts";
 import { roundUsd } from "../lib/usd.ts";
 import { USAGE_MAX_DAYS, type UsageGroup, type UsageReport } from "../schema/usage.ts";
 
@@ -103,16 +104,11 @@ export class UsageReports {
   async report(userId: string, q: { from?: string; to?: string; group_by?: UsageGroup }): Promise<UsageReport> {
     const parse = (v: string | undefined, field: string, fallback: number) => {
       if (v === undefined) return fallback;
-      const t = Date.parse(v);
-      const ymd = /^(\d{4})-(\d{2})-(\d{2})/.exec(v);
-      if (!Number.isFinite(t) || !ymd) throw Errors.validation(field, `${field} must be an ISO 8601 date or time, e.g. 2026-11-01 or 2026-11-01T00:00:00Z`);
-      // Date.parse rolls a day that does not exist over (2026-02-30 → March 2nd): refused instead.
-      const [y, m, d] = [Number(ymd[1]), Number(ymd[2]), Number(ymd[3])];
-      const day = new Date(Date.UTC(y, m - 1, d));
-      if (day.getUTCFullYear() !== y || day.getUTCMonth() !== m - 1 || day.getUTCDate() !== d) {
-        throw Errors.validation(field, `${field}: ${ymd[0]} is not a day of the calendar`, { reason: "no such date" });
+      const r = parseInstant(v);
+      if ("reason" in r) {
+        throw Errors.validation(field, `${field}: ${r.reason}; send a UTC day (2026-11-01) or a date-time with Z or an offset (2026-11-01T09:00:00Z, 2026-11-01T10:00:00+01:00)`, { reason: r.reason });
       }
-      return t;
+      return r.ms;
     };
     const to = parse(q.to, "to", this.now());
     const from = parse(q.from, "from", to - 30 * DAY);

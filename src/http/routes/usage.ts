@@ -9,8 +9,8 @@ import { errorResponses } from "../schema.ts";
 export const usageRoutes = (s: Services) =>
   new Elysia({ prefix: "/v1/usage" }).use(userGuard()).get("", ({ user, query }) => s.usage.report(user.id, query), {
     query: t.Object({
-      from: t.Optional(t.String({ maxLength: 40, "x-field": "from", description: "Start (inclusive), ISO 8601; default: 30 days before `to`" })),
-      to: t.Optional(t.String({ maxLength: 40, "x-field": "to", description: "End (exclusive), ISO 8601; default: now" })),
+      from: t.Optional(t.String({ maxLength: 40, "x-field": "from", description: "Start (inclusive): a UTC day (2026-11-01) or a date-time with Z or an offset (2026-11-01T09:00:00Z, 2026-11-01T10:00:00+01:00); a date-time without one is refused. Default: 30 days before `to`" })),
+      to: t.Optional(t.String({ maxLength: 40, "x-field": "to", description: "End (exclusive), in the same forms as `from`. Default: now" })),
       group_by: t.Optional(OneOf(USAGE_GROUPS, { "x-field": "group_by", description: "day (default) or profile" } as object)),
     }),
     response: { 200: UsageReport, ...errorResponses(400, 401, 429) },

@@ -1,5 +1,5 @@
 /**
- * GET /v1/usage: the route table (401, bad ranges and groupings → 400 on the field, success), and
+ * GET /v1/usage: the route table (401, bad dates, ranges and groupings → 400 on the field, success), and
  * the figures: tasks seeded at known times and costs are summed per UTC day (every day of the
  * range, zeros included) and per profile (most expensive first, deleted profiles named null),
  * never counting another user's tasks.
@@ -40,6 +40,17 @@ routeTable("/v1/usage", () => a, [
     route: "GET /v1/usage",
     invalid: [
       { name: "from not a date", query: "from=yesterday", field: "from" },
+      { name: "a date followed by other text", query: "from=2026-11-27junk&to=2026-11-28", field: "from" },
+      { name: "a date-time followed by other text", query: "from=2026-11-27&to=2026-11-28T00:00:00Zjunk", field: "to" },
+      { name: "a date-time without Z or an offset (no time zone to read it in)", query: "from=2026-11-27T12:00:00&to=2026-11-28", field: "from" },
+      { name: "a date-time with a space for the T", query: "from=2026-11-27%2012:00:00Z&to=2026-11-28", field: "from" },
+      { name: "an hour that does not exist (25:00)", query: "from=2026-11-27T25:00:00Z&to=2026-11-28", field: "from" },
+      { name: "a second that does not exist (:60)", query: "from=2026-11-27T12:00:60Z&to=2026-11-28", field: "from" },
+      { name: "an offset that does not exist (+24:00)", query: "from=2026-11-27T12:00:00%2B24:00&to=2026-11-28", field: "from" },
+      { name: "an offset without its colon", query: "from=2026-11-27T12:00:00%2B0100&to=2026-11-28", field: "from" },
+      { name: "a date without its dashes", query: "from=20261127&to=2026-11-28", field: "from" },
+      { name: "a month only", query: "from=2026-11&to=2026-11-28", field: "from" },
+      { name: "a time without its date", query: "to=12:00:00Z", field: "to" },
       { name: "a day that does not exist (February 30th)", query: "from=2026-02-30T00:00:00Z&to=2026-03-10", field: "from" },
       { name: "a month that does not exist", query: "from=2026-01-01&to=2026-13-01", field: "to" },
       { name: "to not a date", query: "to=2026-13-45", field: "to" },
@@ -76,6 +87,29 @@ describe("the figures", () => {
       ["alpha", 0.75],
     ]);
     expect(r.body.totals.cost_usd).toBe(3.75);
+  });
+
+  test("a date-time counts at the instant it names: Z or its offset, whatever the server's time zone", async () => {
+    const tz = process.env.TZ;
+    process.env.TZ = "Europe/Berlin";
+    try {
+      // 13:00+01:00 is 12:00Z, the first alpha task's instant: it counts (from is inclusive).
+      const r = await api(t, "GET", "/v1/usage?from=2026-11-21T13:00:00%2B01:00&to=2026-11-22T12:00:00.001Z", a.headers("owner"));
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect([r.body.from, r.body.to]).toEqual(["2026-11-21T12:00:00.000Z", "2026-11-22T12:00:00.001Z"]);
+      expect(r.body.totals).toEqual({ tasks: 3, input_tokens: 1200, output_tokens: 70, cost_usd: 1.75 });
+      // A millisecond later: only the second alpha task (13:00Z) is left; beta's 12:00Z is at `to` (exclusive).
+      const later = await api(t, "GET", "/v1/usage?from=2026-11-21T12:00:00.001z&to=2026-11-22T12:00:00Z", a.headers("owner"));
+      expect([later.body.from, later.body.totals.tasks, later.body.totals.cost_usd]).toEqual(["2026-11-21T12:00:00.001Z", 1, 0.25]);
+      // A day is a UTC day, a minute without seconds is allowed, and a fraction past milliseconds is cut.
+      const day = await api(t, "GET", "/v1/usage?from=2026-11-21&to=2026-11-21T23:59%2B00:00", a.headers("owner"));
+      expect([day.body.from, day.body.to]).toEqual(["2026-11-21T00:00:00.000Z", "2026-11-21T23:59:00.000Z"]);
+      const fine = await api(t, "GET", "/v1/usage?from=2026-11-21T00:00:00.123456789-02:30&to=2026-11-22", a.headers("owner"));
+      expect(fine.body.from).toBe("2026-11-21T02:30:00.123Z");
+    } finally {
+      if (tz === undefined) delete process.env.TZ;
+      else process.env.TZ = tz;
+    }
   });
 
   test("the default range is the last 30 days to now", async () => {

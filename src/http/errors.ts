@@ -1,7 +1,8 @@
 /**
  * The one place a domain error (src/lib/errors.ts) becomes an HTTP answer: the interface's body
  * `{error, code, details?}`, the status of its code (or the error's more precise one), and
- * Retry-After for RATE_LIMITED. Plus the two errors only HTTP has (413, 415).
+ * Retry-After on a 429 (RATE_LIMITED, CONCURRENCY_LIMIT) from its `details.retry_after`, which is
+ * also what a stream error frame carries. Plus the two errors only HTTP has (413, 415).
  */
 import { AppError, ERROR_STATUS } from "../lib/errors.ts";
 import { JSON_TYPE } from "./json.ts";
@@ -11,8 +12,9 @@ export const statusOf = (err: AppError): number => err.status ?? ERROR_STATUS[er
 export function errorResponse(err: AppError, headers: Record<string, string> = {}): Response {
   const h: Record<string, string> = { "content-type": JSON_TYPE, ...headers };
   const retry = err.details?.retry_after;
-  if (err.code === "RATE_LIMITED" && typeof retry === "number") h["retry-after"] = String(retry);
-  return new Response(JSON.stringify(err.toBody()), { status: statusOf(err), headers: h });
+  const status = statusOf(err);
+  if (status === 429 && typeof retry === "number") h["retry-after"] = String(retry);
+  return new Response(JSON.stringify(err.toBody()), { status, headers: h });
 }
 
 export const HttpErrors = {

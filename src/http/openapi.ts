@@ -138,7 +138,7 @@ const PIPELINE_ERRORS = {
   413: errorResponse("The body is over 1 MiB (VALIDATION_FAILED)"),
   415: errorResponse("The body is not JSON, or has a Content-Encoding (VALIDATION_FAILED)"),
   403: errorResponse("A cookie-authenticated request from another origin (FORBIDDEN)"),
-  429: errorResponse("The caller's rate limit (RATE_LIMITED, with Retry-After)"),
+  429: errorResponse("The caller's rate limit (RATE_LIMITED), or no room for another workspace (CONCURRENCY_LIMIT); both with Retry-After and details.retry_after (seconds)"),
 };
 
 /** The interface's meaning of each status, for the answers the generator describes only by number. */

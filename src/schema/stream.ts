@@ -127,7 +127,7 @@ export const ErrorFrame = T.Object(
   {
     title: "error",
     description:
-      "A client message was refused; the socket stays open. RATE_LIMITED: every client message takes a token from the caller's rate-limit bucket (shared with the REST API); details.retry_after says in how many seconds one is back.",
+      "A client message was refused; the socket stays open. RATE_LIMITED: every client message takes a token from the caller's rate-limit bucket (shared with the REST API); details.retry_after says in how many seconds one is back. CONCURRENCY_LIMIT: no room for another workspace (details.limit max_concurrency or max_running_workspaces); details.retry_after is a fixed 10 s polling hint.",
   },
 );
 

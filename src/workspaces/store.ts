@@ -19,12 +19,19 @@ export type { NewWorkspaceRow, WorkspaceRow, WorkspaceStatus };
 
 const ACTIVE: readonly WorkspaceStatus[] = ACTIVE_WORKSPACE_STATUSES;
 
+/**
+ * The Retry-After (seconds) of CONCURRENCY_LIMIT. A workspace is freed when one is stopped (idle
+ * timeout, a playbook run's end, DELETE) or deleted: at no time the server knows in advance, so
+ * this is a fixed polling interval, not a promise that room will be there.
+ */
+export const CONCURRENCY_RETRY_AFTER_SEC = 10;
+
 export function concurrencyLimit(profileId: string, active: number, limit: number): AppError {
   return new AppError(
     "CONCURRENCY_LIMIT",
     `Profile ${profileId} already has ${active} running workspace${active === 1 ? "" : "s"} (max_concurrency ${limit}); ` +
       "wait for one to finish or go idle, delete one, or raise the profile's limits.max_concurrency",
-    { profile_id: profileId, max_concurrency: limit },
+    { limit: "max_concurrency", profile_id: profileId, max_concurrency: limit, retry_after: CONCURRENCY_RETRY_AFTER_SEC },
   );
 }
 
@@ -34,7 +41,7 @@ export function userRunningLimit(active: number, limit: number): AppError {
     "CONCURRENCY_LIMIT",
     `You already have ${active} running workspace${active === 1 ? "" : "s"}, the most this server allows per user (max_running_workspaces ${limit}); ` +
       "wait for one to finish or go idle, or stop or delete one",
-    { limit: "max_running_workspaces", max: limit },
+    { limit: "max_running_workspaces", max: limit, retry_after: CONCURRENCY_RETRY_AFTER_SEC },
   );
 }
 

@@ -169,7 +169,12 @@ describe("concurrency", () => {
     const limited = results.filter((r) => r.status === 429);
     expect(ok.length).toBe(5);
     expect(limited.length).toBe(15);
-    for (const r of limited) expect(r.body.code).toBe("CONCURRENCY_LIMIT");
+    for (const r of limited) {
+      expect(r.body.code).toBe("CONCURRENCY_LIMIT");
+      // The limit named like every other refusal's; when to try again, in the header and in details.
+      expect(r.body.details).toEqual({ limit: "max_concurrency", profile_id: pid, max_concurrency: 5, retry_after: 10 });
+      expect(r.headers.get("retry-after")).toBe("10");
+    }
     const sessions = (await api(t, "GET", "/v1/sessions?limit=100", user.bearer)).body.data.filter((s: any) => s.profile_id === pid);
     expect(sessions.length).toBe(5);
     for (const r of ok) await waitTask(t, user, r.body.task_id);

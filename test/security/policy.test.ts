@@ -13,7 +13,7 @@
  *
  * Only max_running_workspaces starts containers. A task that passes the policy is stopped next by
  * its profile's own max_concurrency (1, taken by a recorded workspace without a container): the
- * answer then is that 429 (`details.max_concurrency`, no `details.limit`) instead of the policy's,
+ * answer then is that 429 (`details.limit` "max_concurrency", not the policy limit tested) instead of the policy's,
  * and no container starts. workspace_disk_mb is measured, not refused: its enforcement is in
  * test/workspaces/disk.test.ts; here only that it binds admins too and follows overrides.
  */
@@ -87,7 +87,8 @@ async function probeProfile(u: TestUser, model: Record<string, unknown>): Promis
 function passedToTheProfileLimit(r: Res, ctx: Ctx) {
   expect(r.status, JSON.stringify(r.body)).toBe(429);
   expect(r.body.code).toBe("CONCURRENCY_LIMIT");
-  expect(r.body.details).toEqual({ profile_id: ctx.profileId, max_concurrency: 1 });
+  expect(r.body.details).toEqual({ limit: "max_concurrency", profile_id: ctx.profileId, max_concurrency: 1, retry_after: 10 });
+  expect(r.headers.get("retry-after")).toBe("10");
 }
 
 /** A task paid by the server's own key (this month, counted by monthly_spend_usd). */
@@ -299,6 +300,11 @@ function expectRefused(r: Res, row: Row, max = row.max) {
   if (max !== undefined) expect(r.body.details[row.floor ? "min" : "max"]).toBe(max);
   // The message names the limit too (and says what to do).
   expect(r.body.error).toContain(row.limit);
+  // A 429 says when to try again, in the header and in details (what a stream error frame carries).
+  if (row.status === 429) {
+    expect(r.body.details.retry_after).toBe(10);
+    expect(r.headers.get("retry-after")).toBe("10");
+  }
 }
 
 /** A user of the row, set up and (unless `fill` is false) filled to the server's setting. */

@@ -241,7 +241,10 @@ describe("client messages and error frames", () => {
     c.send({ type: "session.start", profile_id: pid });
     await c.waitFor((f) => f.type === "session.ready");
     c.send({ type: "session.start", profile_id: pid, request_id: "second" });
-    expect((await c.waitFor((f) => f.request_id === "second")).code).toBe("CONCURRENCY_LIMIT");
+    const limited = await c.waitFor((f) => f.request_id === "second");
+    expect(limited.code).toBe("CONCURRENCY_LIMIT");
+    // A frame has no headers: when to try again is in details, as on REST.
+    expect(limited.details).toEqual({ limit: "max_concurrency", profile_id: pid, max_concurrency: 1, retry_after: 10 });
     c.send({ type: "task.submit", profile_id: pid, prompt: "x", max_budget_usd: 0, request_id: "budget" });
     expect((await c.waitFor((f) => f.request_id === "budget")).code).toBe("BUDGET_EXCEEDED");
     c.send({ type: "task.submit", profile_id: pid, prompt: "x", max_turns: 0, request_id: "turns" });

@@ -15,7 +15,7 @@ import { type DB, first } from "../db/client.ts";
 import { type PolicyOverrides, type UserRow, type WorkspaceSpec } from "../db/schema.ts";
 import { deletedTaskUsage, profiles, tasks, workspaces } from "../db/tables.ts";
 import { AppError, Errors } from "../lib/errors.ts";
-import { formatUsd, roundUsd } from "../lib/usd.ts";
+import { formatUsd, roundUsd, usdReached } from "../lib/usd.ts";
 import type { Policy, PolicyKey, Usage } from "../schema/policy.ts";
 
 /** Each policy field, its Config key and its option (for the precedence rule of RuntimeConfig). */
@@ -223,7 +223,7 @@ export class Policies {
     const p = policy ?? (await this.forUser(userId));
     if (p.exempt || p.monthly_spend_usd <= 0) return;
     const spent = await this.monthSpend(userId);
-    if (spent >= p.monthly_spend_usd) {
+    if (usdReached(spent, p.monthly_spend_usd)) {
       throw new AppError(
         "BUDGET_EXCEEDED",
         `This month's spend on the server's model keys ($${formatUsd(spent)}) has reached your cap of $${formatUsd(p.monthly_spend_usd)} (monthly_spend_usd): use a profile with your own key (model.api_key_secret), or ask the operator`,

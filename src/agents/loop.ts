@@ -26,7 +26,7 @@ import { type ModelRoute, quietModelMessage } from "./model-network.ts";
 import { NO_RUN_TOOLS, type RunSetup, type RunTools } from "./run-setup.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 import { releaseMemory } from "../lib/memory.ts";
-import { usdReached } from "../lib/usd.ts";
+import { roundUsd, usdReached } from "../lib/usd.ts";
 
 export const MAX_OUTPUT_TOKENS = 8192;
 /** From this size of a session's conversation (characters of JSON), a model request is followed by a collection. */
@@ -145,7 +145,7 @@ export class AgentLoop {
         result_text: resultText,
         input_tokens: done.input_tokens,
         output_tokens: done.output_tokens,
-        cost_usd: Math.round(done.cost_usd * 1e6) / 1e6,
+        cost_usd: roundUsd(done.cost_usd),
       });
       return "completed";
     };

@@ -56,8 +56,6 @@ export interface NewTask {
   maxTurns: number;
   maxBudgetUsd: number;
   run?: RunOptions | null;
-  /** Paid with the server's own provider key (the monthly spend cap counts it). */
-  serverPaid?: boolean;
   /** Stored leased (a new session's first task, while its workspace is created: TaskLeases.opening). */
   lease?: { lease_owner: string; lease_expires_at: number };
 }
@@ -92,7 +90,8 @@ export class Tasks {
       max_continuations: run?.maxContinuations ?? 0,
       answer_timeout_ms: run?.answerTimeoutMs ?? null,
       scheduled_for: run?.scheduledFor ?? null,
-      server_paid: input.serverPaid ?? false,
+      // Set by the loop before the first request that goes out on the server's own key (src/agents/loop.ts).
+      server_paid: false,
       answer_due_at: null,
       mode: "session",
       prompt: input.prompt,

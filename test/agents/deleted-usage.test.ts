@@ -15,10 +15,17 @@ import { api, createUser, type TestUser } from "../helpers/users.ts";
 let t: TestApp;
 const HOUR = 3_600_000;
 
+// A profile is paid by the server only when the server has the provider's key (vault/secrets.ts paidByServer).
+const savedKey = process.env.ANTHROPIC_API_KEY;
 beforeAll(async () => {
+  process.env.ANTHROPIC_API_KEY = "sk-ant-server-key-for-the-test";
   t = await startTestApp({ policy: "defaults", flags: ["--monthly-spend-usd", "0.01"] });
 });
-afterAll(() => t.stop());
+afterAll(async () => {
+  await t.stop();
+  if (savedKey === undefined) delete process.env.ANTHROPIC_API_KEY;
+  else process.env.ANTHROPIC_API_KEY = savedKey;
+});
 
 const auth = (u: TestUser) => ({ authorization: `Bearer ${u.token}` });
 

@@ -146,3 +146,26 @@ export async function screenshots(page: Page, name: string, variants: Screenshot
   await page.emulateMedia({ colorScheme: null });
   return paths;
 }
+
+/** The pages a test file opens, each in its own context: `open` one, `closeAll` after a test. */
+export function pagePool(browser: () => Browser) {
+  const open: WatchedPage[] = [];
+  return {
+    async open(opts: OpenPageOptions = {}): Promise<WatchedPage> {
+      const w = await openPage(browser(), opts);
+      open.push(w);
+      return w;
+    },
+    async closeAll(): Promise<void> {
+      for (const w of open.splice(0)) await w.context.close();
+    },
+  };
+}
+
+/** The chat view's parts as a person finds them: the last turn, the composer, and sending a message with Enter. */
+export const lastTurn = (p: Page) => p.getByRole("article").last();
+export const composer = (p: Page) => p.getByRole("textbox", { name: "Message" });
+export async function send(p: Page, text: string): Promise<void> {
+  await composer(p).fill(text);
+  await composer(p).press("Enter");
+}

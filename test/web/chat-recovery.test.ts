@@ -20,14 +20,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createProfile } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
-import { type Browser, EXPECTED_4XX, expectClean, launchBrowser, openPage, type Page, type WatchedPage } from "../helpers/browser.ts";
+import { type Browser, composer, expectClean, EXPECTED_4XX, lastTurn, launchBrowser, openPage, type Page, pagePool, send, type WatchedPage } from "../helpers/browser.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 
 let t: TestApp;
 let mock: MockProviderServer;
 let browser: Browser;
-const open: WatchedPage[] = [];
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -40,21 +39,10 @@ afterAll(async () => {
   await t?.stop();
 });
 
-async function page(app: TestApp, user: TestUser | null, opts: Parameters<typeof openPage>[1] = {}): Promise<WatchedPage> {
-  const w = await openPage(browser, { url: app.url, cookie: user?.cookie, ...opts });
-  open.push(w);
-  return w;
-}
-async function closePages() {
-  for (const w of open.splice(0)) await w.context.close();
-}
+const pages = pagePool(() => browser);
+const page = (app: TestApp, user: TestUser | null, opts: Parameters<typeof openPage>[1] = {}): Promise<WatchedPage> => pages.open({ url: app.url, cookie: user?.cookie, ...opts });
+const closePages = () => pages.closeAll();
 
-const lastTurn = (p: Page) => p.getByRole("article").last();
-const composer = (p: Page) => p.getByRole("textbox", { name: "Message" });
-async function send(p: Page, text: string) {
-  await composer(p).fill(text);
-  await composer(p).press("Enter");
-}
 
 /**
  * A finished session written through the app's services (as the agent loop writes one): `turns`

@@ -17,7 +17,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createProfile, lastToolResults } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
-import { type Browser, expectClean, launchBrowser, openPage, type Page, type WatchedPage } from "../helpers/browser.ts";
+import { type Browser, composer, expectClean, lastTurn, launchBrowser, openPage, type Page, pagePool, send, type WatchedPage } from "../helpers/browser.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 
@@ -25,7 +25,6 @@ let t: TestApp;
 let mock: MockProviderServer;
 let browser: Browser;
 let user: TestUser;
-const open: WatchedPage[] = [];
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -40,21 +39,10 @@ afterAll(async () => {
   await t?.stop();
 });
 
-async function page(u: TestUser | null, opts: Parameters<typeof openPage>[1] = {}): Promise<WatchedPage> {
-  const w = await openPage(browser, { url: t.url, cookie: u?.cookie, ...opts });
-  open.push(w);
-  return w;
-}
-async function closePages() {
-  for (const w of open.splice(0)) await w.context.close();
-}
+const pages = pagePool(() => browser);
+const page = (u: TestUser | null, opts: Parameters<typeof openPage>[1] = {}): Promise<WatchedPage> => pages.open({ url: t.url, cookie: u?.cookie, ...opts });
+const closePages = () => pages.closeAll();
 
-const lastTurn = (p: Page) => p.getByRole("article").last();
-const composer = (p: Page) => p.getByRole("textbox", { name: "Message" });
-async function send(p: Page, text: string) {
-  await composer(p).fill(text);
-  await composer(p).press("Enter");
-}
 /** Keeps the page's WebSockets in window.__sockets (to drop them). */
 const KEEP_SOCKETS = `{ const Native = WebSocket; window.__sockets = [];
   window.WebSocket = class extends Native { constructor(...a) { super(...a); window.__sockets.push(this); } }; }`;

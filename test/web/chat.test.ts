@@ -24,7 +24,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createProfile, lastToolResults, waitTask } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
-import { type Browser, EXPECTED_4XX, expectClean, launchBrowser, openPage, type Page, screenshots, type WatchedPage } from "../helpers/browser.ts";
+import { type Browser, expectClean, EXPECTED_4XX, launchBrowser, openPage, type Page, pagePool, screenshots, lastTurn, send, type WatchedPage } from "../helpers/browser.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 
@@ -32,7 +32,6 @@ let t: TestApp;
 let mock: MockProviderServer;
 let browser: Browser;
 /** Pages opened by a test, closed after it. */
-const open: WatchedPage[] = [];
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -48,24 +47,10 @@ afterAll(async () => {
 /** $3 / $15 per million tokens: 1,200 in + 340 out = $0.0087. */
 const PRICING = { input_per_mtok: 3, output_per_mtok: 15 };
 
-async function page(user: TestUser | null, opts: Parameters<typeof openPage>[1] = {}): Promise<WatchedPage> {
-  const w = await openPage(browser, { url: t.url, cookie: user?.cookie, ...opts });
-  open.push(w);
-  return w;
-}
-async function closePages() {
-  for (const w of open.splice(0)) await w.context.close();
-}
+const pages = pagePool(() => browser);
+const page = (user: TestUser | null, opts: Parameters<typeof openPage>[1] = {}): Promise<WatchedPage> => pages.open({ url: t.url, cookie: user?.cookie, ...opts });
+const closePages = () => pages.closeAll();
 
-/** Types a message into the composer and sends it with Enter. */
-async function send(p: Page, text: string) {
-  const box = p.getByRole("textbox", { name: "Message" });
-  await box.fill(text);
-  await box.press("Enter");
-}
-
-/** The newest turn of the open session. */
-const lastTurn = (p: Page) => p.getByRole("article").last();
 /** A turn's usage line once it has ended: "1,200 in · 340 out · $0.0087". */
 const usageOf = (turn: ReturnType<typeof lastTurn>) => turn.getByText(/^[\d,]+ in · [\d,]+ out · \$[\d.]+$/);
 

@@ -13,7 +13,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createProfile } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
-import { type Browser, EXPECTED_4XX, expectClean, launchBrowser, openPage, PHONE, type WatchedPage } from "../helpers/browser.ts";
+import { type Browser, expectClean, EXPECTED_4XX, launchBrowser, openPage, pagePool, PHONE, type WatchedPage } from "../helpers/browser.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 
@@ -22,7 +22,6 @@ let mock: MockProviderServer;
 let browser: Browser;
 let user: TestUser;
 let profileId: string;
-const open: WatchedPage[] = [];
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -37,14 +36,9 @@ afterAll(async () => {
   await t?.stop();
 });
 
-async function page(app: TestApp, u: TestUser | null, opts: Parameters<typeof openPage>[1] = {}): Promise<WatchedPage> {
-  const w = await openPage(browser, { url: app.url, cookie: u?.cookie, ...opts });
-  open.push(w);
-  return w;
-}
-async function closePages() {
-  for (const w of open.splice(0)) await w.context.close();
-}
+const pages = pagePool(() => browser);
+const page = (app: TestApp, u: TestUser | null, opts: Parameters<typeof openPage>[1] = {}): Promise<WatchedPage> => pages.open({ url: app.url, cookie: u?.cookie, ...opts });
+const closePages = () => pages.closeAll();
 const focusedName = (w: WatchedPage) => w.page.evaluate(() => (document.activeElement as HTMLInputElement | null)?.name ?? document.activeElement?.tagName);
 
 // -------------------------------------------------------------------------------------------------
@@ -107,7 +101,7 @@ describe("focus and names", () => {
   test("a secret name the server refuses gets the focus", async () => {
     const w = await page(t, user, { allow: [EXPECTED_4XX] });
     await w.page.goto(`${t.url}/secrets`);
-    expect(await w.page.title()).toBe("Secrets · runcell");
+    await w.page.waitForFunction((title) => document.title === title, "Secrets · runcell");
     await w.page.locator("form input[name=name]").fill("bad name!");
     await w.page.locator("form input[name=value]").fill("v");
     await w.page.getByRole("button", { name: "Save secret" }).click();
@@ -121,7 +115,7 @@ describe("focus and names", () => {
   test("a time zone that is not one gets the focus when the playbook is saved", async () => {
     const w = await page(t, user);
     await w.page.goto(`${t.url}/playbooks`);
-    expect(await w.page.title()).toBe("Playbooks · runcell");
+    await w.page.waitForFunction((title) => document.title === title, "Playbooks · runcell");
     await w.page.getByLabel("Name").fill("With a bad zone");
     await w.page.getByLabel("Prompt").fill("Do it");
     await w.page.getByLabel("Schedule (cron, optional)").fill("0 3 * * *");
@@ -141,7 +135,7 @@ describe("focus and names", () => {
     await w.page.goto(`${t.url}/tokens`);
     await w.page.getByRole("button", { name: "Revoke ci deploy" }).waitFor();
     await w.page.getByRole("button", { name: "Revoke laptop" }).waitFor();
-    expect(await w.page.title()).toBe("API tokens · runcell");
+    await w.page.waitForFunction((title) => document.title === title, "API tokens · runcell");
     await w.page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Profiles" }).click();
     await w.page.waitForFunction(() => document.title === "Profiles · runcell");
     await w.page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Sessions" }).click();

@@ -17,6 +17,7 @@ import { BRANCH_PATTERN } from "../schema/session.ts";
 import { resolveWorkspacePath, WORKSPACE_ROOT } from "../workspaces/paths.ts";
 import { dirBytes, type GitContext, type GitRun, gitContext, gitFailure, remoteMessages, runGit } from "./command.ts";
 import { copyHistory } from "./extract.ts";
+import { linkCommands, takeClimbingLinks } from "./links.ts";
 import { checkoutPath, displayUrl, parseRepoUrl, type RepoUrl } from "./repository.ts";
 
 export interface GitDeps {
@@ -201,7 +202,9 @@ export class GitRepos {
     const made = /^made (\/workspace\/.+)$/m.exec(mk.output)?.[1] ?? path;
     // Unpacked at the workspace's root with the checkout's relative path as the entries' prefix (not
     // into the checkout itself): Docker refuses a symlink that points outside the directory it
-    // unpacks into, and a repository's `cfg -> ../shared.json` is legal while it stays in /workspace.
+    // unpacks into, and a repository's `cfg -> ../shared.json` is legal. Links that climb above
+    // /workspace, refused even so, are made after the copy (links.ts).
+    const links = await takeClimbingLinks(dir, path);
     const rel = posix.relative(WORKSPACE_ROOT, path);
     const tar = Bun.spawn(["tar", "-C", dir, "--numeric-owner", `--owner=${owner.uid}`, `--group=${owner.gid}`, "--transform", `s,^\\.,${rel.replace(/[\\,&]/g, "\\$&")},S`, "-cf", "-", "."], { stdout: "pipe", stderr: "pipe" });
     let bytes = 0;
@@ -213,15 +216,24 @@ export class GitRepos {
         },
       }),
     );
+    // Nothing half-copied stays behind.
+    const undo = () => this.d.workspaces.exec(sessionId, { cmd: ["rm", "-rf", "--", made], timeoutMs: 60_000, maxOutputBytes: 4096 }).catch(() => {});
     try {
       await this.d.workspaces.box(row).writeArchive(WORKSPACE_ROOT, Readable.fromWeb(counted as never));
     } catch (e) {
       tar.kill();
-      // Nothing half-copied stays behind.
-      await this.d.workspaces.exec(sessionId, { cmd: ["rm", "-rf", "--", made], timeoutMs: 60_000, maxOutputBytes: 4096 }).catch(() => {});
+      await undo();
       throw new AppError("CONTAINER_FAILED", `Could not copy the repository into ${path}: ${(e as Error).message}`);
     }
     if ((await tar.exited) !== 0) throw new AppError("INTERNAL_ERROR", `Packing the clone failed: ${(await new Response(tar.stderr).text()).trim().slice(0, 300)}`);
+    for (const cmd of linkCommands(links)) {
+      const ln = await this.d.workspaces.exec(sessionId, { cmd, timeoutMs: 60_000, maxOutputBytes: 4096 });
+      if (ln.exitCode !== 0) {
+        await undo();
+        // (ln's message names the link.)
+        throw new AppError("BAD_GATEWAY", `Could not create the repository's symlinks that point above /workspace in ${path}: ${ln.output.trim().slice(0, 300) || `ln exited with code ${ln.exitCode}`}`);
+      }
+    }
     return bytes;
   }
 

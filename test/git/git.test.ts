@@ -7,8 +7,8 @@
  * task clearly and leaves nothing behind.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { createProfile, lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
 import { type GitServer, startGitServer } from "../helpers/git-server.ts";
@@ -167,21 +167,29 @@ describe("clone, commit, push", () => {
   }
 });
 
-/** A bare repository `<name>.git` served by the test server, holding a.txt and a symlink `link -> target`, made with git itself. */
-function repoWithSymlink(name: string, link: string, target: string) {
+/** A bare repository `<name>.git` served by the test server, holding a.txt and the symlinks `links` (path → target), made with git itself; its commit. */
+function repoWithSymlinks(name: string, links: Record<string, string>): string {
   const work = join(srv.root, `${name}-work`);
   const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1", GIT_AUTHOR_NAME: "a", GIT_AUTHOR_EMAIL: "a@e.test", GIT_COMMITTER_NAME: "a", GIT_COMMITTER_EMAIL: "a@e.test" };
-  const git = (...args: string[]) => expect(Bun.spawnSync(["git", ...args], { env }).exitCode).toBe(0);
+  const git = (...args: string[]) => {
+    const r = Bun.spawnSync(["git", ...args], { env });
+    expect(r.exitCode).toBe(0);
+    return r.stdout.toString().trim();
+  };
   git("init", "-q", "-b", "main", work);
   writeFileSync(join(work, "a.txt"), "hi\n");
-  symlinkSync(target, join(work, link));
+  for (const [link, target] of Object.entries(links)) {
+    mkdirSync(dirname(join(work, link)), { recursive: true });
+    symlinkSync(target, join(work, link));
+  }
   git("-C", work, "add", ".");
   git("-C", work, "commit", "-qm", name);
   git("clone", "-q", "--bare", work, join(srv.root, `${name}.git`));
+  return git("-C", work, "rev-parse", "HEAD");
 }
 
 test("a repository whose symlink points beside its directory (still in /workspace) is cloned into a nested path", async () => {
-  repoWithSymlink("links", "cfg.json", "../shared.json");
+  repoWithSymlinks("links", { "cfg.json": "../shared.json" });
   const id = await profile({ repositories: [{ url: `${srv.url}/links.git`, credential_secret: "GIT_TOKEN", path: "n1/sib" }] });
   mock.reset();
   mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "readlink /workspace/n1/sib/cfg.json && cat /workspace/n1/sib/a.txt && stat -c %u /workspace/n1/sib/a.txt" } }] }, { text: "ok" });
@@ -193,16 +201,34 @@ test("a repository whose symlink points beside its directory (still in /workspac
   expect(out).toContain("hi");
 });
 
-test("a repository the workspace refuses (a symlink out of /workspace) leaves no directory behind, also none of the parents it made", async () => {
-  repoWithSymlink("escape", "passwd", "../../../../../etc/passwd");
-  const id = await profile({ repositories: [{ url: `${srv.url}/escape.git`, credential_secret: "GIT_TOKEN", path: "deep/er/repo" }] });
-  mock.reset();
-  const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "look" });
-  const task = await waitTask(t, user, task_id, undefined, 60_000);
-  expect(task.status).toBe("failed");
-  expect(task.error.message).toContain("Could not copy the repository into /workspace/deep/er/repo");
-  const row = (await t.app.services.workspaces.forSession(session_id))!;
-  expect(docker("exec", row.docker_id!, "sh", "-c", "ls -A /workspace").trim()).toBe("");
+describe("symlinks that climb above /workspace (legal git content) are cloned as committed, inside the container only", () => {
+  const links = { "tests/fixtures/up": "../../../outside", "escape-link": "../../../../../../etc/hostname", "abs-link": "/etc/passwd", "with space/l n": "../../../x y" };
+  let sha: string;
+  beforeAll(() => {
+    sha = repoWithSymlinks("escape", links);
+  });
+
+  for (const [what, extra] of [
+    ["the default branch", {}],
+    ["a commit SHA", { ref: "sha" }],
+  ] as const) {
+    test(`${what}: cloned, each link reads as committed, git sees a clean tree, the links belong to the container's user`, async () => {
+      const path = `deep/er/${what.replace(/\W/g, "")}`;
+      const id = await profile({ repositories: [{ url: `${srv.url}/escape.git`, credential_secret: "GIT_TOKEN", path, ...("ref" in extra ? { ref: sha } : {}) }] });
+      mock.reset();
+      const show = Object.keys(links).map((l) => `readlink '/workspace/${path}/${l}'`).join(" && ");
+      mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: `cd /workspace/${path} && ${show} && git status --porcelain && echo clean && git rev-parse HEAD && stat -c %u escape-link a.txt` } }] }, { text: "ok" });
+      const { task_id } = await submit(t, user, { profile_id: id, prompt: "look" });
+      const task = await waitTask(t, user, task_id, undefined, 60_000);
+      expect(task.status, JSON.stringify(task.error)).toBe("completed");
+      const out = lastToolResults(mock.requests[1]!.body)[0]!.content as string;
+      const lines = out.trim().split("\n");
+      expect(lines.slice(0, 4)).toEqual(Object.values(links));
+      expect(lines[4]).toBe("clean");
+      expect(lines[5]).toBe(sha);
+      expect(lines[6]).toBe(lines[7]!);
+    });
+  }
 });
 
 test("a commit SHA in upper case names the same commit", async () => {

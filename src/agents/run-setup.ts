@@ -43,6 +43,10 @@ export interface RunSetupDeps {
 
 const pushCheck = TypeCompiler.Compile(gitPushTool.input_schema);
 
+/** A setup step's result when the task stopped during it: as a tool's (loop.ts stopOutcome). */
+const stoppedStep = (reason: unknown) =>
+  reason === "shutdown" || reason === "lease-lost" ? "[interrupted: the server stopped during this step; it runs again when the task resumes]" : "[cancelled by the user]";
+
 export class RunSetup {
   constructor(private d: RunSetupDeps) {}
 
@@ -78,7 +82,8 @@ export class RunSetup {
       {
         start: (r, path) => checkouts.set(path, step("GitClone", { url: r.url, ...(r.ref ? { ref: r.ref } : {}), path })),
         done: (c) => checkouts.get(c.path)?.(`Cloned ${c.url}${c.ref ? ` (${c.ref})` : ""} into ${c.path} at ${c.commit} (${(c.bytes / 1024 / 1024).toFixed(1)} MiB in ${(c.ms / 1000).toFixed(1)} s)`, false),
-        failed: (_r, path, message) => checkouts.get(path)?.(message, true),
+        // A clone stopped by the task's stop says so, not what git last printed when it was killed.
+        failed: (_r, path, message) => checkouts.get(path)?.(signal.aborted ? stoppedStep(signal.reason) : message, true),
       },
       signal,
     );

@@ -26,6 +26,10 @@ export interface GitRun {
   stderr: string;
   /** Set when the command was stopped because its directory grew past `maxDirBytes`. */
   tooLarge?: boolean;
+  /** Set (the timeout in ms) when the command was stopped after its timeout. */
+  timedOut?: number;
+  /** Set when the command was stopped by its signal. */
+  cancelled?: boolean;
 }
 
 export interface GitContext {
@@ -121,7 +125,12 @@ export async function runGit(ctx: GitContext, args: string[], opts: { cwd?: stri
       proc.kill("SIGKILL");
     }
   };
-  const timer = setTimeout(kill, opts.timeoutMs ?? GIT_TIMEOUT_MS);
+  const timeoutMs = opts.timeoutMs ?? GIT_TIMEOUT_MS;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    kill();
+  }, timeoutMs);
   let tooLarge = false;
   let measuring = false;
   const max = opts.maxDirBytes;
@@ -163,15 +172,20 @@ export async function runGit(ctx: GitContext, args: string[], opts: { cwd?: stri
   })();
   // (stdout is git's data — a commit id, porcelain lines — and is redacted where it is shown.)
   const [stdout] = await Promise.all([new Response(proc.stdout).text(), readErr]);
-  stderr = ctx.redact(stderr).slice(-STDERR_MAX);
+  // The context's directory is a host path ("Cloning into '/tmp/runcell-git-x/repo'..."): said
+  // relative to it, as no user needs to know where the server keeps its temporary files.
+  stderr = ctx.redact(stderr).split(`${ctx.dir}/`).join("").split(ctx.dir).join(".").slice(-STDERR_MAX);
   const code = await proc.exited;
   clearTimeout(timer);
   if (watch) clearInterval(watch);
   opts.signal?.removeEventListener("abort", kill);
-  return tooLarge ? { code, stdout, stderr, tooLarge } : { code, stdout, stderr };
+  const res: GitRun = { code, stdout, stderr };
+  if (tooLarge) res.tooLarge = true;
+  if (timedOut && code !== 0) res.timedOut = timeoutMs;
+  if (opts.signal?.aborted && code !== 0) res.cancelled = true;
+  return res;
 }
 
-/** What went wrong, in one sentence, from git's stderr. */
 /** What the remote said (its `remote:` lines, progress left out): a hook's reason for refusing a push, at most 500 characters. */
 export function remoteMessages(stderr: string): string {
   return stderr
@@ -184,7 +198,10 @@ export function remoteMessages(stderr: string): string {
     .slice(0, 500);
 }
 
+/** What went wrong, in one sentence, from git's stderr. */
 export function gitFailure(r: GitRun, credentialSecret: string | undefined): string {
+  if (r.cancelled) return "it was cancelled";
+  if (r.timedOut) return `git did not finish within ${r.timedOut % 60_000 ? `${r.timedOut / 1000} s` : `${r.timedOut / 60_000} minutes`} and was stopped`;
   const text = r.stderr.replace(/\r/g, "\n");
   if (/Authentication failed|could not read (Username|Password)|terminal prompts disabled|HTTP (401|403)|Permission denied \(publickey|returned error: 40[13]/i.test(text)) {
     return credentialSecret
@@ -197,7 +214,7 @@ export function gitFailure(r: GitRun, credentialSecret: string | undefined): str
   const last = text
     .split("\n")
     .map((l) => l.trim())
-    .filter((l) => l && !/^(remote: )?(Counting|Compressing|Receiving|Resolving|Enumerating|Writing|Total)/.test(l))
+    .filter((l) => l && !/^(remote: )?(Counting|Compressing|Receiving|Resolving|Enumerating|Writing|Total)|^Cloning into /.test(l))
     .pop();
   return last ? last.replace(/^(fatal|error): /, "").slice(0, 500) : `git exited with code ${r.code}`;
 }

@@ -4,7 +4,7 @@
  * options a connection would use) — and an https URL that is an address is not pinned again.
  */
 import { afterEach, expect, test } from "bun:test";
-import { dirBytes, gitContext, type GitContext, runGit } from "../../src/git/command.ts";
+import { dirBytes, gitContext, type GitContext, gitFailure, runGit } from "../../src/git/command.ts";
 
 let ctx: GitContext | null = null;
 afterEach(async () => {
@@ -80,4 +80,24 @@ test("redact hides the credential in the forms a remote echoes it: whole, its pa
   const none = await gitContext({ scheme: "https", host: "git.example.com", port: 443, url: "https://git.example.com/a/b.git" }, null, null);
   expect(none.redact("nothing to hide")).toBe("nothing to hide");
   await none.cleanup();
+});
+
+test("a failure never shows the context's host directory; a timeout and a cancel say so, not git's last line", async () => {
+  ctx = await gitContext({ scheme: "https", host: "git.example.com", port: 443, url: "https://git.example.com/a/b.git" }, null, null);
+  const fail = "alias.fail=!echo \"Cloning into '$PWD/repo'...\" >&2; echo \"fatal: could not write $PWD/repo/x\" >&2; exit 1";
+  const failed = await runGit({ ...ctx, config: [...ctx.config, fail] }, ["fail"]);
+  expect(failed.stderr).not.toContain(ctx.dir);
+  expect(gitFailure(failed, undefined)).toBe("could not write repo/x");
+
+  const hang = "alias.hang=!echo \"Cloning into '$PWD/repo'...\" >&2; sleep 30";
+  const slow = await runGit({ ...ctx, config: [...ctx.config, hang] }, ["hang"], { timeoutMs: 500 });
+  expect(slow.timedOut).toBe(500);
+  expect(gitFailure(slow, undefined)).toBe("git did not finish within 0.5 s and was stopped");
+  expect(gitFailure({ code: 137, stdout: "", stderr: "", timedOut: 600_000 }, undefined)).toBe("git did not finish within 10 minutes and was stopped");
+
+  const ac = new AbortController();
+  setTimeout(() => ac.abort("cancel"), 300);
+  const stopped = await runGit({ ...ctx, config: [...ctx.config, hang] }, ["hang"], { signal: ac.signal });
+  expect(stopped.cancelled).toBe(true);
+  expect(gitFailure(stopped, undefined)).toBe("it was cancelled");
 });

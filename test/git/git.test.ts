@@ -242,6 +242,31 @@ test("a commit SHA in upper case names the same commit", async () => {
   expect(lastToolResults(mock.requests[1]!.body)[0]!.content).toContain(sha);
 });
 
+test("a cancel during a clone: the GitClone step says it was cancelled (no host path, not git's last words), nothing is left behind", async () => {
+  const url = await srv.createRepo("slow", { "a.txt": "hi\n" });
+  srv.delay("slow", 20_000);
+  const id = await profile({ repositories: [{ url, credential_secret: "GIT_TOKEN", path: "slow/app" }] });
+  mock.reset();
+  const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "look" });
+  const started = () => sessionFrames(t, user, session_id).then((f) => f.some((x) => x.type === "task:tool_use" && x.tool === "GitClone"));
+  for (let i = 0; i < 200 && !(await started()); i++) await Bun.sleep(100);
+  // Until git asked the server (it is then waiting for the slow answer).
+  for (let i = 0; i < 100 && !srv.requests.some((r) => r.path.startsWith("/slow.git/")); i++) await Bun.sleep(100);
+  const at = performance.now();
+  expect((await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer)).status).toBe(202);
+  expect((await waitTask(t, user, task_id)).status).toBe("cancelled");
+  expect(performance.now() - at).toBeLessThan(10_000);
+  const frames = await sessionFrames(t, user, session_id);
+  const use = frames.find((f) => f.type === "task:tool_use" && f.tool === "GitClone");
+  const result = frames.find((f) => f.type === "task:tool_result" && f.tool_use_id === use.tool_use_id);
+  expect(result).toMatchObject({ output: "[cancelled by the user]", is_error: true });
+  expect(JSON.stringify(frames)).not.toContain("runcell-git-");
+  expect(mock.requests.length).toBe(0);
+  const row = (await t.app.services.workspaces.forSession(session_id))!;
+  expect(docker("exec", row.docker_id!, "sh", "-c", "ls -A /workspace").trim()).toBe("");
+  srv.delay("slow", 0);
+});
+
 describe("failures and validation", () => {
   test("a wrong credential: a clear error, the task fails, nothing half-cloned is left", async () => {
     const id = await profile({ repositories: [{ url: repoUrl, credential_secret: "GIT_WRONG", path: "broken" }] });

@@ -7,6 +7,7 @@
  *   // clone with http://git:<password>@127.0.0.1:PORT/demo.git, push, then:
  *   await git.log("demo")                                // "<sha>\t<subject>\n…" of main
  *   git.requests                                         // [{ method, path, authorized }, …]
+ *   git.delay("demo", 20_000)                            // hold each request to demo.git 20 s (a slow server)
  *   await git.stop();
  *
  * Every repository accepts pushes (`http.receivepack true`). The helper's own git runs never
@@ -31,6 +32,8 @@ export type GitServer = {
   createRepo(name: string, files?: Record<string, string>, opts?: { branch?: string }): Promise<string>;
   createLargeRepo(name: string, bytes: number): Promise<string>;
   log(name: string, ref?: string): Promise<string>;
+  /** Holds every later request to `<name>.git` for `ms` before answering it (0: no more). */
+  delay(name: string, ms: number): void;
   stop(): Promise<void>;
 };
 
@@ -59,6 +62,7 @@ export async function startGitServer(opts: { user?: string; password?: string } 
   const password = opts.password ?? randomBytes(16).toString("hex");
   const root = mkdtempSync(join(tmpdir(), "runcell-git-"));
   const requests: GitRequest[] = [];
+  const delays = new Map<string, number>();
   const expectedAuth = `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
 
   const server = Bun.serve({
@@ -73,6 +77,8 @@ export async function startGitServer(opts: { user?: string; password?: string } 
       if (!authorized) {
         return new Response("authentication required\n", { status: 401, headers: { "WWW-Authenticate": 'Basic realm="git"' } });
       }
+      const ms = delays.get(/^\/([^/]+)\.git\//.exec(u.pathname)?.[1] ?? "");
+      if (ms) await Bun.sleep(ms);
       return runHttpBackend(req, u, root, user);
     },
   });
@@ -137,6 +143,10 @@ export async function startGitServer(opts: { user?: string; password?: string } 
 
     async log(name, ref = "main") {
       return git(["--git-dir", join(root, `${name}.git`), "log", "--format=%H%x09%s", ref]);
+    },
+
+    delay(name, ms) {
+      delays.set(name, ms);
     },
 
     async stop() {

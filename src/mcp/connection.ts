@@ -4,7 +4,8 @@
  * that dies is restarted once on the next call (a new process or HTTP session); a call it was
  * running is reported, never retried (it may have had effects). A cancelled or timed-out call
  * sends MCP's cancellation notification (the SDK does) and then stops the server, so a stdio
- * server's work really ends; the next call starts it again.
+ * server's work really ends; the next call starts it again. Only a request still running is ever
+ * cancelled, and initialize never is (a cancel during it closes the connection).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
@@ -75,8 +76,17 @@ export class McpConnection {
       client.onclose = () => {
         if (this.client === client && this.state === "ready") this.state = "dead";
       };
-      await client.connect(this.handle.transport, { timeout: CONNECT_TIMEOUT_MS, signal });
-      this.tools = await listAllTools(client, signal);
+      // MCP: "The initialize request MUST NOT be cancelled by clients" — so the task's signal is not
+      // given to connect(): a cancel closes the connection instead, which ends the wait at once.
+      const giveUp = () => void client.close().catch(() => {});
+      signal?.addEventListener("abort", giveUp, { once: true });
+      try {
+        await client.connect(this.handle.transport, { timeout: CONNECT_TIMEOUT_MS });
+        this.tools = await listAllTools(client, signal);
+      } finally {
+        signal?.removeEventListener("abort", giveUp);
+      }
+      signal?.throwIfAborted();
       this.client = client;
       this.state = "ready";
       this.lastError = null;
@@ -110,14 +120,14 @@ export class McpConnection {
     try {
       let result: CallToolResult;
       try {
-        result = (await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: this.timeoutMs })) as CallToolResult;
+        result = await whileRunning(signal, (s) => client.callTool({ name: tool, arguments: args }, undefined, { signal: s, timeout: this.timeoutMs }) as Promise<CallToolResult>);
       } catch (e) {
         if (signal.aborted || !sessionLost(e)) throw e;
         // The HTTP server no longer knows our session (it restarted): the request was refused, not
         // run, so a new session is made and the call sent again — as MCP asks of a client.
         this.state = "dead";
         client = await this.ready();
-        result = (await client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: this.timeoutMs })) as CallToolResult;
+        result = await whileRunning(signal, (s) => client.callTool({ name: tool, arguments: args }, undefined, { signal: s, timeout: this.timeoutMs }) as Promise<CallToolResult>);
       }
       return { ok: true, result };
     } catch (e) {
@@ -171,13 +181,32 @@ async function listAllTools(client: Client, signal?: AbortSignal): Promise<Tool[
   const seen = new Set<string>();
   let cursor: string | undefined;
   for (let pages = 0; pages < MAX_TOOL_PAGES; pages++) {
-    const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS, signal });
+    const page = await whileRunning(signal, (s) => client.listTools(cursor ? { cursor } : undefined, { timeout: CONNECT_TIMEOUT_MS, signal: s }));
     tools.push(...page.tools);
     cursor = page.nextCursor;
     if (!cursor || seen.has(cursor) || !page.tools.length || tools.length >= MAX_TOOLS) break;
     seen.add(cursor);
   }
   return tools.slice(0, MAX_TOOLS);
+}
+
+/**
+ * Runs one request with a signal that follows the task's `signal` only while the request runs.
+ * The SDK never removes the abort listener it adds to a request's signal, so given the task's own
+ * signal, a later cancel would send `notifications/cancelled` for every request that finished long
+ * ago; only the one running is to be cancelled.
+ */
+async function whileRunning<T>(signal: AbortSignal | undefined, run: (signal: AbortSignal | undefined) => Promise<T>): Promise<T> {
+  if (!signal) return run(undefined);
+  signal.throwIfAborted();
+  const ctl = new AbortController();
+  const follow = () => ctl.abort(signal.reason);
+  signal.addEventListener("abort", follow, { once: true });
+  try {
+    return await run(ctl.signal);
+  } finally {
+    signal.removeEventListener("abort", follow);
+  }
 }
 
 /** An HTTP server answered that it does not know our session (MCP: 404; some servers say 400 "No valid session ID"). */

@@ -71,6 +71,8 @@ type RawMsg = { jsonrpc: "2.0"; id?: number | string; method: string; params?: a
 export interface RawMcpServer {
   url: string;
   counts: { list: number; initialize: number; calls: number };
+  /** Every notification the client sent (messages without an id), in order. */
+  notifications: RawMsg[];
   /** Forgets every session (as a restarted server would). */
   restart(): void;
   stop(): void;
@@ -85,6 +87,7 @@ export function startRawMcp(opts: { list?: (cursor: string | undefined) => unkno
   const sessions = new Set<string>();
   let made = 0;
   const counts = { list: 0, initialize: 0, calls: 0 };
+  const notifications: RawMsg[] = [];
   const server = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
@@ -92,6 +95,7 @@ export function startRawMcp(opts: { list?: (cursor: string | undefined) => unkno
     async fetch(req) {
       if (req.method !== "POST") return new Response(null, { status: req.method === "DELETE" ? 200 : 405 });
       const msg = (await req.json()) as RawMsg;
+      if (msg.id === undefined) notifications.push(msg);
       if (msg.method === "initialize") {
         counts.initialize++;
         if (opts.hang) return new Promise<Response>(() => {});
@@ -110,5 +114,5 @@ export function startRawMcp(opts: { list?: (cursor: string | undefined) => unkno
       return Response.json({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: `echo: ${msg.params.arguments.message}` }] } });
     },
   });
-  return { url: `http://127.0.0.1:${server.port}/mcp`, counts, restart: () => sessions.clear(), stop: () => server.stop(true) };
+  return { url: `http://127.0.0.1:${server.port}/mcp`, counts, notifications, restart: () => sessions.clear(), stop: () => server.stop(true) };
 }

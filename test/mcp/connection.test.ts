@@ -1,8 +1,9 @@
 /**
  * One MCP server connection (src/mcp/connection.ts) against small HTTP servers speaking MCP's
  * streamable HTTP (JSON answers) on loopback: a server that pages its tool list forever, one with
- * too many tools in a page, one that never answers (a cancel gives up at once), and one that
- * restarts and forgets the session (the client makes a new one and the call goes through).
+ * too many tools in a page, one that never answers (a cancel gives up at once, without cancelling
+ * initialize), one whose finished requests a later cancel leaves alone, and one that restarts and
+ * forgets the session (the client makes a new one and the call goes through).
  */
 import { afterEach, expect, test } from "bun:test";
 import { RAW_ECHO as ECHO, type RawMcpServer, startRawMcp } from "../helpers/mcp-server.ts";
@@ -53,6 +54,22 @@ test("a cancel gives up on a server that never answers, at once", async () => {
   setTimeout(() => ctl.abort(new Error("cancelled")), 200);
   await expect(c.connect(ctl.signal)).rejects.toThrow();
   expect(performance.now() - started).toBeLessThan(3_000);
+  // MCP: "The initialize request MUST NOT be cancelled by clients" — the connection is closed instead.
+  await Bun.sleep(100);
+  expect(silent.notifications.filter((m) => m.method === "notifications/cancelled")).toEqual([]);
+});
+
+test("a cancel after the requests finished sends no cancellation for them (initialize, tools/list, a finished call)", async () => {
+  const s = mcpServer();
+  const c = connection(s.url);
+  const task = new AbortController();
+  await c.connect(task.signal);
+  await c.refresh(task.signal);
+  expect(await c.call("echo", { message: "one" }, task.signal)).toMatchObject({ ok: true });
+  task.abort("cancel");
+  await Bun.sleep(200);
+  expect(s.notifications.map((m) => m.method)).toEqual(["notifications/initialized"]);
+  await c.stop();
 });
 
 test("a server that restarted and forgot the session: a new session is made and the call goes through", async () => {

@@ -27,6 +27,7 @@ import { NO_RUN_TOOLS, type RunSetup, type RunTools } from "./run-setup.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 import { releaseMemory } from "../lib/memory.ts";
 import { roundUsd, usdReached } from "../lib/usd.ts";
+import { CANCELLED_BY_USER, stopOutcome } from "./stop.ts";
 
 export const MAX_OUTPUT_TOKENS = 8192;
 /** From this size of a session's conversation (characters of JSON), a model request is followed by a collection. */
@@ -34,17 +35,6 @@ export const LARGE_REQUEST_CHARS = 8 * 1024 * 1024;
 const INTERRUPTED = "[interrupted: the server restarted while this tool was running; it may or may not have completed]";
 
 export type Outcome = "completed" | "waiting" | "cancelled" | "interrupted" | { failed: { code: ErrorCode; message: string } };
-
-/**
- * Why a loop was stopped (its AbortSignal's reason): "cancel" ends the task cancelled; "shutdown"
- * (the server stopping) and "lease-lost" (another replica took the task over, or it ended
- * elsewhere: src/agents/leases.ts) leave it as stored, for whoever continues it — nothing more is
- * written by this loop.
- */
-export type StopReason = "cancel" | "shutdown" | "lease-lost";
-
-/** What a stop leaves: the task cancelled, or interrupted (as stored, continued from its last step). */
-export const stopOutcome = (reason: unknown): "cancelled" | "interrupted" => (reason === "shutdown" || reason === "lease-lost" ? "interrupted" : "cancelled");
 
 export interface LoopDeps {
   log: Logger;
@@ -351,7 +341,7 @@ export class AgentLoop {
    */
   private async stopTool(task: TaskRow, use: ToolUse, signal: AbortSignal, partial: string): Promise<never> {
     if (stopOutcome(signal.reason) === "cancelled") {
-      await this.finishTool(task, use, `${partial ? partial + "\n" : ""}[cancelled by the user]`, true);
+      await this.finishTool(task, use, `${partial ? partial + "\n" : ""}${CANCELLED_BY_USER}`, true);
     }
     throw signal.reason;
   }

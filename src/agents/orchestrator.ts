@@ -17,7 +17,8 @@ import { AppError, type ErrorCode, Errors } from "../lib/errors.ts";
 import { formatUsd } from "../lib/usd.ts";
 import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { TaskLeases } from "./leases.ts";
-import { AgentLoop, type LoopDeps, type Outcome, type StopReason, stopOutcome } from "./loop.ts";
+import { AgentLoop, type LoopDeps, type Outcome } from "./loop.ts";
+import { CANCELLED_BY_USER, type StopReason, stopOutcome } from "./stop.ts";
 import type { OpenedSession, SessionHooks, SessionLifecycle } from "./session-lifecycle.ts";
 import { type SessionRow, titleFrom } from "./sessions.ts";
 import { type NewTask, type RunOptions, type TaskRow } from "./tasks.ts";
@@ -459,7 +460,7 @@ export class Orchestrator {
         if (ended) return ended;
         continue;
       }
-      const question = task.status === "waiting_input" && task.pending_tool_use_id ? "[cancelled by the user]" : undefined;
+      const question = task.status === "waiting_input" && task.pending_tool_use_id ? CANCELLED_BY_USER : undefined;
       if (await this.finish(task, "cancelled", question)) {
         this.pump(task.session_id);
         return (await this.d.tasks.byId(task.id))!;

@@ -16,6 +16,7 @@ import type { McpManager } from "../mcp/manager.ts";
 import type { TaskFrameInput } from "../schema/stream.ts";
 import type { ProfileRow } from "./deps.ts";
 import type { ToolSpec } from "./providers/types.ts";
+import { CANCELLED_BY_USER, stopOutcome } from "./stop.ts";
 import type { TaskRow } from "./tasks.ts";
 import { gitPushTool, GIT_PUSH } from "./tools/git-push.ts";
 import { TOOL_NAMES } from "../schema/profile.ts";
@@ -43,9 +44,9 @@ export interface RunSetupDeps {
 
 const pushCheck = TypeCompiler.Compile(gitPushTool.input_schema);
 
-/** A setup step's result when the task stopped during it: as a tool's (loop.ts stopOutcome). */
+/** A setup step's result when the task stopped during it: as a tool's. */
 const stoppedStep = (reason: unknown) =>
-  reason === "shutdown" || reason === "lease-lost" ? "[interrupted: the server stopped during this step; it runs again when the task resumes]" : "[cancelled by the user]";
+  stopOutcome(reason) === "interrupted" ? "[interrupted: the server stopped during this step; it runs again when the task resumes]" : CANCELLED_BY_USER;
 
 export class RunSetup {
   constructor(private d: RunSetupDeps) {}

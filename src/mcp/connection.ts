@@ -20,6 +20,8 @@ export interface McpTransportHandle {
   transport: Transport;
   /** What the server said on stderr lately (stdio), for error messages. */
   detail?: () => string;
+  /** Why runcell closed the transport itself (an answer over the size limit), for error messages. */
+  why?: () => string | null;
 }
 
 export type CallOutcome = { ok: true; result: CallToolResult } | { ok: false; message: string; cancelled?: boolean };
@@ -41,8 +43,10 @@ export class McpConnection {
   ) {}
 
   private detail(): string {
+    const why = this.handle?.why?.();
     const d = this.handle?.detail?.();
-    return d ? ` (stderr: ${d.split("\n").slice(-5).join(" | ").slice(-500)})` : "";
+    const parts = [why, d ? `stderr: ${d.split("\n").slice(-5).join(" | ").slice(-500)}` : null].filter(Boolean);
+    return parts.length ? ` (${parts.join("; ")})` : "";
   }
 
   /**

@@ -19,6 +19,8 @@ export class ExecStdioTransport implements Transport {
   private buffer = new ReadBuffer();
   private stderr = "";
   private closed = false;
+  /** Why this transport stopped the server itself, if it did. */
+  stoppedBecause: string | null = null;
 
   constructor(private open: () => Promise<AttachedProcess>) {}
 
@@ -33,7 +35,8 @@ export class ExecStdioTransport implements Transport {
         // The SDK's buffer refuses a line over 10 MiB (it throws from here, the Docker stream's
         // data callback, where nothing would catch it): the server is misbehaving, so it is
         // stopped and its calls fail, as for a server that died.
-        this.onerror?.(new Error(`the server wrote more than 10 MiB without a line break (${(e as Error).message}); it was stopped`));
+        this.stoppedBecause = "it wrote more than 10 MiB without a line break, and was stopped";
+        this.onerror?.(new Error(`the server ${this.stoppedBecause} (${(e as Error).message})`));
         void this.close();
         return;
       }

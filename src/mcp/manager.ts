@@ -7,6 +7,7 @@
  * owner's network rule (the SSRF guard). `env` and `headers` secrets are resolved at connect time
  * and exist only in the server process or the request headers, never in events or logs.
  */
+import { boundedFetch } from "../lib/bounded-fetch.ts";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { EnvValue, McpServerConfig } from "../db/schema.ts";
 import { MCP_TIMEOUT_DEFAULT_MS } from "../schema/profile.ts";
@@ -67,6 +68,9 @@ interface SessionServers {
 /** What identifies a session's server list: a change to it means its servers are started anew. */
 const keyOf = (servers: McpServerConfig[]) => JSON.stringify(servers);
 
+/** The most one answer of an HTTP MCP server may hold (a stdio server's line: the SDK's 10 MiB). */
+export const MCP_HTTP_ANSWER_MAX = 16 * 1024 * 1024;
+
 export class McpManager {
   private sessions = new Map<string, SessionServers>();
 
@@ -78,14 +82,24 @@ export class McpManager {
       return async () => {
         const env = s.env ? await this.d.secrets.resolveEnv(userId, s.env, `${field}.env`) : undefined;
         const t = new ExecStdioTransport(() => this.d.workspaces.spawn(sessionId, { cmd: [s.command, ...(s.args ?? [])], env }));
-        return { transport: t, detail: () => t.stderrTail() };
+        return { transport: t, detail: () => t.stderrTail(), why: () => t.stoppedBecause };
       };
     }
     return async () => {
       const headers = s.headers ? await this.d.secrets.resolveEnv(userId, s.headers, `${field}.headers`) : {};
       const route = await this.d.route(userId, s.url);
-      const transport = new StreamableHTTPClientTransport(new URL(s.url), { requestInit: { headers }, ...(route.fetch ? { fetch: route.fetch } : {}) });
-      return { transport };
+      // Every answer is bounded: the SDK reads a whole JSON answer or server-sent event before it
+      // looks at it, so a server sending without end would hold this server's memory without end.
+      // Past the limit the connection is closed (the SDK would otherwise wait for the rest of an
+      // event that never comes, until the call's timeout): its calls fail now, the next reconnects.
+      let why: string | null = null;
+      const bounded = boundedFetch(route.fetch ?? fetch, MCP_HTTP_ANSWER_MAX, () => {
+        why = `it sent an answer over ${MCP_HTTP_ANSWER_MAX / 1024 / 1024} MiB, cut off there`;
+        queueMicrotask(() => void transport.close().catch(() => {}));
+        return new Error(`MCP server "${s.name}" ${why}`);
+      });
+      const transport = new StreamableHTTPClientTransport(new URL(s.url), { requestInit: { headers }, fetch: bounded });
+      return { transport, why: () => why };
     };
   }
 

@@ -80,10 +80,10 @@ export interface RawMcpServer {
 
 /**
  * A small MCP server speaking streamable HTTP (JSON answers) on loopback, written by hand so it can
- * misbehave: `list` answers tools/list (a page per cursor), `hang` never answers initialize. Calls
- * echo their `message`.
+ * misbehave: `list` answers tools/list (a page per cursor), `hang` never answers initialize, `call`
+ * answers a tool call its own way (else calls echo their `message`).
  */
-export function startRawMcp(opts: { list?: (cursor: string | undefined) => unknown; hang?: boolean } = {}): RawMcpServer {
+export function startRawMcp(opts: { list?: (cursor: string | undefined) => unknown; hang?: boolean; call?: (msg: RawMsg) => Response | undefined } = {}): RawMcpServer {
   const sessions = new Set<string>();
   let made = 0;
   const counts = { list: 0, initialize: 0, calls: 0 };
@@ -111,7 +111,7 @@ export function startRawMcp(opts: { list?: (cursor: string | undefined) => unkno
         return Response.json({ jsonrpc: "2.0", id: msg.id, result: opts.list?.(msg.params?.cursor) ?? { tools: [RAW_ECHO] } });
       }
       counts.calls++;
-      return Response.json({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: `echo: ${msg.params.arguments.message}` }] } });
+      return opts.call?.(msg) ?? Response.json({ jsonrpc: "2.0", id: msg.id, result: { content: [{ type: "text", text: `echo: ${msg.params.arguments.message}` }] } });
     },
   });
   return { url: `http://127.0.0.1:${server.port}/mcp`, counts, notifications, restart: () => sessions.clear(), stop: () => server.stop(true) };

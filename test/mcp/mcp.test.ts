@@ -237,6 +237,44 @@ test("a server that lists one name three times offers it once, under a name the 
   }
 });
 
+test("an HTTP server's answer over 16 MiB is cut off there: the call fails, the server's memory is not held, the task goes on", async () => {
+  // One server-sent event of 40 MiB, sent in 1 MiB pieces (the SDK would read the whole event before looking at it).
+  const chunk = new TextEncoder().encode("a".repeat(1 << 20));
+  let sentMiB = 0;
+  const raw = startRawMcp({
+    call: (msg) =>
+      msg.params.arguments.message === "huge"
+        ? new Response(
+            new ReadableStream({
+              start(c) {
+                c.enqueue(new TextEncoder().encode('event: message\ndata: {"jsonrpc":"2.0","id":' + JSON.stringify(msg.id) + ',"result":{"content":[{"type":"text","text":"'));
+              },
+              pull(c) {
+                if (++sentMiB > 40) c.close();
+                else c.enqueue(chunk);
+              },
+            }),
+            { headers: { "content-type": "text/event-stream" } },
+          )
+        : undefined,
+  });
+  try {
+    const id = await profile({ mcp_servers: [{ name: "big", transport: "http", url: raw.url, timeout_ms: 30_000 }] });
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "mcp__big__echo", input: { message: "huge" } }] }, { toolCalls: [{ name: "mcp__big__echo", input: { message: "small" } }] }, { text: "done" });
+    const { task_id } = await submit(t, user, { profile_id: id, prompt: "go" });
+    expect((await waitTask(t, user, task_id)).status).toBe("completed");
+    const cut = lastToolResults(mock.requests[1]!.body)[0]!;
+    expect(cut.is_error).toBe(true);
+    expect(cut.content).toContain("over 16 MiB, cut off there");
+    // The rest was never read: the sender was stopped soon after the limit (the socket's buffers hold a little more).
+    expect(sentMiB).toBeLessThan(40);
+    expect(lastToolResults(mock.requests[2]!.body)[0]).toMatchObject({ content: "echo: small" });
+  } finally {
+    raw.stop();
+  }
+}, 60_000);
+
 describe("stdio in the workspace", () => {
   test("a server started in the workspace answers; it stays up across tasks of the session", async () => {
     const id = await profile({ mcp_servers: [{ name: "ev", transport: "stdio", command: "mcp-server-everything", args: ["stdio"] }] });
@@ -292,6 +330,7 @@ describe("stdio in the workspace", () => {
     const flooded = lastToolResults(mock.requests[1]!.body)[0]!;
     expect(flooded.is_error).toBe(true);
     expect(flooded.content).toContain('MCP server "flood"');
+    expect(flooded.content).toContain("more than 10 MiB without a line break");
     expect(lastToolResults(mock.requests[2]!.body)[0]).toMatchObject({ content: "Echo: after" });
   });
 

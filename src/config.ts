@@ -247,6 +247,8 @@ function convert(spec: OptionSpec, raw: unknown, origin: string): unknown {
         return bad(`expected an absolute http(s) URL, got "${s}"`);
       }
       if (u.protocol !== "http:" && u.protocol !== "https:") bad(`expected an http(s) URL, got "${s}"`);
+      // A URL of these settings is printed and logged (the setup link, "listening"): no credentials in it.
+      if (u.username || u.password) bad(`the URL must not hold a user name or password, got "${u.protocol}//…@${u.host}"`);
       return s.replace(/\/+$/, "");
     }
     case "listen": {

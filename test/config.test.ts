@@ -65,6 +65,7 @@ describe("config", () => {
     [["--rate-limit-burst", "0"], /--rate-limit-burst: must be at least 1/],
     [["--rate-limit-burst", "ten"], /--rate-limit-burst: expected an integer/],
     [["--public-url", "ftp://x"], /--public-url: expected an http\(s\) URL/],
+    [["--public-url", "http://user:pw@example.com"], /--public-url: the URL must not hold a user name or password, got "http:\/\/…@example.com"/],
     [["--workspace-idle-timeout", "soon"], /--workspace-idle-timeout: expected a duration/],
     [["--docker-timeout", "500ms"], /--docker-timeout: must be at least/],
     [["--webhook-timeout", "30d"], /--webhook-timeout: must be at most/],

@@ -1,9 +1,11 @@
 import { existsSync } from "node:fs";
-import { prepareDataDir } from "../db/data-dir.ts";
+import { join } from "node:path";
+import { DB_FILE, prepareDataDir } from "../db/data-dir.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { openDatabase } from "../db/client.ts";
 import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
-import { migrate, migrationStatus } from "../db/migrate.ts";
+import { migrate, migrationStatus, NewerDatabaseError, schemaInfoOfFile } from "../db/migrate.ts";
+import { MIGRATIONS } from "../db/migrations.ts";
 import { openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
 import { appliedPgTags } from "../db/pg/migrate.ts";
 import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
@@ -49,6 +51,7 @@ export const migrateCommand: Command = {
     }
     if (from !== undefined && to !== undefined) return copyToPostgres(from, to);
     if (config.databaseUrl) return migrateConfiguredPostgres(config.databaseUrl, statusOnly);
+    if (statusOnly) return sqliteStatus(config.dataDir);
     let lock: DataDirLock | null = null;
     if (!statusOnly) {
       try {
@@ -69,12 +72,6 @@ export const migrateCommand: Command = {
     }
     const handle = openDatabase(prepareDataDir(config.dataDir));
     try {
-      if (statusOnly) {
-        const { applied, pending } = migrationStatus(handle.sqlite);
-        console.log(`applied: ${applied.length ? applied.join(", ") : "none"}`);
-        console.log(`pending: ${pending.length ? pending.map((m) => m.tag).join(", ") : "none"}`);
-        return 0;
-      }
       const { applied } = migrate(handle.sqlite);
       console.log(applied.length ? `applied ${applied.length} migration(s): ${applied.join(", ")}` : "database is up to date");
       return 0;
@@ -87,6 +84,30 @@ export const migrateCommand: Command = {
     }
   },
 };
+
+/**
+ * `migrate --status` on SQLite: read-only — nothing is created (a data dir without a database has
+ * every migration pending) and a database that cannot be read is named as such, not a stack trace.
+ */
+function sqliteStatus(dataDir: string): number {
+  const path = join(dataDir, DB_FILE);
+  let info;
+  try {
+    info = schemaInfoOfFile(path);
+  } catch (e) {
+    console.error(`runcell migrate: ${(e as Error).message}`);
+    return 1;
+  }
+  if (info?.state === "newer") {
+    console.error(`runcell migrate: ${new NewerDatabaseError(info.unknown[0]!, info.schema ?? info.unknown[0]!, info.writer, info.binarySchema).message}`);
+    return 1;
+  }
+  const applied = info?.applied ?? [];
+  const pending = info ? info.pending : MIGRATIONS.map((m) => m.tag);
+  console.log(`applied: ${applied.length ? applied.join(", ") : info ? "none" : `none (no database yet at ${path})`}`);
+  console.log(`pending: ${pending.length ? pending.join(", ") : "none"}`);
+  return 0;
+}
 
 /** `migrate --database postgres://…`: the PostgreSQL schema brought up to date (or, with --status, reported). */
 async function migrateConfiguredPostgres(url: string, statusOnly: boolean): Promise<number> {

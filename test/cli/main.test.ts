@@ -1,4 +1,6 @@
 import { describe, expect, test } from "bun:test";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { runCli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/app.ts";
 
@@ -54,6 +56,22 @@ describe("runcell CLI", () => {
     expect(again.stdout).toContain("up to date");
     const status = await runCli(["migrate", "--status", "--data-dir", dir]);
     expect(status.stdout).toContain("pending: none");
+  });
+
+  test("migrate --status is read-only: a data dir without a database stays without one; one that cannot be read is named, exit 1", async () => {
+    const dir = join(tempDir(), "not-yet");
+    const none = await runCli(["migrate", "--status", "--data-dir", dir]);
+    expect(none.code).toBe(0);
+    expect(none.stdout).toContain("applied: none (no database yet at");
+    expect(none.stdout).toMatch(/pending: 0000_init, /);
+    expect(existsSync(dir)).toBe(false);
+
+    const damaged = tempDir();
+    writeFileSync(join(damaged, "runcell.db"), Buffer.alloc(8192, 7));
+    const bad = await runCli(["migrate", "--status", "--data-dir", damaged]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("runcell migrate: cannot read the database");
+    expect(bad.stderr).not.toContain("    at ");
   });
 
   test("doctor prints one OK/FAIL line per check, with the fix", async () => {

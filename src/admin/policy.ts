@@ -13,7 +13,7 @@ import { glob } from "../lib/glob.ts";
 import type { Config, PolicyDefaults } from "../config.ts";
 import { type DB, first } from "../db/client.ts";
 import { type PolicyOverrides, type UserRow, type WorkspaceSpec } from "../db/schema.ts";
-import { deletedTaskUsage, profiles, tasks, workspaces } from "../db/tables.ts";
+import { profiles, usageTables, workspaces } from "../db/tables.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { formatUsd, roundUsd, usdReached } from "../lib/usd.ts";
 import type { Policy, PolicyKey, Usage } from "../schema/policy.ts";
@@ -210,7 +210,7 @@ export class Policies {
   async monthSpend(userId: string): Promise<number> {
     const since = this.monthStart();
     let total = 0;
-    for (const t of [tasks, deletedTaskUsage]) {
+    for (const t of usageTables()) {
       const usd = sql<number | null>`sum(${t.cost_usd})`.mapWith(Number);
       const row = await first(this.d.db.select({ usd }).from(t).where(and(eq(t.user_id, userId), eq(t.server_paid, true), gte(t.created_at, since))));
       total += row?.usd ?? 0;

@@ -5,7 +5,7 @@
  */
 import { and, count, eq, gte, inArray, lt, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
-import { deletedTaskUsage, profiles, tasks } from "../db/tables.ts";
+import { profiles, usageTables } from "../db/tables.ts";
 import { isPostgres } from "../db/unit.ts";
 import { Errors } from "../lib/errors.ts";
 import { parseInstant } from "../lib/time.ts";
@@ -22,12 +22,8 @@ interface Row {
   cost_usd: number;
 }
 
-/**
- * Where usage is read: the live tasks, and what the tasks of deleted sessions used (kept in
- * deleted_task_usage). Read at call time: the tables are the chosen dialect's (db/tables.ts).
- */
-type Source = typeof tasks | typeof deletedTaskUsage;
-const sources = (): Source[] => [tasks, deletedTaskUsage];
+/** Where usage is read (db/tables.ts usageTables). */
+type Source = ReturnType<typeof usageTables>[number];
 
 /** The sums of a group, numbers in both dialects (PostgreSQL's sum() of a bigint is numeric: a string). */
 const sums = (t: Source) => ({
@@ -62,7 +58,7 @@ export class UsageReports {
   /** The caller's tasks created in [from, to), summed per UTC day (key YYYY-MM-DD; days without tasks absent). */
   private async byDay(userId: string, from: number, to: number): Promise<Map<string, Row>> {
     const rows: Row[] = [];
-    for (const t of sources()) {
+    for (const t of usageTables()) {
       // The task's creation day in UTC, in each dialect's words (no parameters: GROUP BY repeats it).
       const day = isPostgres(this.db)
         ? sql<string>`to_char(to_timestamp(${t.created_at} / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')`
@@ -81,7 +77,7 @@ export class UsageReports {
   /** The same per profile (with its name while it exists), the most expensive first. */
   private async byProfile(userId: string, from: number, to: number): Promise<(Row & { profile_name: string | null })[]> {
     const rows: Row[] = [];
-    for (const t of sources()) {
+    for (const t of usageTables()) {
       rows.push(
         ...(await this.db
           .select({ key: t.profile_id, ...sums(t) })
@@ -96,7 +92,7 @@ export class UsageReports {
       ids.length ? (await this.db.select({ id: profiles.id, name: profiles.name }).from(profiles).where(and(eq(profiles.user_id, userId), inArray(profiles.id, ids)))).map((p) => [p.id, p.name]) : [],
     );
     return merged
-      .map((r) => ({ key: r.key, profile_name: names.get(r.key) ?? null, tasks: r.tasks, input_tokens: r.input_tokens, output_tokens: r.output_tokens, cost_usd: r.cost_usd }))
+      .map(({ key, ...sums }) => ({ key, profile_name: names.get(key) ?? null, ...sums }))
       .sort((a, b) => b.cost_usd - a.cost_usd || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 

@@ -73,6 +73,9 @@ export interface ValidSession {
   user: UserRow;
 }
 
+/** When a login session ends: its idle expiry or its absolute one, whichever comes first. */
+const endOf = (s: { expires_at: number; absolute_expires_at: number }) => Math.min(s.expires_at, s.absolute_expires_at);
+
 export class LoginSessions {
   /** Called with a user id whose sessions were all removed (sockets close). */
   onRevokeUser: ((userId: string) => void)[] = [];
@@ -102,7 +105,7 @@ export class LoginSessions {
     return { token, session };
   }
 
-  /** The session and user for a cookie token, or null when unknown or expired. */
+  /** The session and user for a cookie token, or null when unknown or expired (endOf). */
   async validate(token: string): Promise<ValidSession | null> {
     if (!token || token.length > 200) return null;
     const row = await first(
@@ -115,7 +118,7 @@ export class LoginSessions {
     if (!row) return null;
     const now = this.now();
     const { session } = row;
-    if (session.expires_at <= now || session.absolute_expires_at <= now) {
+    if (endOf(session) <= now) {
       // Ended like a sign-out: the sockets it opened close too.
       await this.delete(session.id);
       return null;
@@ -135,7 +138,7 @@ export class LoginSessions {
   async endsAt(sessionId: string): Promise<number | null> {
     const row = await first(this.db.select().from(loginSessions).where(eq(loginSessions.id, sessionId)));
     if (!row) return null;
-    const ends = Math.min(row.expires_at, row.absolute_expires_at);
+    const ends = endOf(row);
     if (ends > this.now()) return ends;
     await this.delete(row.id);
     return null;

@@ -36,6 +36,12 @@ export let integrations = lite.integrations;
 export let notificationLog = lite.notificationLog;
 export let notificationAttempts = lite.notificationAttempts;
 
+/**
+ * The tables a user's usage is read from: the live tasks, and what the tasks of deleted sessions
+ * used (kept in deleted_task_usage). A function: the tables are the chosen dialect's.
+ */
+export const usageTables = () => [tasks, deletedTaskUsage] as const;
+
 let chosen: Dialect | null = null;
 
 /** The dialect chosen for this process (SQLite until one is chosen). */

@@ -121,17 +121,18 @@ export class McpConnection {
     } catch (e) {
       return { ok: false, message: `MCP server "${this.name}" is not available: ${errorText(e)}` };
     }
+    const send = (c: Client) => whileRunning(signal, (s) => c.callTool({ name: tool, arguments: args }, undefined, { signal: s, timeout: this.timeoutMs }) as Promise<CallToolResult>);
     try {
       let result: CallToolResult;
       try {
-        result = await whileRunning(signal, (s) => client.callTool({ name: tool, arguments: args }, undefined, { signal: s, timeout: this.timeoutMs }) as Promise<CallToolResult>);
+        result = await send(client);
       } catch (e) {
         if (signal.aborted || !sessionLost(e)) throw e;
         // The HTTP server no longer knows our session (it restarted): the request was refused, not
         // run, so a new session is made and the call sent again — as MCP asks of a client.
         this.state = "dead";
         client = await this.ready();
-        result = await whileRunning(signal, (s) => client.callTool({ name: tool, arguments: args }, undefined, { signal: s, timeout: this.timeoutMs }) as Promise<CallToolResult>);
+        result = await send(client);
       }
       return { ok: true, result };
     } catch (e) {

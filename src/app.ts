@@ -67,7 +67,7 @@ import { Secrets } from "./vault/secrets.ts";
 import { VERSION } from "./version.ts";
 import { loadWorkspaceSettings, Workspaces } from "./workspaces/service.ts";
 import { Policies } from "./admin/policy.ts";
-import { CLOSE_GOING_AWAY } from "./ws/connection.ts";
+import { CLOSE_GOING_AWAY, SIGN_IN_EXPIRED } from "./ws/connection.ts";
 import { createStreamServer, type StreamServer } from "./ws/stream.ts";
 
 export interface AppOptions {
@@ -248,9 +248,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     stream.revoke({ tokenId });
     revocations.announce({ token: tokenId });
   });
-  loginSessions.onRevokeSession.push((loginSessionId) => {
-    stream.revoke({ loginSessionId });
-    revocations.announce({ login: loginSessionId });
+  loginSessions.onRevokeSession.push((loginSessionId, expired) => {
+    stream.revoke({ loginSessionId }, expired ? SIGN_IN_EXPIRED : undefined);
+    revocations.announce(expired ? { login: loginSessionId, expired: true } : { login: loginSessionId });
   });
   loginSessions.onRevokeUser.push((userId) => {
     stream.revoke({ userId });
@@ -261,7 +261,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       tokens.forget([tokenId]);
       stream.revoke({ tokenId });
     },
-    login: (loginSessionId) => stream.revoke({ loginSessionId }),
+    login: (loginSessionId, expired) => stream.revoke({ loginSessionId }, expired ? SIGN_IN_EXPIRED : undefined),
     user: (userId) => stream.revoke({ userId }),
     disabled: (userId) => {
       tokens.evictUser(userId);

@@ -79,8 +79,8 @@ const endOf = (s: { expires_at: number; absolute_expires_at: number }) => Math.m
 export class LoginSessions {
   /** Called with a user id whose sessions were all removed (sockets close). */
   onRevokeUser: ((userId: string) => void)[] = [];
-  /** Called with a login session id that was deleted (sign-out, expiry; its sockets close). */
-  onRevokeSession: ((loginSessionId: string) => void)[] = [];
+  /** Called with a login session id that was deleted (sign-out, or `expired`; its sockets close). */
+  onRevokeSession: ((loginSessionId: string, expired: boolean) => void)[] = [];
 
   constructor(
     private db: DB,
@@ -120,7 +120,7 @@ export class LoginSessions {
     const { session } = row;
     if (endOf(session) <= now) {
       // Ended like a sign-out: the sockets it opened close too.
-      await this.delete(session.id);
+      await this.delete(session.id, true);
       return null;
     }
     if (now - session.refreshed_at >= REFRESH_EVERY_MS) {
@@ -140,13 +140,14 @@ export class LoginSessions {
     if (!row) return null;
     const ends = endOf(row);
     if (ends > this.now()) return ends;
-    await this.delete(row.id);
+    await this.delete(row.id, true);
     return null;
   }
 
-  async delete(sessionId: string): Promise<void> {
+  /** Ends a sign-in session: signed out, or found `expired` (the sockets it opened say which). */
+  async delete(sessionId: string, expired = false): Promise<void> {
     await this.db.delete(loginSessions).where(eq(loginSessions.id, sessionId));
-    for (const f of this.onRevokeSession) f(sessionId);
+    for (const f of this.onRevokeSession) f(sessionId, expired);
   }
 
   async deleteAllForUser(userId: string): Promise<void> {
@@ -161,7 +162,7 @@ export class LoginSessions {
       .delete(loginSessions)
       .where(or(lt(loginSessions.expires_at, now), lt(loginSessions.absolute_expires_at, now)))
       .returning({ id: loginSessions.id });
-    for (const { id } of gone) for (const f of this.onRevokeSession) f(id);
+    for (const { id } of gone) for (const f of this.onRevokeSession) f(id, true);
     return gone.length;
   }
 }

@@ -13,13 +13,13 @@
 import type { Logger } from "../log.ts";
 import { type Bus, CHANNELS } from "./bus.ts";
 
-export type Revocation = { token: string } | { login: string } | { user: string } | { disabled: string } | { role: string };
+export type Revocation = { token: string } | { login: string; expired?: true } | { user: string } | { disabled: string } | { role: string };
 
 export interface RevocationTargets {
   /** A token deleted: its cached verifications and the sockets it opened. */
   token(tokenId: string): void;
-  /** A sign-in session ended: its sockets. */
-  login(loginSessionId: string): void;
+  /** A sign-in session ended (signed out, or `expired`): its sockets. */
+  login(loginSessionId: string, expired: boolean): void;
   /** Every sign-in session of a user ended: the user's sockets. */
   user(userId: string): void;
   /** A user disabled: their cached token verifications and their sockets. */
@@ -44,7 +44,7 @@ export class Revocations {
   async listen(targets: RevocationTargets): Promise<void> {
     await this.bus.listen(CHANNELS.auth, (m) => {
       if (typeof m.token === "string") targets.token(m.token);
-      else if (typeof m.login === "string") targets.login(m.login);
+      else if (typeof m.login === "string") targets.login(m.login, m.expired === true);
       else if (typeof m.user === "string") targets.user(m.user);
       else if (typeof m.disabled === "string") targets.disabled(m.disabled);
       else if (typeof m.role === "string") targets.role(m.role);

@@ -23,6 +23,8 @@ export const MAX_SUBSCRIPTIONS = 200;
 /** Live frames held for one subscription while its replay is being sent. */
 export const MAX_PENDING_DURING_REPLAY = 20_000;
 export const CLOSE_AUTH = 4001;
+/** The 4001 reason when a cookie socket's sign-in session ran out (a revoked one says "credential revoked"). */
+export const SIGN_IN_EXPIRED = "authentication failed: the sign-in session expired";
 /** One socket more than --max-sockets-per-caller: closed right after it opened. */
 export const CLOSE_TOO_MANY_SOCKETS = 4029;
 export const CLOSE_TOO_SLOW = 1013;

@@ -35,6 +35,7 @@ import {
   onClosed,
   onDrain,
   replay,
+  SIGN_IN_EXPIRED,
   sendError,
   type Socket,
   type SocketData,
@@ -49,7 +50,7 @@ export interface StreamServer {
   upgrade(req: Request, server: Server<unknown>, ctx: RequestContext): Promise<Response | undefined>;
   closeAll(code: number, reason: string): void;
   /** Closes with 4001 every socket authenticated by this credential or owned by this user. */
-  revoke(key: { tokenId?: string; loginSessionId?: string; userId?: string }): void;
+  revoke(key: { tokenId?: string; loginSessionId?: string; userId?: string }, reason?: string): void;
   /**
    * Closes the user's sockets with 1012 (reconnect): their role changed, so what they may receive
    * (`task:system_prompt` is for admins) is decided again when they reconnect and resume.
@@ -198,7 +199,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
   async function checkSignIn(ws: Socket): Promise<void> {
     try {
       const until = await d.loginSessions.endsAt(ws.data.principal!.loginSession!.id);
-      if (until === null) close(ws, CLOSE_AUTH, "authentication failed: the sign-in session expired");
+      if (until === null) close(ws, CLOSE_AUTH, SIGN_IN_EXPIRED);
       else ws.data.signedInUntil = until;
     } catch (err) {
       // Not known now (the database failed): the message goes on, and the next one asks again.
@@ -408,9 +409,9 @@ export function createStreamServer(d: StreamDeps): StreamServer {
       if (backlogTimer) clearInterval(backlogTimer);
       backlogTimer = null;
     },
-    revoke(key) {
+    revoke(key, reason = "credential revoked") {
       const k = key.tokenId ? `tok:${key.tokenId}` : key.loginSessionId ? `login:${key.loginSessionId}` : `usr:${key.userId}`;
-      for (const ws of [...(index.get(k) ?? [])]) close(ws, CLOSE_AUTH, "credential revoked");
+      for (const ws of [...(index.get(k) ?? [])]) close(ws, CLOSE_AUTH, reason);
     },
     reconnect(userId, reason) {
       for (const ws of [...(index.get(`usr:${userId}`) ?? [])]) close(ws, CLOSE_RECONNECT, reason);

@@ -88,6 +88,7 @@ test("the hourly purge removes expired rows only", async () => {
 });
 
 describe("an expired session's open sockets close with 4001, like at sign-out", () => {
+  const EXPIRED = "authentication failed: the sign-in session expired";
   const signInShort = async (): Promise<{ cookie: string; at: number }> => {
     const r = await api(t, "POST", "/api/auth/sign-in/email", {}, { email: user.email, password: user.password, rememberMe: false });
     expect(r.status).toBe(200);
@@ -105,7 +106,7 @@ describe("an expired session's open sockets close with 4001, like at sign-out", 
     expect(await c.waitFor((f) => f.request_id === "a")).toMatchObject({ code: "NOT_FOUND" });
     clock = s.at + DAY;
     expect((await api(t, "GET", "/v1/me", { cookie: s.cookie })).status).toBe(401);
-    expect((await c.waitClose()).code).toBe(4001);
+    expect(await c.waitClose()).toMatchObject({ code: 4001, reason: EXPIRED });
   });
 
   test("the purge removing it closes its socket", async () => {
@@ -114,7 +115,7 @@ describe("an expired session's open sockets close with 4001, like at sign-out", 
     const c = await openWith(s.cookie);
     clock = s.at + 8 * DAY;
     expect(await t.app.services.loginSessions.purgeExpired()).toBeGreaterThanOrEqual(1);
-    expect((await c.waitClose()).code).toBe(4001);
+    expect(await c.waitClose()).toMatchObject({ code: 4001, reason: EXPIRED });
   });
 
   test("before either, the socket's next message past the expiry is refused with 4001 (nothing handled)", async () => {
@@ -123,7 +124,7 @@ describe("an expired session's open sockets close with 4001, like at sign-out", 
     const c = await openWith(s.cookie);
     clock = s.at + DAY;
     ask(c, "late");
-    expect((await c.waitClose()).code).toBe(4001);
+    expect(await c.waitClose()).toMatchObject({ code: 4001, reason: EXPIRED });
     expect(c.frames.some((f) => f.request_id === "late")).toBe(false);
     expect(await session(s.cookie)).toBeNull();
   });
@@ -141,7 +142,15 @@ describe("an expired session's open sockets close with 4001, like at sign-out", 
     // Past the moved expiry too: refused.
     clock = s.at + 8 * DAY;
     ask(c, "c");
-    expect((await c.waitClose()).code).toBe(4001);
+    expect(await c.waitClose()).toMatchObject({ code: 4001, reason: EXPIRED });
     expect(c.frames.some((f) => f.request_id === "c")).toBe(false);
+  });
+
+  test("a sign-out, unlike an expiry, closes its socket as revoked", async () => {
+    clock = T0 + 900 * DAY;
+    const s = await signIn();
+    const c = await openWith(s.cookie);
+    expect((await api(t, "POST", "/api/auth/sign-out", { cookie: s.cookie, origin: t.url })).status).toBe(200);
+    expect(await c.waitClose()).toMatchObject({ code: 4001, reason: "credential revoked" });
   });
 });

@@ -66,6 +66,6 @@ describe.skipIf(!PG_SERVER)("replicas: revocations", () => {
     const hash = new Bun.CryptoHasher("sha256").update(token).digest("hex");
     await r.sql`UPDATE login_sessions SET expires_at = 1, absolute_expires_at = 1 WHERE token_hash = ${hash}`;
     expect((await fetch(a.url + "/v1/me", { headers: { cookie } })).status).toBe(401);
-    expect((await ws.waitClose(5_000)).code).toBe(4001);
+    expect(await ws.waitClose(5_000)).toMatchObject({ code: 4001, reason: "authentication failed: the sign-in session expired" });
   });
 });

@@ -128,6 +128,15 @@ const ENV_TEMPLATE = `# Environment of runcell.service, read by systemd (as root
 # RUNCELL_GITHUB_CLIENT_SECRET=
 `;
 
+/** Whether the service's env file (as it stands) points it at PostgreSQL; unreadable counts as no. */
+function setsDatabaseUrl(root: string): boolean {
+  try {
+    return /^[ \t]*RUNCELL_DATABASE_URL[ \t]*=[ \t]*[^\s#]/m.test(readFileSync(at(root, ENV_FILE), "utf8"));
+  } catch {
+    return false;
+  }
+}
+
 /** Paths a hardened unit cannot use: ProtectHome= hides these, PrivateTmp= replaces those. */
 const HIDDEN = ["/home", "/root", "/run/user", "/tmp", "/var/tmp"];
 const hiddenBy = (path: string) => HIDDEN.find((h) => path === h || path.startsWith(h + "/"));
@@ -406,6 +415,10 @@ export const serviceCommand: Command = {
       const dataDir = checkDir("--data-dir", String(args.extra.get("data-dir") ?? "/var/lib/runcell"), "/var/lib/runcell");
       const backupDir = args.extra.has("backup-daily") ? checkDir("--backup-daily", String(args.extra.get("backup-daily")), "/var/backups/runcell") : null;
       if (backupDir && (backupDir === dataDir || backupDir.startsWith(dataDir + "/"))) throw new UsageError("--backup-daily: keep the backups outside the data dir (e.g. /var/backups/runcell)");
+      // The nightly `runcell backup` reads the same env file, and refuses PostgreSQL: it would fail every night.
+      if (backupDir && setsDatabaseUrl(root)) {
+        throw new UsageError(`--backup-daily: ${at(root, ENV_FILE)} sets RUNCELL_DATABASE_URL, and runcell backup copies the embedded SQLite database only; schedule pg_dump for PostgreSQL instead (README, Operations)`);
+      }
       // Validate the serve flags now, not at the first boot.
       const serve = parseArgs(serveArgs);
       serveArgs = absoluteFileFlags(serveArgs);

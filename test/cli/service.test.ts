@@ -336,6 +336,23 @@ describe("runcell service without a running systemd (this machine)", () => {
     expect(nightly.stdout).toContain(`ExecStart=${SELF} backup --data-dir /var/lib/runcell --vault-key-file /etc/runcell/vault.key --keep 14 /var/backups/runcell\n`);
   });
 
+  test("--backup-daily is refused when the service's env file points it at PostgreSQL (runcell backup would fail every night)", async () => {
+    const root = newRoot();
+    mkdirSync(join(root, "etc/runcell"), { recursive: true });
+    const env = join(root, "etc/runcell/runcell.env");
+    writeFileSync(env, "# RUNCELL_DATABASE_URL=postgres://u@h/db\nRUNCELL_DATABASE_URL=\n", { mode: 0o600 });
+    const args = ["service", "install", "--exec", SELF, "--dry-run", "--root", root, "--backup-daily", "/var/backups/runcell"];
+    // Commented out or empty: SQLite, so the nightly backup is fine.
+    expect((await runCli(args)).code).toBe(0);
+    writeFileSync(env, "ANTHROPIC_API_KEY=x\n  RUNCELL_DATABASE_URL = postgres://runcell@127.0.0.1/runcell\n");
+    const refused = await runCli(args);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(`--backup-daily: ${env} sets RUNCELL_DATABASE_URL, and runcell backup copies the embedded SQLite database only; schedule pg_dump`);
+    expect(refused.stderr).not.toContain("postgres://runcell");
+    // Without the nightly backup the same install is fine.
+    expect((await runCli(args.slice(0, -2))).code).toBe(0);
+  });
+
   test.each([
     [["service"], /expected "runcell service install", "uninstall" or "status"/],
     [["service", "restart"], /expected "runcell service install"/],

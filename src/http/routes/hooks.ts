@@ -37,11 +37,10 @@ export const hookRoutes = (s: Services) =>
       // The playbook's bucket is charged only once the secret matched: a playbook's id is no secret
       // (notifications, logs, task records), and wrong guesses are the client address's to pay for.
       const rl = s.limiter.take(`hook:${row.id}`);
-      if (!rl.ok) {
-        // The 429 reports the bucket that refused it, not the caller's address's.
-        requestContext(request).rl = rl;
-        throw Errors.rateLimited(rl.retryAfterSec, "Too many triggers of this playbook");
-      }
+      // The RateLimit-* headers report the bucket nearer to refusing: the 429 the one that refused.
+      const ctx = requestContext(request);
+      if (!rl.ok || ctx.rl === null || rl.remaining < ctx.rl.remaining) ctx.rl = rl;
+      if (!rl.ok) throw Errors.rateLimited(rl.retryAfterSec, "Too many triggers of this playbook");
       const body = await readBody(request);
       const r = await s.playbooks.trigger(row, body?.input);
       set.status = 202;

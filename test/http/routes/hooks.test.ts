@@ -158,6 +158,8 @@ describe("rate limit per playbook", () => {
     const answers = [];
     for (let i = 1; i <= 4; i++) answers.push(await hit(one, i));
     expect(answers.map((r) => r.status)).toEqual([202, 202, 202, 429]);
+    // Each caller's address is new (3 of 3 left after the take): the 202s report the playbook's bucket, nearer to refusing.
+    expect(answers.slice(0, 3).map((r) => r.headers.get("ratelimit-remaining"))).toEqual(["2", "1", "0"]);
     expect(answers[3]!.body.code).toBe("RATE_LIMITED");
     expect(Number(answers[3]!.headers.get("retry-after"))).toBeGreaterThan(0);
     // The headers report the bucket that refused (the playbook's, empty), not the new address's (2 of 3 left).

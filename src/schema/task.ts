@@ -10,7 +10,8 @@ import { Body, CostUsd, Nullable, NullableTimestamp, OneOf, recordColumns, type 
 export const TaskStatus = OneOf(TASK_STATUSES);
 
 export const PROMPT_MAX = 100_000;
-export const Prompt = T.String({ minLength: 1, maxLength: PROMPT_MAX });
+/** Not blank: a model provider refuses a message of only whitespace (Anthropic: 400), which would fail the turn. */
+export const Prompt = T.String({ minLength: 1, maxLength: PROMPT_MAX, pattern: "\\S", "x-hint": "not blank" });
 
 /** The fields of a submission (POST /v1/tasks body; task.submit adds `type` and `request_id`). */
 export const SubmitFields = {

@@ -49,6 +49,7 @@ const bad: { name: string; body: Record<string, unknown>; field: string }[] = [
   { name: "max_budget_usd 0", body: { max_budget_usd: 0 }, field: "max_budget_usd" },
   { name: "answer_timeout 0", body: { answer_timeout: 0 }, field: "answer_timeout" },
   { name: "an empty prompt", body: { prompt: "" }, field: "prompt" },
+  { name: "a blank prompt", body: { prompt: "  \n" }, field: "prompt" },
   { name: "a blank name", body: { name: "  " }, field: "name" },
   { name: "enabled not a boolean", body: { enabled: "yes" }, field: "enabled" },
   { name: "an unknown field", body: { cron: "* * * * *" }, field: "cron" },

@@ -56,6 +56,7 @@ routeTable("/v1/tasks", () => a, [
     invalid: [
       { name: "no prompt", body: { profile_id: "prof_x" }, field: "prompt" },
       { name: "an empty prompt", body: { profile_id: "prof_x", prompt: "" }, field: "prompt" },
+      { name: "a prompt of only whitespace (a model refuses it)", body: { profile_id: "prof_x", prompt: " \n\t " }, field: "prompt" },
       { name: "a negative max_turns", body: { profile_id: "prof_x", prompt: "p", max_turns: -1 }, field: "max_turns" },
       { name: "an unknown field", body: { profile_id: "prof_x", prompt: "p", priority: 1 }, field: "priority" },
       { name: "neither profile_id nor session_id", body: { prompt: "p" }, field: "profile_id" },

@@ -9,7 +9,7 @@ import type { RepositoryConfig } from "../db/schema.ts";
 import { transact, type Unit } from "../db/unit.ts";
 import type { EventStore } from "../events/log.ts";
 import type { Hub } from "../events/hub.ts";
-import { AppError } from "../lib/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import type { AgentMetricsDep, ProfileRow, ProfilesDep, SecretsDep, WorkspaceRow, WorkspacesDep } from "./deps.ts";
 import type { AgentSessions, SessionRow } from "./sessions.ts";
 import type { TaskRow } from "./tasks.ts";
@@ -45,6 +45,8 @@ export interface SessionLifecycleDeps {
 export class SessionLifecycle {
   /** Run before a session is purged (the task queue stops the session's running task). */
   onDelete: ((sessionId: string) => Promise<void>)[] = [];
+  /** Deletes under way here, by session id. */
+  private deleting = new Map<string, Promise<void>>();
 
   constructor(private d: SessionLifecycleDeps) {}
 
@@ -112,11 +114,29 @@ export class SessionLifecycle {
     return { session: r.session, workspace: r.workspace! };
   }
 
-  /** Stops the session's work, then removes its workspace (container and volume) and its records. */
+  /**
+   * Stops the session's work, then removes its workspace (container and volume) and its records.
+   * Exactly one of several deletes at once answers as the one that deleted: the others here wait
+   * for it and then find no session (404) — or, should it have failed, try again; on another
+   * replica, whoever does not remove the row is told NOT_FOUND.
+   */
   async delete(userId: string, sessionId: string): Promise<void> {
     await this.d.sessions.get(userId, sessionId);
-    for (const stop of this.onDelete) await stop(sessionId);
-    await this.purge(sessionId);
+    const earlier = this.deleting.get(sessionId);
+    if (earlier) {
+      await earlier.catch(() => {});
+      return this.delete(userId, sessionId);
+    }
+    const deleting = (async () => {
+      for (const stop of this.onDelete) await stop(sessionId);
+      await this.purge(sessionId);
+    })();
+    this.deleting.set(sessionId, deleting);
+    try {
+      await deleting;
+    } finally {
+      this.deleting.delete(sessionId);
+    }
   }
 
   /**
@@ -133,6 +153,6 @@ export class SessionLifecycle {
     this.d.hub.closeSession(sessionId);
     this.d.eventLog.forget(sessionId);
     // A session rolled back as it opened had no task the caller was told of: its usage is not kept.
-    await this.d.sessions.delete(sessionId, !opts.rollback);
+    if (!(await this.d.sessions.delete(sessionId, !opts.rollback)) && !opts.rollback) throw Errors.notFound("Session", sessionId);
   }
 }

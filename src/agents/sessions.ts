@@ -138,13 +138,13 @@ export class AgentSessions {
    * reports go on counting it, so deleting a session never resets a user's spend. The tasks are
    * deleted first and their usage taken from what the delete returns: exactly the rows removed,
    * as they were when removed. `keepUsage` false: a session rolled back while it opened, whose
-   * task the caller was never given.
+   * task the caller was never given. False when the row was already gone (deleted meanwhile).
    */
-  async delete(id: string, keepUsage = true): Promise<void> {
-    await transact(this.db, (tx) => this.deleteIn(tx, id, keepUsage));
+  async delete(id: string, keepUsage = true): Promise<boolean> {
+    return await transact(this.db, (tx) => this.deleteIn(tx, id, keepUsage));
   }
 
-  private *deleteIn(tx: DB, id: string, keepUsage: boolean): Unit<void> {
+  private *deleteIn(tx: DB, id: string, keepUsage: boolean): Unit<boolean> {
     const gone = yield* all(
       tx.delete(tasks).where(eq(tasks.session_id, id)).returning({
         task_id: tasks.id,
@@ -163,6 +163,6 @@ export class AgentSessions {
         yield* run(tx.insert(deletedTaskUsage).values(gone.slice(i, i + USAGE_BATCH).map((t) => ({ ...t, deleted_at }))));
       }
     }
-    yield* run(tx.delete(sessions).where(eq(sessions.id, id)));
+    return (yield* all(tx.delete(sessions).where(eq(sessions.id, id)).returning({ id: sessions.id }))).length > 0;
   }
 }

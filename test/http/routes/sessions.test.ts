@@ -118,6 +118,18 @@ test("DELETE twice → 404 the second time", async () => {
   expect([again.status, again.body.code]).toEqual([404, "NOT_FOUND"]);
 });
 
+test("DELETEs at the same time: exactly one 204, the others 404; the workspace and the records are gone", async () => {
+  // With a workspace: removing its container takes long enough for the deletes to overlap.
+  const created = await api(t, "POST", "/v1/sessions", a.owner.bearer, { profile_id: profiles.get(a.owner.id) });
+  expect(created.status).toBe(201);
+  const id = created.body.id as string;
+  const answers = await Promise.all(Array.from({ length: 4 }, () => api(t, "DELETE", `/v1/sessions/${id}`, a.owner.bearer)));
+  expect(answers.map((r) => r.status).sort()).toEqual([204, 404, 404, 404]);
+  for (const r of answers.filter((r) => r.status === 404)) expect(r.body.code).toBe("NOT_FOUND");
+  expect((await api(t, "GET", `/v1/sessions/${id}`, a.owner.bearer)).status).toBe(404);
+  expect(await t.app.services.workspaces.forSession(id)).toBeNull();
+});
+
 test("a huge made-up profile id is 404 without echoing it whole", async () => {
   const r = await api(t, "POST", "/v1/sessions", a.owner.bearer, { profile_id: `prof_${"a".repeat(900_000)}` });
   expect([r.status, r.body.code]).toEqual([404, "NOT_FOUND"]);

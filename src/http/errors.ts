@@ -2,10 +2,13 @@
  * The one place a domain error (src/lib/errors.ts) becomes an HTTP answer: the interface's body
  * `{error, code, details?}`, the status of its code (or the error's more precise one), and
  * Retry-After on a 429 (RATE_LIMITED, CONCURRENCY_LIMIT) from its `details.retry_after`, which is
- * also what a stream error frame carries. Plus the two errors only HTTP has (413, 415).
+ * also what a stream error frame carries; WWW-Authenticate on a 401. Plus the two errors only HTTP
+ * has (413, 415).
  */
 import { AppError, ERROR_STATUS } from "../lib/errors.ts";
 import { JSON_TYPE } from "./json.ts";
+
+const WWW_AUTHENTICATE = 'Bearer realm="runcell"';
 
 export const statusOf = (err: AppError): number => err.status ?? ERROR_STATUS[err.code];
 
@@ -14,6 +17,8 @@ export function errorResponse(err: AppError, headers: Record<string, string> = {
   const retry = err.details?.retry_after;
   const status = statusOf(err);
   if (status === 429 && typeof retry === "number") h["retry-after"] = String(retry);
+  // RFC 9110: a 401 names the scheme that would be accepted.
+  if (status === 401) h["www-authenticate"] = WWW_AUTHENTICATE;
   return new Response(JSON.stringify(err.toBody()), { status, headers: h });
 }
 

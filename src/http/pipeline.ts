@@ -109,6 +109,9 @@ export function isCrossSite(req: Request, publicOrigin: string): boolean {
 const NOSNIFF = "nosniff";
 const PAGE_HEADERS: Record<string, string> = { "referrer-policy": "same-origin", "x-frame-options": "DENY" };
 const PAGE_HEADER_NAMES = Object.keys(PAGE_HEADERS);
+/** API answers (JSON) are never stored by a cache: they carry tokens, secrets' names, private records. */
+const JSON_PREFIX = "application/json";
+const NO_STORE = "no-store";
 
 /**
  * Per-request work is kept to what the request needs, and nothing that can be made once is made
@@ -195,6 +198,7 @@ export function createPipeline(deps: PipelineDeps) {
     if (!h) {
       if (constants.size > 64) constants.clear();
       h = new Headers({ "content-type": contentType, "x-content-type-options": NOSNIFF });
+      if (contentType.startsWith(JSON_PREFIX)) h.set("cache-control", NO_STORE);
       if (contentType.startsWith("text/html")) for (const k of PAGE_HEADER_NAMES) h.set(k, PAGE_HEADERS[k]!);
       if (limit !== undefined) h.set("ratelimit-limit", String(limit));
       if (replica) h.set("x-runcell-replica", replica);
@@ -258,7 +262,10 @@ export function createPipeline(deps: PipelineDeps) {
     h.set("x-request-id", ctx.id);
     h.set("x-content-type-options", NOSNIFF);
     if (replica) h.set("x-runcell-replica", replica);
-    if (h.get("content-type")?.startsWith("text/html")) for (const k of PAGE_HEADER_NAMES) if (!h.has(k)) h.set(k, PAGE_HEADERS[k]!);
+    const type = h.get("content-type");
+    if (type?.startsWith("text/html")) {
+      for (const k of PAGE_HEADER_NAMES) if (!h.has(k)) h.set(k, PAGE_HEADERS[k]!);
+    } else if (type?.startsWith(JSON_PREFIX) && !h.has("cache-control")) h.set("cache-control", NO_STORE);
     if (rl) {
       h.set("ratelimit-limit", String(rl.limit));
       h.set("ratelimit-remaining", String(rl.remaining));

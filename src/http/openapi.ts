@@ -11,8 +11,10 @@
  *   enum without it);
  * - no `content` on bodiless answers (204, 302), file downloads as bytes, `$id`s turned into
  *   `$ref`s to components;
- * - the statuses the pipeline adds to every operation it applies to: 413 and 415 for a JSON body,
- *   403 for a cross-site cookie request that changes something, 429 on the rate-limited surfaces.
+ * - the statuses the pipeline adds to every operation it applies to: 413 and 415 wherever a body is
+ *   read (every method but GET and HEAD), 400 too where the route takes no body (the router refuses
+ *   one with fields), 403 for a cross-site cookie request that changes something, 429 on the
+ *   rate-limited surfaces.
  */
 import { ErrorBody } from "../schema/common.ts";
 import { LIMITED, SAFE_METHODS } from "./pipeline.ts";
@@ -135,6 +137,7 @@ function fixSchemas(paths: Paths, components: Record<string, Json>): Paths {
 const ERROR_REF = { $ref: "#/components/schemas/Error" };
 const errorResponse = (description: string) => ({ description, content: { "application/json": { schema: ERROR_REF } } });
 const PIPELINE_ERRORS = {
+  400: errorResponse("This operation takes no body: one with fields, or malformed JSON (VALIDATION_FAILED; details.field names the field)"),
   413: errorResponse("The body is over 1 MiB (VALIDATION_FAILED)"),
   415: errorResponse("The body is not JSON, or has a Content-Encoding (VALIDATION_FAILED)"),
   403: errorResponse("A cookie-authenticated request from another origin (FORBIDDEN)"),
@@ -175,7 +178,10 @@ function fixResponses(paths: Paths): Paths {
         if (json?.[BYTES_MARK]) r.content = { "*/*": { schema: { type: "string", contentMediaType: "application/octet-stream" } } };
       }
       const add = (status: keyof typeof PIPELINE_ERRORS) => (responses[status] ??= PIPELINE_ERRORS[status]);
-      if (op.requestBody?.content?.["application/json"]) {
+      // The router reads the body of every method but GET and HEAD (src/http/router.ts): one
+      // without a body schema answers 400 to a body with fields.
+      if (!SAFE_METHODS.has(method.toUpperCase())) {
+        if (!op.requestBody) add(400);
         add(413);
         add(415);
       }

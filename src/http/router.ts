@@ -4,7 +4,7 @@
  * `handle`.
  */
 import type { ValueError } from "@sinclair/typebox/errors";
-import { Elysia, ValidationError } from "elysia";
+import { Elysia, t, ValidationError } from "elysia";
 import type { Logger } from "../log.ts";
 import { noteRoute, requestContext, setRequestContext } from "./context.ts";
 import { AppError, Errors } from "../lib/errors.ts";
@@ -14,7 +14,8 @@ import { errorResponse } from "./errors.ts";
 import { MAX_JSON_BODY, parseJsonBody } from "./parse.ts";
 import { redactString } from "../log.ts";
 
-import { describe, fieldOf } from "../schema/validate.ts";
+import { closed } from "../schema/common.ts";
+import { check, describe, fieldOf } from "../schema/validate.ts";
 import { authorizeOnce, surfaceOf } from "./guards.ts";
 import type { AdminPassword } from "../admin/password.ts";
 
@@ -65,6 +66,32 @@ function requireNoNulQuery(request: Request): void {
 }
 
 /**
+ * What a route without a body schema accepts: nothing, `{}` or JSON null (an empty body and null are
+ * "no body", as on a trigger URL). A field is refused like an unknown field of a closed body — a
+ * client's `{"reason": …}` to a cancel must not be taken and silently dropped.
+ */
+const NO_BODY = closed(t.Object({}));
+
+type RouteList = readonly { method: string; path: string; hooks?: { body?: unknown } }[];
+
+/**
+ * Whether `method route` is a route that declares no body (its template as the router matched it).
+ * The set is made from the mounted routes when first asked, and again if routes were added since.
+ */
+function bodylessRoutes(routes: () => RouteList): (method: string, route: string | undefined) => boolean {
+  let seen = -1;
+  let bodyless = new Set<string>();
+  return (method, route) => {
+    const all = routes();
+    if (all.length !== seen) {
+      bodyless = new Set(all.filter((r) => !r.hooks?.body).map((r) => `${r.method} ${r.path}`));
+      seen = all.length;
+    }
+    return route !== undefined && bodyless.has(`${method} ${route}`);
+  };
+}
+
+/**
  * `fallback` answers a request no route matched before it becomes a 404 (the dashboard's
  * single-page fallback, src/http/routes/web.ts); null lets the 404 stand.
  */
@@ -88,7 +115,9 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
     if (pending) return pending.then(check);
     check();
   };
-  return new Elysia({ name: "runcell" })
+  const app = new Elysia({ name: "runcell" });
+  const takesNoBody = bodylessRoutes(() => app.routes);
+  return app
     .onParse({ as: "global" }, async ({ request, path, route }) => {
       if (request.method === "GET" || request.method === "HEAD") return undefined;
       noteRoute(request, route);
@@ -96,7 +125,10 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
       // A trigger URL's credential is its path's secret, which only its route can check: that route
       // reads and checks its body itself, after the secret (src/http/routes/hooks.ts).
       if (path.startsWith("/hooks/")) return null;
-      return (await parseJsonBody(request, MAX_JSON_BODY)) ?? null;
+      const body = (await parseJsonBody(request, MAX_JSON_BODY)) ?? null;
+      // Elysia checks a body only against a schema: a route without one is checked here, once for all.
+      if (body !== null && takesNoBody(request.method, route)) check(NO_BODY, body);
+      return body;
     })
     .onTransform({ as: "global" }, ({ request, path, route }) => {
       noteRoute(request, route);

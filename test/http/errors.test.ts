@@ -22,6 +22,9 @@ beforeAll(() => {
   const router = createRouter(log)
     .post("/v1/things", ({ body }) => ({ ok: true, body }), jsonBody(t.Object({ name: t.String({ minLength: 1 }), size: t.Optional(t.Integer({ minimum: 1 })), config: t.Optional(t.Object({ url: t.String() })) })))
     .get("/v1/things", ({ query }) => ({ data: [], limit: query.limit }), { query: t.Object(PageQuery) })
+    // Routes that take no body (a cancel, a delete): the router refuses a body with fields.
+    .post("/v1/things/:id/poke", ({ params }) => ({ poked: params.id }))
+    .delete("/v1/things/:id", ({ set }) => void (set.status = 204))
     .get("/v1/boom", () => {
       throw new Error("SQLITE_ERROR: near SELECT password_hash FROM users");
     });
@@ -77,6 +80,28 @@ describe("error shape", () => {
     expect(body.error.length).toBeGreaterThan(0);
     expect(body.code).toBe(code);
     if (field) expect(body.details?.field).toBe(field);
+  });
+
+  test("a route that takes no body refuses one with fields (400 on the first, worded as a closed body's), a non-object, and nothing else", async () => {
+    const poke = (body: BodyInit | null, headers: Record<string, string> = { "content-type": "application/json" }, method = "POST") =>
+      fetch(base + (method === "POST" ? "/v1/things/t1/poke" : "/v1/things/t1"), { method, body, headers: { ...AUTH, ...headers } });
+    for (const method of ["POST", "DELETE"]) {
+      const refused = await poke('{"reason":"x","force":true}', undefined, method);
+      expect(refused.status).toBe(400);
+      expect(await refused.json()).toEqual({ error: 'Unknown field "reason"', code: "VALIDATION_FAILED", details: { field: "reason", reason: "unknown field" } });
+      for (const body of ["[]", '"x"', "1", "true"]) {
+        const r = await poke(body, undefined, method);
+        expect([method, body, r.status]).toEqual([method, body, 400]);
+        expect((await r.json()).details.field).toBe("body");
+      }
+      // No body, an empty one (with or without a JSON type), {} and JSON null are no body.
+      for (const [body, headers] of [[null, {}], ["", {}], ["", undefined], ["{}", undefined], [" { } ", undefined], ["null", undefined]] as const) {
+        const r = await poke(body, headers, method);
+        expect([method, body, r.status]).toEqual([method, body, method === "POST" ? 200 : 204]);
+      }
+    }
+    // The same body on a route that takes one is that route's to check (it has no "reason" either).
+    expect((await post('{"name":"a","reason":"x"}')).status).toBe(400);
   });
 
   test("an anonymous caller gets 401 before anything about the body", async () => {

@@ -88,6 +88,7 @@ routeTable("/v1/integrations", () => sc, [
   {
     route: "DELETE /v1/integrations/:id",
     record: webhook,
+    invalid: [{ name: "a body (the route takes none)", body: { zzz: 1 }, field: "zzz" }],
     success: 204,
     check: async (r, _a, id) => {
       expect(r.body).toBeNull();
@@ -97,6 +98,7 @@ routeTable("/v1/integrations", () => sc, [
   {
     route: "POST /v1/integrations/:id/test",
     record: webhook,
+    invalid: [{ name: "a message (the route takes no body: the test message is fixed)", body: { message: "custom" }, field: "message" }],
     success: 202,
     check: async (r) => {
       expect(r.body).toEqual({ id: expect.stringMatching(/^ntf_[0-9a-z]{26}$/), status: "pending" });

@@ -84,7 +84,14 @@ routeTable("/v1/tasks", () => a, [
     },
   },
   { route: "GET /v1/tasks/:id", record: finishedTask, success: 200, check: (r, _a, id) => expect(r.body).toMatchObject({ id, status: "completed", error: null }) },
-  { route: "POST /v1/tasks/:id/cancel", record: finishedTask, success: 202, viaCookie: true, check: (r) => expect(r.body.status).toBe("completed") },
+  {
+    route: "POST /v1/tasks/:id/cancel",
+    record: finishedTask,
+    invalid: [{ name: "a body (the route takes none)", body: { reason: "x", force: true }, field: "reason" }],
+    success: 202,
+    viaCookie: true,
+    check: (r) => expect(r.body.status).toBe("completed"),
+  },
   {
     route: "POST /v1/tasks/:id/answer",
     record: finishedTask,

@@ -57,12 +57,38 @@ function requireDecodable(request: Request, path: string): void {
   if (decoded.includes("\0")) throw new AppError("NOT_FOUND", `No route ${request.method} ${redactString(path)}: a NUL character names nothing`);
 }
 
-/** A query parameter holding U+0000 (`%00`): VALIDATION_FAILED naming it (src/lib/json-input.ts). */
-function requireNoNulQuery(request: Request): void {
+/** A page's parameters: each may be given once. */
+const PAGE_PARAMS = ["limit", "cursor"];
+
+/**
+ * Whether the query (from `q`, its "?") needs reading: it holds a `%00`, or it may name a page
+ * parameter twice (one of the names appears twice, or a name is percent-encoded). A request
+ * without a query string, or with a plain `?limit=20&cursor=…`, reads nothing here.
+ */
+function queryNeedsCheck(url: string, q: number): boolean {
+  if (q < 0) return false;
+  if (url.includes("%", q)) return true;
+  for (const name of PAGE_PARAMS) {
+    const i = url.indexOf(name, q);
+    if (i >= 0 && url.indexOf(name, i + name.length) >= 0) return true;
+  }
+  return false;
+}
+
+/**
+ * A query parameter holding U+0000 (`%00`): VALIDATION_FAILED naming it (src/lib/json-input.ts).
+ * A page parameter given twice (`limit=500&limit=1`): VALIDATION_FAILED naming it — Elysia would
+ * take the last one, while another server or a proxy may take the first; which was meant is unknown.
+ */
+function requireSaneQuery(request: Request): void {
   const url = request.url;
   const q = url.indexOf("?");
   if (q < 0) return;
-  for (const [k, v] of new URLSearchParams(url.slice(q))) if (k.includes("\0") || v.includes("\0")) throw nulError(k);
+  const params = new URLSearchParams(url.slice(q));
+  for (const [k, v] of params) if (k.includes("\0") || v.includes("\0")) throw nulError(k);
+  for (const name of PAGE_PARAMS) {
+    if (params.getAll(name).length > 1) throw Errors.validation(name, `${name} is given more than once`, { reason: "repeated", in: "query" });
+  }
 }
 
 /**
@@ -104,13 +130,13 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
   const authorize = (request: Request, path: string, route?: string) => {
     const surface = surfaceOf(path);
     const pending = surface ? authorizeOnce(request, surface, adminPassword) : undefined;
-    // (The common case — no % in the path, no %00 in the URL — makes nothing more per request.)
+    // (The common case — no % in the path, no query string or a plain one — makes nothing more per request.)
     const checkPath = path.includes("%") && !route?.endsWith("*");
-    const checkQuery = request.url.includes("%00");
+    const checkQuery = queryNeedsCheck(request.url, request.url.indexOf("?"));
     if (!checkPath && !checkQuery) return pending;
     const check = () => {
       if (checkPath) requireDecodable(request, path);
-      if (checkQuery) requireNoNulQuery(request);
+      if (checkQuery) requireSaneQuery(request);
     };
     if (pending) return pending.then(check);
     check();

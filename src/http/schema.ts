@@ -4,13 +4,25 @@
  * responses each route documents, and `jsonBody`, which checks a JSON body with the shared
  * validator before Elysia's own pass, so REST and the stream word their 400s the same way.
  */
-import { CloneType, type TNull, type TProperties, type TSchema, type TUnion } from "@sinclair/typebox";
+import { CloneType, type IntegerOptions, type TNull, type TProperties, type TSchema, type TUnion } from "@sinclair/typebox";
 import { t } from "elysia";
 import { closed, ErrorBody } from "../schema/common.ts";
 import { check } from "../schema/validate.ts";
 
+/**
+ * An integer query parameter, written in decimal digits only. Elysia's `t.Integer` decodes a query's
+ * string with `+value`, which also reads `1e1`, `0x10`, ` 1` and `1.0`: a client's typo or a
+ * probe would be taken as some other number, not refused. Its string branch gets a pattern; the
+ * rest (the bounds, the error naming the field, the OpenAPI document's `integer`) is Elysia's.
+ */
+export function QueryInteger(options: IntegerOptions) {
+  const schema = t.Integer(options);
+  for (const branch of (schema as unknown as { anyOf: { type?: string; pattern?: string }[] }).anyOf) if (branch.type === "string") branch.pattern = "^[0-9]+$";
+  return schema;
+}
+
 export const PageQuery = {
-  limit: t.Optional(t.Integer({ minimum: 1, maximum: 100, "x-default": 20, "x-field": "limit", description: "Page size (1–100)" })),
+  limit: t.Optional(QueryInteger({ minimum: 1, maximum: 100, "x-default": 20, "x-field": "limit", description: "Page size (1–100)" })),
   cursor: t.Optional(t.String({ maxLength: 200, "x-field": "cursor", description: "next_cursor of the previous page" })),
 };
 

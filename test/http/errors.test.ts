@@ -70,6 +70,15 @@ describe("error shape", () => {
     ["chunked body over 1 MiB", () => post(new Blob(["{\"name\":\"", "y".repeat(1100 * 1024), "\"}"]).stream() as never), 413, "VALIDATION_FAILED", "body"],
     ["query out of range", () => fetch(base + "/v1/things?limit=500", { headers: AUTH }), 400, "VALIDATION_FAILED", "limit"],
     ["query wrong type", () => fetch(base + "/v1/things?limit=abc", { headers: AUTH }), 400, "VALIDATION_FAILED", "limit"],
+    // An integer in a query is decimal digits only: not what JavaScript's Number() also reads.
+    ...(["1e1", "0x10", "%201", "1%20", "+1", "1.0", "-1", "0b1", "", "１"] as const).map(
+      (v) => [`limit=${v}`, () => fetch(base + `/v1/things?limit=${v}`, { headers: AUTH }), 400, "VALIDATION_FAILED", "limit"] as const,
+    ),
+    // A page parameter given twice is refused, whichever comes first (not the last one taken).
+    ["limit=500&limit=1", () => fetch(base + "/v1/things?limit=500&limit=1", { headers: AUTH }), 400, "VALIDATION_FAILED", "limit"],
+    ["limit=1&limit=500", () => fetch(base + "/v1/things?limit=1&limit=500", { headers: AUTH }), 400, "VALIDATION_FAILED", "limit"],
+    ["lim%69t=1&limit=1 (an encoded name)", () => fetch(base + "/v1/things?lim%69t=1&limit=1", { headers: AUTH }), 400, "VALIDATION_FAILED", "limit"],
+    ["cursor twice", () => fetch(base + "/v1/things?cursor=a&limit=2&cursor=b", { headers: AUTH }), 400, "VALIDATION_FAILED", "cursor"],
   ] as const)("%s → %d %s", async (_name, send, status, code, field) => {
     const res = await send();
     expect(res.status).toBe(status);
@@ -118,6 +127,10 @@ describe("error shape", () => {
     expect(await res.json()).toEqual({ ok: true, body: { name: "ok", size: 2 } });
     const q = await fetch(base + "/v1/things?limit=7", { headers: AUTH });
     expect(await q.json()).toEqual({ data: [], limit: 7 });
+    for (const [query, limit] of [["limit=007", 7], ["limit=100", 100], ["limit=1&cursor=x", 1], ["", undefined]] as const) {
+      const r = await fetch(base + `/v1/things?${query}`, { headers: AUTH });
+      expect([query, r.status, await r.json()]).toEqual([query, 200, { data: [], limit }]);
+    }
   });
 
   test("an unexpected failure is 500 INTERNAL_ERROR with the request id, never the cause", async () => {

@@ -7,7 +7,7 @@ import { TranscriptFrame } from "../../schema/stream.ts";
 import type { Services } from "../../services.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
 import { jsonResponse } from "../json.ts";
-import { errorResponses, jsonBody, PageQuery, queryOf } from "../schema.ts";
+import { errorResponses, jsonBody, PageQuery, QueryInteger, queryOf } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Sessions"], summary, description, security: USER_SECURITY });
 
@@ -42,9 +42,9 @@ export const sessionRoutes = (s: Services) =>
         jsonResponse(await s.agentSessions.eventsJson(user.id, params.id, isAdmin(principal), query.after ?? query.cursor ?? 0, query.limit ?? 100), 200, request),
       {
         query: queryOf({
-          after: t.Optional(t.Integer({ minimum: 0, "x-field": "after", description: "Only frames with a greater seq" })),
-          cursor: t.Optional(t.Integer({ minimum: 0, "x-field": "cursor", description: "next_cursor of the previous page (same as after)" })),
-          limit: t.Optional(t.Integer({ minimum: 1, maximum: 1000, "x-field": "limit", description: "Page size (1–1000, default 100)" })),
+          after: t.Optional(QueryInteger({ minimum: 0, "x-field": "after", description: "Only frames with a greater seq" })),
+          cursor: t.Optional(QueryInteger({ minimum: 0, "x-field": "cursor", description: "next_cursor of the previous page (same as after)" })),
+          limit: t.Optional(QueryInteger({ minimum: 1, maximum: 1000, "x-field": "limit", description: "Page size (1–1000, default 100)" })),
         }),
         response: { 200: ListOf(TranscriptFrame), ...errorResponses(400, 401, 404) },
         detail: detail(

@@ -9,7 +9,7 @@ import { DirListing, WorkspaceRecord } from "../../schema/workspace.ts";
 import { workspaceRecord } from "../../workspaces/service.ts";
 import { decodeWildcard, fileResponse } from "../file-response.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
-import { errorResponses, FileBytes, PageQuery, queryOf } from "../schema.ts";
+import { errorResponses, FileBytes, PageQuery, QueryInteger, queryOf } from "../schema.ts";
 
 const detail = (summary: string, description?: string) => ({ tags: ["Workspaces"], summary, description, security: USER_SECURITY });
 
@@ -48,7 +48,7 @@ export const workspaceRoutes = (s: Services) =>
       {
         query: t.Object({
           path: t.Optional(t.String({ maxLength: 4096, "x-field": "path", description: "Directory relative to /workspace (default: /workspace itself)" })),
-          limit: t.Optional(t.Integer({ minimum: 1, maximum: 1000, default: 100, "x-field": "limit", description: "Entries per page (1–1000)" })),
+          limit: t.Optional(QueryInteger({ minimum: 1, maximum: 1000, default: 100, "x-field": "limit", description: "Entries per page (1–1000)" })),
           cursor: t.Optional(t.String({ maxLength: 4096, "x-field": "cursor", description: "next_cursor of the previous page" })),
         }),
         response: { 200: DirListing, ...errorResponses(400, 401, 404, 429, 502) },

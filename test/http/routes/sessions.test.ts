@@ -74,6 +74,9 @@ routeTable("/v1/sessions", () => a, [
       { name: "a negative after", query: "after=-1", field: "after" },
       { name: "limit=0", query: "limit=0", field: "limit" },
       { name: "a non-numeric cursor", query: "cursor=abc", field: "cursor" },
+      { name: "after=1e1 (decimal digits only)", query: "after=1e1", field: "after" },
+      { name: "cursor=0x1", query: "cursor=0x1", field: "cursor" },
+      { name: "limit=%2010", query: "limit=%2010", field: "limit" },
     ],
     success: 200,
     check: (r, _a, id) => {

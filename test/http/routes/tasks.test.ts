@@ -75,6 +75,11 @@ routeTable("/v1/tasks", () => a, [
     query: "limit=5",
     invalid: [
       { name: "limit=0", query: "limit=0", field: "limit" },
+      { name: "limit=1e1 (decimal digits only)", query: "limit=1e1", field: "limit" },
+      { name: "limit=0x10", query: "limit=0x10", field: "limit" },
+      { name: "limit=%201", query: "limit=%201", field: "limit" },
+      { name: "limit given twice", query: "limit=500&limit=1", field: "limit" },
+      { name: "cursor given twice", query: `limit=5&cursor=task_${"0".repeat(26)}&cursor=task_${"z".repeat(26)}`, field: "cursor" },
       { name: "an unknown status", query: "status=sleeping", field: "status" },
     ],
     success: 200,

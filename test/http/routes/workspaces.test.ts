@@ -114,6 +114,7 @@ routeTable("/v1/workspaces", () => a, [
       { name: "a path that is a file", query: "path=hello.txt", field: "path" },
       { name: "limit=5000", query: "limit=5000", field: "limit" },
       { name: "limit=0", query: "limit=0", field: "limit" },
+      { name: "limit=1e1 (decimal digits only)", query: "path=img&limit=1e1", field: "limit" },
     ],
     success: 200,
     check: (r) => {

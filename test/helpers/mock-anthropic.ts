@@ -22,7 +22,7 @@
  *   (529 → overloaded_error, 429 → rate_limit_error, 500 → api_error…).
  * - `mock.script(req => turn)`: answers once the queue is empty (react to the conversation).
  * With neither, a request gets a 400 naming the missing turn. Invalid requests get the 400 the
- * real API gives (tool_use without its tool_result, empty text block, missing max_tokens…).
+ * real API gives (tool_use without its tool_result, empty or whitespace-only text block, missing max_tokens…).
  * Also: `mock.waitForRequests(n)`, `mock.disconnects` (aborted streams), `mock.timings`, `mock.reset()`.
  *
  * Wire format: message_start (usage.input_tokens), ping, per block content_block_start /
@@ -69,7 +69,10 @@ function validate(body: any, headers: Headers, opts: MockOptions): MockHttpError
     const blocks = typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content;
     if (!Array.isArray(blocks)) return bad(`messages.${i}.content: Input should be a valid list`);
     if (blocks.length === 0 && i < msgs.length - 1) return bad(`messages.${i}: all messages must have non-empty content except for the optional final assistant message`);
-    for (const b of blocks) if (b.type === "text" && !b.text) return bad(`messages.${i}: text content blocks must be non-empty`);
+    for (const b of blocks) {
+      if (b.type === "text" && !b.text) return bad(`messages.${i}: text content blocks must be non-empty`);
+      if (b.type === "text" && !b.text.trim()) return bad(`messages: text content blocks must contain non-whitespace text`);
+    }
     const uses = blocks.filter((b: any) => b.type === "tool_use").map((b: any) => b.id);
     if (m.role === "assistant" && uses.length && i < msgs.length - 1) {
       const next = msgs[i + 1];

@@ -10,7 +10,7 @@
 type Sdk = typeof import("@anthropic-ai/sdk");
 let sdk: Sdk | null = null;
 const load = (): Sdk => (sdk ??= require("@anthropic-ai/sdk") as Sdk);
-import type { MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages/messages";
+import type { ContentBlockParam, MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages/messages";
 import { abortError, answerLimit, ModelError } from "./model-error.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
@@ -33,13 +33,19 @@ const clients = new ClientCache(
     }),
 );
 
-/** Our conversation as Messages API params (empty text blocks dropped: the API rejects them). */
+/**
+ * Our conversation as Messages API params. Text blocks of only whitespace (or none) are left out:
+ * the API rejects them ("text content blocks must contain non-whitespace text"), and a model may
+ * answer "\n\n" before a tool call, or whitespace alone — stored as it came, such a block would
+ * fail every later request of the session. A message left with no content is left out like an
+ * empty answer (transcript.ts), the user turns around it merged into one.
+ */
 export function toAnthropicMessages(messages: ChatMessage[]): MessageParam[] {
-  return messages.map((m) => ({
-    role: m.role,
-    content: m.content
-      .filter((b) => b.type !== "text" || b.text !== "")
-      .map((b) => {
+  const out: { role: ChatMessage["role"]; content: ContentBlockParam[] }[] = [];
+  for (const m of messages) {
+    const content = m.content
+      .filter((b) => b.type !== "text" || b.text.trim() !== "")
+      .map((b): ContentBlockParam => {
         if (b.type === "text") return { type: "text" as const, text: b.text };
         if (b.type === "tool_use") return { type: "tool_use" as const, id: b.id, name: b.name, input: b.input };
         return {
@@ -48,8 +54,13 @@ export function toAnthropicMessages(messages: ChatMessage[]): MessageParam[] {
           ...(b.content !== "" ? { content: b.content } : {}),
           ...(b.is_error ? { is_error: true } : {}),
         };
-      }),
-  }));
+      });
+    if (content.length === 0) continue;
+    const prev = out[out.length - 1];
+    if (prev?.role === m.role) prev.content.push(...content);
+    else out.push({ role: m.role, content });
+  }
+  return out;
 }
 
 export function anthropicParams(req: ModelRequest): MessageCreateParamsStreaming {

@@ -80,6 +80,32 @@ describe("anthropic provider", () => {
     ]);
   });
 
+  test("whitespace-only text blocks are not sent (the API rejects them); a message left empty is dropped and its neighbours merged", async () => {
+    // As a stored conversation holds them: "\n\n" before a tool call, a whitespace-only answer, a
+    // whitespace-only prompt merged with the next one. The mock rejects each like the real API.
+    const text = (t: string) => ({ type: "text" as const, text: t });
+    const messages = [
+      { role: "user" as const, content: [text("  "), text("first")] },
+      { role: "assistant" as const, content: [text("\n\n"), { type: "tool_use" as const, id: "toolu_W", name: "Bash", input: { command: "echo hi" } }] },
+      { role: "user" as const, content: [{ type: "tool_result" as const, tool_use_id: "toolu_W", content: "hi" }] },
+      { role: "assistant" as const, content: [text("ok")] },
+      { role: "user" as const, content: [text("second")] },
+      { role: "assistant" as const, content: [text(" \n\n\t ")] },
+      { role: "user" as const, content: [text("third")] },
+    ];
+    mock().enqueue({ text: "fine" });
+    const { res, err } = await run(p, request(mock(), { messages }));
+    expect(err).toBeUndefined();
+    expect(res!.content).toEqual([text("fine")]);
+    expect(mock().requests[0]!.body.messages).toEqual([
+      { role: "user", content: [text("first")] },
+      { role: "assistant", content: [{ type: "tool_use", id: "toolu_W", name: "Bash", input: { command: "echo hi" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_W", content: "hi" }] },
+      { role: "assistant", content: [text("ok")] },
+      { role: "user", content: [text("second"), text("third")] },
+    ]);
+  });
+
   test("529 overloaded is retried", async () => {
     mock().enqueue({ error: { status: 529, message: "Overloaded" } }, { error: { status: 529, message: "Overloaded" } }, { text: "ok" });
     const { res } = await run(p, request(mock()));

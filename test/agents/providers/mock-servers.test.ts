@@ -63,10 +63,11 @@ describe("mock-anthropic wire format", () => {
     expect(((await res.json()) as any).error.message).toContain("no scripted turn left");
   });
 
-  test("validation like the real API: missing max_tokens, empty text block", async () => {
+  test("validation like the real API: missing max_tokens, empty or whitespace-only text block", async () => {
     anthropic.reset();
     anthropic.script(() => ({ text: "never" }));
-    for (const body of [{ ...aBody, max_tokens: undefined }, { ...aBody, messages: [{ role: "user", content: [{ type: "text", text: "" }] }] }]) {
+    const withText = (text: string) => ({ ...aBody, messages: [{ role: "user", content: [{ type: "text", text }] }] });
+    for (const body of [{ ...aBody, max_tokens: undefined }, withText(""), withText(" \n\n\t")]) {
       const res = await fetch(`${anthropic.url}/v1/messages`, { method: "POST", body: JSON.stringify(body) });
       expect(res.status).toBe(400);
       expect(((await res.json()) as any).error.type).toBe("invalid_request_error");

@@ -195,6 +195,7 @@ export class AgentLoop {
             fetch: route.fetch,
             signal,
             meter: charge.meter,
+            log: this.d.log.child({ task_id: task.id }),
           },
           (e) => {
             if (e.type === "text") tokens.push(e.text);

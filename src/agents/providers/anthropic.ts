@@ -16,6 +16,7 @@ import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import { readServerSentEvents } from "./sse.ts";
 import { withDeferred, withStreamedArrays } from "./streamed-body.ts";
+import { TokenCounts } from "./token-count.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
 // The SDK sends the key as `Authorization: Bearer`; gateways behind a custom base_url may only know
@@ -142,10 +143,11 @@ export class AnthropicProvider implements Provider {
   readonly name = "anthropic" as const;
 
   complete(req: ModelRequest, onEvent: (e: StreamEvent) => void): Promise<ModelResponse> {
-    return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit), (e) => anthropicError(e, req.baseUrl));
+    const counts = new TokenCounts("anthropic", req.log);
+    return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit, counts), (e) => anthropicError(e, req.baseUrl));
   }
 
-  private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void): Promise<ModelResponse> {
+  private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void, counts: TokenCounts): Promise<ModelResponse> {
     const baseUrl = req.baseUrl || undefined;
     const client = clients.get(baseUrl, resolveApiKey("anthropic", "ANTHROPIC_API_KEY", req.apiKey, baseUrl), req.fetch);
     const params = anthropicParams(req);
@@ -165,10 +167,14 @@ export class AnthropicProvider implements Provider {
     let output = 0;
     /**
      * Takes the input figures `u` gives: a field null or absent keeps what was reported before
-     * (message_delta often restates input_tokens alone, and must not drop message_start's cache tokens).
+     * (message_delta often restates input_tokens alone, and must not drop message_start's cache tokens);
+     * so does a field that is not a count (token-count.ts).
      */
-    const inputFrom = (u: Partial<Record<keyof typeof inputs, number | null>>) => {
-      for (const k of Object.keys(inputs) as (keyof typeof inputs)[]) if (u[k] != null) inputs[k] = u[k];
+    const inputFrom = (u: Partial<Record<keyof typeof inputs, unknown>>) => {
+      for (const k of Object.keys(inputs) as (keyof typeof inputs)[]) {
+        const n = counts.read(u[k], k);
+        if (n != null) inputs[k] = n;
+      }
       return inputs.input_tokens + inputs.cache_creation_input_tokens + inputs.cache_read_input_tokens;
     };
     let stop: string | null = null;
@@ -178,7 +184,7 @@ export class AnthropicProvider implements Provider {
         case "message_start": {
           const u = ev.message.usage;
           input = inputFrom(u);
-          output = u.output_tokens ?? 0;
+          output = counts.read(u.output_tokens, "output_tokens") ?? 0;
           meter?.reported(input, output);
           break;
         }
@@ -216,10 +222,11 @@ export class AnthropicProvider implements Provider {
         case "message_delta": {
           stop = ev.delta.stop_reason ?? stop;
           const u = ev.usage;
-          if (u.output_tokens != null) output = u.output_tokens;
+          const out = counts.read(u.output_tokens, "output_tokens");
+          if (out != null) output = out;
           input = inputFrom(u);
           // Its output count is the message's (cumulative): no estimate from here on.
-          meter?.reported(input, output, u.output_tokens != null);
+          meter?.reported(input, output, out != null);
           break;
         }
         case "message_stop":

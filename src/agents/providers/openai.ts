@@ -15,6 +15,7 @@ import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import { readServerSentEvents } from "./sse.ts";
 import { withDeferred, withStreamedArrays } from "./streamed-body.ts";
+import { TokenCounts } from "./token-count.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
 /**
@@ -142,10 +143,11 @@ export class OpenAIProvider implements Provider {
   readonly name = "openai" as const;
 
   complete(req: ModelRequest, onEvent: (e: StreamEvent) => void): Promise<ModelResponse> {
-    return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit), (e) => openaiError(e, req.baseUrl));
+    const counts = new TokenCounts("openai", req.log);
+    return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit, counts), (e) => openaiError(e, req.baseUrl));
   }
 
-  private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void): Promise<ModelResponse> {
+  private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void, counts: TokenCounts): Promise<ModelResponse> {
     const baseUrl = req.baseUrl || undefined;
     const client = clients.get(baseUrl, resolveApiKey("openai", "OPENAI_API_KEY", req.apiKey, baseUrl), req.fetch);
     const params = openaiParams(req);
@@ -179,8 +181,11 @@ export class OpenAIProvider implements Provider {
 
     const handle = (chunk: ChatCompletionChunk) => {
       if (chunk.usage) {
-        usage = { input_tokens: chunk.usage.prompt_tokens ?? 0, output_tokens: chunk.usage.completion_tokens ?? 0 };
-        meter?.reported(usage.input_tokens, usage.output_tokens, true);
+        // A figure that is not a count (token-count.ts) is absent: 0, as with no usage chunk at all.
+        const input = counts.read(chunk.usage.prompt_tokens, "prompt_tokens");
+        const output = counts.read(chunk.usage.completion_tokens, "completion_tokens");
+        usage = { input_tokens: input ?? 0, output_tokens: output ?? 0 };
+        meter?.reported(usage.input_tokens, usage.output_tokens, output != null);
       }
       const choice = chunk.choices?.[0];
       if (!choice) return;

@@ -7,6 +7,7 @@
  * base_url), ./demo.ts (offline, deterministic); the registry is ./index.ts. Retries live in
  * ./retry.ts.
  */
+import type { Logger } from "../../log.ts";
 import type { ProviderName } from "./model-error.ts";
 import type { Usage, UsageMeter } from "./usage-meter.ts";
 
@@ -47,6 +48,8 @@ export interface ModelRequest {
   signal?: AbortSignal;
   /** Kept up to date while the answer streams: what a stopped or failed request is charged (./usage-meter.ts). */
   meter?: UsageMeter;
+  /** Where the provider's warnings go (a usage figure it could not read: ./token-count.ts); default: none. */
+  log?: Logger;
 }
 
 export type StreamEvent =

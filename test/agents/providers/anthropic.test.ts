@@ -3,6 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { AnthropicProvider, textDeltaOf, toAnthropicMessages } from "../../../src/agents/providers/anthropic.ts";
 import { getProvider, ModelError } from "../../../src/agents/providers/index.ts";
 import { UsageMeter } from "../../../src/agents/providers/usage-meter.ts";
+import { createLogger } from "../../../src/log.ts";
 import { startMockAnthropic, toolResults } from "../../helpers/mock-anthropic.ts";
 import { FAST_RETRIES, providerScenarios, request, run } from "./scenarios.ts";
 
@@ -226,6 +227,52 @@ describe("usage: message_delta's figures merged into message_start's, field by f
         expect(res!.usage).toEqual({ input_tokens: input, output_tokens: 10 });
         // What a cancelled request would be charged agrees with the answer's figures.
         expect(meter.used()).toEqual({ input_tokens: input, output_tokens: 10 });
+      } finally {
+        server.stop(true);
+      }
+    });
+  }
+});
+
+describe("usage figures that are not non-negative safe integers count as absent", () => {
+  const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+  function usageServer(start: Record<string, unknown>, delta: Record<string, unknown>) {
+    return Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: () =>
+        new Response(
+          sse("message_start", { type: "message_start", message: { id: "msg_1", type: "message", role: "assistant", model: "m", content: [], stop_reason: null, stop_sequence: null, usage: start } }) +
+            sse("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }) +
+            sse("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "hello" } }) +
+            sse("content_block_stop", { type: "content_block_stop", index: 0 }) +
+            sse("message_delta", { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: delta }) +
+            sse("message_stop", { type: "message_stop" }),
+          { headers: { "content-type": "text/event-stream" } },
+        ),
+    });
+  }
+  const cases: [string, Record<string, unknown>, Record<string, unknown>, { input_tokens: number; output_tokens: number }, string[]][] = [
+    ["a fraction", { input_tokens: 10.7, output_tokens: 1 }, { output_tokens: 2.2 }, { input_tokens: 0, output_tokens: 1 }, ["input_tokens", "output_tokens"]],
+    // Added as strings, "12" was once recorded as 1200 input tokens.
+    ["a string", { input_tokens: "12", cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 }, { output_tokens: "x" }, { input_tokens: 0, output_tokens: 1 }, ["input_tokens", "output_tokens"]],
+    ["past 2^53, restated", { input_tokens: 1e20, cache_read_input_tokens: 40, output_tokens: 1 }, { input_tokens: 1e20, output_tokens: 5 }, { input_tokens: 40, output_tokens: 5 }, ["input_tokens"]],
+    ["1.5e308 and a negative", { input_tokens: 100, cache_creation_input_tokens: -5, output_tokens: 1 }, { output_tokens: 1.5e308 }, { input_tokens: 100, output_tokens: 1 }, ["cache_creation_input_tokens", "output_tokens"]],
+  ];
+  for (const [name, start, delta, usage, fields] of cases) {
+    test(`${name}: ${JSON.stringify(usage)}, warned once for ${fields.join(", ")}`, async () => {
+      const server = usageServer(start, delta);
+      const lines: string[] = [];
+      try {
+        const meter = new UsageMeter();
+        const log = createLogger({ level: "warn", sink: (l) => lines.push(l) });
+        const { res, err } = await run(p, { model: "m", system: "", messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }], tools: [], maxTokens: 64, baseUrl: server.url.href.replace(/\/$/, ""), apiKey: "k", meter, log });
+        expect(err).toBeUndefined();
+        expect(res!.usage).toEqual(usage);
+        expect(meter.used().input_tokens).toBe(usage.input_tokens);
+        const warned = lines.map((l) => JSON.parse(l));
+        expect(warned.map((w) => w.field)).toEqual(fields);
+        expect(warned.every((w) => w.provider === "anthropic")).toBe(true);
       } finally {
         server.stop(true);
       }

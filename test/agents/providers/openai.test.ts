@@ -2,6 +2,8 @@
 import { describe, expect, test } from "bun:test";
 import { OpenAIProvider, openaiParams, TOOL_ERROR_PREFIX, toOpenAIMessages, usesMaxCompletionTokens } from "../../../src/agents/providers/openai.ts";
 import { type ChatMessage, getProvider, ModelError } from "../../../src/agents/providers/index.ts";
+import { UsageMeter } from "../../../src/agents/providers/usage-meter.ts";
+import { createLogger } from "../../../src/log.ts";
 import { startMockOpenAI, toolMessages } from "../../helpers/mock-openai.ts";
 import { providerScenarios, request, run } from "./scenarios.ts";
 
@@ -108,6 +110,26 @@ describe("openai provider", () => {
     const { res } = await run(p, request(mock()));
     expect(res!.usage).toEqual({ input_tokens: 0, output_tokens: 0 });
     expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+  });
+
+  test("usage figures that are not non-negative safe integers count as absent, with one warning per field naming it", async () => {
+    const lines: string[] = [];
+    const log = createLogger({ level: "warn", sink: (l) => lines.push(l) });
+    for (const [prompt, completion] of [[10.5, 7], ["12", 1.5e308], [-3, 2 ** 53]] as const) {
+      lines.length = 0;
+      mock().enqueue({ text: "ok", usage: { input_tokens: prompt as number, output_tokens: completion as number } });
+      const meter = new UsageMeter();
+      const { res, err } = await run(p, request(mock(), { log, meter }));
+      expect(err).toBeUndefined();
+      const output = Number.isSafeInteger(completion) ? completion : 0;
+      expect(res!.usage).toEqual({ input_tokens: 0, output_tokens: output });
+      expect(meter.used().input_tokens).toBe(0);
+      const warned = lines.map((l) => JSON.parse(l));
+      expect(warned.map((w) => w.field)).toEqual(Number.isSafeInteger(completion) ? ["prompt_tokens"] : ["prompt_tokens", "completion_tokens"]);
+      expect(warned.every((w) => w.level === "warn" && w.provider === "openai")).toBe(true);
+      // The figure itself is not logged (it is the server's body).
+      expect(lines.join("")).not.toContain(String(prompt));
+    }
   });
 
   test("tool calls finished with 'stop' (Ollama) still count as tool_use", async () => {

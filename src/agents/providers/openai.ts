@@ -2,7 +2,8 @@
  * OpenAI Chat Completions through the official SDK, streaming, with tools as `type:"function"`.
  * Written for every compatible server (OpenAI, Ollama, vLLM, llama.cpp, OpenRouter): it sends only
  * widely supported fields, tolerates a missing usage chunk (counts 0), missing tool-call indexes or
- * ids, "stop" as the finish reason of a tool call, and arguments that are not valid JSON.
+ * ids (an id repeated within a message is replaced too), "stop" as the finish reason of a tool
+ * call, and arguments that are not valid JSON.
  */
 import { randomUUID } from "node:crypto";
 // Loaded on first use: the SDK costs tens of milliseconds of start-up for a server that may never call it.
@@ -172,9 +173,14 @@ export class OpenAIProvider implements Provider {
     const emitTools = () => {
       if (toolsEmitted) return;
       toolsEmitted = true;
+      // A call without an id, or with one an earlier call of this message has, gets an id of its
+      // own: results are matched to their call by id (the transcript, the role:"tool" messages),
+      // so two calls sharing one would both be answered with the same result.
+      const seen = new Set<string>();
       for (const p of parts) {
         if (p.kind !== "tool") continue;
-        if (!p.slot.id) p.slot.id = `call_${randomUUID().replace(/-/g, "").slice(0, 24)}`;
+        if (!p.slot.id || seen.has(p.slot.id)) p.slot.id = `call_${randomUUID().replace(/-/g, "").slice(0, 24)}`;
+        seen.add(p.slot.id);
         emit({ type: "tool_use", id: p.slot.id, name: p.slot.name, input: parseToolArguments(p.slot.args) });
       }
     };

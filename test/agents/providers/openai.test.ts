@@ -132,6 +132,26 @@ describe("openai provider", () => {
     }
   });
 
+  test("a tool call id repeated within one message gets a generated one (results are matched by id)", async () => {
+    mock().enqueue({ toolCalls: [{ id: "call_X", name: "Bash", input: { command: "echo d1" } }, { id: "call_X", name: "Bash", input: { command: "echo d2" } }, { id: "call_Y", name: "Bash", input: { command: "echo d3" } }] });
+    const { res, events } = await run(p, request(mock()));
+    const uses = res!.content.filter((b) => b.type === "tool_use") as unknown as { id: string; input: { command: string } }[];
+    expect(uses.map((u) => u.input.command)).toEqual(["echo d1", "echo d2", "echo d3"]);
+    expect(uses[0]!.id).toBe("call_X");
+    expect(uses[2]!.id).toBe("call_Y");
+    expect(uses[1]!.id).toMatch(/^call_[0-9a-f]{24}$/);
+    // The events carry the ids the message is stored with.
+    expect(events.filter((e) => e.type === "tool_use").map((e) => (e as { id: string }).id)).toEqual(uses.map((u) => u.id));
+    mock().enqueue({ text: "ok" });
+    const messages: ChatMessage[] = [
+      ...request(mock()).messages,
+      { role: "assistant", content: res!.content },
+      { role: "user", content: uses.map((u) => ({ type: "tool_result" as const, tool_use_id: u.id, content: u.input.command.slice(5) })) },
+    ];
+    expect((await run(p, request(mock(), { messages }))).err).toBeUndefined();
+    expect(toolMessages(mock().requests[1]!.body)).toEqual(uses.map((u) => ({ role: "tool", tool_call_id: u.id, content: u.input.command.slice(5) })));
+  });
+
   test("tool calls finished with 'stop' (Ollama) still count as tool_use", async () => {
     mock().enqueue({ toolCalls: [{ name: "Bash", input: { command: "ls" } }], stopReason: "stop" });
     const { res, events } = await run(p, request(mock()));

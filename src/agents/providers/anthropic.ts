@@ -1,7 +1,8 @@
 /**
  * Anthropic Messages API through the official SDK: streaming (`stream: true`), tool use. Text
  * deltas are emitted as they arrive; a tool call is emitted once complete (content_block_stop),
- * its input being the accumulated input_json_delta fragments. Usage comes from message_start
+ * its input being the accumulated input_json_delta fragments (or, with none, the input its
+ * content_block_start carried). Usage comes from message_start
  * (input: its own, cache creation and cache reads) and message_delta (output, cumulative; an
  * input figure it restates replaces that one field only). `base_url` may point at any server speaking
  * the Messages API (a proxy, a gateway).
@@ -137,7 +138,18 @@ export function textDeltaOf(data: string): RawMessageStreamEvent | null {
   return { type: "content_block_delta", index: Number(digits), delta: { type: "text_delta", text } };
 }
 
-type Block = { type: "text"; text: string } | { type: "tool_use"; id: string; name: string; json: string; done: boolean };
+/** `input`: what content_block_start carried, the input when no input_json_delta follows (toolInput). */
+type Block = { type: "text"; text: string } | { type: "tool_use"; id: string; name: string; input: unknown; json: string; done: boolean };
+
+/**
+ * A tool call's input: its input_json_delta fragments, or — when none came — the input its
+ * content_block_start carried. The API sends `{}` there and the input in deltas; some gateways send
+ * the whole input at the start and no delta (the SDK's own stream builder reads it from there too).
+ */
+function toolInput(b: Extract<Block, { type: "tool_use" }>): Record<string, unknown> {
+  if (b.json === "" && b.input && typeof b.input === "object" && !Array.isArray(b.input)) return b.input as Record<string, unknown>;
+  return parseToolArguments(b.json);
+}
 
 export class AnthropicProvider implements Provider {
   readonly name = "anthropic" as const;
@@ -195,7 +207,7 @@ export class AnthropicProvider implements Provider {
             meter?.received(cb.text.length);
             if (cb.text) emit({ type: "text", text: cb.text });
           } else if (cb.type === "tool_use") {
-            blocks[ev.index] = { type: "tool_use", id: cb.id, name: cb.name, json: "", done: false };
+            blocks[ev.index] = { type: "tool_use", id: cb.id, name: cb.name, input: cb.input, json: "", done: false };
           }
           break;
         }
@@ -215,7 +227,7 @@ export class AnthropicProvider implements Provider {
           const b = blocks[ev.index];
           if (b?.type === "tool_use" && !b.done) {
             b.done = true;
-            emit({ type: "tool_use", id: b.id, name: b.name, input: parseToolArguments(b.json) });
+            emit({ type: "tool_use", id: b.id, name: b.name, input: toolInput(b) });
           }
           break;
         }
@@ -253,7 +265,7 @@ export class AnthropicProvider implements Provider {
       if (!b) continue;
       if (b.type === "text") {
         if (b.text) content.push({ type: "text", text: b.text });
-      } else content.push({ type: "tool_use", id: b.id, name: b.name, input: parseToolArguments(b.json) });
+      } else content.push({ type: "tool_use", id: b.id, name: b.name, input: toolInput(b) });
     }
     return { content, stopReason: (stop && Object.hasOwn(STOP, stop) && STOP[stop]) || "other", usage: { input_tokens: input, output_tokens: output } };
   }

@@ -280,6 +280,42 @@ describe("usage figures that are not non-negative safe integers count as absent"
   }
 });
 
+describe("a tool_use whose input arrives whole in content_block_start (some gateways)", () => {
+  test("is run with that input when no input_json_delta follows; deltas, when they come, are the input", async () => {
+    const sse = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: () =>
+        new Response(
+          sse("message_start", { type: "message_start", message: { id: "msg_1", type: "message", role: "assistant", model: "m", content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 10, output_tokens: 1 } } }) +
+            sse("content_block_start", { type: "content_block_start", index: 0, content_block: { type: "tool_use", id: "toolu_full", name: "Bash", input: { command: "echo full-input" } } }) +
+            sse("content_block_stop", { type: "content_block_stop", index: 0 }) +
+            // The usual shape: an empty input at the start, the input in deltas.
+            sse("content_block_start", { type: "content_block_start", index: 1, content_block: { type: "tool_use", id: "toolu_delta", name: "Bash", input: {} } }) +
+            sse("content_block_delta", { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '{"command":' } }) +
+            sse("content_block_delta", { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '"echo streamed"}' } }) +
+            sse("content_block_stop", { type: "content_block_stop", index: 1 }) +
+            sse("message_delta", { type: "message_delta", delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { output_tokens: 5 } }) +
+            sse("message_stop", { type: "message_stop" }),
+          { headers: { "content-type": "text/event-stream" } },
+        ),
+    });
+    try {
+      const { res, events, err } = await run(p, { model: "m", system: "", messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }], tools: [], maxTokens: 64, baseUrl: server.url.href.replace(/\/$/, ""), apiKey: "k" });
+      expect(err).toBeUndefined();
+      const expected = [
+        { type: "tool_use", id: "toolu_full", name: "Bash", input: { command: "echo full-input" } },
+        { type: "tool_use", id: "toolu_delta", name: "Bash", input: { command: "echo streamed" } },
+      ];
+      expect(events).toEqual(expected as never);
+      expect(res!.content).toEqual(expected as never);
+    } finally {
+      server.stop(true);
+    }
+  });
+});
+
 describe("textDeltaOf (text deltas read without JSON.parse)", () => {
   const ev = (index: number, text: string) => ({ type: "content_block_delta", index, delta: { type: "text_delta", text } });
   test("the exact shape gives what JSON.parse gives, escapes included", () => {

@@ -22,7 +22,8 @@ import type { Tasks, TaskRow } from "./tasks.ts";
 import { ASK_USER, invalidInput, toolByName, toolSpecs } from "./tools/index.ts";
 import { flattenQuestions } from "./tools/ask.ts";
 import type { StoredStep, Transcript } from "./transcript.ts";
-import { type ModelRoute, quietModelMessage } from "./model-network.ts";
+import type { ModelRoute } from "./model-network.ts";
+import { modelFailureMessage } from "./model-failure.ts";
 import { NO_RUN_TOOLS, type RunSetup, type RunTools } from "./run-setup.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 import { releaseMemory } from "../lib/memory.ts";
@@ -87,7 +88,7 @@ export class AgentLoop {
       return await this.loop(task, profile, signal, scrub, route, resumed);
     } catch (e) {
       if (signal.aborted) return stopOutcome(signal.reason);
-      if (e instanceof ModelError) return { failed: { code: "MODEL_ERROR", message: route.quiet ? quietModelMessage(e.status) : scrub(e.message) } };
+      if (e instanceof ModelError) return { failed: { code: "MODEL_ERROR", message: modelFailureMessage(e, route.quiet, scrub) } };
       if (e instanceof AppError) return { failed: { code: e.code, message: scrub(e.message) } };
       this.d.log.error("task crashed", { task_id: task.id, err: e });
       return { failed: { code: "INTERNAL_ERROR", message: `Internal error while running the task (task ${task.id})` } };

@@ -20,6 +20,8 @@
  *   (close the stream without message_stop).
  * - `{ error: { status, message, type?, retryAfter? } }`: Anthropic's error JSON with that status
  *   (529 → overloaded_error, 429 → rate_limit_error, 500 → api_error…).
+ * - `{ raw: { status, headers?, body? } }`: exactly that answer (an HTML page, JSON to a stream
+ *   request); `body` may be a function making a fresh ReadableStream (a body that never ends).
  * - `mock.script(req => turn)`: answers once the queue is empty (react to the conversation).
  * With neither, a request gets a 400 naming the missing turn. Invalid requests get the 400 the
  * real API gives (tool_use without its tool_result, empty or whitespace-only text block, missing max_tokens…).

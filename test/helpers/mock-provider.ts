@@ -66,7 +66,17 @@ export interface MockHttpError {
   headers?: Record<string, string>;
 }
 
-export type MockTurn = MockReply | { error: MockHttpError };
+/**
+ * An answer sent exactly as given, whatever the API would say: a proxy's HTML page, JSON from a
+ * server that ignores `stream: true`, an error body that never ends (a function making a fresh stream).
+ */
+export interface MockRawAnswer {
+  status: number;
+  headers?: Record<string, string>;
+  body?: string | (() => ReadableStream<Uint8Array>);
+}
+
+export type MockTurn = MockReply | { error: MockHttpError } | { raw: MockRawAnswer };
 /** Script mode: decide the answer from the request (e.g. react to the tool results it carries). */
 export type MockScript = (req: RecordedRequest) => MockTurn | Promise<MockTurn>;
 
@@ -260,6 +270,7 @@ export function startMockServer(format: WireFormat, opts: MockOptions = {}): Moc
       const turn = queue.length ? queue.shift()! : scriptFn ? await scriptFn(rec) : null;
       if (!turn) return httpError({ status: 400, type: "invalid_request_error", message: `${format.name}: no scripted turn left for request #${rec.index}` }, rec.index);
       if ("error" in turn) return httpError(turn.error, rec.index);
+      if ("raw" in turn) return new Response(typeof turn.raw.body === "function" ? turn.raw.body() : (turn.raw.body ?? null), { status: turn.raw.status, headers: turn.raw.headers });
       return stream(turn, rec, req.signal);
     },
   });

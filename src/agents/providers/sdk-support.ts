@@ -1,10 +1,12 @@
 /** What the two SDK-backed providers share: client reuse, key lookup, tool-argument parsing, endpoint names. */
 import { ModelError, type ProviderName } from "./model-error.ts";
 import { jsonDepth, MAX_DEPTH } from "../../lib/json-input.ts";
+import { boundErrorBodies } from "./model-answer.ts";
 
 /**
  * A small cache of SDK clients keyed by (base URL, key, fetch), so connections are reused between
- * turns. `fetch` is the network route of the request (the SSRF-guarded one for users' base URLs).
+ * turns. `fetch` is the network route of the request (the SSRF-guarded one for users' base URLs);
+ * the client is given it with error bodies bounded (model-answer.ts), since the SDKs read them whole.
  */
 export class ClientCache<C> {
   private readonly clients = new Map<string, C>();
@@ -23,7 +25,7 @@ export class ClientCache<C> {
     const key = `${baseUrl ?? ""}\n${apiKey}\n${route}`;
     let c = this.clients.get(key);
     if (c) return c;
-    c = this.make(baseUrl, apiKey, fetchImpl);
+    c = this.make(baseUrl, apiKey, boundErrorBodies(fetchImpl ?? ((input, init) => fetch(input, init))));
     if (this.clients.size >= this.max) this.clients.delete(this.clients.keys().next().value!);
     this.clients.set(key, c);
     return c;

@@ -184,6 +184,40 @@ export function providerScenarios(o: ScenarioOptions): () => MockProviderServer 
     expect(mock.requests).toHaveLength(1);
   });
 
+  test("an error answer's body is read only to its first 64 KiB: a body that never ends fails at once, each retry too", async () => {
+    let cancelled = 0;
+    // 16 KiB every 5 ms, without end: read whole (as the SDKs do) it would never finish.
+    const endless = () => {
+      const chunk = new TextEncoder().encode("x".repeat(16 * 1024));
+      return new ReadableStream<Uint8Array>({
+        async pull(c) {
+          await Bun.sleep(5);
+          c.enqueue(chunk);
+        },
+        cancel: () => void cancelled++,
+      });
+    };
+    mock.script(() => ({ raw: { status: 502, headers: { "content-type": "text/plain" }, body: endless } }));
+    const { err, ms } = await run(p, request(mock));
+    expect(err).toBeInstanceOf(ModelError);
+    const e = err as ModelError;
+    expect([e.status, e.retryable, e.attempts]).toEqual([502, true, FAST_RETRIES.retries + 1]);
+    expect(e.message.length).toBeLessThanOrEqual(64 * 1024 + 10);
+    expect(mock.requests).toHaveLength(FAST_RETRIES.retries + 1);
+    expect(ms).toBeLessThan(10_000);
+    await waitFor(() => cancelled === FAST_RETRIES.retries + 1, { what: "every endless body closed by the client" });
+  });
+
+  test("a JSON error body larger than 64 KiB still fails with its status (the cut JSON read as text), not retried", async () => {
+    const big = JSON.stringify({ type: "error", error: { type: "invalid_request_error", message: "y".repeat(200_000) } });
+    mock.enqueue({ raw: { status: 400, headers: { "content-type": "application/json" }, body: big } });
+    const { err } = await run(p, request(mock));
+    const e = err as ModelError;
+    expect(e).toBeInstanceOf(ModelError);
+    expect([e.status, e.retryable, e.attempts]).toEqual([400, false, 1]);
+    expect(e.message.length).toBeLessThanOrEqual(64 * 1024 + 10);
+  });
+
   test("401 (bad key) is not retried and names the problem", async () => {
     const { err } = await run(p, request(mock, { apiKey: "sk-wrong" }));
     expect(err).toBeInstanceOf(ModelError);

@@ -1,0 +1,58 @@
+/**
+ * Checks on a model server's HTTP answer, before the SDKs or our SSE reader look at it: an error
+ * answer's body is read only so far (the SDKs read it whole, with no limit).
+ */
+/**
+ * The most of an error answer's body that is read. The message in it is short (Anthropic's and
+ * OpenAI's error JSON is a few hundred bytes); a proxy's HTML page or a server that sends without
+ * end would otherwise be held whole in memory, once for every retry.
+ */
+export const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
+type FetchLike = (input: RequestInfo | URL, init?: RequestInit) => Promise<Response>;
+
+/**
+ * `base` with the body of every answer that is not 2xx cut to its first MAX_ERROR_BODY_BYTES (the
+ * rest is not read: the connection is closed). The status and headers are kept, so the SDK makes
+ * the same error of it (retried or not as before); a JSON body cut short is read as text.
+ */
+export function boundErrorBodies(base: FetchLike): typeof fetch {
+  const wrapped = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
+    const res = await base(input, init);
+    if (res.ok || !res.body) return res;
+    const head = await readAtMost(res.body, MAX_ERROR_BODY_BYTES);
+    const headers = new Headers(res.headers);
+    // The body is now these bytes, as they were decoded.
+    headers.delete("content-length");
+    headers.delete("content-encoding");
+    return new Response(head, { status: res.status, statusText: res.statusText, headers });
+  };
+  return wrapped as typeof fetch;
+}
+
+/** The first `max` bytes of a stream; the rest is cancelled, not read. A read that fails ends it early. */
+async function readAtMost(body: ReadableStream<Uint8Array>, max: number): Promise<Uint8Array<ArrayBuffer>> {
+  const reader = body.getReader();
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < max) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      const part = value.byteLength > max - size ? value.subarray(0, max - size) : value;
+      parts.push(part);
+      size += part.byteLength;
+    }
+  } catch {
+    // What arrived before the failure is the message there is.
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}

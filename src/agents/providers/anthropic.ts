@@ -13,6 +13,7 @@ let sdk: Sdk | null = null;
 const load = (): Sdk => (sdk ??= require("@anthropic-ai/sdk") as Sdk);
 import type { ContentBlockParam, MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages/messages";
 import { abortError, answerLimit, ModelError } from "./model-error.ts";
+import { assertEventStream } from "./model-answer.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import { readServerSentEvents } from "./sse.ts";
@@ -169,6 +170,7 @@ export class AnthropicProvider implements Provider {
     const response = await withDeferred(params.messages, (messages) =>
       client.messages.create({ ...params, messages: messages as typeof params.messages }, { signal: req.signal }).asResponse(),
     );
+    assertEventStream(response, "anthropic");
     if (!response.body) throw new ModelError("The Anthropic response had no body", { provider: "anthropic", retryable: true });
     const blocks: Block[] = [];
     const meter = req.meter;

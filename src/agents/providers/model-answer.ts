@@ -1,7 +1,10 @@
 /**
  * Checks on a model server's HTTP answer, before the SDKs or our SSE reader look at it: an error
- * answer's body is read only so far (the SDKs read it whole, with no limit).
+ * answer's body is read only so far (the SDKs read it whole, with no limit), and a 200 that is not
+ * a stream of server-sent events fails at once instead of being read as an empty stream.
  */
+import { ModelError, type ProviderName } from "./model-error.ts";
+
 /**
  * The most of an error answer's body that is read. The message in it is short (Anthropic's and
  * OpenAI's error JSON is a few hundred bytes); a proxy's HTML page or a server that sends without
@@ -55,4 +58,19 @@ async function readAtMost(body: ReadableStream<Uint8Array>, max: number): Promis
     at += p.byteLength;
   }
   return out;
+}
+
+/**
+ * A successful answer to a streaming request must be server-sent events. A server that ignores
+ * `stream: true` answers JSON, and a proxy or login page answers HTML: read as a stream, either
+ * looks like a stream that ended early, which is retried (and each attempt may be billed). They
+ * fail here, not retried. An answer without a content-type is read as a stream: the servers that
+ * do not stream say what they send instead, and a minimal server that streams without the header
+ * should keep working (if it does not stream, it ends early like any broken stream).
+ */
+export function assertEventStream(res: Response, provider: ProviderName): void {
+  const type = res.headers.get("content-type");
+  if (type === null || type.split(";")[0]!.trim().toLowerCase() === "text/event-stream") return;
+  res.body?.cancel().catch(() => {});
+  throw new ModelError(`The model server did not stream (content-type ${type.slice(0, 100)})`, { provider, retryable: false });
 }

@@ -12,6 +12,7 @@ let sdk: Sdk | null = null;
 const load = (): Sdk => (sdk ??= require("openai") as Sdk);
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { abortError, answerLimit, ModelError } from "./model-error.ts";
+import { assertEventStream } from "./model-answer.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import { readServerSentEvents } from "./sse.ts";
@@ -157,6 +158,7 @@ export class OpenAIProvider implements Provider {
     const response = await withDeferred(params.messages, (messages) =>
       client.chat.completions.create({ ...params, messages: messages as typeof params.messages }, { signal: req.signal }).asResponse(),
     );
+    assertEventStream(response, "openai");
     if (!response.body) throw new ModelError("The model server's response had no body", { provider: "openai", retryable: true });
     const parts: Part[] = [];
     const slots = new Map<number | string, Slot>();

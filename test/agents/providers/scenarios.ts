@@ -218,6 +218,38 @@ export function providerScenarios(o: ScenarioOptions): () => MockProviderServer 
     expect(e.message.length).toBeLessThanOrEqual(64 * 1024 + 10);
   });
 
+  test("a 200 that is not a stream (JSON from a server ignoring stream: true, an HTML login page) fails at once, not retried", async () => {
+    for (const type of ["application/json", "text/html; charset=utf-8"]) {
+      mock.reset();
+      mock.script(() => ({ raw: { status: 200, headers: { "content-type": type }, body: type.startsWith("text/html") ? "<html><body>Sign in</body></html>" : '{"id":"x","content":[]}' } }));
+      const { err } = await run(p, request(mock));
+      expect(err).toBeInstanceOf(ModelError);
+      const e = err as ModelError;
+      expect(e.message).toBe(`The model server did not stream (content-type ${type})`);
+      expect([e.retryable, e.attempts]).toEqual([false, 1]);
+      expect(mock.requests).toHaveLength(1);
+    }
+  });
+
+  test("the stream's content-type is read leniently (case, parameters); a missing one is read as a stream", async () => {
+    // The mock's own answer, its content-type header changed on the way.
+    const retyped = (type: string | null) =>
+      (async (input: RequestInfo | URL, init?: RequestInit) => {
+        const res = await fetch(input, init);
+        const headers = new Headers(res.headers);
+        if (type === null) headers.delete("content-type");
+        else headers.set("content-type", type);
+        return new Response(res.body, { status: res.status, headers });
+      }) as typeof fetch;
+    for (const type of ["Text/Event-Stream ; charset=UTF-8", null]) {
+      mock.reset();
+      mock.enqueue({ text: "ok" });
+      const { res, err } = await run(p, request(mock, { fetch: retyped(type) }));
+      expect(err).toBeUndefined();
+      expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+    }
+  });
+
   test("401 (bad key) is not retried and names the problem", async () => {
     const { err } = await run(p, request(mock, { apiKey: "sk-wrong" }));
     expect(err).toBeInstanceOf(ModelError);

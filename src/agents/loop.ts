@@ -24,6 +24,7 @@ import { flattenQuestions } from "./tools/ask.ts";
 import type { StoredStep, Transcript } from "./transcript.ts";
 import type { ModelRoute } from "./model-network.ts";
 import { modelFailureMessage } from "./model-failure.ts";
+import { CUT_OFF_RESULT, markCutOff } from "./cut-off.ts";
 import { NO_RUN_TOOLS, type RunSetup, type RunTools } from "./run-setup.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 import { releaseMemory } from "../lib/memory.ts";
@@ -149,7 +150,7 @@ export class AgentLoop {
       const pending = transcript.pendingToolUses(steps, task.id);
       for (let i = 0; i < pending.length; i++) {
         const use = pending[i]!;
-        const step = use.name === CONTINUE_TOOL && task.max_continuations > 0 ? await this.continueChain(task, use, steps) : await this.runTool(task, profile, extra, use, signal, scrub);
+        const step = use.name === CONTINUE_TOOL && task.max_continuations > 0 && !use.cut_off ? await this.continueChain(task, use, steps) : await this.runTool(task, profile, extra, use, signal, scrub);
         if (step === "waiting") return "waiting";
         if (step === "gone") return "interrupted";
         if (signal.aborted) throw signal.reason;
@@ -222,6 +223,7 @@ export class AgentLoop {
       if (transcript.size(task.session_id) >= LARGE_REQUEST_CHARS) releaseMemory();
       tokens.end();
       const content = scrubDeep(response.content, scrub);
+      markCutOff(content, response.stopReason);
       await charge.settle(response.usage);
       await transcript.addAssistant(task.session_id, task.id, content);
       steps = await transcript.steps(task.session_id);
@@ -268,7 +270,8 @@ export class AgentLoop {
     }
     const isExtra = extra.has(use.name);
     const enabled = profile.tools.includes(use.name) || isExtra;
-    const invalid = !enabled ? null : isExtra ? extra.invalid(use.name, use.input) : invalidInput(use.name, use.input);
+    // A call cut off by the token limit is never run, whatever it is (not even a question asked).
+    const invalid = use.cut_off ? CUT_OFF_RESULT : !enabled ? null : isExtra ? extra.invalid(use.name, use.input) : invalidInput(use.name, use.input);
     if (use.name === ASK_USER && enabled && !invalid) {
       const questions = flattenQuestions(use.input);
       const asking = current.pending_tool_use_id !== use.id;
@@ -286,8 +289,8 @@ export class AgentLoop {
       return "waiting";
     }
     this.emit(task, { type: "task:tool_use", tool: use.name, tool_use_id: use.id, input: use.input });
-    if (!enabled) return this.finishTool(task, use, `Tool ${use.name} is not enabled for this agent (enabled: ${[...profile.tools, ...extra.specs.map((t) => t.name)].join(", ")})`, true);
     if (invalid) return this.finishTool(task, use, invalid, true);
+    if (!enabled) return this.finishTool(task, use, `Tool ${use.name} is not enabled for this agent (enabled: ${[...profile.tools, ...extra.specs.map((t) => t.name)].join(", ")})`, true);
     // Durable before side effects: the tool_use frame and the in-flight marker.
     await tasks.update(task.id, { pending_tool_use_id: use.id });
     await this.d.eventLog.flush();

@@ -17,7 +17,14 @@ export { abortError, isAbortError, ModelError, type ModelErrorInit, type Provide
 
 export type ContentBlock =
   | { type: "text"; text: string }
-  | { type: "tool_use"; id: string; name: string; input: Record<string, unknown> }
+  | {
+      type: "tool_use";
+      id: string;
+      name: string;
+      input: Record<string, unknown>;
+      /** Set by the loop when the output token limit cut this call's arguments off: it is not run (../cut-off.ts). Never sent to a model. */
+      cut_off?: true;
+    }
   | { type: "tool_result"; tool_use_id: string; content: string; is_error?: boolean };
 
 export interface ChatMessage {

@@ -206,6 +206,7 @@ export class AgentLoop {
       } catch (e) {
         // Text that arrived before a failure or a cancel still leaves ahead of the outcome frame.
         tokens.flush();
+        if (e instanceof ModelError) this.logFailure(task, profile, e);
         // And is paid for: the call is charged what its meter knew (also when stopped by a
         // shutdown or a lost lease — the tokens were spent whoever continues the task).
         await charge.settle(charge.meter.used()).catch((err) => this.d.log.error("usage of a stopped model request not recorded", { task_id: task.id, err }));
@@ -231,6 +232,26 @@ export class AgentLoop {
       const uses = content.filter((b): b is ToolUse => b.type === "tool_use");
       if (uses.length === 0) return complete(content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join(""));
     }
+  }
+
+  /**
+   * One line for the operator per failed model request (after its retries): what failed, never
+   * the server's answer or the key. Users of a private server see no detail (security.md); the
+   * operator running it needs some. runcell's own message (a connection failure, an answer that
+   * was not a stream) is kept; one holding the server's text is not.
+   */
+  private logFailure(task: TaskRow, profile: ProfileRow, e: ModelError) {
+    this.d.log.warn("model request failed", {
+      task_id: task.id,
+      profile_id: profile.id,
+      provider: e.provider,
+      model: profile.model.name,
+      status: e.status,
+      type: e.type,
+      attempts: e.attempts,
+      after_output: e.afterOutput,
+      ...(e.fromServer ? {} : { detail: e.message }),
+    });
   }
 
   /**

@@ -40,5 +40,5 @@ export function readableModelMessage(message: string, status: number | undefined
  * whole message first: cut afterwards, a secret cannot be left half there, unrecognised.
  */
 export function modelFailureMessage(e: ModelError, quiet: boolean, scrub: (text: string) => string): string {
-  return quiet ? quietModelMessage(e.status) : readableModelMessage(scrub(e.message), e.status);
+  return quiet ? quietModelMessage(e.status, e.type) : readableModelMessage(scrub(e.message), e.status);
 }

@@ -107,9 +107,16 @@ export class ModelNetwork {
   }
 }
 
-/** A model failure from a quiet (private) host: what happened, not what it said. */
-export function quietModelMessage(status: number | undefined): string {
-  return status
-    ? `The model server answered HTTP ${status} (its answer is not shown for servers on private networks)`
-    : "The model server could not be reached or sent an invalid response (details are not shown for servers on private networks)";
+/** An error type as servers name them (overloaded_error, rate_limit_exceeded): anything else is not echoed. */
+const ERROR_TYPE = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/**
+ * A model failure from a quiet (private) host: what happened, not what it said — its HTTP status
+ * and the error type it named (a short token, so nothing of a page or a message gets through).
+ */
+export function quietModelMessage(status: number | undefined, type?: string): string {
+  const kind = type && ERROR_TYPE.test(type) ? ` (${type})` : "";
+  if (status) return `The model server answered HTTP ${status}${kind} (its answer is not shown for servers on private networks)`;
+  if (kind) return `The model server reported an error${kind} (details are not shown for servers on private networks)`;
+  return "The model server could not be reached or sent an invalid response (details are not shown for servers on private networks)";
 }

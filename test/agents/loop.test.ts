@@ -10,7 +10,8 @@ import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { startMockOpenAI, toolMessages } from "../helpers/mock-openai.ts";
 import type { MockProviderServer } from "../helpers/mock-provider.ts";
-import { createUser, type TestUser } from "../helpers/users.ts";
+import { freePort } from "../helpers/net.ts";
+import { api, createUser, type TestUser } from "../helpers/users.ts";
 
 let t: TestApp;
 let user: TestUser;
@@ -73,5 +74,65 @@ describe("a tool call cut off by the output token limit", () => {
     expect(result!.tool_call_id).toBe("call_cut");
     expect(result!.content).toStartWith("Error: ");
     expect(result!.content).toContain("cut off at the output token limit");
+  });
+});
+
+describe("a failed model request: the quiet message says what kind of failure, and the server logs it", () => {
+  const KEY = "sk-loop-test-KEY-0123456789";
+  const failedLines = (taskId: string) => t.logs.map((l) => JSON.parse(l)).filter((r) => r.msg === "model request failed" && r.task_id === taskId);
+
+  async function keyedProfile(): Promise<string> {
+    expect((await api(t, "PUT", "/v1/secrets/LOOP_KEY", user.bearer, { value: KEY })).status).toBeLessThan(300);
+    return createProfile(t, user, { mock: anthropic, extra: { model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: anthropic.url, api_key_secret: "LOOP_KEY" } } });
+  }
+
+  test("an in-stream invalid_request_error (prompt is too long): the message names its type, not the server's text; one warn line", async () => {
+    anthropic.reset();
+    anthropic.enqueue({ text: "x", failAfter: 0, failWith: { type: "invalid_request_error", message: "prompt is too long: SERVER-TEXT" } });
+    const profileId = await keyedProfile();
+    const { task_id } = await submit(t, user, { profile_id: profileId, prompt: "a long prompt" });
+    const task = await waitTask(t, user, task_id);
+    expect(task.error.code).toBe("MODEL_ERROR");
+    expect(task.error.message).toContain("invalid_request_error");
+    expect(task.error.message).not.toContain("could not be reached");
+    expect(task.error.message).not.toContain("SERVER-TEXT");
+    const lines = failedLines(task_id);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: "warn", provider: "anthropic", type: "invalid_request_error", attempts: 1, after_output: false });
+    expect(lines[0].detail).toBeUndefined();
+    expect(JSON.stringify(lines[0])).not.toContain("SERVER-TEXT");
+    expect(t.logs.join("\n")).not.toContain(KEY);
+  });
+
+  test("a server that cannot be reached: the user sees no detail, the operator's log line says why", async () => {
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    const profileId = await createProfile(t, user, { mock: { url: closed } as MockProviderServer });
+    const { task_id } = await submit(t, user, { profile_id: profileId, prompt: "hi" });
+    const task = await waitTask(t, user, task_id);
+    expect(task.error.message).toContain("could not be reached");
+    expect(task.error.message).not.toContain("127.0.0.1");
+    const lines = failedLines(task_id);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: "warn", provider: "anthropic", attempts: 3, detail: expect.stringContaining(`Cannot reach ${closed}`) });
+  });
+
+  test("an overloaded_error after output: its type in the message; an HTTP error: its status and type in the log, not its body", async () => {
+    anthropic.reset();
+    anthropic.enqueue({ text: "partial answer here", failAfter: 2, failWith: { type: "overloaded_error", message: "Overloaded SERVER-TEXT" } });
+    const profileId = await keyedProfile();
+    const first = await submit(t, user, { profile_id: profileId, prompt: "go" });
+    const task = await waitTask(t, user, first.task_id);
+    expect(task.error.message).toContain("overloaded_error");
+    expect(failedLines(first.task_id)).toMatchObject([{ type: "overloaded_error", after_output: true }]);
+
+    anthropic.script(() => ({ error: { status: 529, message: "SERVER-TEXT busy" } }));
+    const second = await submit(t, user, { profile_id: profileId, prompt: "again" });
+    const failed = await waitTask(t, user, second.task_id);
+    expect(failed.error.message).toBe("The model server answered HTTP 529 (overloaded_error) (its answer is not shown for servers on private networks)");
+    const lines = failedLines(second.task_id);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: "warn", provider: "anthropic", status: 529, type: "overloaded_error", attempts: 3 });
+    expect(t.logs.join("\n")).not.toContain("SERVER-TEXT");
+    expect(t.logs.join("\n")).not.toContain(KEY);
   });
 });

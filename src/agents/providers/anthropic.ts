@@ -106,10 +106,10 @@ export function anthropicError(e: unknown, baseUrl?: string | null): ModelError 
     const type = e.type ?? undefined;
     // An error event inside a 200 stream has no status: its type says whether it is transient.
     const retryable = e.status !== undefined ? retryableStatus(e.status) || transientType(type) : transientType(type) || type === undefined;
-    return new ModelError(msg, { provider: "anthropic", status: e.status, type, retryable, retryAfterMs: parseRetryAfter(e.headers) });
+    return new ModelError(msg, { provider: "anthropic", status: e.status, type, retryable, retryAfterMs: parseRetryAfter(e.headers), fromServer: true });
   }
   const err = e instanceof Error ? e : new Error(String(e));
-  return new ModelError(`Invalid response from Anthropic: ${err.message}`, { provider: "anthropic", retryable: false });
+  return new ModelError(`Invalid response from Anthropic: ${err.message}`, { provider: "anthropic", retryable: false, fromServer: true });
 }
 
 const DELTA_HEAD = '{"type":"content_block_delta","index":';

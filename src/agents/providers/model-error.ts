@@ -16,6 +16,8 @@ export interface ModelErrorInit {
   retryable: boolean;
   /** Wait the server asked for (Retry-After / retry-after-ms), in ms. */
   retryAfterMs?: number;
+  /** The message is the server's own text (an error body or event), not runcell's: never logged. */
+  fromServer?: boolean;
 }
 
 export class ModelError extends Error {
@@ -25,6 +27,7 @@ export class ModelError extends Error {
   readonly type?: string;
   readonly retryable: boolean;
   readonly retryAfterMs?: number;
+  readonly fromServer: boolean;
   /** Requests made for this response before giving up (1 = no retry). Set by the retry loop. */
   attempts = 1;
   /** True when part of the response had already been streamed to the caller (so it was not retried). */
@@ -37,6 +40,7 @@ export class ModelError extends Error {
     this.type = init.type;
     this.retryable = init.retryable;
     this.retryAfterMs = init.retryAfterMs;
+    this.fromServer = init.fromServer ?? false;
   }
 }
 

@@ -120,10 +120,10 @@ export function openaiError(e: unknown, baseUrl?: string | null): ModelError {
     const inner = e.error as { code?: unknown } | undefined;
     const status = e.status ?? (typeof inner?.code === "number" ? inner.code : undefined);
     const retryable = status !== undefined ? retryableStatus(status) || transientType(type) : transientType(type) || type === undefined;
-    return new ModelError(msg, { provider: "openai", status, type, retryable, retryAfterMs: parseRetryAfter(e.headers) });
+    return new ModelError(msg, { provider: "openai", status, type, retryable, retryAfterMs: parseRetryAfter(e.headers), fromServer: true });
   }
   const err = e instanceof Error ? e : new Error(String(e));
-  return new ModelError(`Invalid response from the model server: ${err.message}`, { provider: "openai", retryable: false });
+  return new ModelError(`Invalid response from the model server: ${err.message}`, { provider: "openai", retryable: false, fromServer: true });
 }
 
 function stopReason(finish: string, hasToolCalls: boolean): StopReason {

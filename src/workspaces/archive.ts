@@ -7,7 +7,7 @@
  * exactly what the check needs.
  */
 import { AppError, Errors } from "../lib/errors.ts";
-import { type Box, BoxGone, PathMissing, type PathStat } from "./box.ts";
+import { type Box, BoxGone, PathMissing, type PathStat, PathUnresolvable } from "./box.ts";
 import { componentPaths, insideWorkspace, WORKSPACE_ROOT } from "./paths.ts";
 import type { EntryType } from "../schema/workspace.ts";
 import { TarEntryReader, TruncatedEntry } from "./tar.ts";
@@ -34,22 +34,29 @@ export interface Resolved {
 
 /**
  * Checks every component of `abs` (already lexically inside /workspace) and returns the stat of
- * the path. Throws VALIDATION_FAILED when a symlink leads outside /workspace, CONTAINER_FAILED when
- * the container does not exist.
+ * the path. Throws VALIDATION_FAILED when a symlink leads outside /workspace, when the path cannot
+ * name anything (a symlink loop, a component that is a file: `a.txt/x`), or — `asDir`, the
+ * caller's path ended in "/" — when it names something that is not a directory; CONTAINER_FAILED
+ * when the container does not exist.
  */
-export async function checkChain(box: Box, abs: string, field = "path"): Promise<Resolved> {
+export async function checkChain(box: Box, abs: string, opts: { field?: string; asDir?: boolean } = {}): Promise<Resolved> {
+  const field = opts.field ?? "path";
+  const shown = opts.asDir ? `${abs}/` : abs;
   const paths = [WORKSPACE_ROOT, ...componentPaths(abs)];
   const stats = await Promise.all(paths.map((p) => box.stat(p).catch((e: unknown) => e as Error)));
-  for (const s of stats) if (s instanceof Error) throw s;
+  if (stats[0] instanceof Error) throw stats[0];
   if (!stats[0]) {
     // /workspace always exists (it is the volume's mount point): is the box itself missing?
     const st = await box.state();
     if (!st.exists) throw gone(st.detail);
     throw new AppError("CONTAINER_FAILED", `${WORKSPACE_ROOT} is missing in the workspace container`);
   }
+  // Shallowest first: a symlink out is refused before anything deeper is looked at.
   let target = abs;
   for (let i = 1; i < stats.length; i++) {
-    const s = stats[i] as PathStat | null;
+    const s = stats[i]!;
+    if (s instanceof PathUnresolvable) throw unresolvable(s, paths[i]!, paths[i - 1]!, shown, field);
+    if (s instanceof Error) throw s;
     if (!s) return { stat: null, path: abs };
     if (s.linkTarget && !insideWorkspace(s.linkTarget)) {
       throw Errors.validation(field, `${paths[i]} is a symlink to ${s.linkTarget}, outside ${WORKSPACE_ROOT}; refusing to follow it`, {
@@ -59,9 +66,35 @@ export async function checkChain(box: Box, abs: string, field = "path"): Promise
     if (i === stats.length - 1 && s.linkTarget) target = s.linkTarget;
   }
   const last = stats[stats.length - 1] as PathStat;
-  if (target === abs) return { stat: last, path: abs };
   // A final symlink inside /workspace: the target's own stat (it may be missing: a dangling link).
-  return { stat: await box.stat(target), path: target };
+  const stat = target === abs ? last : await box.stat(target).catch((e: unknown) => {
+    throw e instanceof PathUnresolvable ? unresolvable(e, abs, null, shown, field) : e;
+  });
+  if (opts.asDir && stat && entryType(stat.mode) !== "dir") throw notADirectory(abs, shown, field);
+  return { stat, path: target };
+}
+
+/** `culprit` is not a directory, though `shown` goes through it (`a.txt/x`) or names it as one (`a.txt/`). */
+const notADirectory = (culprit: string, shown: string, field: string) =>
+  Errors.validation(field, `${culprit} is not a directory (${shown} treats it as one)`, { path: culprit, reason: "not a directory" });
+
+/**
+ * The engine could not resolve `at` (a component of `shown`): a loop is named where it starts; a
+ * "not a directory" is its parent's fault (`a.txt` for `a.txt/x`) when there is one below the root
+ * — otherwise a symlink on the way leads through a file.
+ */
+function unresolvable(e: PathUnresolvable, at: string, parent: string | null, shown: string, field: string): AppError {
+  if (e.reason === "symlink loop") {
+    return Errors.validation(field, `${at} is or leads into a symlink loop (too many levels of symbolic links), so ${shown} cannot be resolved`, {
+      path: at,
+      reason: "symlink loop",
+    });
+  }
+  if (parent && parent !== WORKSPACE_ROOT) return notADirectory(parent, shown, field);
+  return Errors.validation(field, `${shown} cannot be resolved: a symlink on the way leads through something that is not a directory`, {
+    path: at,
+    reason: "not a directory",
+  });
 }
 
 /** Opens the single entry of `GET /archive?path=` (a regular file) as a stream of its bytes. */
@@ -72,6 +105,8 @@ export async function openFile(box: Box, abs: string): Promise<{ size: number; b
   } catch (e) {
     if (e instanceof PathMissing) throw Errors.notFound("File", abs);
     if (e instanceof BoxGone) throw gone(e.message);
+    // Checked just before (checkChain), so changed since: a file moved and a loop or file put in its way.
+    if (e instanceof PathUnresolvable) throw unresolvable(e, abs, null, abs, "path");
     throw e;
   }
   const reader = new TarEntryReader(res);

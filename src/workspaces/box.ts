@@ -56,9 +56,13 @@ export interface Box {
   readonly id: string;
   /** Starts a command; ContainerNotRunning when the box is gone or stopped. */
   exec(opts: BoxExecOptions): Promise<BoxExec>;
-  /** What is at `path`, not following a final symlink; null when nothing is — or when the box is gone (`state` tells which). */
+  /**
+   * What is at `path`, not following a final symlink; null when nothing is — or when the box is
+   * gone (`state` tells which). PathUnresolvable when the path cannot name anything: a symlink
+   * loop, or a component that is not a directory.
+   */
   stat(path: string): Promise<PathStat | null>;
-  /** `path` (file or directory) as a tar stream; PathMissing or BoxGone. Works on a stopped box. */
+  /** `path` (file or directory) as a tar stream; PathMissing, PathUnresolvable or BoxGone. Works on a stopped box. */
   readArchive(path: string): Promise<AsyncIterable<Uint8Array>>;
   /** Unpacks a tar stream into the existing directory `dir`. Works on a stopped box. */
   writeArchive(dir: string, tar: NodeJS.ReadableStream): Promise<void>;
@@ -129,6 +133,19 @@ export class BoxGone extends Error {}
 
 /** Nothing exists at the path asked for. */
 export class PathMissing extends Error {}
+
+/**
+ * The path cannot name anything in the box (ELOOP, ENOTDIR): a symlink loop on the way, or a
+ * component that is a file rather than a directory (`a.txt/x`). The caller's mistake, not the box's.
+ */
+export class PathUnresolvable extends Error {
+  constructor(
+    readonly reason: "symlink loop" | "not a directory",
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 /** The box's image is not on the host (pull it, then create again). */
 export class ImageMissing extends Error {}

@@ -28,6 +28,7 @@ import {
   NameTaken,
   PathMissing,
   type PathStat,
+  PathUnresolvable,
   type VolumeSummary,
 } from "./box.ts";
 import { dockerMessage, dockerStatus } from "./docker.ts";
@@ -44,6 +45,24 @@ function decodeStat(header: string | undefined): PathStat | null {
     return null;
   }
 }
+
+/**
+ * The engine's 500 for a path that cannot name anything, as PathUnresolvable: its own scoped
+ * symlink walk says "too many links" for a loop (the kernel's ELOOP says "too many levels of
+ * symbolic links"), ENOTDIR says "not a directory" (`a.txt/x`). Any other 500 is the engine's own
+ * failure and stays one. The message names the engine's host path (overlay2/…/merged): callers
+ * word their own.
+ */
+function unresolvable(e: unknown): PathUnresolvable | null {
+  if (dockerStatus(e) !== 500) return null;
+  const m = dockerMessage(e);
+  if (/too many (levels of symbolic )?links/i.test(m)) return new PathUnresolvable("symlink loop", m);
+  if (/not a directory/i.test(m)) return new PathUnresolvable("not a directory", m);
+  return null;
+}
+
+/** Drops an archive stream that is not going to be read. */
+const dropStream = (s: unknown) => (s as { destroy?: () => void } | null)?.destroy?.();
 
 /** How long an engine call may take unless the host says otherwise (`--docker-timeout`'s default; tests). */
 const DEFAULT_CALL_TIMEOUT_MS = 60_000;
@@ -172,7 +191,21 @@ export class DockerBox implements Box {
       return decodeStat(res.headers?.["x-docker-container-path-stat"]);
     } catch (e) {
       if (dockerStatus(e) === 404) return null;
+      if (dockerStatus(e) === 500) throw (await this.whyNot(path)) ?? e;
       throw e;
+    }
+  }
+
+  /**
+   * Why the engine answered a path's stat with a 500: the stat is a HEAD, whose answer has no body,
+   * so the engine's message comes from the same path's GET (its body dropped unread if it works).
+   */
+  private async whyNot(path: string): Promise<PathUnresolvable | null> {
+    try {
+      dropStream(await bounded("look at a path", this.ms, () => this.container.getArchive({ path }), dropStream));
+      return null;
+    } catch (e) {
+      return unresolvable(e);
     }
   }
 
@@ -182,7 +215,7 @@ export class DockerBox implements Box {
     } catch (e) {
       if (dockerStatus(e) === 404 && /could not find the file/i.test(dockerMessage(e))) throw new PathMissing(dockerMessage(e));
       if (dockerStatus(e) === 404) throw new BoxGone(dockerMessage(e));
-      throw e;
+      throw unresolvable(e) ?? e;
     }
   }
 

@@ -100,8 +100,9 @@ export async function listDirectory(host: FileHost, row: WorkspaceRow, abs: stri
   return { path: rel, data, next_cursor: after.length > limit ? slice[slice.length - 1]!.name : null };
 }
 
-export async function openDownload(c: Box, abs: string, maxBytes: number): Promise<Download> {
-  const r = await checkChain(c, abs);
+/** `asDir`: the caller's path ended in "/" (paths.ts namesDirectory). */
+export async function openDownload(c: Box, abs: string, maxBytes: number, asDir = false): Promise<Download> {
+  const r = await checkChain(c, abs, { asDir });
   if (!r.stat) throw Errors.notFound("File", abs);
   const type = entryType(r.stat.mode);
   if (type === "dir") throw Errors.validation("path", `${abs} is a directory; list it with ?path= instead`);

@@ -29,6 +29,13 @@ export function resolveWorkspacePath(input: string, field = "path"): string {
   return abs;
 }
 
+/**
+ * True when the caller's path ends in "/" (or "/."): it names a directory, as the kernel reads it —
+ * `a.txt/` is "not a directory", never the file a.txt. resolveWorkspacePath drops the slash; file
+ * operations check this instead.
+ */
+export const namesDirectory = (input: string) => /\/\.?$/.test(input);
+
 /** The path relative to /workspace ("" for the root). */
 export function relativePath(abs: string): string {
   return abs === WORKSPACE_ROOT ? "" : abs.slice(WORKSPACE_ROOT.length + 1);

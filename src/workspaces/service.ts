@@ -32,7 +32,7 @@ import { type DockerHost, DockerHosts, HEALTH_EVERY_MS } from "./hosts.ts";
 import { idleCheckEveryMs, stopIdle } from "./idle.ts";
 import { Lifecycle, type WorkspacePolicy } from "./lifecycle.ts";
 import { KeyedMutex } from "./mutex.ts";
-import { relativePath, resolveWorkspacePath, WORKSPACE_ROOT } from "./paths.ts";
+import { namesDirectory, relativePath, resolveWorkspacePath, WORKSPACE_ROOT } from "./paths.ts";
 import { PeerMembers, type ReplicaView, SOLE_REPLICA } from "./peers.ts";
 import { POOL_SYNC_EVERY_MS, type PoolMetrics, WarmPool } from "./pool.ts";
 import { type AttachedProcess, openProcess, type ProcessOptions } from "./process.ts";
@@ -373,7 +373,7 @@ export class Workspaces {
     if (!row) throw new AppError("CONTAINER_FAILED", `Session ${sessionId} has no workspace`);
     const c = this.box(row);
     return this.lifecycle.guard(async () => {
-      const r = await checkChain(c, abs);
+      const r = await checkChain(c, abs, { asDir: namesDirectory(path) });
       if (!r.stat) throw Errors.notFound("File", abs);
       if (entryType(r.stat.mode) === "dir") throw Errors.validation("path", `${abs} is a directory, not a file`);
       return readAll(c, r.path, this.maxFileBytes);
@@ -383,6 +383,7 @@ export class Workspaces {
   async writeFile(sessionId: string, path: string, data: string | Uint8Array): Promise<void> {
     const abs = resolveWorkspacePath(path);
     if (abs === WORKSPACE_ROOT) throw Errors.validation("path", `${WORKSPACE_ROOT} is a directory, not a file`);
+    if (namesDirectory(path)) throw Errors.validation("path", `${path} ends in "/", so it names a directory, not a file`);
     const row = await this.runningRow(sessionId);
     await this.lifecycle.guard(() => writeViaExec(this, row, abs, data), `Could not write ${abs}`);
     await this.store.touch(row.id);
@@ -405,7 +406,7 @@ export class Workspaces {
   async openDownload(row: WorkspaceRow, path: string): Promise<Download> {
     const abs = resolveWorkspacePath(path);
     const c = this.box(row);
-    return this.lifecycle.guard(() => openDownload(c, abs, this.maxFileBytes), `Could not read ${abs}`);
+    return this.lifecycle.guard(() => openDownload(c, abs, this.maxFileBytes, namesDirectory(path)), `Could not read ${abs}`);
   }
 
   /** Runs an exec for the file helpers (no activity bookkeeping; callers do it). */

@@ -124,6 +124,31 @@ describe("agent runtime", () => {
     expect(JSON.stringify(msgs.at(-1))).toContain("and now?");
   });
 
+  test("a symlink loop or a path through a file is a tool error the model sees; the task goes on", async () => {
+    mock.reset();
+    mock.enqueue(
+      { toolCalls: [{ name: "Bash", input: { command: "ln -s loop2 loop1; ln -s loop1 loop2; echo hi > a.txt" } }] },
+      {
+        toolCalls: [
+          { name: "Read", input: { file_path: "loop1" } },
+          { name: "Read", input: { file_path: "a.txt/x" } },
+          { name: "Write", input: { file_path: "a.txt/x", content: "no" } },
+          { name: "Read", input: { file_path: "a.txt/" } },
+        ],
+      },
+      { text: "Noted." },
+    );
+    const { task_id } = await submit(t, user, { profile_id: profileId, prompt: "odd paths" });
+    expect((await waitTask(t, user, task_id)).status).toBe("completed");
+    const [loop, through, write, slash] = lastToolResults(mock.requests[2]!.body);
+    expect(loop).toMatchObject({ is_error: true });
+    expect(loop!.content).toContain("/workspace/loop1 is or leads into a symlink loop");
+    for (const r of [through, write, slash]) {
+      expect(r).toMatchObject({ is_error: true });
+      expect(r!.content).toContain("/workspace/a.txt is not a directory");
+    }
+  });
+
   test("AskUserQuestion: task:ask_user, waiting_input, the answer becomes the tool result", async () => {
     mock.reset();
     const questions = [{ question: "Which colour?", header: "Colour", options: [{ label: "red", description: "warm" }, { label: "blue" }], multiSelect: false }];

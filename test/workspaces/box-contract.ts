@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { Readable } from "node:stream";
-import { type Box, type BoxEngine, BoxGone, ContainerNotRunning, ImageMissing, NameTaken, PathMissing } from "../../src/workspaces/box.ts";
+import { type Box, type BoxEngine, BoxGone, ContainerNotRunning, ImageMissing, NameTaken, PathMissing, PathUnresolvable } from "../../src/workspaces/box.ts";
 import type { ContainerInput } from "../../src/workspaces/spec.ts";
 import { LABEL_INSTANCE, LABEL_WORKSPACE } from "../../src/workspaces/spec.ts";
 import { entryType } from "../../src/workspaces/archive.ts";
@@ -181,6 +181,28 @@ export function boxContract(name: string, factory: () => BoxFactory) {
         reader.close();
         expect(text).toBe("hello, box\n");
         await expect(box.readArchive("/tmp/nothing-here")).rejects.toBeInstanceOf(PathMissing);
+      } finally {
+        await remove();
+      }
+    });
+
+    test("a symlink loop and a path through a file are PathUnresolvable, not the engine's failure", async () => {
+      const { box, remove } = await running(factory());
+      try {
+        await run(box, ["/bin/sh", "-c", "cd /tmp && ln -s loop2 loop1 && ln -s loop1 loop2 && echo hi > a.txt"]);
+        for (const [path, reason] of [
+          ["/tmp/loop1", "symlink loop"],
+          ["/tmp/loop1/x", "symlink loop"],
+          ["/tmp/a.txt/x", "not a directory"],
+        ] as const) {
+          const st = await box.stat(path).catch((e: unknown) => e);
+          expect(st, path).toBeInstanceOf(PathUnresolvable);
+          expect((st as PathUnresolvable).reason).toBe(reason);
+          const ar = await box.readArchive(path).catch((e: unknown) => e);
+          expect(ar, path).toBeInstanceOf(PathUnresolvable);
+          expect((ar as PathUnresolvable).reason).toBe(reason);
+        }
+        expect((await box.state()).running).toBe(true);
       } finally {
         await remove();
       }

@@ -28,7 +28,7 @@ beforeAll(async () => {
   sessionId = made.sessionId;
   ctrId = made.ws.id;
   await sh(
-    "mkdir -p sub/deeper && echo inside > sub/f.txt && ln -s /etc etclink && ln -s /etc/passwd pw && ln -s ../../etc sub/up && ln -s sub sublink && ln -s sub/f.txt flink && ln -s missing dangling",
+    "mkdir -p sub/deeper && echo inside > sub/f.txt && ln -s /etc etclink && ln -s /etc/passwd pw && ln -s ../../etc sub/up && ln -s sub sublink && ln -s sub/f.txt flink && ln -s missing dangling && ln -s loop2 loop1 && ln -s loop1 loop2 && echo plain > sub/plain.txt",
   );
 });
 
@@ -77,6 +77,13 @@ describe("read and write", () => {
     ["a directory symlink out", "etclink/passwd", "VALIDATION_FAILED"],
     ["a file symlink out", "pw", "VALIDATION_FAILED"],
     ["a relative symlink out", "sub/up/passwd", "VALIDATION_FAILED"],
+    ["a symlink loop", "loop1", "VALIDATION_FAILED"],
+    ["a path through a symlink loop", "loop1/x", "VALIDATION_FAILED"],
+    ["a path through a file", "sub/plain.txt/x", "VALIDATION_FAILED"],
+    ["a path through a symlink to a file", "flink/x", "VALIDATION_FAILED"],
+    ["a file's path ending in /", "sub/plain.txt/", "VALIDATION_FAILED"],
+    ["a file's path ending in /.", "sub/plain.txt/.", "VALIDATION_FAILED"],
+    ["a missing path ending in /", "nope/", "NOT_FOUND"],
   ])("reading %s → %s", async (_what, path, code) => {
     expect(await codeOf(ws.readFile(sessionId, path))).toBe(code);
   });
@@ -89,15 +96,34 @@ describe("read and write", () => {
     expect(nf.message).toContain("/workspace/nope.txt");
   });
 
+  test("a symlink loop or a path through a file is the caller's path error, and the engine's host paths stay hidden", async () => {
+    const loop = (await ws.readFile(sessionId, "loop1/x").catch((x) => x)) as AppError;
+    expect(loop.message).toContain("/workspace/loop1 is or leads into a symlink loop");
+    expect(loop.details).toMatchObject({ field: "path", path: "/workspace/loop1", reason: "symlink loop" });
+    for (const p of ["sub/plain.txt/x", "sub/plain.txt/"]) {
+      const e = (await ws.readFile(sessionId, p).catch((x) => x)) as AppError;
+      expect(e.message).toBe(`/workspace/sub/plain.txt is not a directory (/workspace/${p} treats it as one)`);
+      expect(e.details).toMatchObject({ field: "path", path: "/workspace/sub/plain.txt", reason: "not a directory" });
+    }
+    for (const e of [loop, (await ws.readFile(sessionId, "flink/x").catch((x) => x)) as AppError]) expect(e.message).not.toContain("overlay");
+    // The container is fine: it still runs and serves files.
+    expect((await ws.byId(ctrId))!.status).toBe("running");
+    expect(text(await ws.readFile(sessionId, "sub/plain.txt"))).toBe("plain\n");
+  });
+
   test.each([
     ["through a directory symlink out", "etclink/evil"],
     ["through a file symlink out", "pw"],
     ["outside", "/tmp/x"],
     ["onto a directory", "sub"],
     ["onto /workspace itself", "/workspace"],
+    ["onto a symlink loop", "loop1"],
+    ["through a file", "sub/plain.txt/x"],
+    ["onto a file's path ending in /", "sub/plain.txt/"],
+    ["onto a new path ending in /", "newdir/"],
   ])("writing %s is refused", async (_what, path) => {
     expect(await codeOf(ws.writeFile(sessionId, path, "x"))).toBe("VALIDATION_FAILED");
-    expect(await sh("ls /etc/evil 2>/dev/null; true")).toBe("");
+    expect(await sh("ls /etc/evil newdir 2>/dev/null; cat sub/plain.txt; true")).toBe("plain\n");
   });
 
   test("a file over the size cap is refused with its size", async () => {
@@ -147,6 +173,9 @@ describe("listing", () => {
     expect(await codeOf(ws.listDir(sessionId, "sub/f.txt"))).toBe("VALIDATION_FAILED");
     expect(await codeOf(ws.listDir(sessionId, "etclink"))).toBe("VALIDATION_FAILED");
     expect(await codeOf(ws.listDir(sessionId, ".."))).toBe("VALIDATION_FAILED");
+    expect(await codeOf(ws.listDir(sessionId, "loop1"))).toBe("VALIDATION_FAILED");
+    expect(await codeOf(ws.listDir(sessionId, "sub/plain.txt/x"))).toBe("VALIDATION_FAILED");
+    expect((await ws.listDir(sessionId, "sub/")).data.map((e) => e.name)).toContain("f.txt");
     expect((await ws.listDir(sessionId, "sublink")).data.map((e) => e.name)).toContain("f.txt");
   });
 });

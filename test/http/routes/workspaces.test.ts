@@ -38,7 +38,7 @@ beforeAll(async () => {
   await ws.writeFile(sessionId, "hello.txt", HELLO);
   await ws.writeFile(sessionId, "img/chart.png", PNG);
   await ws.writeFile(sessionId, "page.html", "<script>alert(1)</script>");
-  await ws.exec(sessionId, { cmd: ["/bin/sh", "-c", "ln -s /etc etclink && head -c 3000000 /dev/urandom > big.bin"] });
+  await ws.exec(sessionId, { cmd: ["/bin/sh", "-c", "ln -s /etc etclink && ln -s loop2 loop1 && ln -s loop1 loop2 && head -c 3000000 /dev/urandom > big.bin"] });
 });
 
 afterAll(async () => {
@@ -177,11 +177,25 @@ describe("credentials and bad input", () => {
     ["an encoded escape", "img/..%2F..%2Fetc%2Fpasswd"],
     ["bad percent-encoding", "%E0%A4%A"],
     ["a directory", "img"],
+    ["a symlink loop", "loop1"],
+    ["a path through a file", "hello.txt/x"],
+    ["a file's path ending in /", "hello.txt/"],
   ])("downloading %s → 400 on path", async (_n, rest) => {
     const r = await api(t, "GET", `/v1/workspaces/${mine().id}/files/${rest}`, a.headers("owner"));
     expect(r.status).toBe(400);
     expect(r.body.code).toBe("VALIDATION_FAILED");
     expect(r.body.details.field).toBe("path");
+  });
+
+  test("listing a symlink loop or a path through a file → 400 on path, saying which", async () => {
+    const loop = await api(t, "GET", `/v1/workspaces/${mine().id}/files?path=loop1`, a.headers("owner"));
+    expect(loop.status).toBe(400);
+    expect(loop.body).toMatchObject({ code: "VALIDATION_FAILED", details: { field: "path", reason: "symlink loop" } });
+    expect(loop.body.error).toContain("symlink loop");
+    const through = await api(t, "GET", `/v1/workspaces/${mine().id}/files?path=hello.txt/x`, a.headers("owner"));
+    expect(through.status).toBe(400);
+    expect(through.body).toMatchObject({ code: "VALIDATION_FAILED", details: { field: "path", reason: "not a directory" } });
+    expect(through.body.error).toContain("/workspace/hello.txt is not a directory");
   });
 
   test("downloading a file that does not exist → 404", async () => {
@@ -214,6 +228,10 @@ describe("behaviour", () => {
     const names = root.body.data.map((e: { name: string }) => e.name);
     expect(names).toEqual(expect.arrayContaining(["hello.txt", "img", "page.html", "etclink", "big.bin"]));
     expect(root.body.data.find((e: { name: string }) => e.name === "hello.txt")).toMatchObject({ type: "file", size: HELLO.length, path: "hello.txt" });
+
+    // A directory's path may end in "/".
+    const img = await api(t, "GET", `/v1/workspaces/${mine().id}/files?path=img/`, a.headers("owner"));
+    expect(img.body.data.map((e: { name: string }) => e.name)).toContain("chart.png");
 
     const png = await t.fetch(`/v1/workspaces/${mine().id}/files/img/chart.png`, { headers: a.headers("owner") });
     expect(png.headers.get("content-type")).toBe("image/png");

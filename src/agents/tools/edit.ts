@@ -7,6 +7,13 @@ function occurrences(haystack: string, needle: string): number {
   return n;
 }
 
+/**
+ * Exact text only: a byte that is not UTF-8 would come back as U+FFFD (EF BF BD) in lines the edit
+ * never touched, so such a file is refused rather than decoded lossily; a byte-order mark is kept
+ * as the file's first character instead of being dropped.
+ */
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 export const editTool: Tool = {
   name: "Edit",
   description:
@@ -23,7 +30,13 @@ export const editTool: Tool = {
     const oldS = input.old_string as string;
     const newS = input.new_string as string;
     if (oldS === newS) return fail("old_string and new_string are identical: nothing to change");
-    const text = new TextDecoder().decode(await ctx.workspace.readFile(ctx.sessionId, path));
+    let text: string;
+    try {
+      text = utf8.decode(await ctx.workspace.readFile(ctx.sessionId, path));
+    } catch (e) {
+      if (!(e instanceof TypeError)) throw e;
+      return fail(`${path} is not UTF-8 text (another encoding, or binary): Edit would change bytes it does not touch. Edit it with Bash (sed, iconv) instead`);
+    }
     const n = occurrences(text, oldS);
     if (n === 0) return fail(`old_string was not found in ${path}`);
     if (n > 1 && !input.replace_all) {

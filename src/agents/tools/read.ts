@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import { Type } from "@sinclair/typebox";
 import { fail, ok, type Tool, workspacePath } from "./types.ts";
 
@@ -19,6 +20,8 @@ export const readTool: Tool = {
     const bytes = await ctx.workspace.readFile(ctx.sessionId, path);
     if (bytes.subarray(0, 8192).includes(0)) return fail(`${path} is a binary file (${bytes.byteLength} bytes); use Bash to inspect it`);
     const text = new TextDecoder().decode(bytes);
+    // Shown lossily (U+FFFD for each bad byte); said so, since writing this text back would change those bytes.
+    const notUtf8 = !isUtf8(bytes);
     if (text.length === 0) return ok(`${path} is empty`);
     const lines = text.split("\n");
     if (lines[lines.length - 1] === "") lines.pop();
@@ -30,6 +33,9 @@ export const readTool: Tool = {
       return `${String(start + i + 1).padStart(6)}\t${line}`;
     });
     const rest = lines.length - (start + shown.length);
-    return ok(shown.join("\n") + (rest > 0 ? `\n[${rest} more lines; read on with offset ${start + shown.length + 1}]` : ""));
+    const notes: string[] = [];
+    if (rest > 0) notes.push(`[${rest} more lines; read on with offset ${start + shown.length + 1}]`);
+    if (notUtf8) notes.push(`[${path} is not valid UTF-8 text: undecodable bytes are shown as \uFFFD; change this file with Bash, not Edit or Write]`);
+    return ok([shown.join("\n"), ...notes].join("\n"));
   },
 };

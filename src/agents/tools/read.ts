@@ -1,15 +1,23 @@
 import { isUtf8 } from "node:buffer";
 import { Type } from "@sinclair/typebox";
+import { BASH_MAX_OUTPUT } from "./bash.ts";
 import { fail, ok, type Tool, workspacePath } from "./types.ts";
 
 const DEFAULT_LIMIT = 2000;
 const MAX_LINE = 2000;
+/**
+ * The numbered lines sent back are capped like Bash's output: 2 000 lines of 2 000 characters
+ * would be megabytes in the model's context and the transcript. Whole lines only — one always fits
+ * (2 000 UTF-16 units are at most 6 000 bytes) — so the note's offset reads on exactly.
+ */
+const MAX_OUTPUT = BASH_MAX_OUTPUT;
 
 export const readTool: Tool = {
   name: "Read",
   description:
     "Read a text file from the workspace. Returns lines numbered like `cat -n` (starting at 1). " +
-    `Use offset (first line, 1-based) and limit (number of lines, default ${DEFAULT_LIMIT}) for long files.`,
+    `Use offset (first line, 1-based) and limit (number of lines, default ${DEFAULT_LIMIT}) for long files. ` +
+    `Output over ${MAX_OUTPUT} bytes is cut at a line boundary, with the offset to read on from.`,
   input_schema: Type.Object({
     file_path: Type.String({ minLength: 1, description: "Path; relative paths are under /workspace" }),
     offset: Type.Optional(Type.Integer({ minimum: 1 })),
@@ -28,13 +36,23 @@ export const readTool: Tool = {
     const start = ((input.offset as number | undefined) ?? 1) - 1;
     const limit = (input.limit as number | undefined) ?? DEFAULT_LIMIT;
     if (start >= lines.length) return fail(`${path} has ${lines.length} lines; offset ${start + 1} is past the end`);
-    const shown = lines.slice(start, start + limit).map((l, i) => {
-      const line = l.length > MAX_LINE ? l.slice(0, MAX_LINE) + " [line truncated]" : l;
-      return `${String(start + i + 1).padStart(6)}\t${line}`;
-    });
+    const shown: string[] = [];
+    let size = 0;
+    let capped = false;
+    for (const [i, l] of lines.slice(start, start + limit).entries()) {
+      const line = `${String(start + i + 1).padStart(6)}\t${l.length > MAX_LINE ? l.slice(0, MAX_LINE) + " [line truncated]" : l}`;
+      size += Buffer.byteLength(line) + (shown.length ? 1 : 0);
+      if (size > MAX_OUTPUT && shown.length) {
+        capped = true;
+        break;
+      }
+      shown.push(line);
+    }
     const rest = lines.length - (start + shown.length);
     const notes: string[] = [];
-    if (rest > 0) notes.push(`[${rest} more lines; read on with offset ${start + shown.length + 1}]`);
+    const more = `${rest} more lines; read on with offset ${start + shown.length + 1}`;
+    if (capped) notes.push(`[output truncated to ${MAX_OUTPUT} bytes: ${more}]`);
+    else if (rest > 0) notes.push(`[${more}]`);
     if (notUtf8) notes.push(`[${path} is not valid UTF-8 text: undecodable bytes are shown as \uFFFD; change this file with Bash, not Edit or Write]`);
     return ok([shown.join("\n"), ...notes].join("\n"));
   },

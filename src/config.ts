@@ -274,12 +274,18 @@ export interface ParsedArgs {
   positionals: string[];
 }
 
+/** Config flags a command takes when not all of them: `command` names it in the refusal of the others. */
+export interface ConfigFlagSubset {
+  command: string;
+  only: readonly string[];
+}
+
 /**
- * Parses `--flag value`, `--flag=value`, `--bool`, `--no-bool`. Config flags come from OPTIONS;
- * `commandFlags` declares the command's own flags (true = takes a value). Anything else is an
- * error naming the flag.
+ * Parses `--flag value`, `--flag=value`, `--bool`, `--no-bool`. Config flags come from OPTIONS
+ * (all of them, none, or a subset); `commandFlags` declares the command's own flags (true = takes
+ * a value). Anything else is an error naming the flag.
  */
-export function parseArgs(argv: string[], commandFlags: Record<string, boolean> = {}, allowConfigFlags = true): ParsedArgs {
+export function parseArgs(argv: string[], commandFlags: Record<string, boolean> = {}, allowConfigFlags: boolean | ConfigFlagSubset = true): ParsedArgs {
   const flags = new Map<string, unknown>();
   const extra = new Map<string, string | boolean>();
   const positionals: string[] = [];
@@ -302,6 +308,10 @@ export function parseArgs(argv: string[], commandFlags: Record<string, boolean> 
     }
     const spec = allowConfigFlags ? specByFlag.get(name) : undefined;
     if (!spec) throw new ConfigError(`unknown flag --${name} (see --help)`);
+    // Refused before its value is read: a serve setting is not this command's to validate.
+    if (typeof allowConfigFlags === "object" && !allowConfigFlags.only.includes(name)) {
+      throw new ConfigError(`--${name} is a serve flag; \`runcell ${allowConfigFlags.command}\` takes ${listFlags(allowConfigFlags.only)} of the configuration (see --help)`);
+    }
     if (spec.kind === "bool") {
       flags.set(name, negated ? false : value === undefined ? true : convert(spec, value, `--${name}`));
       continue;
@@ -443,9 +453,12 @@ function databaseUrl(raw: string | undefined, origin: string | undefined): strin
   return raw;
 }
 
-/** Lines for `--help`: every config flag with its env name and default. */
-export function optionsHelp(): string {
-  return OPTIONS.map((o) => {
+/** `--a, --b and --c`. */
+const listFlags = (flags: readonly string[]) => flags.map((f) => `--${f}`).join(", ").replace(/, ([^,]*)$/, " and $1");
+
+/** Lines for `--help`: every config flag (or those of `only`) with its env name and default. */
+export function optionsHelp(only?: readonly string[]): string {
+  return OPTIONS.filter((o) => !only || only.includes(o.flag)).map((o) => {
     const def =
       o.default === undefined || o.secret
         ? ""

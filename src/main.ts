@@ -40,6 +40,7 @@ Examples:
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  // Bare `runcell` prints the help and succeeds, as docker and kubectl do: nothing was misused.
   if (!name || name === "help" || name === "--help" || name === "-h") {
     const target = name === "help" ? COMMANDS.find((c) => c.name === rest[0]) : undefined;
     process.stdout.write(target ? commandHelp(target) : mainHelp());

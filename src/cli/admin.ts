@@ -10,7 +10,7 @@ import { parseArgs, resolveConfig } from "../config.ts";
 import { randomToken } from "../lib/crypto.ts";
 import { Settings } from "../db/settings.ts";
 import { type Command, failUsage, readStdin, UsageError } from "./command.ts";
-import { withDataDir } from "./open-db.ts";
+import { STATE_FLAGS, withDataDir } from "./open-db.ts";
 import { promptHidden } from "./prompt.ts";
 
 const SUBCOMMANDS = "set-password, create-user";
@@ -20,7 +20,7 @@ async function setPassword(argv: string[]): Promise<number> {
   let config;
   let fromStdin = false;
   try {
-    const args = parseArgs(argv, { stdin: false });
+    const args = parseArgs(argv, { stdin: false }, { command: cmd, only: STATE_FLAGS });
     if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
     fromStdin = args.extra.get("stdin") === true;
     config = resolveConfig(args.flags);
@@ -55,7 +55,7 @@ async function createUser(argv: string[]): Promise<number> {
   let role: "admin" | "user";
   let passwordFromStdin = false;
   try {
-    const args = parseArgs(argv, { email: true, name: true, role: true, "password-stdin": false });
+    const args = parseArgs(argv, { email: true, name: true, role: true, "password-stdin": false }, { command: cmd, only: STATE_FLAGS });
     if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
     const e = args.extra.get("email");
     if (typeof e !== "string" || !e) throw new UsageError("--email is required");
@@ -101,7 +101,7 @@ create-user      create an account directly (the CLI way to make the first admin
     "runcell admin create-user --email you@example.com --role admin",
     "printf '%s' 'a long passphrase' | runcell admin create-user --email bob@example.com --name Bob --password-stdin",
   ],
-  configFlags: true,
+  configFlags: STATE_FLAGS,
   async run(argv) {
     const [sub, ...rest] = argv;
     if (sub === "set-password") return setPassword(rest);

@@ -6,7 +6,7 @@
 import { Audit, type AuditRecord } from "../admin/audit.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
-import { withDataDir } from "./open-db.ts";
+import { STATE_FLAGS, withDataDir } from "./open-db.ts";
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 100_000;
@@ -31,7 +31,7 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
     "runcell audit --action auth.sign_in_failed --limit 20",
     "runcell audit --user-id usr_01jd4x0v9k8m2n3p4q5r6s7t8v --json | jq .details",
   ],
-  configFlags: true,
+  configFlags: STATE_FLAGS,
   async run(argv) {
     const cmd = "audit";
     let config;
@@ -40,7 +40,7 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
     let limit = DEFAULT_LIMIT;
     let json = false;
     try {
-      const args = parseArgs(argv, { "user-id": true, action: true, limit: true, json: false });
+      const args = parseArgs(argv, { "user-id": true, action: true, limit: true, json: false }, { command: cmd, only: STATE_FLAGS });
       if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
       const u = args.extra.get("user-id");
       const a = args.extra.get("action");

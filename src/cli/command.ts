@@ -8,8 +8,8 @@ export interface Command {
   /** Extra text after the usage line (flags of the command itself). */
   details?: string;
   examples: string[];
-  /** Whether the server's configuration flags (--data-dir, --http…) apply. */
-  configFlags?: boolean;
+  /** Whether the server's configuration flags (--data-dir, --http…) apply: all, or only these. */
+  configFlags?: boolean | readonly string[];
   run(argv: string[]): Promise<number>;
 }
 
@@ -18,7 +18,13 @@ export class UsageError extends Error {}
 export function commandHelp(c: Command): string {
   const parts = [`${c.summary}\n\nUsage:\n  ${c.usage}`];
   if (c.details) parts.push(c.details.trimEnd());
-  if (c.configFlags) parts.push(`Configuration (flags > RUNCELL_* env > <data-dir>/runcell.toml|json > defaults):\n${optionsHelp()}`);
+  if (c.configFlags === true) parts.push(`Configuration (flags > RUNCELL_* env > <data-dir>/runcell.toml|json > defaults):\n${optionsHelp()}`);
+  else if (c.configFlags) {
+    parts.push(
+      `Configuration (flags > RUNCELL_* env > <data-dir>/runcell.toml|json > defaults):\n${optionsHelp(c.configFlags)}\n` +
+        "  Serve's other settings are refused as flags here; in the RUNCELL_* environment and the\n  runcell.toml|json this command shares with serve they may stay (they are checked as serve does).",
+    );
+  }
   parts.push(`Examples:\n${c.examples.map((e) => "  " + e).join("\n")}`);
   return parts.join("\n\n") + "\n";
 }

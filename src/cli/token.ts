@@ -8,7 +8,7 @@ import { ApiTokens } from "../auth/tokens.ts";
 import { Users } from "../auth/users.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
-import { withDataDir } from "./open-db.ts";
+import { STATE_FLAGS, withDataDir } from "./open-db.ts";
 
 async function create(argv: string[]): Promise<number> {
   const cmd = "token create";
@@ -16,7 +16,7 @@ async function create(argv: string[]): Promise<number> {
   let email: string;
   let name: string;
   try {
-    const args = parseArgs(argv, { email: true, name: true });
+    const args = parseArgs(argv, { email: true, name: true }, { command: cmd, only: STATE_FLAGS });
     if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
     const e = args.extra.get("email");
     const n = args.extra.get("name");
@@ -53,7 +53,7 @@ export const tokenCommand: Command = {
   --name N   a label for the token, shown by GET /v1/api-tokens (required)
 The token is written alone to stdout; the summary goes to stderr.`,
   examples: ["runcell token create --email you@example.com --name laptop", "export RUNCELL_TOKEN=$(runcell token create --email ci@example.com --name ci --data-dir /var/lib/runcell)"],
-  configFlags: true,
+  configFlags: STATE_FLAGS,
   async run(argv) {
     const [sub, ...rest] = argv;
     if (sub === "create") return create(rest);

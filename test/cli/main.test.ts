@@ -74,6 +74,38 @@ describe("runcell CLI", () => {
     expect(bad.stderr).not.toContain("    at ");
   });
 
+  // admin, token and audit work on the database: they take the flags that locate it, not serve's.
+  test.each(["admin set-password", "admin create-user", "token create", "audit"])("runcell %s: --help lists only --data-dir, --database and --vault-key-file; a serve flag is a usage error", async (cmd) => {
+    const words = cmd.split(" ");
+    const help = await runCli([words[0]!, "--help"]);
+    expect(help.code).toBe(0);
+    for (const f of ["--data-dir", "--database", "--vault-key-file"]) expect(help.stdout).toContain(`  ${f} `);
+    for (const f of ["--webhook-timeout", "--http", "--signup", "--docker-host", "--log-level"]) expect(help.stdout).not.toContain(f);
+
+    const dir = tempDir();
+    for (const serveFlag of [["--webhook-timeout", "11m"], ["--webhook-timeout", "5s"], ["--trust-proxy"], ["--no-trust-proxy"], ["--http=0.0.0.0:1"]]) {
+      const r = await runCli([...words, ...serveFlag, "--data-dir", dir], { stdin: "" });
+      expect(r.code).toBe(2);
+      const flag = serveFlag[0]!.replace(/=.*/, "").replace("--no-", "--");
+      expect(r.stderr).toBe(`runcell ${words.join(" ")}: ${flag} is a serve flag; \`runcell ${words.join(" ")}\` takes --data-dir, --database and --vault-key-file of the configuration (see --help)\n`);
+    }
+    expect(existsSync(join(dir, "runcell.db"))).toBe(false);
+  });
+
+  test("admin, token and audit read serve's settings from the environment and runcell.toml they share with serve", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "runcell.toml"), 'webhook_timeout = "5s"\nsignup = "open"\n');
+    const env = { RUNCELL_DATA_DIR: dir, RUNCELL_TRUST_PROXY: "true", RUNCELL_HTTP: "0.0.0.0:7421" };
+    const created = await runCli(["admin", "create-user", "--email", "ops@example.com", "--password-stdin"], { env, stdin: "a long passphrase" });
+    expect(created.stderr).toBe("");
+    expect(created.code).toBe(0);
+    const token = await runCli(["token", "create", "--email", "ops@example.com", "--name", "ci"], { env });
+    expect(token.code).toBe(0);
+    const audit = await runCli(["audit", "--limit", "1"], { env });
+    expect(audit.code).toBe(0);
+    expect(audit.stdout).toContain("token.created");
+  });
+
   test("doctor prints one OK/FAIL line per check, with the fix", async () => {
     const dir = tempDir();
     const r = await runCli(["doctor", "--data-dir", dir, "--docker-host", "unix:///nonexistent.sock", "--public-url", "http://agents.example.com"]);

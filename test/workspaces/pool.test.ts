@@ -10,7 +10,7 @@ import type { AppError } from "../../src/lib/errors.ts";
 import type { ProfileRecord } from "../../src/schema/profile.ts";
 import { StartGate } from "../../src/workspaces/gate.ts";
 import type { PoolMember } from "../../src/workspaces/pool.ts";
-import { LABEL_INSTANCE, LABEL_POOL, LABEL_WORKSPACE } from "../../src/workspaces/spec.ts";
+import { LABEL_INSTANCE, LABEL_POOL, LABEL_SESSION, LABEL_WORKSPACE } from "../../src/workspaces/spec.ts";
 import { startTestApp, type TestApp, tempDir } from "../helpers/app.ts";
 import { sqlAllIn } from "../helpers/db.ts";
 import { PG_SERVER } from "../helpers/pg.ts";
@@ -94,6 +94,8 @@ describe("the warm pool", () => {
       return i.Name === `/runcell-${workspace.id}` ? i : undefined;
     }, { timeoutMs: 10_000, what: "the rename" });
     expect(info.Config.Labels[LABEL_WORKSPACE]).toBe(workspace.id);
+    // Docker labels cannot change: the member's stay (docs/workspaces.md); the record holds the session.
+    expect(info.Config.Labels).toMatchObject({ [LABEL_SESSION]: "", [LABEL_POOL]: p.id });
     const r = await t.app.services.workspaces.exec(session.id, { cmd: ["/bin/sh", "-c", 'echo "$POOL_TOKEN" > /workspace/t; cat /workspace/t | wc -c'] });
     expect(r.output.trim()).toBe(String(SECRET.length + 1));
     // The pool refills to 2 with a new member; the taken one is no longer in it.

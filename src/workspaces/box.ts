@@ -2,9 +2,10 @@
  * The runner interface: what runcell needs from where workspaces run — a Docker engine today
  * (docker-box.ts). Two halves:
  * - `Box`: one workspace's box (a container). Commands, files, git copies, MCP stdio servers, the
- *   disk check, the idle stop, starting, stopping and removing it.
+ *   idle stop, starting, stopping and removing it.
  * - `BoxEngine`: one host's engine. Making boxes from runcell's own spec (spec.ts), finding them
- *   by label (reconciliation, the warm pool), their volumes, and getting an image there.
+ *   by label (reconciliation, the warm pool), their volumes and their sizes (the disk check), and
+ *   getting an image there.
  * Nothing outside docker-box.ts (and the host's connection, docker.ts, and image pulls, image.ts)
  * sees an engine's API. docs/scale.md maps both halves onto Kubernetes and Nomad.
  *
@@ -107,6 +108,12 @@ export interface BoxEngine {
   listVolumes(labels: Record<string, string>): Promise<VolumeSummary[]>;
   /** Removes the named volume (one already gone is fine). */
   removeVolume(name: string): Promise<void>;
+  /**
+   * Every volume's size in bytes, by name, as the engine itself counts it (a volume it cannot size
+   * is absent): the disk cap's figure (disk.ts). Counted outside the boxes, so nothing running in
+   * one can change it — unlike a `du` run inside, whose program belongs to the box.
+   */
+  volumeSizes(): Promise<Map<string, number>>;
   /** Gets `image` onto the host (concurrent calls share one pull); CONTAINER_FAILED when it cannot be had. */
   pullImage(image: string): Promise<void>;
 }

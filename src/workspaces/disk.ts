@@ -1,23 +1,39 @@
 /**
  * The disk cap of a workspace volume (the operator's `workspace_disk_mb`, per user overridable;
  * it binds admins too). Docker's local volumes have no size limit, so runcell measures: every
- * minute each running workspace's /workspace is summed with `du -sk` through Docker exec (the
- * figure is stored in `workspaces.disk_bytes` / `disk_checked_at`). A workspace over its cap is
- * stopped and marked `failed` with an error naming the cap; a task running in it fails with that
- * message at its next command. The next turn starts the workspace again (so the agent or the user
+ * minute each Docker host is asked once for the size of every volume on it (`BoxEngine.volumeSizes`,
+ * Docker's `GET /system/df`), and each running workspace's volume is compared with its owner's cap
+ * (the figure, the sum of its files' sizes — a sparse file at its full length — is stored in
+ * `workspaces.disk_bytes` / `disk_checked_at`). A workspace over its cap is stopped and marked
+ * `failed` with an error naming the cap; a task running in it fails with that message at its next
+ * command. The next turn starts the workspace again (so the agent or the user
  * can delete files), and the next check stops it again while it is still over.
+ *
+ * The engine counts, not the box: the agent is root in its box and chooses what any program there
+ * (`du` too, wherever it lives) prints or how long it takes. When the engine gives no figure (the
+ * call fails or times out, or the volume is not among its answer) the workspace is not measured
+ * that time — logged, its last figure kept — and the next check tries again. Neither stopping it
+ * (a hiccup of the engine would stop every workspace on the host) nor asking the box (the answer
+ * would be the agent's) is better.
+ *
+ * Each host is checked on its own: a host slow to answer holds up only its own next check
+ * (`skipBusy`), not the other hosts'. The engine walks every file of every volume on the host (and
+ * before API 1.42 of every image and container layer too): about what a `du` in each box cost, in
+ * one call — some 50 ms for a host with twenty volumes — so the check stays at every minute.
  */
 import type { Box } from "./box.ts";
 import type { Logger } from "../log.ts";
 import { dockerMessage, dockerStatus } from "./docker.ts";
-import { type ExecOptions, type ExecResult, runExec } from "./exec.ts";
 import type { KeyedMutex } from "./mutex.ts";
-import { WORKSPACE_ROOT } from "./paths.ts";
 import type { WorkspaceRow, WorkspaceStore } from "./store.ts";
 
 export const DISK_CHECK_EVERY_MS = 60_000;
 
 export interface DiskDeps {
+  /** The names of the hosts to check (those answering). */
+  hosts(): string[];
+  /** The sizes of the volumes on a host, by name (BoxEngine.volumeSizes). */
+  volumeSizes(host: string): Promise<Map<string, number>>;
   /** The row's box on its host (throws when the host is unknown or down). */
   box(row: WorkspaceRow): Box;
   store: WorkspaceStore;
@@ -42,32 +58,73 @@ export function overCapMessage(bytes: number, cap: number): string {
   );
 }
 
-/** `du -sk` of /workspace in bytes, or null when it could not be measured. */
-async function measure(box: Box): Promise<number | null> {
-  const opts: ExecOptions = { cmd: ["du", "-sk", WORKSPACE_ROOT], timeoutMs: 30_000, maxOutputBytes: 64 * 1024 };
-  const r: ExecResult = await runExec(box, opts);
-  // du exits 1 when some entry was unreadable, and still prints the total on its last line.
-  const last = r.output.trim().split("\n").at(-1) ?? "";
-  const kb = Number.parseInt(last, 10);
-  return Number.isFinite(kb) && !r.timedOut ? kb * 1024 : null;
+/**
+ * The disk checks of each host, one at a time per host. `check` measures every host's running
+ * workspaces; a host whose previous check still runs is waited for and checked again, or with
+ * `skipBusy` (the minute worker) left to that check, so a slow host does not delay the others.
+ */
+export class DiskChecker {
+  private passes = new Map<string, Promise<DiskReport>>();
+
+  constructor(private d: DiskDeps) {}
+
+  async check(opts: { skipBusy?: boolean } = {}): Promise<DiskReport> {
+    const started: Promise<DiskReport>[] = [];
+    for (const host of this.d.hosts()) {
+      if (opts.skipBusy && this.passes.has(host)) continue;
+      started.push(this.start(host));
+    }
+    const report: DiskReport = { checked: 0, stopped: [] };
+    for (const r of await Promise.all(started)) {
+      report.checked += r.checked;
+      report.stopped.push(...r.stopped);
+    }
+    return report;
+  }
+
+  /** Settles once no check runs (the worker's stop). */
+  async idle(): Promise<void> {
+    while (this.passes.size) await Promise.allSettled([...this.passes.values()]);
+  }
+
+  private async start(host: string): Promise<DiskReport> {
+    for (let prev = this.passes.get(host); prev; prev = this.passes.get(host)) await prev.catch(() => {});
+    const pass = checkHost(this.d, host).catch((e) => {
+      this.d.log.warn("disk check failed", { docker_host: host, error: dockerMessage(e) });
+      return { checked: 0, stopped: [] };
+    });
+    this.passes.set(host, pass);
+    try {
+      return await pass;
+    } finally {
+      if (this.passes.get(host) === pass) this.passes.delete(host);
+    }
+  }
 }
 
-/** Measures every running workspace once; stops those over their owner's cap. */
-export async function checkDisk(d: DiskDeps): Promise<DiskReport> {
+/** Measures one host's running workspaces once; stops those over their owner's cap. */
+async function checkHost(d: DiskDeps, host: string): Promise<DiskReport> {
   const report: DiskReport = { checked: 0, stopped: [] };
-  for (const candidate of await d.store.running()) {
-    const cap = await d.capBytes(candidate.user_id);
-    if (cap === null || !candidate.docker_id) continue;
-    let box: Box;
-    let bytes: number | null;
-    try {
-      box = d.box(candidate);
-      bytes = await measure(box);
-    } catch (e) {
-      d.log.warn("disk check failed", { workspace: candidate.id, error: dockerMessage(e) });
+  const capped: { row: WorkspaceRow; cap: number }[] = [];
+  for (const row of await d.store.running()) {
+    if (row.host !== host || !row.docker_id) continue;
+    const cap = await d.capBytes(row.user_id);
+    if (cap !== null) capped.push({ row, cap });
+  }
+  if (capped.length === 0) return report;
+  let sizes: Map<string, number>;
+  try {
+    sizes = await d.volumeSizes(host);
+  } catch (e) {
+    d.log.warn("disk check failed: the Docker host did not size its volumes", { docker_host: host, workspaces: capped.length, error: dockerMessage(e) });
+    return report;
+  }
+  for (const { row: candidate, cap } of capped) {
+    const bytes = sizes.get(candidate.volume);
+    if (bytes === undefined) {
+      d.log.warn("disk check: the Docker host gave no size for the workspace's volume", { workspace: candidate.id, docker_host: host, volume: candidate.volume });
       continue;
     }
-    if (bytes === null) continue;
     report.checked++;
     await d.store.update(candidate.id, { disk_bytes: bytes, disk_checked_at: d.now() });
     if (bytes <= cap) continue;
@@ -78,7 +135,7 @@ export async function checkDisk(d: DiskDeps): Promise<DiskReport> {
       // Marked first: a command killed by the stop reports this message, not a generic death.
       await d.store.update(row.id, { status: "failed", error: message });
       try {
-        await box.stop(2);
+        await d.box(row).stop(2);
       } catch (e) {
         const status = dockerStatus(e);
         if (status !== 304 && status !== 404) d.log.warn("could not stop a workspace over its disk cap", { workspace: row.id, error: dockerMessage(e) });

@@ -9,7 +9,7 @@
  * volumes, starting an exec) is bounded by the host's call timeout (`--docker-timeout`): a stuck
  * engine fails it with EngineTimeout instead of holding a workspace's lock, a start-gate slot and
  * a task for ever. Image pulls (image.ts: long, with progress), the output of an exec and file
- * transfers are not bounded by it.
+ * transfers are not bounded by it; sizing the volumes has a longer bound of its own.
  */
 import type Docker from "dockerode";
 import type { Duplex } from "node:stream";
@@ -66,6 +66,13 @@ const dropStream = (s: unknown) => (s as { destroy?: () => void } | null)?.destr
 
 /** How long an engine call may take unless the host says otherwise (`--docker-timeout`'s default; tests). */
 const DEFAULT_CALL_TIMEOUT_MS = 60_000;
+
+/**
+ * How long the engine may take to size its volumes (`volumeSizes`): it walks every file in them,
+ * so a host with many files takes long where other calls take moments. The disk check of one host
+ * waits at most this long, without holding up other hosts' checks (disk.ts).
+ */
+export const DISK_USAGE_TIMEOUT_MS = 5 * 60_000;
 
 /**
  * Runs one Engine API call, given an abort signal that fires after `ms`: the call then fails with
@@ -327,7 +334,49 @@ export class DockerBoxEngine implements BoxEngine {
     await bounded("remove the volume", this.ms, (abortSignal) => this.client.getVolume(name).remove({ abortSignal })).catch(goneIsFine);
   }
 
+  async volumeSizes(): Promise<Map<string, number>> {
+    // `type=volume` (API 1.42+) spares the engine sizing every image and container too; older
+    // engines ignore it and size everything. `verbose` lists the volumes from API 1.52 on, where
+    // they moved from `Volumes` to `VolumeUsage.Items`.
+    const df = (abortSignal: AbortSignal) =>
+      new Promise<DiskUsageAnswer>((resolve, reject) =>
+        this.client.modem.dial(
+          { path: "/system/df?", method: "GET", options: { type: "volume", verbose: true }, abortSignal, statusCodes: { 200: true, 400: "bad parameter", 500: "server error" } },
+          (err, data) => (err ? reject(err) : resolve((data ?? {}) as DiskUsageAnswer)),
+        ),
+      );
+    const answer = await bounded("measure the volumes", Math.max(this.ms, DISK_USAGE_TIMEOUT_MS), async (abortSignal) => {
+      for (;;) {
+        try {
+          return await df(abortSignal!);
+        } catch (e) {
+          // Engines before 23.0 refuse a second df while one runs (another replica's, an operator's
+          // `docker system df`) instead of sharing it: wait for it to end.
+          if (abortSignal?.aborted || !/disk usage operation is already running/i.test(dockerMessage(e))) throw e;
+          await Bun.sleep(1000);
+        }
+      }
+    });
+    const sizes = new Map<string, number>();
+    for (const v of answer.Volumes ?? answer.VolumeUsage?.Items ?? []) {
+      // -1: the engine could not size it (a driver that does not report one).
+      const size = v.UsageData?.Size;
+      if (typeof size === "number" && size >= 0) sizes.set(v.Name, size);
+    }
+    return sizes;
+  }
+
   pullImage(image: string): Promise<void> {
     return this.puller.pull(image);
   }
+}
+
+/** What runcell reads of `GET /system/df`: the volumes before API 1.52, and from it on. */
+interface DiskUsageAnswer {
+  Volumes?: DfVolume[] | null;
+  VolumeUsage?: { Items?: DfVolume[] | null } | null;
+}
+interface DfVolume {
+  Name: string;
+  UsageData?: { Size?: number } | null;
 }

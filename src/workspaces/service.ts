@@ -19,14 +19,14 @@ import { randomHex } from "../lib/crypto.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Sealer } from "../lib/sealer.ts";
 import { iso } from "../lib/time.ts";
-import { intervalWorker } from "../lib/worker.ts";
+import { intervalWorker, type Worker } from "../lib/worker.ts";
 import type { Logger } from "../log.ts";
 import type { AdminWorkspaceRecord, DirListing, WorkspaceRecord } from "../schema/workspace.ts";
 import { checkChain, entryType, readAll } from "./archive.ts";
 import { dockerMessage } from "./docker.ts";
 import { type ExecOptions, type ExecResult, runExec } from "./exec.ts";
 import { type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
-import { checkDisk, DISK_CHECK_EVERY_MS, type DiskReport } from "./disk.ts";
+import { DISK_CHECK_EVERY_MS, DiskChecker, type DiskReport } from "./disk.ts";
 import type { GateObserver } from "./gate.ts";
 import { type DockerHost, DockerHosts, HEALTH_EVERY_MS } from "./hosts.ts";
 import { idleCheckEveryMs, stopIdle } from "./idle.ts";
@@ -125,6 +125,7 @@ export class Workspaces {
   /** The other replicas' warm-pool members per host (placement). */
   private peers: PeerMembers;
   private lifecycle: Lifecycle;
+  private disk: DiskChecker;
   private signer: FileUrlSigner;
   /** Whether tasks are running on this server (`paceRefills`, wired by the app): refills then go one at a time. */
   private serverBusy: () => boolean = () => false;
@@ -161,6 +162,13 @@ export class Workspaces {
     });
     this.lifecycle = new Lifecycle({ ...d, log: this.log, store: this.store, locks: this.locks, hosts: this.hosts, usage: () => this.hostUsage(), pool: this.pool });
     this.signer = new FileUrlSigner(d.fileUrlKey, d.config.publicUrl, d.now);
+    this.disk = new DiskChecker({
+      ...this.background(),
+      now: d.now,
+      hosts: () => this.hosts.list.filter((h) => h.up).map((h) => h.name),
+      volumeSizes: (host) => this.hosts.get(host)!.boxes.volumeSizes(),
+      capBytes: (userId) => (d.policy ? d.policy.diskCapBytes(userId) : Promise.resolve(null)),
+    });
   }
 
   /** Tells the start gates whether this server is busy running tasks (the app wires the task queue's count). */
@@ -478,11 +486,32 @@ export class Workspaces {
     return { down: down.map((h) => h.name), back: back.map((h) => h.name) };
   }
 
-  /** Measures running workspaces' volumes; stops those over their owner's disk cap. */
-  checkDisk(): Promise<DiskReport> {
-    const policy = this.d.policy;
-    if (!policy) return Promise.resolve({ checked: 0, stopped: [] });
-    return checkDisk({ ...this.background(), now: this.d.now, capBytes: (userId) => policy.diskCapBytes(userId) });
+  /**
+   * Measures running workspaces' volumes; stops those over their owner's disk cap (disk.ts).
+   * `skipBusy`: a host whose last check still runs is left to it (the minute worker).
+   */
+  checkDisk(opts: { skipBusy?: boolean } = {}): Promise<DiskReport> {
+    if (!this.d.policy) return Promise.resolve({ checked: 0, stopped: [] });
+    return this.disk.check(opts);
+  }
+
+  /**
+   * The minute disk check. A tick does not wait for its checks (each host's runs on its own, and a
+   * slow host's is skipped until it ends), so a host slow to size its volumes delays no other's;
+   * `stop` waits for the checks still running.
+   */
+  private diskWorker(): Worker {
+    const ticks = intervalWorker(this.log, "workspace-disk-check", DISK_CHECK_EVERY_MS, () => {
+      this.checkDisk({ skipBusy: true }).catch((e) => this.log.warn("workspace-disk-check failed", { err: e }));
+    });
+    return {
+      name: ticks.name,
+      start: () => ticks.start(),
+      stop: async () => {
+        await ticks.stop();
+        await this.disk.idle();
+      },
+    };
   }
 
   private background() {
@@ -494,7 +523,7 @@ export class Workspaces {
     return [
       intervalWorker(this.log, "workspace-reconcile", RECONCILE_EVERY_MS, () => this.reconcile(), { runAtStart: true }),
       intervalWorker(this.log, "workspace-idle-stop", idleCheckEveryMs(this.d.config.workspaceIdleTimeoutMs), () => this.stopIdle()),
-      intervalWorker(this.log, "workspace-disk-check", DISK_CHECK_EVERY_MS, () => this.checkDisk()),
+      this.diskWorker(),
       // At start too: /healthz answers from each engine's last ping.
       intervalWorker(this.log, "docker-host-health", HEALTH_EVERY_MS, () => this.checkHosts(), { runAtStart: true }),
       // Replicas: profile changes made through another replica reach this one's pools.

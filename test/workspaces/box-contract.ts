@@ -123,6 +123,20 @@ export function boxContract(name: string, factory: () => BoxFactory) {
       await unknown.stop(1); // fine: not running
     });
 
+    test("volumeSizes: a volume's size as the engine counts it, whatever the box's own du says", async () => {
+      const f = factory();
+      const { box, spec, remove } = await running(f);
+      try {
+        const r = await run(box, ["/bin/sh", "-c", "head -c 300000 /dev/zero > /workspace/a && sync && echo ok"]);
+        expect(r.stdout.trim()).toBe("ok");
+        const size = (await f.engine.volumeSizes()).get(spec.volume);
+        expect(size).toBeGreaterThanOrEqual(300_000);
+        expect(size).toBeLessThan(400_000);
+      } finally {
+        await remove();
+      }
+    });
+
     test("exec: argv, cwd, env, stdout and stderr apart, the exit code", async () => {
       const { box, remove } = await running(factory());
       try {

@@ -8,7 +8,10 @@
  * - a workspace under the cap, or whose owner's override lifts it (0: none), is untouched;
  * - the measured figure is recorded (disk_bytes, disk_checked_at);
  * - the next turn starts it again with its files; still over, the next check stops it again;
- *   once files are deleted it stays up.
+ *   once files are deleted it stays up;
+ * - what runs in the box cannot change the figure: with a `du` planted there that reports 4 KB,
+ *   or one that never ends, the check still measures the volume (the engine counts it), stops the
+ *   box, and does not wait on them.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { AppError } from "../../src/lib/errors.ts";
@@ -151,5 +154,45 @@ describe("after the stop", () => {
     }
     expect((await ws.checkDisk()).stopped).toEqual([under.row.id]);
     expect((await rowOf(under)).error).toContain("workspace_disk_mb");
+  });
+});
+
+/**
+ * Plants a /bin/sh that answers the disk check's `du -sk /workspace` with `answer` (shell lines)
+ * and runs everything else as before. In this image that is how: every command runs under a
+ * /bin/sh wrapper (exec.ts), and busybox's sh runs its own du whatever the PATH holds; in a
+ * Debian image a du first on the PATH (/usr/local/bin) does the same. The agent is root in its box.
+ */
+const plantDu = (b: Box, answer: string) =>
+  sh(
+    b,
+    [
+      "printf '%s\\n' '#!/bin/busybox sh'",
+      `'case "$*" in *"du -sk /workspace") echo "$$"; ${answer}; exit 0;; esac'`,
+      `'exec /bin/busybox sh "$@"' > /bin/sh.new && chmod +x /bin/sh.new && mv /bin/sh.new /bin/sh && echo planted`,
+    ].join(" "),
+  );
+
+describe("a du planted in the box", () => {
+  test("neither a du that lies nor one that never ends changes the figure or delays the check", async () => {
+    const [liar, stuck] = await Promise.all([box("user"), box("user")]);
+    await Promise.all([fill(liar, 3072), fill(stuck, 3072)]);
+    expect((await plantDu(liar, 'echo "4 /workspace"')).output.trim()).toBe("planted");
+    expect((await plantDu(stuck, "exec sleep 1000")).output.trim()).toBe("planted");
+    // What the box now answers to the measurement runcell used to make there.
+    expect((await ws.exec(liar.sessionId, { cmd: ["du", "-sk", "/workspace"] })).output.trim()).toBe("4 /workspace");
+    expect((await ws.exec(stuck.sessionId, { cmd: ["du", "-sk", "/workspace"], timeoutMs: 1000 })).timedOut).toBe(true);
+    expect((await sh(liar, "echo alive")).output.trim()).toBe("alive");
+    const started = Date.now();
+    const report = await ws.checkDisk();
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(report.stopped).toEqual(expect.arrayContaining([liar.row.id, stuck.row.id]));
+    for (const b of [liar, stuck]) {
+      const row = await rowOf(b);
+      expect(row.status).toBe("failed");
+      expect(row.disk_bytes!).toBeGreaterThanOrEqual(3 * MB);
+      expect(row.error).toBe(overCapMessage(row.disk_bytes!, MB));
+      expect(await containerRunning(b)).toBe(false);
+    }
   });
 });

@@ -23,7 +23,8 @@ import { BINARY_SCHEMA, newerSchemaWords, type SchemaInfo, schemaInfo } from "..
 import { describePostgresError, redactDatabaseUrl } from "../db/pg/client.ts";
 import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
 import type { Dialect } from "../db/tables.ts";
-import { KEY_FILE, readKey, Sealer } from "../lib/sealer.ts";
+import { isDenied, isMissing, readableFix, unreadableReason } from "../lib/file-access.ts";
+import { KEY_FILE, readKey, Sealer, VaultKeyError } from "../lib/sealer.ts";
 import { sealedSamples, unopened } from "../vault/key-check.ts";
 import { VERSION } from "../version.ts";
 import { DockerEngine, type EngineAuth } from "../workspaces/docker.ts";
@@ -549,7 +550,9 @@ const adminPassword: CheckFn = async (ctx) => {
     try {
       text = readFileSync(config.adminPasswordFile, "utf8").replace(/\r?\n$/, "");
     } catch (e) {
-      return fail(ADMIN_PASSWORD, `cannot read ${config.adminPasswordFile}: ${(e as Error).message}`, "create the file (chmod 600) or drop --admin-password-file");
+      const file = config.adminPasswordFile;
+      if (!isMissing(e)) return fail(ADMIN_PASSWORD, `${file} ${unreadableReason(e)}`, isDenied(e) ? readableFix(file) : "check the file, or drop --admin-password-file");
+      return fail(ADMIN_PASSWORD, `${file} does not exist`, "create the file (chmod 600) or drop --admin-password-file");
     }
     if (text.length < ADMIN_PASSWORD_MIN) {
       return fail(ADMIN_PASSWORD, `${config.adminPasswordFile} holds fewer than ${ADMIN_PASSWORD_MIN} characters`, "put a longer password in it");
@@ -680,7 +683,9 @@ const vaultKey: CheckFn = async (ctx) => {
   let st: Stats | null = null;
   try {
     st = statSync(path);
-  } catch {
+  } catch (e) {
+    // Not reachable is not missing: the key may be there, and the missing-key hint would overwrite it.
+    if (!isMissing(e)) return fail("vault key", `${path}${external ? " (--vault-key-file)" : ""} ${unreadableReason(e)}: serve will not start`, isDenied(e) ? readableFix(path) : `check ${path}`);
     st = null;
   }
   const count = async (sql: string) => {
@@ -709,7 +714,8 @@ const vaultKey: CheckFn = async (ctx) => {
   try {
     key = readKey(path);
   } catch (e) {
-    return fail("vault key", (e as Error).message, "the file must hold 32 random bytes in base64 (head -c 32 /dev/urandom | base64)");
+    // A malformed key file (it was read) is the only one this hint is for; an unreadable one says how to let serve read it.
+    return fail("vault key", (e as Error).message, e instanceof VaultKeyError && e.malformed ? "the file must hold 32 random bytes in base64 (head -c 32 /dev/urandom | base64)" : readableFix(path));
   }
   // The key must open what the database holds: one sealed value of each kind is tried (as serve does at start).
   const rows = async <T>(sql: string): Promise<T[] | null> => {

@@ -13,6 +13,7 @@ import type { Logger } from "../log.ts";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
 import { Errors } from "../lib/errors.ts";
 import { sha256Hex } from "../lib/crypto.ts";
+import { isDenied, isMissing, readableFix, unreadableReason } from "../lib/file-access.ts";
 import type { Settings } from "../db/settings.ts";
 import type { AuditOrigin, AuditSink } from "../schema/audit.ts";
 
@@ -138,7 +139,14 @@ export function checkConfiguredAdminPassword(config: Config): void {
 export function configuredAdminPassword(config: Config, log?: Logger): { password: string; source: string } | null {
   if (config.adminPasswordFile) {
     const file = config.adminPasswordFile;
-    const password = readFileSync(file, "utf8").replace(/\r?\n$/, "");
+    let password: string;
+    try {
+      password = readFileSync(file, "utf8").replace(/\r?\n$/, "");
+    } catch (e) {
+      // (The caller names the file.)
+      if (isMissing(e)) throw new Error("the file does not exist");
+      throw new Error(`the file ${unreadableReason(e)}${isDenied(e) ? `: ${readableFix(file)}` : ""}`);
+    }
     try {
       if ((statSync(file).mode & 0o077) !== 0) log?.warn("the admin password file is readable by other users: chmod 600 it", { file });
     } catch {

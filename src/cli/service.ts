@@ -2,7 +2,8 @@
  * `runcell service install | uninstall | status`: runcell as a systemd service.
  *
  * install: the docker group (created if missing), a system user in it, the data dir (0700, owned
- * by that user), /etc/runcell/runcell.env (0600, for secrets), the hardened units of
+ * by that user), /etc/runcell (0750 root:<the user's group>: the key files put there are the
+ * service's to read) with runcell.env in it (0600 root, for secrets), the hardened units of
  * src/admin/systemd-unit.ts, `systemctl enable`, and a start when systemd is running. Everything
  * happens under --root DIR when given (useradd/groupadd/usermod --root, `systemctl --root` enable),
  * which is how the tests install into a temporary directory; a --root install is never started.
@@ -169,7 +170,7 @@ function absoluteFileFlags(serveArgs: string[]): string[] {
     // (Quoted into the unit file like every serve flag: any character but control ones.)
     const path = resolve(value);
     const hidden = hiddenBy(path);
-    if (hidden) throw new UsageError(`--${m[1]}: ${path} is under ${hidden}, which the service cannot see (ProtectHome=/PrivateTmp=); put the file under /etc/runcell (mode 0600, readable by the service user)`);
+    if (hidden) throw new UsageError(`--${m[1]}: ${path} is under ${hidden}, which the service cannot see (ProtectHome=/PrivateTmp=); put the file under /etc/runcell, owned by the service user, mode 0600 (install lets the service user's group into /etc/runcell)`);
     if (inline) out[i] = `--${m[1]}=${path}`;
     else out[++i] = path;
   }
@@ -246,7 +247,14 @@ function install(p: InstallPlan): number {
       ensureOwnedDir(at(root, p.backupDir), owner);
     }
     const envFile = at(root, ENV_FILE);
-    mkdirSync(at(root, "/etc/runcell"), { recursive: true, mode: 0o700 });
+    // root's, and the service user's group may enter it: the key and password files put here
+    // (--vault-key-file, --admin-password-file, a Docker host's certificates) are read by the
+    // service as that user. The env file in it stays 0600 root: systemd reads it as root.
+    const etc = at(root, "/etc/runcell");
+    mkdirSync(etc, { recursive: true, mode: 0o750 });
+    must(run(["chown", `0:${owner.gid}`, etc]), `chown ${etc}`);
+    chmodSync(etc, 0o750);
+    step(`${etc} (0750, root:${p.user}'s group: the service may read the files put there)`);
     if (!existsSync(envFile)) {
       writeFileSync(envFile, ENV_TEMPLATE, { mode: 0o600 });
       step(`wrote ${envFile} (0600): put RUNCELL_ADMIN_PASSWORD and provider keys there`);
@@ -356,7 +364,8 @@ export const serviceCommand: Command = {
   summary: "Run runcell as a systemd service: install (user, data dir, hardened unit, start), uninstall, status.",
   usage: USAGE,
   details: `  install           create the docker group (if missing) and a system user in it, the data dir (0700,
-                    owned by the user) and ${ENV_FILE} (0600, for secrets); write a hardened
+                    owned by the user), /etc/runcell (0750, the user's group may enter it: key files
+                    go there, owned by the user) and ${ENV_FILE} (0600 root, for secrets); write a hardened
                     ${SERVICE_UNIT}; systemctl enable; start it where systemd is running
   --user U          system user to run as (default runcell)
   --data-dir DIR    data directory, the only writable path (default /var/lib/runcell)
@@ -433,7 +442,7 @@ export const serviceCommand: Command = {
         }
         for (const [param, path] of [["tls_dir", spec.tlsDir], ["ssh_key", spec.sshKey]] as const) {
           const hidden = path ? hiddenBy(path) : undefined;
-          if (hidden) throw new UsageError(`--docker-host: ${param}=${path} is under ${hidden}, which the service cannot see (ProtectHome=/PrivateTmp=); put it under /etc/runcell (readable by the service user)`);
+          if (hidden) throw new UsageError(`--docker-host: ${param}=${path} is under ${hidden}, which the service cannot see (ProtectHome=/PrivateTmp=); put it under /etc/runcell, readable by the service user (install lets the service user's group into /etc/runcell)`);
         }
       }
       if (serve.positionals.length) throw new UsageError(`unexpected serve argument "${serve.positionals[0]}"`);
@@ -470,7 +479,7 @@ export const serviceCommand: Command = {
       for (const [name, text] of plan.units) process.stdout.write(`# would write ${join(unitDir, name)}:\n${text}\n`);
       process.stdout.write(
         `# would ensure group docker, system user ${plan.user} in it, ${at(root, plan.dataDir)} (0700, owned by ${plan.user})` +
-          `${plan.backupDir ? `, ${at(root, plan.backupDir)} (0700)` : ""}, ${at(root, ENV_FILE)} (0600);\n` +
+          `${plan.backupDir ? `, ${at(root, plan.backupDir)} (0700)` : ""}, ${at(root, "/etc/runcell")} (0750 root:${plan.user}'s group), ${at(root, ENV_FILE)} (0600 root);\n` +
           `# then systemctl enable ${[SERVICE_UNIT, ...(plan.backupDir ? [BACKUP_TIMER_UNIT] : [])].join(" ")}` +
           `${plan.start === "no" ? "" : systemdRunning(root) ? " and start it" : `; not start it: ${notRunningReason(root)}`}\n`,
       );

@@ -10,11 +10,17 @@ import { createCipheriv, createDecipheriv } from "node:crypto";
 import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "./crypto.ts";
+import { isDenied, isMissing, readableFix, unreadableReason } from "./file-access.ts";
 
 export const KEY_FILE = "secret.key";
 
 /** The vault key cannot be had (a missing or malformed key file): the server does not start. */
-export class VaultKeyError extends Error {}
+export class VaultKeyError extends Error {
+  /** `malformed`: the file was read and holds no key (else: missing, unreadable, or the wrong key). */
+  constructor(message: string, readonly malformed = false) {
+    super(message);
+  }
+}
 
 /** A file's 32-byte base64 key. */
 export function readKey(path: string): Buffer {
@@ -22,10 +28,12 @@ export function readKey(path: string): Buffer {
   try {
     text = readFileSync(path, "utf8");
   } catch (e) {
-    throw new VaultKeyError(`cannot read the vault key ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    if (isMissing(e)) throw new VaultKeyError(`the vault key file ${path} does not exist: make one with \`head -c 32 /dev/urandom | base64 > ${path}; chmod 600 ${path}\` (for a new installation), or copy the secret.key of the data dir whose secrets it must open`);
+    // Never the hint above: the key may well be there, and a new one over it loses every stored secret.
+    throw new VaultKeyError(`the vault key file ${path} ${unreadableReason(e)}${isDenied(e) ? `: ${readableFix(path)}` : ""}`);
   }
   const key = Buffer.from(text.trim(), "base64");
-  if (key.length !== 32) throw new VaultKeyError(`${path} does not hold a 32-byte base64 key`);
+  if (key.length !== 32) throw new VaultKeyError(`${path} does not hold a 32-byte base64 key`, true);
   return key;
 }
 
@@ -43,7 +51,6 @@ export class Sealer {
 
   /** The key in `path` (--vault-key-file); it must exist: a new key would not open what is stored. */
   static fromFile(path: string): Sealer {
-    if (!existsSync(path)) throw new VaultKeyError(`the vault key file ${path} does not exist: make one with \`head -c 32 /dev/urandom | base64 > ${path}; chmod 600 ${path}\` (for a new installation), or copy the secret.key of the data dir whose secrets it must open`);
     return new Sealer(readKey(path));
   }
 

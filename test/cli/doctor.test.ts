@@ -363,3 +363,48 @@ test("usage errors exit 2", async () => {
   expect((await doctor(["--nope"])).code).toBe(2);
   expect((await doctor(["extra"])).code).toBe(2);
 });
+
+describe("key and password files the server's user cannot read", () => {
+  test.skipIf(process.getuid?.() !== 0)("a file behind a directory that user cannot enter is said to be unreadable, never to be made anew", async () => {
+    const NOBODY = 65534;
+    const d = await goodDataDir();
+    Bun.spawnSync(["chown", "-R", `${NOBODY}:${NOBODY}`, d]);
+    // /etc/runcell as an install before 0750 left it: root's, 0700.
+    const etc = dir("runcell-etc-");
+    chmodSync(etc, 0o700);
+    const key = join(etc, "vault.key");
+    const pw = join(etc, "admin.pw");
+    writeFileSync(key, Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64") + "\n", { mode: 0o600 });
+    writeFileSync(pw, "the operator's password\n", { mode: 0o600 });
+    chownSync(key, NOBODY, NOBODY);
+    chownSync(pw, NOBODY, NOBODY);
+    const r = parse(await runCli(["doctor", "--data-dir", d, "--vault-key-file", key, "--admin-password-file", pw], { uid: NOBODY, env: { HOME: d } }));
+    for (const [check, path] of [["vault key", key], ["admin password", pw]] as const) {
+      expectStatus(r, check, "FAIL", `${path}${check === "vault key" ? " (--vault-key-file)" : ""} cannot be read by uid ${NOBODY} (permission denied)`);
+      expect(r.get(check)!.fix).toContain(`let the user runcell runs as read ${path}`);
+      expect(r.get(check)!.fix).toContain("do not write a new file in its place");
+      expect(`${r.get(check)!.message} ${r.get(check)!.fix}`).not.toMatch(/does not exist|urandom|create the file/);
+    }
+    // The directory entered, the files themselves root's 0600: the same, from the read.
+    chmodSync(etc, 0o755);
+    chownSync(key, 0, 0);
+    chownSync(pw, 0, 0);
+    const files = parse(await runCli(["doctor", "--data-dir", d, "--vault-key-file", key, "--admin-password-file", pw], { uid: NOBODY, env: { HOME: d } }));
+    for (const check of ["vault key", "admin password"]) {
+      expectStatus(files, check, "FAIL", `cannot be read by uid ${NOBODY} (permission denied)`);
+      expect(`${files.get(check)!.message} ${files.get(check)!.fix}`).not.toMatch(/does not exist|urandom|create the file/);
+    }
+    // And serve says so too, exit 2, without the hint that would overwrite the key.
+    chmodSync(etc, 0o700);
+    chownSync(key, NOBODY, NOBODY);
+    const serve = await runCli(["serve", "--data-dir", d, "--vault-key-file", key, "--http", "127.0.0.1:0"], { uid: NOBODY, env: { HOME: d } });
+    expect(serve.code).toBe(2);
+    expect(serve.stderr).toContain(`the vault key file ${key} cannot be read by uid ${NOBODY} (permission denied)`);
+    expect(serve.stderr).not.toMatch(/does not exist|urandom/);
+    const pwServe = await runCli(["serve", "--data-dir", d, "--admin-password-file", pw, "--http", "127.0.0.1:0"], { uid: NOBODY, env: { HOME: d } });
+    expect(pwServe.code).toBe(2);
+    expect(pwServe.stderr).toContain(`admin password from --admin-password-file ${pw}: the file cannot be read by uid ${NOBODY} (permission denied)`);
+    const missing = await runCli(["doctor", "--data-dir", d, "--vault-key-file", join(d, "nope.key")], { uid: NOBODY, env: { HOME: d } });
+    expectStatus(parse(missing), "vault key", "FAIL", "does not exist");
+  });
+});

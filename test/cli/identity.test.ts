@@ -291,7 +291,7 @@ describe("runcell serve and the first run", () => {
     const missing = await serve(fresh, ["--admin-password-file", join(dir, "nope.pw")]);
     expect(await missing.proc.exited).toBe(2);
     expect(missing.err()).toContain(`admin password from --admin-password-file ${join(dir, "nope.pw")}`);
-    expect(missing.err()).toContain("ENOENT");
+    expect(missing.err()).toContain(": the file does not exist");
     expect(existsSync(join(fresh, "runcell.db"))).toBe(false);
   }, 40_000);
 });

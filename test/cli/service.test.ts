@@ -201,7 +201,7 @@ describe("runcell service install --root", () => {
     expect(Bun.spawnSync(["getent", "passwd", "rcsvc"]).exitCode).not.toBe(0);
   });
 
-  test("the data dir and the backup dir are 0700 and the user's; parents are 0755; the env file is 0600", () => {
+  test("the data dir and the backup dir are 0700 and the user's; parents are 0755; /etc/runcell is 0750 root:<the user's group>, the env file in it 0600 root", () => {
     const user = entry(root, "passwd", "rcsvc")!;
     for (const dir of ["var/lib/runcell", "var/backups/runcell"]) {
       const st = statSync(join(root, dir));
@@ -209,8 +209,12 @@ describe("runcell service install --root", () => {
       expect([st.uid, st.gid], dir).toEqual([Number(user[2]), Number(user[3])]);
     }
     expect(statSync(join(root, "var/lib")).mode & 0o777).toBe(0o755);
-    expect(statSync(join(root, "etc/runcell")).mode & 0o777).toBe(0o700);
-    expect(statSync(join(root, "etc/runcell/runcell.env")).mode & 0o777).toBe(0o600);
+    // The service reads the key and password files put in /etc/runcell (as the docs advise): it may enter it.
+    const etc = statSync(join(root, "etc/runcell"));
+    expect([etc.mode & 0o777, etc.uid, etc.gid]).toEqual([0o750, 0, Number(user[3])]);
+    expect(install.stdout).toContain(`==> ${join(root, "etc/runcell")} (0750, root:rcsvc's group`);
+    const env = statSync(join(root, "etc/runcell/runcell.env"));
+    expect([env.mode & 0o777, env.uid, env.gid]).toEqual([0o600, 0, 0]);
     expect(readFileSync(join(root, "etc/runcell/runcell.env"), "utf8")).toContain("# RUNCELL_ADMIN_PASSWORD=");
   });
 

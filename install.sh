@@ -4,7 +4,7 @@
 #   ./install.sh serve [--no-docker] [-- <runcell serve flags>]   set up, build dist/runcell, run it
 #   ./install.sh test  [--no-docker]                              set up, then run the whole test suite
 #   ./install.sh build [--no-docker]                              set up and build dist/runcell only
-#   ./install.sh service [--no-docker] [--user U] [--data-dir D] [--backup-daily D] [-- <serve flags>]
+#   ./install.sh service [--no-docker] [--user U] [--data-dir D] [--backup-daily D | --no-backup-daily] [-- <serve flags>]
 #        set up, install the binary as /usr/local/bin/runcell and run `runcell service install` (systemd)
 #
 # From a release directory (a `runcell` binary next to this script, no sources) it installs that

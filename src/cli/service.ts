@@ -22,7 +22,7 @@ import { type Command, failUsage, UsageError } from "./command.ts";
 const UNIT_DIR = "/etc/systemd/system";
 /** Exists while systemd is the running init (sd_booted(3)). */
 const SYSTEMD_RUNTIME = "/run/systemd/system";
-const USAGE = `runcell service install [--user runcell] [--data-dir /var/lib/runcell] [--backup-daily DIR] [--start | --no-start] [--root DIR] [--dry-run] [-- <serve flags>]
+const USAGE = `runcell service install [--user runcell] [--data-dir /var/lib/runcell] [--backup-daily DIR | --no-backup-daily] [--start | --no-start] [--root DIR] [--dry-run] [-- <serve flags>]
   runcell service uninstall [--root DIR]
   runcell service status [--root DIR]`;
 
@@ -182,6 +182,12 @@ function selfCommand(): string[] {
   return Bun.main.startsWith("/$bunfs/") ? [process.execPath] : [process.execPath, resolve(process.argv[1]!)];
 }
 
+/** The backup dir of an installed runcell-backup.service, or null when there is none. */
+function installedBackupDir(root: string): string | null {
+  const path = join(at(root, UNIT_DIR), BACKUP_SERVICE_UNIT);
+  return existsSync(path) ? unitBackupDir(readFileSync(path, "utf8")) : null;
+}
+
 /** Installed unit files of the root: name → path. */
 function installedUnits(root: string): Map<string, string> {
   const dir = at(root, UNIT_DIR);
@@ -231,6 +237,8 @@ interface InstallPlan {
   user: string;
   dataDir: string;
   backupDir: string | null;
+  /** backupDir is the one an earlier install set up (no --backup-daily this time). */
+  keptBackup: boolean;
   start: "auto" | "required" | "no";
   units: Map<string, string>;
 }
@@ -266,8 +274,9 @@ function install(p: InstallPlan): number {
         step(`${envFile} had mode 0${mode.toString(8).padStart(3, "0")}: set to 0600 (it holds secrets)`);
       }
     }
-    // A reinstall without --backup-daily drops the nightly backup of an earlier one.
+    // Only --no-backup-daily gets here without a backup dir while one is installed.
     if (!p.backupDir) removeUnits(root, [BACKUP_TIMER_UNIT, BACKUP_SERVICE_UNIT], step);
+    else if (p.keptBackup) step(`keeping the nightly backup into ${at(root, p.backupDir)} (installed earlier; --no-backup-daily removes it)`);
     const unitDir = at(root, UNIT_DIR);
     mkdirSync(unitDir, { recursive: true });
     for (const [name, text] of p.units) {
@@ -371,7 +380,9 @@ export const serviceCommand: Command = {
   --data-dir DIR    data directory, the only writable path (default /var/lib/runcell)
   --backup-daily D  also ${BACKUP_SERVICE_UNIT} + ${BACKUP_TIMER_UNIT}: runcell backup --keep ${BACKUP_KEEP} D
                     (D/runcell-backup-<UTC timestamp>.tar.gz) every night around 03:00, keeping the
-                    newest ${BACKUP_KEEP}; with -- --vault-key-file K it is told where the key is
+                    newest ${BACKUP_KEEP}; with -- --vault-key-file K it is told where the key is.
+                    An install again without it keeps the nightly backup already installed
+  --no-backup-daily remove the nightly backup an earlier install set up (its files are kept)
   --start           starting is required: exit 1 when systemd is not running (by default install
                     then says it could not start runcell and exits 0)
   --no-start        enable only; do not start
@@ -399,7 +410,7 @@ export const serviceCommand: Command = {
     let args;
     let root: string;
     try {
-      args = parseArgs(own, { user: true, "data-dir": true, "backup-daily": true, root: true, exec: true, start: false, "dry-run": false }, false);
+      args = parseArgs(own, { user: true, "data-dir": true, "backup-daily": true, "no-backup-daily": false, root: true, exec: true, start: false, "dry-run": false }, false);
       const [sub, ...rest] = args.positionals;
       if (sub !== "install" && sub !== "uninstall" && sub !== "status") throw new UsageError(`expected "runcell service install", "uninstall" or "status" (see --help)`);
       if (rest.length) throw new UsageError(`unexpected argument "${rest[0]}"`);
@@ -422,11 +433,16 @@ export const serviceCommand: Command = {
       if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(user)) throw new UsageError(`--user: "${user}" is not a valid user name`);
       if (user === "root") throw new UsageError("--user: not root; the service runs as a dedicated unprivileged user");
       const dataDir = checkDir("--data-dir", String(args.extra.get("data-dir") ?? "/var/lib/runcell"), "/var/lib/runcell");
-      const backupDir = args.extra.has("backup-daily") ? checkDir("--backup-daily", String(args.extra.get("backup-daily")), "/var/backups/runcell") : null;
+      if (args.extra.has("backup-daily") && args.extra.get("no-backup-daily") === true) throw new UsageError("--backup-daily and --no-backup-daily do not go together");
+      // A reinstall (new serve flags, a new binary) keeps the nightly backup an earlier install set
+      // up, into the same dir: dropping it needs --no-backup-daily, not a flag left out.
+      const kept = args.extra.has("backup-daily") || args.extra.get("no-backup-daily") === true ? null : installedBackupDir(root);
+      const backupDir = args.extra.has("backup-daily") ? checkDir("--backup-daily", String(args.extra.get("backup-daily")), "/var/backups/runcell") : kept;
       if (backupDir && (backupDir === dataDir || backupDir.startsWith(dataDir + "/"))) throw new UsageError("--backup-daily: keep the backups outside the data dir (e.g. /var/backups/runcell)");
       // The nightly `runcell backup` reads the same env file, and refuses PostgreSQL: it would fail every night.
       if (backupDir && setsDatabaseUrl(root)) {
-        throw new UsageError(`--backup-daily: ${at(root, ENV_FILE)} sets RUNCELL_DATABASE_URL, and runcell backup copies the embedded SQLite database only; schedule pg_dump for PostgreSQL instead (README, Operations)`);
+        const which = kept ? `the nightly backup installed earlier (into ${kept}; drop it with --no-backup-daily)` : "--backup-daily";
+        throw new UsageError(`${which}: ${at(root, ENV_FILE)} sets RUNCELL_DATABASE_URL, and runcell backup copies the embedded SQLite database only; schedule pg_dump for PostgreSQL instead (README, Operations)`);
       }
       // Validate the serve flags now, not at the first boot.
       const serve = parseArgs(serveArgs);
@@ -467,7 +483,7 @@ export const serviceCommand: Command = {
       // --no-start is parseArgs' negation of --start, where the last of the two would win: both is a contradiction.
       if (own.includes("--start") && own.includes("--no-start")) throw new UsageError("--start and --no-start do not go together");
       const start = args.extra.get("start") === true ? "required" : args.extra.get("start") === false ? "no" : "auto";
-      plan = { root, user, dataDir, backupDir, start, units };
+      plan = { root, user, dataDir, backupDir, keptBackup: kept !== null, start, units };
     } catch (e) {
       if (e instanceof Failure) return (process.stderr.write(`runcell service install: ${e.message}\n`), 1);
       if (e instanceof UnitError) return failUsage("service", new UsageError(e.message));
@@ -477,6 +493,8 @@ export const serviceCommand: Command = {
     if (args.extra.get("dry-run") === true) {
       const unitDir = at(root, UNIT_DIR);
       for (const [name, text] of plan.units) process.stdout.write(`# would write ${join(unitDir, name)}:\n${text}\n`);
+      if (plan.keptBackup) process.stdout.write(`# would keep the nightly backup into ${at(root, plan.backupDir!)} (installed earlier; --no-backup-daily removes it)\n`);
+      else if (!plan.backupDir && installedBackupDir(root)) process.stdout.write(`# would remove the nightly backup (--no-backup-daily); the backups themselves are kept\n`);
       process.stdout.write(
         `# would ensure group docker, system user ${plan.user} in it, ${at(root, plan.dataDir)} (0700, owned by ${plan.user})` +
           `${plan.backupDir ? `, ${at(root, plan.backupDir)} (0700)` : ""}, ${at(root, "/etc/runcell")} (0750 root:${plan.user}'s group), ${at(root, ENV_FILE)} (0600 root);\n` +

@@ -259,16 +259,28 @@ describe("runcell service install --root", () => {
     expect(r.stdout).toContain(`nightly backup: into ${join(root, "var/backups/runcell")} (runcell-backup.timer enabled)`);
   });
 
-  test("install again: the user is kept; without --backup-daily the timer goes; with --start it exits 1; a loosened env file is 0600 again", async () => {
+  test("install again: the user is kept; without --backup-daily the nightly backup is kept (--no-backup-daily removes it); with --start it exits 1; a loosened env file is 0600 again", async () => {
     writeFileSync(join(root, "var/lib/runcell/runcell.db"), "data");
     chmodSync(join(root, "etc/runcell/runcell.env"), 0o644);
     const again = await runCli(["service", "install", "--exec", SELF, "--root", root, "--user", "rcsvc", "--start", "--", "--http", "127.0.0.1:80"]);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain("could not start runcell");
     expect(again.stdout).toContain("==> user rcsvc exists and is in group docker");
-    expect(again.stdout).toContain(`==> removed ${join(unitDir(), BACKUP_TIMER_UNIT)}`);
+    // New serve flags (the README's reverse-proxy advice) do not silently drop the backups.
+    expect(again.stdout).toContain(`==> keeping the nightly backup into ${join(root, "var/backups/runcell")} (installed earlier; --no-backup-daily removes it)`);
+    expect(again.stdout).not.toContain("removed");
+    expect(readFileSync(join(unitDir(), BACKUP_SERVICE_UNIT), "utf8")).toContain(`ExecStart=${SELF} backup --data-dir /var/lib/runcell --keep 14 /var/backups/runcell\n`);
+    expect(readlinkSync(join(unitDir(), "timers.target.wants", BACKUP_TIMER_UNIT))).toBe(`/etc/systemd/system/${BACKUP_TIMER_UNIT}`);
+    const dry = await runCli(["service", "install", "--exec", SELF, "--root", root, "--user", "rcsvc", "--dry-run"]);
+    expect(dry.stdout).toContain(`# would keep the nightly backup into ${join(root, "var/backups/runcell")}`);
+    expect((await runCli(["service", "install", "--exec", SELF, "--root", root, "--dry-run", "--backup-daily", "/var/backups/x", "--no-backup-daily"])).code).toBe(2);
+    writeFileSync(join(root, "var/backups/runcell/runcell-backup-20000101T000000000Z.tar.gz"), "");
+    const dropped = await runCli(["service", "install", "--exec", SELF, "--root", root, "--user", "rcsvc", "--no-backup-daily", "--", "--http", "127.0.0.1:80"]);
+    expect(dropped.code, dropped.stderr).toBe(0);
+    expect(dropped.stdout).toContain(`==> removed ${join(unitDir(), BACKUP_TIMER_UNIT)}`);
     expect(existsSync(join(unitDir(), BACKUP_SERVICE_UNIT))).toBe(false);
     expect(existsSync(join(unitDir(), "timers.target.wants", BACKUP_TIMER_UNIT))).toBe(false);
+    expect(readdirSync(join(root, "var/backups/runcell"))).toEqual(["runcell-backup-20000101T000000000Z.tar.gz"]);
     expect(lines(join(root, "etc/passwd")).filter((l) => l.startsWith("rcsvc:"))).toHaveLength(1);
     const unit = readFileSync(join(unitDir(), SERVICE_UNIT), "utf8");
     expect(unit).toContain(`ExecStart=${SELF} serve --data-dir /var/lib/runcell --http 127.0.0.1:80\n`);

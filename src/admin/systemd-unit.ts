@@ -149,8 +149,9 @@ export interface BackupOptions {
  */
 export function renderBackupService(o: BackupOptions): string {
   const exec = commandLine([...o.command, "backup", "--data-dir", o.dataDir, ...(o.vaultKeyFile ? ["--vault-key-file", o.vaultKeyFile] : []), "--keep", String(BACKUP_KEEP), o.backupDir]);
-  // The nightly files of earlier versions (runcell-YYYYMMDD.tar.gz), which --keep does not count, age out as they did.
-  const legacy = commandLine(["/usr/bin/find", o.backupDir, "-maxdepth", "1", "-name", "runcell-[0-9]*.tar.gz", "-mtime", `+${BACKUP_KEEP - 1}`, "-delete"]);
+  // Nothing else is deleted: --keep counts runcell's own runcell-backup-<timestamp> names only, so
+  // the operator's files in the dir (`runcell backup … runcell-$(date +%F).tar.gz`, as its --help
+  // shows) and the nightly files of earlier versions (runcell-YYYYMMDD.tar.gz) stay.
   return `# Written by \`runcell service install --backup-daily ${o.backupDir}\`; started by runcell-backup.timer.
 # Run one now: systemctl start runcell-backup (each run writes its own timestamped file).
 [Unit]
@@ -164,7 +165,6 @@ Environment=RUNCELL_BACKUP_DIR=${o.backupDir}
 EnvironmentFile=-${ENV_FILE}
 # Keeps the newest ${BACKUP_KEEP} backups (--keep).
 ExecStart=${exec}
-ExecStartPost=${legacy}
 Nice=10
 IOSchedulingClass=idle
 ${hardening([o.dataDir, o.backupDir], "")}`;

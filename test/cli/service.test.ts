@@ -5,7 +5,7 @@
  * started, which is how the "could not start" rule is exercised.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, renderBackupService, renderUnit, SERVICE_UNIT } from "../../src/admin/systemd-unit.ts";
 import { tempDir } from "../helpers/app.ts";
@@ -149,12 +149,20 @@ describe("the units", () => {
         expect(r.stdout.toString() + r.stderr.toString()).not.toContain("warning: no secret.key");
       }
       expect(readdirSync(backupDir).filter((f) => /^runcell-backup-\d{8}T\d{9}Z\.tar\.gz$/.test(f))).toHaveLength(2);
-      // Retention: the newest 14 stay.
+      // Retention: the newest 14 stay; nothing else in the dir is deleted — an operator's own
+      // backups (named as `runcell backup --help` shows) and an older version's nightly files, however old.
       for (let d = 1; d <= 20; d++) writeFileSync(join(backupDir, `runcell-backup-200001${String(d).padStart(2, "0")}T000000000Z.tar.gz`), "");
+      const others = ["runcell-2000-01-01.tar.gz", "runcell-20000101.tar.gz", "notes.txt"];
+      for (const f of others) {
+        writeFileSync(join(backupDir, f), "");
+        utimesSync(join(backupDir, f), new Date("2000-01-01"), new Date("2000-01-01"));
+      }
+      expect(unit).not.toMatch(/^ExecStart(Pre|Post)=/m);
       expect(Bun.spawnSync(words).exitCode).toBe(0);
       const kept = readdirSync(backupDir).filter((f) => f.startsWith("runcell-backup-")).sort();
       expect(kept).toHaveLength(14);
       expect(kept[0]).toBe("runcell-backup-20000110T000000000Z.tar.gz");
+      for (const f of others) expect(existsSync(join(backupDir, f)), f).toBe(true);
       // Without --vault-key-file the unit names none.
       expect(renderBackupService({ command: ["/usr/local/bin/runcell"], user: "runcell", dataDir: "/var/lib/runcell", backupDir: "/var/backups/runcell", vaultKeyFile: null })).toContain(
         "ExecStart=/usr/local/bin/runcell backup --data-dir /var/lib/runcell --keep 14 /var/backups/runcell\n",

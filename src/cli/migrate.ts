@@ -24,8 +24,8 @@ export const migrateCommand: Command = {
              copy an installation's SQLite database (stop its server first) into an empty PostgreSQL
              database: the PostgreSQL schema is created, every row copied in one transaction with
              progress, and every table's row count compared afterwards. Keep the data dir's
-             secret.key: the vault's secrets are copied encrypted. (Preview: serve does not run on
-             PostgreSQL yet — docs/scale.md.)
+             secret.key: the vault's secrets are copied encrypted; then serve with --database URL (and
+             --vault-key-file with that key; docs/scale.md).
 
   Holds the data dir's lock (exit 1, naming the holder's pid, while a server runs on it). Before
   migrating an existing database it writes <data dir>/backups/pre-migrate-<schema>-<timestamp>.tar.gz

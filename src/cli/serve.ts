@@ -34,7 +34,8 @@ export const serveCommand: Command = {
   (the last 3 are kept); a database written by a newer runcell is refused (exit 1), untouched.`,
   examples: [
     "runcell serve",
-    "runcell serve --http 0.0.0.0:7420 --public-url https://agents.example.com --trust-proxy",
+    // Loopback: with --trust-proxy only the proxy may reach runcell (README, Behind a reverse proxy).
+    "runcell serve --http 127.0.0.1:7420 --public-url https://agents.example.com --trust-proxy",
     "RUNCELL_SIGNUP=open runcell serve --data-dir /var/lib/runcell",
   ],
   configFlags: true,

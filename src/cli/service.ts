@@ -390,7 +390,7 @@ export const serviceCommand: Command = {
   --exec PATH       the runcell binary ExecStart runs (default: this one; it must be outside /home,
                     /root and /tmp, which the service cannot see)
   --dry-run         print the units and what would be done; change nothing
-  -- <flags>        serve flags written into ExecStart (e.g. --http 0.0.0.0:7420 --public-url https://…);
+  -- <flags>        serve flags written into ExecStart (e.g. --http 127.0.0.1:7420 --public-url https://…);
                     secrets go in ${ENV_FILE}, not here
   uninstall         stop, disable and delete the units; keep the data dir, the user, ${ENV_FILE}
                     and the backups (and say where)

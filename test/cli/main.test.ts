@@ -23,6 +23,17 @@ describe("runcell CLI", () => {
     expect(h.stdout).toContain("runcell migrate");
   });
 
+  test("help texts show only setups the README stands behind", async () => {
+    for (const cmd of ["serve", "service", "migrate"]) {
+      const h = await runCli([cmd, "--help"]);
+      expect(h.code).toBe(0);
+      // --trust-proxy believes whoever connects: never next to a listener on every address.
+      for (const line of h.stdout.split("\n").filter((l) => l.includes("0.0.0.0"))) expect(line, `${cmd}: ${line}`).not.toContain("--trust-proxy");
+      expect(h.stdout, cmd).not.toContain("--http 0.0.0.0");
+      expect(h.stdout, cmd).not.toMatch(/Preview|does not run on\s+PostgreSQL/);
+    }
+  });
+
   test("version prints version, commit and Bun version", async () => {
     const r = await runCli(["version", "--json"]);
     expect(r.code).toBe(0);

@@ -6,7 +6,7 @@ import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
 import { NewerDatabaseError } from "../db/migrate.ts";
 import { checkConfiguredAdminPassword } from "../admin/password.ts";
 import { createLogger } from "../log.ts";
-import { VaultKeyError } from "../lib/sealer.ts";
+import { Sealer, VaultKeyError } from "../lib/sealer.ts";
 import type { Services } from "../services.ts";
 import { upgradeGuard } from "./backup.ts";
 import { type Command, failUsage } from "./command.ts";
@@ -49,6 +49,8 @@ export const serveCommand: Command = {
     // Settings read from files are checked now too: a bad one exits 2 before anything is migrated or made.
     try {
       checkConfiguredAdminPassword(config);
+      // The --vault-key-file too: a missing, unreadable or malformed key leaves no data dir nor lock behind.
+      if (config.vaultKeyFile) Sealer.fromFile(config.vaultKeyFile);
     } catch (e) {
       console.error(`runcell serve: ${(e as Error).message}`);
       return 2;

@@ -379,7 +379,7 @@ export const serviceCommand: Command = {
   --user U          system user to run as (default runcell)
   --data-dir DIR    data directory, the only writable path (default /var/lib/runcell)
   --backup-daily D  also ${BACKUP_SERVICE_UNIT} + ${BACKUP_TIMER_UNIT}: runcell backup --keep ${BACKUP_KEEP} D
-                    (D/runcell-backup-<UTC timestamp>.tar.gz) every night around 03:00, keeping the
+                    (D/runcell-backup-<UTC timestamp>.tar.gz) every night at 03:00-03:30, keeping the
                     newest ${BACKUP_KEEP}; with -- --vault-key-file K it is told where the key is.
                     An install again without it keeps the nightly backup already installed
   --no-backup-daily remove the nightly backup an earlier install set up (its files are kept)

@@ -238,7 +238,7 @@ describe("runcell service install --root", () => {
     expect(readlinkSync(join(unitDir(), "multi-user.target.wants", SERVICE_UNIT))).toBe(`/etc/systemd/system/${SERVICE_UNIT}`);
     expect(readlinkSync(join(unitDir(), "timers.target.wants", BACKUP_TIMER_UNIT))).toBe(`/etc/systemd/system/${BACKUP_TIMER_UNIT}`);
     const timer = readFileSync(join(unitDir(), BACKUP_TIMER_UNIT), "utf8");
-    for (const line of ["OnCalendar=*-*-* 03:00:00", "Persistent=true", "WantedBy=timers.target"]) expect(timer.split("\n")).toContain(line);
+    for (const line of ["OnCalendar=*-*-* 03:00:00", "RandomizedDelaySec=30min", "Persistent=true", "WantedBy=timers.target"]) expect(timer.split("\n")).toContain(line);
     const backup = readFileSync(join(unitDir(), BACKUP_SERVICE_UNIT), "utf8");
     expect(backup).toContain(`ExecStart=${SELF} backup --data-dir /var/lib/runcell --keep 14 /var/backups/runcell\n`);
     expect(backup).toContain("User=rcsvc\n");

@@ -53,7 +53,7 @@ describe("--vault-key-file", () => {
     }
   });
 
-  test("a missing key file: serve exits 2 (a configuration error) naming the fix, and the data dir gets no database", async () => {
+  test("a missing key file: serve exits 2 (a configuration error) naming the fix, and nothing is made: no data dir, no lock", async () => {
     const d = dir();
     const data = join(d, "data");
     const r = await runCli(["serve", "--data-dir", data, "--http", "127.0.0.1:0", "--vault-key-file", join(d, "nope.key")]);
@@ -62,6 +62,13 @@ describe("--vault-key-file", () => {
     expect(r.stderr).toContain("head -c 32 /dev/urandom | base64");
     expect(r.stderr).not.toContain("    at ");
     expect(existsSync(join(data, "runcell.db"))).toBe(false);
+    expect(existsSync(data)).toBe(false);
+    // A malformed one too (checked before the data dir is touched, like --admin-password-file).
+    writeFileSync(join(d, "short.key"), "c2hvcnQ=\n", { mode: 0o600 });
+    const bad = await runCli(["serve", "--data-dir", data, "--http", "127.0.0.1:0", "--vault-key-file", join(d, "short.key")]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("does not hold a 32-byte base64 key");
+    expect(existsSync(data)).toBe(false);
   });
 
   test("doctor: OK when the key opens the stored secrets, FAIL for another key or none", async () => {

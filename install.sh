@@ -56,35 +56,65 @@ apt_install() {
 }
 
 # --- Docker ------------------------------------------------------------------------------------
+# The engine's socket is root's and the docker group's: it may answer root (through sudo) and not
+# the user running this script. Whether it runs is asked as root — asked as the user, a running
+# engine looks stopped and a second dockerd would be started next to it.
 docker_answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+engine_answers() { docker_answers || { [ -n "$SUDO" ] && $SUDO docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }; }
+engine_version() { docker version --format '{{.Server.Version}}' 2>/dev/null || $SUDO docker version --format '{{.Server.Version}}' 2>/dev/null; }
+
+# The engine runs but this user cannot reach it. `service` and `build` do not need them to (the
+# service runs as its own user in the docker group; the image is built through sudo); `serve` and
+# `test` run as this user, so they stop here and say what to do. Adding the user to the docker
+# group is left to them: it is root-equivalent.
+docker_not_for_me() {
+  local me
+  me="$(id -un)"
+  case "$MODE" in
+    service|build) ok "engine $(engine_version) answers (to root; $me is not in the docker group, which $MODE does not need)"; return ;;
+  esac
+  if id -nG "$me" 2>/dev/null | tr ' ' '\n' | grep -qx docker; then
+    die "the Docker engine runs, but this login session of $me is not in the docker group yet (added since you logged in): log in again (or run \`newgrp docker\`), then ./install.sh $MODE again"
+  fi
+  die "the Docker engine runs, but $me cannot use it: its socket (/var/run/docker.sock) is root's and the docker group's. Either
+      - add yourself to the docker group: sudo usermod -aG docker $me, log in again, and run ./install.sh $MODE again.
+        Being in the docker group is root-equivalent (whoever reaches the socket can start a container that mounts /);
+      - run runcell as its own system user under systemd instead: ./install.sh service;
+      - run this script as root; or pass --no-docker (no workspaces)"
+}
 
 ensure_docker() {
   step "Docker engine"
   if [ "$WITH_DOCKER" = "0" ]; then ok "skipped (--no-docker): workspaces will be unavailable"; return; fi
-  if docker_answers; then ok "engine $(docker version --format '{{.Server.Version}}') answers"; return; fi
-  if ! command -v dockerd >/dev/null 2>&1; then
-    echo "    installing Debian's docker.io"
-    apt_install docker.io
+  if docker_answers; then ok "engine $(engine_version) answers"; return; fi
+  if ! engine_answers; then
+    if ! command -v dockerd >/dev/null 2>&1; then
+      echo "    installing Debian's docker.io"
+      apt_install docker.io
+    fi
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+      $SUDO systemctl start docker >/dev/null 2>&1 || true
+    fi
+    if ! engine_answers; then
+      echo "    starting dockerd (log: /var/log/runcell-dockerd.log)"
+      $SUDO sh -c 'nohup dockerd >/var/log/runcell-dockerd.log 2>&1 &'
+    fi
+    local up=0
+    for _ in $(seq 1 60); do
+      if engine_answers; then up=1; break; fi
+      sleep 0.5
+    done
+    [ "$up" = "1" ] || die "the Docker engine does not answer after 30 s (see /var/log/runcell-dockerd.log); pass --no-docker to skip"
   fi
-  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-    $SUDO systemctl start docker >/dev/null 2>&1 || true
-  fi
-  if ! docker_answers; then
-    echo "    starting dockerd (log: /var/log/runcell-dockerd.log)"
-    $SUDO sh -c 'nohup dockerd >/var/log/runcell-dockerd.log 2>&1 &'
-  fi
-  for _ in $(seq 1 60); do
-    if docker_answers; then ok "engine $(docker version --format '{{.Server.Version}}') answers"; return; fi
-    sleep 0.5
-  done
-  die "the Docker engine does not answer after 30 s (see /var/log/runcell-dockerd.log); pass --no-docker to skip"
+  if docker_answers; then ok "engine $(engine_version) answers"; return; fi
+  docker_not_for_me
 }
 
 # --- The default workspace image (serve only; the tests build their own small one) -----------------
 ensure_workspace_image() {
   step "Workspace image runcell/workspace:latest"
   if [ "$WITH_DOCKER" = "0" ]; then ok "skipped (--no-docker)"; return; fi
-  if docker image inspect runcell/workspace:latest >/dev/null 2>&1; then ok "present"; return; fi
+  if docker image inspect runcell/workspace:latest >/dev/null 2>&1 || { [ -n "$SUDO" ] && $SUDO docker image inspect runcell/workspace:latest >/dev/null 2>&1; }; then ok "present"; return; fi
   command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap
   echo "    building it locally: debootstrap of Debian, no registry (about a minute)"
   if $SUDO "$1" image build 2>&1 | sed 's/^/    /'; then

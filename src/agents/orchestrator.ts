@@ -70,6 +70,8 @@ const STOP_WAIT_MS = 5000;
 const ACQUIRE_RETRY_MS = 1000;
 /** How often a cancel waiting on another replica reads the task again. */
 const REMOTE_POLL_MS = 100;
+/** How often a local cancel looks whether the task's loop has ended it. */
+const LOCAL_POLL_MS = 20;
 
 const isFinal = (t: TaskRow) => (FINAL_TASK_STATUSES as readonly string[]).includes(t.status);
 
@@ -448,9 +450,12 @@ export class Orchestrator {
         continue;
       }
       if (entry?.taskId === task.id && task.status !== "waiting_input") {
-        // Taken by the queue (running, or being started): its loop ends it cancelled.
+        // Taken by the queue (running, or being started): its loop ends it cancelled — answered
+        // once it has (a process tree killed within ~2 s), so the 202 says `cancelled` and a crash
+        // before it cannot lose a cancel the caller was told of. Not ended within STOP_WAIT_MS:
+        // answered as it stands, the loop still ending it.
         entry.ctl.abort("cancel" satisfies StopReason);
-        return (await this.d.tasks.byId(task.id))!;
+        return (await this.waitEnded(task.id, LOCAL_POLL_MS)).row ?? (await this.d.tasks.byId(task.id))!;
       }
       if (!asked && this.leases.heldElsewhere(task)) {
         // Running on another replica: its loop ends it cancelled. Not ended while its lease held
@@ -503,15 +508,24 @@ export class Orchestrator {
       this.d.log.warn("cancel not sent to the replica running the task", { task_id: task.id, replica: task.lease_owner, err });
       return null;
     }
+    const { row, timedOut } = await this.waitEnded(task.id, REMOTE_POLL_MS, (row) => !this.leases.heldElsewhere(row));
+    if (timedOut) this.d.log.warn("the replica running the task did not cancel it in time: ending it here", { task_id: task.id, replica: task.lease_owner });
+    return row;
+  }
+
+  /**
+   * The task once it has ended (read every `pollMs`), or null: when it is gone, when `giveUp` says
+   * so, or — `timedOut` — when it has not ended within STOP_WAIT_MS.
+   */
+  private async waitEnded(taskId: string, pollMs: number, giveUp?: (row: TaskRow) => boolean): Promise<{ row: TaskRow | null; timedOut: boolean }> {
     const deadline = performance.now() + STOP_WAIT_MS;
     while (performance.now() < deadline) {
-      await Bun.sleep(REMOTE_POLL_MS);
-      const row = await this.d.tasks.byId(task.id);
-      if (!row || isFinal(row)) return row ?? null;
-      if (!this.leases.heldElsewhere(row)) return null;
+      await Bun.sleep(pollMs);
+      const row = await this.d.tasks.byId(taskId);
+      if (!row || isFinal(row)) return { row: row ?? null, timedOut: false };
+      if (giveUp?.(row)) return { row: null, timedOut: false };
     }
-    this.d.log.warn("the replica running the task did not cancel it in time: ending it here", { task_id: task.id, replica: task.lease_owner });
-    return null;
+    return { row: null, timedOut: true };
   }
 
   /**

@@ -163,16 +163,22 @@ export class AgentLoop {
       if (pending.length) steps = await transcript.steps(task.session_id);
       // Only this loop changes the task's turns and totals while it runs: read, check, write.
       const current = (await tasks.byId(task.id))!;
-      if (current.turns >= current.max_turns) {
+      // A turn counted without a stored answer: the server stopped while its request was under way,
+      // and this one makes it again. It is the same turn — not counted twice, and not refused by a
+      // limit it was checked against before it was first sent (its cut-off charge alone may reach
+      // max_budget_usd); what the cut request cost stays charged.
+      const repeat = current.turns > transcript.answers(steps, task.id);
+      if (!repeat && current.turns >= current.max_turns) {
         return { failed: { code: "TURN_LIMIT_EXCEEDED", message: `Task reached max_turns (${current.max_turns}) before finishing` } };
       }
-      if (usdReached(current.cost_usd, current.max_budget_usd)) {
+      if (!repeat && usdReached(current.cost_usd, current.max_budget_usd)) {
         return { failed: { code: "BUDGET_EXCEEDED", message: `Task reached max_budget_usd ($${current.max_budget_usd}) before finishing` } };
       }
-      // A request on the server's key: the monthly cap is checked first, and the task counts toward
-      // the spend from before it is sent (for good: one such request makes it server-paid).
+      // A request on the server's key: the monthly cap is checked first (a repeated one too: it
+      // spends again), and the task counts toward the spend from before it is sent (for good: one
+      // such request makes it server-paid).
       if (apiKey.serverPaid) await this.d.spend?.assertSpend(task.user_id);
-      await tasks.update(task.id, { turns: current.turns + 1, ...(apiKey.serverPaid && !current.server_paid ? { server_paid: true } : {}) });
+      await tasks.update(task.id, { turns: repeat ? current.turns : current.turns + 1, ...(apiKey.serverPaid && !current.server_paid ? { server_paid: true } : {}) });
 
       // ContinueInNewChain is offered while the run has continuations left.
       const continuing = current.max_continuations > 0 && transcript.chains(steps, task.id) < current.max_continuations;

@@ -167,6 +167,13 @@ export class Transcript {
     return [ended, started];
   }
 
+  /** How many model answers the task has stored: its requests that finished (`turns` also counts one under way). */
+  answers(steps: StoredStep[], taskId: string): number {
+    let n = 0;
+    for (const s of steps) if (s.role === "assistant" && s.task_id === taskId) n++;
+    return n;
+  }
+
   /** How many chains the task has started (its continuations). */
   chains(steps: StoredStep[], taskId: string): number {
     let n = 0;

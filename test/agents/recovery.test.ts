@@ -137,3 +137,62 @@ test.each(["SIGKILL", "SIGTERM"] as const)("after a %s mid-answer the re-request
     await dropDatabaseFor(dataDir);
   }
 }, 120_000);
+
+// The request under way when the server stopped is the same turn when it is made again: a task
+// killed mid-answer in its last allowed turn (max_turns 1, or a budget its cut-off input alone
+// reached) is asked again and completes, instead of failing a limit only the crash made it reach.
+test.each([
+  ["max_turns", { max_turns: 1 }],
+  ["max_budget_usd", { max_budget_usd: 0.3 }],
+] as const)("a task killed mid-answer in its last allowed turn is asked again, not failed for %s", async (limit, limits) => {
+  const dataDir = tempDir();
+  const db = await databaseArgs(dataDir);
+  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", `last-${limit}@example.com`, "--password-stdin"], { stdin: "correct horse battery" });
+  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", `last-${limit}@example.com`, "--name", "last"]);
+  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
+  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  let server = await spawnServer({ dataDir });
+  const get = async (path: string) => (await fetch(server.url + path, { headers: json(token) })).json();
+  const profile = await (
+    await fetch(server.url + "/v1/profiles", {
+      method: "POST",
+      headers: json(token),
+      body: JSON.stringify({ name: "last", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
+    })
+  ).json();
+  mock.reset();
+  // 100,000 input tokens of claude-sonnet-4-6 cost $0.30: the cut request alone reaches a $0.30 budget.
+  const usage = { input_tokens: 100_000, output_tokens: 10 };
+  mock.enqueue({ text: ["Half ", "an ", "answer"], usage, hangAfter: 2 });
+  const sub = await (
+    await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token), body: JSON.stringify({ profile_id: profile.id, prompt: "one turn", ...limits }) })
+  ).json();
+  expect(sub.task_id, JSON.stringify(sub)).toMatch(/^task_/);
+  // Mid-answer, with the cut request's input charged: turns 1, cost $0.30.
+  await waitFor(async () => {
+    const t = await get(`/v1/tasks/${sub.task_id}`);
+    return t.status === "running" && t.turns === 1 && t.cost_usd >= 0.3 ? t : null;
+  }, { timeoutMs: 20_000, what: "the cut request charged" });
+  expect(await server.kill("SIGKILL")).not.toBe(0);
+
+  mock.enqueue({ text: ["The ", "answer"], usage });
+  server = await spawnServer({ dataDir });
+  try {
+    const task = await waitFor(async () => {
+      const r = await get(`/v1/tasks/${sub.task_id}`);
+      return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
+    }, { timeoutMs: 30_000, what: "resumed task" });
+    expect(task.error).toBeNull();
+    expect(task.status).toBe("completed");
+    expect(task.result_text).toBe("The answer");
+    expect(mock.requests.length).toBe(2);
+    // Still one turn; both requests are paid for (the cut one's input, the repeated one in full).
+    expect(task.turns).toBe(1);
+    expect(task.input_tokens).toBe(200_000);
+    expect(task.cost_usd).toBeGreaterThan(0.6);
+  } finally {
+    await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token) });
+    await server.kill("SIGTERM");
+    await dropDatabaseFor(dataDir);
+  }
+}, 120_000);

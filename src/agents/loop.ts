@@ -18,6 +18,7 @@ import { TokenBatch } from "./token-batch.ts";
 import { nextTurn } from "../lib/turns.ts";
 import { makeScrubber, type Scrubber, scrubDeep } from "./scrub.ts";
 import type { AgentSessions } from "./sessions.ts";
+import type { SessionLifecycle } from "./session-lifecycle.ts";
 import type { Tasks, TaskRow } from "./tasks.ts";
 import { ASK_USER, invalidInput, toolByName, toolSpecs } from "./tools/index.ts";
 import { flattenQuestions } from "./tools/ask.ts";
@@ -56,6 +57,8 @@ export interface LoopDeps {
   modelNet?: { route(userId: string, baseUrl: string | null | undefined): Promise<ModelRoute> };
   /** /metrics: tokens and cost by provider, task durations, session.ready latency (wired by the app). */
   metrics?: AgentMetricsDep;
+  /** Starts the session's workspace for a run (and announces a session never announced). */
+  lifecycle: Pick<SessionLifecycle, "ensureRunning">;
   /** Repositories checked out, MCP servers connected, GitPush: the run's tools beyond the built-in ones (wired by the app). */
   setup?: Pick<RunSetup, "prepare">;
 }
@@ -120,7 +123,8 @@ export class AgentLoop {
       const dropped = await this.d.eventLog.dropCutText(task.session_id, task.id);
       if (dropped) this.d.log.info("streamed text of an interrupted model request removed before it is requested again", { task_id: task.id, frames: dropped });
     }
-    const workspace = await this.d.workspaces.ensureRunning(task.session_id);
+    // Also announces (session.ready) a session whose opening a crash cut off.
+    const workspace = await this.d.lifecycle.ensureRunning(task.session_id, profile.id);
     const extra = (await this.d.setup?.prepare(task, profile, (f) => this.emit(task, f), scrub, signal)) ?? NO_RUN_TOOLS;
     const provider = getProvider(profile.model.provider);
     const profileTools = [...toolSpecs(profile.tools), ...extra.specs];

@@ -89,6 +89,26 @@ export class SessionLifecycle {
     return { session, task, workspace: ws, error: null };
   }
 
+  /**
+   * The session's workspace, running, for its next task. A session never announced — its opening
+   * was cut off by a crash or kill -9 before `session.ready`, whether a task came with it or not —
+   * is announced once its workspace starts here (or, when it cannot start, with the workspace
+   * record it has, as `open` does); one that was is not announced again.
+   */
+  async ensureRunning(sessionId: string, profileId: string): Promise<WorkspaceRow> {
+    let ws: WorkspaceRow;
+    try {
+      ws = await this.d.workspaces.ensureRunning(sessionId);
+    } catch (e) {
+      if (e instanceof AppError && e.code === "CONTAINER_FAILED" && !(await this.d.eventLog.has(sessionId, "session.ready"))) {
+        this.publishReady(sessionId, await this.d.workspaces.forSession(sessionId).catch(() => null), profileId);
+      }
+      throw e;
+    }
+    if (!(await this.d.eventLog.has(sessionId, "session.ready"))) this.publishReady(sessionId, ws, profileId);
+    return ws;
+  }
+
   private publishReady(sessionId: string, ws: WorkspaceRow | null, profileId: string) {
     this.d.hub.publish(sessionId, { type: "session.ready", container_id: ws?.id ?? null, container_name: ws?.name ?? null, profile_id: profileId });
   }

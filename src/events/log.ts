@@ -119,6 +119,8 @@ export interface EventStore {
    * again — and answers how many. Their seqs stay used: the session's numbering goes on above them.
    */
   dropCutText(sessionId: string, taskId: string): number | Promise<number>;
+  /** Whether the session's log holds a frame of this type (frames still queued included). */
+  has(sessionId: string, type: string): boolean | Promise<boolean>;
 }
 
 /** The frame as stored and sent: `type`, `session_id`, `task_id` (if any) and `seq` first. */
@@ -156,6 +158,7 @@ export class EventLog implements EventStore {
   private readDebugBoundedStmt: Statement<DebugRow, [string, number, number, number]>;
   private writeBatch: (rows: Pending[]) => void;
   private dropCutTextTx: (sessionId: string, taskId: string) => number;
+  private hasStmt: Statement<{ one: number }, [string, string]>;
 
   constructor(
     sqlite: Database,
@@ -169,6 +172,7 @@ export class EventLog implements EventStore {
     this.releaseStmt = sqlite.prepare("UPDATE sessions SET seq_reserved = ? WHERE id = ? AND seq_reserved = ?");
     this.readStmt = sqlite.prepare("SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?");
     this.readRangeStmt = sqlite.prepare("SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?");
+    this.hasStmt = sqlite.prepare("SELECT 1 AS one FROM events WHERE session_id = ? AND type = ? LIMIT 1");
     this.maxDebugIdStmt = sqlite.prepare("SELECT MAX(id) AS id FROM debug_events");
     this.insertDebug = sqlite.prepare("INSERT INTO debug_events (session_id, after_seq, type, task_id, frame, created_at) VALUES (?, ?, ?, ?, ?, ?)");
     this.readDebugStmt = sqlite.prepare(
@@ -349,6 +353,11 @@ export class EventLog implements EventStore {
   dropCutText(sessionId: string, taskId: string): number {
     this.flush();
     return this.dropCutTextTx(sessionId, taskId);
+  }
+
+  has(sessionId: string, type: string): boolean {
+    this.flush();
+    return this.hasStmt.get(sessionId, type) !== null;
   }
 
   /** Nothing kept per watched session here (frames leave at once). */

@@ -352,6 +352,12 @@ export class PgEventLog implements EventStore {
     return { seq, debugId };
   }
 
+  async has(sessionId: string, type: string): Promise<boolean> {
+    await this.flush();
+    const row = await first(this.db.select({ seq: events.seq }).from(events).where(and(eq(events.session_id, sessionId), eq(events.type, type))));
+    return row !== undefined;
+  }
+
   /** Clean shutdown: everything queued is stored (and handed out). */
   settle(): Promise<void> {
     return this.flush();

@@ -3,12 +3,13 @@
  * last completed step — finished tool calls are not run again, the one in flight is reported to
  * the model as interrupted — and completes.
  */
-import { afterAll, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { tempDir } from "../helpers/app.ts";
 import { spawnServer } from "../helpers/server-process.ts";
 import { waitFor } from "../helpers/net.ts";
 import { runCli } from "../helpers/cli.ts";
+import { startDockerProxy } from "../helpers/docker-proxy.ts";
 import { databaseArgs, dropDatabaseFor } from "../helpers/pg.ts";
 
 const mock = startMockAnthropic();
@@ -196,3 +197,97 @@ test.each([
     await dropDatabaseFor(dataDir);
   }
 }, 120_000);
+
+// A new session's workspace start cut off by kill -9 (the engine's container create held by a
+// proxy): the session was never announced. Its workspace is started again when its task runs
+// after the restart, and session.ready is published then — once, not again on later turns.
+describe("a session whose workspace start a kill -9 cut off", () => {
+  const proxy = startDockerProxy();
+  afterAll(() => proxy.stop());
+
+  async function setup(name: string) {
+    const dataDir = tempDir();
+    const db = await databaseArgs(dataDir);
+    const email = `${name}@example.com`;
+    await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", email, "--password-stdin"], { stdin: "correct horse battery" });
+    const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", email, "--name", name]);
+    const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
+    expect(token, tok.stdout + tok.stderr).toBeDefined();
+    const flags = ["--docker-host", proxy.host];
+    let server = await spawnServer({ dataDir, flags });
+    const call = async (method: string, path: string, body?: unknown) => {
+      const text = await (await fetch(server.url + path, { method, headers: json(token), body: body === undefined ? undefined : JSON.stringify(body) })).text();
+      return text ? JSON.parse(text) : null;
+    };
+    const profile = await call("POST", "/v1/profiles", { name, model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" });
+    /** Sends `path` while container creation is held, and kills the server -9 once it is. */
+    const killDuringStart = async (path: string, body: unknown) => {
+      proxy.hold = true;
+      const held = proxy.held;
+      void fetch(server.url + path, { method: "POST", headers: json(token), body: JSON.stringify(body) }).catch(() => {});
+      await waitFor(async () => proxy.held > held, { timeoutMs: 20_000, what: "container create held" });
+      expect(await server.kill("SIGKILL")).not.toBe(0);
+      proxy.hold = false;
+      server = await spawnServer({ dataDir, flags });
+    };
+    const finished = (taskId: string) =>
+      waitFor(async () => {
+        const r = await call("GET", `/v1/tasks/${taskId}`);
+        return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
+      }, { timeoutMs: 30_000, what: "task finished" });
+    const types = async (sid: string) => ((await call("GET", `/v1/sessions/${sid}/events?limit=1000`)).data as any[]).map((f) => f.type);
+    const ready = async (sid: string) => ((await call("GET", `/v1/sessions/${sid}/events?limit=1000`)).data as any[]).filter((f) => f.type === "session.ready");
+    const done = async (sid: string | undefined) => {
+      if (sid) await call("DELETE", `/v1/sessions/${sid}`);
+      await server.kill("SIGTERM");
+      await dropDatabaseFor(dataDir);
+    };
+    return { profile, call, killDuringStart, finished, types, ready, done };
+  }
+
+  test("a task's new session is announced with session.ready when its recovered task starts the workspace", async () => {
+    const t = await setup("ready-task");
+    let sid: string | undefined;
+    try {
+      mock.reset();
+      mock.enqueue({ text: "first" }, { text: "second" });
+      await t.killDuringStart("/v1/tasks", { profile_id: t.profile.id, prompt: "hi" });
+      const [task] = (await t.call("GET", "/v1/tasks")).data;
+      sid = task.session_id;
+      expect((await t.finished(task.id)).status).toBe("completed");
+      const session = await t.call("GET", `/v1/sessions/${sid}`);
+      const [frame, ...more] = await t.ready(sid!);
+      expect(more).toEqual([]);
+      expect(frame).toMatchObject({ container_id: session.container_id, profile_id: t.profile.id });
+      expect(frame.container_name).toEqual(expect.any(String));
+      expect(await t.types(sid!)).toEqual(["session.ready", "task:token", "turn.done", "task:done"]);
+      // A later turn does not announce the session again.
+      const next = await t.call("POST", "/v1/tasks", { session_id: sid, prompt: "again" });
+      expect((await t.finished(next.task_id)).status).toBe("completed");
+      expect(await t.ready(sid!)).toHaveLength(1);
+    } finally {
+      await t.done(sid);
+    }
+  }, 120_000);
+
+  test("POST /v1/sessions cut off: the session stays with its workspace stopped, and is announced when a task starts it", async () => {
+    const t = await setup("ready-session");
+    let sid: string | undefined;
+    try {
+      mock.reset();
+      mock.enqueue({ text: "started" });
+      await t.killDuringStart("/v1/sessions", { profile_id: t.profile.id });
+      [{ id: sid }] = (await t.call("GET", "/v1/sessions")).data;
+      const ws = (await t.call("GET", "/v1/workspaces")).data.find((w: any) => w.session_id === sid);
+      // On PostgreSQL a `starting` row this young may be another replica's start (reconcile.ts STARTING_GRACE_MS).
+      if (process.env.RUNCELL_TEST_POSTGRES) expect(ws.status).toBe("starting");
+      else expect(ws).toMatchObject({ status: "stopped", error: "start was interrupted" });
+      expect(await t.types(sid!)).toEqual([]);
+      const task = await t.call("POST", "/v1/tasks", { session_id: sid, prompt: "hi" });
+      expect((await t.finished(task.task_id)).status).toBe("completed");
+      expect(await t.ready(sid!)).toHaveLength(1);
+    } finally {
+      await t.done(sid);
+    }
+  }, 120_000);
+});

@@ -168,14 +168,14 @@ export class AgentLoop {
       // Only this loop changes the task's turns and totals while it runs: read, check, write.
       const current = (await tasks.byId(task.id))!;
       // A turn counted without a stored answer: the server stopped while its request was under way,
-      // and this one makes it again. It is the same turn — not counted twice, and not refused by a
-      // limit it was checked against before it was first sent (its cut-off charge alone may reach
-      // max_budget_usd); what the cut request cost stays charged.
+      // and this one makes it again. It is the same turn — not counted twice, and not refused by
+      // max_turns, checked before it was first sent. The budget is checked again: what the cut
+      // request cost is real (a server crashing in the same answer again and again stops there).
       const repeat = current.turns > transcript.answers(steps, task.id);
       if (!repeat && current.turns >= current.max_turns) {
         return { failed: { code: "TURN_LIMIT_EXCEEDED", message: `Task reached max_turns (${current.max_turns}) before finishing` } };
       }
-      if (!repeat && usdReached(current.cost_usd, current.max_budget_usd)) {
+      if (usdReached(current.cost_usd, current.max_budget_usd)) {
         return { failed: { code: "BUDGET_EXCEEDED", message: `Task reached max_budget_usd ($${current.max_budget_usd}) before finishing` } };
       }
       // A request on the server's key: the monthly cap is checked first (a repeated one too: it

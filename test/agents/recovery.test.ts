@@ -140,12 +140,13 @@ test.each(["SIGKILL", "SIGTERM"] as const)("after a %s mid-answer the re-request
 }, 120_000);
 
 // The request under way when the server stopped is the same turn when it is made again: a task
-// killed mid-answer in its last allowed turn (max_turns 1, or a budget its cut-off input alone
-// reached) is asked again and completes, instead of failing a limit only the crash made it reach.
+// killed mid-answer in its last allowed turn (max_turns 1) is asked again and completes, instead
+// of failing a limit only the crash made it reach. A budget its cut-off input alone reached is
+// spent, though: that task fails BUDGET_EXCEEDED without paying for the request twice.
 test.each([
   ["max_turns", { max_turns: 1 }],
   ["max_budget_usd", { max_budget_usd: 0.3 }],
-] as const)("a task killed mid-answer in its last allowed turn is asked again, not failed for %s", async (limit, limits) => {
+] as const)("a task killed mid-answer in its last allowed turn: %s", async (limit, limits) => {
   const dataDir = tempDir();
   const db = await databaseArgs(dataDir);
   await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", `last-${limit}@example.com`, "--password-stdin"], { stdin: "correct horse battery" });
@@ -183,6 +184,12 @@ test.each([
       const r = await get(`/v1/tasks/${sub.task_id}`);
       return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
     }, { timeoutMs: 30_000, what: "resumed task" });
+    if (limit === "max_budget_usd") {
+      expect([task.status, task.error?.code]).toEqual(["failed", "BUDGET_EXCEEDED"]);
+      expect(mock.requests.length).toBe(1);
+      expect([task.turns, task.input_tokens]).toEqual([1, 100_000]);
+      return;
+    }
     expect(task.error).toBeNull();
     expect(task.status).toBe("completed");
     expect(task.result_text).toBe("The answer");

@@ -4,7 +4,7 @@
  * lets a unit test supply a local implementation.
  */
 import type { DB } from "../db/client.ts";
-import type { EnvValue, ModelConfig, ProfileRow, WorkspaceRow } from "../db/schema.ts";
+import type { EnvValue, ModelConfig, ProfileRow, RunningExec, WorkspaceRow } from "../db/schema.ts";
 import type { Unit } from "../db/unit.ts";
 import type { WorkspaceOps } from "./tools/types.ts";
 
@@ -33,6 +33,8 @@ export interface WorkspacesDep extends WorkspaceOps {
   assertRoom(sessionId: string, profile: ProfileRow): Promise<void>;
   removeForSession(sessionId: string): Promise<void>;
   signedFileUrl(ctrId: string, path: string, ttlSec?: number): string;
+  /** Kills what is left of a tool call's command after a restart ("gone": it had ended). */
+  killLeftover(e: RunningExec): Promise<"stopped" | "gone">;
 }
 
 /** What the agent runtime reports to /metrics (src/admin/metrics.ts; wired by the app). */

@@ -26,6 +26,7 @@ import type { StoredStep, Transcript } from "./transcript.ts";
 import type { ModelRoute } from "./model-network.ts";
 import { modelFailureMessage } from "./model-failure.ts";
 import { CUT_OFF_RESULT, markCutOff } from "./cut-off.ts";
+import { execRecorder, interruptedResult } from "./leftover-exec.ts";
 import { NO_RUN_TOOLS, type RunSetup, type RunTools } from "./run-setup.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 import { releaseMemory } from "../lib/memory.ts";
@@ -35,7 +36,6 @@ import { CANCELLED_BY_USER, stopOutcome } from "./stop.ts";
 export const MAX_OUTPUT_TOKENS = 8192;
 /** From this size of a session's conversation (characters of JSON), a model request is followed by a collection. */
 export const LARGE_REQUEST_CHARS = 8 * 1024 * 1024;
-const INTERRUPTED = "[interrupted: the server restarted while this tool was running; it may or may not have completed]";
 
 export type Outcome = "completed" | "waiting" | "cancelled" | "interrupted" | { failed: { code: ErrorCode; message: string } };
 
@@ -296,8 +296,8 @@ export class AgentLoop {
     const { tasks } = this.d;
     const current = (await tasks.byId(task.id))!;
     if (current.pending_tool_use_id === use.id && use.name !== ASK_USER) {
-      // It was running when the server stopped.
-      return this.finishTool(task, use, INTERRUPTED, true);
+      // It was running when the server stopped: what is left of its command is killed first.
+      return this.finishTool(task, use, await interruptedResult(this.d.workspaces, current.running_exec, (err) => this.d.log.warn("leftover command of an interrupted tool call not stopped", { task_id: task.id, err })), true);
     }
     const isExtra = extra.has(use.name);
     const enabled = profile.tools.includes(use.name) || isExtra;
@@ -323,8 +323,9 @@ export class AgentLoop {
     if (invalid) return this.finishTool(task, use, invalid, true);
     if (!enabled) return this.finishTool(task, use, `Tool ${use.name} is not enabled for this agent (enabled: ${[...profile.tools, ...extra.specs.map((t) => t.name)].join(", ")})`, true);
     // Durable before side effects: the tool_use frame and the in-flight marker.
-    await tasks.update(task.id, { pending_tool_use_id: use.id });
+    await tasks.update(task.id, { pending_tool_use_id: use.id, running_exec: null });
     await this.d.eventLog.flush();
+    const recorder = execRecorder(tasks, task.id, (err) => this.d.log.warn("running command of a tool call not recorded", { task_id: task.id, err }));
     const tool = isExtra ? null : toolByName(use.name)!;
     // The workspace resolves the vault at every exec: a secret set or rotated since the model
     // request (or during the command) must be scrubbed from this output too.
@@ -339,6 +340,7 @@ export class AgentLoop {
             taskId: task.id,
             signal,
             workspace: this.d.workspaces,
+            onExec: recorder.onExec,
             notify: (n) =>
               this.d.notifications.enqueue({ userId: task.user_id, source: "agent", message: n.message, urgency: n.urgency, taskId: task.id, playbookId: task.playbook_id }),
           })
@@ -346,12 +348,15 @@ export class AgentLoop {
       output = r.output;
       isError = r.isError;
     } catch (e) {
+      await recorder.settled();
       if (signal.aborted) return this.stopTool(task, use, signal, "");
       if (e instanceof AppError && e.code === "CONTAINER_FAILED") throw e;
       if (!(e instanceof AppError)) throw e;
       output = e.message;
       isError = true;
     }
+    // (The record is written before the result clears it.)
+    await recorder.settled();
     scrub.add(await this.d.secrets.valuesFor(task.user_id));
     if (signal.aborted) return this.stopTool(task, use, signal, scrub(output));
     return this.finishTool(task, use, scrub(output), isError);
@@ -384,7 +389,7 @@ export class AgentLoop {
 
   private async finishTool(task: TaskRow, use: ToolUse, output: string, isError: boolean): Promise<"ran"> {
     await this.d.transcript.addToolResult(task.session_id, task.id, { type: "tool_result", tool_use_id: use.id, content: output, ...(isError ? { is_error: true } : {}) });
-    await this.d.tasks.update(task.id, { pending_tool_use_id: null });
+    await this.d.tasks.update(task.id, { pending_tool_use_id: null, running_exec: null });
     this.emit(task, { type: "task:tool_result", tool: use.name, tool_use_id: use.id, output, is_error: isError });
     return "ran";
   }

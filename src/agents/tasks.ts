@@ -106,6 +106,7 @@ export class Tasks {
       max_turns: input.maxTurns,
       max_budget_usd: input.maxBudgetUsd,
       pending_tool_use_id: null,
+      running_exec: null,
       lease_owner: input.lease?.lease_owner ?? null,
       lease_expires_at: input.lease?.lease_expires_at ?? null,
       created_at: this.now(),

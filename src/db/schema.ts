@@ -252,6 +252,12 @@ export const sessions = sqliteTable(
 );
 
 export type WorkspaceSpec = { network: Network; memory_mb: number; cpus: number; pids: number };
+/**
+ * A command a task's tool call started in its workspace, as the process inside the box: its pid
+ * and that process's start time (clock ticks after boot, /proc/<pid>/stat), which tells it from a
+ * later process given the same pid.
+ */
+export type RunningExec = { workspace: string; pid: number; start: number };
 
 export const workspaces = sqliteTable(
   "workspaces",
@@ -306,7 +312,7 @@ export const tasks = sqliteTable(
     turns: integer().notNull().default(0),
     max_turns: integer().notNull(),
     max_budget_usd: real().notNull(),
-    /** Pending AskUserQuestion: the tool_use id waiting for an answer. */
+    /** Pending AskUserQuestion: the tool_use id waiting for an answer; else the tool call running. */
     pending_tool_use_id: text(),
     /** A playbook run: how it was started (null for other tasks). */
     trigger: text({ enum: RUN_TRIGGERS }),
@@ -326,6 +332,8 @@ export const tasks = sqliteTable(
     /** The replica running it (src/agents/leases.ts): its id, and until when the lease holds unless renewed. */
     lease_owner: text(),
     lease_expires_at: ms(),
+    /** The command that tool call runs in the workspace (once its pid is known): a resumed task kills what is left of it. */
+    running_exec: json<RunningExec>(),
   },
   (t) => [
     index("tasks_user").on(t.user_id, t.id),

@@ -5,7 +5,9 @@
  * and process-group leader. Docker (like Kubernetes) has no "kill this exec" call, so a timeout
  * or an abort runs a second exec that freezes the process tree (walking /proc by parent pid),
  * then SIGKILLs the group and every process of the tree. Only POSIX sh and /proc are needed: any
- * image with /bin/sh works.
+ * image with /bin/sh works. The wrapper also prints the process's start time (/proc/<pid>/stat):
+ * a server that restarted while the command ran (and lost the stream) can kill what is left of it
+ * later without killing another process given the same pid since (`killLeftover`).
  */
 import type { Box, BoxExec } from "./box.ts";
 import { CappedOutput } from "./output.ts";
@@ -19,6 +21,14 @@ export interface ExecOptions {
   signal?: AbortSignal;
   cwd?: string;
   env?: Record<string, string>;
+  /** Called once the command runs, with its process inside the box (to kill it after a restart). */
+  onStart?: (p: ExecProcess) => void;
+}
+
+/** The wrapped command's process in the box: pid, and start time in clock ticks after boot (null: unknown). */
+export interface ExecProcess {
+  pid: number;
+  start: number | null;
 }
 
 export interface ExecResult {
@@ -35,9 +45,24 @@ export const DEFAULT_MAX_OUTPUT = 1024 * 1024;
 /** After the kill exec, how long to wait for the stream to end before giving up on it. */
 const KILL_GRACE_MS = 1500;
 
-const WRAPPER = 'echo "$$"; exec "$@"';
+// "<pid> <start time>": the start time is the 22nd field of /proc/<pid>/stat, the 20th after
+// "pid (comm) " (a function shifts its own arguments, leaving the command's "$@" as it is).
+const WRAPPER = `runcell_t() { shift 19; runcell_s=$1; }
+runcell_s=
+{ read -r runcell_l < /proc/$$/stat; } 2>/dev/null && runcell_t \${runcell_l##*) }
+echo "$$ $runcell_s"
+unset runcell_s runcell_l
+exec "$@"`;
 
+// With a start time ($2): the tree is killed only if process $1 is still the one that started
+// then ("killed" is printed); a pid now someone else's, or gone, is left alone.
 const KILL_TREE = `r=$1
+if [ -n "$2" ]; then
+  { read -r s < "/proc/$r/stat"; } 2>/dev/null || exit 0
+  t() { e=$1; shift 20; [ "$1" = "$e" ]; }
+  t "$2" \${s##*) } || exit 0
+  echo killed
+fi
 kill -STOP "$r" 2>/dev/null
 all=$r q=$r
 while [ -n "$q" ]; do
@@ -58,8 +83,24 @@ exit 0`;
 
 /** Kills a process tree inside the box (see the header comment). */
 export async function killTree(box: Box, pid: number): Promise<void> {
-  const exec = await box.exec({ cmd: ["/bin/sh", "-c", KILL_TREE, "runcell-kill", String(pid)], cwd: "/", stdin: false });
-  exec.onOutput(() => {});
+  await runKill(box, [String(pid)]);
+}
+
+/**
+ * Kills the tree of a command a server started before it restarted, if that process still runs
+ * (same pid, same start time); whether it did. ContainerNotRunning when the box is stopped or gone
+ * (so is the command).
+ */
+export async function killLeftover(box: Box, p: { pid: number; start: number }): Promise<boolean> {
+  return (await runKill(box, [String(p.pid), String(p.start)])).startsWith("killed");
+}
+
+async function runKill(box: Box, args: string[]): Promise<string> {
+  const exec = await box.exec({ cmd: ["/bin/sh", "-c", KILL_TREE, "runcell-kill", ...args], cwd: "/", stdin: false });
+  let out = "";
+  exec.onOutput((type, chunk) => {
+    if (type === 1) out += new TextDecoder().decode(chunk);
+  });
   let timer: Timer | undefined;
   const late = new Promise<void>((resolve) => {
     timer = setTimeout(() => {
@@ -69,6 +110,7 @@ export async function killTree(box: Box, pid: number): Promise<void> {
   });
   await Promise.race([exec.ended, late]);
   clearTimeout(timer);
+  return out;
 }
 
 /**
@@ -80,10 +122,10 @@ export function startExec(box: Box, opts: Pick<ExecOptions, "cmd" | "cwd" | "env
 }
 
 /**
- * Splits the wrapper's pid line off the start of stdout: `onPid` gets the pid once, `onOutput`
- * everything else.
+ * Splits the wrapper's pid line off the start of stdout: `onPid` gets the pid (and its process's
+ * start time) once, `onOutput` everything else.
  */
-export function pidThenOutput(onPid: (pid: number) => void, onOutput: (stream: 1 | 2, chunk: Uint8Array) => void): (stream: 1 | 2, chunk: Uint8Array) => void {
+export function pidThenOutput(onPid: (pid: number, start: number | null) => void, onOutput: (stream: 1 | 2, chunk: Uint8Array) => void): (stream: 1 | 2, chunk: Uint8Array) => void {
   let pid: number | null = null;
   let pidText = "";
   return (type, payload) => {
@@ -91,8 +133,9 @@ export function pidThenOutput(onPid: (pid: number) => void, onOutput: (stream: 1
       const nl = payload.indexOf(10);
       pidText += new TextDecoder().decode(nl < 0 ? payload : payload.subarray(0, nl));
       if (nl < 0) return;
-      pid = Number(pidText) || 0;
-      onPid(pid);
+      const [p, start] = pidText.trim().split(" ");
+      pid = Number(p) || 0;
+      onPid(pid, Number(start) || null);
       payload = payload.subarray(nl + 1);
       if (!payload.byteLength) return;
     }
@@ -147,8 +190,9 @@ export async function runExec(box: Box, opts: ExecOptions, onKillError?: (e: unk
     };
     exec.onOutput(
       pidThenOutput(
-        (p) => {
+        (p, start) => {
           pid = p;
+          if (p) opts.onStart?.({ pid: p, start });
           if (killWanted) kill();
         },
         (_type, payload) => out.push(payload),

@@ -12,7 +12,7 @@ import { and, eq } from "drizzle-orm";
 import type { Config } from "../config.ts";
 import type { DB } from "../db/client.ts";
 import { type Page, type PageParams, toPage } from "../db/paginate.ts";
-import { type WorkspaceRow, type WorkspaceStatus } from "../db/schema.ts";
+import { type RunningExec, type WorkspaceRow, type WorkspaceStatus } from "../db/schema.ts";
 import { workspaces } from "../db/tables.ts";
 import type { Settings } from "../db/settings.ts";
 import { randomHex } from "../lib/crypto.ts";
@@ -24,7 +24,7 @@ import type { Logger } from "../log.ts";
 import type { AdminWorkspaceRecord, DirListing, WorkspaceRecord } from "../schema/workspace.ts";
 import { checkChain, entryType, readAll } from "./archive.ts";
 import { dockerMessage } from "./docker.ts";
-import { type ExecOptions, type ExecResult, runExec } from "./exec.ts";
+import { type ExecOptions, type ExecProcess, type ExecResult, killLeftover, runExec } from "./exec.ts";
 import { type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
 import { DISK_CHECK_EVERY_MS, DiskChecker, type DiskReport } from "./disk.ts";
 import type { GateObserver } from "./gate.ts";
@@ -282,7 +282,12 @@ export class Workspaces {
   // ------------------------------------------------------------------------------------------
   // Work inside the container
 
-  async exec(sessionId: string, opts: ExecOptions): Promise<ExecResult> {
+  /**
+   * Runs a command in the session's workspace. `onRunning`: once it runs, what a server restarted
+   * meanwhile needs to kill what is left of it (`killLeftover`) — not given when the image's /proc
+   * does not tell the process's start time.
+   */
+  async exec(sessionId: string, opts: ExecOptions & { onRunning?: (e: RunningExec) => void }): Promise<ExecResult> {
     if (!Array.isArray(opts.cmd) || opts.cmd.length === 0 || opts.cmd.some((a) => typeof a !== "string")) {
       throw Errors.validation("cmd", "cmd must be a non-empty array of strings");
     }
@@ -291,7 +296,9 @@ export class Workspaces {
     try {
       await this.store.touch(row.id);
       const env = await this.d.envFor?.(row);
-      const withEnv: ExecOptions = env && Object.keys(env).length ? { ...opts, env: { ...env, ...opts.env } } : opts;
+      const { onRunning, ...rest } = opts;
+      const onStart = onRunning && ((p: ExecProcess) => p.start !== null && onRunning({ workspace: row.id, pid: p.pid, start: p.start }));
+      const withEnv: ExecOptions = { ...rest, onStart, ...(env && Object.keys(env).length ? { env: { ...env, ...opts.env } } : {}) };
       for (let attempt = 0; ; attempt++) {
         try {
           const r = await runExec(this.box(row), withEnv, (e) => this.log.warn("could not kill an exec", { workspace: row.id, error: dockerMessage(e) }));
@@ -313,6 +320,23 @@ export class Workspaces {
       if (n > 0) this.inflight.set(row.id, n);
       else this.inflight.delete(row.id);
       await this.store.touch(row.id);
+    }
+  }
+
+  /**
+   * Kills what is left of a command a tool call started before this server restarted (see
+   * `exec`'s `onRunning`): "stopped" when it was still running, "gone" when it had ended — or its
+   * container was stopped or recreated since, which ended it too. Throws when the kill could not
+   * be done (a paused container, an engine not answering).
+   */
+  async killLeftover(e: RunningExec): Promise<"stopped" | "gone"> {
+    const row = await this.store.byId(e.workspace);
+    if (!row?.docker_id || row.status !== "running") return "gone";
+    try {
+      return (await killLeftover(this.box(row), e)) ? "stopped" : "gone";
+    } catch (err) {
+      if (err instanceof ContainerNotRunning) return "gone";
+      throw err;
     }
   }
 

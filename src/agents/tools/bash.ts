@@ -22,6 +22,7 @@ export const bashTool: Tool = {
       timeoutMs,
       maxOutputBytes: BASH_MAX_OUTPUT,
       signal: ctx.signal,
+      onRunning: ctx.onExec,
     });
     const notes: string[] = [];
     if (r.truncated) notes.push(`[output truncated to ${BASH_MAX_OUTPUT} bytes]`);

@@ -1,10 +1,11 @@
 import type { TSchema } from "@sinclair/typebox";
+import type { RunningExec } from "../../db/schema.ts";
 
 /** What a tool may touch: the session's workspace (through Docker exec) and the notifier. */
 export interface WorkspaceOps {
   exec(
     sessionId: string,
-    opts: { cmd: string[]; stdin?: string | Uint8Array; timeoutMs?: number; maxOutputBytes?: number; signal?: AbortSignal },
+    opts: { cmd: string[]; stdin?: string | Uint8Array; timeoutMs?: number; maxOutputBytes?: number; signal?: AbortSignal; onRunning?: (e: RunningExec) => void },
   ): Promise<{ exitCode: number | null; output: string; truncated: boolean; timedOut: boolean; cancelled: boolean; notKilled?: string }>;
   readFile(sessionId: string, path: string): Promise<Uint8Array>;
   writeFile(sessionId: string, path: string, data: string | Uint8Array): Promise<void>;
@@ -16,6 +17,8 @@ export interface ToolContext {
   taskId: string;
   signal: AbortSignal;
   workspace: WorkspaceOps;
+  /** A command of this call runs in the workspace: recorded, so a restarted server can kill what is left of it. */
+  onExec?: (e: RunningExec) => void;
   /** Queues a notification from the agent; null when the user has no webhook configured. */
   notify(input: { message: string; urgency: "low" | "normal" | "high" }): Promise<{ id: string } | null>;
 }

@@ -3,6 +3,7 @@ import m0 from "../../../migrations-pg/0000_init.sql" with { type: "text" };
 import m1 from "../../../migrations-pg/0001_replicas.sql" with { type: "text" };
 import m2 from "../../../migrations-pg/0002_deleted_task_usage.sql" with { type: "text" };
 import m3 from "../../../migrations-pg/0003_repair_usage.sql" with { type: "text" };
+import m4 from "../../../migrations-pg/0004_running_exec.sql" with { type: "text" };
 import type { Migration } from "../migrations.ts";
 
 export const PG_MIGRATIONS: Migration[] = [
@@ -10,4 +11,5 @@ export const PG_MIGRATIONS: Migration[] = [
   { tag: "0001_replicas", sql: m1 },
   { tag: "0002_deleted_task_usage", sql: m2 },
   { tag: "0003_repair_usage", sql: m3 },
+  { tag: "0004_running_exec", sql: m4 },
 ];

@@ -40,6 +40,7 @@ import type {
   PolicyOverrides,
   ProfileLimits,
   RepositoryConfig,
+  RunningExec,
   WorkspaceSpec,
 } from "../schema.ts";
 
@@ -281,6 +282,7 @@ export const tasks = pgTable(
     /** The replica running it (src/agents/leases.ts): its id, and until when the lease holds unless renewed. */
     lease_owner: text(),
     lease_expires_at: ms(),
+    running_exec: json<RunningExec>(),
   },
   (t) => [
     index("tasks_user").on(t.user_id, t.id),

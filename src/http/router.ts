@@ -57,8 +57,8 @@ function requireDecodable(request: Request, path: string): void {
   if (decoded.includes("\0")) throw new AppError("NOT_FOUND", `No route ${request.method} ${redactString(path)}: a NUL character names nothing`);
 }
 
-/** A page's parameters: each may be given once. */
-const PAGE_PARAMS = ["limit", "cursor"];
+/** A page's parameters (a transcript's `after` is its cursor): each may be given once. */
+const PAGE_PARAMS = ["limit", "cursor", "after"];
 
 /**
  * Whether the query (from `q`, its "?") needs reading: it holds a `%00`, or it may name a page

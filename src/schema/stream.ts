@@ -7,7 +7,7 @@
 import { MODEL_PROVIDERS, TASK_STATUSES } from "../db/schema.ts";
 import { ERROR_CODES } from "../lib/errors.ts";
 import { OneOf, type Static, T, type TSchema } from "./common.ts";
-import { Prompt, SubmitFields } from "./task.ts";
+import { Answer, Prompt, SubmitFields } from "./task.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Client → server
@@ -23,7 +23,7 @@ export const CLIENT_MESSAGES = {
   "task.cancel": message("task.cancel", { task_id: Id("The task to cancel") }, "Cancels the task (its task:done says cancelled)."),
   "task.answer": message(
     "task.answer",
-    { task_id: Id("The task that asked"), answer: T.String({ minLength: 1, maxLength: 100_000 }) },
+    { task_id: Id("The task that asked"), answer: Answer },
     "Reply to a task:ask_user question; it becomes the AskUserQuestion tool's result.",
   ),
   "session.start": message("session.start", { profile_id: Id("The profile of the new session") }, "Creates a session (its workspace) without a task; the server replies with session.ready."),

@@ -47,4 +47,6 @@ export const TaskRecord = T.Object(
 );
 export type TaskRecord = Static<typeof TaskRecord>;
 
-export const AnswerBody = Body({ answer: T.String({ minLength: 1, maxLength: PROMPT_MAX }) });
+/** An answer to an ask-user question (REST and the stream's task.answer): not blank, like a prompt. */
+export const Answer = T.String({ minLength: 1, maxLength: PROMPT_MAX, pattern: "\\S", "x-hint": "not blank" });
+export const AnswerBody = Body({ answer: Answer });

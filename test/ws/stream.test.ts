@@ -140,6 +140,7 @@ describe("client messages and error frames", () => {
     ["session.start without profile_id", JSON.stringify({ type: "session.start", request_id: "q" }), "profile_id"],
     ["session.resume with a negative after", JSON.stringify({ type: "session.resume", session_id: "s", after: -1, request_id: "q" }), "after"],
     ["session.turn without session_id", JSON.stringify({ type: "session.turn", prompt: "hi", request_id: "q" }), "session_id"],
+    ["task.answer with a blank answer", JSON.stringify({ type: "task.answer", task_id: "task_x", answer: "  ", request_id: "q" }), "answer"],
     ["session.turn with a blank prompt", JSON.stringify({ type: "session.turn", session_id: "s", prompt: " \n ", request_id: "q" }), "prompt"],
   ])("%s → VALIDATION_FAILED on %p, socket stays open", async (_n, raw, field) => {
     const c = await open(alice);

@@ -1,4 +1,5 @@
 /** /v1/sessions: conversations, their persisted transcript, and deletion (with the workspace). */
+import { Errors } from "../../lib/errors.ts";
 import { Elysia, t } from "elysia";
 import { isAdmin } from "../../auth/principal.ts";
 import { ListOf } from "../../schema/common.ts";
@@ -38,8 +39,11 @@ export const sessionRoutes = (s: Services) =>
     })
     .get(
       "/:id/events",
-      async ({ user, params, query, principal, request }) =>
-        jsonResponse(await s.agentSessions.eventsJson(user.id, params.id, isAdmin(principal), query.after ?? query.cursor ?? 0, query.limit ?? 100), 200, request),
+      async ({ user, params, query, principal, request }) => {
+        // Both name the position to read on from: which one was meant is unknown.
+        if (query.after !== undefined && query.cursor !== undefined) throw Errors.validation("cursor", "Give after or cursor, not both (they name the same position)", { reason: "conflict", in: "query" });
+        return jsonResponse(await s.agentSessions.eventsJson(user.id, params.id, isAdmin(principal), query.after ?? query.cursor ?? 0, query.limit ?? 100), 200, request);
+      },
       {
         query: queryOf({
           after: t.Optional(QueryInteger({ minimum: 0, "x-field": "after", description: "Only frames with a greater seq" })),

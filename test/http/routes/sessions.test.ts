@@ -77,6 +77,8 @@ routeTable("/v1/sessions", () => a, [
       { name: "after=1e1 (decimal digits only)", query: "after=1e1", field: "after" },
       { name: "cursor=0x1", query: "cursor=0x1", field: "cursor" },
       { name: "limit=%2010", query: "limit=%2010", field: "limit" },
+      { name: "after given twice", query: "after=8&after=2", field: "after" },
+      { name: "both after and cursor (the same position)", query: "after=8&cursor=2", field: "cursor" },
     ],
     success: 200,
     check: (r, _a, id) => {

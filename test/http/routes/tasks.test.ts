@@ -104,6 +104,7 @@ routeTable("/v1/tasks", () => a, [
     body: () => ({ answer: "yes" }),
     invalid: [
       { name: "an empty answer", body: { answer: "" }, field: "answer" },
+      { name: "a blank answer", body: { answer: " \n " }, field: "answer" },
       { name: "no answer", body: {}, field: "answer" },
       { name: "a task that is not waiting", body: { answer: "yes" }, field: "task_id" },
     ],

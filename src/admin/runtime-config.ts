@@ -104,8 +104,13 @@ export class RuntimeConfig {
     this.apply(next);
     this.log.info("runtime configuration changed", { changed: p, effective: this.get() });
     const after = this.get();
-    const changes = Object.fromEntries(leafPaths(p).map((path) => [path, { from: valueAt(before, path) ?? null, to: valueAt(after, path) ?? null }]));
-    await this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action: "admin.config_changed", details: { changes } });
+    // Only what changed is recorded (a PATCH repeating the current values, or an empty one, writes no row).
+    const changes = Object.fromEntries(
+      leafPaths(p)
+        .map((path) => [path, { from: valueAt(before, path) ?? null, to: valueAt(after, path) ?? null }] as const)
+        .filter(([, c]) => JSON.stringify(c.from) !== JSON.stringify(c.to)),
+    );
+    if (Object.keys(changes).length) await this.audit?.record({ ...origin, actor: origin.actor ?? "admin", action: "admin.config_changed", details: { changes } });
     for (const f of this.onPatched) f(p);
     return after;
   }

@@ -450,6 +450,21 @@ describe("each audited action leaves one row: actor, user, target, client IP, de
   });
 });
 
+test("a PATCH /admin/config that changes nothing writes no row; one that changes a field records only that field", async () => {
+  const count = async () => (await api(t, "GET", "/admin/audit?action=admin.config_changed&limit=100", admin)).body.data.length as number;
+  const now = (await api(t, "GET", "/admin/config", admin)).body;
+  const rows = await count();
+  for (const body of [{}, { rate_limit: {} }, { policy: {} }, { signup: now.signup }, { rate_limit: { burst: now.rate_limit.burst } }]) {
+    expect((await api(t, "PATCH", "/admin/config", admin, body)).status).toBe(200);
+  }
+  expect(await count()).toBe(rows);
+  const other = now.signup === "open" ? "closed" : "open";
+  expect((await api(t, "PATCH", "/admin/config", admin, { signup: other, rate_limit: { burst: now.rate_limit.burst } })).status).toBe(200);
+  expect(await count()).toBe(rows + 1);
+  expect((await latest("admin.config_changed")).details).toEqual({ changes: { signup: { from: now.signup, to: other } } });
+  await api(t, "PATCH", "/admin/config", admin, { signup: now.signup });
+});
+
 describe("retention", () => {
   test("the default is 90 days", () => {
     expect(t.config.auditRetentionMs).toBe(90 * 86_400_000);

@@ -20,7 +20,7 @@ export const adminStatsRoutes = (s: Services) =>
         description:
           "HTTP requests by method, route template and status, with a latency histogram; tasks by status and their duration; workspaces by status; " +
           "session.ready latency; open WebSocket connections; events appended; webhook deliveries, retries and attempts; model tokens and cost by provider; " +
-          "the /admin/stats gauges; process metrics (CPU, RSS, open fds, event-loop lag, heap). Bearer = admin password.",
+          "the /admin/stats gauges; process metrics (CPU, RSS, open fds, event-loop lag; no JS heap figures). Bearer = admin password.",
         security: ADMIN_SECURITY,
         // Documented here, not as a `response` schema: the body is a Response the route makes itself.
         responses: {

@@ -232,9 +232,14 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     const held = await playbooks.holdForUser(userId);
     const tasksEnded = await orchestrator.stopUser(userId);
     const stopped = await workspaces.stopForUser(userId);
+    // Their warm pools too (emptied, and held until they are enabled: src/workspaces/store.ts pooledProfiles).
+    await workspaces.pool.sync();
     log.info("user disabled: sessions revoked, work stopped", { user_id: userId, tasks_ended: tasksEnded, workspaces_stopped: stopped.length, schedules_held: held });
   });
-  users.onEnabled.push(async (userId) => void (await playbooks.resumeForUser(userId)));
+  users.onEnabled.push(async (userId) => {
+    await playbooks.resumeForUser(userId);
+    await workspaces.pool.refillAll();
+  });
   // A changed role changes what a socket may receive (task:system_prompt): the user's sockets
   // reconnect (1012) and resume under it — here and on the other replicas.
   users.onRoleChanged.push((userId) => {

@@ -148,7 +148,7 @@ export class Workspaces {
       replica: this.replica,
       config: d.config,
       policy: d.policy,
-      profile: (id) => this.store.profile(id),
+      profile: (id) => this.store.poolProfile(id),
       pooledProfiles: () => this.store.pooledProfiles(),
       hasRow: async (id) => (await this.store.byId(id)) !== null,
       metrics: d.metrics,

@@ -261,9 +261,26 @@ export class WorkspaceStore {
       .where(and(eq(workspaces.status, "running"), lt(workspaces.last_active_at, cutoff)));
   }
 
-  /** Profiles that want a warm pool. */
+  /** Profiles that want a warm pool (a disabled user's want none: their pools are emptied and held). */
   async pooledProfiles(): Promise<ProfileRow[]> {
-    return this.db.select().from(profiles).where(gt(profiles.warm_pool, 0));
+    const rows = await this.db
+      .select({ profile: profiles })
+      .from(profiles)
+      .innerJoin(users, eq(users.id, profiles.user_id))
+      .where(and(gt(profiles.warm_pool, 0), eq(users.disabled, false)));
+    return rows.map((r) => r.profile);
+  }
+
+  /** A profile as its warm pool sees it: none when it is gone or its owner is disabled. */
+  async poolProfile(id: string): Promise<ProfileRow | null> {
+    const row = await first(
+      this.db
+        .select({ profile: profiles })
+        .from(profiles)
+        .innerJoin(users, eq(users.id, profiles.user_id))
+        .where(and(eq(profiles.id, id), eq(users.disabled, false))),
+    );
+    return row?.profile ?? null;
   }
 
   async profile(id: string): Promise<ProfileRow | null> {

@@ -163,6 +163,22 @@ describe("the warm pool", () => {
     expect((await dockerMembers(t, p.id)).length).toBe(0);
   });
 
+  test("a disabled user's pools are emptied and held; enabled again, they refill", async () => {
+    const owner = await createUser(t);
+    const p = await createProfile(t, owner, { warm_pool: 1 });
+    await full(t, p.id, 1);
+    const before = members(t, p.id).map((m) => m.dockerId);
+    await t.app.services.users.adminPatch(owner.id, { disabled: true });
+    await waitFor(async () => ((await Promise.all(before.map(gone))).every(Boolean) ? true : undefined), { timeoutMs: 30_000, what: "the member removed" });
+    // Held: a refill of every pool (as after room frees up) makes none for them.
+    await t.app.services.workspaces.pool.refillAll();
+    await Bun.sleep(500);
+    expect((await dockerMembers(t, p.id)).length).toBe(0);
+    await t.app.services.users.adminPatch(owner.id, { disabled: false });
+    await full(t, p.id, 1);
+    expect((await t.fetch(`/v1/profiles/${p.id}`, { method: "DELETE", headers: owner.bearer })).status).toBe(204);
+  });
+
   test("the operator's caps: per profile (refused above it) and in total across profiles", async () => {
     const res = await t.fetch("/v1/profiles", { method: "POST", headers: user.bearer, body: JSON.stringify({ image: t.config.workspaceImage, limits: LIMITS, warm_pool: 4 }) });
     expect(res.status).toBe(400);

@@ -355,6 +355,8 @@ export class OAuth {
       // own the mailbox (account pre-hijacking), so the provider's word does not link to it.
       throw Errors.forbidden(`An account with ${email} already exists but its address was never verified: sign in with its password instead`);
     }
+    // A refused sign-in changes nothing: a disabled account gets no new way in while it is disabled.
+    if (user.disabled) throw Errors.forbidden("This account is disabled");
     const linkId = newId("oauth");
     try {
       await this.db.insert(oauthAccounts).values({ id: linkId, user_id: user.id, provider, provider_account_id: id.accountId, email, created_at: this.now() });

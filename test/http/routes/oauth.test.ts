@@ -438,6 +438,22 @@ describe("refusals", () => {
     }
   });
 
+  test("an OAuth sign-in refused because the account is disabled links nothing to it", async () => {
+    const made = await api(t, "POST", "/admin/users", { authorization: `Bearer ${ADMIN}` }, { email: "held@example.com", password: "held password 1" });
+    expect(made.status).toBe(201);
+    await t.app.services.users.adminPatch(made.body.id, { disabled: true });
+    const before = google.account;
+    google.account = { id: "g-held", name: "Held", email: "held@example.com", verified: true };
+    try {
+      const r = await roundTrip(google);
+      expect(r.status).toBe(403);
+      noSession(r);
+      expect(await t.app.services.db.select().from(oauthAccounts).where(eq(oauthAccounts.user_id, made.body.id))).toEqual([]);
+    } finally {
+      google.account = before;
+    }
+  });
+
   test("nothing secret reaches the log (codes, verifiers, access tokens, client secret)", () => {
     const all = t.logs.join("\n");
     expect(all).not.toContain(github.clientSecret);

@@ -249,7 +249,8 @@ function convert(spec: OptionSpec, raw: unknown, origin: string): unknown {
       if (u.protocol !== "http:" && u.protocol !== "https:") bad(`expected an http(s) URL, got "${s}"`);
       // A URL of these settings is printed and logged (the setup link, "listening"): no credentials in it.
       if (u.username || u.password) bad(`the URL must not hold a user name or password, got "${u.protocol}//…@${u.host}"`);
-      return s.replace(/\/+$/, "");
+      // As the URL parser writes it (the scheme and host lower-cased): `HTTPS://…` is https everywhere.
+      return u.href.replace(/\/+$/, "");
     }
     case "listen": {
       const m = /^(\[[0-9a-fA-F:.]+\]|[^:\s]*):(\d{1,5})$/.exec(s.trim());

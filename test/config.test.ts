@@ -57,6 +57,11 @@ describe("config", () => {
     expect(c.trustProxy).toBe(true);
   });
 
+  test("a URL setting is kept as the URL parser writes it: an upper-case scheme or host is https/lower-case everywhere", () => {
+    const c = resolve(["--public-url", "HTTPS://Agents.Example.COM/"]);
+    expect(c.publicUrl).toBe("https://agents.example.com");
+  });
+
   test.each([
     [["--bogus"], /unknown flag --bogus/],
     [["--http", "nope"], /--http: expected host:port/],

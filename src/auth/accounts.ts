@@ -96,7 +96,14 @@ export class Accounts {
     return { ...(await this.sessions.create(user.id, meta)), user };
   }
 
-  async signOut(loginSessionId: string | undefined): Promise<void> {
+  /**
+   * Ends the request's sign-in session, and the one its session cookie names — which is not the
+   * request's credential when a bearer token came with it (the token wins): the cookie is cleared
+   * in the answer, so its session must not outlive it.
+   */
+  async signOut(loginSessionId: string | undefined, cookieToken: string | null = null): Promise<void> {
     if (loginSessionId) await this.sessions.delete(loginSessionId);
+    const byCookie = cookieToken ? await this.sessions.validate(cookieToken) : null;
+    if (byCookie && byCookie.session.id !== loginSessionId) await this.sessions.delete(byCookie.session.id);
   }
 }

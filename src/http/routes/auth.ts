@@ -4,7 +4,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { SignedIn as SignedInResult } from "../../auth/accounts.ts";
-import { clearSessionCookie, publicSession, sessionCookie, ABSOLUTE_MS } from "../../auth/sessions.ts";
+import { clearSessionCookie, publicSession, readCookie, sessionCookie, ABSOLUTE_MS } from "../../auth/sessions.ts";
 import { publicUser } from "../../auth/users.ts";
 import { LoginSessionRecord, PublicUser, SignedIn, SignInBody, SignUpBody } from "../../schema/user.ts";
 import type { Services } from "../../services.ts";
@@ -43,7 +43,7 @@ export const authRoutes = (s: Services) => {
     .post(
       "/sign-out",
       async ({ request, set }) => {
-        await s.accounts.signOut(requestContext(request).principal?.loginSession?.id);
+        await s.accounts.signOut(requestContext(request).principal?.loginSession?.id, readCookie(request.headers.get("cookie"), cookie.name));
         set.headers["set-cookie"] = clearSessionCookie(cookie);
         return { success: true };
       },

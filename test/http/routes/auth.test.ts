@@ -235,6 +235,16 @@ describe("get-session and sign-out", () => {
     expect((await api(t, "GET", "/api/auth/get-session", { cookie })).body).toBeNull();
     expect((await api(t, "GET", "/v1/api-tokens", { cookie })).status).toBe(401);
   });
+
+  test("sign-out with a bearer token and the cookie (or a bad bearer): the cookie's session is ended too, not only cleared", async () => {
+    for (const bearer of [alice.bearer.authorization, "Bearer rc_not-a-token"]) {
+      const s = await signIn({ email: alice.email, password: alice.password });
+      const cookie = `runcell.session_token=${s.body.token}`;
+      const out = await t.fetch("/api/auth/sign-out", { method: "POST", headers: { cookie, authorization: bearer, origin: t.url } });
+      await out.text();
+      expect(await api(t, "GET", "/api/auth/get-session", { cookie }).then((r) => r.body)).toBeNull();
+    }
+  });
 });
 
 describe("CSRF and content types", () => {

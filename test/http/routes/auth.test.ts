@@ -237,7 +237,7 @@ describe("get-session and sign-out", () => {
   });
 
   test("sign-out with a bearer token and the cookie (or a bad bearer): the cookie's session is ended too, not only cleared", async () => {
-    for (const bearer of [alice.bearer.authorization, "Bearer rc_not-a-token"]) {
+    for (const bearer of [alice.bearer.authorization!, "Bearer rc_not-a-token"]) {
       const s = await signIn({ email: alice.email, password: alice.password });
       const cookie = `runcell.session_token=${s.body.token}`;
       const out = await t.fetch("/api/auth/sign-out", { method: "POST", headers: { cookie, authorization: bearer, origin: t.url } });

@@ -45,6 +45,8 @@ export interface SessionLifecycleDeps {
 export class SessionLifecycle {
   /** Run before a session is purged (the task queue stops the session's running task). */
   onDelete: ((sessionId: string) => Promise<void>)[] = [];
+  /** Sessions known to hold their `session.ready` (ensureRunning's check), until deleted. */
+  private announced = new Set<string>();
   /** Deletes under way here, by session id. */
   private deleting = new Map<string, Promise<void>>();
 
@@ -96,20 +98,29 @@ export class SessionLifecycle {
    * record it has, as `open` does); one that was is not announced again.
    */
   async ensureRunning(sessionId: string, profileId: string): Promise<WorkspaceRow> {
-    let ws: WorkspaceRow;
+    let ws: WorkspaceRow | null = null;
+    let failed: AppError | null = null;
     try {
       ws = await this.d.workspaces.ensureRunning(sessionId);
     } catch (e) {
-      if (e instanceof AppError && e.code === "CONTAINER_FAILED" && !(await this.d.eventLog.has(sessionId, "session.ready"))) {
-        this.publishReady(sessionId, await this.d.workspaces.forSession(sessionId).catch(() => null), profileId);
-      }
-      throw e;
+      if (!(e instanceof AppError && e.code === "CONTAINER_FAILED")) throw e;
+      failed = e;
     }
-    if (!(await this.d.eventLog.has(sessionId, "session.ready"))) this.publishReady(sessionId, ws, profileId);
-    return ws;
+    if (!(await this.wasAnnounced(sessionId))) this.publishReady(sessionId, ws ?? (await this.d.workspaces.forSession(sessionId).catch(() => null)), profileId);
+    if (failed) throw failed;
+    return ws!;
+  }
+
+  /** Whether `session.ready` is in the session's log: asked of the log once per session here, not at every task. */
+  private async wasAnnounced(sessionId: string): Promise<boolean> {
+    if (this.announced.has(sessionId)) return true;
+    if (!(await this.d.eventLog.has(sessionId, "session.ready"))) return false;
+    this.announced.add(sessionId);
+    return true;
   }
 
   private publishReady(sessionId: string, ws: WorkspaceRow | null, profileId: string) {
+    this.announced.add(sessionId);
     this.d.hub.publish(sessionId, { type: "session.ready", container_id: ws?.id ?? null, container_name: ws?.name ?? null, profile_id: profileId });
   }
 
@@ -172,6 +183,7 @@ export class SessionLifecycle {
     }
     this.d.hub.closeSession(sessionId);
     this.d.eventLog.forget(sessionId);
+    this.announced.delete(sessionId);
     // A session rolled back as it opened had no task the caller was told of: its usage is not kept.
     if (!(await this.d.sessions.delete(sessionId, !opts.rollback)) && !opts.rollback) throw Errors.notFound("Session", sessionId);
   }

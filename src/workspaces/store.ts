@@ -263,24 +263,17 @@ export class WorkspaceStore {
 
   /** Profiles that want a warm pool (a disabled user's want none: their pools are emptied and held). */
   async pooledProfiles(): Promise<ProfileRow[]> {
-    const rows = await this.db
-      .select({ profile: profiles })
-      .from(profiles)
-      .innerJoin(users, eq(users.id, profiles.user_id))
-      .where(and(gt(profiles.warm_pool, 0), eq(users.disabled, false)));
-    return rows.map((r) => r.profile);
+    return (await this.ofEnabledOwners(gt(profiles.warm_pool, 0))).map((r) => r.profile);
   }
 
   /** A profile as its warm pool sees it: none when it is gone or its owner is disabled. */
   async poolProfile(id: string): Promise<ProfileRow | null> {
-    const row = await first(
-      this.db
-        .select({ profile: profiles })
-        .from(profiles)
-        .innerJoin(users, eq(users.id, profiles.user_id))
-        .where(and(eq(profiles.id, id), eq(users.disabled, false))),
-    );
-    return row?.profile ?? null;
+    return (await first(this.ofEnabledOwners(eq(profiles.id, id))))?.profile ?? null;
+  }
+
+  /** The profiles matching `where` whose owner is not disabled. */
+  private ofEnabledOwners(where: SQL) {
+    return this.db.select({ profile: profiles }).from(profiles).innerJoin(users, eq(users.id, profiles.user_id)).where(and(where, eq(users.disabled, false)));
   }
 
   async profile(id: string): Promise<ProfileRow | null> {

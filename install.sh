@@ -250,12 +250,30 @@ case "$MODE" in
     fi
     step "Type check (tsc --strict)"
     bunx tsc --noEmit -p . && ok "no type errors"
-    step "Test suite (SQLite)"
-    bun test --timeout 60000
-    # PostgreSQL: test/pg/ (skipped above), then the API scenario suite and the stream, agent,
-    # notification, playbook, security and workspace tests again, every test app (and every server
-    # process) on a fresh database of the private server.
-    step "Test suite (PostgreSQL: test/pg, the API suite and the stream, agent, notification, playbook, security and workspace tests)"
-    exec env RUNCELL_TEST_POSTGRES=postgres://postgres@127.0.0.1:55432/postgres bun test --timeout 60000 test/pg test/http test/notifications test/playbooks test/security test/agents test/ws test/workspaces
+    # The SQLite suite and the PostgreSQL one run side by side: most of their time is spent waiting
+    # (containers, child servers, timers), not on the CPU, so together they take little longer than
+    # the slower one. Tests that share one machine-wide resource — the second Docker engine (frozen
+    # with SIGSTOP by one of them) and the private sshd — run afterwards, one suite at a time.
+    EXCLUSIVE=(test/workspaces/hosts.test.ts test/workspaces/ssh-host.test.ts test/workspaces/engine-timeout.test.ts test/cli/doctor.test.ts)
+    PG_DIRS=(test/pg test/http test/notifications test/playbooks test/security test/agents test/ws test/workspaces)
+    PG_URL=postgres://postgres@127.0.0.1:55432/postgres
+    shared_files() { find "$@" -name '*.test.ts' | sort | grep -vxF "$(printf '%s\n' "${EXCLUSIVE[@]}")" | sed 's|^|./|'; }
+    mapfile -t SQLITE_FILES < <(shared_files test)
+    mapfile -t PG_FILES < <(shared_files "${PG_DIRS[@]}")
+    PG_LOG=$(mktemp -t runcell-test-pg.XXXXXX)
+    step "Test suites, side by side: SQLite (every test; its output follows) and PostgreSQL (test/pg, the API suite and the stream, agent, notification, playbook, security and workspace tests, every test app on a fresh database of the private server; its output is shown when both end)"
+    env RUNCELL_TEST_POSTGRES=$PG_URL bun test --timeout 60000 "${PG_FILES[@]}" >"$PG_LOG" 2>&1 &
+    PG_PID=$!
+    SQLITE_RC=0; bun test --timeout 60000 "${SQLITE_FILES[@]}" || SQLITE_RC=$?
+    PG_RC=0; wait "$PG_PID" || PG_RC=$?
+    step "Test suite output (PostgreSQL)"
+    cat "$PG_LOG"; rm -f "$PG_LOG"
+    step "Tests on the shared second Docker engine and sshd (SQLite, then PostgreSQL)"
+    EXCL_RC=0
+    bun test --timeout 60000 "${EXCLUSIVE[@]/#/./}" || EXCL_RC=$?
+    env RUNCELL_TEST_POSTGRES=$PG_URL bun test --timeout 60000 ./test/workspaces/hosts.test.ts ./test/workspaces/ssh-host.test.ts ./test/workspaces/engine-timeout.test.ts || EXCL_RC=$?
+    echo
+    echo "    SQLite suite: exit $SQLITE_RC; PostgreSQL suite: exit $PG_RC; shared-engine tests: exit $EXCL_RC"
+    [ "$SQLITE_RC" = 0 ] && [ "$PG_RC" = 0 ] && [ "$EXCL_RC" = 0 ]
     ;;
 esac

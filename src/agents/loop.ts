@@ -13,7 +13,7 @@ import type { AgentMetricsDep, ProfileRow, SecretsDep, WorkspacesDep, Notificati
 import { polishResultText } from "./polish.ts";
 import { CallCharge } from "./call-charge.ts";
 import { getProvider } from "./providers/index.ts";
-import { type ContentBlock, ModelError, type ModelResponse } from "./providers/types.ts";
+import { type ContentBlock, ModelError, type ModelResponse, type StopReason } from "./providers/types.ts";
 import { TokenBatch } from "./token-batch.ts";
 import { nextTurn } from "../lib/turns.ts";
 import { makeScrubber, type Scrubber, scrubDeep } from "./scrub.ts";
@@ -132,16 +132,22 @@ export class AgentLoop {
     // (Not in a turn of its own: the answer's turn already is one. Yielding here too raised the
     // peak of 24 turns of 2 MiB from 3.9x to 5.6x the largest request, bench/memory.ts part 2:
     // the collections then fell at worse moments.)
-    const complete = async (text: string): Promise<Outcome> => {
+    // `stop`: why the answer that ends the turn stopped; without it (a resumed task), what was
+    // stored with that answer.
+    const complete = async (text: string, stop?: StopReason): Promise<Outcome> => {
       const resultText = polishResultText(text, (rel) => this.d.workspaces.signedFileUrl(workspace.id, rel));
       const done = (await tasks.byId(task.id))!;
-      await tasks.update(task.id, { result_text: resultText });
+      const stopReason = stop ?? done.stop_reason;
+      await tasks.update(task.id, { result_text: resultText, stop_reason: stopReason });
+      if (stopReason === "max_tokens" || stopReason === "refusal") this.logUnfinished(task, profile, stopReason);
       this.emit(task, {
         type: "turn.done",
         result_text: resultText,
         input_tokens: done.input_tokens,
         output_tokens: done.output_tokens,
         cost_usd: roundUsd(done.cost_usd),
+        // (Unknown only for an answer stored by a runcell from before the field, then resumed.)
+        ...(stopReason ? { stop_reason: stopReason } : {}),
       });
       return "completed";
     };
@@ -161,7 +167,8 @@ export class AgentLoop {
         if (step === "ran") continue;
         // A new chain starts (or the run ends): the rest of this message's calls do not run.
         for (const rest of pending.slice(i + 1)) await this.finishTool(task, rest, NOT_RUN_AFTER_CHAIN, true);
-        if ("ended" in step) return complete(step.ended);
+        // (The run ends on the model's ContinueInNewChain call: its answer stopped for a tool.)
+        if ("ended" in step) return complete(step.ended, "tool_use");
         break;
       }
       if (pending.length) steps = await transcript.steps(task.session_id);
@@ -236,11 +243,14 @@ export class AgentLoop {
       const content = scrubDeep(response.content, scrub);
       markCutOff(content, response.stopReason);
       await charge.settle(response.usage);
+      const uses = content.filter((b): b is ToolUse => b.type === "tool_use");
+      // The answer that ends the task: why it stopped is stored before it, so a task resumed
+      // between the two still reports it (the record shows it once the task is completed).
+      if (uses.length === 0) await tasks.update(task.id, { stop_reason: response.stopReason });
       await transcript.addAssistant(task.session_id, task.id, content);
       steps = await transcript.steps(task.session_id);
 
-      const uses = content.filter((b): b is ToolUse => b.type === "tool_use");
-      if (uses.length === 0) return complete(content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join(""));
+      if (uses.length === 0) return complete(content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join(""), response.stopReason);
     }
   }
 
@@ -261,6 +271,22 @@ export class AgentLoop {
       attempts: e.attempts,
       after_output: e.afterOutput,
       ...(e.fromServer ? {} : { detail: e.message }),
+    });
+  }
+
+  /**
+   * One line for the operator when a task's answer was cut off by the output token limit or
+   * refused: the user sees it on the task and under the answer, the operator may want to raise a
+   * limit or look at a prompt. Never the text.
+   */
+  private logUnfinished(task: TaskRow, profile: ProfileRow, stopReason: StopReason) {
+    this.d.log.info(stopReason === "max_tokens" ? "task answer cut off at the model's output token limit" : "task answer refused by the model", {
+      task_id: task.id,
+      profile_id: profile.id,
+      provider: profile.model.provider,
+      model: profile.model.name,
+      stop_reason: stopReason,
+      max_output_tokens: MAX_OUTPUT_TOKENS,
     });
   }
 

@@ -25,6 +25,8 @@ export function taskRecord(t: TaskRow): TaskRecord {
     status: t.status,
     error: t.error_code ? { code: t.error_code, message: t.error_message ?? "" } : null,
     result_text: t.result_text,
+    // Only an answer ends a completed task; a running one's may not be final yet (src/agents/loop.ts).
+    stop_reason: t.status === "completed" ? t.stop_reason : null,
     input_tokens: t.input_tokens,
     output_tokens: t.output_tokens,
     cost_usd: roundUsd(t.cost_usd),
@@ -107,6 +109,7 @@ export class Tasks {
       max_budget_usd: input.maxBudgetUsd,
       pending_tool_use_id: null,
       running_exec: null,
+      stop_reason: null,
       lease_owner: input.lease?.lease_owner ?? null,
       lease_expires_at: input.lease?.lease_expires_at ?? null,
       created_at: this.now(),

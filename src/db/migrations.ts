@@ -9,6 +9,7 @@ import m6 from "../../migrations/0006_replicas.sql" with { type: "text" };
 import m7 from "../../migrations/0007_deleted_task_usage.sql" with { type: "text" };
 import m8 from "../../migrations/0008_repair_usage.sql" with { type: "text" };
 import m9 from "../../migrations/0009_running_exec.sql" with { type: "text" };
+import m10 from "../../migrations/0010_stop_reason.sql" with { type: "text" };
 
 export interface Migration {
   tag: string;
@@ -26,4 +27,5 @@ export const MIGRATIONS: Migration[] = [
   { tag: "0007_deleted_task_usage", sql: m7 },
   { tag: "0008_repair_usage", sql: m8 },
   { tag: "0009_running_exec", sql: m9 },
+  { tag: "0010_stop_reason", sql: m10 },
 ];

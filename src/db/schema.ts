@@ -24,6 +24,11 @@ export const ACTIVE_TASK_STATUSES = ["queued", "running", "waiting_input"] as co
 export const FINAL_TASK_STATUSES = ["completed", "failed", "cancelled"] as const satisfies readonly TaskStatus[];
 /** How a task came to run: null for a task submitted to a session, else how its playbook ran. */
 export const RUN_TRIGGERS = ["manual", "schedule", "hook"] as const;
+/**
+ * Why a model answer ended, as runcell names it for every provider (src/agents/providers: OpenAI's
+ * `length` is `max_tokens`, `content_filter` is `refusal`; docs/providers.md "Stop reasons").
+ */
+export const STOP_REASONS = ["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"] as const;
 /** A playbook run that never became a task: skipped (the previous run was still going) or refused (a limit). */
 export const MISSED_RUN_STATUSES = ["skipped", "failed"] as const;
 /** Steps of the model conversation; `chain` starts a fresh model context (a playbook's continuation). */
@@ -40,6 +45,7 @@ export type Network = (typeof NETWORKS)[number];
 export type WorkspaceStatus = (typeof WORKSPACE_STATUSES)[number];
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 export type RunTrigger = (typeof RUN_TRIGGERS)[number];
+export type StopReason = (typeof STOP_REASONS)[number];
 export type Urgency = (typeof URGENCIES)[number];
 export type NotificationSource = (typeof NOTIFICATION_SOURCES)[number];
 export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number];
@@ -334,6 +340,8 @@ export const tasks = sqliteTable(
     lease_expires_at: ms(),
     /** The command that tool call runs in the workspace (once its pid is known): a resumed task kills what is left of it. */
     running_exec: json<RunningExec>(),
+    /** Why the model answer that ended the task stopped (set with that answer; null while none has). */
+    stop_reason: text({ enum: STOP_REASONS }),
   },
   (t) => [
     index("tasks_user").on(t.user_id, t.id),

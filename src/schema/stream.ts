@@ -4,7 +4,7 @@
  * the task queue and the hub publish frames typed by the `ServerFrame` union, the tests read
  * frames through it, and /v1/asyncapi.json is generated from it (src/schema/asyncapi.ts).
  */
-import { MODEL_PROVIDERS, TASK_STATUSES } from "../db/schema.ts";
+import { MODEL_PROVIDERS, STOP_REASONS, TASK_STATUSES } from "../db/schema.ts";
 import { ERROR_CODES } from "../lib/errors.ts";
 import { OneOf, type Static, T, type TSchema } from "./common.ts";
 import { Answer, Prompt, SubmitFields } from "./task.ts";
@@ -81,7 +81,18 @@ export const TurnContinuing = ofTask(
 );
 export const TurnDone = ofTask(
   "turn.done",
-  { result_text: T.String(), input_tokens: T.Integer(), output_tokens: T.Integer(), cost_usd: T.Number() },
+  {
+    result_text: T.String(),
+    input_tokens: T.Integer(),
+    output_tokens: T.Integer(),
+    cost_usd: T.Number(),
+    stop_reason: T.Optional(
+      OneOf(STOP_REASONS, {
+        description:
+          "Why the model answer that ended the turn stopped: max_tokens means result_text was cut off at the model's output token limit, refusal that the model declined; tool_use when the turn ended on a tool call (a playbook run's last ContinueInNewChain). Absent only on frames stored by a runcell from before this field (replayed as stored).",
+      }),
+    ),
+  },
   "End of one agent turn: result_text is the final polished text (signed image URLs, normalized markdown); the token and cost figures are the task's totals.",
 );
 export const TaskDone = ofTask("task:done", { status: OneOf(TASK_STATUSES.filter((s) => s === "completed" || s === "cancelled")) }, "End of a task (completed or cancelled).");

@@ -3,7 +3,7 @@
  * `POST /v1/tasks`, the stream's `task.submit` and `session.turn` (src/schema/stream.ts) and the
  * task queue's input type.
  */
-import { RUN_TRIGGERS, TASK_STATUSES, tasks } from "../db/schema.ts";
+import { RUN_TRIGGERS, STOP_REASONS, TASK_STATUSES, tasks } from "../db/schema.ts";
 import { Repositories } from "./profile.ts";
 import { Body, CostUsd, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
 
@@ -28,6 +28,9 @@ export type Submit = Static<typeof SubmitBody>;
 
 export const TaskAccepted = T.Object({ task_id: T.String(), session_id: T.String(), status: TaskStatus }, { title: "TaskAccepted" });
 
+/** Why a model answer ended (runcell's names for every provider; docs/providers.md "Stop reasons"). */
+export const StopReason = OneOf(STOP_REASONS);
+
 export const TaskError = Nullable(T.Object({ code: T.String(), message: T.String() }), { description: "Why it failed (null unless failed)" });
 
 export const TaskRecord = T.Object(
@@ -36,7 +39,12 @@ export const TaskRecord = T.Object(
     trigger: Nullable(OneOf(RUN_TRIGGERS), { description: "How a playbook run started (manual, schedule, hook); null for other tasks" }),
     status: TaskStatus,
     error: TaskError,
-    ...recordColumns(tasks, ["result_text", "input_tokens", "output_tokens"]),
+    ...recordColumns(tasks, ["result_text"]),
+    stop_reason: Nullable(StopReason, {
+      description:
+        "Why the model answer that ended the task stopped: max_tokens means result_text was cut off at the model's output token limit, refusal that the model declined. Null while the task runs, and when no model answer ended it (failed, cancelled, or a task from before this field).",
+    }),
+    ...recordColumns(tasks, ["input_tokens", "output_tokens"]),
     cost_usd: CostUsd,
     ...recordColumns(tasks, ["turns", "max_turns", "max_budget_usd"]),
     created_at: Timestamp,

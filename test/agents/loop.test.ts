@@ -1,7 +1,8 @@
 /**
  * The agent loop (src/agents/loop.ts) with the model's answers coming from local servers speaking
- * the real wire formats: what it does with a tool call cut off by the output token limit, and how
- * a failed model request is reported (the task's message, the server's log).
+ * the real wire formats: what it does with a tool call cut off by the output token limit, how an
+ * answer cut off by that limit (or refused) is made visible, and how a failed model request is
+ * reported (the task's message, the server's log).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { setRetryPolicy, DEFAULT_RETRY_POLICY } from "../../src/agents/providers/index.ts";
@@ -12,6 +13,7 @@ import { startMockOpenAI, toolMessages } from "../helpers/mock-openai.ts";
 import type { MockProviderServer } from "../helpers/mock-provider.ts";
 import { freePort } from "../helpers/net.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
+import { WsClient } from "../helpers/ws-client.ts";
 
 let t: TestApp;
 let user: TestUser;
@@ -74,6 +76,87 @@ describe("a tool call cut off by the output token limit", () => {
     expect(result!.tool_call_id).toBe("call_cut");
     expect(result!.content).toStartWith("Error: ");
     expect(result!.content).toContain("cut off at the output token limit");
+  });
+});
+
+describe("why the answer that ended a task stopped: turn.done, the task record, the replay, the log", () => {
+  const CUT = "The first half of a sentence that never";
+  const unfinishedLines = (taskId: string) => t.logs.map((l) => JSON.parse(l)).filter((r) => r.task_id === taskId && r.stop_reason);
+
+  /** Runs one task whose only answer is `reply`; its record, its turn.done frame, its session. */
+  async function answered(mock: MockProviderServer, provider: "anthropic" | "openai", reply: { text: string; stopReason?: string }) {
+    mock.reset();
+    mock.enqueue(reply);
+    const profileId = await createProfile(t, user, { mock, provider });
+    const { task_id, session_id } = await submit(t, user, { profile_id: profileId, prompt: "write a long story" });
+    const task = await waitTask(t, user, task_id);
+    const done = (await sessionFrames(t, user, session_id)).filter((f) => f.type === "turn.done" && f.task_id === task_id);
+    expect(done).toHaveLength(1);
+    return { task, done: done[0], session_id };
+  }
+
+  test("anthropic stop_reason max_tokens: completed with its text as it stands, but stop_reason max_tokens on turn.done, the record, the list; one info line without the text", async () => {
+    const { task, done, session_id } = await answered(anthropic, "anthropic", { text: CUT, stopReason: "max_tokens" });
+    expect(task).toMatchObject({ status: "completed", result_text: CUT, stop_reason: "max_tokens" });
+    expect(done).toMatchObject({ result_text: CUT, stop_reason: "max_tokens" });
+    const list = await api(t, "GET", `/v1/tasks?session_id=${session_id}`, user.bearer);
+    expect(list.body.data).toMatchObject([{ id: task.id, stop_reason: "max_tokens" }]);
+    const lines = unfinishedLines(task.id);
+    expect(lines).toEqual([expect.objectContaining({ level: "info", msg: "task answer cut off at the model's output token limit", stop_reason: "max_tokens", provider: "anthropic", model: "claude-sonnet-4-6" })]);
+    expect(JSON.stringify(lines)).not.toContain("never");
+  });
+
+  test("anthropic stop_reason refusal: stop_reason refusal, logged", async () => {
+    const { task, done } = await answered(anthropic, "anthropic", { text: "I can't help with that.", stopReason: "refusal" });
+    expect(task).toMatchObject({ status: "completed", stop_reason: "refusal" });
+    expect(done.stop_reason).toBe("refusal");
+    expect(unfinishedLines(task.id)).toEqual([expect.objectContaining({ level: "info", msg: "task answer refused by the model", stop_reason: "refusal" })]);
+  });
+
+  test('openai finish_reason "length" is max_tokens, "content_filter" is refusal, "stop" is end_turn (not logged)', async () => {
+    const cut = await answered(openai, "openai", { text: CUT, stopReason: "length" });
+    expect(cut.task).toMatchObject({ status: "completed", result_text: CUT, stop_reason: "max_tokens" });
+    expect(cut.done.stop_reason).toBe("max_tokens");
+    expect(unfinishedLines(cut.task.id)).toMatchObject([{ level: "info", stop_reason: "max_tokens", provider: "openai" }]);
+    const filtered = await answered(openai, "openai", { text: "Sorry", stopReason: "content_filter" });
+    expect(filtered.task.stop_reason).toBe("refusal");
+    expect(filtered.done.stop_reason).toBe("refusal");
+    const whole = await answered(openai, "openai", { text: "A whole answer." });
+    expect(whole.task.stop_reason).toBe("end_turn");
+    expect(whole.done.stop_reason).toBe("end_turn");
+    expect(unfinishedLines(whole.task.id)).toEqual([]);
+  });
+
+  test("a session.resume replays turn.done with its stop_reason, as sent live", async () => {
+    const { task, done, session_id } = await answered(anthropic, "anthropic", { text: CUT, stopReason: "max_tokens" });
+    const ws = await WsClient.connect(`${t.wsUrl}/v1/stream`, { protocols: [`Bearer.${user.token}`] });
+    try {
+      ws.send({ type: "session.resume", session_id });
+      await ws.waitFor((f) => f.type === "session.replay_end");
+      const replayed = ws.frames.find((f) => f.type === "turn.done" && f.task_id === task.id);
+      expect(replayed).toEqual(done);
+      expect(replayed.stop_reason).toBe("max_tokens");
+    } finally {
+      ws.close();
+    }
+  });
+
+  test("null while the task runs, and when no model answer ended it (max_turns, cancel)", async () => {
+    anthropic.reset();
+    // A first answer asks for a tool (its turn's last answer is tool_use), then max_turns ends the task.
+    anthropic.enqueue({ toolCalls: [{ name: "Bash", input: { command: "true" } }] });
+    const limited = await createProfile(t, user, { mock: anthropic, limits: { max_turns: 1 } });
+    const failed = await waitTask(t, user, (await submit(t, user, { profile_id: limited, prompt: "go" })).task_id);
+    expect(failed).toMatchObject({ status: "failed", error: { code: "TURN_LIMIT_EXCEEDED" }, stop_reason: null });
+
+    anthropic.enqueue({ text: "one two three four", hangAfter: 1 });
+    const profileId = await createProfile(t, user, { mock: anthropic });
+    const { task_id } = await submit(t, user, { profile_id: profileId, prompt: "go" });
+    await anthropic.waitForRequests(2, 20_000);
+    expect(await waitTask(t, user, task_id, ["running"])).toMatchObject({ status: "running", stop_reason: null });
+    expect((await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer)).status).toBe(202);
+    expect(await waitTask(t, user, task_id)).toMatchObject({ status: "cancelled", stop_reason: null });
+    expect(unfinishedLines(task_id)).toEqual([]);
   });
 });
 

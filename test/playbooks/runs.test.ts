@@ -57,6 +57,8 @@ describe("multi-chain runs", () => {
     expect(task.status).toBe("completed");
     expect(task.result_text).toContain("did C; D would be next");
     expect(task.result_text).toContain("2 continuations are used up");
+    // The run ended on the model's last ContinueInNewChain call: its answer stopped for a tool.
+    expect(task.stop_reason).toBe("tool_use");
 
     const frames = await sessionFrames(t, alice, session_id);
     const continuing = frames.filter((f) => f.type === "turn.continuing");
@@ -67,6 +69,7 @@ describe("multi-chain runs", () => {
     // In order in the transcript: each marker after its chain's tool result, one turn.done at the end.
     const types = frames.map((f) => f.type);
     expect(types.filter((x) => x === "turn.done")).toHaveLength(1);
+    expect(frames.find((f) => f.type === "turn.done")!.stop_reason).toBe("tool_use");
     expect(types.indexOf("turn.continuing")).toBeLessThan(types.lastIndexOf("turn.continuing"));
     expect(types.lastIndexOf("turn.continuing")).toBeLessThan(types.indexOf("turn.done"));
 

@@ -5,13 +5,15 @@
  * The crash state is built with the real components: a task runs against a local Anthropic-speaking
  * server that stalls mid-answer; the server shuts down (the task stays `running`, its transcript
  * ends with the user prompt); before the next start's recovery the final assistant message is
- * stored through the Transcript service — exactly what the loop stores just before the window. The
- * restarted server completes the task with the stored text and makes zero model requests.
+ * stored through the Transcript service (and, before it, why that answer stopped) — exactly what
+ * the loop stores just before the window. The restarted server completes the task with the stored
+ * text and stop reason and makes zero model requests.
  */
 import { afterAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { type App, createApp } from "../../src/app.ts";
 import { createLogger } from "../../src/log.ts";
+import { taskRecord } from "../../src/agents/tasks.ts";
 import { createProfile, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
 import { removeInstanceWorkspaces, startTestApp, type TestApp, tempDir, testConfig } from "../helpers/app.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
@@ -54,6 +56,10 @@ test("a running task whose transcript ends with its final answer completes on re
   const s = second.services;
   expect(await s.tasks.byId(task_id)).toMatchObject({ status: "running", result_text: null });
   const answer = "All done.   \n\n\n\nThe ![chart](out/chart.png) shows it.";
+  // (An answer cut off by the output token limit: the stop reason is stored first.)
+  await s.tasks.update(task_id, { stop_reason: "max_tokens" });
+  // The record shows no stop reason while the task is not completed.
+  expect(taskRecord((await s.tasks.byId(task_id))!).stop_reason).toBeNull();
   await s.transcript.addAssistant(session_id, task_id, [{ type: "text", text: answer }]);
   const steps = (await s.transcript.steps(session_id)).filter((x) => x.task_id === task_id);
   expect(steps.map((x) => x.role)).toEqual(["user", "assistant"]);
@@ -82,12 +88,14 @@ test("a running task whose transcript ends with its final answer completes on re
   expect(mock.requests.length).toBe(requestsBefore);
   expect(done.result_text).toMatch(/^All done\.\n\nThe !\[chart\]\(http:\/\/127\.0\.0\.1:\d+\/files\/ctr_[^/]+\/out\/chart\.png\?exp=\d+&sig=[0-9a-f]+\) shows it\.$/);
   expect(done.turns).toBe(1);
+  expect(done.stop_reason).toBe("max_tokens");
 
   // Seen from the API like any completed task: turn.done with the text, then task:done.
   const view = { url: second.url, fetch: (p: string, i?: RequestInit) => fetch(second!.url + p, i) } as unknown as TestApp;
   const task = await waitTask(view, user, task_id);
   expect(task.result_text).toBe(done.result_text);
+  expect(task.stop_reason).toBe("max_tokens");
   const frames = await sessionFrames(view, user, session_id);
-  expect(frames.filter((f) => f.type === "turn.done" && f.task_id === task_id).map((f) => f.result_text)).toEqual([done.result_text]);
+  expect(frames.filter((f) => f.type === "turn.done" && f.task_id === task_id).map((f) => [f.result_text, f.stop_reason])).toEqual([[done.result_text, "max_tokens"]]);
   expect(frames.at(-1)).toMatchObject({ type: "task:done", task_id, status: "completed" });
 }, 120_000);

@@ -11,6 +11,7 @@
  *   in words (a clone, an MCP server that failed to start), an MCP tool call; questions answered
  *   with an option button and with free text (then disabled);
  * - cancel during a turn, a failed task's code and message, a multi-chain run's `turn.continuing` marker;
+ * - an answer cut off at the model's output limit (or refused) says so under it, live and replayed;
  * - a reload mid-stream and a dropped connection: the answer ends up exactly once, and every text
  *   seen on the way was a prefix of it (no duplicated or missing text);
  * - a session of 10,000 events opens fast (the figure is printed), and a streamed 1 MB answer
@@ -441,6 +442,36 @@ describe("cancel, failures, chains", () => {
     expectClean(problems);
     await closePages();
   }, 60_000);
+
+  test("an answer cut off at the model's output limit says so under it, live and after a reload; a refused one says it was declined; a whole one says nothing", async () => {
+    const { page: p, problems } = await page(user);
+    mock.reset();
+    mock.enqueue({ text: "The story begins on a dark and", stopReason: "max_tokens" }, { text: "I can't help with that.", stopReason: "refusal" }, { text: "A whole answer." });
+    await p.goto(t.url);
+    await send(p, "Tell me a long story");
+    await p.waitForURL(/\/sessions\//);
+    const cut = lastTurn(p).getByRole("note").filter({ hasText: "Cut off at the model's output limit" });
+    await cut.waitFor({ timeout: 30_000 });
+    // Under the answer, which stays as the model left it.
+    await lastTurn(p).getByText("The story begins on a dark and").waitFor();
+    expect(await lastTurn(p).locator(".msg.agent > *").evaluateAll((els) => els.map((e) => e.getAttribute("role") ?? e.className))).toEqual(["md", "note", "meta"]);
+
+    await send(p, "Something it refuses");
+    await p.getByRole("article").nth(1).getByRole("note").filter({ hasText: "The model declined to answer." }).waitFor({ timeout: 30_000 });
+    await send(p, "Something simple");
+    await p.getByRole("article").nth(2).getByText("A whole answer.").waitFor({ timeout: 30_000 });
+    await usageOf(p.getByRole("article").nth(2)).waitFor({ timeout: 30_000 });
+    expect(await p.getByRole("article").nth(2).getByRole("note").count()).toBe(0);
+
+    // The replayed turn.done frames carry it too.
+    await p.reload();
+    await p.getByRole("article").nth(2).getByText("A whole answer.").waitFor({ timeout: 30_000 });
+    expect(await p.getByRole("article").first().getByRole("note").textContent()).toBe("Cut off at the model's output limit: this answer is incomplete.");
+    expect(await p.getByRole("article").nth(1).getByRole("note").textContent()).toBe("The model declined to answer.");
+    expect(await p.getByRole("article").nth(2).getByRole("note").count()).toBe(0);
+    expectClean(problems);
+    await closePages();
+  }, 90_000);
 
   test("a multi-chain run shows where it continued in a new chain", async () => {
     mock.reset();

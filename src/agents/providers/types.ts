@@ -8,6 +8,7 @@
  * ./retry.ts.
  */
 import type { Logger } from "../../log.ts";
+import type { StopReason } from "../../db/schema.ts";
 import type { ProviderName } from "./model-error.ts";
 import type { Usage, UsageMeter } from "./usage-meter.ts";
 
@@ -63,7 +64,8 @@ export type StreamEvent =
   | { type: "text"; text: string }
   | { type: "tool_use"; id: string; name: string; input: Record<string, unknown> };
 
-export type StopReason = "end_turn" | "tool_use" | "max_tokens" | "stop_sequence" | "refusal" | "other";
+/** The provider's stop reason mapped to runcell's names (the values: STOP_REASONS in src/db/schema.ts). */
+export type { StopReason };
 
 export interface ModelResponse {
   /** The full assistant message (text + tool_use blocks, in order). */

@@ -4,6 +4,7 @@ import m1 from "../../../migrations-pg/0001_replicas.sql" with { type: "text" };
 import m2 from "../../../migrations-pg/0002_deleted_task_usage.sql" with { type: "text" };
 import m3 from "../../../migrations-pg/0003_repair_usage.sql" with { type: "text" };
 import m4 from "../../../migrations-pg/0004_running_exec.sql" with { type: "text" };
+import m5 from "../../../migrations-pg/0005_stop_reason.sql" with { type: "text" };
 import type { Migration } from "../migrations.ts";
 
 export const PG_MIGRATIONS: Migration[] = [
@@ -12,4 +13,5 @@ export const PG_MIGRATIONS: Migration[] = [
   { tag: "0002_deleted_task_usage", sql: m2 },
   { tag: "0003_repair_usage", sql: m3 },
   { tag: "0004_running_exec", sql: m4 },
+  { tag: "0005_stop_reason", sql: m5 },
 ];

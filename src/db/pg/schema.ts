@@ -29,6 +29,7 @@ import {
   ROLES,
   RUN_TRIGGERS,
   STEP_ROLES,
+  STOP_REASONS,
   TASK_STATUSES,
   URGENCIES,
   WORKSPACE_STATUSES,
@@ -283,6 +284,7 @@ export const tasks = pgTable(
     lease_owner: text(),
     lease_expires_at: ms(),
     running_exec: json<RunningExec>(),
+    stop_reason: text({ enum: STOP_REASONS }),
   },
   (t) => [
     index("tasks_user").on(t.user_id, t.id),

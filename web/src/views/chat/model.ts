@@ -38,6 +38,8 @@ export interface Turn {
   /** Set at turn.done: replaces the streamed text (the interface's client rule). */
   result: string | null;
   usage: { input: number; output: number; cost: number } | null;
+  /** Set at turn.done: why the answer ended (max_tokens: cut off at the output limit; refusal). */
+  stopReason: string | null;
   status: "running" | "waiting" | "completed" | "cancelled" | "failed";
   error: { code: string; message: string } | null;
   /** Bumped on every change: the turn's component re-renders only when it moved. */
@@ -99,7 +101,7 @@ export class Transcript {
   turn(taskId: string): Turn {
     let t = this.byTask.get(taskId);
     if (!t) {
-      t = { taskId, prompt: null, parts: [], result: null, usage: null, status: "running", error: null, version: 0 };
+      t = { taskId, prompt: null, parts: [], result: null, usage: null, stopReason: null, status: "running", error: null, version: 0 };
       this.byTask.set(taskId, t);
       this.turns.push(t);
       // (The prompts of the first replay's tasks come with the session's task list.)
@@ -193,6 +195,7 @@ export class Transcript {
         const t = this.turn(f.task_id);
         t.result = f.result_text;
         t.usage = { input: f.input_tokens, output: f.output_tokens, cost: f.cost_usd };
+        t.stopReason = f.stop_reason ?? null;
         break;
       }
       case "task:done": {

@@ -203,6 +203,12 @@ function PartView({ part, streaming, onAnswer }: { part: Part; streaming: boolea
   }
 }
 
+/** What a turn's end says when its answer did not end on its own (the task record's stop_reason). */
+const UNFINISHED: Record<string, string> = {
+  max_tokens: "Cut off at the model's output limit: this answer is incomplete.",
+  refusal: "The model declined to answer.",
+};
+
 interface TurnProps {
   turn: Turn;
   version: number;
@@ -238,6 +244,11 @@ export class TurnView extends Component<TurnProps> {
             <PartView key={k} part={p} streaming={live} onAnswer={(a, refused) => onAnswer(turn.taskId, a, refused)} />
           ))}
           {live && turn.parts.length === 0 && <p class="meta">Working…</p>}
+          {turn.stopReason && UNFINISHED[turn.stopReason] && (
+            <p class="notice" role="note">
+              {UNFINISHED[turn.stopReason]}
+            </p>
+          )}
           {turn.error && (
             <p class="error" role="alert">
               <strong>{turn.error.code}</strong>: <Friendly text={turn.error.message} />

@@ -278,6 +278,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   sessionLifecycle.onDelete.push((sessionId) => orchestrator.stopSession(sessionId));
   // …and its MCP servers.
   sessionLifecycle.onDelete.push((sessionId) => mcp.closeSession(sessionId));
+  // A workspace removed on its own (DELETE /v1/workspaces/:id, /admin/workspaces/:id) stops the same
+  // work first: its task ends cancelled rather than running on against a container that is gone.
+  workspaces.onRemove.push((sessionId) => orchestrator.stopSession(sessionId));
+  workspaces.onRemove.push((sessionId) => mcp.closeSession(sessionId));
   // A changed schedule re-arms the scheduler; a deleted profile's playbooks stop.
   playbooks.onScheduleChange.push(() => scheduler.rearm());
   // …here and on the other replicas (which re-read the earliest due time; at most once, so they

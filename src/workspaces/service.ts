@@ -116,6 +116,12 @@ export class Workspaces {
   /** Running execs per workspace: the idle stop never stops a container that is working. */
   readonly inflight = new Map<string, number>();
   maxFileBytes = MAX_FILE_BYTES;
+  /**
+   * Run before a workspace is removed by DELETE /v1/workspaces/:id or /admin/workspaces/:id (the
+   * app wires what a session delete does: its running task is cancelled, its MCP servers closed),
+   * so no task is left working in a container that is gone.
+   */
+  onRemove: ((sessionId: string) => Promise<void>)[] = [];
   /** The Docker hosts (hosts.ts): each with its engine, provisioner and start gate. */
   readonly hosts: DockerHosts;
   /** Started containers per profile for its next sessions (pool.ts). */
@@ -222,7 +228,8 @@ export class Workspaces {
   /** DELETE /v1/workspaces/:id: the caller's workspace, else NOT_FOUND. */
   async remove(userId: string, ctrId: string): Promise<void> {
     const row = await this.store.byIdForUser(userId, ctrId);
-    if (!row || !(await this.lifecycle.remove(row.id))) throw Errors.notFound("Workspace", ctrId);
+    if (!row) throw Errors.notFound("Workspace", ctrId);
+    await this.removeRow(row);
   }
 
   /** Stops every running workspace of the user (a disabled account); volumes stay. Returns their ids. */
@@ -241,7 +248,15 @@ export class Workspaces {
 
   /** DELETE /admin/workspaces/:id. */
   async removeById(ctrId: string): Promise<void> {
-    if (!(await this.lifecycle.remove(ctrId))) throw Errors.notFound("Workspace", ctrId);
+    const row = await this.store.byId(ctrId);
+    if (!row) throw Errors.notFound("Workspace", ctrId);
+    await this.removeRow(row);
+  }
+
+  /** The session's work stopped (`onRemove`), then the container, volume and record; NOT_FOUND when removed meanwhile. */
+  private async removeRow(row: WorkspaceRow): Promise<void> {
+    for (const stop of this.onRemove) await stop(row.session_id);
+    if (!(await this.lifecycle.remove(row.id))) throw Errors.notFound("Workspace", row.id);
   }
 
   /** CONCURRENCY_LIMIT now if the session's next turn would start a container with no room. */

@@ -10,6 +10,7 @@ import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { createUser, api, type TestUser } from "../helpers/users.ts";
 import { createProfile, lastToolResults, sessionFrames, submit, waitTask } from "../helpers/agent.ts";
 import { waitFor } from "../helpers/net.ts";
+import { ADMIN_PASSWORD } from "../helpers/scenarios.ts";
 
 let t: TestApp;
 let mock: MockProviderServer;
@@ -114,6 +115,64 @@ describe("stopping work", () => {
     expect(ps.stdout.toString()).not.toContain("sleep 60");
     // Idempotent.
     expect((await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer)).body.status).toBe("cancelled");
+  });
+
+  // Removing the workspace stops its session's running task the way deleting the session does:
+  // cancelled, its frames ending with task:done — nothing left running, the session kept.
+  const removals = [
+    { who: "an admin", remove: (ctr: string) => api(t, "DELETE", `/admin/workspaces/${ctr}`, { authorization: `Bearer ${ADMIN_PASSWORD}` }) },
+    { who: "its owner", remove: (ctr: string) => api(t, "DELETE", `/v1/workspaces/${ctr}`, user.bearer) },
+  ];
+  for (const { who, remove } of removals) {
+    test(`${who} removing the workspace during \`sleep 60\` ends the task cancelled within 2 s`, async () => {
+      await t.app.services.adminPassword.set(ADMIN_PASSWORD);
+      mock.reset();
+      mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "sleep 60" } }] }, { text: "never" });
+      const pid = await createProfile(t, user, { mock });
+      const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "sleep" });
+      const frames0 = await waitFor(async () => {
+        const f = await sessionFrames(t, user, session_id);
+        return f.some((x) => x.type === "task:tool_use") ? f : null;
+      });
+      await Bun.sleep(200);
+      const ws = (await api(t, "GET", `/v1/workspaces/${frames0[0].container_id}`, user.bearer)).body;
+      const started = performance.now();
+      expect((await remove(ws.id)).status).toBe(204);
+      const task = await waitTask(t, user, task_id, ["cancelled", "failed", "completed"], 5000);
+      expect(performance.now() - started).toBeLessThan(2000);
+      expect(task.status).toBe("cancelled");
+      expect(docker("inspect", ws.name).exitCode).not.toBe(0);
+      const frames = await sessionFrames(t, user, session_id);
+      expect(frames.find((f) => f.type === "task:tool_result")?.output).toContain("[cancelled by the user]");
+      expect(frames.at(-1)).toMatchObject({ type: "task:done", task_id, status: "cancelled" });
+      expect(mock.requests.length).toBe(1);
+      // The session goes on with a fresh workspace.
+      mock.reset();
+      mock.enqueue({ text: "again" });
+      const next = await submit(t, user, { session_id, prompt: "still there?" });
+      expect((await waitTask(t, user, next.task_id)).status).toBe("completed");
+      await api(t, "DELETE", `/v1/sessions/${session_id}`, user.bearer);
+    });
+  }
+
+  test("an admin removing the workspace during the model's stream ends the task cancelled", async () => {
+    await t.app.services.adminPassword.set(ADMIN_PASSWORD);
+    mock.reset();
+    mock.enqueue({ text: "a long answer that never ends", hangAfter: 2 });
+    const pid = await createProfile(t, user, { mock });
+    const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "talk" });
+    await waitFor(() => mock.requests.length > 0 || null, { what: "the model request" });
+    await Bun.sleep(300);
+    const ctr = (await api(t, "GET", `/v1/sessions/${session_id}`, user.bearer)).body.container_id;
+    const started = performance.now();
+    const r = await api(t, "DELETE", `/admin/workspaces/${ctr}`, { authorization: `Bearer ${ADMIN_PASSWORD}` });
+    expect(r.status).toBe(204);
+    const task = await waitTask(t, user, task_id, ["cancelled", "failed", "completed"], 5000);
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect(task.status).toBe("cancelled");
+    expect((await sessionFrames(t, user, session_id)).at(-1)).toMatchObject({ type: "task:done", task_id, status: "cancelled" });
+    expect((await api(t, "GET", `/v1/workspaces/${ctr}`, user.bearer)).status).toBe(404);
+    await api(t, "DELETE", `/v1/sessions/${session_id}`, user.bearer);
   });
 
   test("a container killed mid-task fails it with CONTAINER_FAILED", async () => {

@@ -5,6 +5,7 @@
  */
 import { Audit, type AuditRecord } from "../admin/audit.ts";
 import { parseArgs, resolveConfig } from "../config.ts";
+import { AUDIT_ACTIONS } from "../schema/audit.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
 import { STATE_FLAGS, withDataDir } from "./open-db.ts";
 
@@ -47,6 +48,8 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
       const l = args.extra.get("limit");
       userId = typeof u === "string" && u ? u : undefined;
       action = typeof a === "string" && a ? a : undefined;
+      // Refused like GET /admin/audit?action= does, rather than printing that nothing matches.
+      if (action !== undefined && !(AUDIT_ACTIONS as readonly string[]).includes(action)) throw new UsageError(`--action: expected one of ${AUDIT_ACTIONS.join(", ")}, got "${action}"`);
       if (l !== undefined) {
         if (typeof l !== "string" || !/^\d+$/.test(l) || Number(l) < 1 || Number(l) > MAX_LIMIT) throw new UsageError(`--limit: expected an integer from 1 to ${MAX_LIMIT}, got "${l}"`);
         limit = Number(l);

@@ -78,6 +78,7 @@ describe("runcell audit", () => {
   test.each([
     [["--limit", "0"], /--limit: expected an integer/],
     [["--limit", "lots"], /--limit: expected an integer/],
+    [["--action", "bogus"], /--action: expected one of auth\.sign_in, .*playbook\.trigger_rotated, got "bogus"/],
     [["--bogus"], /unknown flag --bogus/],
     [["extra"], /unexpected argument "extra"/],
   ])("%p → exit 2 naming the problem", async (args, message) => {

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { newId } from "../../../src/db/ids.ts";
+import { AUDIT_ACTIONS } from "../../../src/schema/audit.ts";
 import { startTestApp, type TestApp } from "../../helpers/app.ts";
 import { type Actors, actors, routeTable } from "../../helpers/scenarios.ts";
 import { api } from "../../helpers/users.ts";
@@ -44,6 +45,7 @@ routeTable("/admin/audit", () => a, [
       { name: "limit=101", query: "limit=101", field: "limit" },
       { name: "a user_id over 64 characters", query: `user_id=usr_${"0".repeat(62)}`, field: "user_id" },
       { name: "an action over 64 characters", query: `action=${"a".repeat(65)}`, field: "action" },
+      { name: "an action that does not exist", query: "action=bogus", field: "action" },
     ],
     success: 200,
     check: (r) => {
@@ -72,6 +74,15 @@ test("?action= is one action for every user; ?user_id= and ?action= together nar
   expect(idsOf(both)).toEqual([ids.secretY]);
   const none = await api(t, "GET", `/admin/audit?action=token.deleted&user_id=${X}`, a.headers("admin"));
   expect(none.body).toEqual({ data: [], next_cursor: null });
+});
+
+test("an unknown ?action= is refused like any other enum filter, naming the allowed actions", async () => {
+  const r = await api(t, "GET", "/admin/audit?action=bogus", a.headers("admin"));
+  expect(r.status).toBe(400);
+  expect(r.body).toEqual({ error: `action must be one of ${AUDIT_ACTIONS.join(", ")}`, code: "VALIDATION_FAILED", details: { field: "action", reason: "not allowed", in: "query" } });
+  // The same shape as /admin/workspaces?status= and /v1/tasks?status=.
+  const ws = await api(t, "GET", "/admin/workspaces?status=bogus", a.headers("admin"));
+  expect(ws.body.details).toEqual({ field: "status", reason: "not allowed", in: "query" });
 });
 
 test("without filters: every row, newest first (the actors' own rows too)", async () => {

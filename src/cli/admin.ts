@@ -6,11 +6,11 @@
 import { Audit } from "../admin/audit.ts";
 import { AdminPassword } from "../admin/password.ts";
 import { Users } from "../auth/users.ts";
-import { parseArgs, resolveConfig } from "../config.ts";
 import { randomToken } from "../lib/crypto.ts";
 import { Settings } from "../db/settings.ts";
 import { type Command, failUsage, readStdin, UsageError } from "./command.ts";
-import { STATE_FLAGS, withDataDir } from "./open-db.ts";
+import { withDataDir } from "./open-db.ts";
+import { parseStateArgs, resolveStateConfig, STATE_FLAGS } from "./state-config.ts";
 import { promptHidden } from "./prompt.ts";
 
 const SUBCOMMANDS = "set-password, create-user";
@@ -20,10 +20,10 @@ async function setPassword(argv: string[]): Promise<number> {
   let config;
   let fromStdin = false;
   try {
-    const args = parseArgs(argv, { stdin: false }, { command: cmd, only: STATE_FLAGS });
+    const args = parseStateArgs(argv, cmd, { stdin: false });
     if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
     fromStdin = args.extra.get("stdin") === true;
-    config = resolveConfig(args.flags);
+    config = resolveStateConfig(args.flags);
   } catch (e) {
     return failUsage(cmd, e);
   }
@@ -55,7 +55,7 @@ async function createUser(argv: string[]): Promise<number> {
   let role: "admin" | "user";
   let passwordFromStdin = false;
   try {
-    const args = parseArgs(argv, { email: true, name: true, role: true, "password-stdin": false }, { command: cmd, only: STATE_FLAGS });
+    const args = parseStateArgs(argv, cmd, { email: true, name: true, role: true, "password-stdin": false });
     if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
     const e = args.extra.get("email");
     if (typeof e !== "string" || !e) throw new UsageError("--email is required");
@@ -66,7 +66,7 @@ async function createUser(argv: string[]): Promise<number> {
     if (r !== "admin" && r !== "user") throw new UsageError(`--role: expected admin or user, got "${r}"`);
     role = r;
     passwordFromStdin = args.extra.get("password-stdin") === true;
-    config = resolveConfig(args.flags);
+    config = resolveStateConfig(args.flags);
   } catch (e) {
     return failUsage(cmd, e);
   }

@@ -4,10 +4,10 @@
  * with --json one JSON record per line (GET /admin/audit's records, details included).
  */
 import { Audit, type AuditRecord } from "../admin/audit.ts";
-import { parseArgs, resolveConfig } from "../config.ts";
 import { AUDIT_ACTIONS } from "../schema/audit.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
-import { STATE_FLAGS, withDataDir } from "./open-db.ts";
+import { withDataDir } from "./open-db.ts";
+import { parseStateArgs, resolveStateConfig, STATE_FLAGS } from "./state-config.ts";
 
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 100_000;
@@ -41,7 +41,7 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
     let limit = DEFAULT_LIMIT;
     let json = false;
     try {
-      const args = parseArgs(argv, { "user-id": true, action: true, limit: true, json: false }, { command: cmd, only: STATE_FLAGS });
+      const args = parseStateArgs(argv, cmd, { "user-id": true, action: true, limit: true, json: false });
       if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
       const u = args.extra.get("user-id");
       const a = args.extra.get("action");
@@ -55,7 +55,7 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
         limit = Number(l);
       }
       json = args.extra.get("json") === true;
-      config = resolveConfig(args.flags);
+      config = resolveStateConfig(args.flags);
     } catch (e) {
       return failUsage(cmd, e);
     }

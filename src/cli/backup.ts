@@ -13,7 +13,6 @@ import { sha256Hex } from "../lib/crypto.ts";
 import { Database } from "bun:sqlite";
 import { chmodSync, createReadStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { parseArgs, resolveConfig } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
 import { redactDatabaseUrl } from "../db/pg/client.ts";
 import { NewerDatabaseError, type SchemaInfo, schemaInfo, schemaInfoOfFile, type SchemaWriter } from "../db/migrate.ts";
@@ -21,6 +20,7 @@ import { KEY_FILE } from "../lib/sealer.ts";
 import { writeTarGz, type TarSource } from "../lib/tar.ts";
 import { COMMIT, VERSION } from "../version.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
+import { parseStateArgs, resolveStateConfig, STATE_FLAGS } from "./state-config.ts";
 
 export const MANIFEST_FILE = "manifest.json";
 export const CONFIG_FILES = ["runcell.toml", "runcell.json"] as const;
@@ -352,16 +352,16 @@ export const backupCommand: Command = {
     "runcell backup /srv/backups/runcell-$(date +%F).tar.gz",
     "runcell backup --data-dir /var/lib/runcell --keep 14 /srv/backups/runcell/",
   ],
-  configFlags: true,
+  configFlags: STATE_FLAGS,
   async run(argv) {
     let config;
     let target: string;
     let keep: number | null = null;
     try {
-      const args = parseArgs(argv, { keep: true });
+      const args = parseStateArgs(argv, "backup", { keep: true });
       // --database: refused below, whatever the destination.
       if (args.flags.has("database") || process.env.RUNCELL_DATABASE_URL) {
-        config = resolveConfig(args.flags);
+        config = resolveStateConfig(args.flags);
         if (config.databaseUrl) {
           console.error(postgresBackupAdvice(config.databaseUrl, config.vaultKeyFile));
           return 1;
@@ -374,7 +374,7 @@ export const backupCommand: Command = {
         keep = Number(k);
         if (!Number.isInteger(keep) || keep < 1) throw new UsageError("--keep: expected a whole number ≥ 1");
       }
-      config = resolveConfig(args.flags);
+      config = resolveStateConfig(args.flags);
     } catch (e) {
       return failUsage("backup", e);
     }

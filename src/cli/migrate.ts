@@ -1,7 +1,6 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { DB_FILE, prepareDataDir } from "../db/data-dir.ts";
-import { parseArgs, resolveConfig } from "../config.ts";
 import { openDatabase } from "../db/client.ts";
 import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
 import { migrate, migrationStatus, NewerDatabaseError, schemaInfoOfFile } from "../db/migrate.ts";
@@ -11,6 +10,7 @@ import { appliedPgTags } from "../db/pg/migrate.ts";
 import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
 import { upgradeGuard } from "./backup.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
+import { parseStateArgs, resolveStateConfig, STATE_FLAGS } from "./state-config.ts";
 
 export const migrateCommand: Command = {
   name: "migrate",
@@ -31,21 +31,21 @@ export const migrateCommand: Command = {
   migrating an existing database it writes <data dir>/backups/pre-migrate-<schema>-<timestamp>.tar.gz
   (the last 3 are kept). A database written by a newer runcell is refused (exit 1), untouched.`,
   examples: ["runcell migrate --data-dir /var/lib/runcell", "runcell migrate --status", "runcell migrate --from-sqlite /var/lib/runcell/runcell.db --to postgres://runcell@db.internal/runcell"],
-  configFlags: true,
+  configFlags: STATE_FLAGS,
   async run(argv) {
     let config;
     let statusOnly = false;
     let from: string | undefined;
     let to: string | undefined;
     try {
-      const args = parseArgs(argv, { status: false, "from-sqlite": true, to: true });
+      const args = parseStateArgs(argv, "migrate", { status: false, "from-sqlite": true, to: true });
       statusOnly = args.extra.get("status") === true;
       from = args.extra.get("from-sqlite") as string | undefined;
       to = args.extra.get("to") as string | undefined;
       if ((from === undefined) !== (to === undefined)) throw new UsageError(from === undefined ? "--to needs --from-sqlite FILE" : "--from-sqlite needs --to postgres://…");
       if (to !== undefined && !/^postgres(ql)?:\/\//.test(to)) throw new UsageError(`--to must be a postgres:// URL, not "${redactDatabaseUrl(to)}"`);
       if (from !== undefined && statusOnly) throw new UsageError("--status and --from-sqlite do not go together");
-      config = resolveConfig(args.flags);
+      config = resolveStateConfig(args.flags);
     } catch (e) {
       return failUsage("migrate", e);
     }

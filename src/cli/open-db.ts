@@ -20,11 +20,6 @@ import { AppError } from "../lib/errors.ts";
 import { VERSION } from "../version.ts";
 import { upgradeGuard } from "./backup.ts";
 
-/**
- * The configuration openDataDir reads: the flags admin, token and audit take (serve's others are
- * a usage error there, while the same settings in the environment or runcell.toml are fine).
- */
-export const STATE_FLAGS = ["data-dir", "database", "vault-key-file"] as const;
 
 /** What the commands use of the database: SQLite's handle, or PostgreSQL's (--database). */
 export interface CliDatabase {

@@ -6,9 +6,9 @@
 import { Audit } from "../admin/audit.ts";
 import { ApiTokens } from "../auth/tokens.ts";
 import { Users } from "../auth/users.ts";
-import { parseArgs, resolveConfig } from "../config.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
-import { STATE_FLAGS, withDataDir } from "./open-db.ts";
+import { withDataDir } from "./open-db.ts";
+import { parseStateArgs, resolveStateConfig, STATE_FLAGS } from "./state-config.ts";
 
 async function create(argv: string[]): Promise<number> {
   const cmd = "token create";
@@ -16,7 +16,7 @@ async function create(argv: string[]): Promise<number> {
   let email: string;
   let name: string;
   try {
-    const args = parseArgs(argv, { email: true, name: true }, { command: cmd, only: STATE_FLAGS });
+    const args = parseStateArgs(argv, cmd, { email: true, name: true });
     if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}"`);
     const e = args.extra.get("email");
     const n = args.extra.get("name");
@@ -24,7 +24,7 @@ async function create(argv: string[]): Promise<number> {
     if (typeof n !== "string" || !n) throw new UsageError("--name is required (a label such as \"ci\" or \"laptop\")");
     email = e;
     name = n;
-    config = resolveConfig(args.flags);
+    config = resolveStateConfig(args.flags);
   } catch (e) {
     return failUsage(cmd, e);
   }

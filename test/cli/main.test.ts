@@ -85,8 +85,8 @@ describe("runcell CLI", () => {
     expect(bad.stderr).not.toContain("    at ");
   });
 
-  // admin, token and audit work on the database: they take the flags that locate it, not serve's.
-  test.each(["admin set-password", "admin create-user", "token create", "audit"])("runcell %s: --help lists only --data-dir, --database and --vault-key-file; a serve flag is a usage error", async (cmd) => {
+  // admin, token, audit, migrate and backup work on the database: they take the flags that locate it, not serve's.
+  test.each(["admin set-password", "admin create-user", "token create", "audit", "migrate", "backup"])("runcell %s: --help lists only --data-dir, --database and --vault-key-file; a serve flag is a usage error", async (cmd) => {
     const words = cmd.split(" ");
     const help = await runCli([words[0]!, "--help"]);
     expect(help.code).toBe(0);

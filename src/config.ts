@@ -345,8 +345,14 @@ function readConfigFile(dataDir: string): Record<string, unknown> {
   return Object.assign(Object.create(null), parsed, { __path: path });
 }
 
-/** Resolves the final configuration from parsed flags, the environment and the data-dir file. */
-export function resolveConfig(flags: Map<string, unknown>, env: Record<string, string | undefined> = process.env): Config {
+/**
+ * Resolves the final configuration from parsed flags, the environment and the data-dir file.
+ * `only`: the settings a command other than serve uses (`runcell admin` needs where the database
+ * is, not the listen address); the others are not read from the environment or the file — a value
+ * there that only serve uses, broken or not, is serve's to refuse — and stay at their defaults.
+ * The file itself must still parse and name known settings.
+ */
+export function resolveConfig(flags: Map<string, unknown>, env: Record<string, string | undefined> = process.env, only?: readonly string[]): Config {
   const value = new Map<string, unknown>();
   const dataDirSpec = specByFlag.get("data-dir")!;
   const dataDir = resolve(
@@ -361,6 +367,10 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
   }
   const sources: Record<string, string> = {};
   for (const spec of OPTIONS) {
+    if (only && !only.includes(spec.flag)) {
+      if (spec.default !== undefined) value.set(spec.flag, spec.default);
+      continue;
+    }
     if (flags.has(spec.flag)) value.set(spec.flag, flags.get(spec.flag));
     else if (env[envName(spec.flag)] !== undefined && env[envName(spec.flag)] !== "") value.set(spec.flag, convert(spec, env[envName(spec.flag)], envName(spec.flag)));
     else if (!spec.noFile && file[fileKey(spec.flag)] !== undefined) value.set(spec.flag, convert(spec, file[fileKey(spec.flag)], `${filePath}: ${fileKey(spec.flag)}`));

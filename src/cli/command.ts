@@ -22,7 +22,7 @@ export function commandHelp(c: Command): string {
   else if (c.configFlags) {
     parts.push(
       `Configuration (flags > RUNCELL_* env > <data-dir>/runcell.toml|json > defaults):\n${optionsHelp(c.configFlags)}\n` +
-        "  Serve's other settings are refused as flags here; in the RUNCELL_* environment and the\n  runcell.toml|json this command shares with serve they may stay (they are checked as serve does).",
+        "  Serve's other settings are refused as flags here; in the RUNCELL_* environment and the\n  runcell.toml|json this command shares with serve they may stay and are not read (serve checks them).",
     );
   }
   parts.push(`Examples:\n${c.examples.map((e) => "  " + e).join("\n")}`);

@@ -37,7 +37,7 @@ export const imageCommand: Command = {
       if (!/^[a-z][a-z0-9.-]*$/.test(suite)) throw new UsageError(`--suite: "${suite}" is not a Debian suite name`);
       const mirror = String(args.extra.get("mirror") ?? aptMirror() ?? DEFAULT_MIRROR);
       if (!/^https?:\/\/\S+$/.test(mirror)) throw new UsageError(`--mirror: expected an http(s) URL, got "${mirror}"`);
-      const dockerHost = args.extra.has("docker-host") ? String(args.extra.get("docker-host")) : resolveConfig(new Map()).dockerHost;
+      const dockerHost = args.extra.has("docker-host") ? String(args.extra.get("docker-host")) : resolveConfig(new Map(), process.env, ["docker-host"]).dockerHost;
       const rootfs = args.extra.get("rootfs") as string | undefined;
       opts = { tag, suite, mirror, dockerHost, rootfs, keep: args.extra.get("keep") === true };
     } catch (e) {

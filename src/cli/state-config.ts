@@ -6,8 +6,8 @@ import { type Config, type ParsedArgs, parseArgs, resolveConfig } from "../confi
 
 /**
  * The configuration openDataDir reads: the flags admin, token, audit, migrate and backup take
- * (serve's others are a usage error there, while the same settings in the environment or
- * runcell.toml are fine).
+ * (serve's others are a usage error there), and the only settings they read from the environment
+ * and runcell.toml (serve's there are left alone, even broken: they are serve's to check).
  */
 export const STATE_FLAGS = ["data-dir", "database", "vault-key-file"] as const;
 
@@ -15,5 +15,5 @@ export const STATE_FLAGS = ["data-dir", "database", "vault-key-file"] as const;
 export const parseStateArgs = (argv: string[], command: string, commandFlags: Record<string, boolean> = {}): ParsedArgs =>
   parseArgs(argv, commandFlags, { command, only: STATE_FLAGS });
 
-/** Their configuration, from the flags, the environment and runcell.toml. */
-export const resolveStateConfig = (flags: Map<string, unknown>): Config => resolveConfig(flags);
+/** Their configuration: STATE_FLAGS from the flags, the environment and runcell.toml; serve's settings not read. */
+export const resolveStateConfig = (flags: Map<string, unknown>): Config => resolveConfig(flags, process.env, STATE_FLAGS);

@@ -103,10 +103,13 @@ describe("runcell CLI", () => {
     expect(existsSync(join(dir, "runcell.db"))).toBe(false);
   });
 
-  test("admin, token and audit read serve's settings from the environment and runcell.toml they share with serve", async () => {
+  test("admin, token, audit, migrate and backup ignore serve's settings in the environment and runcell.toml they share with serve, even broken ones", async () => {
     const dir = tempDir();
-    writeFileSync(join(dir, "runcell.toml"), 'webhook_timeout = "5s"\nsignup = "open"\n');
-    const env = { RUNCELL_DATA_DIR: dir, RUNCELL_TRUST_PROXY: "true", RUNCELL_HTTP: "0.0.0.0:7421" };
+    writeFileSync(join(dir, "runcell.toml"), 'webhook_timeout = "soon"\nsignup = "maybe"\ngithub_client_id = "only-the-id"\n');
+    const env = { RUNCELL_DATA_DIR: dir, RUNCELL_TRUST_PROXY: "sometimes", RUNCELL_HTTP: "garbage", RUNCELL_DOCKER_HOST: "ftp://nowhere" };
+    const migrated = await runCli(["migrate"], { env });
+    expect(migrated.stderr).toBe("");
+    expect(migrated.code).toBe(0);
     const created = await runCli(["admin", "create-user", "--email", "ops@example.com", "--password-stdin"], { env, stdin: "a long passphrase" });
     expect(created.stderr).toBe("");
     expect(created.code).toBe(0);
@@ -115,6 +118,34 @@ describe("runcell CLI", () => {
     const audit = await runCli(["audit", "--limit", "1"], { env });
     expect(audit.code).toBe(0);
     expect(audit.stdout).toContain("token.created");
+    const backup = await runCli(["backup", join(tempDir(), "b.tar.gz")], { env });
+    expect(backup.code).toBe(0);
+    // image build reads only the Docker host: it gets as far as the (missing) engine.
+    const image = await runCli(["image", "build"], { env: { ...env, RUNCELL_DOCKER_HOST: "unix:///nonexistent.sock" } });
+    expect(image.stderr).toContain("cannot reach the Docker engine");
+    // serve and doctor, which use them, stay strict.
+    for (const cmd of ["serve", "doctor"]) {
+      const r = await runCli([cmd], { env });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`^runcell ${cmd}: RUNCELL_HTTP: expected host:port`));
+    }
+  });
+
+  test("a broken value these commands use still fails clearly (the database URL, the data dir's runcell.toml)", async () => {
+    const dir = tempDir();
+    for (const cmd of [["audit"], ["migrate"], ["token", "create", "--email", "x@example.com", "--name", "ci"]]) {
+      const r = await runCli(cmd, { env: { RUNCELL_DATA_DIR: dir, RUNCELL_DATABASE_URL: "mysql://db/x" } });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`runcell ${cmd.slice(0, cmd[0] === "token" ? 2 : 1).join(" ")}: RUNCELL_DATABASE_URL: expected postgres://`);
+    }
+    writeFileSync(join(dir, "runcell.toml"), "database = 5\n");
+    const file = await runCli(["audit"], { env: { RUNCELL_DATA_DIR: dir } });
+    expect([file.code, file.stderr]).toEqual([2, `runcell audit: ${join(dir, "runcell.toml")}: database: expected postgres://user:password@host:5432/database, got (not a URL)\n`]);
+    writeFileSync(join(dir, "runcell.toml"), "signup = \n");
+    const unparsable = await runCli(["audit"], { env: { RUNCELL_DATA_DIR: dir } });
+    expect(unparsable.code).toBe(2);
+    expect(unparsable.stderr).toContain("cannot parse");
+    expect(existsSync(join(dir, "runcell.db"))).toBe(false);
   });
 
   test("doctor prints one OK/FAIL line per check, with the fix", async () => {

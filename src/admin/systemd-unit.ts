@@ -197,6 +197,42 @@ export function unitDataDir(text: string): string | null {
   return unitSetting(text, "ReadWritePaths")?.split(/\s+/)[0] || null;
 }
 
+/**
+ * The words of an ExecStart= line as systemd reads them (the inverse of commandLine): split on
+ * whitespace; inside double quotes `\` escapes the next character; `%%` and `$$` are a literal
+ * `%` and `$`.
+ */
+export function splitCommandLine(line: string): string[] {
+  const words: string[] = [];
+  let word: string | null = null;
+  let quoted = false;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (quoted && c === "\\" && i + 1 < line.length) word = (word ?? "") + line[++i];
+    else if (c === '"') {
+      quoted = !quoted;
+      word ??= "";
+    } else if (!quoted && /\s/.test(c)) {
+      if (word !== null) words.push(word);
+      word = null;
+    } else if ((c === "%" || c === "$") && line[i + 1] === c) {
+      word = (word ?? "") + c;
+      i++;
+    } else word = (word ?? "") + c;
+  }
+  if (word !== null) words.push(word);
+  return words;
+}
+
+/** The serve flags of an installed runcell.service (what follows `serve --data-dir <dir>` in its ExecStart=), or null. */
+export function unitServeArgs(text: string): string[] | null {
+  const exec = unitSetting(text, "ExecStart");
+  if (!exec) return null;
+  const words = splitCommandLine(exec);
+  const at = words.findIndex((w, i) => w === "serve" && words[i + 1] === "--data-dir");
+  return at < 0 ? null : words.slice(at + 3);
+}
+
 /** The backup dir of an installed runcell-backup.service, or null. */
 export function unitBackupDir(text: string): string | null {
   return /^Environment=RUNCELL_BACKUP_DIR=(.*)$/m.exec(text)?.[1]?.trim() || null;

@@ -14,7 +14,7 @@
  */
 import { chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { BACKUP_KEEP, BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, ENV_FILE, SERVICE_UNIT, UnitError, quoteProgram, renderBackupService, renderBackupTimer, renderUnit, unitBackupDir, unitDataDir, unitSetting } from "../admin/systemd-unit.ts";
+import { BACKUP_KEEP, BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, ENV_FILE, SERVICE_UNIT, UnitError, quoteArg, quoteProgram, renderBackupService, renderBackupTimer, renderUnit, unitBackupDir, unitDataDir, unitServeArgs, unitSetting } from "../admin/systemd-unit.ts";
 import { envName, parseArgs, SECRET_FLAGS } from "../config.ts";
 import { parseDockerHost } from "../lib/docker-hosts.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
@@ -188,6 +188,14 @@ function installedBackupDir(root: string): string | null {
   return existsSync(path) ? unitBackupDir(readFileSync(path, "utf8")) : null;
 }
 
+/** The serve flags of the runcell.service installed in the root, or null when there is none. */
+function installedServeArgs(root: string): string[] | null {
+  const path = join(at(root, UNIT_DIR), SERVICE_UNIT);
+  return existsSync(path) ? unitServeArgs(readFileSync(path, "utf8")) : null;
+}
+
+const KEPT_SERVE_HINT = "`-- <flags>` replaces them, `--` alone removes them";
+
 /** Installed unit files of the root: name → path. */
 function installedUnits(root: string): Map<string, string> {
   const dir = at(root, UNIT_DIR);
@@ -239,6 +247,8 @@ interface InstallPlan {
   backupDir: string | null;
   /** backupDir is the one an earlier install set up (no --backup-daily this time). */
   keptBackup: boolean;
+  /** The serve flags of the unit installed earlier, kept (no `--` this time), as shown; null: given now. */
+  keptServeFlags: string | null;
   start: "auto" | "required" | "no";
   units: Map<string, string>;
 }
@@ -277,6 +287,7 @@ function install(p: InstallPlan): number {
     // Only --no-backup-daily gets here without a backup dir while one is installed.
     if (!p.backupDir) removeUnits(root, [BACKUP_TIMER_UNIT, BACKUP_SERVICE_UNIT], step);
     else if (p.keptBackup) step(`keeping the nightly backup into ${at(root, p.backupDir)} (installed earlier; --no-backup-daily removes it)`);
+    if (p.keptServeFlags) step(`keeping the serve flags installed earlier: ${p.keptServeFlags} (${KEPT_SERVE_HINT})`);
     const unitDir = at(root, UNIT_DIR);
     mkdirSync(unitDir, { recursive: true });
     for (const [name, text] of p.units) {
@@ -391,7 +402,8 @@ export const serviceCommand: Command = {
                     /root and /tmp, which the service cannot see)
   --dry-run         print the units and what would be done; change nothing
   -- <flags>        serve flags written into ExecStart (e.g. --http 127.0.0.1:7420 --public-url https://…);
-                    secrets go in ${ENV_FILE}, not here
+                    secrets go in ${ENV_FILE}, not here. An install again without -- keeps the
+                    serve flags installed earlier; -- with nothing after it removes them
   uninstall         stop, disable and delete the units; keep the data dir, the user, ${ENV_FILE}
                     and the backups (and say where)
   status            systemctl status runcell (its exit code: 0 running, 3 not running, 4 not installed),
@@ -444,6 +456,10 @@ export const serviceCommand: Command = {
         const which = kept ? `the nightly backup installed earlier (into ${kept}; drop it with --no-backup-daily)` : "--backup-daily";
         throw new UsageError(`${which}: ${at(root, ENV_FILE)} sets RUNCELL_DATABASE_URL, and runcell backup copies the embedded SQLite database only; schedule pg_dump for PostgreSQL instead (README, Operations)`);
       }
+      // A reinstall (a new binary, another backup dir) without `--` keeps the unit's serve flags, as
+      // it keeps the nightly backup: emptying them needs `--` with nothing after it, not a part left out.
+      const keptServe = split < 0 ? installedServeArgs(root) : null;
+      if (keptServe) serveArgs = keptServe;
       // Validate the serve flags now, not at the first boot.
       const serve = parseArgs(serveArgs);
       serveArgs = absoluteFileFlags(serveArgs);
@@ -483,7 +499,7 @@ export const serviceCommand: Command = {
       // --no-start is parseArgs' negation of --start, where the last of the two would win: both is a contradiction.
       if (own.includes("--start") && own.includes("--no-start")) throw new UsageError("--start and --no-start do not go together");
       const start = args.extra.get("start") === true ? "required" : args.extra.get("start") === false ? "no" : "auto";
-      plan = { root, user, dataDir, backupDir, keptBackup: kept !== null, start, units };
+      plan = { root, user, dataDir, backupDir, keptBackup: kept !== null, keptServeFlags: keptServe?.length ? keptServe.map(quoteArg).join(" ") : null, start, units };
     } catch (e) {
       if (e instanceof Failure) return (process.stderr.write(`runcell service install: ${e.message}\n`), 1);
       if (e instanceof UnitError) return failUsage("service", new UsageError(e.message));
@@ -494,6 +510,7 @@ export const serviceCommand: Command = {
       const unitDir = at(root, UNIT_DIR);
       for (const [name, text] of plan.units) process.stdout.write(`# would write ${join(unitDir, name)}:\n${text}\n`);
       if (plan.keptBackup) process.stdout.write(`# would keep the nightly backup into ${at(root, plan.backupDir!)} (installed earlier; --no-backup-daily removes it)\n`);
+      if (plan.keptServeFlags) process.stdout.write(`# would keep the serve flags installed earlier: ${plan.keptServeFlags} (${KEPT_SERVE_HINT})\n`);
       else if (!plan.backupDir && installedBackupDir(root)) process.stdout.write(`# would remove the nightly backup (--no-backup-daily); the backups themselves are kept\n`);
       process.stdout.write(
         `# would ensure group docker, system user ${plan.user} in it, ${at(root, plan.dataDir)} (0700, owned by ${plan.user})` +

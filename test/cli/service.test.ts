@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, renderBackupService, renderUnit, SERVICE_UNIT } from "../../src/admin/systemd-unit.ts";
+import { BACKUP_SERVICE_UNIT, BACKUP_TIMER_UNIT, renderBackupService, renderUnit, SERVICE_UNIT, unitServeArgs } from "../../src/admin/systemd-unit.ts";
 import { tempDir } from "../helpers/app.ts";
 import { runCli } from "../helpers/cli.ts";
 
@@ -106,6 +106,14 @@ describe("the units", () => {
     expect(low).toContain("CapabilityBoundingSet=CAP_NET_BIND_SERVICE\nAmbientCapabilities=CAP_NET_BIND_SERVICE\n");
     expect(low).toContain("TimeoutStopSec=80\n");
     expect(low).not.toContain("StateDirectory=");
+  });
+
+  test("the serve flags of a unit are read back through its quoting (what a reinstall without `--` keeps)", () => {
+    const serveArgs = ["--http", "127.0.0.1:7420", "--admin-password-file", '/etc/runcell/a "b" 100% $HOME\\x', "--allowed-images=ghcr.io/acme/*"];
+    const unit = renderUnit({ command: [SELF], user: "runcell", dataDir: "/var/lib/runcell", serveArgs, bindPrivilegedPort: false });
+    expect(unitServeArgs(unit)).toEqual(serveArgs);
+    expect(unitServeArgs(renderUnit({ command: ["/usr/bin/bun", "/opt/my runcell/src/main.ts"], user: "runcell", dataDir: "/srv/serve data", serveArgs: [], bindPrivilegedPort: false }))).toEqual([]);
+    expect(unitServeArgs("[Service]\nExecStart=/usr/bin/true\n")).toBeNull();
   });
 
   test("systemd reads the program path back through its quoting: a path with a space and % verifies, a wrong one does not", () => {
@@ -265,6 +273,21 @@ describe("runcell service install --root", () => {
     expect(r.stdout).toContain(`${join(unitDir(), SERVICE_UNIT)}: installed, enabled`);
     expect(r.stdout).toContain(`user: rcsvc, data dir: ${join(root, "var/lib/runcell")}`);
     expect(r.stdout).toContain(`nightly backup: into ${join(root, "var/backups/runcell")} (runcell-backup.timer enabled)`);
+  });
+
+  test("install again without `--`: the serve flags installed earlier are kept; `--` alone empties them", async () => {
+    const before = readFileSync(join(unitDir(), SERVICE_UNIT), "utf8");
+    const flags = `--http 0.0.0.0:7420 --public-url https://agents.example.com --admin-password-file "/etc/runcell/admin password" --trust-proxy`;
+    const again = await runCli(["service", "install", "--exec", SELF, "--root", root, "--user", "rcsvc"]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toContain(`==> keeping the serve flags installed earlier: ${flags} (\`-- <flags>\` replaces them, \`--\` alone removes them)`);
+    expect(readFileSync(join(unitDir(), SERVICE_UNIT), "utf8")).toBe(before);
+    const dry = await runCli(["service", "install", "--exec", SELF, "--root", root, "--user", "rcsvc", "--dry-run"]);
+    expect(dry.stdout).toContain(`# would keep the serve flags installed earlier: ${flags}`);
+    expect(dry.stdout).toContain(`ExecStart=${SELF} serve --data-dir /var/lib/runcell ${flags}\n`);
+    const emptied = await runCli(["service", "install", "--exec", SELF, "--root", root, "--user", "rcsvc", "--dry-run", "--"]);
+    expect(emptied.stdout).toContain(`ExecStart=${SELF} serve --data-dir /var/lib/runcell\n`);
+    expect(emptied.stdout).not.toContain("keep the serve flags");
   });
 
   test("install again: the user is kept; without --backup-daily the nightly backup is kept (--no-backup-daily removes it); with --start it exits 1; a loosened env file is 0600 again", async () => {

@@ -9,6 +9,7 @@
  * our own shutdown cut the attempt short.
  */
 import { bareHost, BlockedAddressError, checkedAddresses, fetchFirst, type NetworkPolicy, ResolveError, urlForAddress } from "../lib/ssrf.ts";
+import { readHead } from "../lib/bounded-fetch.ts";
 import { isIpLiteral } from "../lib/ip.ts";
 
 export type Outcome =
@@ -34,24 +35,12 @@ export interface AttemptOptions {
 /** How much of a non-2xx response body is kept in last_error. */
 const SNIPPET = 200;
 
+/** How much of a non-2xx response body is read for it (the rest is cancelled, not read). */
+const SNIPPET_READ_BYTES = 4096;
+
 async function readSnippet(res: Response): Promise<string> {
-  if (!res.body) return "";
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  try {
-    while (size < 4096) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.byteLength;
-    }
-  } catch {
-    // A body cut short still tells us the status.
-  } finally {
-    reader.cancel().catch(() => {});
-  }
-  const text = Buffer.concat(chunks).toString("utf8").replace(/[\u0000-\u001f\u007f]+/g, " ").trim();
+  const head = await readHead(res.body, SNIPPET_READ_BYTES);
+  const text = Buffer.from(head).toString("utf8").replace(/[\u0000-\u001f\u007f]+/g, " ").trim();
   return text.length > SNIPPET ? text.slice(0, SNIPPET) + "…" : text;
 }
 

@@ -3,6 +3,7 @@
  * answer's body is read only so far (the SDKs read it whole, with no limit), and a 200 that is not
  * a stream of server-sent events fails at once instead of being read as an empty stream.
  */
+import { type FetchLike, readHead } from "../../lib/bounded-fetch.ts";
 import { ModelError, type ProviderName } from "./model-error.ts";
 
 /**
@@ -11,8 +12,6 @@ import { ModelError, type ProviderName } from "./model-error.ts";
  * end would otherwise be held whole in memory, once for every retry.
  */
 export const MAX_ERROR_BODY_BYTES = 64 * 1024;
-
-type FetchLike = (input: RequestInfo | URL, init?: RequestInit) => Promise<Response>;
 
 /**
  * `base` with the body of every answer that is not 2xx cut to its first MAX_ERROR_BODY_BYTES (the
@@ -23,7 +22,7 @@ export function boundErrorBodies(base: FetchLike): typeof fetch {
   const wrapped = async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
     const res = await base(input, init);
     if (res.ok || !res.body) return res;
-    const head = await readAtMost(res.body, MAX_ERROR_BODY_BYTES);
+    const head = await readHead(res.body, MAX_ERROR_BODY_BYTES);
     const headers = new Headers(res.headers);
     // The body is now these bytes, as they were decoded.
     headers.delete("content-length");
@@ -31,33 +30,6 @@ export function boundErrorBodies(base: FetchLike): typeof fetch {
     return new Response(head, { status: res.status, statusText: res.statusText, headers });
   };
   return wrapped as typeof fetch;
-}
-
-/** The first `max` bytes of a stream; the rest is cancelled, not read. A read that fails ends it early. */
-async function readAtMost(body: ReadableStream<Uint8Array>, max: number): Promise<Uint8Array<ArrayBuffer>> {
-  const reader = body.getReader();
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  try {
-    while (size < max) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      const part = value.byteLength > max - size ? value.subarray(0, max - size) : value;
-      parts.push(part);
-      size += part.byteLength;
-    }
-  } catch {
-    // What arrived before the failure is the message there is.
-  } finally {
-    reader.cancel().catch(() => {});
-  }
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
 }
 
 /**

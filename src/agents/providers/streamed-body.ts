@@ -10,6 +10,7 @@
  * an empty array where the conversation goes: they only look at it for helper-tagged messages,
  * which runcell never sends.
  */
+import type { FetchLike } from "../../lib/bounded-fetch.ts";
 
 const TOKEN_PREFIX = "runcell-deferred-array-";
 const deferred = new Map<string, readonly unknown[]>();
@@ -45,8 +46,6 @@ export async function withDeferred<T>(items: readonly unknown[], send: (value: u
 export const deferredCount = () => deferred.size;
 
 const itemJson = (item: unknown) => JSON.stringify(item) ?? "null";
-
-type FetchLike = (input: RequestInfo | URL, init?: RequestInit) => Promise<Response>;
 
 /** `base` with request bodies holding a deferred array's token streamed as described above. */
 export function withStreamedArrays(base: FetchLike): typeof fetch {

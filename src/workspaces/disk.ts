@@ -69,13 +69,14 @@ export class DiskChecker {
   constructor(private d: DiskDeps) {}
 
   async check(opts: { skipBusy?: boolean } = {}): Promise<DiskReport> {
-    const started: Promise<DiskReport>[] = [];
-    for (const host of this.d.hosts()) {
-      if (opts.skipBusy && this.passes.has(host)) continue;
-      started.push(this.start(host));
-    }
     const report: DiskReport = { checked: 0, stopped: [] };
-    for (const r of await Promise.all(started)) {
+    const hosts = this.d.hosts().filter((host) => !(opts.skipBusy && this.passes.has(host)));
+    if (hosts.length === 0) return report;
+    // One read of the running rows for the whole check, by host. A failed read fails each host's
+    // pass, as a failure of its own would (logged there; the catch here only marks it handled).
+    const running = this.d.store.running().then((rows) => Map.groupBy(rows, (row) => row.host));
+    running.catch(() => {});
+    for (const r of await Promise.all(hosts.map((host) => this.start(host, running)))) {
       report.checked += r.checked;
       report.stopped.push(...r.stopped);
     }
@@ -87,9 +88,9 @@ export class DiskChecker {
     while (this.passes.size) await Promise.allSettled([...this.passes.values()]);
   }
 
-  private async start(host: string): Promise<DiskReport> {
+  private async start(host: string, running: Promise<Map<string, WorkspaceRow[]>>): Promise<DiskReport> {
     for (let prev = this.passes.get(host); prev; prev = this.passes.get(host)) await prev.catch(() => {});
-    const pass = checkHost(this.d, host).catch((e) => {
+    const pass = checkHost(this.d, host, running).catch((e) => {
       this.d.log.warn("disk check failed", { docker_host: host, error: dockerMessage(e) });
       return { checked: 0, stopped: [] };
     });
@@ -102,12 +103,16 @@ export class DiskChecker {
   }
 }
 
-/** Measures one host's running workspaces once; stops those over their owner's cap. */
-async function checkHost(d: DiskDeps, host: string): Promise<DiskReport> {
+/**
+ * Measures one host's running workspaces once; stops those over their owner's cap. The rows were
+ * read for the whole check (before this host's previous pass ended, when it had to wait for one):
+ * each is read again under its lock before it is stopped.
+ */
+async function checkHost(d: DiskDeps, host: string, running: Promise<Map<string, WorkspaceRow[]>>): Promise<DiskReport> {
   const report: DiskReport = { checked: 0, stopped: [] };
   const capped: { row: WorkspaceRow; cap: number }[] = [];
-  for (const row of await d.store.running()) {
-    if (row.host !== host || !row.docker_id) continue;
+  for (const row of (await running).get(host) ?? []) {
+    if (!row.docker_id) continue;
     const cap = await d.capBytes(row.user_id);
     if (cap !== null) capped.push({ row, cap });
   }

@@ -6,6 +6,7 @@
  * still checked, at every tick (before, a tick was skipped while any check ran and the hosts were
  * checked one workspace after another); the slow host is asked once, not once per tick; and when
  * its answer is an error, its workspace is left unmeasured (its last figure kept) and running.
+ * A check reads the running rows once for all its hosts, and a failed read fails the check quietly.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { eq } from "drizzle-orm";
@@ -82,7 +83,13 @@ test("a host slow to size its volumes delays no other host's check", async () =>
   });
   const rowOf = async (id: string) => (await ws.byId(id)) as WorkspaceRow;
 
+  // How often a check reads the running rows (the store's own read, counted).
+  let reads = 0;
+  const running = ws.store.running;
+  ws.store.running = () => (reads++, running.call(ws.store));
+
   // The first tick: the real host's check ends (and stops its workspace); the slow host's hangs.
+  // Both hosts' checks share one read of the running rows.
   let firstDone = false;
   const first = ws.checkDisk({ skipBusy: true }).then((r) => ((firstDone = true), r));
   for (let i = 0; i < 100 && (await rowOf(real.id)).status !== "failed"; i++) await Bun.sleep(100);
@@ -90,6 +97,7 @@ test("a host slow to size its volumes delays no other host's check", async () =>
   expect((await rowOf(real.id)).disk_bytes!).toBeGreaterThanOrEqual(3 * MB);
   expect(dfCalls).toBe(1);
   expect(firstDone).toBe(false);
+  expect(reads).toBe(1);
 
   // The next turn starts it again; the next tick checks the real host again at once and leaves the slow one to its check.
   expect((await sh("echo up")).output.trim()).toBe("up");
@@ -99,6 +107,7 @@ test("a host slow to size its volumes delays no other host's check", async () =>
   expect(second.stopped).toEqual([real.id]);
   expect(dfCalls).toBe(1);
   expect(firstDone).toBe(false);
+  expect(reads).toBe(2);
 
   // The slow host fails: its workspace is not measured (no figure is better than the box's own) and keeps running.
   release();
@@ -107,4 +116,20 @@ test("a host slow to size its volumes delays no other host's check", async () =>
   expect(report.checked).toBe(1);
   expect(await rowOf(slowId)).toMatchObject({ status: "running", disk_bytes: null, disk_checked_at: null });
   await t.app.services.db.delete(workspaces).where(eq(workspaces.id, slowId));
+  ws.store.running = running;
+});
+
+test("a failed read of the running rows fails every host's check quietly: an empty report, nothing thrown", async () => {
+  const running = ws.store.running;
+  let reads = 0;
+  ws.store.running = async () => {
+    reads++;
+    throw new Error("the database went away");
+  };
+  try {
+    expect(await ws.checkDisk()).toEqual({ checked: 0, stopped: [] });
+    expect(reads).toBe(1);
+  } finally {
+    ws.store.running = running;
+  }
 });

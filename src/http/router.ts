@@ -98,22 +98,29 @@ function requireSaneQuery(request: Request): void {
  */
 const NO_BODY = closed(t.Object({}));
 
-type RouteList = readonly { method: string; path: string; hooks?: { body?: unknown } }[];
+type RouteList = readonly { method: string; path: string; hooks?: { body?: unknown; ownBody?: boolean } }[];
 
 /**
- * Whether `method route` is a route that declares no body (its template as the router matched it).
- * The set is made from the mounted routes when first asked, and again if routes were added since.
+ * What the router does with a route's body: `json` reads it against the route's schema, `none`
+ * reads it and refuses one with fields (the route declares no body), `own` leaves it unread (the
+ * route declares `ownBody`, src/http/route-options.ts).
  */
-function bodylessRoutes(routes: () => RouteList): (method: string, route: string | undefined) => boolean {
+type BodyKind = "json" | "none" | "own";
+
+/**
+ * The body kind of `method route` (its template as the router matched it). The table is made from
+ * the mounted routes when first asked, and again if routes were added since.
+ */
+function bodyKinds(routes: () => RouteList): (method: string, route: string | undefined) => BodyKind {
   let seen = -1;
-  let bodyless = new Set<string>();
+  let kinds = new Map<string, BodyKind>();
   return (method, route) => {
     const all = routes();
     if (all.length !== seen) {
-      bodyless = new Set(all.filter((r) => !r.hooks?.body).map((r) => `${r.method} ${r.path}`));
+      kinds = new Map(all.map((r) => [`${r.method} ${r.path}`, r.hooks?.ownBody ? "own" : r.hooks?.body ? "json" : "none"]));
       seen = all.length;
     }
-    return route !== undefined && bodyless.has(`${method} ${route}`);
+    return (route !== undefined && kinds.get(`${method} ${route}`)) || "json";
   };
 }
 
@@ -142,18 +149,17 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
     check();
   };
   const app = new Elysia({ name: "runcell" });
-  const takesNoBody = bodylessRoutes(() => app.routes);
+  const bodyOf = bodyKinds(() => app.routes);
   return app
     .onParse({ as: "global" }, async ({ request, path, route }) => {
       if (request.method === "GET" || request.method === "HEAD") return undefined;
       noteRoute(request, route);
       await authorize(request, path, route);
-      // A trigger URL's credential is its path's secret, which only its route can check: that route
-      // reads and checks its body itself, after the secret (src/http/routes/hooks.ts).
-      if (path.startsWith("/hooks/")) return null;
+      const kind = bodyOf(request.method, route);
+      if (kind === "own") return null;
       const body = (await parseJsonBody(request, MAX_JSON_BODY)) ?? null;
       // Elysia checks a body only against a schema: a route without one is checked here, once for all.
-      if (body !== null && takesNoBody(request.method, route)) check(NO_BODY, body);
+      if (body !== null && kind === "none") check(NO_BODY, body);
       return body;
     })
     .onTransform({ as: "global" }, ({ request, path, route }) => {

@@ -8,6 +8,7 @@ import { parseArgs, resolveConfig } from "../../src/config.ts";
 import { createPipeline } from "../../src/http/pipeline.ts";
 import { RateLimiter } from "../../src/lib/ratelimit.ts";
 import { createRouter } from "../../src/http/router.ts";
+import { routeOptions } from "../../src/http/route-options.ts";
 import { jsonBody, PageQuery } from "../../src/http/schema.ts";
 import { createLogger } from "../../src/log.ts";
 import { tempDir } from "../helpers/app.ts";
@@ -25,6 +26,11 @@ beforeAll(() => {
     // Routes that take no body (a cancel, a delete): the router refuses a body with fields.
     .post("/v1/things/:id/poke", ({ params }) => ({ poked: params.id }))
     .delete("/v1/things/:id", ({ set }) => void (set.status = 204))
+    // A route that reads its body itself (as a trigger URL does), and one under /hooks/ that does not:
+    // the route's declaration decides, not its path.
+    .use(routeOptions)
+    .post("/v1/things/:id/raw", async ({ request, body }) => ({ router: body, raw: await request.text() }), { ownBody: true })
+    .post("/hooks/things", ({ body }) => ({ body }), jsonBody(t.Object({ name: t.String() })))
     .get("/v1/boom", () => {
       throw new Error("SQLITE_ERROR: near SELECT password_hash FROM users");
     });
@@ -111,6 +117,21 @@ describe("error shape", () => {
     }
     // The same body on a route that takes one is that route's to check (it has no "reason" either).
     expect((await post('{"name":"a","reason":"x"}')).status).toBe(400);
+  });
+
+  test("a route declaring ownBody gets its body unread, whatever it is; a route without it is read by the router, /hooks/ or not", async () => {
+    for (const [body, type] of [["{not json", "application/json"], ["name=a", "application/x-www-form-urlencoded"], ["x".repeat(2 * 1024 * 1024), "text/plain"], ["", "application/json"]] as const) {
+      const r = await fetch(base + "/v1/things/t1/raw", { method: "POST", body, headers: { ...AUTH, "content-type": type } });
+      expect([type, r.status]).toEqual([type, 200]);
+      expect(await r.json()).toEqual({ router: null, raw: body });
+    }
+    // …and the credential still comes first.
+    expect((await fetch(base + "/v1/things/t1/raw", { method: "POST", body: "{not json" })).status).toBe(401);
+    const hooks = (body: string, type = "application/json") => fetch(base + "/hooks/things", { method: "POST", body, headers: { "content-type": type } });
+    expect(await (await hooks('{"name":"a"}')).json()).toEqual({ body: { name: "a" } });
+    expect((await hooks("{not json")).status).toBe(400);
+    expect((await hooks("name=a", "application/x-www-form-urlencoded")).status).toBe(415);
+    expect((await hooks('{"name":"a","zzz":1}')).status).toBe(400);
   });
 
   test("an anonymous caller gets 401 before anything about the body", async () => {

@@ -4,9 +4,10 @@
  * playbook answer the same 404, whatever the body. Rate-limited per client address (the pipeline)
  * and, once the secret matched, per playbook (here).
  *
- * Credentials before content, as on /v1: the router leaves this route's body unread, and it is read
- * only after the secret matched — at most 64 KiB (a larger Content-Length is refused unread, a
- * longer chunked body is cut off there: 413), then its type, encoding, JSON and fields (415/400).
+ * Credentials before content, as on /v1: the router leaves this route's body unread (`ownBody`),
+ * and it is read only after the secret matched — at most 64 KiB (a larger Content-Length is
+ * refused unread, a longer chunked body is cut off there: 413), then its type, encoding, JSON and
+ * fields (415/400).
  * A caller without the secret makes the server read nothing of its body.
  */
 import { Elysia, t } from "elysia";
@@ -17,6 +18,7 @@ import { check } from "../../schema/validate.ts";
 import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
 import { parseJsonBody } from "../parse.ts";
+import { routeOptions } from "../route-options.ts";
 import { errorResponses } from "../schema.ts";
 
 /** Trigger bodies are smaller than the rest (src/http/parse.ts MAX_JSON_BODY). */
@@ -30,7 +32,7 @@ async function readBody(request: Request): Promise<RunInput | null> {
 }
 
 export const hookRoutes = (s: Services) =>
-  new Elysia({ prefix: "/hooks/playbooks" }).post(
+  new Elysia({ prefix: "/hooks/playbooks" }).use(routeOptions).post(
     "/:id/:secret",
     async ({ params, set, request }) => {
       const row = await s.playbooks.authorizeTrigger(params.id, params.secret);
@@ -47,6 +49,8 @@ export const hookRoutes = (s: Services) =>
       return r;
     },
     {
+      // The body is read by readBody, only once the secret matched: the router leaves it unread.
+      ownBody: true,
       // Documents the body; the null the router hands in is all Elysia checks (readBody checks the real one).
       body: t.Union([Body, t.Null()]),
       response: { 202: HookAccepted, ...errorResponses(400, 404, 413, 415, 429, 502) },

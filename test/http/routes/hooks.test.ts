@@ -96,6 +96,17 @@ describe("the trigger URL", () => {
     expect((await api(t, "GET", `/v1/playbooks/${pb.id}/runs`, alice.bearer)).body.data).toEqual([]);
   });
 
+  test("a path under /hooks/ that names no trigger route is a 404 whatever the body (no route: nothing is read)", async () => {
+    const json = { "content-type": "application/json" };
+    for (const [method, path] of [["POST", "/hooks/nothing"], ["POST", "/hooks/playbooks/pb_1"], ["POST", "/hooks/playbooks/pb_1/s/extra"], ["PUT", "/hooks/playbooks/pb_1/s"]] as const) {
+      for (const init of [{ headers: json, body: "{" }, { headers: json, body: "x".repeat(2 * 1024 * 1024) }, { headers: { "content-type": "text/plain" }, body: "hello" }] as RequestInit[]) {
+        const r = await t.fetch(path, { method, ...init });
+        expect(r.status, `${method} ${path}`).toBe(404);
+        expect((await r.json()).code).toBe("NOT_FOUND");
+      }
+    }
+  });
+
   test("a path that does not decode (%ff, %zz, a lone surrogate) is a 404 too, never a 500", async () => {
     const pb = await playbook();
     const secret = pathOf(pb.trigger_url).split("/").pop()!;

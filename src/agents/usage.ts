@@ -3,7 +3,7 @@
  * or per profile over a range (by the task's creation time; a task's figures are its totals).
  * Tasks of deleted sessions count as before their deletion (deleted_task_usage).
  */
-import { and, count, eq, gte, inArray, lt, sql } from "drizzle-orm";
+import { and, count, eq, gte, lt, type SQL, sql } from "drizzle-orm";
 import type { DB } from "../db/client.ts";
 import { profiles, usageTables } from "../db/tables.ts";
 import { isPostgres } from "../db/unit.ts";
@@ -25,75 +25,54 @@ interface Row {
 /** Where usage is read (db/tables.ts usageTables). */
 type Source = ReturnType<typeof usageTables>[number];
 
-/** The sums of a group, numbers in both dialects (PostgreSQL's sum() of a bigint is numeric: a string). */
-const sums = (t: Source) => ({
-  tasks: count(),
-  input_tokens: sql<number>`coalesce(sum(${t.input_tokens}), 0)`.mapWith(Number),
-  output_tokens: sql<number>`coalesce(sum(${t.output_tokens}), 0)`.mapWith(Number),
-  cost_usd: sql<number>`coalesce(sum(${t.cost_usd}), 0)`.mapWith(Number),
-});
-
-/** Rows of the same key from several sources, added up (in the order first seen). */
-function merge(rows: Row[]): Map<string, Row> {
-  const out = new Map<string, Row>();
-  for (const r of rows) {
-    const m = out.get(r.key);
-    if (!m) out.set(r.key, { ...r });
-    else {
-      m.tasks += r.tasks;
-      m.input_tokens += r.input_tokens;
-      m.output_tokens += r.output_tokens;
-      m.cost_usd += r.cost_usd;
-    }
-  }
-  return out;
-}
-
 export class UsageReports {
   constructor(
     private db: DB,
     private now: () => number,
   ) {}
 
+  /**
+   * The caller's tasks created in [from, to), live and of deleted sessions, as one table (`usage`)
+   * of a bucket `key` and each task's figures: one query reads both sources.
+   */
+  private tasksIn(userId: string, from: number, to: number, keyOf: (t: Source) => SQL<string>) {
+    const part = (t: Source) =>
+      this.db
+        .select({ key: keyOf(t).as("key"), input_tokens: t.input_tokens, output_tokens: t.output_tokens, cost_usd: t.cost_usd })
+        .from(t)
+        .where(and(eq(t.user_id, userId), gte(t.created_at, from), lt(t.created_at, to)));
+    const [live, deleted] = usageTables();
+    const usage = part(live).unionAll(part(deleted)).as("usage");
+    // The sums of a bucket, numbers in both dialects (PostgreSQL's sum() of a bigint is numeric: a string).
+    const sums = {
+      tasks: count(),
+      input_tokens: sql<number>`coalesce(sum(${usage.input_tokens}), 0)`.mapWith(Number),
+      output_tokens: sql<number>`coalesce(sum(${usage.output_tokens}), 0)`.mapWith(Number),
+      cost_usd: sql<number>`coalesce(sum(${usage.cost_usd}), 0)`.mapWith(Number),
+    };
+    return { usage, sums };
+  }
+
   /** The caller's tasks created in [from, to), summed per UTC day (key YYYY-MM-DD; days without tasks absent). */
   private async byDay(userId: string, from: number, to: number): Promise<Map<string, Row>> {
-    const rows: Row[] = [];
-    for (const t of usageTables()) {
-      // The task's creation day in UTC, in each dialect's words (no parameters: GROUP BY repeats it).
-      const day = isPostgres(this.db)
-        ? sql<string>`to_char(to_timestamp(${t.created_at} / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')`
-        : sql<string>`strftime('%Y-%m-%d', ${t.created_at} / 1000, 'unixepoch')`;
-      rows.push(
-        ...(await this.db
-          .select({ key: day, ...sums(t) })
-          .from(t)
-          .where(and(eq(t.user_id, userId), gte(t.created_at, from), lt(t.created_at, to)))
-          .groupBy(day)),
-      );
-    }
-    return merge(rows);
+    // The task's creation day in UTC, in each dialect's words.
+    const pg = isPostgres(this.db);
+    const { usage, sums } = this.tasksIn(userId, from, to, (t) =>
+      pg ? sql<string>`to_char(to_timestamp(${t.created_at} / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')` : sql<string>`strftime('%Y-%m-%d', ${t.created_at} / 1000, 'unixepoch')`,
+    );
+    const rows = await this.db.select({ key: usage.key, ...sums }).from(usage).groupBy(({ key }) => key);
+    return new Map(rows.map((r) => [r.key, r]));
   }
 
   /** The same per profile (with its name while it exists), the most expensive first. */
   private async byProfile(userId: string, from: number, to: number): Promise<(Row & { profile_name: string | null })[]> {
-    const rows: Row[] = [];
-    for (const t of usageTables()) {
-      rows.push(
-        ...(await this.db
-          .select({ key: t.profile_id, ...sums(t) })
-          .from(t)
-          .where(and(eq(t.user_id, userId), gte(t.created_at, from), lt(t.created_at, to)))
-          .groupBy(t.profile_id)),
-      );
-    }
-    const merged = [...merge(rows).values()];
-    const ids = merged.map((r) => r.key);
-    const names = new Map(
-      ids.length ? (await this.db.select({ id: profiles.id, name: profiles.name }).from(profiles).where(and(eq(profiles.user_id, userId), inArray(profiles.id, ids)))).map((p) => [p.id, p.name]) : [],
-    );
-    return merged
-      .map(({ key, ...sums }) => ({ key, profile_name: names.get(key) ?? null, ...sums }))
-      .sort((a, b) => b.cost_usd - a.cost_usd || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    const { usage, sums } = this.tasksIn(userId, from, to, (t) => sql<string>`${t.profile_id}`);
+    const rows = await this.db
+      .select({ key: usage.key, profile_name: profiles.name, ...sums })
+      .from(usage)
+      .leftJoin(profiles, and(eq(profiles.id, usage.key), eq(profiles.user_id, userId)))
+      .groupBy(({ key, profile_name }) => [key, profile_name]);
+    return rows.sort((a, b) => b.cost_usd - a.cost_usd || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
   /** The report; `from` defaults to 30 days before `to`, `to` to now. */

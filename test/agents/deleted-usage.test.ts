@@ -109,4 +109,32 @@ describe("a deleted session's tasks keep counting", () => {
     const mine = await api(t, "GET", `/v1/usage?${q}`, auth(u));
     expect(mine.body.data.map((b: { tasks: number; cost_usd: number }) => [b.tasks, b.cost_usd])).toEqual([[1, 5]]);
   });
+
+  test("a day or a profile with live tasks and deleted ones sums both; a profile with only deleted tasks keeps its name while it exists", async () => {
+    const u = await createUser(t);
+    const profile = async (name: string) => (await api(t, "POST", "/v1/profiles", auth(u), { name, model: { provider: "demo" } })).body.id as string;
+    const [alpha, beta, gone] = [await profile("alpha"), await profile("beta"), await profile("gone")];
+    const DAY = 86_400_000;
+    const d1 = Math.floor(Date.now() / DAY) * DAY - 2 * DAY;
+    const seed = (profileId: string, at: number, costUsd: number, tokens: number) =>
+      seedFinishedTask(t, { userId: u.id, profileId, costUsd, at, inputTokens: tokens, outputTokens: tokens / 10, turns: 1 });
+    await seed(alpha, d1 + HOUR, 0.002, 100);
+    const deleted = [await seedIn(u, alpha, 0.003, d1 + 2 * HOUR), await seedIn(u, beta, 0.004, d1 + DAY + HOUR), await seedIn(u, gone, 0.0005, d1 + DAY + 2 * HOUR)];
+    for (const d of deleted) expect((await api(t, "DELETE", `/v1/sessions/${d.sessionId}`, auth(u))).status).toBe(204);
+    expect((await api(t, "DELETE", `/v1/profiles/${gone}`, auth(u))).status).toBe(204);
+    const q = `from=${new Date(d1).toISOString().slice(0, 10)}&to=${new Date(d1 + 2 * DAY).toISOString().slice(0, 10)}`;
+    const day = (await api(t, "GET", `/v1/usage?${q}`, auth(u))).body;
+    expect(day.data).toEqual([
+      { key: new Date(d1).toISOString().slice(0, 10), profile_name: null, tasks: 2, input_tokens: 1100, output_tokens: 30, cost_usd: 0.005 },
+      { key: new Date(d1 + DAY).toISOString().slice(0, 10), profile_name: null, tasks: 2, input_tokens: 2000, output_tokens: 40, cost_usd: 0.0045 },
+    ]);
+    expect(day.totals).toEqual({ tasks: 4, input_tokens: 3100, output_tokens: 70, cost_usd: 0.0095 });
+    const byProfile = (await api(t, "GET", `/v1/usage?${q}&group_by=profile`, auth(u))).body;
+    expect(byProfile.data).toEqual([
+      { key: alpha, profile_name: "alpha", tasks: 2, input_tokens: 1100, output_tokens: 30, cost_usd: 0.005 },
+      { key: beta, profile_name: "beta", tasks: 1, input_tokens: 1000, output_tokens: 20, cost_usd: 0.004 },
+      { key: gone, profile_name: null, tasks: 1, input_tokens: 1000, output_tokens: 20, cost_usd: 0.0005 },
+    ]);
+    expect(byProfile.totals).toEqual(day.totals);
+  });
 });

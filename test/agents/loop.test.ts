@@ -84,7 +84,7 @@ describe("why the answer that ended a task stopped: turn.done, the task record, 
   const unfinishedLines = (taskId: string) => t.logs.map((l) => JSON.parse(l)).filter((r) => r.task_id === taskId && r.stop_reason);
 
   /** Runs one task whose only answer is `reply`; its record, its turn.done frame, its session. */
-  async function answered(mock: MockProviderServer, provider: "anthropic" | "openai", reply: { text: string; stopReason?: string }) {
+  async function answered(mock: MockProviderServer, provider: "anthropic" | "openai", reply: { text?: string; refusal?: string; stopReason?: string }) {
     mock.reset();
     mock.enqueue(reply);
     const profileId = await createProfile(t, user, { mock, provider });
@@ -125,6 +125,16 @@ describe("why the answer that ended a task stopped: turn.done, the task record, 
     expect(whole.task.stop_reason).toBe("end_turn");
     expect(whole.done.stop_reason).toBe("end_turn");
     expect(unfinishedLines(whole.task.id)).toEqual([]);
+  });
+
+  test("openai delta.refusal: the refusal is the answer (streamed as task:token, result_text) and stop_reason is refusal", async () => {
+    const REFUSAL = "I'm sorry, but I can't help with that request.";
+    const { task, done, session_id } = await answered(openai, "openai", { refusal: REFUSAL });
+    expect(task).toMatchObject({ status: "completed", result_text: REFUSAL, stop_reason: "refusal" });
+    expect(done).toMatchObject({ result_text: REFUSAL, stop_reason: "refusal" });
+    const tokens = (await sessionFrames(t, user, session_id)).filter((f) => f.type === "task:token" && f.task_id === task.id);
+    expect(tokens.map((f) => f.text).join("")).toBe(REFUSAL);
+    expect(unfinishedLines(task.id)).toEqual([expect.objectContaining({ level: "info", msg: "task answer refused by the model", stop_reason: "refusal", provider: "openai" })]);
   });
 
   test("a session.resume replays turn.done with its stop_reason, as sent live", async () => {

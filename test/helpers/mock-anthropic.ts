@@ -105,6 +105,7 @@ export const anthropicFormat: WireFormat = {
     return { type, body: { type: "error", error: { type, message: err.message }, request_id: requestId }, headers: { "request-id": requestId } };
   },
   frames(reply, req) {
+    if (reply.refusal) throw new Error("mock-anthropic: `refusal` is OpenAI's delta.refusal; Anthropic refuses with text and stopReason: \"refusal\"");
     const usage = reply.usage ?? { input_tokens: 0, output_tokens: 0 };
     const hasTool = reply.blocks.some((b) => b.kind === "tool");
     const f: Frame[] = [];

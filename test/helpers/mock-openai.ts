@@ -18,7 +18,8 @@
  * unanswered tool_calls, missing model/messages…).
  *
  * Wire format: `data: {chat.completion.chunk}` frames — a first delta with the role, content
- * deltas, tool_calls deltas by index (id/name in the first, argument fragments after), a
+ * deltas, tool_calls deltas by index (id/name in the first, argument fragments after), `refusal`
+ * deltas for a scripted `refusal` (`mock.enqueue({ refusal: "I can't help with that." })`), a
  * finish_reason chunk, a usage chunk with `choices: []` when the request asked for
  * `stream_options.include_usage`, then `data: [DONE]`. In-stream errors: `data: {"error":{…}}`.
  */
@@ -98,6 +99,12 @@ export const openaiFormat: WireFormat = {
       const index = toolIndex++;
       f.push({ data: chunk({ tool_calls: [{ index, id: b.id, type: "function", function: { name: b.name, arguments: "" } }] }), content: false });
       for (const args of b.pieces) f.push({ data: chunk({ tool_calls: [{ index, function: { arguments: args } }] }), content: true });
+    }
+    // A refusal comes as OpenAI sends it: `refusal` deltas (the first one with content null), and
+    // finish_reason "stop".
+    if (reply.refusal) {
+      f.push({ data: chunk({ content: null, refusal: "" }), content: false });
+      for (const refusal of reply.refusal) f.push({ data: chunk({ refusal }), content: true });
     }
     f.push({ data: chunk({}, reply.stopReason ?? (toolIndex > 0 ? "tool_calls" : "stop")), content: false });
     if (includeUsage && reply.usage) {

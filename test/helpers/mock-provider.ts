@@ -38,6 +38,11 @@ export interface MockReply {
   chunks?: number;
   /** Tool calls after the text. */
   toolCalls?: MockToolCall[];
+  /**
+   * OpenAI only: a refusal (structured outputs, safety), streamed as `delta.refusal` pieces after
+   * any text, split like `text`. (Anthropic's refusal is text with stopReason "refusal".)
+   */
+  refusal?: string | string[];
   /** Ordered content instead of text + toolCalls, for interleaving (text, tool, text, tool…). */
   blocks?: MockBlock[];
   /** Default: ≈ request chars / 4 and output chars / 4. null: no usage (OpenAI omits the usage chunk, Anthropic sends zeros). */
@@ -116,6 +121,8 @@ export interface MockOptions {
 export type WireBlock = { kind: "text"; pieces: string[] } | { kind: "tool"; id: string; name: string; pieces: string[] };
 export interface WireReply {
   blocks: WireBlock[];
+  /** The refusal's pieces (OpenAI's delta.refusal). */
+  refusal?: string[];
   usage: { input_tokens: number; output_tokens: number } | null;
   stopReason?: string;
 }
@@ -160,9 +167,10 @@ function toWire(reply: MockReply, req: RecordedRequest, prefix: string): WireRep
     const id = t.id ?? `${prefix}${req.index}_${toolN++}`;
     return { kind: "tool", id, name: t.name, pieces: t.rawArguments ?? splitText(JSON.stringify(t.input), t.chunks ?? 3) };
   });
-  const outChars = blocks.reduce((n, b) => n + b.pieces.join("").length, 0);
+  const refusal = reply.refusal === undefined ? undefined : Array.isArray(reply.refusal) ? reply.refusal : splitText(reply.refusal, reply.chunks);
+  const outChars = blocks.reduce((n, b) => n + b.pieces.join("").length, 0) + (refusal?.join("").length ?? 0);
   const usage = reply.usage === null ? null : (reply.usage ?? { input_tokens: Math.ceil(JSON.stringify(req.body).length / 4), output_tokens: Math.ceil(outChars / 4) });
-  return { blocks, usage, stopReason: reply.stopReason };
+  return { blocks, usage, stopReason: reply.stopReason, ...(refusal ? { refusal } : {}) };
 }
 
 export function startMockServer(format: WireFormat, opts: MockOptions = {}): MockProviderServer {

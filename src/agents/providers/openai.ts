@@ -3,7 +3,8 @@
  * Written for every compatible server (OpenAI, Ollama, vLLM, llama.cpp, OpenRouter): it sends only
  * widely supported fields, tolerates a missing usage chunk (counts 0), missing tool-call indexes or
  * ids (an id repeated within a message is replaced too), "stop" as the finish reason of a tool
- * call, and arguments that are not valid JSON.
+ * call, and arguments that are not valid JSON. A refusal's `delta.refusal` text is read as the
+ * answer's text (stop reason `refusal`).
  */
 import { randomUUID } from "node:crypto";
 // Loaded on first use: the SDK costs tens of milliseconds of start-up for a server that may never call it.
@@ -126,8 +127,10 @@ export function openaiError(e: unknown, baseUrl?: string | null): ModelError {
   return new ModelError(`Invalid response from the model server: ${err.message}`, { provider: "openai", retryable: false, fromServer: true });
 }
 
-function stopReason(finish: string, hasToolCalls: boolean): StopReason {
+function stopReason(finish: string, hasToolCalls: boolean, refused: boolean): StopReason {
   if (hasToolCalls && (finish === "tool_calls" || finish === "function_call" || finish === "stop")) return "tool_use";
+  // A refusal finishes with "stop" (or "content_filter"): its `refusal` deltas say what it is.
+  if (refused) return "refusal";
   if (finish === "stop") return "end_turn";
   if (finish === "length") return "max_tokens";
   if (finish === "content_filter") return "refusal";
@@ -165,6 +168,7 @@ export class OpenAIProvider implements Provider {
     let lastKey: number | string | undefined;
     let synthetic = 0;
     let finish: string | null = null;
+    let refused = false;
     let toolsEmitted = false;
     let usage = { input_tokens: 0, output_tokens: 0 };
     // The usage chunk comes last (stream_options.include_usage): a stream cut before it has
@@ -187,6 +191,15 @@ export class OpenAIProvider implements Provider {
       }
     };
 
+    const addText = (text: string | null | undefined) => {
+      if (typeof text !== "string" || text === "") return;
+      const last = parts[parts.length - 1];
+      if (last?.kind === "text") last.text += text;
+      else parts.push({ kind: "text", text });
+      meter?.received(text.length);
+      emit({ type: "text", text });
+    };
+
     const handle = (chunk: ChatCompletionChunk) => {
       if (chunk.usage) {
         // A figure that is not a count (token-count.ts) is absent: 0, as with no usage chunk at all.
@@ -198,12 +211,12 @@ export class OpenAIProvider implements Provider {
       const choice = chunk.choices?.[0];
       if (!choice) return;
       const delta = choice.delta ?? {};
-      if (typeof delta.content === "string" && delta.content !== "") {
-        const last = parts[parts.length - 1];
-        if (last?.kind === "text") last.text += delta.content;
-        else parts.push({ kind: "text", text: delta.content });
-        meter?.received(delta.content.length);
-        emit({ type: "text", text: delta.content });
+      addText(delta.content);
+      // A refusal (structured outputs, safety) comes as `refusal` deltas instead of `content`, and
+      // ends with finish_reason "stop": it is the answer the user sees, marked as a refusal.
+      if (typeof delta.refusal === "string" && delta.refusal !== "") {
+        refused = true;
+        addText(delta.refusal);
       }
       (delta.tool_calls ?? []).forEach((tc, i) => {
         // Servers that omit `index` send each call whole, or continue the last one.
@@ -252,6 +265,6 @@ export class OpenAIProvider implements Provider {
     const content: ContentBlock[] = parts.map((p) =>
       p.kind === "text" ? { type: "text", text: p.text } : { type: "tool_use", id: p.slot.id, name: p.slot.name, input: parseToolArguments(p.slot.args) },
     );
-    return { content, stopReason: stopReason(finish, slots.size > 0), usage };
+    return { content, stopReason: stopReason(finish, slots.size > 0, refused), usage };
   }
 }

@@ -167,6 +167,26 @@ describe("openai provider", () => {
     }
   });
 
+  test("a refusal (delta.refusal) is the answer's text, streamed as it arrives, with stop reason refusal", async () => {
+    mock().enqueue({ refusal: ["I'm sorry, ", "I can't ", "help with that."] });
+    const { res, events, err } = await run(p, request(mock()));
+    expect(err).toBeUndefined();
+    expect(events).toEqual([
+      { type: "text", text: "I'm sorry, " },
+      { type: "text", text: "I can't " },
+      { type: "text", text: "help with that." },
+    ]);
+    expect(res!.content).toEqual([{ type: "text", text: "I'm sorry, I can't help with that." }]);
+    expect(res!.stopReason).toBe("refusal");
+  });
+
+  test("text before a refusal is kept in front of it, in one text block", async () => {
+    mock().enqueue({ text: ["Let me see. "], refusal: ["No."] });
+    const { res } = await run(p, request(mock()));
+    expect(res!.content).toEqual([{ type: "text", text: "Let me see. No." }]);
+    expect(res!.stopReason).toBe("refusal");
+  });
+
   test("arguments that are not valid JSON reach the tool as _raw_arguments (the model sees the tool's error)", async () => {
     mock().enqueue({ toolCalls: [{ name: "Bash", input: {}, rawArguments: ['{"command": "ls', " -la"] }, { name: "Bash", input: {}, rawArguments: [] }] });
     const { res } = await run(p, request(mock()));

@@ -279,8 +279,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   // …and its MCP servers.
   sessionLifecycle.onDelete.push((sessionId) => mcp.closeSession(sessionId));
   // A workspace removed on its own (DELETE /v1/workspaces/:id, /admin/workspaces/:id) stops the same
-  // work first: its task ends cancelled rather than running on against a container that is gone.
-  workspaces.onRemove.push((sessionId) => orchestrator.stopSession(sessionId));
+  // work first: its task ends cancelled rather than running on against a container that is gone;
+  // the session's queued task waits for the removal (held), then starts on a fresh workspace.
+  workspaces.onRemove.push((sessionId) => orchestrator.holdSession(sessionId));
   workspaces.onRemove.push((sessionId) => mcp.closeSession(sessionId));
   // A changed schedule re-arms the scheduler; a deleted profile's playbooks stop.
   playbooks.onScheduleChange.push(() => scheduler.rearm());

@@ -84,6 +84,11 @@ export class Orchestrator {
    * (a schedule every minute would otherwise find its slots taken by its own earlier runs).
    */
   private finishedRuns = new Set<string>();
+  /**
+   * Sessions whose queue is held (`holdSession`: their workspace is being removed), with how many
+   * holds each: no task of theirs starts here until the last hold is released.
+   */
+  private held = new Map<string, number>();
   private loop: AgentLoop;
   /** Which replica runs each task (PostgreSQL replicas; always this one on SQLite). */
   readonly leases: TaskLeases;
@@ -205,7 +210,8 @@ export class Orchestrator {
    * a pump while it is taken looks again once it is done.
    */
   pump(sessionId: string) {
-    if (this.stopped) return;
+    // Held: the release pumps it.
+    if (this.stopped || this.held.has(sessionId)) return;
     const taken = this.running.get(sessionId);
     if (taken) {
       taken.again = true;
@@ -558,6 +564,32 @@ export class Orchestrator {
     const elsewhere = this.leases.shared ? (await this.d.tasks.activeInSession(sessionId)).filter((t) => this.leases.heldElsewhere(t)) : [];
     if (!entry && !elsewhere.length) return;
     await Promise.race([Promise.allSettled([entry?.done, ...elsewhere.map((t) => this.cancelElsewhere(t))]), Bun.sleep(STOP_WAIT_MS)]);
+  }
+
+  /**
+   * Stops the session's running task as `stopSession` does, and holds the session's queue until
+   * the returned release is called: a queued (or newly submitted) task does not start meanwhile —
+   * it stays queued and starts at the release. Around a workspace removal, so the session's next
+   * task runs on a fresh workspace, not on the one being removed (it would fail there).
+   */
+  async holdSession(sessionId: string): Promise<() => void> {
+    this.held.set(sessionId, (this.held.get(sessionId) ?? 0) + 1);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      const n = this.held.get(sessionId)! - 1;
+      if (n > 0) this.held.set(sessionId, n);
+      else this.held.delete(sessionId);
+      this.pump(sessionId);
+    };
+    try {
+      await this.stopSession(sessionId);
+    } catch (e) {
+      release();
+      throw e;
+    }
+    return release;
   }
 
   /**

@@ -119,9 +119,11 @@ export class Workspaces {
   /**
    * Run before a workspace is removed by DELETE /v1/workspaces/:id or /admin/workspaces/:id (the
    * app wires what a session delete does: its running task is cancelled, its MCP servers closed),
-   * so no task is left working in a container that is gone.
+   * so no task is left working in a container that is gone. A hook may return a release, called
+   * once the removal is over: the task queue holds the session's next task until then, so it
+   * starts on a fresh workspace rather than on the one being removed.
    */
-  onRemove: ((sessionId: string) => Promise<void>)[] = [];
+  onRemove: ((sessionId: string) => Promise<(() => void) | void>)[] = [];
   /** The Docker hosts (hosts.ts): each with its engine, provisioner and start gate. */
   readonly hosts: DockerHosts;
   /** Started containers per profile for its next sessions (pool.ts). */
@@ -253,10 +255,21 @@ export class Workspaces {
     await this.removeRow(row);
   }
 
-  /** The session's work stopped (`onRemove`), then the container, volume and record; NOT_FOUND when removed meanwhile. */
+  /**
+   * The session's work stopped and held (`onRemove`), then the container, volume and record, then
+   * the hold released; NOT_FOUND when removed meanwhile.
+   */
   private async removeRow(row: WorkspaceRow): Promise<void> {
-    for (const stop of this.onRemove) await stop(row.session_id);
-    if (!(await this.lifecycle.remove(row.id))) throw Errors.notFound("Workspace", row.id);
+    const releases: (() => void)[] = [];
+    try {
+      for (const stop of this.onRemove) {
+        const release = await stop(row.session_id);
+        if (release) releases.push(release);
+      }
+      if (!(await this.lifecycle.remove(row.id))) throw Errors.notFound("Workspace", row.id);
+    } finally {
+      for (const release of releases) release();
+    }
   }
 
   /** CONCURRENCY_LIMIT now if the session's next turn would start a container with no room. */

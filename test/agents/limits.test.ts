@@ -155,6 +155,45 @@ describe("stopping work", () => {
     });
   }
 
+  // The session's next task, queued behind the running one, does not start on the workspace being
+  // removed (it failed CONTAINER_FAILED there): it waits for the removal and runs on a fresh one.
+  for (const { who, remove } of removals) {
+    test(`${who} removing the workspace: the running task is cancelled, the queued one runs afterwards on a fresh workspace`, async () => {
+      await t.app.services.adminPassword.set(ADMIN_PASSWORD);
+      mock.reset();
+      mock.enqueue(
+        { toolCalls: [{ name: "Bash", input: { command: "echo old > /workspace/mark; sleep 60" } }] },
+        { toolCalls: [{ name: "Bash", input: { command: "ls /workspace; echo QUEUED-RAN" } }] },
+        { text: "done" },
+      );
+      const pid = await createProfile(t, user, { mock });
+      const first = await submit(t, user, { profile_id: pid, prompt: "sleep" });
+      const { session_id } = first;
+      const frames0 = await waitFor(async () => {
+        const f = await sessionFrames(t, user, session_id);
+        return f.some((x) => x.type === "task:tool_use") ? f : null;
+      });
+      const queued = await submit(t, user, { session_id, prompt: "then this" });
+      expect((await api(t, "GET", `/v1/tasks/${queued.task_id}`, user.bearer)).body.status).toBe("queued");
+      await Bun.sleep(200);
+      const old = (await api(t, "GET", `/v1/workspaces/${frames0[0].container_id}`, user.bearer)).body;
+      expect((await remove(old.id)).status).toBe(204);
+      expect((await waitTask(t, user, first.task_id, ["cancelled", "failed", "completed"], 5000)).status).toBe("cancelled");
+      const next = await waitTask(t, user, queued.task_id, ["cancelled", "failed", "completed"], 30_000);
+      expect(next).toMatchObject({ status: "completed", error: null, result_text: "done" });
+      const [result] = lastToolResults(mock.requests[2]!.body);
+      expect(result!.content).toContain("QUEUED-RAN");
+      expect(result!.content).not.toContain("mark");
+      // A new workspace, the old one gone.
+      const now = (await api(t, "GET", `/v1/sessions/${session_id}`, user.bearer)).body.container_id;
+      expect(now).toBeTruthy();
+      expect(now).not.toBe(old.id);
+      expect((await api(t, "GET", `/v1/workspaces/${old.id}`, user.bearer)).status).toBe(404);
+      expect(docker("inspect", old.name).exitCode).not.toBe(0);
+      await api(t, "DELETE", `/v1/sessions/${session_id}`, user.bearer);
+    });
+  }
+
   test("an admin removing the workspace during the model's stream ends the task cancelled", async () => {
     await t.app.services.adminPassword.set(ADMIN_PASSWORD);
     mock.reset();

@@ -274,8 +274,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     },
     role: (userId) => stream.reconnect(userId, "role changed: reconnect"),
   });
-  // A session being deleted first stops its running task.
-  sessionLifecycle.onDelete.push((sessionId) => orchestrator.stopSession(sessionId));
+  // A session being deleted first stops its running task and holds its queue until its rows are
+  // gone: a queued task goes with the session instead of starting on the workspace being removed.
+  sessionLifecycle.onDelete.push((sessionId) => orchestrator.holdSession(sessionId));
   // …and its MCP servers.
   sessionLifecycle.onDelete.push((sessionId) => mcp.closeSession(sessionId));
   // A workspace removed on its own (DELETE /v1/workspaces/:id, /admin/workspaces/:id) stops the same

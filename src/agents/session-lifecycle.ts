@@ -43,8 +43,12 @@ export interface SessionLifecycleDeps {
 }
 
 export class SessionLifecycle {
-  /** Run before a session is purged (the task queue stops the session's running task). */
-  onDelete: ((sessionId: string) => Promise<void>)[] = [];
+  /**
+   * Run before a session is purged (the task queue stops the session's running task). A hook may
+   * return a release, called once the purge is over: the queue holds the session meanwhile, so a
+   * queued task does not start on the workspace being removed (it goes with the session's rows).
+   */
+  onDelete: ((sessionId: string) => Promise<(() => void) | void>)[] = [];
   /** Sessions known to hold their `session.ready` (ensureRunning's check), until deleted. */
   private announced = new Set<string>();
   /** Deletes under way here, by session id. */
@@ -159,8 +163,16 @@ export class SessionLifecycle {
       return this.delete(userId, sessionId);
     }
     const deleting = (async () => {
-      for (const stop of this.onDelete) await stop(sessionId);
-      await this.purge(sessionId);
+      const releases: (() => void)[] = [];
+      try {
+        for (const stop of this.onDelete) {
+          const release = await stop(sessionId);
+          if (release) releases.push(release);
+        }
+        await this.purge(sessionId);
+      } finally {
+        for (const release of releases) release();
+      }
     })();
     this.deleting.set(sessionId, deleting);
     try {

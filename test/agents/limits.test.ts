@@ -194,6 +194,33 @@ describe("stopping work", () => {
     });
   }
 
+  // Deleting the session: its queued task must not start in between (on the workspace being
+  // removed, or on a new one made for a session about to vanish) — it goes with the session.
+  test("deleting a session with a task running and one queued: the queued one never starts, no container is left", async () => {
+    mock.reset();
+    mock.enqueue(
+      { toolCalls: [{ name: "Bash", input: { command: "sleep 60" } }] },
+      { toolCalls: [{ name: "Bash", input: { command: "echo QUEUED-RAN" } }] },
+      { text: "never" },
+    );
+    const pid = await createProfile(t, user, { mock });
+    const first = await submit(t, user, { profile_id: pid, prompt: "sleep" });
+    const { session_id } = first;
+    await waitFor(async () => ((await sessionFrames(t, user, session_id)).some((x) => x.type === "task:tool_use") ? true : null));
+    const queued = await submit(t, user, { session_id, prompt: "then this" });
+    expect((await api(t, "GET", `/v1/tasks/${queued.task_id}`, user.bearer)).body.status).toBe("queued");
+    await Bun.sleep(200);
+    const logged = t.logs.length;
+    expect((await api(t, "DELETE", `/v1/sessions/${session_id}`, user.bearer)).status).toBe(204);
+    await Bun.sleep(1500);
+    // Nothing of the queued task after the delete (it emitted session.ready into the vanished session).
+    expect(t.logs.slice(logged).filter((l) => l.includes(session_id) && !l.includes('"msg":"request"') && !l.includes('"msg":"workspace removed"'))).toEqual([]);
+    expect(mock.requests).toHaveLength(1);
+    const left = docker("ps", "-aq", "--filter", `label=runcell.session=${session_id}`).stdout.toString().trim();
+    expect(left).toBe("");
+    expect((await api(t, "GET", `/v1/tasks/${queued.task_id}`, user.bearer)).status).toBe(404);
+  });
+
   test("an admin removing the workspace during the model's stream ends the task cancelled", async () => {
     await t.app.services.adminPassword.set(ADMIN_PASSWORD);
     mock.reset();

@@ -24,6 +24,7 @@ import { Sealer } from "../../src/lib/sealer.ts";
 import { aadFor } from "../../src/vault/secrets.ts";
 import { tempDir } from "../helpers/app.ts";
 import { createDatabase, dropDatabase } from "../helpers/pg.ts";
+import { spawnServer } from "../helpers/server-process.ts";
 
 const SERVER = process.env.RUNCELL_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:55432/postgres";
 const ROOT = join(import.meta.dir, "../..");
@@ -142,11 +143,15 @@ function fillSynthetic(db: Database): Map<string, Row[]> {
   return made;
 }
 
-/** A value as both sides should agree on it: booleans, JSON parsed, bytes as hex. */
-function normal(v: unknown, sqlType: string): unknown {
+/**
+ * A value as both sides should agree on it: booleans, JSON parsed, bytes as hex. SQLite holds JSON
+ * as text, parsed here; PostgreSQL's jsonb arrives parsed already and is taken as it is — parsing a
+ * string there too hid a copy that stored every document as one JSON string.
+ */
+function normal(v: unknown, sqlType: string, side: "sqlite" | "pg"): unknown {
   if (v === null || v === undefined) return null;
   if (sqlType === "boolean") return v === true || v === 1;
-  if (sqlType === "jsonb") return typeof v === "string" ? JSON.parse(v) : v;
+  if (sqlType === "jsonb") return side === "sqlite" ? JSON.parse(v as string) : v;
   if (sqlType === "bytea") return Buffer.from(v as Uint8Array).toString("hex");
   // Bun's SQL client reads int8 as a string (no precision lost); the schema's mode is number.
   if (sqlType === "bigint") return Number(v);
@@ -194,8 +199,8 @@ describe("runcell migrate --from-sqlite FILE --to postgres://", () => {
         const cols = pgConfig(table).columns;
         const key = pgConfig(table).primaryKeys[0]?.columns.map((c) => c.name) ?? cols.filter((c) => c.primary).map((c) => c.name);
         const order = key.map((k) => `"${k}"`).join(", ");
-        const a = (src.query(`SELECT * FROM "${name}" ORDER BY ${order}`).all() as Row[]).map((row) => Object.fromEntries(cols.map((c) => [c.name, normal(row[c.name], c.getSQLType())])));
-        const b = ((await pg.unsafe(`SELECT * FROM "${name}" ORDER BY ${order}`)) as Row[]).map((row) => Object.fromEntries(cols.map((c) => [c.name, normal(row[c.name], c.getSQLType())])));
+        const a = (src.query(`SELECT * FROM "${name}" ORDER BY ${order}`).all() as Row[]).map((row) => Object.fromEntries(cols.map((c) => [c.name, normal(row[c.name], c.getSQLType(), "sqlite")])));
+        const b = ((await pg.unsafe(`SELECT * FROM "${name}" ORDER BY ${order}`)) as Row[]).map((row) => Object.fromEntries(cols.map((c) => [c.name, normal(row[c.name], c.getSQLType(), "pg")])));
         expect({ table: name, rows: b }).toEqual({ table: name, rows: a });
         // An identity column's next value comes after the copied ids.
         for (const c of cols.filter((c) => c.generatedIdentity)) {
@@ -244,6 +249,60 @@ describe("runcell migrate --from-sqlite FILE --to postgres://", () => {
       }
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  // The copy served: JSON documents (a profile's model and limits, settings such as the instance
+  // id, the admin password's hash) must arrive as documents, not as JSON strings of them.
+  test("a real installation copied, then served from PostgreSQL: profiles, the instance id and the admin password as they were", async () => {
+    const dataDir = tempDir("runcell-pg-served-");
+    const pgDir = tempDir("runcell-pg-served-pg-");
+    try {
+      const { createApp } = await import("../../src/app.ts");
+      const { parseArgs, resolveConfig } = await import("../../src/config.ts");
+      const { silentLogger } = await import("../../src/log.ts");
+      const open = (flags: string[]) => createApp(resolveConfig(parseArgs([...flags, "--http", "127.0.0.1:0", "--docker-host", "unix:///nonexistent/docker.sock"]).flags, {}), { logger: silentLogger });
+      const before = await open(["--data-dir", dataDir]);
+      const user = await before.services.users.create({ email: "served@example.com", password: "served password 1", role: "user" });
+      const profile = await before.services.profiles.create(user.id, { name: "p", model: { provider: "demo", name: "demo" }, limits: { max_turns: 7 }, network: "none" });
+      await before.services.adminPassword.set("the admin password 1");
+      const instanceId = before.services.workspaces.instanceId;
+      await before.stop();
+      const target = await freshDatabase();
+      expect(cli(["migrate", "--from-sqlite", join(dataDir, "runcell.db"), "--to", target]).code).toBe(0);
+      const pg = new SQL(target, { max: 1 });
+      try {
+        const [row] = await pg.unsafe("SELECT jsonb_typeof(model) AS model, jsonb_typeof(limits) AS limits FROM profiles WHERE id = $1", [profile.id]);
+        expect(row).toEqual({ model: "object", limits: "object" });
+      } finally {
+        await pg.close();
+      }
+      // One process serves one database: the copy is served by a server process of its own.
+      const token = cli(["token", "create", "--database", target, "--data-dir", pgDir, "--email", "served@example.com", "--name", "t"]);
+      expect(token.code).toBe(0);
+      const bearer = token.out.match(/rc_[A-Za-z0-9_-]+/)![0];
+      const server = await spawnServer({ dataDir: pgDir, flags: ["--database", target, "--vault-key-file", join(dataDir, "secret.key")] });
+      try {
+        const got = await fetch(`${server.url}/v1/profiles/${profile.id}`, { headers: { authorization: `Bearer ${bearer}` } });
+        expect(got.status).toBe(200);
+        const body = await got.json();
+        expect(body.model).toMatchObject(profile.model);
+        expect(body.limits).toMatchObject(profile.limits);
+        expect((await fetch(`${server.url}/admin/stats`, { headers: { authorization: "Bearer the admin password 1" } })).status).toBe(200);
+        expect(server.output()).not.toContain("marked_failed");
+      } finally {
+        await server.kill();
+      }
+      const pg2 = new SQL(target, { max: 1 });
+      try {
+        const [row] = await pg2.unsafe("SELECT value FROM settings WHERE key = 'workspaces.instance_id'");
+        expect(row.value).toBe(instanceId);
+      } finally {
+        await pg2.close();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+      rmSync(pgDir, { recursive: true, force: true });
     }
   });
 

@@ -49,7 +49,9 @@ function planOf(table: PgTable): ColumnPlan[] {
     const type = c.getSQLType();
     const column = { name: c.name, identity: !!c.generatedIdentity };
     if (type === "boolean") return { ...column, convert: toBoolean, cast: "" };
-    if (type === "jsonb") return { ...column, convert: toJsonb, cast: "::jsonb" };
+    // Sent as text, then cast: Bun's client encodes a string bound to a jsonb parameter as a JSON
+    // string, so `$1::jsonb` stored every document as one quoted string.
+    if (type === "jsonb") return { ...column, convert: toJsonb, cast: "::text::jsonb" };
     if (type === "bytea") return { ...column, convert: toBytes, cast: "::bytea" };
     return { ...column, convert: type === "text" ? storableText : asIs, cast: "" };
   });

@@ -250,30 +250,37 @@ case "$MODE" in
     fi
     step "Type check (tsc --strict)"
     bunx tsc --noEmit -p . && ok "no type errors"
-    # The SQLite suite and the PostgreSQL one run side by side: most of their time is spent waiting
-    # (containers, child servers, timers), not on the CPU, so together they take little longer than
-    # the slower one. Tests that share one machine-wide resource — the second Docker engine (frozen
-    # with SIGSTOP by one of them) and the private sshd — run afterwards, one suite at a time.
+    # Two lanes side by side: most of the suites' time is spent waiting (containers, child servers,
+    # timers), not on the CPU. Lane 1: the SQLite suite. Lane 2: the PostgreSQL suite, then the tests
+    # that share one machine-wide resource — the second Docker engine (frozen with SIGSTOP by one of
+    # them) and the private sshd — on SQLite and then on PostgreSQL, one after the other.
     EXCLUSIVE=(test/workspaces/hosts.test.ts test/workspaces/ssh-host.test.ts test/workspaces/engine-timeout.test.ts test/cli/doctor.test.ts)
+    EXCLUSIVE_PG=(test/workspaces/hosts.test.ts test/workspaces/ssh-host.test.ts test/workspaces/engine-timeout.test.ts)
     PG_DIRS=(test/pg test/http test/notifications test/playbooks test/security test/agents test/ws test/workspaces)
     PG_URL=postgres://postgres@127.0.0.1:55432/postgres
     shared_files() { find "$@" -name '*.test.ts' | sort | grep -vxF "$(printf '%s\n' "${EXCLUSIVE[@]}")" | sed 's|^|./|'; }
     mapfile -t SQLITE_FILES < <(shared_files test)
     mapfile -t PG_FILES < <(shared_files "${PG_DIRS[@]}")
-    PG_LOG=$(mktemp -t runcell-test-pg.XXXXXX)
-    step "Test suites, side by side: SQLite (every test; its output follows) and PostgreSQL (test/pg, the API suite and the stream, agent, notification, playbook, security and workspace tests, every test app on a fresh database of the private server; its output is shown when both end)"
-    env RUNCELL_TEST_POSTGRES=$PG_URL bun test --timeout 60000 "${PG_FILES[@]}" >"$PG_LOG" 2>&1 &
-    PG_PID=$!
+    LANE2_LOG=$(mktemp -t runcell-test-lane2.XXXXXX)
+    lane2() {
+      local rc=0
+      echo "==> PostgreSQL suite (test/pg, the API suite and the stream, agent, notification, playbook, security and workspace tests; every test app on a fresh database of the private server)"
+      env RUNCELL_TEST_POSTGRES=$PG_URL bun test --timeout 60000 "${PG_FILES[@]}" || rc=1
+      echo "==> Tests on the shared second Docker engine and sshd: SQLite"
+      bun test --timeout 60000 "${EXCLUSIVE[@]/#/./}" || rc=1
+      echo "==> Tests on the shared second Docker engine and sshd: PostgreSQL"
+      env RUNCELL_TEST_POSTGRES=$PG_URL bun test --timeout 60000 "${EXCLUSIVE_PG[@]/#/./}" || rc=1
+      return $rc
+    }
+    step "Test suites in two lanes: SQLite (every test but the shared-engine ones; its output follows) and PostgreSQL plus the shared-engine tests (output shown when both lanes end)"
+    lane2 >"$LANE2_LOG" 2>&1 &
+    LANE2_PID=$!
     SQLITE_RC=0; bun test --timeout 60000 "${SQLITE_FILES[@]}" || SQLITE_RC=$?
-    PG_RC=0; wait "$PG_PID" || PG_RC=$?
-    step "Test suite output (PostgreSQL)"
-    cat "$PG_LOG"; rm -f "$PG_LOG"
-    step "Tests on the shared second Docker engine and sshd (SQLite, then PostgreSQL)"
-    EXCL_RC=0
-    bun test --timeout 60000 "${EXCLUSIVE[@]/#/./}" || EXCL_RC=$?
-    env RUNCELL_TEST_POSTGRES=$PG_URL bun test --timeout 60000 ./test/workspaces/hosts.test.ts ./test/workspaces/ssh-host.test.ts ./test/workspaces/engine-timeout.test.ts || EXCL_RC=$?
+    LANE2_RC=0; wait "$LANE2_PID" || LANE2_RC=$?
+    step "Second lane's output"
+    cat "$LANE2_LOG"; rm -f "$LANE2_LOG"
     echo
-    echo "    SQLite suite: exit $SQLITE_RC; PostgreSQL suite: exit $PG_RC; shared-engine tests: exit $EXCL_RC"
-    [ "$SQLITE_RC" = 0 ] && [ "$PG_RC" = 0 ] && [ "$EXCL_RC" = 0 ]
+    echo "    SQLite suite: exit $SQLITE_RC; PostgreSQL suite and shared-engine tests: exit $LANE2_RC"
+    [ "$SQLITE_RC" = 0 ] && [ "$LANE2_RC" = 0 ]
     ;;
 esac

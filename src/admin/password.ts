@@ -11,7 +11,7 @@ import { adminKeys, type LoginThrottle } from "../auth/throttle.ts";
 import { type Config, ConfigError } from "../config.ts";
 import type { Logger } from "../log.ts";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
-import { Errors } from "../lib/errors.ts";
+import { AppError, Errors } from "../lib/errors.ts";
 import { sha256Hex } from "../lib/crypto.ts";
 import { isDenied, isMissing, readableFix, unreadableReason } from "../lib/file-access.ts";
 import type { Settings } from "../db/settings.ts";
@@ -74,15 +74,34 @@ export class AdminPassword {
    * one), without a presented one, or with a wrong one; wrong ones are throttled per client IP
    * like sign-in (429 with Retry-After after 5).
    */
-  async authorize(presented: string | null, ip: string): Promise<void> {
+  async authorize(presented: string | null, ip: string, client: () => { path?: string; userAgent?: string | null } = () => ({})): Promise<void> {
     if (!(await this.isSet())) throw Errors.unauthorized("No admin password is set: run `runcell admin set-password` or start with --admin-password-file");
     if (!presented) throw Errors.unauthorized("Missing credentials: send Authorization: Bearer <admin password>");
     const check = async () => {
       const ok = await this.verify(presented);
       return { ok, value: ok };
     };
-    const ok = this.throttle ? await this.throttle.attempt(adminKeys(ip), check, "admin password") : (await check()).value;
-    if (!ok) throw Errors.unauthorized("Invalid admin password");
+    // A wrong password (a user's own API token included) and a throttled one leave an audit row,
+    // as a refused sign-in does: the operator sees who tried the admin surface, and from where.
+    // Never the presented value. (No credential at all is a 401 without a row: nothing was tried.)
+    const failed = (reason: "wrong_password" | "throttled", meta = client()) =>
+      this.audit?.record({
+        action: "admin.sign_in_failed",
+        actor: "anonymous",
+        ip,
+        details: { reason, ...(meta.path ? { path: meta.path.slice(0, 200) } : {}), ...(meta.userAgent ? { user_agent: meta.userAgent.slice(0, 200) } : {}) },
+      });
+    let ok: boolean;
+    try {
+      ok = this.throttle ? await this.throttle.attempt(adminKeys(ip), check, "admin password") : (await check()).value;
+    } catch (e) {
+      if (e instanceof AppError && e.code === "RATE_LIMITED") await failed("throttled");
+      throw e;
+    }
+    if (!ok) {
+      await failed("wrong_password");
+      throw Errors.unauthorized("Invalid admin password");
+    }
   }
 
   /**

@@ -38,7 +38,8 @@ export async function requireAdmin(adminPassword: AdminPassword | null, request:
   const h = request.headers.get("authorization");
   const presented = h && /^bearer\s+/i.test(h) ? h.replace(/^bearer\s+/i, "") : null;
   if (!adminPassword) throw Errors.unauthorized("No admin password is set: run `runcell admin set-password` or start with --admin-password-file");
-  await adminPassword.authorize(presented, requestContext(request).ip);
+  // The path and user agent only for a refusal's audit row.
+  await adminPassword.authorize(presented, requestContext(request).ip, () => ({ path: new URL(request.url).pathname, userAgent: request.headers.get("user-agent") }));
 }
 
 /** Answers without a promise for the user surface (the usual request takes no await here). */

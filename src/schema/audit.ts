@@ -23,6 +23,7 @@ export const AUDIT_ACTIONS = [
   "user.enabled",
   "user.policy_changed",
   "admin.password_changed",
+  "admin.sign_in_failed",
   "admin.config_changed",
   "secret.set",
   "secret.deleted",

@@ -94,6 +94,21 @@ describe("admin password throttling", () => {
     expect((await api(t, "GET", "/admin/stats", { "x-forwarded-for": ip, authorization: "Bearer guess" })).status).toBe(401);
   });
 
+  test("refused admin passwords leave admin.sign_in_failed rows (address, path, reason; never the value); no credential leaves none", async () => {
+    const ip = nextIp();
+    const rowsOf = async () =>
+      ((await api(t, "GET", "/admin/audit?action=admin.sign_in_failed&limit=100", creds("admin"))).body.data as { ip: string; actor: string; details: Record<string, string> }[]).filter((r) => r.ip === ip);
+    for (let i = 0; i < 5; i++) expect((await api(t, "GET", "/admin/users", { "x-forwarded-for": ip, "user-agent": "probe/1", authorization: `Bearer guess-${i}-secret` })).status).toBe(401);
+    expect((await api(t, "GET", "/admin/users", { "x-forwarded-for": ip, authorization: "Bearer guess-5-secret" })).status).toBe(429);
+    expect((await api(t, "GET", "/admin/users", { "x-forwarded-for": ip })).status).toBe(401);
+    const rows = await rowsOf();
+    expect(rows.map((r) => r.details.reason).sort()).toEqual(["throttled", "wrong_password", "wrong_password", "wrong_password", "wrong_password", "wrong_password"]);
+    expect(rows.every((r) => r.actor === "anonymous" && r.details.path === "/admin/users")).toBe(true);
+    expect(rows.find((r) => r.details.reason === "wrong_password")!.details.user_agent).toBe("probe/1");
+    expect(JSON.stringify(rows)).not.toContain("secret");
+    clock += 10_000;
+  });
+
   test("a changed admin password takes effect at once (the verification cache is keyed by the stored hash)", async () => {
     expect((await api(t, "GET", "/admin/config", creds("admin"))).status).toBe(200);
     await t.app.services.adminPassword.set("a brand new operator pw");

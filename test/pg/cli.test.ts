@@ -4,7 +4,8 @@
  * to date, `--status` lists it; `doctor` reads PostgreSQL (version, schema against PG_MIGRATIONS,
  * the admin password and the vault's secrets stored there) and fails, naming the host but never the
  * password, when it cannot reach it; `admin create-user` and `token create` write to it; `backup`
- * refuses and says how to use pg_dump instead.
+ * refuses and says how to use pg_dump instead; with an older single-server build still serving the
+ * database (its advisory lock held), serve and the migrating commands refuse before changing anything.
  */
 import { SQL } from "bun";
 import { afterAll, describe, expect, test } from "bun:test";
@@ -204,6 +205,37 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     expect(env.code).toBe(1);
     expect(env.stderr).toContain("/etc/runcell/vault.key");
     expect(env.stdout + env.stderr).not.toContain(PASSWORD);
+  });
+
+  test("an older single-server runcell serving the database (it holds the old server lock): serve and admin commands refuse, exit 1, and change nothing", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    // The lock builds 55f1254..b9ec9eb^ held for as long as they served, from a connection of their own.
+    const old = new SQL(url, { max: 1 });
+    open.push(old);
+    const held = await old.reserve();
+    await held`SELECT pg_advisory_lock(${0x72756e73})`;
+    try {
+      const serve = await runCli(["serve", "--database", url, "--data-dir", dataDir(), "--http", "127.0.0.1:0"]);
+      expect(serve.code, serve.stderr).toBe(1);
+      expect(serve.stderr).toContain("an older runcell (single-server build");
+      expect(serve.stderr).toContain("stop it first, then start this one");
+      expect(serve.stderr.trim().split("\n").length).toBe(1);
+      expect(serve.stdout + serve.stderr).not.toContain(PASSWORD);
+      const admin = await runCli(["admin", "create-user", "--email", "old@example.com", "--database", url, "--data-dir", dataDir()]);
+      expect(admin.code).toBe(1);
+      expect(admin.stderr).toContain("an older runcell (single-server build");
+      // Nothing migrated.
+      const [none] = await sql.unsafe("SELECT to_regclass('public._migrations') IS NOT NULL AS ok");
+      expect(none.ok).toBe(false);
+    } finally {
+      await held`SELECT pg_advisory_unlock(${0x72756e73})`;
+      held.release();
+    }
+    // Stopped: this build migrates.
+    const after = await runCli(["migrate", "--database", url, "--data-dir", dataDir()]);
+    expect(after.code, after.stderr).toBe(0);
+    expect(after.stdout).toContain(`applied ${PG_MIGRATIONS.length} migration(s)`);
   });
 
   test("serve: migrates and serves from PostgreSQL; a second server on the same database serves beside it (a replica); an unreachable one names the host, never the password", async () => {

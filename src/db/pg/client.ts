@@ -25,6 +25,16 @@ export interface PostgresHandle {
 const POOL_MAX = 10;
 /** Held while migrating, so replicas starting at once migrate one after the other. */
 const MIGRATION_LOCK = 0x72756e63; // "runc"
+/**
+ * The lock the single-server builds (55f1254 up to the replicas, b9ec9eb) held for as long as they
+ * served. This build no longer holds it, but probes it before migrating: such a server knows
+ * nothing of leases, so its running tasks look orphaned here (lease_owner IS NULL) and would run
+ * twice, on a schema migrated under it.
+ */
+const OLD_SERVER_LOCK = 0x72756e73; // "runs"
+
+const OLDER_SERVER =
+  "an older runcell (single-server build, from before replicas) is serving this database: stop it first, then start this one. Nothing was changed";
 
 /** PostgreSQL did not answer, or refused the connection or a migration (the message names the host, never the password). */
 export class DatabaseUnavailableError extends Error {
@@ -75,7 +85,15 @@ export async function openPostgres(url: string, opts: { migrate?: boolean } = {}
       try {
         await conn`SELECT pg_advisory_lock(${MIGRATION_LOCK})`;
         try {
-          ({ applied } = await migratePostgres(conn as unknown as SQL));
+          // Taken after the migration lock (replicas starting at once do not see each other's
+          // probe) and kept while migrating: an old build starting meanwhile is refused by it.
+          const [probe] = await conn`SELECT pg_try_advisory_lock(${OLD_SERVER_LOCK}) AS ok`;
+          if (!probe?.ok) throw new Error(OLDER_SERVER);
+          try {
+            ({ applied } = await migratePostgres(conn as unknown as SQL));
+          } finally {
+            await conn`SELECT pg_advisory_unlock(${OLD_SERVER_LOCK})`;
+          }
         } finally {
           await conn`SELECT pg_advisory_unlock(${MIGRATION_LOCK})`;
         }

@@ -3,6 +3,7 @@
  * resolved and validated once. One table (OPTIONS) drives the flag parser, the environment and
  * file keys, validation and `--help`, so they cannot drift apart.
  */
+import { SQL } from "bun";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { type DockerHostSpec, parseDockerHosts } from "./lib/docker-hosts.ts";
@@ -460,6 +461,16 @@ function databaseUrl(raw: string | undefined, origin: string | undefined): strin
   if (!url || !/^postgres(ql)?:$/.test(url.protocol) || !url.hostname) {
     const shown = url ? `${url.protocol}//${url.host}${url.pathname}` : "(not a URL)";
     throw new ConfigError(`${origin ?? "--database"}: expected postgres://user:password@host:5432/database, got ${shown}`);
+  }
+  // The driver reads the URL's options (sslmode=…, connect_timeout=…) when the client is made, not
+  // when it connects: made here (it connects only at the first query), a value it refuses is this
+  // usage error too rather than a crash of whichever command opens the database first.
+  try {
+    void new SQL(raw).close().catch(() => {});
+  } catch (e) {
+    let why = (e as Error).message;
+    for (const secret of new Set([url.password, decodeURIComponent(url.password)])) if (secret) why = why.replaceAll(secret, "***");
+    throw new ConfigError(`${origin ?? "--database"}: ${why}`);
   }
   return raw;
 }

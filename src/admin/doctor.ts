@@ -834,13 +834,15 @@ export function createContext(config: Config, env: Record<string, string | undef
     let pgError: string | null = null;
     const connect = () =>
       (pg ??= (async () => {
-        const sql = new SQL(url, { max: 2, idleTimeout: 10, connectionTimeout: PG_CONNECT_TIMEOUT_S });
+        let sql: SQL | null = null;
         try {
+          // Made inside the try: the driver refuses a URL option's value (sslmode=…) here.
+          sql = new SQL(url, { max: 2, idleTimeout: 10, connectionTimeout: PG_CONNECT_TIMEOUT_S });
           await withTimeout(sql.unsafe("SELECT 1"), (PG_CONNECT_TIMEOUT_S + 2) * 1000, "connecting");
           return sql;
         } catch (e) {
           pgError = describePostgresError(e, url);
-          await sql.close({ timeout: 1 }).catch(() => {});
+          await sql?.close({ timeout: 1 }).catch(() => {});
           return null;
         }
       })());

@@ -13,7 +13,8 @@ import { Database } from "bun:sqlite";
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, closeSync, openSync, rmSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { CHECKS, type CheckResult, redactCommand } from "../../src/admin/doctor.ts";
+import { CHECKS, type CheckResult, redactCommand, runChecks } from "../../src/admin/doctor.ts";
+import { resolveConfig } from "../../src/config.ts";
 import { DB_FILE } from "../../src/db/data-dir.ts";
 import { BINARY_SCHEMA } from "../../src/db/migrate.ts";
 import { VERSION } from "../../src/version.ts";
@@ -407,4 +408,14 @@ describe("key and password files the server's user cannot read", () => {
     const missing = await runCli(["doctor", "--data-dir", d, "--vault-key-file", join(d, "nope.key")], { uid: NOBODY, env: { HOME: d } });
     expectStatus(parse(missing), "vault key", "FAIL", "does not exist");
   });
+});
+
+test("a database URL the driver refuses (sslmode=bogus) past the CLI's check: the database check fails with the reason, password masked", async () => {
+  const config = resolveConfig(new Map<string, unknown>([["data-dir", dir()], ["database", "postgres://u:pw-never-shown@127.0.0.1:1/db"]]), {});
+  config.databaseUrl = "postgres://u:pw-never-shown@127.0.0.1:1/db?sslmode=bogus";
+  const results = await runChecks(config, { checks: CHECKS.filter((c) => c.name === "database"), env: {} });
+  expect(results).toHaveLength(1);
+  expect(results[0]).toMatchObject({ check: "database", status: "FAIL" });
+  expect(results[0]!.message).toContain("sslmode");
+  expect(JSON.stringify(results)).not.toContain("pw-never-shown");
 });

@@ -138,6 +138,16 @@ describe("runcell CLI", () => {
       expect(r.code).toBe(2);
       expect(r.stderr).toContain(`runcell ${cmd.slice(0, cmd[0] === "token" ? 2 : 1).join(" ")}: RUNCELL_DATABASE_URL: expected postgres://`);
     }
+    // A URL the driver rejects (an option it does not know the value of): the same usage error, exit 2, one line, no password.
+    const bogus = "postgres://u:pw-never-shown@127.0.0.1:1/db?sslmode=bogus";
+    for (const cmd of [["doctor"], ["serve"], ["audit"], ["admin", "set-password", "--stdin"]]) {
+      const r = await runCli([...cmd, "--database", bogus, "--data-dir", dir], { stdin: "a long admin passphrase\n" });
+      expect([r.code, r.stdout]).toEqual([2, ""]);
+      expect(r.stderr).toStartWith(`runcell ${cmd.slice(0, cmd[0] === "admin" ? 2 : 1).join(" ")}: --database: `);
+      expect(r.stderr).toContain("sslmode");
+      expect(r.stderr.trim().split("\n").length).toBe(1);
+      expect(r.stderr).not.toContain("pw-never-shown");
+    }
     writeFileSync(join(dir, "runcell.toml"), "database = 5\n");
     const file = await runCli(["audit"], { env: { RUNCELL_DATA_DIR: dir } });
     expect([file.code, file.stderr]).toEqual([2, `runcell audit: ${join(dir, "runcell.toml")}: database: expected postgres://user:password@host:5432/database, got (not a URL)\n`]);

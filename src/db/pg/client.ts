@@ -76,7 +76,13 @@ export function redactDatabaseUrl(url: string): string {
  * never the password.
  */
 export async function openPostgres(url: string, opts: { migrate?: boolean } = {}): Promise<PostgresHandle & { applied: string[] }> {
-  const sql = new SQL(url, { max: POOL_MAX, idleTimeout: 60, connectionTimeout: 10 });
+  let sql: SQL;
+  try {
+    sql = new SQL(url, { max: POOL_MAX, idleTimeout: 60, connectionTimeout: 10 });
+  } catch (e) {
+    // A URL option's value the driver refuses (sslmode=…); config.ts reports it first for the CLI.
+    throw new DatabaseUnavailableError(`PostgreSQL at ${redactDatabaseUrl(url)}: ${describePostgresError(e, url)}`);
+  }
   let applied: string[] = [];
   try {
     await sql`SELECT 1`;

@@ -3,10 +3,13 @@
  * [--role admin|user] [--password-stdin]`: operator tasks done on the data dir's database
  * directly (a running server sees the change at once). Both are audited (actor admin, via cli).
  */
+import { join } from "node:path";
 import { Audit } from "../admin/audit.ts";
 import { AdminPassword } from "../admin/password.ts";
 import { Users } from "../auth/users.ts";
 import { randomToken } from "../lib/crypto.ts";
+import { DB_FILE } from "../db/data-dir.ts";
+import { redactDatabaseUrl } from "../db/pg/client.ts";
 import { Settings } from "../db/settings.ts";
 import { type Command, failUsage, readStdin, UsageError } from "./command.ts";
 import { withDataDir } from "./open-db.ts";
@@ -43,7 +46,9 @@ async function setPassword(argv: string[]): Promise<number> {
   }
   return withDataDir(config, cmd, async (db) => {
     await new AdminPassword(new Settings(db), Date.now, undefined, new Audit(db, Date.now)).set(password, { actor: "admin", via: "cli" });
-    console.log(`admin password set (argon2id hash stored in ${config.dataDir}); use it as "Authorization: Bearer <password>" on /admin/*`);
+    // Where the hash went: PostgreSQL holds it when --database is set, the data dir then holds no copy.
+    const where = config.databaseUrl ? redactDatabaseUrl(config.databaseUrl) : join(config.dataDir, DB_FILE);
+    console.log(`admin password set (argon2id hash stored in ${where}); use it as "Authorization: Bearer <password>" on /admin/*`);
   });
 }
 

@@ -85,7 +85,7 @@ describe("runcell admin set-password", () => {
     expect(before.stdout).toMatch(/^FAIL admin password: none is set.*\n\s+fix: run `runcell admin set-password`/m);
     const r = await runCli(["admin", "set-password", "--stdin", "--data-dir", dir], { stdin: "the operator's password\n" });
     expect(r.code).toBe(0);
-    expect(r.stdout).toContain("admin password set");
+    expect(r.stdout).toContain(`admin password set (argon2id hash stored in ${join(dir, "runcell.db")})`);
     const after = await runCli(["doctor", "--data-dir", dir]);
     expect(after.stdout).toMatch(/^OK {3}admin password: set \(argon2id hash in the database\)$/m);
     await withApp(dir, async (t) => {

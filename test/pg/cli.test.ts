@@ -107,6 +107,10 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     expect((await runCli(["migrate", "--database", url, "--data-dir", dir])).code).toBe(0);
     const pw = await runCli(["admin", "set-password", "--stdin", "--database", url, "--data-dir", dir], { stdin: "a long admin passphrase\n" });
     expect(pw.code, pw.stderr).toBe(0);
+    // It names where the hash went: the database, password masked — not the data dir, which holds no copy.
+    expect(pw.stdout).toContain(`argon2id hash stored in ${url.replace(PASSWORD, "***")}`);
+    expect(pw.stdout).not.toContain(dir);
+    expect(pw.stdout).not.toContain(PASSWORD);
     const good = await doctor(url, dir);
     expect(good.results.get("database")).toMatchObject({ status: "OK" });
     expect(good.results.get("schema")).toMatchObject({ status: "OK" });

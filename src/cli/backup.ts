@@ -412,16 +412,20 @@ export const backupCommand: Command = {
   },
 };
 
-/** `backup --database …`: why it refuses, and what to run instead (the URL without its password). */
-function postgresBackupAdvice(url: string, vaultKeyFile: string | null | undefined): string {
-  let target = redactDatabaseUrl(url);
+/** The URL for pg_dump/pg_restore's command line: without its password (~/.pgpass or PGPASSWORD give it). */
+export function pgToolTarget(url: string): string {
   try {
     const u = new URL(url);
     u.password = "";
-    target = u.toString();
+    return u.toString();
   } catch {
-    // redactDatabaseUrl said so already
+    return redactDatabaseUrl(url);
   }
+}
+
+/** `backup --database …`: why it refuses, and what to run instead (the URL without its password). */
+function postgresBackupAdvice(url: string, vaultKeyFile: string | null | undefined): string {
+  const target = pgToolTarget(url);
   const key = vaultKeyFile ? `${vaultKeyFile} (--vault-key-file)` : `the data dir's ${KEY_FILE}`;
   return [
     `runcell backup: the state is in PostgreSQL (${redactDatabaseUrl(url)}); runcell backup copies the embedded SQLite database only.`,

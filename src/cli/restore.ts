@@ -23,6 +23,7 @@ import { REPLICA_ID_FILE } from "../replicas/registry.ts";
 import { INSTANCE_SETTING } from "../workspaces/spec.ts";
 import { readTarGz } from "../lib/tar.ts";
 import { VERSION } from "../version.ts";
+import { redactDatabaseUrl } from "../db/pg/client.ts";
 import {
   BACKUP_FORMAT,
   BACKUP_FORMAT_VERSION,
@@ -31,6 +32,7 @@ import {
   CONFIG_FILES,
   MANIFEST_FILE,
   mb,
+  pgToolTarget,
   rowCounts,
   stamp,
   tenths,
@@ -284,10 +286,20 @@ export async function restore(backup: string, dataDir: string, opts: { force?: b
   }
 }
 
+/** `restore` with RUNCELL_DATABASE_URL set: why it refuses, and what to run instead (the URL without its password). */
+function postgresRestoreAdvice(url: string): string {
+  return [
+    `runcell restore: the state is in PostgreSQL (RUNCELL_DATABASE_URL=${redactDatabaseUrl(url)}); runcell restore puts back the embedded SQLite database only, which a server with this environment ignores. Nothing was changed.`,
+    `Restore PostgreSQL from a pg_dump with pg_restore (the password from ~/.pgpass or PGPASSWORD), e.g.:`,
+    `  pg_restore --clean --if-exists -d '${pgToolTarget(url)}' runcell-….dump`,
+    `with the vault key kept with the dump. To restore this backup's SQLite file into the data dir anyway (to copy it with runcell migrate --from-sqlite), add --sqlite.`,
+  ].join("\n");
+}
+
 export const restoreCommand: Command = {
   name: "restore",
   summary: "Restore a backup archive into an empty (or --force'd) data dir, after checking it.",
-  usage: "runcell restore <backup.tar.gz> [--data-dir DIR] [--force] [--keep-instance]",
+  usage: "runcell restore <backup.tar.gz> [--data-dir DIR] [--force] [--keep-instance] [--sqlite]",
   details: `  --data-dir DIR  the data dir to restore into (default: $RUNCELL_DATA_DIR, else ./runcell_data); created 0700
   --force         restore into a data dir that is not empty: its runcell.db, secret.key and config
                   file are moved to <data dir>/replaced-<timestamp>/ first (nothing is deleted)
@@ -296,12 +308,16 @@ export const restoreCommand: Command = {
                   that server is gone for good. Without it a restore into an empty data dir gets
                   a new instance id (a copy served beside the original never touches its
                   workspaces), and --force keeps the id of the database it replaces.
+  --sqlite        restore even though RUNCELL_DATABASE_URL is set (see below)
 
   Holds the data dir's lock (a running server must be stopped first). Checks, before anything is
   put in place: the manifest (a backup from a newer schema is refused), the sha256 of every file,
   PRAGMA integrity_check, and the row count of every table. A backup with an older schema is
   restored as is; the next serve migrates it. A directory made by \`runcell backup <dir>\` of
   earlier versions (runcell.db + secret.key) is accepted too (integrity and schema checked).
+  With RUNCELL_DATABASE_URL set it refuses, as backup does: a server with that environment keeps its
+  state in PostgreSQL and ignores the data dir's runcell.db; restore PostgreSQL with pg_restore. With
+  --sqlite it restores the file anyway (to copy it with \`runcell migrate --from-sqlite\`, say).
   Exit status: 0 restored, 1 refused or failed (the data dir unchanged), 2 bad usage.`,
   examples: [
     "runcell restore /srv/backups/runcell-2026-11-23.tar.gz --data-dir /var/lib/runcell",
@@ -312,16 +328,23 @@ export const restoreCommand: Command = {
     let dataDir: string;
     let force: boolean;
     let keepInstance: boolean;
+    let sqlite: boolean;
     let ok = false;
     try {
-      const args = parseArgs(argv, { "data-dir": true, force: false, "keep-instance": false }, false);
+      const args = parseArgs(argv, { "data-dir": true, force: false, "keep-instance": false, sqlite: false }, false);
       if (args.positionals.length !== 1) throw new UsageError("expected one backup file (see --help)");
       backup = resolve(args.positionals[0]!);
       dataDir = dataDirFrom(args.extra.get("data-dir"));
       force = args.extra.get("force") === true;
       keepInstance = args.extra.get("keep-instance") === true;
+      sqlite = args.extra.get("sqlite") === true;
     } catch (e) {
       return failUsage("restore", e);
+    }
+    const databaseUrl = process.env.RUNCELL_DATABASE_URL;
+    if (databaseUrl && !sqlite) {
+      console.error(postgresRestoreAdvice(databaseUrl));
+      return 1;
     }
     if (!existsSync(backup)) {
       console.error(`runcell restore: ${backup} does not exist`);

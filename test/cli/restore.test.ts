@@ -3,7 +3,8 @@
  * play the corruptions), restored by the CLI in a subprocess. Every refusal exits 1 and leaves the
  * data dir as it was: not empty without --force, a checksum mismatch, a damaged gzip stream, a
  * truncated file, row counts that differ from the manifest, a failed integrity check, a newer
- * schema (naming both versions), a foreign archive.
+ * schema (naming both versions), a foreign archive, RUNCELL_DATABASE_URL set (the state in
+ * PostgreSQL, which would ignore the file) without --sqlite.
  */
 import { Database } from "bun:sqlite";
 import { afterAll, describe, expect, test } from "bun:test";
@@ -360,6 +361,24 @@ describe("runcell restore", () => {
     const empty = dir("runcell-legacy-empty-");
     mkdirSync(join(empty, "sub"));
     await refused(empty, "is a directory without runcell.db: not a runcell backup");
+  }, 60_000);
+
+  test("RUNCELL_DATABASE_URL set: refused (1) with pg_restore advice, password never printed, nothing written; --sqlite restores anyway", async () => {
+    const { archive } = await source();
+    const target = join(dir(), "t");
+    const env = { RUNCELL_DATABASE_URL: "postgres://runcell:pw-never-shown@db.internal:5432/runcell" };
+    const r = await runCli(["restore", archive, "--data-dir", target], { env });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toStartWith("runcell restore: the state is in PostgreSQL (RUNCELL_DATABASE_URL=postgres://runcell:***@db.internal:5432/runcell); ");
+    expect(r.stderr).toContain("pg_restore --clean --if-exists -d 'postgres://runcell@db.internal:5432/runcell'");
+    expect(r.stderr).toContain("--sqlite");
+    expect(r.stderr).not.toContain("pw-never-shown");
+    expect(existsSync(target)).toBe(false);
+    const anyway = await runCli(["restore", archive, "--data-dir", target, "--sqlite"], { env });
+    expect(anyway.code, anyway.stderr).toBe(0);
+    expect(existsSync(join(target, "runcell.db"))).toBe(true);
+    expect(anyway.stdout).toContain(`done: start runcell with --data-dir ${target}`);
   }, 60_000);
 
   test("usage (2) and a missing backup (1)", async () => {

@@ -31,7 +31,10 @@ export const serveCommand: Command = {
   details: `  Holds <data dir>/runcell.lock (flock) while it runs: a second serve, migrate or restore on the
   same data dir exits 1 naming this process's pid. When this binary has migrations to apply to an
   existing database, it first writes <data dir>/backups/pre-migrate-<schema>-<timestamp>.tar.gz
-  (the last 3 are kept); a database written by a newer runcell is refused (exit 1), untouched.`,
+  (the last 3 are kept), then applies them in one transaction; a database written by a newer
+  runcell is refused (exit 1), untouched. With --database postgres://… there is no automatic
+  backup (take a pg_dump first) and each migration runs in its own transaction, under an advisory
+  lock; an older single-server runcell still serving that database makes it refuse (exit 1).`,
   examples: [
     "runcell serve",
     // Loopback: with --trust-proxy only the proxy may reach runcell (README, Behind a reverse proxy).

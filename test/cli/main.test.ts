@@ -19,6 +19,8 @@ describe("runcell CLI", () => {
     expect(r.stdout).toContain("--data-dir");
     expect(r.stdout).toContain("[RUNCELL_SIGNUP]");
     expect(r.stdout).toContain("Examples:");
+    // The pre-migration backup and the one transaction are SQLite's; PostgreSQL's exception is said beside them.
+    expect(r.stdout).toContain("With --database postgres://… there is no automatic\n  backup (take a pg_dump first) and each migration runs in its own transaction");
     const h = await runCli(["help", "migrate"]);
     expect(h.stdout).toContain("runcell migrate");
   });

@@ -48,6 +48,9 @@ export function newerSchemaWords(writer: Pick<SchemaWriter, "version" | "commit"
   return { writtenBy: buildName(writer.version, writer.commit), thisBinary, runInstead };
 }
 
+/** How to go back to before the upgrade, in the refusal of a newer SQLite database. */
+export const RESTORE_SQLITE_BACKUP = "restore a backup made before the upgrade (runcell restore <backup> --force; the automatic ones are in <data dir>/backups/)";
+
 export class NewerDatabaseError extends Error {
   constructor(
     /** The first migration tag this binary does not know. */
@@ -56,12 +59,14 @@ export class NewerDatabaseError extends Error {
     public readonly schema: string = tag,
     public readonly writer: SchemaWriter | null = null,
     public readonly binarySchema: string = BINARY_SCHEMA,
+    /** The way back to the old schema (PostgreSQL has no automatic backups: a pg_dump). */
+    restore: string = RESTORE_SQLITE_BACKUP,
   ) {
     const w = newerSchemaWords(writer);
     super(
       `this database was written by a newer runcell: ${w.writtenBy}, schema "${schema}" (it has migration "${tag}", which this binary does not know); ` +
         `this binary is ${w.thisBinary} and knows schema up to "${binarySchema}". Nothing was changed. ` +
-        `Run ${w.runInstead}, or restore a backup made before the upgrade (runcell restore <backup> --force; the automatic ones are in <data dir>/backups/).`,
+        `Run ${w.runInstead}, or ${restore}.`,
     );
     this.name = "NewerDatabaseError";
   }
@@ -83,14 +88,21 @@ function appliedTags(sqlite: Database): string[] {
 export function schemaWriter(sqlite: Database): SchemaWriter | null {
   if (!hasTable(sqlite, "settings")) return null;
   const row = sqlite.query<{ value: string }, [string]>("SELECT value FROM settings WHERE key = ?").get(SCHEMA_WRITER_KEY);
-  if (!row) return null;
+  return row ? parseSchemaWriter(row.value) : null;
+}
+
+/** A stored `schema.writer` value (JSON text, or jsonb PostgreSQL's client parsed already); null when it is not one. */
+export function parseSchemaWriter(value: unknown): SchemaWriter | null {
   try {
-    const v = JSON.parse(row.value) as SchemaWriter;
+    const v = (typeof value === "string" ? JSON.parse(value) : value) as SchemaWriter | null;
     return v && typeof v.version === "string" ? v : null;
   } catch {
     return null;
   }
 }
+
+/** This runcell as the writer of a schema whose newest migration is `schema`. */
+export const thisWriter = (schema: string): SchemaWriter => ({ version: VERSION, commit: COMMIT, schema, migrated_at: new Date().toISOString() });
 
 /** What `migrate` would do, without writing anything. Throws NewerDatabaseError for a newer database. */
 export function migrationStatus(sqlite: Database, migrations: Migration[] = MIGRATIONS) {
@@ -151,10 +163,13 @@ export function schemaInfoOfFile(path: string): SchemaInfo | null {
 
 /** The database's schema compared with this binary's, without writing anything (never throws for a newer one). */
 export function schemaInfo(sqlite: Database, migrations: Migration[] = MIGRATIONS): SchemaInfo {
-  const applied = appliedTags(sqlite);
+  return compareSchema(appliedTags(sqlite), migrations, schemaWriter(sqlite));
+}
+
+/** The applied migrations (in the order they ran) against a binary's `migrations`: SQLite's and PostgreSQL's. */
+export function compareSchema(applied: string[], migrations: Migration[], writer: SchemaWriter | null): SchemaInfo {
   const known = migrations.map((m) => m.tag);
   const binarySchema = known[known.length - 1] ?? "none";
-  const writer = schemaWriter(sqlite);
   const schema = applied[applied.length - 1] ?? null;
   const firstUnknown = applied.findIndex((tag, i) => known[i] !== tag);
   if (firstUnknown >= 0) return { state: "newer", schema, binarySchema, applied, pending: [], unknown: applied.slice(firstUnknown), writer };
@@ -186,7 +201,7 @@ export function migrate(sqlite: Database, migrations: Migration[] = MIGRATIONS):
     }
     sqlite.exec(`PRAGMA user_version = ${migrations.indexOf(pending[pending.length - 1]!) + 1}`);
     if (hasTable(sqlite, "settings")) {
-      const writer: SchemaWriter = { version: VERSION, commit: COMMIT, schema: pending[pending.length - 1]!.tag, migrated_at: new Date().toISOString() };
+      const writer = thisWriter(pending[pending.length - 1]!.tag);
       sqlite
         .prepare("INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at")
         .run(SCHEMA_WRITER_KEY, JSON.stringify(writer), Date.now());

@@ -191,6 +191,26 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     expect(await Bun.file(join(dir, "runcell.db")).exists()).toBe(false);
   });
 
+  test("migrate records which runcell wrote the schema (schema.writer), and an older binary's refusal names it", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    const dir = dataDir();
+    expect((await runCli(["migrate", "--database", url, "--data-dir", dir])).code).toBe(0);
+    const [row] = await sql.unsafe("SELECT value FROM settings WHERE key = 'schema.writer'");
+    expect(row.value).toMatchObject({ version: VERSION, schema: LATEST });
+    expect(typeof row.value.commit).toBe("string");
+
+    await sql.unsafe("INSERT INTO _migrations (tag, applied_at) VALUES ('9999_future', 0)");
+    await sql.unsafe(`UPDATE settings SET value = '{"version":"9.9.9","commit":"abc1234","schema":"9999_future","migrated_at":"2030-01-01T00:00:00.000Z"}'::jsonb WHERE key = 'schema.writer'`);
+    for (const args of [["serve", "--http", "127.0.0.1:0"], ["migrate"]]) {
+      const r = await runCli([...args, "--database", url, "--data-dir", dataDir()]);
+      expect(r.code, args[0]).toBe(1);
+      expect(r.stderr).toContain('this database was written by a newer runcell: runcell 9.9.9 (commit abc1234), schema "9999_future"');
+      expect(r.stderr).toContain("Run runcell 9.9.9 or newer, or restore a pg_dump made before the upgrade");
+      expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+    }
+  });
+
   test("backup refuses: the state is in PostgreSQL, use pg_dump and keep the vault key; the password is never printed", async () => {
     const { url, sql } = await freshDatabase();
     open.push(sql);

@@ -5,12 +5,15 @@
  * Values are converted by the PostgreSQL column's type (0/1 → boolean, JSON text → jsonb, blobs →
  * bytea; everything else as stored). Afterwards every table's row count is compared on both sides.
  * Encrypted values (the vault's secrets, webhook signing secrets, trigger URLs) are copied as
- * ciphertext: the data dir's secret.key still opens them.
+ * ciphertext: the data dir's secret.key still opens them. Each side's record of which runcell
+ * wrote its schema (settings `schema.writer`) is its own: the target keeps the one migrating it
+ * wrote, the source's (naming SQLite's schema) is not copied, and neither is counted.
  */
 import type { Database } from "bun:sqlite";
 import type { SQL } from "bun";
 import { getTableName, is } from "drizzle-orm";
 import { getTableConfig, PgTable } from "drizzle-orm/pg-core";
+import { SCHEMA_WRITER_KEY } from "../migrate.ts";
 import * as schema from "./schema.ts";
 import { storableJson, storableText } from "./storable.ts";
 
@@ -79,11 +82,14 @@ export function tablesInDependencyOrder(): PgTable[] {
 
 const quote = (name: string) => `"${name.replaceAll('"', '""')}"`;
 
-/** Row counts of every schema table in the PostgreSQL database. */
+/** The rows of `table` that are runcell data: without either database's own schema bookkeeping. */
+const dataRows = (table: string) => `${quote(table)}${table === "settings" ? ` WHERE key <> '${SCHEMA_WRITER_KEY}'` : ""}`;
+
+/** Row counts of every schema table in the PostgreSQL database (its data rows). */
 export async function postgresCounts(pg: SQL): Promise<Map<string, number>> {
   const counts = new Map<string, number>();
   for (const t of tablesInDependencyOrder()) {
-    const [r] = await pg.unsafe(`SELECT count(*)::bigint AS n FROM ${quote(getTableName(t))}`);
+    const [r] = await pg.unsafe(`SELECT count(*)::bigint AS n FROM ${dataRows(getTableName(t))}`);
     counts.set(getTableName(t), Number(r.n));
   }
   return counts;
@@ -100,9 +106,9 @@ export async function copySqliteToPostgres(sqlite: Database, pg: SQL, onProgress
     for (const table of tables) {
       const name = getTableName(table);
       const plan = planOf(table);
-      const total = (sqlite.query(`SELECT count(*) AS n FROM ${quote(name)}`).get() as { n: number }).n;
+      const total = (sqlite.query(`SELECT count(*) AS n FROM ${dataRows(name)}`).get() as { n: number }).n;
       const columns = plan.map((c) => quote(c.name)).join(", ");
-      const select = sqlite.query(`SELECT ${columns} FROM ${quote(name)} ORDER BY rowid`);
+      const select = sqlite.query(`SELECT ${columns} FROM ${dataRows(name)} ORDER BY rowid`);
       let copied = 0;
       let batch: Record<string, unknown>[] = [];
       const flush = async () => {

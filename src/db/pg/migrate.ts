@@ -1,10 +1,12 @@
 /**
  * PostgreSQL migrations: the SQL drizzle-kit generates from src/db/pg/schema.ts (migrations-pg/),
  * embedded in the binary (src/db/pg/migrations.ts), applied in order, each in its own transaction
- * and recorded in `_migrations` — the same bookkeeping as the SQLite side (src/db/migrate.ts).
- * A database holding a migration this binary does not know is refused, untouched.
+ * and recorded in `_migrations` — the same bookkeeping as the SQLite side (src/db/migrate.ts),
+ * including this runcell as the schema's writer (settings `schema.writer`). A database holding a
+ * migration this binary does not know is refused (NewerDatabaseError), untouched.
  */
 import type { SQL } from "bun";
+import { compareSchema, NewerDatabaseError, parseSchemaWriter, SCHEMA_WRITER_KEY, type SchemaInfo, type SchemaWriter, thisWriter } from "../migrate.ts";
 import { PG_MIGRATIONS } from "./migrations.ts";
 
 const TABLE = "_migrations";
@@ -12,28 +14,51 @@ const TABLE = "_migrations";
 /** drizzle-kit separates the statements of one migration with this line. */
 const BREAKPOINT = "--> statement-breakpoint";
 
+/** The way back from a newer schema: PostgreSQL gets no automatic pre-migration backup. */
+const RESTORE_PG_DUMP = "restore a pg_dump made before the upgrade (pg_restore --clean)";
+
+const hasTable = async (sql: SQL, name: string) => !!(await sql.unsafe(`SELECT to_regclass('public.${name}') IS NOT NULL AS ok`))[0]?.ok;
+
 export async function appliedPgTags(sql: SQL): Promise<string[]> {
-  const [exists] = await sql.unsafe(`SELECT to_regclass('public.${TABLE}') IS NOT NULL AS ok`);
-  if (!exists?.ok) return [];
+  if (!(await hasTable(sql, TABLE))) return [];
   const rows = await sql.unsafe(`SELECT tag FROM ${TABLE} ORDER BY id`);
   return rows.map((r: { tag: string }) => r.tag);
 }
 
-/** Applies the pending migrations; returns their tags. */
+/** The runcell that last migrated this database, when it recorded itself. */
+export async function pgSchemaWriter(sql: SQL): Promise<SchemaWriter | null> {
+  if (!(await hasTable(sql, "settings"))) return null;
+  const [row] = await sql.unsafe("SELECT value FROM settings WHERE key = $1", [SCHEMA_WRITER_KEY]);
+  return row ? parseSchemaWriter(row.value) : null;
+}
+
+/** The database's schema against this binary's PG_MIGRATIONS, read-only (never throws for a newer one). */
+export async function pgSchemaInfo(sql: SQL): Promise<SchemaInfo> {
+  return compareSchema(await appliedPgTags(sql), PG_MIGRATIONS, await pgSchemaWriter(sql));
+}
+
+/** The refusal of a newer PostgreSQL schema: SQLite's words, with pg_dump as the way back. */
+export const newerPgDatabase = (info: SchemaInfo) => new NewerDatabaseError(info.unknown[0]!, info.schema ?? info.unknown[0]!, info.writer, info.binarySchema, RESTORE_PG_DUMP);
+
+/** Applies the pending migrations; returns their tags. Throws NewerDatabaseError before writing anything. */
 export async function migratePostgres(sql: SQL): Promise<{ applied: string[] }> {
+  const info = await pgSchemaInfo(sql);
+  if (info.state === "newer") throw newerPgDatabase(info);
   await sql.unsafe(`CREATE TABLE IF NOT EXISTS ${TABLE} (id bigserial PRIMARY KEY, tag text NOT NULL UNIQUE, applied_at bigint NOT NULL)`);
-  const done = await appliedPgTags(sql);
-  const known = new Set(PG_MIGRATIONS.map((m) => m.tag));
-  const unknown = done.find((t) => !known.has(t));
-  if (unknown) throw new Error(`this PostgreSQL database has migration "${unknown}", which this runcell does not know: it was written by a newer runcell; nothing was changed`);
-  const applied: string[] = [];
-  for (const m of PG_MIGRATIONS) {
-    if (done.includes(m.tag)) continue;
+  const pending = PG_MIGRATIONS.filter((m) => info.pending.includes(m.tag));
+  for (const m of pending) {
     await sql.begin(async (tx) => {
       for (const statement of m.sql.split(BREAKPOINT)) if (statement.trim()) await tx.unsafe(statement);
       await tx.unsafe(`INSERT INTO ${TABLE} (tag, applied_at) VALUES ($1, $2)`, [m.tag, Date.now()]);
+      // With the last one: an older binary quotes it when it refuses this schema. Sent as text and
+      // cast (Bun's client would store a string bound to jsonb as one JSON string).
+      if (m === pending[pending.length - 1]) {
+        await tx.unsafe(
+          "INSERT INTO settings (key, value, updated_at) VALUES ($1, $2::text::jsonb, $3) ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+          [SCHEMA_WRITER_KEY, JSON.stringify(thisWriter(m.tag)), Date.now()],
+        );
+      }
     });
-    applied.push(m.tag);
   }
-  return { applied };
+  return { applied: pending.map((m) => m.tag) };
 }

@@ -8,12 +8,15 @@
  * under a running process: when another process holds the lock (a server running an older runcell,
  * a migrate or restore), the command refuses, having changed nothing. A database written by a newer
  * runcell is refused (NewerDatabaseError), untouched. With --database postgres://… the commands
- * work on that database instead (its migrations applied under PostgreSQL's advisory lock).
+ * work on that database instead, and only when its schema is current: no lock says whether servers
+ * running an older runcell share it (they could not start again once it is migrated), so these
+ * commands leave migrating it to `serve` and `runcell migrate`.
  */
 import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/client.ts";
 import { prepareDataDir } from "../db/data-dir.ts";
-import { openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
+import { DatabaseUnavailableError, describePostgresError, openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
+import { newerPgDatabase, pgSchemaInfo } from "../db/pg/migrate.ts";
 import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from "../db/lock.ts";
 import { BINARY_SCHEMA, migrate, NewerDatabaseError, schemaInfo, schemaInfoOfFile, UnreadableDatabaseError } from "../db/migrate.ts";
 import { AppError } from "../lib/errors.ts";
@@ -55,7 +58,13 @@ export async function withDataDir(
       await handle.close();
     }
   } catch (e) {
-    if (e instanceof AppError || e instanceof NewerDatabaseError || e instanceof UnreadableDatabaseError || e instanceof OpenDataDirError) {
+    if (
+      e instanceof AppError ||
+      e instanceof NewerDatabaseError ||
+      e instanceof UnreadableDatabaseError ||
+      e instanceof OpenDataDirError ||
+      e instanceof DatabaseUnavailableError
+    ) {
       process.stderr.write(`runcell ${command}: ${e.message}\n`);
       return 1;
     }
@@ -67,16 +76,12 @@ export async function withDataDir(
  * Opens the data dir's database for `command` (its name, for messages). Lines about the
  * pre-migration backup and the migrations go to `report` (stderr by default: `token create`
  * keeps stdout for the token alone). Throws NewerDatabaseError, or OpenDataDirError when the
- * database needs migrating and another process holds the data dir (or the backup failed).
+ * database needs migrating and another process holds the data dir (or the backup failed), or it is
+ * PostgreSQL's; DatabaseUnavailableError when PostgreSQL cannot be reached or read.
  */
 export async function openDataDir(config: Config, opts: { command?: string; report?: (line: string) => void } = {}): Promise<CliDatabase> {
   const report = opts.report ?? ((line: string) => process.stderr.write(line + "\n"));
-  if (config.databaseUrl) {
-    // PostgreSQL: migrated under its advisory lock (next to running servers; none holds it long).
-    const pg = await openPostgres(config.databaseUrl);
-    if (pg.applied.length) report(`applied ${pg.applied.length} migration(s) to ${redactDatabaseUrl(config.databaseUrl)}: ${pg.applied.join(", ")}`);
-    return pg;
-  }
+  if (config.databaseUrl) return openCurrentPostgres(config.databaseUrl, opts.command);
   const path = prepareDataDir(config.dataDir);
   const info = schemaInfoOfFile(path);
   if (info?.state === "newer") throw new NewerDatabaseError(info.unknown[0]!, info.schema!, info.writer, info.binarySchema);
@@ -135,4 +140,34 @@ function openCurrent(path: string): DatabaseHandle {
     throw e;
   }
   return handle;
+}
+
+/** --database postgres://…: opened only when its schema is this binary's (never migrated here). */
+async function openCurrentPostgres(url: string, command: string | undefined): Promise<CliDatabase> {
+  const where = redactDatabaseUrl(url);
+  const pg = await openPostgres(url, { migrate: false });
+  try {
+    let info;
+    try {
+      info = await pgSchemaInfo(pg.sql);
+    } catch (e) {
+      throw new DatabaseUnavailableError(`PostgreSQL at ${where}: ${describePostgresError(e, url)}`);
+    }
+    if (info.state === "newer") throw newerPgDatabase(info);
+    if (info.state !== "current") {
+      const what =
+        info.state === "empty"
+          ? `the PostgreSQL database ${where} has no schema yet (this runcell ${VERSION} would create ${info.binarySchema})`
+          : `the PostgreSQL database ${where} has schema ${info.schema} and this runcell ${VERSION} would migrate it to ${info.binarySchema}${info.pending.length > 1 ? ` (${info.pending.join(", ")})` : ""}`;
+      throw new OpenDataDirError(
+        `${what}, but ${command ? `runcell ${command}` : "this command"} does not migrate PostgreSQL: servers still running an older runcell may share it, ` +
+          `and could not start again once it is migrated. Nothing was changed. Run \`runcell migrate --database ${where}\` or start serve with this binary ` +
+          `(upgrading every server that shares the database), then run this again; or run ${command ? `runcell ${command}` : "this command"} with the binary those servers run.`,
+      );
+    }
+  } catch (e) {
+    await pg.close();
+    throw e;
+  }
+  return pg;
 }

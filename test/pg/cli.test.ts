@@ -173,10 +173,11 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     expect(human.stdout + human.stderr).not.toContain(PASSWORD);
   });
 
-  test("admin create-user and token create work on PostgreSQL (migrating an empty database first)", async () => {
+  test("admin create-user and token create work on PostgreSQL (once migrate created its schema)", async () => {
     const { url, sql } = await freshDatabase();
     open.push(sql);
     const dir = dataDir();
+    expect((await runCli(["migrate", "--database", url, "--data-dir", dir])).code).toBe(0);
     const made = await runCli(["admin", "create-user", "--email", "ci@example.com", "--role", "admin", "--database", url, "--data-dir", dir]);
     expect(made.code, made.stderr).toBe(0);
     expect(made.stdout + made.stderr).not.toContain(PASSWORD);
@@ -190,6 +191,71 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     // Nothing went to the data dir's SQLite file.
     expect(await Bun.file(join(dir, "runcell.db")).exists()).toBe(false);
   });
+
+  test("admin, token and audit never migrate PostgreSQL (older servers may share it): no schema, older or newer is refused, exit 1, nothing changed", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    const dir = dataDir();
+    const commands = [
+      ["admin", "create-user", "--email", "x@example.com"],
+      ["token", "create", "--email", "x@example.com", "--name", "ci"],
+      ["audit"],
+    ];
+    const tags = async () => ((await sql.unsafe("SELECT to_regclass('public._migrations') IS NOT NULL AS ok"))[0].ok ? (await sql.unsafe("SELECT tag FROM _migrations ORDER BY id")).map((r: { tag: string }) => r.tag) : null);
+
+    // No schema yet: not created here.
+    for (const c of commands) {
+      const r = await runCli([...c, "--database", url, "--data-dir", dir]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toStartWith(`runcell ${c[0] === "audit" ? "audit" : `${c[0]} ${c[1]}`}: `);
+      expect(r.stderr).toContain("has no schema yet");
+      expect(r.stderr).toContain("runcell migrate --database postgres://postgres:***@");
+      expect(r.stderr).not.toContain("applied");
+      expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+    }
+    expect(await tags()).toBeNull();
+
+    // Older: the latest migration not applied (a server still running the previous runcell).
+    expect((await runCli(["migrate", "--database", url, "--data-dir", dir])).code).toBe(0);
+    await sql.unsafe(`DELETE FROM _migrations WHERE tag = '${LATEST}'`);
+    const before = await tags();
+    for (const c of commands) {
+      const r = await runCli([...c, "--database", url, "--data-dir", dir]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain(`this runcell ${VERSION} would migrate it to ${LATEST}`);
+      expect(r.stderr).toContain("Nothing was changed");
+      expect(r.stderr).toContain("runcell migrate --database postgres://postgres:***@");
+      expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    }
+    expect(await tags()).toEqual(before);
+    expect((await sql.unsafe("SELECT count(*)::int AS n FROM users"))[0].n).toBe(0);
+
+    // Newer: a migration this binary does not know, written by a runcell that recorded itself.
+    await sql.unsafe(`INSERT INTO _migrations (tag, applied_at) VALUES ('${LATEST}', 0), ('9999_future', 0)`);
+    await sql.unsafe(`UPDATE settings SET value = '{"version":"9.9.9","commit":"abc1234","schema":"9999_future","migrated_at":"2030-01-01T00:00:00.000Z"}'::jsonb WHERE key = 'schema.writer'`);
+    for (const c of commands) {
+      const r = await runCli([...c, "--database", url, "--data-dir", dir]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain('this database was written by a newer runcell: runcell 9.9.9 (commit abc1234), schema "9999_future"');
+      expect(r.stderr).toContain("Run runcell 9.9.9 or newer");
+      expect(r.stderr).toContain("pg_dump");
+      expect(r.stderr).not.toContain("    at ");
+      expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    }
+    expect(await tags()).toEqual([...before!, LATEST, "9999_future"]);
+
+    // Unreachable: one line, no stack trace.
+    const down = new URL(url);
+    down.port = "1";
+    for (const c of commands) {
+      const r = await runCli([...c, "--database", down.toString(), "--data-dir", dir]);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toContain("PostgreSQL at postgres://postgres:***@127.0.0.1:1/");
+      expect(r.stderr).not.toContain("    at ");
+      expect(r.stderr.trim().split("\n")).toHaveLength(1);
+      expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+    }
+  }, 60_000);
 
   test("migrate records which runcell wrote the schema (schema.writer), and an older binary's refusal names it", async () => {
     const { url, sql } = await freshDatabase();

@@ -6,8 +6,7 @@ import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
 import { migrate, migrationStatus, NewerDatabaseError, schemaInfoOfFile } from "../db/migrate.ts";
 import { MIGRATIONS } from "../db/migrations.ts";
 import { openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
-import { appliedPgTags } from "../db/pg/migrate.ts";
-import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
+import { newerPgDatabase, pgSchemaInfo } from "../db/pg/migrate.ts";
 import { upgradeGuard } from "./backup.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
 import { parseStateArgs, resolveStateConfig, STATE_FLAGS } from "./state-config.ts";
@@ -114,14 +113,16 @@ async function migrateConfiguredPostgres(url: string, statusOnly: boolean): Prom
   try {
     if (statusOnly) {
       const pg = await openPostgres(url, { migrate: false });
+      let info;
       try {
-        const done = new Set(await appliedPgTags(pg.sql));
-        const pending = PG_MIGRATIONS.filter((m) => !done.has(m.tag));
-        console.log(`applied: ${done.size ? [...done].join(", ") : "none"}`);
-        console.log(`pending: ${pending.length ? pending.map((m) => m.tag).join(", ") : "none"}`);
+        info = await pgSchemaInfo(pg.sql);
       } finally {
         await pg.close();
       }
+      // Refused as on SQLite: this binary cannot say what a newer schema still needs.
+      if (info.state === "newer") throw newerPgDatabase(info);
+      console.log(`applied: ${info.applied.length ? info.applied.join(", ") : "none"}`);
+      console.log(`pending: ${info.pending.length ? info.pending.join(", ") : "none"}`);
       return 0;
     }
     const pg = await openPostgres(url);

@@ -277,6 +277,19 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     }
   });
 
+  test("migrate --status refuses a database written by a newer runcell, exit 1, as on SQLite", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    const dir = dataDir();
+    expect((await runCli(["migrate", "--database", url, "--data-dir", dir])).code).toBe(0);
+    await sql.unsafe("INSERT INTO _migrations (tag, applied_at) VALUES ('9999_future', 0)");
+    const status = await runCli(["migrate", "--status", "--database", url, "--data-dir", dir]);
+    expect(status.code).toBe(1);
+    expect(status.stderr).toContain(`runcell migrate: this database was written by a newer runcell: runcell ${VERSION}`);
+    expect(status.stderr).toContain('(it has migration "9999_future", which this binary does not know)');
+    expect(status.stdout).not.toContain("pending: none");
+  });
+
   test("backup refuses: the state is in PostgreSQL, use pg_dump and keep the vault key; the password is never printed", async () => {
     const { url, sql } = await freshDatabase();
     open.push(sql);

@@ -1,16 +1,23 @@
+import { SQL } from "bun";
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { parseArgs } from "../config.ts";
+import { type Config, parseArgs, resolveConfig } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
 import { BINARY_SCHEMA, newerSchemaWords, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
+import { describePostgresError, redactDatabaseUrl } from "../db/pg/client.ts";
+import { pgSchemaInfo } from "../db/pg/migrate.ts";
 import { COMMIT, VERSION } from "../version.ts";
-import { type Command, dataDirFrom, failUsage, UsageError } from "./command.ts";
+import { type Command, failUsage, UsageError } from "./command.ts";
+
+/** The configuration --check-db reads: where the database is. */
+const CHECK_FLAGS = ["data-dir", "database"] as const;
 
 /** Exit statuses of `runcell version --check-db`. */
 export const CHECK_DB_EXIT = { current: 0, error: 1, usage: 2, older: 3, newer: 4 } as const;
 
-function describe(info: SchemaInfo, path: string): string {
+/** `path`: the SQLite file, or the PostgreSQL URL without its password (no automatic backup there). */
+function describe(info: SchemaInfo, path: string, postgres: boolean): string {
   const by = info.writer ? ` (written by runcell ${info.writer.version})` : "";
   switch (info.state) {
     case "current":
@@ -20,7 +27,7 @@ function describe(info: SchemaInfo, path: string): string {
     case "older":
       return (
         `older: ${path} has schema ${info.schema}${by}; this runcell ${VERSION} has ${info.binarySchema} and will apply ${info.pending.join(", ")} ` +
-        `at the next serve or migrate, after a backup into ${join(dirname(path), "backups")}/`
+        `at the next serve or migrate${postgres ? " (take a pg_dump first)" : `, after a backup into ${join(dirname(path), "backups")}/`}`
       );
     case "newer": {
       const w = newerSchemaWords(info.writer);
@@ -35,25 +42,28 @@ function describe(info: SchemaInfo, path: string): string {
 export const versionCommand: Command = {
   name: "version",
   summary: "Print the runcell version, its git commit and the Bun runtime version; --check-db compares the database's schema.",
-  usage: "runcell version [--json] [--check-db [--data-dir DIR]]",
+  usage: "runcell version [--json] [--check-db [--data-dir DIR | --database postgres://…]]",
   details: `  --json        machine-readable output
   --check-db    also tell whether the data dir's database is current, older (this binary will migrate it)
                 or newer (written by a newer runcell; this binary refuses it). Read-only.
   --data-dir    the data dir for --check-db (default: $RUNCELL_DATA_DIR, else ./runcell_data)
+  --database    check this PostgreSQL database instead (default: $RUNCELL_DATABASE_URL, else the
+                data dir's runcell.toml, else its SQLite file)
 
   Exit status with --check-db: 0 current, 3 older (migrations pending, or no schema yet),
-  4 newer, 1 no database or unreadable, 2 bad usage.`,
-  examples: ["runcell version", "runcell version --json", "runcell version --check-db --data-dir /var/lib/runcell"],
+  4 newer, 1 no database, unreadable or PostgreSQL unreachable, 2 bad usage.`,
+  examples: ["runcell version", "runcell version --json", "runcell version --check-db --data-dir /var/lib/runcell", "runcell version --check-db --database postgres://runcell@db.internal/runcell"],
   async run(argv) {
     let json = false;
     let check = false;
-    let dataDirFlag: string | boolean | undefined;
+    let config: Config | undefined;
     try {
-      const args = parseArgs(argv, { json: false, "check-db": false, "data-dir": true }, false);
+      const args = parseArgs(argv, { json: false, "check-db": false }, { command: "version", only: CHECK_FLAGS });
       if (args.positionals.length) throw new UsageError(`unexpected argument "${args.positionals[0]}" (see --help)`);
       json = args.extra.get("json") === true;
       check = args.extra.get("check-db") === true;
-      dataDirFlag = args.extra.get("data-dir");
+      // Where the database is, resolved as admin and migrate resolve it (flags, environment, runcell.toml).
+      if (check) config = resolveConfig(args.flags, process.env, CHECK_FLAGS);
     } catch (e) {
       return failUsage("version", e);
     }
@@ -63,18 +73,11 @@ export const versionCommand: Command = {
       else console.log(`runcell ${info.version} (commit ${info.commit}, bun ${info.bun}, schema ${info.schema})`);
       return 0;
     }
-    const dataDir = dataDirFrom(dataDirFlag);
-    const path = join(dataDir, DB_FILE);
+    const url = config!.databaseUrl;
+    const path = url ? redactDatabaseUrl(url) : join(config!.dataDir, DB_FILE);
     let db: SchemaInfo;
     try {
-      if (!existsSync(path)) throw new Error(`no database at ${path} (is --data-dir right?)`);
-      const sqlite = new Database(path, { readonly: true });
-      try {
-        sqlite.exec("PRAGMA busy_timeout = 5000");
-        db = schemaInfo(sqlite);
-      } finally {
-        sqlite.close();
-      }
+      db = url ? await postgresSchemaInfo(url) : sqliteSchemaInfo(path);
     } catch (e) {
       if (json) console.log(JSON.stringify({ ...info, database: { path, state: "error", error: (e as Error).message } }));
       else console.error(`runcell version: ${(e as Error).message}`);
@@ -90,8 +93,31 @@ export const versionCommand: Command = {
       );
     } else {
       console.log(`runcell ${info.version} (commit ${info.commit}, bun ${info.bun}, schema ${info.schema})`);
-      console.log(`database ${describe(db, path)}`);
+      console.log(`database ${describe(db, path, !!url)}`);
     }
     return CHECK_DB_EXIT[state];
   },
 };
+
+function sqliteSchemaInfo(path: string): SchemaInfo {
+  if (!existsSync(path)) throw new Error(`no database at ${path} (is --data-dir right?)`);
+  const sqlite = new Database(path, { readonly: true });
+  try {
+    sqlite.exec("PRAGMA busy_timeout = 5000");
+    return schemaInfo(sqlite);
+  } finally {
+    sqlite.close();
+  }
+}
+
+/** Read-only, on one connection of its own (never migrated; the URL's password never in messages). */
+async function postgresSchemaInfo(url: string): Promise<SchemaInfo> {
+  const sql = new SQL(url, { max: 1, connectionTimeout: 10 });
+  try {
+    return await pgSchemaInfo(sql);
+  } catch (e) {
+    throw new Error(`PostgreSQL at ${redactDatabaseUrl(url)}: ${describePostgresError(e, url)}`);
+  } finally {
+    await sql.close().catch(() => {});
+  }
+}

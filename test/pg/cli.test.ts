@@ -290,6 +290,48 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     expect(status.stdout).not.toContain("pending: none");
   });
 
+  test("version --check-db --database (or RUNCELL_DATABASE_URL): 0 current, 3 older or no schema, 4 newer, 1 unreachable", async () => {
+    const { url, sql } = await freshDatabase();
+    open.push(sql);
+    const dir = dataDir();
+    const check = (extra: string[] = [], env: Record<string, string> = {}) => runCli(["version", "--check-db", "--data-dir", dir, ...extra], { env });
+    const where = "postgres://postgres:***@127.0.0.1";
+
+    const empty = await check(["--database", url]);
+    expect(empty.code, empty.stderr).toBe(3);
+    expect(empty.stdout).toContain(`database older: ${where}`);
+    expect(empty.stdout).toContain("has no schema yet");
+
+    expect((await runCli(["migrate", "--database", url, "--data-dir", dir])).code).toBe(0);
+    const current = await check([], { RUNCELL_DATABASE_URL: url });
+    expect(current.code, current.stderr).toBe(0);
+    expect(current.stdout).toContain(`database current: ${where}`);
+    expect(current.stdout).toContain(`has schema ${LATEST} (written by runcell ${VERSION})`);
+    expect(current.stdout).not.toContain("runcell.db");
+    const json = await check(["--json", "--database", url]);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout).database).toMatchObject({ state: "current", schema: LATEST, written_by: { version: VERSION, schema: LATEST } });
+    expect(JSON.parse(json.stdout).database.path).toStartWith(where);
+
+    await sql.unsafe(`DELETE FROM _migrations WHERE tag = '${LATEST}'`);
+    const older = await check(["--database", url]);
+    expect(older.code).toBe(3);
+    expect(older.stdout).toContain(`will apply ${LATEST}`);
+    expect(older.stdout).not.toContain("backups/");
+
+    await sql.unsafe(`INSERT INTO _migrations (tag, applied_at) VALUES ('${LATEST}', 0), ('9999_future', 0)`);
+    const newer = await check(["--database", url]);
+    expect(newer.code).toBe(4);
+    expect(newer.stdout).toContain("does not know (9999_future)");
+
+    const down = new URL(url);
+    down.port = "1";
+    const unreachable = await check(["--database", down.toString()]);
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).toContain("PostgreSQL at postgres://postgres:***@127.0.0.1:1/");
+    for (const r of [empty, current, json, older, newer, unreachable]) expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+  });
+
   test("backup refuses: the state is in PostgreSQL, use pg_dump and keep the vault key; the password is never printed", async () => {
     const { url, sql } = await freshDatabase();
     open.push(sql);

@@ -28,7 +28,9 @@ export const migrateCommand: Command = {
 
   Holds the data dir's lock (exit 1, naming the holder's pid, while a server runs on it). Before
   migrating an existing database it writes <data dir>/backups/pre-migrate-<schema>-<timestamp>.tar.gz
-  (the last 3 are kept). A database written by a newer runcell is refused (exit 1), untouched.`,
+  (the last 3 are kept). A database written by a newer runcell is refused (exit 1), untouched.
+  With --database postgres://… there is no automatic backup (take a pg_dump first) and each
+  migration runs in its own transaction, under an advisory lock.`,
   examples: ["runcell migrate --data-dir /var/lib/runcell", "runcell migrate --status", "runcell migrate --from-sqlite /var/lib/runcell/runcell.db --to postgres://runcell@db.internal/runcell"],
   configFlags: STATE_FLAGS,
   async run(argv) {

@@ -352,7 +352,7 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     expect(env.stdout + env.stderr).not.toContain(PASSWORD);
   });
 
-  test("an older single-server runcell serving the database (it holds the old server lock): serve and admin commands refuse, exit 1, and change nothing", async () => {
+  test("an older single-server runcell serving the database (it holds the old server lock): serve and migrate refuse, exit 1, and change nothing", async () => {
     const { url, sql } = await freshDatabase();
     open.push(sql);
     // The lock builds 55f1254..b9ec9eb^ held for as long as they served, from a connection of their own.
@@ -367,9 +367,13 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
       expect(serve.stderr).toContain("stop it first, then start this one");
       expect(serve.stderr.trim().split("\n").length).toBe(1);
       expect(serve.stdout + serve.stderr).not.toContain(PASSWORD);
+      // `admin` never migrates PostgreSQL: it refuses the unmigrated database before any lock.
       const admin = await runCli(["admin", "create-user", "--email", "old@example.com", "--database", url, "--data-dir", dataDir()]);
       expect(admin.code).toBe(1);
-      expect(admin.stderr).toContain("an older runcell (single-server build");
+      expect(admin.stderr).toContain("Nothing was changed");
+      const migrate = await runCli(["migrate", "--database", url, "--data-dir", dataDir()]);
+      expect(migrate.code).toBe(1);
+      expect(migrate.stderr).toContain("an older runcell (single-server build");
       // Nothing migrated.
       const [none] = await sql.unsafe("SELECT to_regclass('public._migrations') IS NOT NULL AS ok");
       expect(none.ok).toBe(false);

@@ -81,7 +81,7 @@ export async function withDataDir(
  */
 export async function openDataDir(config: Config, opts: { command?: string; report?: (line: string) => void } = {}): Promise<CliDatabase> {
   const report = opts.report ?? ((line: string) => process.stderr.write(line + "\n"));
-  if (config.databaseUrl) return openCurrentPostgres(config.databaseUrl, opts.command);
+  if (config.databaseUrl) return openCurrentPostgres(config.databaseUrl, opts.command, report);
   const path = prepareDataDir(config.dataDir);
   const info = schemaInfoOfFile(path);
   if (info?.state === "newer") throw new NewerDatabaseError(info.unknown[0]!, info.schema!, info.writer, info.binarySchema);
@@ -142,10 +142,25 @@ function openCurrent(path: string): DatabaseHandle {
   return handle;
 }
 
-/** --database postgres://…: opened only when its schema is this binary's (never migrated here). */
-async function openCurrentPostgres(url: string, command: string | undefined): Promise<CliDatabase> {
+/**
+ * --database postgres://…: opened when its schema is this binary's. An empty database (no schema
+ * at all: no server can be using it) gets this binary's schema, so a new installation can make its
+ * first account before serve; an existing schema is never migrated here.
+ */
+async function openCurrentPostgres(url: string, command: string | undefined, report: (line: string) => void): Promise<CliDatabase> {
   const where = redactDatabaseUrl(url);
-  const pg = await openPostgres(url, { migrate: false });
+  let pg = await openPostgres(url, { migrate: false });
+  let empty = false;
+  try {
+    empty = (await pgSchemaInfo(pg.sql)).state === "empty";
+  } catch {
+    // Read again below, where a failure is reported.
+  }
+  if (empty) {
+    await pg.close();
+    pg = await openPostgres(url);
+    if (pg.applied.length) report(`applied ${pg.applied.length} migration(s) to ${where}: ${pg.applied.join(", ")}`);
+  }
   try {
     let info;
     try {

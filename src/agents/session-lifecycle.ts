@@ -4,6 +4,7 @@
  * workspace, the subscribers and the rows). The task queue (orchestrator.ts) opens a session when
  * a task arrives without one; REST and the stream open one for `session.start`.
  */
+import { type HoldingHook, withHolds } from "../lib/holds.ts";
 import type { DB } from "../db/client.ts";
 import type { RepositoryConfig } from "../db/schema.ts";
 import { transact, type Unit } from "../db/unit.ts";
@@ -48,7 +49,7 @@ export class SessionLifecycle {
    * return a release, called once the purge is over: the queue holds the session meanwhile, so a
    * queued task does not start on the workspace being removed (it goes with the session's rows).
    */
-  onDelete: ((sessionId: string) => Promise<(() => void) | void>)[] = [];
+  onDelete: HoldingHook[] = [];
   /** Sessions known to hold their `session.ready` (ensureRunning's check), until deleted. */
   private announced = new Set<string>();
   /** Deletes under way here, by session id. */
@@ -162,18 +163,7 @@ export class SessionLifecycle {
       await earlier.catch(() => {});
       return this.delete(userId, sessionId);
     }
-    const deleting = (async () => {
-      const releases: (() => void)[] = [];
-      try {
-        for (const stop of this.onDelete) {
-          const release = await stop(sessionId);
-          if (release) releases.push(release);
-        }
-        await this.purge(sessionId);
-      } finally {
-        for (const release of releases) release();
-      }
-    })();
+    const deleting = withHolds(this.onDelete, sessionId, () => this.purge(sessionId));
     this.deleting.set(sessionId, deleting);
     try {
       await deleting;

@@ -15,14 +15,13 @@
 import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/client.ts";
 import { prepareDataDir } from "../db/data-dir.ts";
-import { DatabaseUnavailableError, describePostgresError, openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
+import { DatabaseUnavailableError, openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
 import { newerPgDatabase, pgSchemaInfo } from "../db/pg/migrate.ts";
 import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from "../db/lock.ts";
 import { BINARY_SCHEMA, migrate, NewerDatabaseError, schemaInfo, schemaInfoOfFile, UnreadableDatabaseError } from "../db/migrate.ts";
 import { AppError } from "../lib/errors.ts";
 import { VERSION } from "../version.ts";
 import { upgradeGuard } from "./backup.ts";
-
 
 /** What the commands use of the database: SQLite's handle, or PostgreSQL's (--database). */
 export interface CliDatabase {
@@ -149,40 +148,31 @@ function openCurrent(path: string): DatabaseHandle {
  */
 async function openCurrentPostgres(url: string, command: string | undefined, report: (line: string) => void): Promise<CliDatabase> {
   const where = redactDatabaseUrl(url);
-  let pg = await openPostgres(url, { migrate: false });
-  let empty = false;
-  try {
-    empty = (await pgSchemaInfo(pg.sql)).state === "empty";
-  } catch {
-    // Read again below, where a failure is reported.
-  }
-  if (empty) {
-    await pg.close();
-    pg = await openPostgres(url);
-    if (pg.applied.length) report(`applied ${pg.applied.length} migration(s) to ${where}: ${pg.applied.join(", ")}`);
-  }
+  const pg = await openPostgres(url, { migrate: false });
   try {
     let info;
     try {
       info = await pgSchemaInfo(pg.sql);
     } catch (e) {
-      throw new DatabaseUnavailableError(`PostgreSQL at ${where}: ${describePostgresError(e, url)}`);
+      throw DatabaseUnavailableError.at(url, e);
     }
     if (info.state === "newer") throw newerPgDatabase(info);
-    if (info.state !== "current") {
-      const what =
-        info.state === "empty"
-          ? `the PostgreSQL database ${where} has no schema yet (this runcell ${VERSION} would create ${info.binarySchema})`
-          : `the PostgreSQL database ${where} has schema ${info.schema} and this runcell ${VERSION} would migrate it to ${info.binarySchema}${info.pending.length > 1 ? ` (${info.pending.join(", ")})` : ""}`;
+    if (info.state === "older") {
       throw new OpenDataDirError(
-        `${what}, but ${command ? `runcell ${command}` : "this command"} does not migrate PostgreSQL: servers still running an older runcell may share it, ` +
+        `the PostgreSQL database ${where} has schema ${info.schema} and this runcell ${VERSION} would migrate it to ${info.binarySchema}${info.pending.length > 1 ? ` (${info.pending.join(", ")})` : ""}, ` +
+          `but ${command ? `runcell ${command}` : "this command"} does not migrate PostgreSQL: servers still running an older runcell may share it, ` +
           `and could not start again once it is migrated. Nothing was changed. Run \`runcell migrate --database ${where}\` or start serve with this binary ` +
           `(upgrading every server that shares the database), then run this again; or run ${command ? `runcell ${command}` : "this command"} with the binary those servers run.`,
       );
     }
+    if (info.state === "current") return pg;
   } catch (e) {
     await pg.close();
     throw e;
   }
-  return pg;
+  // Empty: given this binary's schema (under the migration lock, which also refuses an old server).
+  await pg.close();
+  const made = await openPostgres(url);
+  if (made.applied.length) report(`applied ${made.applied.length} migration(s) to ${where}: ${made.applied.join(", ")}`);
+  return made;
 }

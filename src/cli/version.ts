@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import { type Config, parseArgs, resolveConfig } from "../config.ts";
 import { DB_FILE } from "../db/data-dir.ts";
 import { BINARY_SCHEMA, newerSchemaWords, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
-import { describePostgresError, redactDatabaseUrl } from "../db/pg/client.ts";
+import { DatabaseUnavailableError, redactDatabaseUrl } from "../db/pg/client.ts";
 import { pgSchemaInfo } from "../db/pg/migrate.ts";
 import { COMMIT, VERSION } from "../version.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
@@ -116,7 +116,7 @@ async function postgresSchemaInfo(url: string): Promise<SchemaInfo> {
   try {
     return await pgSchemaInfo(sql);
   } catch (e) {
-    throw new Error(`PostgreSQL at ${redactDatabaseUrl(url)}: ${describePostgresError(e, url)}`);
+    throw DatabaseUnavailableError.at(url, e);
   } finally {
     await sql.close().catch(() => {});
   }

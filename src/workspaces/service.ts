@@ -7,6 +7,7 @@
  * (signing.ts) and the background work (idle.ts, reconcile.ts). This class composes them and is
  * what the rest of runcell calls.
  */
+import { type HoldingHook, withHolds } from "../lib/holds.ts";
 import { type Box, ContainerNotRunning } from "./box.ts";
 import { and, eq } from "drizzle-orm";
 import type { Config } from "../config.ts";
@@ -123,7 +124,7 @@ export class Workspaces {
    * once the removal is over: the task queue holds the session's next task until then, so it
    * starts on a fresh workspace rather than on the one being removed.
    */
-  onRemove: ((sessionId: string) => Promise<(() => void) | void>)[] = [];
+  onRemove: HoldingHook[] = [];
   /** The Docker hosts (hosts.ts): each with its engine, provisioner and start gate. */
   readonly hosts: DockerHosts;
   /** Started containers per profile for its next sessions (pool.ts). */
@@ -260,16 +261,9 @@ export class Workspaces {
    * the hold released; NOT_FOUND when removed meanwhile.
    */
   private async removeRow(row: WorkspaceRow): Promise<void> {
-    const releases: (() => void)[] = [];
-    try {
-      for (const stop of this.onRemove) {
-        const release = await stop(row.session_id);
-        if (release) releases.push(release);
-      }
+    await withHolds(this.onRemove, row.session_id, async () => {
       if (!(await this.lifecycle.remove(row.id))) throw Errors.notFound("Workspace", row.id);
-    } finally {
-      for (const release of releases) release();
-    }
+    });
   }
 
   /** CONCURRENCY_LIMIT now if the session's next turn would start a container with no room. */

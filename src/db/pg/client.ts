@@ -42,6 +42,11 @@ export class DatabaseUnavailableError extends Error {
     super(message);
     this.name = "DatabaseUnavailableError";
   }
+
+  /** `e`, a failure at `url`, as the one message every command prints: the host, never the password. */
+  static at(url: string, e: unknown): DatabaseUnavailableError {
+    return new DatabaseUnavailableError(`PostgreSQL at ${redactDatabaseUrl(url)}: ${describePostgresError(e, url)}`);
+  }
 }
 
 /** A driver's error for people: its code when the message alone says little, never the URL's password. */
@@ -81,7 +86,7 @@ export async function openPostgres(url: string, opts: { migrate?: boolean } = {}
     sql = new SQL(url, { max: POOL_MAX, idleTimeout: 60, connectionTimeout: 10 });
   } catch (e) {
     // A URL option's value the driver refuses (sslmode=…); config.ts reports it first for the CLI.
-    throw new DatabaseUnavailableError(`PostgreSQL at ${redactDatabaseUrl(url)}: ${describePostgresError(e, url)}`);
+    throw DatabaseUnavailableError.at(url, e);
   }
   let applied: string[] = [];
   try {
@@ -109,7 +114,7 @@ export async function openPostgres(url: string, opts: { migrate?: boolean } = {}
     }
   } catch (e) {
     await sql.close().catch(() => {});
-    throw new DatabaseUnavailableError(`PostgreSQL at ${redactDatabaseUrl(url)}: ${describePostgresError(e, url)}`);
+    throw DatabaseUnavailableError.at(url, e);
   }
   useDialect("postgres");
   const db = drizzle({ client: storableSql(sql), schema }) as unknown as DB;

@@ -30,6 +30,16 @@ afterAll(async () => {
 
 const docker = (...args: string[]) => Bun.spawnSync(["docker", ...args], { stdout: "pipe", stderr: "pipe" });
 
+/** The session's frames once its task has called a tool (the command then runs in the workspace). */
+const framesAtToolUse = (sessionId: string) =>
+  waitFor(
+    async () => {
+      const f = await sessionFrames(t, user, sessionId);
+      return f.some((x) => x.type === "task:tool_use") ? f : null;
+    },
+    { what: "tool_use" },
+  );
+
 describe("limits", () => {
   test("max_turns stops the task before the next model request", async () => {
     mock.reset();
@@ -98,7 +108,7 @@ describe("stopping work", () => {
     mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "sleep 60" } }] });
     const pid = await createProfile(t, user, { mock });
     const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "sleep" });
-    await waitFor(async () => (await sessionFrames(t, user, session_id)).some((f) => f.type === "task:tool_use"), { what: "tool_use" });
+    await framesAtToolUse(session_id);
     await Bun.sleep(200);
     const started = performance.now();
     const r = await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer);
@@ -130,10 +140,7 @@ describe("stopping work", () => {
       mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "sleep 60" } }] }, { text: "never" });
       const pid = await createProfile(t, user, { mock });
       const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "sleep" });
-      const frames0 = await waitFor(async () => {
-        const f = await sessionFrames(t, user, session_id);
-        return f.some((x) => x.type === "task:tool_use") ? f : null;
-      });
+      const frames0 = await framesAtToolUse(session_id);
       await Bun.sleep(200);
       const ws = (await api(t, "GET", `/v1/workspaces/${frames0[0].container_id}`, user.bearer)).body;
       const started = performance.now();
@@ -169,10 +176,7 @@ describe("stopping work", () => {
       const pid = await createProfile(t, user, { mock });
       const first = await submit(t, user, { profile_id: pid, prompt: "sleep" });
       const { session_id } = first;
-      const frames0 = await waitFor(async () => {
-        const f = await sessionFrames(t, user, session_id);
-        return f.some((x) => x.type === "task:tool_use") ? f : null;
-      });
+      const frames0 = await framesAtToolUse(session_id);
       const queued = await submit(t, user, { session_id, prompt: "then this" });
       expect((await api(t, "GET", `/v1/tasks/${queued.task_id}`, user.bearer)).body.status).toBe("queued");
       await Bun.sleep(200);
@@ -206,7 +210,7 @@ describe("stopping work", () => {
     const pid = await createProfile(t, user, { mock });
     const first = await submit(t, user, { profile_id: pid, prompt: "sleep" });
     const { session_id } = first;
-    await waitFor(async () => ((await sessionFrames(t, user, session_id)).some((x) => x.type === "task:tool_use") ? true : null));
+    await framesAtToolUse(session_id);
     const queued = await submit(t, user, { session_id, prompt: "then this" });
     expect((await api(t, "GET", `/v1/tasks/${queued.task_id}`, user.bearer)).body.status).toBe("queued");
     await Bun.sleep(200);
@@ -246,10 +250,7 @@ describe("stopping work", () => {
     mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "sleep 30" } }] }, { text: "never" });
     const pid = await createProfile(t, user, { mock });
     const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "sleep" });
-    const frames0 = await waitFor(async () => {
-      const f = await sessionFrames(t, user, session_id);
-      return f.some((x) => x.type === "task:tool_use") ? f : null;
-    });
+    const frames0 = await framesAtToolUse(session_id);
     await Bun.sleep(200);
     const ws = (await api(t, "GET", `/v1/workspaces/${frames0[0].container_id}`, user.bearer)).body;
     expect(docker("kill", ws.name).exitCode).toBe(0);

@@ -1,6 +1,6 @@
 /**
  * Throttling of password guesses: sign-in (per account and per client IP) and the admin password
- * (per client IP). After THRESHOLD failures a key is blocked for an exponentially growing time
+ * (per client IP; an IPv6 client's /64 counts as one IP). After THRESHOLD failures a key is blocked for an exponentially growing time
  * (2 s, 4 s, 8 s … capped at 15 min); a success clears it; a key with no failure for an hour is
  * forgotten. An attempt is charged *before* the password is checked and refunded on success, so
  * a burst of parallel guesses cannot slip past the threshold while argon2 runs.
@@ -8,6 +8,7 @@
  * Memory is bounded: at most `maxEntries` keys (least recently failed dropped first), and `sweep`
  * (run every minute) removes keys that are neither blocked nor remembered.
  */
+import { addressKey } from "../lib/address-key.ts";
 import { Errors } from "../lib/errors.ts";
 
 export interface ThrottleOptions {
@@ -108,5 +109,6 @@ export class LoginThrottle {
   }
 }
 
-export const signInKeys = (email: string, ip: string | undefined) => [`signin:acct:${email}`, `signin:ip:${ip ?? "unknown"}`];
-export const adminKeys = (ip: string) => [`admin:ip:${ip}`];
+/** The client address part of a key: an IPv6 client's whole /64 is one (src/lib/address-key.ts). */
+export const signInKeys = (email: string, ip: string | undefined) => [`signin:acct:${email}`, `signin:ip:${addressKey(ip ?? "unknown")}`];
+export const adminKeys = (ip: string) => [`admin:ip:${addressKey(ip)}`];

@@ -4,7 +4,13 @@ import type { RateLimitResult } from "../lib/ratelimit.ts";
 /** What the pipeline learns about a request before routing; handlers read it by request. */
 export interface RequestContext {
   id: string;
+  /** The client's address as resolved (logs, audit rows): the full address. */
   ip: string;
+  /**
+   * The client address's rate-limit bucket: `ip:` and the address's limiter key
+   * (src/lib/address-key.ts: an IPv6 address's /64, an IPv4 one itself).
+   */
+  readonly addressBucket: string;
   started: number;
   /** null: no credential or a rejected one (then `authError` says which). */
   principal: Principal | null;

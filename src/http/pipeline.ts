@@ -10,6 +10,7 @@ import type { Authenticated } from "../auth/principal.ts";
 import type { Config } from "../config.ts";
 import type { Logger } from "../log.ts";
 import { type RequestContext, requestIdFor, setRequestContext } from "./context.ts";
+import { addressKey } from "../lib/address-key.ts";
 import { AppError, Errors } from "../lib/errors.ts";
 import { errorResponse } from "./errors.ts";
 import { JSON_TYPE } from "./json.ts";
@@ -139,6 +140,7 @@ export function createPipeline(deps: PipelineDeps) {
     /** The Response `respond` made: it has every header already. */
     made: Response | null = null;
     private address: string | undefined = undefined;
+    private bucket: string | undefined = undefined;
     constructor(
       readonly id: string,
       readonly started: number,
@@ -154,13 +156,18 @@ export function createPipeline(deps: PipelineDeps) {
       return (this.address ??= clientIp(this.req, this.server, trustProxy));
     }
 
+    /** The client address's bucket key: an IPv6 client's whole /64 shares one (src/lib/address-key.ts). */
+    get addressBucket(): string {
+      return (this.bucket ??= `ip:${addressKey(this.ip)}`);
+    }
+
     /**
      * A token that is not in the verified cache costs a bcrypt compare: the client's address pays
      * for it from its own bucket first, on every path, and an empty bucket refuses it uncompared.
      * (Called as `opts.beforeCompare()`, the context being the options.)
      */
     beforeCompare(): void {
-      const r = (this.charged = limiter.take(`ip:${this.ip}`));
+      const r = (this.charged = limiter.take(this.addressBucket));
       if (!r.ok) throw limited(r);
     }
 
@@ -228,7 +235,7 @@ export function createPipeline(deps: PipelineDeps) {
    * not looked up.
    */
   function peekAddress(ctx: Context): RateLimitResult {
-    return limiter.holdsAny("ip:") ? limiter.peek(`ip:${ctx.ip}`) : limiter.full();
+    return limiter.holdsAny("ip:") ? limiter.peek(ctx.addressBucket) : limiter.full();
   }
 
   async function upgrade(req: Request, server: Server<unknown>, ctx: Context, path: string): Promise<Response | undefined> {
@@ -331,7 +338,7 @@ export function createPipeline(deps: PipelineDeps) {
       // anonymous caller whose address already paid for a compare is not charged twice).
       const user = ctx.principal?.user.id;
       if (user === undefined && ctx.charged) rl = ctx.charged;
-      else if (LIMITED.test(path)) rl = limiter.take(user !== undefined ? `u:${user}` : `ip:${ctx.ip}`);
+      else if (LIMITED.test(path)) rl = limiter.take(user !== undefined ? `u:${user}` : ctx.addressBucket);
       else rl = user !== undefined ? limiter.peek(`u:${user}`) : peekAddress(ctx);
       // (peek never refuses: only the API surfaces can answer 429)
       if (!rl.ok) throw limited(rl);

@@ -182,7 +182,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
     if (bearer !== null && bearer !== undefined) {
       let charged: RateLimitResult | null = null;
       const beforeCompare = () => {
-        const r = (charged = d.limiter.take(`ip:${ctx.ip}`));
+        const r = (charged = d.limiter.take(ctx.addressBucket));
         if (!r.ok) throw Errors.rateLimited(r.retryAfterSec);
       };
       const auth = await d.authenticator.resolve({ bearer, cookie: null }, { beforeCompare });
@@ -375,7 +375,7 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         return errorResponse(Errors.forbidden("Cross-site WebSocket refused: the Origin is not this server's"));
       }
       // An anonymous caller whose address already paid for a compare is not charged twice.
-      const rl = !auth.principal && charged ? charged : d.limiter.take(auth.principal ? `u:${auth.principal.user.id}` : `ip:${ctx.ip}`);
+      const rl = !auth.principal && charged ? charged : d.limiter.take(auth.principal ? `u:${auth.principal.user.id}` : ctx.addressBucket);
       ctx.rl = rl;
       if (!rl.ok) return errorResponse(Errors.rateLimited(rl.retryAfterSec));
       const data: SocketData = {

@@ -2,7 +2,7 @@
  * The operator surface as a whole: the admin password opens /admin/* and /metrics and nothing
  * else does (a wrong password, a user's cookie; anonymous and a user's token are in each route's
  * table under test/http/routes/admin-*.test.ts), no password set means 401 saying how to set one,
- * wrong passwords are throttled per IP, a changed password takes effect at once, a disabled user
+ * wrong passwords are throttled per IP (an IPv6 client's /64 being one), a changed password takes effect at once, a disabled user
  * is refused everywhere at once, and the password never reaches the log.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -107,6 +107,17 @@ describe("admin password throttling", () => {
     expect(rows.find((r) => r.details.reason === "wrong_password")!.details.user_agent).toBe("probe/1");
     expect(JSON.stringify(rows)).not.toContain("secret");
     clock += 10_000;
+  });
+
+  test("an IPv6 client is throttled by its /64: wrong passwords from five of its addresses block a sixth, not the next /64; the audit rows keep each full address", async () => {
+    const sprayed = ["2001:db8:6:1::1", "2001:db8:6:1::2", "2001:db8:6:1:1:2:3:4", "2001:0db8:0006:0001:0000:0000:0000:0005", "2001:db8:6:1:ffff::"];
+    for (const [i, ip] of sprayed.entries()) expect((await api(t, "GET", "/admin/stats", { "x-forwarded-for": ip, authorization: `Bearer v6 guess ${i}` })).status).toBe(401);
+    expect((await api(t, "GET", "/admin/stats", { "x-forwarded-for": "2001:db8:6:1::6", ...A })).status).toBe(429);
+    expect((await api(t, "GET", "/admin/stats", { "x-forwarded-for": "2001:db8:6:2::1", ...A })).status).toBe(200);
+    const rows = (await api(t, "GET", "/admin/audit?action=admin.sign_in_failed&limit=100", creds("admin"))).body.data as { ip: string; details: Record<string, string> }[];
+    const mine = rows.filter((r) => r.ip.startsWith("2001:db8:6:1") || r.ip.startsWith("2001:0db8"));
+    expect(mine.map((r) => r.ip).sort()).toEqual([...sprayed, "2001:db8:6:1::6"].sort());
+    clock += 2000;
   });
 
   test("a changed admin password takes effect at once (the verification cache is keyed by the stored hash)", async () => {

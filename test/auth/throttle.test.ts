@@ -1,6 +1,7 @@
 /**
  * Sign-in throttling: the LoginThrottle itself (backoff, reset, forgetting, memory bound, parallel
- * guesses), and on a real server per account and per IP with a clock the test moves.
+ * guesses), and on a real server per account and per IP (an IPv6 client's /64 being one) with a
+ * clock the test moves.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { LoginThrottle } from "../../src/auth/throttle.ts";
@@ -112,6 +113,21 @@ describe("sign-in throttling on the server", () => {
     expect((await signIn(user.email, user.password, ip)).status).toBe(200);
     // The success from that address reset it too.
     expect((await signIn("spray9@example.com", "guess", ip)).status).toBe(401);
+  });
+
+  test("per IP, an IPv6 client is its /64: failures from five addresses of one /64 block every address in it, not the next /64", async () => {
+    // One client rotating through its /64, in compressed and expanded spellings.
+    const sprayed = ["2001:db8:5:1::1", "2001:db8:5:1::2", "2001:db8:5:1:a:b:c:d", "2001:0db8:0005:0001:0000:0000:0000:0004", "2001:db8:5:1:ffff::5"];
+    for (const [i, ip] of sprayed.entries()) expect((await signIn(`v6spray${i}@example.com`, "guess", ip)).status).toBe(401);
+    const blocked = await signIn(user.email, user.password, "2001:db8:5:1:1234:5678:9abc:def0");
+    expect(blocked.status).toBe(429);
+    expect(blocked.body.code).toBe("RATE_LIMITED");
+    // The neighbouring /64 is another client.
+    expect((await signIn(user.email, user.password, "2001:db8:5:2::1")).status).toBe(200);
+    clock += 2000;
+    // A success from any address of the /64 resets it for all of them.
+    expect((await signIn(user.email, user.password, "2001:db8:5:1::99")).status).toBe(200);
+    expect((await signIn("v6spray9@example.com", "guess", "2001:db8:5:1::1")).status).toBe(401);
   });
 
   test("without --trust-proxy, X-Forwarded-For cannot be used to dodge the per-IP throttle", async () => {

@@ -1,6 +1,7 @@
 /**
  * The per-caller token bucket on a real server: burst 10 → of 11 requests at once, 10 pass and 1
- * gets 429 with Retry-After and RateLimit-* headers; callers are independent; PATCH /admin/config
+ * gets 429 with Retry-After and RateLimit-* headers; callers are independent (an anonymous IPv6
+ * caller being its /64); PATCH /admin/config
  * changes the limits live; and the precedence of persisted settings against explicit flags at
  * start.
  */
@@ -63,6 +64,17 @@ describe("token bucket per caller", () => {
     expect(anon.filter((r) => r.status === 429)).toHaveLength(1);
     const fresh = await t.fetch("/api/auth/get-session", { headers: { "x-forwarded-for": nextIp() } });
     expect(fresh.status).toBe(200);
+  });
+
+  test("an anonymous IPv6 client is keyed by its /64: eleven addresses of one /64 share one burst, the next /64 has its own", async () => {
+    const anon = await Promise.all(
+      Array.from({ length: 11 }, (_, i) => t.fetch("/api/auth/get-session", { headers: { "x-forwarded-for": i % 2 ? `2001:db8:7:1::${i + 1}` : `2001:0db8:0007:0001:${i + 1}:0:0:${i + 1}` } })),
+    );
+    expect(anon.filter((r) => r.status === 200)).toHaveLength(10);
+    expect(anon.filter((r) => r.status === 429)).toHaveLength(1);
+    const fresh = await t.fetch("/api/auth/get-session", { headers: { "x-forwarded-for": "2001:db8:7:2::1" } });
+    expect(fresh.status).toBe(200);
+    expect(fresh.headers.get("ratelimit-remaining")).toBe("9");
   });
 
   test("the refill lets a request through again after Retry-After", async () => {

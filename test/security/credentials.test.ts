@@ -4,7 +4,8 @@
  * pays for it from its own bucket first, so with burst 3, ten such tokens from one address spend
  * at most three compares (REST and the /v1/stream upgrade alike) and the rest are answered 429
  * uncompared; the same forged token again costs nothing (the refusal is cached); the real token
- * keeps working from another address, and once verified also from the exhausted one.
+ * keeps working from another address, and once verified also from the exhausted one. An IPv6
+ * client's addresses in one /64 are one address (it holds them all).
  *
  * Compares are counted by wrapping Bun.password.verify in this process (the app runs in it).
  */
@@ -127,6 +128,14 @@ describe("the /v1/stream upgrade", () => {
     const refused = res.filter((r) => r.status === 429);
     expect(refused).toHaveLength(8 - BURST);
     expect(JSON.parse((refused[0] as { body: string }).body).code).toBe("RATE_LIMITED");
+  });
+
+  test(`an IPv6 client's /64 is one address: 8 forged tokens from 8 of its addresses buy at most ${BURST} compares, and the next /64 still gets its own`, async () => {
+    const before = compares;
+    const res = await Promise.all(Array.from({ length: 8 }, (_, i) => connect(forge(alice.token), `2001:db8:9:1:${i + 1}::${i + 1}`)));
+    expect(compares - before).toBeLessThanOrEqual(BURST);
+    expect(res.filter((r) => r.status === 429)).toHaveLength(8 - BURST);
+    expect((await connect(forge(alice.token), "2001:db8:9:2::1")).close).toBe(4001);
   });
 
   test("the real token still opens a stream from another address", async () => {

@@ -12,6 +12,14 @@ const MAX_LINE = 2000;
  */
 const MAX_OUTPUT = BASH_MAX_OUTPUT;
 
+/** A line's first MAX_LINE UTF-16 units, one fewer when the cut would split a surrogate pair (an emoji): never a lone surrogate. */
+function cutLine(line: string): string {
+  if (line.length <= MAX_LINE) return line;
+  const code = line.charCodeAt(MAX_LINE - 1);
+  const end = code >= 0xd800 && code <= 0xdbff ? MAX_LINE - 1 : MAX_LINE;
+  return line.slice(0, end) + " [line truncated]";
+}
+
 export const readTool: Tool = {
   name: "Read",
   description:
@@ -40,7 +48,7 @@ export const readTool: Tool = {
     let size = 0;
     let capped = false;
     for (const [i, l] of lines.slice(start, start + limit).entries()) {
-      const line = `${String(start + i + 1).padStart(6)}\t${l.length > MAX_LINE ? l.slice(0, MAX_LINE) + " [line truncated]" : l}`;
+      const line = `${String(start + i + 1).padStart(6)}\t${cutLine(l)}`;
       size += Buffer.byteLength(line) + (shown.length ? 1 : 0);
       if (size > MAX_OUTPUT && shown.length) {
         capped = true;

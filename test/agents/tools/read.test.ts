@@ -46,3 +46,12 @@ test("lines of 4-byte characters: each cut to 2 000 UTF-16 units, as many whole 
   expect(Buffer.byteLength(lines.slice(0, -1).join("\n"))).toBeLessThanOrEqual(30_000);
   expect(lines.at(-1)).toBe(`[output truncated to 30000 bytes: ${20 - (lines.length - 1)} more lines; read on with offset ${lines.length}]`);
 });
+
+test("a line cut where an emoji's surrogate pair would split loses the whole emoji, never half of it", async () => {
+  // "a" then emoji: UTF-16 unit 2 000 is the first half of the 1 000th emoji.
+  await b.ws.writeFile(b.ctx.sessionId, "split.txt", `a${"😀".repeat(1500)}\nnext\n`);
+  const r = await readTool.run({ file_path: "split.txt" }, b.ctx);
+  expect(r.isError).toBe(false);
+  expect(r.output).toBe(`     1\ta${"😀".repeat(999)} [line truncated]\n     2\tnext`);
+  expect(r.output.isWellFormed()).toBe(true);
+});

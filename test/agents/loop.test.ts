@@ -137,6 +137,21 @@ describe("why the answer that ended a task stopped: turn.done, the task record, 
     expect(unfinishedLines(task.id)).toEqual([expect.objectContaining({ level: "info", msg: "task answer refused by the model", stop_reason: "refusal", provider: "openai" })]);
   });
 
+  test("openai delta.refusal: the session's next task sends the refusal back in the assistant message's refusal field, not as its content", async () => {
+    const REFUSAL = "I'm sorry, but I can't help with that request.";
+    const { session_id } = await answered(openai, "openai", { refusal: REFUSAL });
+    openai.enqueue({ text: "Hello." });
+    const next = await submit(t, user, { session_id, prompt: "then just say hello" });
+    expect((await waitTask(t, user, next.task_id)).status).toBe("completed");
+    expect(openai.requests).toHaveLength(2);
+    const messages = openai.requests[1]!.body.messages;
+    expect(messages.filter((m: { role: string }) => m.role !== "system")).toEqual([
+      { role: "user", content: "write a long story" },
+      { role: "assistant", content: "", refusal: REFUSAL },
+      { role: "user", content: "then just say hello" },
+    ]);
+  });
+
   test("a session.resume replays turn.done with its stop_reason, as sent live", async () => {
     const { task, done, session_id } = await answered(anthropic, "anthropic", { text: CUT, stopReason: "max_tokens" });
     const ws = await WsClient.connect(`${t.wsUrl}/v1/stream`, { protocols: [`Bearer.${user.token}`] });

@@ -62,6 +62,7 @@ function validate(body: any, headers: Headers, opts: MockOptions): MockHttpError
       }
       waiting = null;
     }
+    if (m.role === "assistant" && m.refusal != null && typeof m.refusal !== "string") return bad(`messages[${i}].refusal: expected a string or null`);
     if (m.role === "assistant" && Array.isArray(m.tool_calls) && m.tool_calls.length) {
       waiting = new Set(m.tool_calls.map((c: any) => c.id));
       answered = new Set();

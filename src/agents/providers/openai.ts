@@ -4,7 +4,8 @@
  * widely supported fields, tolerates a missing usage chunk (counts 0), missing tool-call indexes or
  * ids (an id repeated within a message is replaced too), "stop" as the finish reason of a tool
  * call, and arguments that are not valid JSON. A refusal's `delta.refusal` text is read as the
- * answer's text (stop reason `refusal`).
+ * answer's text (stop reason `refusal`), in a text block marked `refusal` that later requests send
+ * back as the assistant message's `refusal` field.
  */
 import { randomUUID } from "node:crypto";
 // Loaded on first use: the SDK costs tens of milliseconds of start-up for a server that may never call it.
@@ -44,16 +45,21 @@ const clients = new ClientCache(
 /** How a failed tool result is marked for the model (Chat Completions has no is_error flag). */
 export const TOOL_ERROR_PREFIX = "Error: ";
 
-const joinText = (blocks: ContentBlock[]) =>
+type TextBlock = Extract<ContentBlock, { type: "text" }>;
+
+/** The text of the blocks, the refusal's (`refusal: true`) or the rest. */
+const joinText = (blocks: ContentBlock[], refusal = false) =>
   blocks
-    .filter((b): b is { type: "text"; text: string } => b.type === "text" && b.text !== "")
+    .filter((b): b is TextBlock => b.type === "text" && b.text !== "" && (b.refusal === true) === refusal)
     .map((b) => b.text)
     .join("\n\n");
 
 /**
  * Our conversation as Chat Completions messages: the system message first; assistant tool calls
- * as `tool_calls`; each tool result as a `role:"tool"` message right after them (failed ones
- * prefixed with TOOL_ERROR_PREFIX); any user text of the same message after the tool messages.
+ * as `tool_calls`; a refusal's text in the assistant message's `refusal` field, where the model
+ * gave it (as content it would read as an ordinary answer); each tool result as a `role:"tool"`
+ * message right after them (failed ones prefixed with TOOL_ERROR_PREFIX); any user text of the
+ * same message after the tool messages.
  */
 export function toOpenAIMessages(system: string, messages: ChatMessage[]): ChatCompletionMessageParam[] {
   const out: ChatCompletionMessageParam[] = [];
@@ -62,9 +68,11 @@ export function toOpenAIMessages(system: string, messages: ChatMessage[]): ChatC
     if (m.role === "assistant") {
       const calls = m.content.filter((b): b is Extract<ContentBlock, { type: "tool_use" }> => b.type === "tool_use");
       const text = joinText(m.content);
+      const refusal = joinText(m.content, true);
       out.push({
         role: "assistant",
         content: text || (calls.length ? null : ""),
+        ...(refusal ? { refusal } : {}),
         ...(calls.length
           ? { tool_calls: calls.map((c) => ({ id: c.id, type: "function" as const, function: { name: c.name, arguments: JSON.stringify(c.input) } })) }
           : {}),
@@ -142,7 +150,7 @@ interface Slot {
   name: string;
   args: string;
 }
-type Part = { kind: "text"; text: string } | { kind: "tool"; slot: Slot };
+type Part = { kind: "text" | "refusal"; text: string } | { kind: "tool"; slot: Slot };
 
 export class OpenAIProvider implements Provider {
   readonly name = "openai" as const;
@@ -191,11 +199,11 @@ export class OpenAIProvider implements Provider {
       }
     };
 
-    const addText = (text: string | null | undefined) => {
+    const addText = (text: string | null | undefined, kind: "text" | "refusal" = "text") => {
       if (typeof text !== "string" || text === "") return;
       const last = parts[parts.length - 1];
-      if (last?.kind === "text") last.text += text;
-      else parts.push({ kind: "text", text });
+      if (last?.kind === kind) last.text += text;
+      else parts.push({ kind, text });
       meter?.received(text.length);
       emit({ type: "text", text });
     };
@@ -213,10 +221,11 @@ export class OpenAIProvider implements Provider {
       const delta = choice.delta ?? {};
       addText(delta.content);
       // A refusal (structured outputs, safety) comes as `refusal` deltas instead of `content`, and
-      // ends with finish_reason "stop": it is the answer the user sees, marked as a refusal.
+      // ends with finish_reason "stop": it is the answer the user sees, marked as a refusal (its
+      // block too: sent back as the message's `refusal`, toOpenAIMessages).
       if (typeof delta.refusal === "string" && delta.refusal !== "") {
         refused = true;
-        addText(delta.refusal);
+        addText(delta.refusal, "refusal");
       }
       (delta.tool_calls ?? []).forEach((tc, i) => {
         // Servers that omit `index` send each call whole, or continue the last one.
@@ -263,7 +272,9 @@ export class OpenAIProvider implements Provider {
     if (!finish) throw new ModelError("The model stream ended before a finish_reason", { provider: "openai", retryable: true });
 
     const content: ContentBlock[] = parts.map((p) =>
-      p.kind === "text" ? { type: "text", text: p.text } : { type: "tool_use", id: p.slot.id, name: p.slot.name, input: parseToolArguments(p.slot.args) },
+      p.kind === "tool"
+        ? { type: "tool_use", id: p.slot.id, name: p.slot.name, input: parseToolArguments(p.slot.args) }
+        : { type: "text", text: p.text, ...(p.kind === "refusal" ? { refusal: true as const } : {}) },
     );
     return { content, stopReason: stopReason(finish, slots.size > 0, refused), usage };
   }

@@ -17,7 +17,15 @@ export type { Usage } from "./usage-meter.ts";
 export { abortError, isAbortError, ModelError, type ModelErrorInit, type ProviderName } from "./model-error.ts";
 
 export type ContentBlock =
-  | { type: "text"; text: string }
+  | {
+      type: "text";
+      text: string;
+      /**
+       * Set by the OpenAI provider on a refusal's text (`delta.refusal`): it is sent back in the
+       * assistant message's `refusal` field, not as its content (./openai.ts). Other providers send it as text.
+       */
+      refusal?: true;
+    }
   | {
       type: "tool_use";
       id: string;

@@ -1,7 +1,7 @@
 /** The anthropic provider (official SDK) against a local server speaking the Messages API SSE format. */
 import { describe, expect, test } from "bun:test";
 import { AnthropicProvider, textDeltaOf, toAnthropicMessages } from "../../../src/agents/providers/anthropic.ts";
-import { getProvider, ModelError } from "../../../src/agents/providers/index.ts";
+import { type ChatMessage, getProvider, ModelError } from "../../../src/agents/providers/index.ts";
 import { UsageMeter } from "../../../src/agents/providers/usage-meter.ts";
 import { createLogger } from "../../../src/log.ts";
 import { startMockAnthropic, toolResults } from "../../helpers/mock-anthropic.ts";
@@ -68,6 +68,24 @@ describe("anthropic provider", () => {
       { type: "tool_result", tool_use_id: "toolu_A", content: "a.txt\nb.txt\n[exit code: 0]" },
       { type: "tool_result", tool_use_id: "toolu_B", content: "[exit code: 1]", is_error: true },
     ]);
+  });
+
+  test("a refusal's text stored from an OpenAI answer (marked refusal) is sent as an ordinary text block, the mark left out", async () => {
+    const messages: ChatMessage[] = [
+      { role: "user", content: [{ type: "text", text: "Do the bad thing" }] },
+      { role: "assistant", content: [{ type: "text", text: "Let me see. " }, { type: "text", text: "I can't help with that.", refusal: true }] },
+      { role: "user", content: [{ type: "text", text: "Then say hello" }] },
+    ];
+    mock().enqueue({ text: "Hello." });
+    const { err } = await run(p, request(mock(), { messages }));
+    expect(err).toBeUndefined();
+    expect(mock().requests.at(-1)!.body.messages[1]).toEqual({
+      role: "assistant",
+      content: [
+        { type: "text", text: "Let me see. " },
+        { type: "text", text: "I can't help with that." },
+      ],
+    });
   });
 
   test("empty text blocks are dropped (the API rejects them) and empty tool output omits content", () => {

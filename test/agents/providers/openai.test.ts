@@ -176,15 +176,35 @@ describe("openai provider", () => {
       { type: "text", text: "I can't " },
       { type: "text", text: "help with that." },
     ]);
-    expect(res!.content).toEqual([{ type: "text", text: "I'm sorry, I can't help with that." }]);
+    expect(res!.content).toEqual([{ type: "text", text: "I'm sorry, I can't help with that.", refusal: true }]);
     expect(res!.stopReason).toBe("refusal");
   });
 
-  test("text before a refusal is kept in front of it, in one text block", async () => {
+  test("text before a refusal is kept in front of it, in a block of its own (the refusal's is marked)", async () => {
     mock().enqueue({ text: ["Let me see. "], refusal: ["No."] });
     const { res } = await run(p, request(mock()));
-    expect(res!.content).toEqual([{ type: "text", text: "Let me see. No." }]);
+    expect(res!.content).toEqual([
+      { type: "text", text: "Let me see. " },
+      { type: "text", text: "No.", refusal: true },
+    ]);
     expect(res!.stopReason).toBe("refusal");
+  });
+
+  test("a refused answer goes back to the server with its text in the assistant message's refusal field, not its content", async () => {
+    const refused: ChatMessage[] = [
+      { role: "user", content: [{ type: "text", text: "Do the bad thing" }] },
+      { role: "assistant", content: [{ type: "text", text: "I can't help with that.", refusal: true }] },
+      { role: "user", content: [{ type: "text", text: "Then say hello" }] },
+      { role: "assistant", content: [{ type: "text", text: "Let me see. " }, { type: "text", text: "No.", refusal: true }] },
+      { role: "user", content: [{ type: "text", text: "Hello?" }] },
+    ];
+    mock().enqueue({ text: "Hello." });
+    const { err } = await run(p, request(mock(), { messages: refused }));
+    expect(err).toBeUndefined();
+    expect(mock().requests.at(-1)!.body.messages.filter((m: { role: string }) => m.role === "assistant")).toEqual([
+      { role: "assistant", content: "", refusal: "I can't help with that." },
+      { role: "assistant", content: "Let me see. ", refusal: "No." },
+    ]);
   });
 
   test("arguments that are not valid JSON reach the tool as _raw_arguments (the model sees the tool's error)", async () => {

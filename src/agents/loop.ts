@@ -34,6 +34,13 @@ import { roundUsd, usdReached } from "../lib/usd.ts";
 import { CANCELLED_BY_USER, stopOutcome } from "./stop.ts";
 
 export const MAX_OUTPUT_TOKENS = 8192;
+/**
+ * How many times a turn's model request cut off by a restart is made again. A server that crashes
+ * in the same answer every time would otherwise repeat it forever (only the budget would stop it):
+ * the request is sent at most 1 + MAX_TURN_REPEATS times, and a task whose request was cut off
+ * more often fails instead.
+ */
+export const MAX_TURN_REPEATS = 2;
 /** From this size of a session's conversation (characters of JSON), a model request is followed by a collection. */
 export const LARGE_REQUEST_CHARS = 8 * 1024 * 1024;
 
@@ -177,7 +184,9 @@ export class AgentLoop {
       // A turn counted without a stored answer: the server stopped while its request was under way,
       // and this one makes it again. It is the same turn — not counted twice, and not refused by
       // max_turns, checked before it was first sent. The budget is checked again: what the cut
-      // request cost is real (a server crashing in the same answer again and again stops there).
+      // request cost is real. And the repeats are counted with the task (they are about restarts,
+      // so the count must outlive them): a server crashing in the same answer again and again
+      // stops after MAX_TURN_REPEATS of them, whatever the budget.
       const repeat = current.turns > transcript.answers(steps, task.id);
       if (!repeat && current.turns >= current.max_turns) {
         return { failed: { code: "TURN_LIMIT_EXCEEDED", message: `Task reached max_turns (${current.max_turns}) before finishing` } };
@@ -185,11 +194,24 @@ export class AgentLoop {
       if (usdReached(current.cost_usd, current.max_budget_usd)) {
         return { failed: { code: "BUDGET_EXCEEDED", message: `Task reached max_budget_usd ($${current.max_budget_usd}) before finishing` } };
       }
+      if (repeat && current.turn_repeats >= MAX_TURN_REPEATS) {
+        const cut = current.turn_repeats + 1;
+        this.d.log.warn("model request cut off by restarts too many times; not made again", { task_id: task.id, profile_id: profile.id, turn: current.turns, times: cut });
+        return {
+          failed: {
+            code: "INTERNAL_ERROR",
+            message: `The model request of turn ${current.turns} was cut off by server restarts ${cut} times; it is not made again (the server may be failing on this answer)`,
+          },
+        };
+      }
       // A request on the server's key: the monthly cap is checked first (a repeated one too: it
       // spends again), and the task counts toward the spend from before it is sent (for good: one
       // such request makes it server-paid).
       if (apiKey.serverPaid) await this.d.spend?.assertSpend(task.user_id);
-      await tasks.update(task.id, { turns: repeat ? current.turns : current.turns + 1, ...(apiKey.serverPaid && !current.server_paid ? { server_paid: true } : {}) });
+      await tasks.update(task.id, {
+        ...(repeat ? { turn_repeats: current.turn_repeats + 1 } : { turns: current.turns + 1, turn_repeats: 0 }),
+        ...(apiKey.serverPaid && !current.server_paid ? { server_paid: true } : {}),
+      });
 
       // ContinueInNewChain is offered while the run has continuations left.
       const continuing = current.max_continuations > 0 && transcript.chains(steps, task.id) < current.max_continuations;

@@ -105,6 +105,7 @@ export class Tasks {
       output_tokens: 0,
       cost_usd: 0,
       turns: 0,
+      turn_repeats: 0,
       max_turns: input.maxTurns,
       max_budget_usd: input.maxBudgetUsd,
       pending_tool_use_id: null,

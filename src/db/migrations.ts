@@ -10,6 +10,7 @@ import m7 from "../../migrations/0007_deleted_task_usage.sql" with { type: "text
 import m8 from "../../migrations/0008_repair_usage.sql" with { type: "text" };
 import m9 from "../../migrations/0009_running_exec.sql" with { type: "text" };
 import m10 from "../../migrations/0010_stop_reason.sql" with { type: "text" };
+import m11 from "../../migrations/0011_turn_repeats.sql" with { type: "text" };
 
 export interface Migration {
   tag: string;
@@ -28,4 +29,5 @@ export const MIGRATIONS: Migration[] = [
   { tag: "0008_repair_usage", sql: m8 },
   { tag: "0009_running_exec", sql: m9 },
   { tag: "0010_stop_reason", sql: m10 },
+  { tag: "0011_turn_repeats", sql: m11 },
 ];

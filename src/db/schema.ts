@@ -342,6 +342,12 @@ export const tasks = sqliteTable(
     running_exec: json<RunningExec>(),
     /** Why the model answer that ended the task stopped (set with that answer; null while none has). */
     stop_reason: text({ enum: STOP_REASONS }),
+    /**
+     * How many times the model request of the task's current turn has been made again after a
+     * restart cut it off (0 when a new turn starts): bounded, so a server that crashes in the same
+     * answer every time does not repeat it forever (src/agents/loop.ts).
+     */
+    turn_repeats: integer().notNull().default(0),
   },
   (t) => [
     index("tasks_user").on(t.user_id, t.id),

@@ -205,6 +205,56 @@ test.each([
   }
 }, 120_000);
 
+// A server that dies in the same answer every time: the request of a turn is made again after a
+// restart at most twice (MAX_TURN_REPEATS), then the task fails instead of repeating it forever.
+// The count is stored with the task (it outlives each kill -9) and starts again with each new turn.
+test("a turn whose model request restarts cut off three times fails INTERNAL_ERROR; each new turn gets its own repeats", async () => {
+  const dataDir = tempDir();
+  const db = await databaseArgs(dataDir);
+  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", "repeats@example.com", "--password-stdin"], { stdin: "correct horse battery" });
+  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", "repeats@example.com", "--name", "repeats"]);
+  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
+  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  let server = await spawnServer({ dataDir });
+  const get = async (path: string) => (await fetch(server.url + path, { headers: json(token) })).json();
+  const profile = await (
+    await fetch(server.url + "/v1/profiles", {
+      method: "POST",
+      headers: json(token),
+      body: JSON.stringify({ name: "repeats", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
+    })
+  ).json();
+  mock.reset();
+  const hang = { text: ["Half ", "an ", "answer"], usage: { input_tokens: 10, output_tokens: 3 }, hangAfter: 1 };
+  // Turn 1: cut twice, answered (a tool call) at its second repeat. Turn 2: cut three times. A
+  // last answer is queued that must never be asked for.
+  mock.enqueue(hang, hang, { toolCalls: [{ name: "Bash", input: { command: "true" } }] }, hang, hang, hang, { text: "Never asked." });
+  const sub = await (await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token), body: JSON.stringify({ profile_id: profile.id, prompt: "crash me", max_turns: 5 }) })).json();
+  expect(sub.task_id, JSON.stringify(sub)).toMatch(/^task_/);
+  // Each server is killed once its request hangs mid-answer: after 1, 2, 4 (turn 2's first), 5 and 6 requests.
+  for (const n of [1, 2, 4, 5, 6]) {
+    await mock.waitForRequests(n, 30_000);
+    expect(await server.kill("SIGKILL")).not.toBe(0);
+    server = await spawnServer({ dataDir });
+  }
+  try {
+    const task = await waitFor(async () => {
+      const r = await get(`/v1/tasks/${sub.task_id}`);
+      return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
+    }, { timeoutMs: 30_000, what: "the task after its last restart" });
+    expect(task.status, JSON.stringify(task)).toBe("failed");
+    expect(task.error).toEqual({ code: "INTERNAL_ERROR", message: expect.stringContaining("turn 2 was cut off by server restarts 3 times") });
+    // Not asked a seventh time; still two turns, whatever the repeats.
+    expect(mock.requests.length).toBe(6);
+    expect(task.turns).toBe(2);
+    expect(server.output()).toContain("model request cut off by restarts too many times");
+  } finally {
+    await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token) });
+    await server.kill("SIGTERM");
+    await dropDatabaseFor(dataDir);
+  }
+}, 180_000);
+
 // A new session's workspace start cut off by kill -9 (the engine's container create held by a
 // proxy): the session was never announced. Its workspace is started again when its task runs
 // after the restart, and session.ready is published then — once, not again on later turns.

@@ -5,6 +5,7 @@ import m2 from "../../../migrations-pg/0002_deleted_task_usage.sql" with { type:
 import m3 from "../../../migrations-pg/0003_repair_usage.sql" with { type: "text" };
 import m4 from "../../../migrations-pg/0004_running_exec.sql" with { type: "text" };
 import m5 from "../../../migrations-pg/0005_stop_reason.sql" with { type: "text" };
+import m6 from "../../../migrations-pg/0006_turn_repeats.sql" with { type: "text" };
 import type { Migration } from "../migrations.ts";
 
 export const PG_MIGRATIONS: Migration[] = [
@@ -14,4 +15,5 @@ export const PG_MIGRATIONS: Migration[] = [
   { tag: "0003_repair_usage", sql: m3 },
   { tag: "0004_running_exec", sql: m4 },
   { tag: "0005_stop_reason", sql: m5 },
+  { tag: "0006_turn_repeats", sql: m6 },
 ];

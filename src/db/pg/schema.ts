@@ -285,6 +285,7 @@ export const tasks = pgTable(
     lease_expires_at: ms(),
     running_exec: json<RunningExec>(),
     stop_reason: text({ enum: STOP_REASONS }),
+    turn_repeats: int().notNull().default(0),
   },
   (t) => [
     index("tasks_user").on(t.user_id, t.id),

@@ -13,7 +13,7 @@ import { existsSync, readdirSync, rmSync, statSync, writeFileSync } from "node:f
 import { join } from "node:path";
 import { type BackupManifest, rowCounts } from "../../src/cli/backup.ts";
 import { createProfile, submit, waitTask } from "../helpers/agent.ts";
-import { startTestApp, tempDir } from "../helpers/app.ts";
+import { removeInstanceWorkspaces, startTestApp, tempDir } from "../helpers/app.ts";
 import { runCli } from "../helpers/cli.ts";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { waitFor } from "../helpers/net.ts";
@@ -48,6 +48,7 @@ function count(dbPath: string, table: string): number {
 describe("runcell backup", () => {
   test("while tasks write events: a consistent archive; restored into an empty dir, integrity ok and row counts equal; the copy serves", async () => {
     const t = await startTestApp({ keepDataDir: true });
+    const instance = t.app.services.workspaces.instanceId;
     const mock = startMockAnthropic();
     try {
       const user = await createUser(t);
@@ -112,6 +113,8 @@ describe("runcell backup", () => {
     } finally {
       await mock.stop();
       await t.stop().catch(() => {});
+      // The data dir is kept for the restore, so stop() leaves the six tasks' workspaces running.
+      removeInstanceWorkspaces(instance);
       rmSync(t.dataDir, { recursive: true, force: true });
     }
   }, 120_000);

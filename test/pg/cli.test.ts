@@ -296,8 +296,17 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     expect(current.stdout).toContain(`database current: ${where}`);
     expect(current.stdout).toContain(`has schema ${LATEST} (written by runcell ${VERSION})`);
     expect(current.stdout).not.toContain("runcell.db");
+    // The first line names the schema this binary needs for PostgreSQL, not SQLite's.
+    expect(current.stdout.split("\n")[0]).toEndWith(`, PostgreSQL schema ${LATEST})`);
+    // runcell.toml naming the database: the same.
+    const withToml = dataDir();
+    writeFileSync(join(withToml, "runcell.toml"), `database = "${url}"\n`);
+    const fromToml = await runCli(["version", "--check-db", "--data-dir", withToml]);
+    expect(fromToml.code, fromToml.stderr).toBe(0);
+    expect(fromToml.stdout).toContain(`PostgreSQL schema ${LATEST})\ndatabase current: ${where}`);
     const json = await check(["--json", "--database", url]);
     expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({ dialect: "postgres", schema: LATEST });
     expect(JSON.parse(json.stdout).database).toMatchObject({ state: "current", schema: LATEST, written_by: { version: VERSION, schema: LATEST } });
     expect(JSON.parse(json.stdout).database.path).toStartWith(where);
 
@@ -317,7 +326,7 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     const unreachable = await check(["--database", down.toString()]);
     expect(unreachable.code).toBe(1);
     expect(unreachable.stderr).toContain("PostgreSQL at postgres://postgres:***@127.0.0.1:1/");
-    for (const r of [empty, current, json, older, newer, unreachable]) expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+    for (const r of [empty, current, fromToml, json, older, newer, unreachable]) expect(r.stdout + r.stderr).not.toContain(PASSWORD);
   });
 
   test("backup refuses: the state is in PostgreSQL, use pg_dump and keep the vault key; the password is never printed", async () => {

@@ -11,6 +11,9 @@ import { PG_MIGRATIONS } from "./migrations.ts";
 
 const TABLE = "_migrations";
 
+/** This binary's PostgreSQL schema version: its newest embedded PostgreSQL migration (SQLite's is BINARY_SCHEMA). */
+export const PG_BINARY_SCHEMA = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.tag;
+
 /** drizzle-kit separates the statements of one migration with this line. */
 const BREAKPOINT = "--> statement-breakpoint";
 

@@ -347,6 +347,17 @@ function readConfigFile(dataDir: string): Record<string, unknown> {
 }
 
 /**
+ * A setting as the data dir's runcell.toml|json holds it, unconverted and unchecked (null: no file,
+ * or the setting is not in it): for a command that must know what serve would read there without
+ * resolving serve's configuration. Throws ConfigError for a file that cannot be read or parsed.
+ */
+export function fileSetting(dataDir: string, flag: string): { path: string; key: string; value: unknown } | null {
+  const file = readConfigFile(resolve(dataDir));
+  const key = fileKey(flag);
+  return file[key] === undefined ? null : { path: file.__path as string, key, value: file[key] };
+}
+
+/**
  * Resolves the final configuration from parsed flags, the environment and the data-dir file.
  * `only`: the settings a command other than serve uses (`runcell admin` needs where the database
  * is, not the listen address); the others are not read from the environment or the file — a value

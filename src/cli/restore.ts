@@ -12,7 +12,7 @@
 import { Database } from "bun:sqlite";
 import { chmodSync, copyFileSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { parseArgs } from "../config.ts";
+import { fileSetting, parseArgs } from "../config.ts";
 import { DB_FILE, ownLikeDataDir } from "../db/data-dir.ts";
 import { acquireDataDirLock, type DataDirLock, LOCK_FILE } from "../db/lock.ts";
 import { BINARY_SCHEMA, newerSchemaWords, type SchemaWriter, schemaInfo } from "../db/migrate.ts";
@@ -286,12 +286,39 @@ export async function restore(backup: string, dataDir: string, opts: { force?: b
   }
 }
 
-/** `restore` with RUNCELL_DATABASE_URL set: why it refuses, and what to run instead (the URL without its password). */
-function postgresRestoreAdvice(url: string): string {
+/** Where a server on the data dir would keep its state in PostgreSQL, and which setting says so. */
+interface PostgresSetting {
+  url: string;
+  /** `RUNCELL_DATABASE_URL`, or the config file and its key (`/var/lib/runcell/runcell.toml: database`). */
+  source: string;
+  fromFile: boolean;
+}
+
+/**
+ * The PostgreSQL database a server started on `dataDir` would use, as serve reads it (the
+ * environment over the data dir's runcell.toml|json); null: its SQLite file. A config file that
+ * cannot be read names nothing here (serve refuses it; --force moves it aside with the rest).
+ */
+function postgresSettingFor(dataDir: string, env: Record<string, string | undefined> = process.env): PostgresSetting | null {
+  if (env.RUNCELL_DATABASE_URL) return { url: env.RUNCELL_DATABASE_URL, source: "RUNCELL_DATABASE_URL", fromFile: false };
+  let setting;
+  try {
+    setting = fileSetting(dataDir, "database");
+  } catch {
+    return null;
+  }
+  if (!setting || setting.value === "" || setting.value === null) return null;
+  return { url: String(setting.value), source: `${setting.path}: ${setting.key}`, fromFile: true };
+}
+
+/** `restore` onto a data dir whose server keeps its state in PostgreSQL: why it refuses, and what to run instead (the URL without its password). */
+function postgresRestoreAdvice(pg: PostgresSetting): string {
+  const where = pg.fromFile ? `${pg.source} = ${redactDatabaseUrl(pg.url)}` : `${pg.source}=${redactDatabaseUrl(pg.url)}`;
+  const ignores = pg.fromFile ? "which a server on this data dir ignores" : "which a server with this environment ignores";
   return [
-    `runcell restore: the state is in PostgreSQL (RUNCELL_DATABASE_URL=${redactDatabaseUrl(url)}); runcell restore puts back the embedded SQLite database only, which a server with this environment ignores. Nothing was changed.`,
+    `runcell restore: the state is in PostgreSQL (${where}); runcell restore puts back the embedded SQLite database only, ${ignores}. Nothing was changed.`,
     `Restore PostgreSQL from a pg_dump with pg_restore (the password from ~/.pgpass or PGPASSWORD), e.g.:`,
-    `  pg_restore --clean --if-exists -d '${pgToolTarget(url)}' runcell-….dump`,
+    `  pg_restore --clean --if-exists -d '${pgToolTarget(pg.url)}' runcell-….dump`,
     `with the vault key kept with the dump. To restore this backup's SQLite file into the data dir anyway (to copy it with runcell migrate --from-sqlite), add --sqlite.`,
   ].join("\n");
 }
@@ -308,16 +335,18 @@ export const restoreCommand: Command = {
                   that server is gone for good. Without it a restore into an empty data dir gets
                   a new instance id (a copy served beside the original never touches its
                   workspaces), and --force keeps the id of the database it replaces.
-  --sqlite        restore even though RUNCELL_DATABASE_URL is set (see below)
+  --sqlite        restore even though RUNCELL_DATABASE_URL or the data dir's runcell.toml|json
+                  names a PostgreSQL database (see below)
 
   Holds the data dir's lock (a running server must be stopped first). Checks, before anything is
   put in place: the manifest (a backup from a newer schema is refused), the sha256 of every file,
   PRAGMA integrity_check, and the row count of every table. A backup with an older schema is
   restored as is; the next serve migrates it. A directory made by \`runcell backup <dir>\` of
   earlier versions (runcell.db + secret.key) is accepted too (integrity and schema checked).
-  With RUNCELL_DATABASE_URL set it refuses, as backup does: a server with that environment keeps its
-  state in PostgreSQL and ignores the data dir's runcell.db; restore PostgreSQL with pg_restore. With
-  --sqlite it restores the file anyway (to copy it with \`runcell migrate --from-sqlite\`, say).
+  With RUNCELL_DATABASE_URL set, or a \`database\` setting in the data dir's runcell.toml (or
+  runcell.json), it refuses, as backup does, naming that setting: a server started there keeps its
+  state in PostgreSQL and ignores the data dir's runcell.db; restore PostgreSQL with pg_restore.
+  With --sqlite it restores the file anyway (to copy it with \`runcell migrate --from-sqlite\`, say).
   Exit status: 0 restored, 1 refused or failed (the data dir unchanged), 2 bad usage.`,
   examples: [
     "runcell restore /srv/backups/runcell-2026-11-23.tar.gz --data-dir /var/lib/runcell",
@@ -341,9 +370,9 @@ export const restoreCommand: Command = {
     } catch (e) {
       return failUsage("restore", e);
     }
-    const databaseUrl = process.env.RUNCELL_DATABASE_URL;
-    if (databaseUrl && !sqlite) {
-      console.error(postgresRestoreAdvice(databaseUrl));
+    const postgres = sqlite ? null : postgresSettingFor(dataDir);
+    if (postgres) {
+      console.error(postgresRestoreAdvice(postgres));
       return 1;
     }
     if (!existsSync(backup)) {

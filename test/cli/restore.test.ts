@@ -3,8 +3,9 @@
  * play the corruptions), restored by the CLI in a subprocess. Every refusal exits 1 and leaves the
  * data dir as it was: not empty without --force, a checksum mismatch, a damaged gzip stream, a
  * truncated file, row counts that differ from the manifest, a failed integrity check, a newer
- * schema (naming both versions), a foreign archive, RUNCELL_DATABASE_URL set (the state in
- * PostgreSQL, which would ignore the file) without --sqlite.
+ * schema (naming both versions), a foreign archive, RUNCELL_DATABASE_URL set or the target data
+ * dir's runcell.toml|json naming a database (the state in PostgreSQL, which would ignore the file)
+ * without --sqlite.
  */
 import { Database } from "bun:sqlite";
 import { afterAll, describe, expect, test } from "bun:test";
@@ -379,6 +380,41 @@ describe("runcell restore", () => {
     expect(anyway.code, anyway.stderr).toBe(0);
     expect(existsSync(join(target, "runcell.db"))).toBe(true);
     expect(anyway.stdout).toContain(`done: start runcell with --data-dir ${target}`);
+  }, 60_000);
+
+  test("the data dir's runcell.toml (or .json) names PostgreSQL: refused (1) naming that file, even with --force; --sqlite restores anyway", async () => {
+    const { archive } = await source();
+    const url = "postgres://runcell:pw-never-shown@db.internal:5432/runcell";
+    for (const [file, text] of [
+      ["runcell.toml", `database = "${url}"\nhttp = "127.0.0.1:7420"\n`],
+      ["runcell.json", JSON.stringify({ database: url })],
+    ] as const) {
+      const target = dir();
+      writeFileSync(join(target, file), text);
+      for (const force of [[], ["--force"]]) {
+        const r = await runCli(["restore", archive, "--data-dir", target, ...force]);
+        expect(r.code, r.stdout + r.stderr).toBe(1);
+        expect(r.stdout).toBe("");
+        expect(r.stderr).toStartWith(`runcell restore: the state is in PostgreSQL (${join(target, file)}: database = postgres://runcell:***@db.internal:5432/runcell); `);
+        expect(r.stderr).toContain("which a server on this data dir ignores");
+        expect(r.stderr).toContain("pg_restore --clean --if-exists -d 'postgres://runcell@db.internal:5432/runcell'");
+        expect(r.stderr).toContain("--sqlite");
+        expect(r.stderr).not.toContain("pw-never-shown");
+        expect(readdirSync(target)).toEqual([file]);
+      }
+      // The environment's setting is what serve would use: named first.
+      const env = await runCli(["restore", archive, "--data-dir", target, "--force"], { env: { RUNCELL_DATABASE_URL: url } });
+      expect(env.code).toBe(1);
+      expect(env.stderr).toContain("(RUNCELL_DATABASE_URL=postgres://runcell:***@");
+      const anyway = await runCli(["restore", archive, "--data-dir", target, "--force", "--sqlite"]);
+      expect(anyway.code, anyway.stderr).toBe(0);
+      expect(existsSync(join(target, "runcell.db"))).toBe(true);
+    }
+    // An empty `database` setting is no database (as serve reads it): SQLite, restored.
+    const sqliteTarget = dir();
+    writeFileSync(join(sqliteTarget, "runcell.toml"), `database = ""\n`);
+    const plain = await runCli(["restore", archive, "--data-dir", sqliteTarget, "--force"]);
+    expect(plain.code, plain.stderr).toBe(0);
   }, 60_000);
 
   test("usage (2) and a missing backup (1)", async () => {

@@ -21,6 +21,7 @@ import { DB_FILE } from "../db/data-dir.ts";
 import { LOCK_FILE, lockHolder } from "../db/lock.ts";
 import { BINARY_SCHEMA, newerSchemaWords, type SchemaInfo, schemaInfo } from "../db/migrate.ts";
 import { describePostgresError, redactDatabaseUrl } from "../db/pg/client.ts";
+import { databaseArgs } from "../db/pg/database-args.ts";
 import { PG_MIGRATIONS } from "../db/pg/migrations.ts";
 import type { Dialect } from "../db/tables.ts";
 import { isDenied, isMissing, readableFix, unreadableReason } from "../lib/file-access.ts";
@@ -359,7 +360,7 @@ const schema: CheckFn = async (ctx) => {
 async function postgresSchema(ctx: DoctorContext): Promise<CheckResult> {
   const known = PG_MIGRATIONS.map((m) => m.tag);
   const binarySchema = known[known.length - 1] ?? "none";
-  const migrateFix = `restart the server with this binary (it applies them at start), or run: runcell migrate --database ${ctx.location}`;
+  const migrateFix = `restart the server with this binary (it applies them at start), or run: runcell migrate ${databaseArgs(ctx.config)}`;
   let applied: string[];
   try {
     const exists = await ctx.rows<{ ok: boolean }>("SELECT to_regclass('public._migrations') IS NOT NULL AS ok");
@@ -377,7 +378,7 @@ async function postgresSchema(ctx: DoctorContext): Promise<CheckResult> {
       "run the newer runcell binary that migrated it, or restore a pg_dump made before the upgrade (pg_restore --clean)",
     );
   }
-  if (!applied.length) return warn("schema", `the database has no schema yet; this runcell ${VERSION} creates ${binarySchema}`, `start serve once, or run: runcell migrate --database ${ctx.location}`);
+  if (!applied.length) return warn("schema", `the database has no schema yet; this runcell ${VERSION} creates ${binarySchema}`, `start serve once, or run: runcell migrate ${databaseArgs(ctx.config)}`);
   const pending = known.filter((t) => !applied.includes(t));
   if (pending.length) return warn("schema", `older: ${dbSchema}; this runcell ${VERSION} would apply ${pending.join(", ")}`, migrateFix);
   return ok("schema", `current: ${dbSchema}, as this runcell ${VERSION} expects`);

@@ -16,6 +16,7 @@ import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/client.ts";
 import { prepareDataDir } from "../db/data-dir.ts";
 import { DatabaseUnavailableError, openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
+import { databaseArgs } from "../db/pg/database-args.ts";
 import { newerPgDatabase, pgSchemaInfo } from "../db/pg/migrate.ts";
 import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from "../db/lock.ts";
 import { BINARY_SCHEMA, migrate, NewerDatabaseError, schemaInfo, schemaInfoOfFile, UnreadableDatabaseError } from "../db/migrate.ts";
@@ -80,7 +81,7 @@ export async function withDataDir(
  */
 export async function openDataDir(config: Config, opts: { command?: string; report?: (line: string) => void } = {}): Promise<CliDatabase> {
   const report = opts.report ?? ((line: string) => process.stderr.write(line + "\n"));
-  if (config.databaseUrl) return openCurrentPostgres(config.databaseUrl, opts.command, report);
+  if (config.databaseUrl) return openCurrentPostgres(config, opts.command, report);
   const path = prepareDataDir(config.dataDir);
   const info = schemaInfoOfFile(path);
   if (info?.state === "newer") throw new NewerDatabaseError(info.unknown[0]!, info.schema!, info.writer, info.binarySchema);
@@ -146,7 +147,8 @@ function openCurrent(path: string): DatabaseHandle {
  * at all: no server can be using it) gets this binary's schema, so a new installation can make its
  * first account before serve; an existing schema is never migrated here.
  */
-async function openCurrentPostgres(url: string, command: string | undefined, report: (line: string) => void): Promise<CliDatabase> {
+async function openCurrentPostgres(config: Config, command: string | undefined, report: (line: string) => void): Promise<CliDatabase> {
+  const url = config.databaseUrl!;
   const where = redactDatabaseUrl(url);
   const pg = await openPostgres(url, { migrate: false });
   try {
@@ -161,7 +163,7 @@ async function openCurrentPostgres(url: string, command: string | undefined, rep
       throw new OpenDataDirError(
         `the PostgreSQL database ${where} has schema ${info.schema} and this runcell ${VERSION} would migrate it to ${info.binarySchema}${info.pending.length > 1 ? ` (${info.pending.join(", ")})` : ""}, ` +
           `but ${command ? `runcell ${command}` : "this command"} does not migrate PostgreSQL: servers still running an older runcell may share it, ` +
-          `and could not start again once it is migrated. Nothing was changed. Run \`runcell migrate --database ${where}\` or start serve with this binary ` +
+          `and could not start again once it is migrated. Nothing was changed. Run \`runcell migrate ${databaseArgs(config)}\` or start serve with this binary ` +
           `(upgrading every server that shares the database), then run this again; or run ${command ? `runcell ${command}` : "this command"} with the binary those servers run.`,
       );
     }

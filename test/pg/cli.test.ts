@@ -98,7 +98,12 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
     expect(empty.results.get("database")!.message).toContain("127.0.0.1");
     expect(empty.results.get("schema")).toMatchObject({ status: "WARN" });
     expect(empty.results.get("schema")!.message).toContain("no schema yet");
-    expect(empty.results.get("schema")!.fix).toContain("runcell migrate --database");
+    // The fix can be pasted: the URL's password is not printed, so it names where the URL is.
+    expect(empty.results.get("schema")!.fix).toEndWith("runcell migrate --database <the URL you gave --database>");
+    const fromEnv = await runCli(["doctor", "--json", "--data-dir", dir, "--docker-host", "unix:///nonexistent/docker.sock"], { env: { RUNCELL_DATABASE_URL: url } });
+    const envSchema = (JSON.parse(fromEnv.stdout) as CheckResult[]).find((c) => c.check === "schema")!;
+    expect(envSchema.fix).toEndWith('runcell migrate --database "$RUNCELL_DATABASE_URL"');
+    expect(fromEnv.stdout + fromEnv.stderr).not.toContain(PASSWORD);
     expect(empty.results.get("admin password")).toMatchObject({ status: "FAIL" });
     const none = await sql.unsafe("SELECT to_regclass('public._migrations') IS NOT NULL AS ok");
     expect(none[0].ok).toBe(false);
@@ -212,8 +217,29 @@ describe.skipIf(!PG_SERVER)("the CLI with --database postgres://…", () => {
       expect(r.code, r.stderr).toBe(1);
       expect(r.stderr).toContain(`this runcell ${VERSION} would migrate it to ${LATEST}`);
       expect(r.stderr).toContain("Nothing was changed");
-      expect(r.stderr).toContain("runcell migrate --database postgres://postgres:***@");
+      // The command to run instead can be pasted: the URL was given with its password, which is not printed.
+      expect(r.stderr).toContain("Run `runcell migrate --database <the URL you gave --database>`");
+      expect(r.stderr.match(/Run `([^`]*)`/)?.[1]).not.toContain("***");
       expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    }
+    // From the environment, or the data dir's runcell.toml: the suggestion, pasted into a shell as it
+    // is (with --status, read-only), reaches the same database.
+    const bin = dataDir();
+    writeFileSync(join(bin, "runcell"), `#!/bin/sh\nexec bun ${join(import.meta.dir, "../../src/main.ts")} "$@"\n`, { mode: 0o755 });
+    const withToml = dataDir();
+    writeFileSync(join(withToml, "runcell.toml"), `database = "${url}"\n`);
+    for (const [args, env, suggested] of [
+      [["--data-dir", dir], { RUNCELL_DATABASE_URL: url }, 'runcell migrate --database "$RUNCELL_DATABASE_URL"'],
+      [["--data-dir", withToml], {}, `runcell migrate --data-dir ${withToml}`],
+    ] as const) {
+      const r = await runCli(["audit", ...args], { env });
+      expect(r.code, r.stderr).toBe(1);
+      const command = r.stderr.match(/Run `(runcell migrate[^`]*)`/)?.[1];
+      expect(command).toBe(suggested);
+      expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+      const pasted = Bun.spawnSync(["sh", "-c", `${command} --status`], { env: { PATH: `${bin}:${process.env.PATH}`, HOME: process.env.HOME ?? "/root", ...env } });
+      expect(pasted.exitCode, pasted.stderr.toString()).toBe(0);
+      expect(pasted.stdout.toString()).toContain(`pending: ${LATEST}`);
     }
     expect(await tags()).toEqual(before);
     expect((await sql.unsafe("SELECT count(*)::int AS n FROM users"))[0].n).toBe(0);

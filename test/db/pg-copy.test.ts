@@ -4,7 +4,9 @@
  *   types and nullability as drizzle describes them, and a second run applies nothing;
  * - `runcell migrate --from-sqlite FILE --to postgres://…` copies every row of every table — a
  *   synthetic database with rows in all 21 tables, every column filled (NULLs too), compared value
- *   by value — and the vault's secrets still open with the data dir's key;
+ *   by value; an absent JSON value (SQL NULL, or the text `null` SQLite's prepared inserts store)
+ *   arrives as SQL NULL, as the app writes it on PostgreSQL — and the vault's secrets still open
+ *   with the data dir's key;
  * - refusals: a database that already holds data, a source behind the schema, bad flags.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -102,7 +104,8 @@ function valueFor(table: string, col: ReturnType<typeof sqliteConfig>["columns"]
     return rows[i % rows.length]![fk.column];
   }
   const nullable = !col.notNull && !col.primary;
-  if (nullable && i % 2 === 1) return null;
+  // An absent JSON value as SQLite's prepared inserts store it: the JSON text `null` (src/db/prepared.ts).
+  if (nullable && i % 2 === 1) return col.columnType === "SQLiteTextJson" && i % 4 === 3 ? "null" : null;
   const enumValues = (col as { enumValues?: string[] }).enumValues;
   if (enumValues?.length) return enumValues[i % enumValues.length];
   switch (col.columnType) {
@@ -212,6 +215,20 @@ describe("runcell migrate --from-sqlite FILE --to postgres://", () => {
           expect({ table: name, next: Number(r.next) }).toEqual({ table: name, next: Number(r.max) + 1 });
         }
       }
+      // A nullable JSON column holds SQL NULL where SQLite held NULL or the JSON text `null`, as the
+      // app's own writes on PostgreSQL leave it (a JSON null there is not IS NULL).
+      let nullableJson = 0;
+      for (const table of tablesInDependencyOrder()) {
+        const name = getTableName(table);
+        for (const c of pgConfig(table).columns.filter((c) => c.getSQLType() === "jsonb" && !c.notNull)) {
+          nullableJson++;
+          const absent = (src.query(`SELECT count(*) AS n FROM "${name}" WHERE "${c.name}" IS NULL OR "${c.name}" = 'null'`).get() as { n: number }).n;
+          expect(absent).toBeGreaterThan(0);
+          const [n] = await pg.unsafe(`SELECT count(*) FILTER (WHERE "${c.name}" IS NULL)::int AS sql_null, count(*) FILTER (WHERE jsonb_typeof("${c.name}") = 'null')::int AS json_null FROM "${name}"`);
+          expect({ column: `${name}.${c.name}`, ...n }).toEqual({ column: `${name}.${c.name}`, sql_null: absent, json_null: 0 });
+        }
+      }
+      expect(nullableJson).toBeGreaterThan(0);
       const [writer] = await pg.unsafe(`SELECT value FROM settings WHERE key = '${SCHEMA_WRITER_KEY}'`);
       expect(writer.value).toMatchObject({ version: VERSION, schema: PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.tag });
     } finally {
@@ -250,6 +267,32 @@ describe("runcell migrate --from-sqlite FILE --to postgres://", () => {
       try {
         const [row] = await pg.unsafe('SELECT ciphertext FROM "secrets" WHERE user_id = $1 AND name = $2', [user.id, "ANTHROPIC_API_KEY"]);
         expect(Sealer.fromDataDir(dataDir).open(row.ciphertext, aadFor(user.id, "ANTHROPIC_API_KEY"))).toBe("sk-ant-the-real-one");
+      } finally {
+        await pg.close();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  test("a session the app made without repositories: SQL NULL after the copy (IS NULL), as the app leaves it on PostgreSQL", async () => {
+    const dataDir = tempDir("runcell-pg-nulls-");
+    try {
+      const { createApp } = await import("../../src/app.ts");
+      const { parseArgs, resolveConfig } = await import("../../src/config.ts");
+      const { silentLogger } = await import("../../src/log.ts");
+      const app = await createApp(resolveConfig(parseArgs(["--data-dir", dataDir, "--http", "127.0.0.1:0", "--docker-host", "unix:///nonexistent/docker.sock"]).flags, {}), { logger: silentLogger });
+      const user = await app.services.users.create({ email: "nulls@example.com", password: "nulls password 1", role: "user" });
+      const profile = await app.services.profiles.create(user.id, { name: "p", model: { provider: "demo", name: "demo" }, network: "none" });
+      const session = await app.services.agentSessions.create(user.id, profile.id, null);
+      await app.stop();
+      const target = await freshDatabase();
+      const r = cli(["migrate", "--from-sqlite", join(dataDir, "runcell.db"), "--to", target]);
+      expect(r.code, r.err).toBe(0);
+      const pg = new SQL(target, { max: 1 });
+      try {
+        const [row] = await pg.unsafe("SELECT repositories IS NULL AS sql_null, jsonb_typeof(repositories) AS json_type FROM sessions WHERE id = $1", [session.id]);
+        expect(row).toEqual({ sql_null: true, json_type: null });
       } finally {
         await pg.close();
       }

@@ -3,7 +3,8 @@
  * (src/db/pg/schema.ts, migrated by ./migrate.ts) and no rows: every table, in an order where each
  * row's foreign keys point at rows already copied, in batches, in one transaction — all or nothing.
  * Values are converted by the PostgreSQL column's type (0/1 → boolean, JSON text → jsonb, blobs →
- * bytea; everything else as stored). Afterwards every table's row count is compared on both sides.
+ * bytea; everything else as stored); in a nullable JSON column SQL NULL and the JSON text `null`
+ * both arrive as SQL NULL, as the app writes an absent value on PostgreSQL. Afterwards every table's row count is compared on both sides.
  * Encrypted values (the vault's secrets, webhook signing secrets, trigger URLs) are copied as
  * ciphertext: the data dir's secret.key still opens them. Each side's record of which runcell
  * wrote its schema (settings `schema.writer`) is its own: the target keeps the one migrating it
@@ -45,6 +46,13 @@ const asIs = (v: unknown) => v;
 const toBoolean = (v: unknown) => (v === null || v === undefined ? null : v !== 0 && v !== "0" && v !== false);
 /** U+0000, which SQLite keeps and PostgreSQL cannot (src/db/pg/storable.ts), becomes U+FFFD. */
 const toJsonb = (v: unknown) => (typeof v === "string" ? storableJson(v) : v);
+/**
+ * A nullable JSON column: the JSON text `null` becomes SQL NULL. SQLite's prepared inserts
+ * (src/db/prepared.ts) store an absent value as that text — drizzle encodes a placeholder's null
+ * — where the app's writes on PostgreSQL leave SQL NULL (`sessions.repositories`); both read back
+ * as null, but `IS NULL` tells them apart. A NOT NULL column keeps its JSON null.
+ */
+const toNullableJsonb = (v: unknown) => (typeof v === "string" && v.trim() === "null" ? null : toJsonb(v));
 const toBytes = (v: unknown) => (v === null || v === undefined ? null : Buffer.from(v as Uint8Array));
 
 function planOf(table: PgTable): ColumnPlan[] {
@@ -54,7 +62,7 @@ function planOf(table: PgTable): ColumnPlan[] {
     if (type === "boolean") return { ...column, convert: toBoolean, cast: "" };
     // Sent as text, then cast: Bun's client encodes a string bound to a jsonb parameter as a JSON
     // string, so `$1::jsonb` stored every document as one quoted string.
-    if (type === "jsonb") return { ...column, convert: toJsonb, cast: "::text::jsonb" };
+    if (type === "jsonb") return { ...column, convert: c.notNull ? toJsonb : toNullableJsonb, cast: "::text::jsonb" };
     if (type === "bytea") return { ...column, convert: toBytes, cast: "::bytea" };
     return { ...column, convert: type === "text" ? storableText : asIs, cast: "" };
   });

@@ -7,6 +7,7 @@ import { migrate, migrationStatus, NewerDatabaseError, schemaInfoOfFile } from "
 import { MIGRATIONS } from "../db/migrations.ts";
 import { openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
 import { newerPgDatabase, pgSchemaInfo } from "../db/pg/migrate.ts";
+import { repairLine } from "../db/repairs.ts";
 import { upgradeGuard } from "./backup.ts";
 import { type Command, failUsage, UsageError } from "./command.ts";
 import { parseStateArgs, resolveStateConfig, STATE_FLAGS } from "./state-config.ts";
@@ -73,8 +74,9 @@ export const migrateCommand: Command = {
     }
     const handle = openDatabase(prepareDataDir(config.dataDir));
     try {
-      const { applied } = migrate(handle.sqlite);
+      const { applied, repaired } = migrate(handle.sqlite);
       console.log(applied.length ? `applied ${applied.length} migration(s): ${applied.join(", ")}` : "database is up to date");
+      for (const r of repaired) console.log(repairLine(r));
       return 0;
     } catch (e) {
       console.error(`runcell migrate: ${(e as Error).message}`);
@@ -130,6 +132,7 @@ async function migrateConfiguredPostgres(url: string, statusOnly: boolean): Prom
     const pg = await openPostgres(url);
     await pg.close();
     console.log(pg.applied.length ? `applied ${pg.applied.length} migration(s) to ${redactDatabaseUrl(url)}: ${pg.applied.join(", ")}` : `${redactDatabaseUrl(url)} is up to date`);
+    for (const r of pg.repaired) console.log(repairLine(r));
     return 0;
   } catch (e) {
     console.error(`runcell migrate: ${(e as Error).message}`);

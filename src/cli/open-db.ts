@@ -19,6 +19,7 @@ import { DatabaseUnavailableError, openPostgres, redactDatabaseUrl } from "../db
 import { databaseArgs } from "../db/pg/database-args.ts";
 import { newerPgDatabase, pgSchemaInfo } from "../db/pg/migrate.ts";
 import { acquireDataDirLock, DataDirLockedError, type DataDirLock } from "../db/lock.ts";
+import { repairLine } from "../db/repairs.ts";
 import { BINARY_SCHEMA, migrate, NewerDatabaseError, schemaInfo, schemaInfoOfFile, UnreadableDatabaseError } from "../db/migrate.ts";
 import { AppError } from "../lib/errors.ts";
 import { VERSION } from "../version.ts";
@@ -115,8 +116,9 @@ export async function openDataDir(config: Config, opts: { command?: string; repo
     if (backup) report(`pre-migration backup: ${backup}`);
     const handle = openDatabase(path);
     try {
-      const { applied } = migrate(handle.sqlite);
+      const { applied, repaired } = migrate(handle.sqlite);
       if (applied.length && info) report(`applied ${applied.length} migration(s): ${applied.join(", ")}`);
+      for (const r of repaired) report(repairLine(r));
     } catch (e) {
       handle.close();
       throw e;

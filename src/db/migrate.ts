@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import { sha256Hex } from "../lib/crypto.ts";
 import { COMMIT, VERSION } from "../version.ts";
 import { type Migration, MIGRATIONS } from "./migrations.ts";
+import { RepairCounter, type RepairReport } from "./repairs.ts";
 
 export type { Migration };
 
@@ -183,11 +184,12 @@ export function compareSchema(applied: string[], migrations: Migration[], writer
  * and records each, and this runcell's version as the schema's writer (settings
  * `schema.writer`, which an older binary quotes when it refuses the database). A database that
  * records a migration this binary does not know was written by a newer version: it is refused
- * before anything is written.
+ * before anything is written. `repaired`: what the repair migrations among them changed (./repairs.ts).
  */
-export function migrate(sqlite: Database, migrations: Migration[] = MIGRATIONS): { applied: string[] } {
+export function migrate(sqlite: Database, migrations: Migration[] = MIGRATIONS): { applied: string[]; repaired: RepairReport[] } {
   const { pending } = migrationStatus(sqlite, migrations);
-  if (pending.length === 0) return { applied: [] };
+  if (pending.length === 0) return { applied: [], repaired: [] };
+  const repairs = new RepairCounter();
   const run = sqlite.transaction(() => {
     sqlite.exec(
       `CREATE TABLE IF NOT EXISTS ${TABLE} (id INTEGER PRIMARY KEY, tag TEXT NOT NULL UNIQUE, hash TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
@@ -195,7 +197,7 @@ export function migrate(sqlite: Database, migrations: Migration[] = MIGRATIONS):
     const record = sqlite.prepare(`INSERT INTO ${TABLE} (tag, hash, applied_at) VALUES (?, ?, ?)`);
     for (const m of pending) {
       for (const statement of m.sql.split("--> statement-breakpoint")) {
-        if (statement.trim()) sqlite.exec(statement);
+        if (statement.trim()) repairs.add(m.tag, statement, sqlite.run(statement).changes);
       }
       record.run(m.tag, sha256Hex(m.sql), Date.now());
     }
@@ -208,5 +210,5 @@ export function migrate(sqlite: Database, migrations: Migration[] = MIGRATIONS):
     }
   });
   run.immediate();
-  return { applied: pending.map((m) => m.tag) };
+  return { applied: pending.map((m) => m.tag), repaired: repairs.reports() };
 }

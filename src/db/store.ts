@@ -9,6 +9,7 @@ import type { Logger } from "../log.ts";
 import { type DB, openDatabase } from "./client.ts";
 import { migrate } from "./migrate.ts";
 import { openPostgres, redactDatabaseUrl } from "./pg/client.ts";
+import { logRepairs } from "./repairs.ts";
 import { type Dialect, useDialect } from "./tables.ts";
 
 export interface Store {
@@ -31,6 +32,7 @@ export async function openStore(opts: { databaseUrl: string | null; sqlitePath: 
     const pg = await openPostgres(opts.databaseUrl);
     const location = redactDatabaseUrl(opts.databaseUrl);
     if (pg.applied.length) opts.log.info("database migrated", { applied: pg.applied, database: location });
+    logRepairs(opts.log, pg.repaired, { database: location });
     return {
       dialect: "postgres",
       db: pg.db,
@@ -42,8 +44,9 @@ export async function openStore(opts: { databaseUrl: string | null; sqlitePath: 
   }
   const handle = openDatabase(opts.sqlitePath);
   try {
-    const { applied } = migrate(handle.sqlite);
+    const { applied, repaired } = migrate(handle.sqlite);
     if (applied.length) opts.log.info("database migrated", { applied, path: opts.sqlitePath });
+    logRepairs(opts.log, repaired, { path: opts.sqlitePath });
   } catch (e) {
     handle.close();
     throw e;

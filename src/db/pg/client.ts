@@ -9,6 +9,7 @@ import { SQL } from "bun";
 import { drizzle } from "drizzle-orm/bun-sql";
 import type { DB } from "../client.ts";
 import { useDialect } from "../tables.ts";
+import type { RepairReport } from "../repairs.ts";
 import { migratePostgres } from "./migrate.ts";
 import { storableSql } from "./storable.ts";
 import * as schema from "./schema.ts";
@@ -80,7 +81,7 @@ export function redactDatabaseUrl(url: string): string {
  * PostgreSQL's tables for this process. A database it cannot reach is an error naming the host,
  * never the password.
  */
-export async function openPostgres(url: string, opts: { migrate?: boolean } = {}): Promise<PostgresHandle & { applied: string[] }> {
+export async function openPostgres(url: string, opts: { migrate?: boolean } = {}): Promise<PostgresHandle & { applied: string[]; repaired: RepairReport[] }> {
   let sql: SQL;
   try {
     sql = new SQL(url, { max: POOL_MAX, idleTimeout: 60, connectionTimeout: 10 });
@@ -89,6 +90,7 @@ export async function openPostgres(url: string, opts: { migrate?: boolean } = {}
     throw DatabaseUnavailableError.at(url, e);
   }
   let applied: string[] = [];
+  let repaired: RepairReport[] = [];
   try {
     await sql`SELECT 1`;
     if (opts.migrate !== false) {
@@ -101,7 +103,7 @@ export async function openPostgres(url: string, opts: { migrate?: boolean } = {}
           const [probe] = await conn`SELECT pg_try_advisory_lock(${OLD_SERVER_LOCK}) AS ok`;
           if (!probe?.ok) throw new Error(OLDER_SERVER);
           try {
-            ({ applied } = await migratePostgres(conn as unknown as SQL));
+            ({ applied, repaired } = await migratePostgres(conn as unknown as SQL));
           } finally {
             await conn`SELECT pg_advisory_unlock(${OLD_SERVER_LOCK})`;
           }
@@ -124,6 +126,7 @@ export async function openPostgres(url: string, opts: { migrate?: boolean } = {}
     db,
     sql,
     applied,
+    repaired,
     close: () =>
       (closed ??= sql.close({ timeout: 5 })),
   };

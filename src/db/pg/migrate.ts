@@ -7,6 +7,8 @@
  */
 import type { SQL } from "bun";
 import { compareSchema, NewerDatabaseError, parseSchemaWriter, SCHEMA_WRITER_KEY, type SchemaInfo, type SchemaWriter, thisWriter } from "../migrate.ts";
+import type { Migration } from "../migrations.ts";
+import { RepairCounter, type RepairReport } from "../repairs.ts";
 import { PG_MIGRATIONS } from "./migrations.ts";
 
 const TABLE = "_migrations";
@@ -36,22 +38,27 @@ export async function pgSchemaWriter(sql: SQL): Promise<SchemaWriter | null> {
 }
 
 /** The database's schema against this binary's PG_MIGRATIONS, read-only (never throws for a newer one). */
-export async function pgSchemaInfo(sql: SQL): Promise<SchemaInfo> {
-  return compareSchema(await appliedPgTags(sql), PG_MIGRATIONS, await pgSchemaWriter(sql));
+export async function pgSchemaInfo(sql: SQL, migrations: Migration[] = PG_MIGRATIONS): Promise<SchemaInfo> {
+  return compareSchema(await appliedPgTags(sql), migrations, await pgSchemaWriter(sql));
 }
 
 /** The refusal of a newer PostgreSQL schema: SQLite's words, with pg_dump as the way back. */
 export const newerPgDatabase = (info: SchemaInfo) => new NewerDatabaseError(info.unknown[0]!, info.schema ?? info.unknown[0]!, info.writer, info.binarySchema, RESTORE_PG_DUMP);
 
-/** Applies the pending migrations; returns their tags. Throws NewerDatabaseError before writing anything. */
-export async function migratePostgres(sql: SQL): Promise<{ applied: string[] }> {
-  const info = await pgSchemaInfo(sql);
+/**
+ * Applies the pending migrations (of `migrations`: this binary's unless a test gives the first
+ * few); returns their tags and what the repair migrations among them changed (../repairs.ts).
+ * Throws NewerDatabaseError before writing anything.
+ */
+export async function migratePostgres(sql: SQL, migrations: Migration[] = PG_MIGRATIONS): Promise<{ applied: string[]; repaired: RepairReport[] }> {
+  const info = await pgSchemaInfo(sql, migrations);
   if (info.state === "newer") throw newerPgDatabase(info);
   await sql.unsafe(`CREATE TABLE IF NOT EXISTS ${TABLE} (id bigserial PRIMARY KEY, tag text NOT NULL UNIQUE, applied_at bigint NOT NULL)`);
-  const pending = PG_MIGRATIONS.filter((m) => info.pending.includes(m.tag));
+  const pending = migrations.filter((m) => info.pending.includes(m.tag));
+  const repairs = new RepairCounter();
   for (const m of pending) {
     await sql.begin(async (tx) => {
-      for (const statement of m.sql.split(BREAKPOINT)) if (statement.trim()) await tx.unsafe(statement);
+      for (const statement of m.sql.split(BREAKPOINT)) if (statement.trim()) repairs.add(m.tag, statement, Number((await tx.unsafe(statement)).count ?? 0));
       await tx.unsafe(`INSERT INTO ${TABLE} (tag, applied_at) VALUES ($1, $2)`, [m.tag, Date.now()]);
       // With the last one: an older binary quotes it when it refuses this schema. Sent as text and
       // cast (Bun's client would store a string bound to jsonb as one JSON string).
@@ -63,5 +70,5 @@ export async function migratePostgres(sql: SQL): Promise<{ applied: string[] }> 
       }
     });
   }
-  return { applied: pending.map((m) => m.tag) };
+  return { applied: pending.map((m) => m.tag), repaired: repairs.reports() };
 }

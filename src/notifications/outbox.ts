@@ -65,21 +65,25 @@ function waitSql(n: string, backoffMs: number[]): string {
 }
 
 /**
- * SQL for the ids of the due rows a claim may take: per integration, its oldest due rows, as many
- * as it has free of `cap` once this server's live leases on it (`ownerLike`) are counted. Rows
- * without an integration (it was deleted) fail without a request, so they are not capped.
- * `now`, `ownerLike` and `cap` are SQL expressions (placeholders or literals).
+ * SQL for the ids of the due rows a claim takes, at most `limit`, in one pass over the due rows:
+ * per integration, its oldest due rows, as many as it has free of `cap` once this server's live
+ * leases on it (`ownerLike`) are counted; of those the oldest due first. Rows without an
+ * integration (it was deleted) fail without a request, so they are not capped.
+ * `now`, `ownerLike`, `cap` and `limit` are SQL expressions (placeholders or literals).
  */
-function fairDueSql(now: string, ownerLike: string, cap: string): string {
+function claimSql(p: { now: string; ownerLike: string; cap: string; limit: string }): string {
   return `SELECT d.id FROM (
-      SELECT id, integration_id, ROW_NUMBER() OVER (PARTITION BY integration_id ORDER BY next_attempt_at, id) AS rn
+      SELECT id, integration_id, next_attempt_at,
+             ROW_NUMBER() OVER (PARTITION BY integration_id ORDER BY next_attempt_at, id) AS rn
       FROM notification_log
-      WHERE status = 'pending' AND next_attempt_at <= ${now} AND attempts < max_attempts
-        AND (lease_expires_at IS NULL OR lease_expires_at <= ${now})) d
+      WHERE status = 'pending' AND next_attempt_at <= ${p.now} AND attempts < max_attempts
+        AND (lease_expires_at IS NULL OR lease_expires_at <= ${p.now})) d
     LEFT JOIN (SELECT integration_id, COUNT(*) AS busy FROM notification_log
-               WHERE status = 'pending' AND lease_id LIKE ${ownerLike} AND lease_expires_at > ${now}
+               WHERE status = 'pending' AND lease_id LIKE ${p.ownerLike} AND lease_expires_at > ${p.now}
                GROUP BY integration_id) b ON b.integration_id = d.integration_id
-    WHERE d.integration_id IS NULL OR d.rn + COALESCE(b.busy, 0) <= ${cap}`;
+    WHERE d.integration_id IS NULL OR d.rn + COALESCE(b.busy, 0) <= ${p.cap}
+    ORDER BY d.next_attempt_at, d.id
+    LIMIT ${p.limit}`;
 }
 
 /** The prepared bun:sqlite statements of the SQLite fast path. */
@@ -124,11 +128,7 @@ export class Outbox {
       `UPDATE notification_log
        SET attempts = attempts + 1, lease_id = ?1, lease_expires_at = ?2,
            next_attempt_at = CASE WHEN attempts + 1 < max_attempts THEN ?3 + ${waitSql("attempts + 1", backoffMs)} ELSE ?3 END
-       WHERE id IN (SELECT id FROM notification_log
-                    WHERE status = 'pending' AND next_attempt_at <= ?3 AND attempts < max_attempts
-                      AND (lease_expires_at IS NULL OR lease_expires_at <= ?3)
-                      AND id IN (${fairDueSql("?3", "?5", "?6")})
-                    ORDER BY next_attempt_at LIMIT ?4)
+       WHERE id IN (${claimSql({ now: "?3", ownerLike: "?5", cap: "?6", limit: "?4" })})
        RETURNING id, user_id, integration_id, payload, attempts, max_attempts`,
     );
     const done = `next_attempt_at = NULL, lease_id = NULL, lease_expires_at = NULL`;
@@ -176,8 +176,9 @@ export class Outbox {
 
   /**
    * The pass as a unit (PostgreSQL; SQLite without the prepared statements): writes each outcome,
-   * then claims up to `limit` due rows in one UPDATE … WHERE id IN (SELECT … LIMIT n) — on
-   * PostgreSQL the subselect locks what it picks FOR UPDATE SKIP LOCKED, so a row another server is
+   * then claims the rows claimSql picks in one UPDATE … WHERE id IN (SELECT …). On PostgreSQL the
+   * subselect locks those rows FOR UPDATE SKIP LOCKED (not allowed on claimSql's window
+   * functions, hence the outer SELECT over just the picked ids), so a row another server is
    * claiming at the same moment is passed over, never claimed twice (the WHERE is re-checked on
    * the locked row under READ COMMITTED, so a row claimed just before is not taken either).
    */
@@ -188,8 +189,9 @@ export class Outbox {
     const lease = this.newLease();
     // CAST: PostgreSQL would type a bare parameter added to an integer as int4 (epoch ms overflow it).
     const at = sql`CAST(${now} AS bigint)`;
-    // Literals, not parameters: all three are numbers or a UUID of ours, never user input.
-    const fair = sql.raw(`(${fairDueSql(`CAST(${Math.trunc(now)} AS bigint)`, `'${this.ownerLike}'`, String(Math.trunc(perIntegration)))})`);
+    // Literals, not parameters: numbers or a UUID of ours, never user input.
+    const int = (x: number) => String(Math.trunc(x));
+    const picked = sql.raw(`(${claimSql({ now: `CAST(${int(now)} AS bigint)`, ownerLike: `'${this.ownerLike}'`, cap: int(perIntegration), limit: int(limit) })})`);
     let due = tx
       .select({ id: n.id })
       .from(n)
@@ -199,11 +201,9 @@ export class Outbox {
           lte(n.next_attempt_at, now),
           lt(n.attempts, n.max_attempts),
           or(isNull(n.lease_expires_at), lte(n.lease_expires_at, now)),
-          inArray(n.id, fair),
+          inArray(n.id, picked),
         ),
-      )
-      .orderBy(asc(n.next_attempt_at))
-      .limit(limit);
+      );
     if (isPostgres(tx)) due = forUpdate(due, { skipLocked: true });
     const rows = yield* all(
       tx

@@ -1,0 +1,72 @@
+/**
+ * The outbox's claim, one pass over the due rows, against the real database (SQLite's prepared
+ * statement; in the PostgreSQL pass the unit with FOR UPDATE SKIP LOCKED): which due rows a pass
+ * takes under the fairness rule: per webhook its oldest due rows up to its cap, oldest due first.
+ * The app's own worker is stopped: each test's Outbox is a "server" of its own, so only its own
+ * leases count as in flight.
+ */
+import { afterAll, beforeAll, beforeEach, expect, test } from "bun:test";
+import { Outbox } from "../../src/notifications/outbox.ts";
+import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { sqlRun } from "../helpers/db.ts";
+import { api, createUser } from "../helpers/users.ts";
+
+let t: TestApp;
+const webhooks: Record<string, { userId: string; integrationId: string }> = {};
+beforeAll(async () => {
+  t = await startTestApp();
+  await t.app.services.notifications.worker.stop();
+  for (const name of ["A", "B", "C", "D"]) {
+    const u = await createUser(t);
+    // Never contacted: nothing is sent here.
+    const res = await api(t, "POST", "/v1/integrations", u.bearer, { type: "webhook", config: { url: `http://127.0.0.1:9/${name}` } });
+    expect(res.status).toBe(201);
+    webhooks[name] = { userId: u.id, integrationId: res.body.id as string };
+  }
+});
+afterAll(() => t?.stop());
+// Each test starts with an empty outbox.
+beforeEach(() => sqlRun(t, "UPDATE notification_log SET status = 'failed', lease_id = NULL, lease_expires_at = NULL WHERE status = 'pending'"));
+
+const NOW = 1_900_000_000_000;
+const names = new Map<string, string>();
+
+/** Queues one notification to webhook `w` ("A"…"D"), due at NOW − 1000 + `due`; answers its label, e.g. "A3". */
+async function row(w: string, due: number): Promise<string> {
+  const q = await t.app.services.notifications.enqueue({ userId: webhooks[w]!.userId, source: "agent", message: `${w}${due}` });
+  await sqlRun(t, "UPDATE notification_log SET next_attempt_at = ? WHERE id = ?", [NOW - 1000 + due, q!.id]);
+  names.set(q!.id, `${w}${due}`);
+  return `${w}${due}`;
+}
+
+const fair = () => 4;
+
+async function claim(outbox: Outbox, limit: number, f: number): Promise<string[]> {
+  const claimed = await outbox.step([], NOW, limit, 60_000, f);
+  return claimed.map((c) => names.get(c.id)!).sort();
+}
+
+const newOutbox = () => new Outbox(t.app.services.db, t.app.services.sqlite, [1000]);
+
+test("per webhook its oldest due rows up to the cap; another webhook's rows are not held up by that backlog; the cap counts this server's attempts in flight", async () => {
+  for (let i = 1; i <= 6; i++) await row("A", i);
+  await row("B", 10);
+  await row("B", 11);
+  const outbox = newOutbox();
+  expect(await claim(outbox, 32, fair())).toEqual(["A1", "A2", "A3", "A4", "B10", "B11"]);
+  // A has 4 in flight: its two other due rows wait; B takes two more.
+  await row("B", 12);
+  await row("B", 13);
+  expect(await claim(outbox, 26, fair())).toEqual(["B12", "B13"]);
+  expect(await claim(outbox, 24, fair())).toEqual([]);
+  // Another server's outbox does not count these leases: it takes A's remaining two.
+  expect(await claim(newOutbox(), 32, fair())).toEqual(["A5", "A6"]);
+});
+
+test("a claim takes at most the free slots, oldest due first", async () => {
+  await row("A", 1);
+  await row("B", 2);
+  await row("A", 3);
+  await row("C", 4);
+  expect(await claim(newOutbox(), 3, fair())).toEqual(["A1", "A3", "B2"]);
+});

@@ -13,10 +13,12 @@
  * its rows FOR UPDATE SKIP LOCKED on PostgreSQL, so servers sharing one database never claim the
  * same row. The other statements are drizzle queries both dialects share.
  *
- * Fairness: a claim takes at most `perIntegration` rows of one integration in flight on this
- * server (its live leases, recognised by this Outbox's lease prefix, count against it), oldest due
- * first. A receiver that hangs until the timeout therefore holds only its own few slots, and a
- * backlog of one webhook never keeps another's due rows waiting behind it.
+ * Fairness (the worker's rules, applied by the claim; see claimSql): per integration at most
+ * `perIntegration` attempts in flight on this server (its live leases, recognised by this Outbox's
+ * lease prefix, count against it), only 1 for an integration the worker reports as failing; and an
+ * integration's second and further attempts in flight, like every attempt to a failing one, only
+ * while more than `reserved` slots stay free. Hanging receivers thus hold their own few slots, never
+ * the last `reserved`, which stay for webhooks with nothing in flight that have not just failed.
  */
 import { forUpdate } from "../db/row-lock.ts";
 import type { Database, Statement } from "bun:sqlite";
@@ -64,31 +66,59 @@ function waitSql(n: string, backoffMs: number[]): string {
   return `(CASE ${n} ${waits.slice(0, -1).map((w, i) => `WHEN ${i + 1} THEN ${w}`).join(" ")} ELSE ${waits[waits.length - 1]} END)`;
 }
 
+/** What a claim may take besides "due": the worker's fairness rules (see claimSql). */
+export interface Fairness {
+  /** Attempts in flight per integration on this server at most. */
+  perIntegration: number;
+  /** Integrations whose latest attempt on this server failed (until one is delivered): 1 attempt in flight each, from the shared slots. */
+  failing: readonly string[];
+  /** Slots a claim leaves free for first attempts: shared attempts are only taken while more than this many stay free. */
+  reserved: number;
+}
+
 /**
- * SQL for the ids of the due rows a claim takes, at most `limit`, in one pass over the due rows:
- * per integration, its oldest due rows, as many as it has free of `cap` once this server's live
- * leases on it (`ownerLike`) are counted; of those the oldest due first. Rows without an
- * integration (it was deleted) fail without a request, so they are not capped.
- * `now`, `ownerLike`, `cap` and `limit` are SQL expressions (placeholders or literals).
+ * SQL for the ids of the due rows a claim takes, at most `limit` (the free slots), in one pass over
+ * the due rows. Per integration, its oldest due rows, as many as it has free of its cap once this
+ * server's live leases on it (`ownerLike`) are counted: `cap`, or 1 for a failing integration. A
+ * row is a *first* when it would be the only attempt in flight of an integration that is not
+ * failing; any other row is *shared* and is taken only while, after this claim's firsts, more than
+ * `reserved` slots stay free. Firsts go before shared rows, each oldest due first. Rows without an
+ * integration (it was deleted) fail without a request: neither capped nor shared.
+ * `failing` is an SQL expression for a list of ids (`(…)` after IN); the others are SQL
+ * expressions too (placeholders or literals).
  */
-function claimSql(p: { now: string; ownerLike: string; cap: string; limit: string }): string {
-  return `SELECT d.id FROM (
-      SELECT id, integration_id, next_attempt_at,
-             ROW_NUMBER() OVER (PARTITION BY integration_id ORDER BY next_attempt_at, id) AS rn
-      FROM notification_log
-      WHERE status = 'pending' AND next_attempt_at <= ${p.now} AND attempts < max_attempts
-        AND (lease_expires_at IS NULL OR lease_expires_at <= ${p.now})) d
-    LEFT JOIN (SELECT integration_id, COUNT(*) AS busy FROM notification_log
-               WHERE status = 'pending' AND lease_id LIKE ${p.ownerLike} AND lease_expires_at > ${p.now}
-               GROUP BY integration_id) b ON b.integration_id = d.integration_id
-    WHERE d.integration_id IS NULL OR d.rn + COALESCE(b.busy, 0) <= ${p.cap}
-    ORDER BY d.next_attempt_at, d.id
+function claimSql(p: { now: string; ownerLike: string; cap: string; failing: string; limit: string; reserved: string }): string {
+  return `SELECT id FROM (
+      SELECT id, next_attempt_at, shared,
+             ROW_NUMBER() OVER (PARTITION BY shared ORDER BY next_attempt_at, id) AS sn,
+             SUM(1 - shared) OVER () AS firsts
+      FROM (
+        SELECT d.id, d.next_attempt_at,
+               CASE WHEN d.integration_id IS NOT NULL AND (d.failing = 1 OR d.rn + COALESCE(b.busy, 0) > 1) THEN 1 ELSE 0 END AS shared
+        FROM (
+          SELECT id, integration_id, next_attempt_at,
+                 CASE WHEN integration_id IN ${p.failing} THEN 1 ELSE 0 END AS failing,
+                 ROW_NUMBER() OVER (PARTITION BY integration_id ORDER BY next_attempt_at, id) AS rn
+          FROM notification_log
+          WHERE status = 'pending' AND next_attempt_at <= ${p.now} AND attempts < max_attempts
+            AND (lease_expires_at IS NULL OR lease_expires_at <= ${p.now})) d
+        LEFT JOIN (SELECT integration_id, COUNT(*) AS busy FROM notification_log
+                   WHERE status = 'pending' AND lease_id LIKE ${p.ownerLike} AND lease_expires_at > ${p.now}
+                   GROUP BY integration_id) b ON b.integration_id = d.integration_id
+        WHERE d.integration_id IS NULL OR d.rn + COALESCE(b.busy, 0) <= CASE WHEN d.failing = 1 THEN 1 ELSE ${p.cap} END) f) s
+    WHERE shared = 0 OR sn <= ${p.limit} - ${p.reserved} - firsts
+    ORDER BY shared, next_attempt_at, id
     LIMIT ${p.limit}`;
+}
+
+/** A list of ids as SQL literals, for `IN (…)` (never empty: '' matches no id). */
+function idList(ids: readonly string[]): string {
+  return `(${ids.length ? ids.map((id) => `'${id.replaceAll("'", "''")}'`).join(", ") : "''"})`;
 }
 
 /** The prepared bun:sqlite statements of the SQLite fast path. */
 interface Prepared {
-  claim: Statement<Row, [string, number, number, number, string, number]>;
+  claim: Statement<Row, [string, number, number, number, string, number, string, number]>;
   delivered: Statement<unknown, [number, string, string]>;
   retry: Statement<unknown, [number, string, string, string]>;
   failed: Statement<unknown, [number, string, string, string]>;
@@ -98,7 +128,7 @@ interface Prepared {
 
 export class Outbox {
   /** The SQLite fast path: one pass in one bun:sqlite transaction (null on PostgreSQL, or without a bun:sqlite handle). */
-  private stepTx: ((settled: Settlement[], now: number, limit: number, leaseMs: number, perIntegration: number) => Claimed[]) | null = null;
+  private stepTx: ((settled: Settlement[], now: number, limit: number, leaseMs: number, fair: Fairness) => Claimed[]) | null = null;
   private waitMs: number[];
   /**
    * Every lease this server takes starts with this id, so a claim can count this server's own
@@ -128,7 +158,7 @@ export class Outbox {
       `UPDATE notification_log
        SET attempts = attempts + 1, lease_id = ?1, lease_expires_at = ?2,
            next_attempt_at = CASE WHEN attempts + 1 < max_attempts THEN ?3 + ${waitSql("attempts + 1", backoffMs)} ELSE ?3 END
-       WHERE id IN (${claimSql({ now: "?3", ownerLike: "?5", cap: "?6", limit: "?4" })})
+       WHERE id IN (${claimSql({ now: "?3", ownerLike: "?5", cap: "?6", failing: "(SELECT value FROM json_each(?7))", limit: "?4", reserved: "?8" })})
        RETURNING id, user_id, integration_id, payload, attempts, max_attempts`,
     );
     const done = `next_attempt_at = NULL, lease_id = NULL, lease_expires_at = NULL`;
@@ -148,11 +178,11 @@ export class Outbox {
       `INSERT INTO notification_attempts (notification_id, attempt, started_at, duration_ms, status_code, error) VALUES (?1, ?2, ?3, ?4, ?5, ?6)`,
     );
     const p: Prepared = { claim, delivered, retry, failed, releaseOne, attemptRow };
-    this.stepTx = sqlite.transaction((settled: Settlement[], now: number, limit: number, leaseMs: number, perIntegration: number) => {
+    this.stepTx = sqlite.transaction((settled: Settlement[], now: number, limit: number, leaseMs: number, fair: Fairness) => {
       for (const f of settled) settlePrepared(p, f);
       if (limit <= 0) return [];
       const lease = this.newLease();
-      return claim.all(lease, now + leaseMs, now, limit, this.ownerLike, perIntegration).map(
+      return claim.all(lease, now + leaseMs, now, limit, this.ownerLike, fair.perIntegration, JSON.stringify(fair.failing), fair.reserved).map(
         (r): Claimed => ({ id: r.id, user_id: r.user_id, integration_id: r.integration_id, payload: r.payload, attempt: r.attempts, max_attempts: r.max_attempts, lease }),
       );
     }) as never;
@@ -164,14 +194,14 @@ export class Outbox {
 
   /**
    * One transaction per worker pass: records the outcomes of finished attempts, then leases up to
-   * `limit` due rows (raising their attempt count before anything is sent), at most
-   * `perIntegration` in flight per integration on this server. Batching both keeps the outbox at a
-   * few commits per pass instead of two per delivery.
+   * `limit` due rows (raising their attempt count before anything is sent) as the fairness rules
+   * allow (`fair`; `limit` is the number of free slots). Batching both keeps the outbox at a few
+   * commits per pass instead of two per delivery.
    */
-  async step(settled: Settlement[], now: number, limit: number, leaseMs: number, perIntegration: number): Promise<Claimed[]> {
+  async step(settled: Settlement[], now: number, limit: number, leaseMs: number, fair: Fairness): Promise<Claimed[]> {
     if (settled.length === 0 && limit <= 0) return [];
-    if (this.stepTx) return this.stepTx(settled, now, limit, leaseMs, perIntegration);
-    return transact(this.db, (tx) => this.stepUnit(tx, settled, now, limit, leaseMs, perIntegration));
+    if (this.stepTx) return this.stepTx(settled, now, limit, leaseMs, fair);
+    return transact(this.db, (tx) => this.stepUnit(tx, settled, now, limit, leaseMs, fair));
   }
 
   /**
@@ -182,16 +212,18 @@ export class Outbox {
    * claiming at the same moment is passed over, never claimed twice (the WHERE is re-checked on
    * the locked row under READ COMMITTED, so a row claimed just before is not taken either).
    */
-  private *stepUnit(tx: DB, settled: Settlement[], now: number, limit: number, leaseMs: number, perIntegration: number): Unit<Claimed[]> {
+  private *stepUnit(tx: DB, settled: Settlement[], now: number, limit: number, leaseMs: number, fair: Fairness): Unit<Claimed[]> {
     for (const f of settled) yield* this.settleUnit(tx, f);
     if (limit <= 0) return [];
     const n = notificationLog;
     const lease = this.newLease();
     // CAST: PostgreSQL would type a bare parameter added to an integer as int4 (epoch ms overflow it).
     const at = sql`CAST(${now} AS bigint)`;
-    // Literals, not parameters: numbers or a UUID of ours, never user input.
+    // Literals, not parameters: numbers, a UUID of ours and integration ids of ours, never user input.
     const int = (x: number) => String(Math.trunc(x));
-    const picked = sql.raw(`(${claimSql({ now: `CAST(${int(now)} AS bigint)`, ownerLike: `'${this.ownerLike}'`, cap: int(perIntegration), limit: int(limit) })})`);
+    const picked = sql.raw(
+      `(${claimSql({ now: `CAST(${int(now)} AS bigint)`, ownerLike: `'${this.ownerLike}'`, cap: int(fair.perIntegration), failing: idList(fair.failing), limit: int(limit), reserved: int(fair.reserved) })})`,
+    );
     let due = tx
       .select({ id: n.id })
       .from(n)
@@ -266,23 +298,28 @@ export class Outbox {
 
   /**
    * When the earliest unleased pending row that this server could claim is due, or null when there
-   * is none. Rows of an integration already at `perIntegration` attempts in flight here are left
-   * out: the end of one of those attempts wakes the worker, and a timer for them would only fire
-   * into claims that take nothing.
+   * is none, given `free` slots now (the same rules as claimSql). Left out: rows of an integration
+   * already at its cap here (1 when failing), and while no more than `fair.reserved` slots are
+   * free, every row that would be a shared attempt (a failing integration's, or one of an
+   * integration with an attempt in flight). The end of an attempt wakes the worker for those; a
+   * timer for them would only fire into claims that take nothing.
    */
-  async nextDueAt(now: number, perIntegration: number): Promise<number | null> {
+  async nextDueAt(now: number, fair: Fairness, free: number): Promise<number | null> {
     const n = notificationLog;
-    const full = this.db
+    const failing = fair.failing.length ? inArray(n.integration_id, [...fair.failing]) : sql`1 = 0`;
+    const open = free > fair.reserved;
+    const blocked = this.db
       .select({ id: n.integration_id })
       .from(n)
       .where(and(eq(n.status, "pending"), like(n.lease_id, this.ownerLike), gt(n.lease_expires_at, now), isNotNull(n.integration_id)))
       .groupBy(n.integration_id)
-      .having(sql`count(*) >= ${perIntegration}`);
+      .having(open ? sql`count(*) >= CASE WHEN ${failing} THEN 1 ELSE ${fair.perIntegration} END` : sql`count(*) >= 1`);
+    const claimable = open ? notInArray(n.integration_id, blocked) : and(notInArray(n.integration_id, blocked), fair.failing.length ? notInArray(n.integration_id, [...fair.failing]) : undefined);
     const row = await first(
       this.db
         .select({ at: n.next_attempt_at })
         .from(n)
-        .where(and(eq(n.status, "pending"), isNull(n.lease_id), or(isNull(n.integration_id), notInArray(n.integration_id, full))))
+        .where(and(eq(n.status, "pending"), isNull(n.lease_id), or(isNull(n.integration_id), claimable)))
         .orderBy(asc(n.next_attempt_at)),
     );
     return row?.at ?? null;

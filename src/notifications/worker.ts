@@ -2,10 +2,18 @@
  * The delivery worker. Woken by inserts (enqueue), by finished attempts, by a timer set to the next
  * stored due time, and by croner every few seconds as a backstop. Each pass is one transaction:
  * it writes the outcomes of the attempts that finished since the last pass, then claims due rows
- * (leased, attempt count raised first) up to CONCURRENCY attempts in flight, PER_INTEGRATION of
- * them per integration at most (see Outbox: the fairness rule). Nothing lives only in
- * memory: the rows say what is due and when, so a restart (even after kill -9) picks up where it
- * stopped; an outcome not yet written when the process dies is an attempt still in flight.
+ * (leased, attempt count raised first) up to CONCURRENCY attempts in flight, as the fairness
+ * rules allow (below, and claimSql in outbox.ts). Nothing of the outbox lives only in memory: the
+ * rows say what is due and when, so a restart (even after kill -9) picks up where it stopped; an
+ * outcome not yet written when the process dies is an attempt still in flight.
+ *
+ * Fairness, so that receivers that hang until the timeout cannot starve the others:
+ * - at most PER_INTEGRATION attempts in flight per integration;
+ * - an integration whose latest attempt failed (timeout, network error, any non-2xx) is *failing*
+ *   until one of its attempts is delivered: 1 attempt in flight at most. Remembered in memory
+ *   only (a restart starts with none failing; the next failure marks it again);
+ * - RESERVED_SLOTS stay for first attempts: an integration's 2nd and further attempt in flight,
+ *   and any attempt to a failing one, start only while more than RESERVED_SLOTS slots stay free.
  */
 import { Cron } from "croner";
 import type { Logger } from "../log.ts";
@@ -13,7 +21,7 @@ import { USER_AGENT } from "../version.ts";
 import { attempt, type Outcome } from "./deliver.ts";
 import type { NetworkPolicy } from "../lib/ssrf.ts";
 import type { Integrations } from "./integrations.ts";
-import type { Claimed, Outbox, Settlement } from "./outbox.ts";
+import type { Claimed, Fairness, Outbox, Settlement } from "./outbox.ts";
 import { DELIVERY_HEADER, SIGNATURE_HEADER, signatureHeader } from "./sign.ts";
 
 export interface WebhookSchedule {
@@ -31,6 +39,12 @@ export const CONCURRENCY = 32;
  * timeout holds this many slots, not all of them, so other users' deliveries go out at once.
  */
 export const PER_INTEGRATION = 4;
+/**
+ * Slots kept for a webhook's first attempt in flight: failing webhooks together, and the extra
+ * attempts of busy ones, hold at most CONCURRENCY − RESERVED_SLOTS, so a webhook with nothing in
+ * flight that has not just failed finds a slot at once.
+ */
+export const RESERVED_SLOTS = 8;
 /** Backstop wake-up (seconds field of a croner pattern). */
 export const SWEEP_PATTERN = "*/5 * * * * *";
 /** Longest a timer sleeps before re-reading the table. */
@@ -57,6 +71,8 @@ export class DeliveryWorker {
   private settled: Settlement[] = [];
   /** Controllers of the attempts in flight (aborted at shutdown). */
   private controllers = new Set<AbortController>();
+  /** Integrations whose latest finished attempt failed, until one of theirs is delivered. */
+  private failingIds = new Set<string>();
   /** Called once each finished attempt's outcome is written (the benchmark observes progress). */
   onSettled: ((id: string, outcome: Settlement["kind"]) => void) | null = null;
   /** Told each written outcome and the attempt's number (the /metrics counters; wired by the app). */
@@ -138,7 +154,7 @@ export class DeliveryWorker {
     const settled = this.settled.splice(0);
     let claimed: Claimed[] = [];
     try {
-      claimed = await outbox.step(settled, now(), CONCURRENCY - this.inflight.size, this.leaseMs, PER_INTEGRATION);
+      claimed = await outbox.step(settled, now(), CONCURRENCY - this.inflight.size, this.leaseMs, this.fairness());
     } catch (e) {
       // Rows stay leased; the lease expires (or the next start releases it) and they are retried.
       this.deps.log.error("writing notification outcomes failed", { err: e, outcomes: settled.length });
@@ -159,10 +175,14 @@ export class DeliveryWorker {
     if (this.inflight.size < CONCURRENCY) await this.armTimer();
   }
 
+  private fairness(): Fairness {
+    return { perIntegration: PER_INTEGRATION, failing: [...this.failingIds], reserved: RESERVED_SLOTS };
+  }
+
   private async armTimer() {
     let at: number | null = null;
     try {
-      at = await this.deps.outbox.nextDueAt(this.deps.now(), PER_INTEGRATION);
+      at = await this.deps.outbox.nextDueAt(this.deps.now(), this.fairness(), CONCURRENCY - this.inflight.size);
     } catch {
       at = null;
     }
@@ -190,9 +210,11 @@ export class DeliveryWorker {
     const controller = new AbortController();
     this.controllers.add(controller);
     let outcome: Outcome;
+    let deleted = false;
     try {
       const target = c.integration_id ? await integrations.target(c.integration_id, c.user_id) : null;
       if (!target) {
+        deleted = true;
         outcome = { kind: "fail", status: null, error: "the webhook integration was deleted before this notification was delivered" };
       } else {
         const headers: Record<string, string> = {
@@ -208,6 +230,10 @@ export class DeliveryWorker {
       outcome = { kind: "retry", status: null, error: "internal error during the attempt" };
     } finally {
       this.controllers.delete(controller);
+    }
+    if (c.integration_id && outcome.kind !== "aborted") {
+      if (outcome.kind === "delivered" || deleted) this.failingIds.delete(c.integration_id);
+      else this.failingIds.add(c.integration_id);
     }
     const at = now();
     const record = { startedAt, durationMs: performance.now() - t0, statusCode: outcome.kind === "aborted" ? null : outcome.status, error: outcome.kind === "retry" || outcome.kind === "fail" ? outcome.error : null };
@@ -242,7 +268,7 @@ export class DeliveryWorker {
     await Promise.allSettled([...this.inflight.values()]);
     const settled = this.settled.splice(0);
     try {
-      await this.deps.outbox.step(settled, this.deps.now(), 0, this.leaseMs, PER_INTEGRATION);
+      await this.deps.outbox.step(settled, this.deps.now(), 0, this.leaseMs, this.fairness());
     } catch (e) {
       this.deps.log.error("writing notification outcomes at shutdown failed", { err: e, outcomes: settled.length });
     }
@@ -251,5 +277,10 @@ export class DeliveryWorker {
   /** Attempts in flight right now. */
   get busy(): number {
     return this.inflight.size;
+  }
+
+  /** Integrations failing right now (their latest attempt failed; none delivered since). */
+  get failing(): number {
+    return this.failingIds.size;
   }
 }

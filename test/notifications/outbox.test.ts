@@ -1,12 +1,14 @@
 /**
  * The outbox's claim, one pass over the due rows, against the real database (SQLite's prepared
  * statement; in the PostgreSQL pass the unit with FOR UPDATE SKIP LOCKED): which due rows a pass
- * takes under the fairness rule: per webhook its oldest due rows up to its cap, oldest due first.
+ * takes under the fairness rules. Per webhook its oldest due rows up to its cap (1 when failing);
+ * first attempts before shared ones; shared ones (a webhook's 2nd+ in flight, any failing
+ * webhook's) only while more than `reserved` slots stay free; oldest due first within each.
  * The app's own worker is stopped: each test's Outbox is a "server" of its own, so only its own
  * leases count as in flight.
  */
 import { afterAll, beforeAll, beforeEach, expect, test } from "bun:test";
-import { Outbox } from "../../src/notifications/outbox.ts";
+import { type Fairness, Outbox } from "../../src/notifications/outbox.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { sqlRun } from "../helpers/db.ts";
 import { api, createUser } from "../helpers/users.ts";
@@ -39,9 +41,11 @@ async function row(w: string, due: number): Promise<string> {
   return `${w}${due}`;
 }
 
-const fair = () => 4;
+function fair(opts: { failing?: string[]; reserved?: number } = {}): Fairness {
+  return { perIntegration: 4, failing: (opts.failing ?? []).map((w) => webhooks[w]!.integrationId), reserved: opts.reserved ?? 8 };
+}
 
-async function claim(outbox: Outbox, limit: number, f: number): Promise<string[]> {
+async function claim(outbox: Outbox, limit: number, f: Fairness): Promise<string[]> {
   const claimed = await outbox.step([], NOW, limit, 60_000, f);
   return claimed.map((c) => names.get(c.id)!).sort();
 }
@@ -63,10 +67,52 @@ test("per webhook its oldest due rows up to the cap; another webhook's rows are 
   expect(await claim(newOutbox(), 32, fair())).toEqual(["A5", "A6"]);
 });
 
-test("a claim takes at most the free slots, oldest due first", async () => {
+test("a claim takes at most the free slots: first attempts (one per webhook) before further ones, each oldest due first", async () => {
   await row("A", 1);
   await row("B", 2);
   await row("A", 3);
   await row("C", 4);
-  expect(await claim(newOutbox(), 3, fair())).toEqual(["A1", "A3", "B2"]);
+  await row("D", 5);
+  const outbox = newOutbox();
+  // 3 free (none reserved here): the oldest three first attempts; A3, older than C4 and D5, is A's second.
+  expect(await claim(outbox, 3, fair({ reserved: 0 }))).toEqual(["A1", "B2", "C4"]);
+  expect(await claim(outbox, 5, fair({ reserved: 0 }))).toEqual(["A3", "D5"]);
+});
+
+test("a failing webhook gets one attempt in flight; the others keep their cap", async () => {
+  for (let i = 1; i <= 3; i++) await row("C", i);
+  for (let i = 4; i <= 6; i++) await row("A", i);
+  const outbox = newOutbox();
+  expect(await claim(outbox, 32, fair({ failing: ["C"] }))).toEqual(["A4", "A5", "A6", "C1"]);
+  expect(await claim(outbox, 28, fair({ failing: ["C"] }))).toEqual([]);
+});
+
+test("reserved slots: with few free, only first attempts of webhooks that are not failing are taken", async () => {
+  for (let i = 1; i <= 4; i++) await row("A", i);
+  await row("B", 5);
+  await row("B", 6);
+  await row("C", 7); // failing
+  await row("D", 8);
+  // 10 free, 8 reserved, 3 first attempts (A1, B5, D8): no room left for shared ones.
+  expect(await claim(newOutbox(), 10, fair({ failing: ["C"] }))).toEqual(["A1", "B5", "D8"]);
+});
+
+test("reserved slots: shared attempts fill what the firsts leave above the reserve, oldest due first", async () => {
+  for (let i = 1; i <= 4; i++) await row("A", i);
+  await row("B", 5);
+  await row("B", 6);
+  await row("C", 7); // failing
+  // 13 free: firsts A1 and B5, then 13 − 8 − 2 = 3 shared: A2, A3, A4 (older than B6 and C7).
+  const outbox = newOutbox();
+  expect(await claim(outbox, 13, fair({ failing: ["C"] }))).toEqual(["A1", "A2", "A3", "A4", "B5"]);
+  // Now 8 free: the reserve only; B6 and C7 wait, and no timer is set for them.
+  expect(await claim(outbox, 8, fair({ failing: ["C"] }))).toEqual([]);
+  expect(await outbox.nextDueAt(NOW, fair({ failing: ["C"] }), 8)).toBeNull();
+  // A first attempt of another webhook still gets a slot, and is due at its time.
+  await row("D", 900);
+  expect(await outbox.nextDueAt(NOW, fair({ failing: ["C"] }), 8)).toBe(NOW - 100);
+  expect(await claim(outbox, 8, fair({ failing: ["C"] }))).toEqual(["D900"]);
+  // With a slot above the reserve, the oldest shared row goes.
+  expect(await outbox.nextDueAt(NOW, fair({ failing: ["C"] }), 9)).toBe(NOW - 1000 + 6);
+  expect(await claim(outbox, 9, fair({ failing: ["C"] }))).toEqual(["B6"]);
 });

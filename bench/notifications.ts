@@ -15,6 +15,7 @@
 import { rmSync } from "node:fs";
 import { type App, createApp } from "../src/app.ts";
 import { parseArgs, resolveConfig } from "../src/config.ts";
+import { transact } from "../src/db/unit.ts";
 import { silentLogger } from "../src/log.ts";
 import { buildPayload } from "../src/notifications/payload.ts";
 import { signatureHeader } from "../src/notifications/sign.ts";
@@ -89,10 +90,13 @@ async function pipeline(app: App, userId: string, oneTransaction: boolean): Prom
     else if (kind !== "delivered") throw new Error(`a delivery ended ${kind}`);
   };
   const t0 = performance.now();
-  if (oneTransaction) s.db.transaction((tx) => {
-    for (let i = 0; i < N; i++) s.notifications.enqueue({ userId, source: "agent", message: `job ${i} finished` }, tx);
-  });
-  else for (let i = 0; i < N; i++) await s.notifications.enqueue({ userId, source: "agent", message: `job ${i} finished` });
+  if (oneTransaction) {
+    // enqueue with a transaction is a unit (src/db/unit.ts): run inside the caller's transaction, then wake the worker.
+    await transact(s.db, function* (tx) {
+      for (let i = 0; i < N; i++) yield* s.notifications.enqueue({ userId, source: "agent", message: `job ${i} finished` }, tx);
+    });
+    s.notifications.wake();
+  } else for (let i = 0; i < N; i++) await s.notifications.enqueue({ userId, source: "agent", message: `job ${i} finished` });
   const enqueueUs = ((performance.now() - t0) * 1000) / N;
   await finished;
   const perSec = (N / (performance.now() - t0)) * 1000;

@@ -26,7 +26,10 @@ const SECRET_KEY = /pass(word)?|secret|token|authorization|cookie|api[_-]?key|cr
  * agent session's id is `sess_…`, a login session's `login_…`; the cookie's value is its
  * `session_token`, caught by `token`.)
  */
-const SAFE_KEYS = new Set(["token_id", "input_tokens", "output_tokens", "max_tokens", "tokens", "has_secret", "api_key_secret", "secret_name"]);
+const SAFE_KEYS = new Set([
+  "token_id", "input_tokens", "output_tokens", "max_tokens", "max_output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "tokens",
+  "has_secret", "api_key_secret", "secret_name",
+]);
 const REDACTED = "[redacted]";
 
 const TOKEN_SHAPE = /\brc_[0-9a-fA-F]{8,}/g;

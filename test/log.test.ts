@@ -26,6 +26,8 @@ describe("log", () => {
         note: `used ${token} here`,
         client_secret: "s3cr3t",
         input_tokens: 12,
+        max_output_tokens: 8192,
+        cache_read_input_tokens: 7,
         session_token: "cookie-value-1",
         session_id: "sess_01hx",
         nested: [{ api_key: "sk-live-1" }],
@@ -33,6 +35,9 @@ describe("log", () => {
     );
     for (const secret of ["hunter22", token, "abc", "s3cr3t", "sk-live-1", "cookie-value-1"]) expect(out).not.toContain(secret);
     expect(out).toContain('"input_tokens":12');
+    // Token counts are not credentials (the cut-off answer's log line promises max_output_tokens).
+    expect(out).toContain('"max_output_tokens":8192');
+    expect(out).toContain('"cache_read_input_tokens":7');
     // Ids are not credentials: a session's id stays readable, so that its log lines can be followed.
     expect(out).toContain('"session_id":"sess_01hx"');
     expect(out).toContain("x=1");

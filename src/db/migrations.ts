@@ -11,6 +11,7 @@ import m8 from "../../migrations/0008_repair_usage.sql" with { type: "text" };
 import m9 from "../../migrations/0009_running_exec.sql" with { type: "text" };
 import m10 from "../../migrations/0010_stop_reason.sql" with { type: "text" };
 import m11 from "../../migrations/0011_turn_repeats.sql" with { type: "text" };
+import m12 from "../../migrations/0012_notification_claim_index.sql" with { type: "text" };
 
 export interface Migration {
   tag: string;
@@ -30,4 +31,5 @@ export const MIGRATIONS: Migration[] = [
   { tag: "0009_running_exec", sql: m9 },
   { tag: "0010_stop_reason", sql: m10 },
   { tag: "0011_turn_repeats", sql: m11 },
+  { tag: "0012_notification_claim_index", sql: m12 },
 ];

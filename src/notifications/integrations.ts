@@ -8,6 +8,7 @@ import { and, eq } from "drizzle-orm";
 import type { Sealer } from "../lib/sealer.ts";
 import { isUniqueViolation } from "../auth/users.ts";
 import { type DB, first } from "../db/client.ts";
+import { preparedLookup } from "../db/prepared.ts";
 import { newId } from "../db/ids.ts";
 import { keyset, type Page, type PageParams, toPage } from "../db/paginate.ts";
 import { type IntegrationRow } from "../db/schema.ts";
@@ -43,6 +44,9 @@ const OPENED_MAX = 1000;
 
 export class Integrations {
   private opened = new Map<string, string>();
+  /** The hot reads (every delivery, every enqueue) as statements prepared once on SQLite. */
+  private byIdAndUser: ReturnType<typeof preparedLookup<typeof integrations, "id" | "user_id">>;
+  private byUser: ReturnType<typeof preparedLookup<typeof integrations, "user_id">>;
 
   constructor(
     private db: DB,
@@ -51,7 +55,10 @@ export class Integrations {
     private net: NetworkPolicy,
     private now: () => number,
     private audit?: AuditSink,
-  ) {}
+  ) {
+    this.byIdAndUser = preparedLookup(db, integrations, ["id", "user_id"]);
+    this.byUser = preparedLookup(db, integrations, ["user_id"]);
+  }
 
   private byId(id: string, userId: string): Promise<Row | undefined> {
     return first(this.db.select().from(integrations).where(and(eq(integrations.id, id), eq(integrations.user_id, userId))));
@@ -153,7 +160,8 @@ export class Integrations {
 
   /** `idForUser` as a unit (a read inside the caller's transaction: enqueue's). */
   *idForUserIn(tx: DB, userId: string): Unit<string | null> {
-    return (yield* firstOf(tx.select({ id: integrations.id }).from(integrations).where(eq(integrations.user_id, userId)).limit(1)))?.id ?? null;
+    // On SQLite the prepared statement runs on the one connection, so inside the caller's transaction.
+    return (yield* firstOf(this.byUser([userId], tx)))?.id ?? null;
   }
 
   /**
@@ -162,14 +170,10 @@ export class Integrations {
    * replacement made on this or any other replica applies to the very next attempt.
    */
   async target(id: string, userId: string): Promise<{ url: string; secret: string | null } | null> {
-    const row = await first(
-      this.db
-        .select({ url: integrations.url, sealed: integrations.secret_ciphertext })
-        .from(integrations)
-        .where(and(eq(integrations.id, id), eq(integrations.user_id, userId))),
-    );
+    // A statement prepared once (SQLite): the read stays, only drizzle's building of it per call goes.
+    const [row] = await this.byIdAndUser([id, userId]);
     if (!row) return null;
-    return { url: row.url, secret: row.sealed ? this.open(row.sealed, id, userId) : null };
+    return { url: row.url, secret: row.secret_ciphertext ? this.open(row.secret_ciphertext, id, userId) : null };
   }
 
   /** The secret of a sealed value (its AAD binds it to the integration and its owner), opened once per sealed value. */

@@ -12,6 +12,7 @@ import { newId } from "../db/ids.ts";
 import type { Page, PageParams } from "../db/paginate.ts";
 import { notificationLog, playbooks, tasks } from "../db/tables.ts";
 import { run, transact, type Unit } from "../db/unit.ts";
+import { preparedInsertStep } from "../db/prepared.ts";
 import { Errors } from "../lib/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Sealer } from "../lib/sealer.ts";
@@ -51,6 +52,8 @@ export class Notifications {
   readonly integrations: Integrations;
   readonly worker: DeliveryWorker;
   private reads: NotificationLog;
+  /** enqueue's insert, prepared once on SQLite (drizzle built and prepared it at every call). */
+  private insertRow: ReturnType<typeof preparedInsertStep<typeof notificationLog>>;
 
   constructor(
     private deps: { db: DB; sqlite?: Database | null; sealer: Sealer; log: Logger; now: () => number; config: Pick<Config, "allowPrivateWebhooks" | "webhook">; audit?: AuditSink },
@@ -61,6 +64,7 @@ export class Notifications {
     this.integrations = new Integrations(db, sealer, this.outbox, this.net, now, deps.audit);
     this.worker = new DeliveryWorker({ outbox: this.outbox, integrations: this.integrations, log: log.child({ component: "notifications" }), now, schedule: config.webhook, net: this.net });
     this.reads = new NotificationLog(db);
+    this.insertRow = preparedInsertStep(db, notificationLog);
   }
 
   /**
@@ -111,7 +115,9 @@ export class Notifications {
       next_attempt_at: now,
       created_at: now,
     };
-    yield* run(tx.insert(notificationLog).values({ ...row, status: "pending", attempts: 0 }));
+    yield* run(
+      this.insertRow(tx, { ...row, status: "pending", attempts: 0, lease_id: null, lease_expires_at: null, last_error: null, delivered_at: null, failed_at: null }),
+    );
     return { id: row.id, status: "pending" };
   }
 

@@ -10,7 +10,9 @@
 import { afterAll, beforeAll, beforeEach, expect, test } from "bun:test";
 import { type Fairness, Outbox } from "../../src/notifications/outbox.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
+import { transact } from "../../src/db/unit.ts";
 import { sqlRun } from "../helpers/db.ts";
+import { PG_SERVER } from "../helpers/pg.ts";
 import { api, createUser } from "../helpers/users.ts";
 
 let t: TestApp;
@@ -116,3 +118,30 @@ test("reserved slots: shared attempts fill what the firsts leave above the reser
   expect(await outbox.nextDueAt(NOW, fair({ failing: ["C"] }), 9)).toBe(NOW - 1000 + 6);
   expect(await claim(outbox, 9, fair({ failing: ["C"] }))).toEqual(["B6"]);
 });
+
+// SQLite's prepared claim (the single-server hot path). On PostgreSQL the same statement still took
+// 5.9 ms with ~30 due rows and 29 ms with ~5,000 (its planner; not tuned yet), so it is not asserted there.
+test.skipIf(!!PG_SERVER)("a claim's cost does not grow with one webhook's backlog: it reads each webhook's oldest few due rows, never ranks them all", async () => {
+  const s = t.app.services;
+  /** The fastest of 5 claims (A's cap: 4 rows), each by an Outbox of its own (earlier claims' rows are leased, so not due). */
+  const fastest = async () => {
+    let best = Infinity;
+    for (let i = 0; i < 5; i++) {
+      const t0 = performance.now();
+      expect((await newOutbox().step([], NOW, 32, 60_000, fair())).length).toBe(4);
+      best = Math.min(best, performance.now() - t0);
+    }
+    return best;
+  };
+  for (let i = 1; i <= 30; i++) await row("A", i);
+  const small = await fastest();
+  // 5,000 more due rows of A (one transaction), then the same claims again.
+  await transact(s.db, function* (tx) {
+    for (let i = 0; i < 5000; i++) yield* s.notifications.enqueue({ userId: webhooks.A!.userId, source: "agent", message: `backlog ${i}` }, tx);
+  });
+  await sqlRun(t, "UPDATE notification_log SET next_attempt_at = ? WHERE status = 'pending' AND lease_id IS NULL AND next_attempt_at > ?", [NOW - 500, NOW - 500]);
+  const big = await fastest();
+  console.log(`claim of 4 with ~30 due rows: ${small.toFixed(2)} ms; with ~5,000: ${big.toFixed(2)} ms`);
+  // Ranking every due row took ~1.5 ms per 1,000 rows on SQLite (~8 ms here).
+  expect(big).toBeLessThan(small * 3 + 1.5);
+}, 60_000);

@@ -6,6 +6,7 @@ import m3 from "../../../migrations-pg/0003_repair_usage.sql" with { type: "text
 import m4 from "../../../migrations-pg/0004_running_exec.sql" with { type: "text" };
 import m5 from "../../../migrations-pg/0005_stop_reason.sql" with { type: "text" };
 import m6 from "../../../migrations-pg/0006_turn_repeats.sql" with { type: "text" };
+import m7 from "../../../migrations-pg/0007_notification_claim_index.sql" with { type: "text" };
 import type { Migration } from "../migrations.ts";
 
 export const PG_MIGRATIONS: Migration[] = [
@@ -16,4 +17,5 @@ export const PG_MIGRATIONS: Migration[] = [
   { tag: "0004_running_exec", sql: m4 },
   { tag: "0005_stop_reason", sql: m5 },
   { tag: "0006_turn_repeats", sql: m6 },
+  { tag: "0007_notification_claim_index", sql: m7 },
 ];

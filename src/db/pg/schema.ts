@@ -454,7 +454,10 @@ export const notificationLog = pgTable(
     delivered_at: ms(),
     failed_at: ms(),
   },
-  (t) => [index("notification_log_user").on(t.user_id, t.id), index("notification_log_due").on(t.status, t.next_attempt_at)],
+  (t) => [index("notification_log_user").on(t.user_id, t.id), index("notification_log_due").on(t.status, t.next_attempt_at),
+    // The claim walks the webhooks with pending rows, then each one's oldest due rows (outbox.ts claimSql).
+    index("notification_log_claim").on(t.status, t.integration_id, t.next_attempt_at, t.id),
+  ],
 );
 
 export const notificationAttempts = pgTable(

@@ -143,5 +143,5 @@ test.skipIf(!!PG_SERVER)("a claim's cost does not grow with one webhook's backlo
   const big = await fastest();
   console.log(`claim of 4 with ~30 due rows: ${small.toFixed(2)} ms; with ~5,000: ${big.toFixed(2)} ms`);
   // Ranking every due row took ~1.5 ms per 1,000 rows on SQLite (~8 ms here).
-  expect(big).toBeLessThan(small * 3 + 1.5);
+  expect(big).toBeLessThan(small * 3 + 4);
 }, 60_000);

@@ -3,8 +3,10 @@
  * crash, a lost host): Docker runs it on, and a resumed task must not tell the model it was
  * interrupted while it still has effects (a retry would run beside it). Its process is recorded
  * on the task (`tasks.running_exec`) as soon as the command runs; the resumed task kills what is
- * left of it, then the call's result says what happened. A stop the server saw (SIGTERM, a
- * cancel) killed the command already: then it is found gone.
+ * left of it, then the call's result says what happened. A task that ends without resuming (a
+ * cancel, a resumed run that fails before it reaches the call) kills it the same way as it ends
+ * (orchestrator.ts `end`). A stop the server saw (SIGTERM, a cancel) killed the command already:
+ * then it is found gone.
  */
 import type { RunningExec } from "../db/schema.ts";
 import type { WorkspacesDep } from "./deps.ts";
@@ -13,6 +15,9 @@ import type { Tasks } from "./tasks.ts";
 const UNKNOWN = "[interrupted: the server restarted while this tool was running; it may or may not have completed]";
 const STOPPED = "[interrupted: the server restarted while this command was running; it ran on until the server was back, then was stopped (its processes killed): it may have had some of its effects]";
 const ENDED = "[interrupted: the server restarted while this command was running; it is no longer running, and may or may not have completed]";
+
+/** What became of a leftover command: killed now, found ended, or not killable (why). */
+export type LeftoverFate = "stopped" | "gone" | { notStopped: string };
 
 /** Records a running call's command on its task; `settled` waits for the write (before the call's result clears it). */
 export function execRecorder(tasks: Pick<Tasks, "update">, taskId: string, onError: (e: unknown) => void) {
@@ -25,14 +30,33 @@ export function execRecorder(tasks: Pick<Tasks, "update">, taskId: string, onErr
   };
 }
 
-/** The result of a call found in flight after a restart, once what is left of its command is killed. */
-export async function interruptedResult(workspaces: Pick<WorkspacesDep, "killLeftover">, exec: RunningExec | null, onError: (e: unknown) => void): Promise<string> {
-  if (!exec) return UNKNOWN;
+/** Kills what is left of a recorded command (only if its process is still the one recorded). */
+export async function stopLeftover(workspaces: Pick<WorkspacesDep, "killLeftover">, exec: RunningExec, onError: (e: unknown) => void): Promise<LeftoverFate> {
   try {
-    return (await workspaces.killLeftover(exec)) === "stopped" ? STOPPED : ENDED;
+    return await workspaces.killLeftover(exec);
   } catch (e) {
     onError(e);
     const why = e instanceof Error ? e.message : String(e);
-    return `[interrupted: the server restarted while this command was running, and it could not be stopped (${why.slice(0, 200)}): it may still be running]`;
+    return { notStopped: why.slice(0, 200) };
   }
+}
+
+/** The result of a call found in flight after a restart, once what is left of its command is killed. */
+export async function interruptedResult(workspaces: Pick<WorkspacesDep, "killLeftover">, exec: RunningExec | null, onError: (e: unknown) => void): Promise<string> {
+  if (!exec) return UNKNOWN;
+  const fate = await stopLeftover(workspaces, exec, onError);
+  if (fate === "stopped") return STOPPED;
+  if (fate === "gone") return ENDED;
+  return `[interrupted: the server restarted while this command was running, and it could not be stopped (${fate.notStopped}): it may still be running]`;
+}
+
+/**
+ * The result of a call still in flight when its task ended without running on (`why`: how it
+ * ended); `fate`: what became of its leftover command, when one was recorded.
+ */
+export function endedResult(why: string, fate: LeftoverFate | null): string {
+  if (!fate) return `[interrupted: ${why}; it may or may not have completed]`;
+  if (fate === "stopped") return `[interrupted: ${why}; its command was still running (the server that started it had stopped), and was then stopped (its processes killed): it may have had some of its effects]`;
+  if (fate === "gone") return `[interrupted: ${why}; its command is no longer running, and may or may not have completed]`;
+  return `[interrupted: ${why}; its command could not be stopped (${fate.notStopped}): it may still be running]`;
 }

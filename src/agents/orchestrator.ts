@@ -17,6 +17,7 @@ import { AppError, type ErrorCode, Errors } from "../lib/errors.ts";
 import { formatUsd } from "../lib/usd.ts";
 import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { TaskLeases } from "./leases.ts";
+import { endedResult, type LeftoverFate, stopLeftover } from "./leftover-exec.ts";
 import { AgentLoop, type LoopDeps, type Outcome } from "./loop.ts";
 import { CANCELLED_BY_USER, type StopReason, stopOutcome } from "./stop.ts";
 import type { OpenedSession, SessionHooks, SessionLifecycle } from "./session-lifecycle.ts";
@@ -374,11 +375,12 @@ export class Orchestrator {
    */
   private async end(task: TaskRow, status: "completed" | "cancelled" | "failed", error: { code: ErrorCode; message: string } | null, question?: string, asHolder = false): Promise<boolean> {
     const toolUseId = question !== undefined ? task.pending_tool_use_id : null;
-    const patch: Partial<TaskRow> = { status, finished_at: this.d.now(), pending_tool_use_id: null, answer_due_at: null, lease_owner: null, lease_expires_at: null };
+    const patch: Partial<TaskRow> = { status, finished_at: this.d.now(), pending_tool_use_id: null, running_exec: null, answer_due_at: null, lease_owner: null, lease_expires_at: null };
     if (error) Object.assign(patch, { error_code: error.code, error_message: error.message });
     // (A queued task that failed before it was claimed holds no lease: ended as read.)
     const holder = asHolder && this.leases.shared && task.lease_owner === this.leases.owner ? this.leases.owner : undefined;
-    const ended = await transact(this.d.db, (tx) => this.endIn(tx, task, status, patch, error, toolUseId, question, holder));
+    const leftover = toolUseId ? null : await this.stopLeftover(task, asHolder);
+    const ended = await transact(this.d.db, (tx) => this.endIn(tx, task, status, patch, error, toolUseId, question, holder, leftover));
     if (!ended) return false;
     if (task.playbook_id) this.finishedRuns.add(task.session_id);
     else this.finishedRuns.delete(task.session_id);
@@ -389,6 +391,23 @@ export class Orchestrator {
     if (error) this.publish(task.session_id, { type: "task:failed", task_id: task.id, error: error.message, code: error.code });
     else this.publish(task.session_id, { type: "task:done", task_id: task.id, status: status as "completed" | "cancelled" });
     return true;
+  }
+
+  /**
+   * A task ending while its in-flight call's command runs on without a server watching it (one
+   * stopped by kill -9 or a crash; a replica that no longer answers), before the task resumed —
+   * cancelled, or failed by a resumed run before it reached the call: what is left of the command
+   * is killed first (only if its process is still the one recorded), so it has no effect after the
+   * task ended. Not when the task has moved on since it was read, nor (`asHolder`) once this
+   * replica no longer holds its lease: its command would then be another run's.
+   */
+  private async stopLeftover(task: TaskRow, asHolder: boolean): Promise<{ toolUseId: string; fate: LeftoverFate } | null> {
+    const row = await this.d.tasks.byId(task.id);
+    if (!row?.running_exec || !row.pending_tool_use_id || row.status !== task.status) return null;
+    if (asHolder && this.leases.shared && row.lease_owner !== this.leases.owner) return null;
+    const fate = await stopLeftover(this.d.workspaces, row.running_exec, (err) => this.d.log.warn("leftover command of an ending task not stopped", { task_id: task.id, err }));
+    if (fate === "stopped") this.d.log.info("leftover command of an ending task stopped", { task_id: task.id, workspace: row.running_exec.workspace });
+    return { toolUseId: row.pending_tool_use_id, fate };
   }
 
   /**
@@ -404,6 +423,7 @@ export class Orchestrator {
     toolUseId: string | null,
     question: string | undefined,
     holder: string | undefined,
+    leftover: { toolUseId: string; fate: LeftoverFate } | null,
   ): Unit<boolean> {
     // A tool call still marked in flight (it had started: the workspace died under it, the task
     // failed before a resumed run reached it): its result says so, not "not run" — the model must
@@ -413,7 +433,8 @@ export class Orchestrator {
     if (toolUseId) yield* this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: toolUseId, content: question!, is_error: true });
     else if (inFlight) {
       const why = error ? `the task failed while this tool was running (${error.code}: ${error.message})` : "the task ended while this tool was running";
-      yield* this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: inFlight, content: `[interrupted: ${why}; it may or may not have completed]`, is_error: true });
+      const content = endedResult(why, leftover?.toolUseId === inFlight ? leftover.fate : null);
+      yield* this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: inFlight, content, is_error: true });
     }
     if (task.playbook_id) yield* this.runEnded(task, status, error && `${error.code}: ${error.message}`, tx);
     else if (error) yield* this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, code: error.code, error: error.message }, tx);

@@ -1,15 +1,18 @@
 /**
  * `kill -9` of the server while a tool call's command runs: Docker runs the command on. The
  * resumed task kills what is left of it before telling the model the call was interrupted, so it
- * has no effect after that (and a retry does not run beside it).
+ * has no effect after that (and a retry does not run beside it). A task that ends without resuming
+ * — cancelled first, or failed by its resumed run before it reaches the call — kills it as it ends.
  */
 import { afterAll, expect, test } from "bun:test";
+import { createApp } from "../../src/app.ts";
+import { createLogger } from "../../src/log.ts";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
-import { tempDir } from "../helpers/app.ts";
+import { removeInstanceWorkspaces, tempDir, testConfig } from "../helpers/app.ts";
 import { spawnServer } from "../helpers/server-process.ts";
-import { waitFor } from "../helpers/net.ts";
+import { freePort, waitFor } from "../helpers/net.ts";
 import { runCli } from "../helpers/cli.ts";
-import { databaseArgs, dropDatabaseFor } from "../helpers/pg.ts";
+import { databaseArgs, databaseFor, dropDatabaseFor, PG_SERVER } from "../helpers/pg.ts";
 
 const mock = startMockAnthropic();
 afterAll(() => mock.stop());
@@ -73,3 +76,98 @@ test("a command running at a kill -9 is killed when the task resumes: its later 
     await dropDatabaseFor(dataDir);
   }
 }, 150_000);
+
+/**
+ * A server killed -9 while a task's command (`sleep 47`, then a marker file) runs, and the runcell
+ * that comes next on its data dir, built but not started: nothing has resumed the task yet.
+ */
+async function killedMidCommand(name: string) {
+  const dataDir = tempDir();
+  const db = await databaseArgs(dataDir);
+  const email = `${name}@example.com`;
+  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", email, "--password-stdin"], { stdin: "correct horse battery" });
+  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", email, "--name", name]);
+  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
+  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  const server = await spawnServer({ dataDir });
+  const profile = await (
+    await fetch(server.url + "/v1/profiles", {
+      method: "POST",
+      headers: json(token),
+      body: JSON.stringify({ name, model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
+    })
+  ).json();
+  mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "sleep 47; echo done > /workspace/marker" } }] });
+  const sub = await (await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token), body: JSON.stringify({ profile_id: profile.id, prompt: name }) })).json();
+  expect(sub.task_id).toMatch(/^task_/);
+  await waitFor(async () => {
+    const frames = (await (await fetch(`${server.url}/v1/sessions/${sub.session_id}/events?limit=100`, { headers: json(token) })).json()).data as any[];
+    return frames.some((f) => f.type === "task:tool_use") || null;
+  }, { timeoutMs: 30_000, what: "the command started" });
+  await Bun.sleep(2000);
+  expect(await server.kill("SIGKILL")).not.toBe(0);
+
+  const database = PG_SERVER ? await databaseFor(dataDir) : null;
+  const app = await createApp(testConfig({ port: await freePort(), dataDir, database }), { logger: createLogger({ level: "error", sink: () => {} }) });
+  const s = app.services;
+  const task = (await s.tasks.byId(sub.task_id))!;
+  const ctr = (await s.workspaces.forSession(sub.session_id))!.docker_id!;
+  return {
+    app,
+    task,
+    profileId: profile.id as string,
+    sleeping: () => Number(Bun.spawnSync(["docker", "exec", ctr, "sh", "-c", "ps | grep -c '[s]leep 47'"]).stdout.toString().trim()),
+    /** The interrupted call's stored result (what the session's next turn tells the model). */
+    async toolResult() {
+      s.transcript.release(sub.session_id);
+      const step = (await s.transcript.steps(sub.session_id)).find((x) => x.role === "tool_result");
+      return JSON.stringify(step?.content ?? null);
+    },
+    async cleanup() {
+      const instance = s.workspaces.instanceId;
+      await app.stop();
+      removeInstanceWorkspaces(instance);
+      await dropDatabaseFor(dataDir);
+    },
+  };
+}
+
+/** The premise: the command runs on in its container, and is recorded on the task. */
+function leftoverRuns(k: Awaited<ReturnType<typeof killedMidCommand>>) {
+  expect(k.sleeping()).toBeGreaterThan(0);
+  expect(k.task.running_exec).toMatchObject({ pid: expect.any(Number), start: expect.any(Number) });
+}
+
+test("a task cancelled before it resumes after a kill -9 has its leftover command killed as it ends", async () => {
+  const k = await killedMidCommand("leftcancel");
+  try {
+    leftoverRuns(k);
+    // The cancel the API would make (the task is not running here yet: nothing resumed it).
+    const ended = await k.app.services.orchestrator.cancel(k.task.user_id, k.task.id);
+    expect(ended.status).toBe("cancelled");
+    expect(ended.running_exec).toBeNull();
+    expect(k.sleeping()).toBe(0);
+    expect(await k.toolResult()).toContain("was then stopped (its processes killed)");
+  } finally {
+    await k.cleanup();
+  }
+}, 120_000);
+
+test("a resumed task that fails before it reaches the interrupted call kills the leftover command too", async () => {
+  const k = await killedMidCommand("leftfail");
+  try {
+    leftoverRuns(k);
+    // Its profile went while the server was down: the resumed run fails at once.
+    await k.app.services.profiles.delete(k.task.user_id, k.profileId);
+    await k.app.start();
+    const ended = await waitFor(async () => {
+      const r = (await k.app.services.tasks.byId(k.task.id))!;
+      return r.status === "failed" ? r : null;
+    }, { timeoutMs: 30_000, what: "the resumed task failed" });
+    expect(ended.error_message).toContain("no longer exists");
+    expect(k.sleeping()).toBe(0);
+    expect(await k.toolResult()).toContain("was then stopped (its processes killed)");
+  } finally {
+    await k.cleanup();
+  }
+}, 120_000);

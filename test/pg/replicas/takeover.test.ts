@@ -4,7 +4,8 @@
  * continues it once the lease runs out, from its last stored step (the finished tool is not run
  * again, the one in flight is reported to the model as interrupted). A task submitted through the
  * other replica into a busy session waits its turn and runs once; a cancel through the other
- * replica stops the task where it runs.
+ * replica stops the task where it runs — or, that replica killed -9 mid-command, ends it and kills
+ * what is left of the command.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startMockAnthropic, type MockProviderServer } from "../../helpers/mock-anthropic.ts";
@@ -154,6 +155,30 @@ describe.skipIf(!PG_SERVER)("task leases across replicas", () => {
       [first.task_id, "completed"],
       [second.body.task_id, "completed"],
     ]);
+  }, 60_000);
+
+  test("kill -9 of the replica running a command, then a cancel through the other one before it took the task over: the command is killed as the task ends", async () => {
+    mock.reset();
+    mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "sleep 39; echo done > /workspace/marker" } }] });
+    const sub = (await api(set.servers[0]!, "POST", "/v1/tasks", { profile_id: profileId, prompt: "leftover" })).body;
+    const { holder, other } = await owner(sub.task_id);
+    // The command runs, recorded on the task.
+    await waitFor(async () => (await set.sql`SELECT running_exec FROM tasks WHERE id = ${sub.task_id}`)[0]?.running_exec, { timeoutMs: 20_000, what: "the command recorded" });
+    const ctr: string = (await set.sql`SELECT docker_id FROM workspaces WHERE session_id = ${sub.session_id}`)[0].docker_id;
+    const sleeping = () => Number(Bun.spawnSync(["docker", "exec", ctr, "sh", "-c", "ps | grep -c '[s]leep 39'"]).stdout.toString().trim());
+    expect(await holder.kill("SIGKILL")).not.toBe(0);
+    expect(sleeping()).toBeGreaterThan(0);
+    // The lease (2 s) still holds: the cancel waits for it, then ends the task (or the takeover that
+    // came first ends it cancelled before its loop begins).
+    const cancelled = await api(other, "POST", `/v1/tasks/${sub.task_id}/cancel`);
+    expect(cancelled.status).toBe(202);
+    expect(cancelled.body.status).toBe("cancelled");
+    expect(sleeping()).toBe(0);
+    expect(mock.requests.length).toBe(1);
+    expect(await set.sql`SELECT running_exec, pending_tool_use_id FROM tasks WHERE id = ${sub.task_id}`).toEqual([{ running_exec: null, pending_tool_use_id: null }]);
+    await set.restart(set.servers.indexOf(holder));
+    // Its workspace would hold one of the profile's concurrency slots the next tests need.
+    expect((await fetch(`${other.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: set.headers })).status).toBe(204);
   }, 60_000);
 
   test("a cancel through the other replica stops the task where it runs, promptly; no more model requests", async () => {

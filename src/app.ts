@@ -173,7 +173,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const agentSessions = new AgentSessions(db, now, eventLog);
   const sessionLifecycle = new SessionLifecycle({ db, hub, eventLog, sessions: agentSessions, profiles, secrets, workspaces, metrics });
   // MCP servers and git repositories of sessions: connected and checked out before a run's first model request.
-  const mcp = new McpManager({ workspaces, secrets, route: (userId, url) => modelNet.route(userId, url) });
+  const mcp = new McpManager({ workspaces, secrets, route: (userId, url) => modelNet.route(userId, url), log: log.child({ component: "mcp" }) });
   const git = new GitRepos({ secrets, net: modelNet, workspaces, diskCap: (userId) => policy.diskCapBytes(userId), log: log.child({ component: "git" }) });
   const runSetup = new RunSetup({ mcp, git, sessions: agentSessions, profiles, log });
   const orchestrator = new Orchestrator({

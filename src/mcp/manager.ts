@@ -6,8 +6,17 @@
  * see its files and its image's programs); http servers are called from runcell through the
  * owner's network rule (the SSRF guard). `env` and `headers` secrets are resolved at connect time
  * and exist only in the server process or the request headers, never in events or logs.
+ *
+ * A stdio server outlives a server process killed without closing it (kill -9, a crash) when it
+ * does not exit at the end of its stdin (a wrapper that does not pass it on, a child it started):
+ * Docker runs it on. So every stdio server is started with `RUNCELL_MCP_SERVER=<this process's
+ * token>` in its environment, and before a session's servers are first started here, the
+ * processes in its workspace marked with another token — an earlier server process's, with their
+ * descendants — are killed: a resumed or next task does not run its servers beside old ones.
  */
 import { boundedFetch } from "../lib/bounded-fetch.ts";
+import { randomHex } from "../lib/crypto.ts";
+import type { Logger } from "../log.ts";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { EnvValue, McpServerConfig } from "../db/schema.ts";
 import { MCP_TIMEOUT_DEFAULT_MS } from "../schema/profile.ts";
@@ -20,6 +29,8 @@ import { resultText } from "./results.ts";
 export interface McpDeps {
   workspaces: {
     spawn(sessionId: string, opts: ProcessOptions): Promise<AttachedProcess>;
+    /** Kills the workspace's processes whose environment has `name` set to another value than `keep` (how many). */
+    killMarked(sessionId: string, name: string, keep: string): Promise<number>;
     busy(sessionId: string, delta: 1 | -1): Promise<void>;
     /** Stores a result file in the session's workspace; returns a signed URL for it. */
     storeFile(sessionId: string, relPath: string, data: Uint8Array): Promise<string>;
@@ -27,7 +38,11 @@ export interface McpDeps {
   secrets: { resolveEnv(userId: string, values: Record<string, EnvValue>, field?: string): Promise<Record<string, string>> };
   /** The fetch an http server's requests use for this owner (the SSRF guard), undefined: the global one. */
   route(userId: string, url: string): Promise<{ fetch?: typeof fetch }>;
+  log?: Logger;
 }
+
+/** The variable that marks a stdio server's process (and what it starts) as this server process's. */
+export const MCP_MARKER = "RUNCELL_MCP_SERVER";
 
 /** A tool as a model is offered it (the providers' ToolSpec). */
 export interface ToolSpec {
@@ -73,6 +88,8 @@ export const MCP_HTTP_ANSWER_MAX = 16 * 1024 * 1024;
 
 export class McpManager {
   private sessions = new Map<string, SessionServers>();
+  /** This server process's MCP_MARKER value (every process's of one length: see workspaces/exec.ts killMarked). */
+  readonly marker = randomHex(12);
 
   constructor(private d: McpDeps) {}
 
@@ -81,7 +98,7 @@ export class McpManager {
     if (s.transport === "stdio") {
       return async () => {
         const env = s.env ? await this.d.secrets.resolveEnv(userId, s.env, `${field}.env`) : undefined;
-        const t = new ExecStdioTransport(() => this.d.workspaces.spawn(sessionId, { cmd: [s.command, ...(s.args ?? [])], env }));
+        const t = new ExecStdioTransport(() => this.d.workspaces.spawn(sessionId, { cmd: [s.command, ...(s.args ?? [])], env: { ...env, [MCP_MARKER]: this.marker } }));
         return { transport: t, detail: () => t.stderrTail(), why: () => t.stoppedBecause };
       };
     }
@@ -116,6 +133,7 @@ export class McpManager {
       entry = undefined;
     }
     if (!entry) {
+      if (servers.some((s) => s.transport === "stdio")) await this.stopLeftovers(sessionId);
       entry = { key, userId, profileId, conns: new Map(), offered: new Map(), usedAt: Date.now() };
       servers.forEach((s, i) => entry!.conns.set(s.name, new McpConnection(s.name, this.transportFor(userId, sessionId, s, i), s.timeout_ms ?? MCP_TIMEOUT_DEFAULT_MS)));
       this.sessions.set(sessionId, entry);
@@ -153,6 +171,19 @@ export class McpManager {
       }
     }
     return { tools, failures };
+  }
+
+  /**
+   * The session's stdio servers an earlier server process started and left running (see the
+   * header), killed before this one starts its own; a failure is logged, and the servers start anyway.
+   */
+  private async stopLeftovers(sessionId: string) {
+    try {
+      const n = await this.d.workspaces.killMarked(sessionId, MCP_MARKER, this.marker);
+      if (n) this.d.log?.info("stdio MCP servers an earlier server process left running were stopped", { session_id: sessionId, processes: n });
+    } catch (err) {
+      this.d.log?.warn("stdio MCP servers an earlier server process left running could not be stopped", { session_id: sessionId, err });
+    }
   }
 
   /** Calls an offered tool; the output is the model's tool result (files stored in the workspace). */

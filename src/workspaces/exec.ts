@@ -7,7 +7,9 @@
  * then SIGKILLs the group and every process of the tree. Only POSIX sh and /proc are needed: any
  * image with /bin/sh works. The wrapper also prints the process's start time (/proc/<pid>/stat):
  * a server that restarted while the command ran (and lost the stream) can kill what is left of it
- * later without killing another process given the same pid since (`killLeftover`).
+ * later without killing another process given the same pid since (`killLeftover`). Processes a
+ * server started with a marker variable in their environment (stdio MCP servers) are found and
+ * killed by it after a restart, descendants included (`killMarked`).
  */
 import type { Box, BoxExec } from "./box.ts";
 import { CappedOutput } from "./output.ts";
@@ -54,17 +56,9 @@ echo "$$ $runcell_s"
 unset runcell_s runcell_l
 exec "$@"`;
 
-// With a start time ($2): the tree is killed only if process $1 is still the one that started
-// then ("killed" is printed); a pid now someone else's, or gone, is left alone.
-const KILL_TREE = `r=$1
-if [ -n "$2" ]; then
-  { read -r s < "/proc/$r/stat"; } 2>/dev/null || exit 0
-  t() { e=$1; shift 20; [ "$1" = "$e" ]; }
-  t "$2" \${s##*) } || exit 0
-  echo killed
-fi
-kill -STOP "$r" 2>/dev/null
-all=$r q=$r
+// The processes $q (already frozen) and, level by level, every descendant (frozen as found, by
+// parent pid in /proc/<pid>/stat): all of them in $all.
+const FREEZE_DESCENDANTS = `all=$q
 while [ -n "$q" ]; do
   n=
   for d in /proc/[0-9]*; do
@@ -76,8 +70,41 @@ while [ -n "$q" ]; do
     done
   done
   q=$n
-done
+done`;
+
+// With a start time ($2): the tree is killed only if process $1 is still the one that started
+// then ("killed" is printed); a pid now someone else's, or gone, is left alone.
+const KILL_TREE = `r=$1
+if [ -n "$2" ]; then
+  { read -r s < "/proc/$r/stat"; } 2>/dev/null || exit 0
+  t() { e=$1; shift 20; [ "$1" = "$e" ]; }
+  t "$2" \${s##*) } || exit 0
+  echo killed
+fi
+kill -STOP "$r" 2>/dev/null
+q=$r
+${FREEZE_DESCENDANTS}
 kill -KILL -"$r" 2>/dev/null
+kill -KILL $all 2>/dev/null
+exit 0`;
+
+// Every process whose environment holds variable $1 with a value other than $2, with its
+// descendants. The shells' \`read\` drops the NUL bytes between /proc/<pid>/environ's entries, so
+// a line holds several glued together: "$1=$2" as a substring is the process's own value only
+// while every value is of one length (the caller's). "killed <pids>" is printed.
+const KILL_MARKED = `m=$1 keep=$2 q=
+for d in /proc/[0-9]*; do
+  p=\${d#/proc/}
+  [ "$p" = "$$" ] && continue
+  hit=
+  { while IFS= read -r l || [ -n "$l" ]; do
+      case $l in *"$m=$keep"*) hit=; break ;; *"$m="*) hit=1; break ;; esac
+    done < "$d/environ"; } 2>/dev/null
+  [ -n "$hit" ] && kill -STOP "$p" 2>/dev/null && q="$q $p"
+done
+[ -n "$q" ] || exit 0
+echo "killed$q"
+${FREEZE_DESCENDANTS}
 kill -KILL $all 2>/dev/null
 exit 0`;
 
@@ -95,8 +122,18 @@ export async function killLeftover(box: Box, p: { pid: number; start: number }):
   return (await runKill(box, [String(p.pid), String(p.start)])).startsWith("killed");
 }
 
-async function runKill(box: Box, args: string[]): Promise<string> {
-  const exec = await box.exec({ cmd: ["/bin/sh", "-c", KILL_TREE, "runcell-kill", ...args], cwd: "/", stdin: false });
+/**
+ * Kills every process in the box whose environment has `name` set to a value other than `keep`
+ * (values of one length: see KILL_MARKED), with its descendants: processes an earlier server
+ * started with a marker of its own. How many processes were marked.
+ */
+export async function killMarked(box: Box, name: string, keep: string): Promise<number> {
+  const out = await runKill(box, [name, keep], KILL_MARKED);
+  return /^killed(.*)$/m.exec(out)?.[1]!.trim().split(/\s+/).length ?? 0;
+}
+
+async function runKill(box: Box, args: string[], script = KILL_TREE): Promise<string> {
+  const exec = await box.exec({ cmd: ["/bin/sh", "-c", script, "runcell-kill", ...args], cwd: "/", stdin: false });
   let out = "";
   exec.onOutput((type, chunk) => {
     if (type === 1) out += new TextDecoder().decode(chunk);

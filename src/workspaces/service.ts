@@ -25,7 +25,7 @@ import type { Logger } from "../log.ts";
 import type { AdminWorkspaceRecord, DirListing, WorkspaceRecord } from "../schema/workspace.ts";
 import { checkChain, entryType, readAll } from "./archive.ts";
 import { dockerMessage } from "./docker.ts";
-import { type ExecOptions, type ExecProcess, type ExecResult, killLeftover, runExec } from "./exec.ts";
+import { type ExecOptions, type ExecProcess, type ExecResult, killLeftover, killMarked, runExec } from "./exec.ts";
 import { type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
 import { DISK_CHECK_EVERY_MS, DiskChecker, type DiskReport } from "./disk.ts";
 import type { GateObserver } from "./gate.ts";
@@ -358,6 +358,23 @@ export class Workspaces {
       return (await killLeftover(this.box(row), e)) ? "stopped" : "gone";
     } catch (err) {
       if (err instanceof ContainerNotRunning) return "gone";
+      throw err;
+    }
+  }
+
+  /**
+   * Kills, in the session's workspace if it runs, every process whose environment has `name` set
+   * to a value other than `keep` (values of one length), with its descendants: what an earlier
+   * server process marked so (its stdio MCP servers) and left running when it was killed. How many
+   * processes were marked; 0 when the workspace is not running.
+   */
+  async killMarked(sessionId: string, name: string, keep: string): Promise<number> {
+    const row = await this.store.bySession(sessionId);
+    if (!row?.docker_id || row.status !== "running") return 0;
+    try {
+      return await killMarked(this.box(row), name, keep);
+    } catch (err) {
+      if (err instanceof ContainerNotRunning) return 0;
       throw err;
     }
   }

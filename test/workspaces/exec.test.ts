@@ -124,6 +124,36 @@ describe("exec", () => {
     expect(await strays()).toEqual([]);
   });
 
+  test("killMarked: processes marked with another value die with their descendants; ours, unmarked ones and the rest live", async () => {
+    // Detached (output to /dev/null, so the exec ends), like servers a killed server process left.
+    // 301: another value; 304: an unmarked child of a process with another value (its own
+    // environment emptied); 305: another value after a variable whose value holds a newline.
+    await sh(
+      [
+        "RUNCELL_T=aaaa sleep 301 >/dev/null 2>&1 &",
+        "RUNCELL_T=kkkk sleep 302 >/dev/null 2>&1 &",
+        "sleep 303 >/dev/null 2>&1 &",
+        "RUNCELL_T=aaaa sh -c 'env -i sleep 304 & wait' >/dev/null 2>&1 &",
+        "NL='x\ny' RUNCELL_T=aaaa sleep 305 >/dev/null 2>&1 &",
+        "RUNCELL_U=aaaa sleep 306 >/dev/null 2>&1 &",
+      ].join("\n"),
+    );
+    const sleeps = async () =>
+      (await sh("ps -o args")).output
+        .split("\n")
+        .filter((l) => /^sleep 30\d$/.test(l.trim()))
+        .map((l) => l.trim())
+        .sort();
+    expect(await sleeps()).toEqual(["sleep 301", "sleep 302", "sleep 303", "sleep 304", "sleep 305", "sleep 306"]);
+    // sleep 301, the sh of 304 and sleep 305 are marked.
+    expect(await ws.killMarked(sessionId, "RUNCELL_T", "kkkk")).toBe(3);
+    expect(await sleeps()).toEqual(["sleep 302", "sleep 303", "sleep 306"]);
+    expect(await ws.killMarked(sessionId, "RUNCELL_T", "kkkk")).toBe(0);
+    expect(await ws.killMarked(sessionId, "RUNCELL_T", "zzzz")).toBe(1);
+    expect(await sleeps()).toEqual(["sleep 303", "sleep 306"]);
+    await sh("pkill -f 'sleep 30[36]' || killall sleep || true");
+  });
+
   test("an already aborted signal runs nothing", async () => {
     const ac = new AbortController();
     ac.abort();

@@ -16,6 +16,7 @@ import { Stats } from "./admin/stats.ts";
 import { Orchestrator } from "./agents/orchestrator.ts";
 import { checkOutbound } from "./agents/outbound.ts";
 import { RunSetup } from "./agents/run-setup.ts";
+import { sweepGitDirs } from "./git/command.ts";
 import { GitRepos } from "./git/service.ts";
 import { McpManager } from "./mcp/manager.ts";
 import { ModelNetwork } from "./agents/model-network.ts";
@@ -327,6 +328,16 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       { runAtStart: true },
     ),
     { name: "notification-delivery", start: () => notifications.worker.start(), stop: () => notifications.worker.stop() },
+    // A server killed mid-clone or mid-push left its git working directory (for ssh, the key file too).
+    {
+      name: "git-leftovers",
+      start: () =>
+        void sweepGitDirs().then(
+          (n) => n && log.info("leftover git working directories removed", { count: n }),
+          (err) => log.warn("leftover git working directories not removed", { err }),
+        ),
+      stop() {},
+    },
     ...workspaces.workers(),
     // MCP servers of sessions idle as long as an idle workspace are closed (reconnected at the next task).
     intervalWorker(log, "mcp-idle-close", 60_000, () => mcp.sweep(config.workspaceIdleTimeoutMs, Date.now(), (sessionId) => orchestrator.isRunning(sessionId))),

@@ -7,7 +7,7 @@
  * not exempt from the network rule is pinned to the checked address (http.curloptResolve for
  * http(s), ssh's HostName for ssh), so DNS cannot be swapped between check and connect.
  */
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, lstat, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -49,9 +49,49 @@ case "$1" in
 esac
 `;
 
+/**
+ * Working directories are `runcell-git-<pid>-XXXXXX` under the temporary directory: the pid of the
+ * server that made them lets a later start tell a dead server's leftovers (a `kill -9` mid-clone
+ * leaves the clone and, for ssh, the private key file) from a live one's (replicas on one host).
+ */
+const DIR_PREFIX = "runcell-git-";
+const OWNED = /^runcell-git-(\d+)-[A-Za-z0-9]{6}$/;
+/** A directory older than this is a leftover whoever made it (a clone or push never runs this long). */
+const LEFTOVER_AGE_MS = 24 * 3600_000;
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+};
+
+/**
+ * Removes git working directories left under `root` by servers that died mid-clone or mid-push
+ * (their pid no longer runs; or older than a day, whatever made them — also earlier builds' pid-less
+ * `runcell-git-XXXXXX`). Answers how many were removed.
+ */
+export async function sweepGitDirs(root = tmpdir(), now = Date.now()): Promise<number> {
+  let removed = 0;
+  for (const name of await readdir(root).catch(() => [] as string[])) {
+    if (!name.startsWith(DIR_PREFIX)) continue;
+    const path = join(root, name);
+    const info = await lstat(path).catch(() => null);
+    if (!info?.isDirectory() || (typeof process.getuid === "function" && info.uid !== process.getuid())) continue;
+    const owner = OWNED.exec(name);
+    const pid = owner ? Number(owner[1]) : null;
+    if (pid === process.pid) continue;
+    if (!(pid !== null && !alive(pid)) && now - info.mtimeMs < LEFTOVER_AGE_MS) continue;
+    await rm(path, { recursive: true, force: true }).then(() => removed++, () => {});
+  }
+  return removed;
+}
+
 /** A private working directory and the options and environment for git against `repo`. */
 export async function gitContext(repo: RepoUrl, credential: string | null, pinned: ResolvedAddress[] | null, root = tmpdir()): Promise<GitContext> {
-  const dir = await mkdtemp(join(root, "runcell-git-"));
+  const dir = await mkdtemp(join(root, `${DIR_PREFIX}${process.pid}-`));
   await chmod(dir, 0o700);
   const config = [
     "core.hooksPath=/dev/null",

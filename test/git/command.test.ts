@@ -4,7 +4,12 @@
  * options a connection would use) — and an https URL that is an address is not pinned again.
  */
 import { afterEach, expect, test } from "bun:test";
-import { dirBytes, gitContext, type GitContext, gitFailure, runGit } from "../../src/git/command.ts";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { dirBytes, gitContext, type GitContext, gitFailure, runGit, sweepGitDirs } from "../../src/git/command.ts";
+import { startTestApp } from "../helpers/app.ts";
+import { waitFor } from "../helpers/net.ts";
 
 let ctx: GitContext | null = null;
 afterEach(async () => {
@@ -100,4 +105,59 @@ test("a failure never shows the context's host directory; a timeout and a cancel
   const stopped = await runGit({ ...ctx, config: [...ctx.config, hang] }, ["hang"], { signal: ac.signal });
   expect(stopped.cancelled).toBe(true);
   expect(gitFailure(stopped, undefined)).toBe("it was cancelled");
+});
+
+// A server killed mid-clone or mid-push leaves its working directory, and for ssh the private key
+// file in it: the next start removes a dead server's directories, never a live one's (replicas).
+test("leftover working directories: a dead server's (or a day-old one) are removed at start, a live server's kept", async () => {
+  const root = mkdtempSync(join(tmpdir(), "runcell-gitroot-"));
+  try {
+    const dead = Bun.spawnSync(["true"]).pid; // exited: its pid runs nothing now (reuse is unlikely within the test)
+    const live = Bun.spawn(["sleep", "30"]);
+    const make = (name: string, ageMs = 0) => {
+      const d = join(root, name);
+      mkdirSync(d, { mode: 0o700 });
+      writeFileSync(join(d, "id"), "-----BEGIN OPENSSH PRIVATE KEY-----\n", { mode: 0o600 });
+      if (ageMs) utimesSync(d, new Date(Date.now() - ageMs), new Date(Date.now() - ageMs));
+    };
+    make(`runcell-git-${dead}-aB3dE9`);
+    make(`runcell-git-${live.pid}-Zz0Yy1`);
+    make(`runcell-git-${process.pid}-Qq1Ww2`, 2 * 86_400_000);
+    make("runcell-git-Old123"); // an earlier build's name, recent: kept
+    make("runcell-git-Old456", 2 * 86_400_000); // … a day old: a leftover
+    make("other-dir");
+    expect(await sweepGitDirs(root)).toBe(2);
+    expect(readdirSync(root).sort()).toEqual([`runcell-git-${live.pid}-Zz0Yy1`, `runcell-git-${process.pid}-Qq1Ww2`, "other-dir", "runcell-git-Old123"].sort());
+    live.kill();
+    await live.exited;
+    expect(await sweepGitDirs(root)).toBe(1);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("a context's directory names this server's pid, and a starting server sweeps the temporary directory", async () => {
+  ctx = await gitContext({ scheme: "https", host: "git.example.com", port: 443, url: "https://git.example.com/a/b.git" }, "tok", null);
+  expect(ctx.dir.split("/").pop()).toMatch(new RegExp(`^runcell-git-${process.pid}-[A-Za-z0-9]{6}$`));
+  // A temporary directory of this test's own (another test process's server start would sweep the shared one too).
+  const root = mkdtempSync(join(tmpdir(), "runcell-gitroot-"));
+  const saved = process.env.TMPDIR;
+  const dead = Bun.spawnSync(["true"]).pid;
+  const leftover = `runcell-git-${dead}-LfT0v3`;
+  mkdirSync(join(root, leftover), { mode: 0o700 });
+  writeFileSync(join(root, leftover, "id"), "key", { mode: 0o600 });
+  process.env.TMPDIR = root;
+  try {
+    const t = await startTestApp();
+    try {
+      await waitFor(() => !readdirSync(root).includes(leftover) || undefined, { timeoutMs: 10_000, what: "the leftover directory removed" });
+      expect(t.logs.some((l) => l.includes("leftover git working directories removed") && l.includes('"count":1'))).toBe(true);
+    } finally {
+      await t.stop();
+    }
+  } finally {
+    if (saved === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = saved;
+    rmSync(root, { recursive: true, force: true });
+  }
 });

@@ -11,7 +11,7 @@ import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { removeInstanceWorkspaces, tempDir, testConfig } from "../helpers/app.ts";
 import { spawnServer } from "../helpers/server-process.ts";
 import { freePort, waitFor } from "../helpers/net.ts";
-import { runCli } from "../helpers/cli.ts";
+import { cliAccount } from "../helpers/cli.ts";
 import { databaseArgs, databaseFor, dropDatabaseFor, PG_SERVER } from "../helpers/pg.ts";
 
 const mock = startMockAnthropic();
@@ -23,10 +23,7 @@ const resultsOf = (req: any) => ((req.body.messages.at(-1)?.content ?? []) as an
 test("a command running at a kill -9 is killed when the task resumes: its later effects never happen", async () => {
   const dataDir = tempDir();
   const db = await databaseArgs(dataDir);
-  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", "left@example.com", "--password-stdin"], { stdin: "correct horse battery" });
-  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", "left@example.com", "--name", "left"]);
-  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
-  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  const token = await cliAccount(dataDir, db, "left@example.com", "left");
 
   let server = await spawnServer({ dataDir });
   const profile = await (
@@ -85,10 +82,7 @@ async function killedMidCommand(name: string) {
   const dataDir = tempDir();
   const db = await databaseArgs(dataDir);
   const email = `${name}@example.com`;
-  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", email, "--password-stdin"], { stdin: "correct horse battery" });
-  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", email, "--name", name]);
-  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
-  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  const token = await cliAccount(dataDir, db, email, name);
   const server = await spawnServer({ dataDir });
   const profile = await (
     await fetch(server.url + "/v1/profiles", {

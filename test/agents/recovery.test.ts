@@ -8,7 +8,7 @@ import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { tempDir } from "../helpers/app.ts";
 import { spawnServer } from "../helpers/server-process.ts";
 import { waitFor } from "../helpers/net.ts";
-import { runCli } from "../helpers/cli.ts";
+import { cliAccount } from "../helpers/cli.ts";
 import { startDockerProxy } from "../helpers/docker-proxy.ts";
 import { databaseArgs, dropDatabaseFor } from "../helpers/pg.ts";
 
@@ -21,10 +21,7 @@ test("a task survives kill -9 of the server and completes without re-running fin
   const dataDir = tempDir();
   // The PostgreSQL pass: the CLI works on the database spawnServer's server uses.
   const db = await databaseArgs(dataDir);
-  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", "k9@example.com", "--password-stdin"], { stdin: "correct horse battery" });
-  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", "k9@example.com", "--name", "k9"]);
-  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0];
-  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  const token = await cliAccount(dataDir, db, "k9@example.com", "k9");
 
   let server = await spawnServer({ dataDir });
   const profile = await (
@@ -86,10 +83,7 @@ test.each(["SIGKILL", "SIGTERM"] as const)("after a %s mid-answer the re-request
   const dataDir = tempDir();
   const db = await databaseArgs(dataDir);
   const email = `cut-${signal.toLowerCase()}@example.com`;
-  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", email, "--password-stdin"], { stdin: "correct horse battery" });
-  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", email, "--name", "cut"]);
-  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
-  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  const token = await cliAccount(dataDir, db, email, "cut");
   let server = await spawnServer({ dataDir });
   const get = async (path: string) => (await fetch(server.url + path, { headers: json(token) })).json();
   const frames = async (sid: string) => (await get(`/v1/sessions/${sid}/events?limit=1000`)).data as any[];
@@ -149,10 +143,7 @@ test.each([
 ] as const)("a task killed mid-answer in its last allowed turn: %s", async (limit, limits) => {
   const dataDir = tempDir();
   const db = await databaseArgs(dataDir);
-  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", `last-${limit}@example.com`, "--password-stdin"], { stdin: "correct horse battery" });
-  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", `last-${limit}@example.com`, "--name", "last"]);
-  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
-  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  const token = await cliAccount(dataDir, db, `last-${limit}@example.com`, "last");
   let server = await spawnServer({ dataDir });
   const get = async (path: string) => (await fetch(server.url + path, { headers: json(token) })).json();
   const profile = await (
@@ -211,10 +202,7 @@ test.each([
 test("a turn whose model request restarts cut off three times fails INTERNAL_ERROR; each new turn gets its own repeats", async () => {
   const dataDir = tempDir();
   const db = await databaseArgs(dataDir);
-  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", "repeats@example.com", "--password-stdin"], { stdin: "correct horse battery" });
-  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", "repeats@example.com", "--name", "repeats"]);
-  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
-  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  const token = await cliAccount(dataDir, db, "repeats@example.com", "repeats");
   let server = await spawnServer({ dataDir });
   const get = async (path: string) => (await fetch(server.url + path, { headers: json(token) })).json();
   const profile = await (
@@ -266,10 +254,7 @@ describe("a session whose workspace start a kill -9 cut off", () => {
     const dataDir = tempDir();
     const db = await databaseArgs(dataDir);
     const email = `${name}@example.com`;
-    await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", email, "--password-stdin"], { stdin: "correct horse battery" });
-    const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", email, "--name", name]);
-    const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
-    expect(token, tok.stdout + tok.stderr).toBeDefined();
+    const token = await cliAccount(dataDir, db, email, name);
     const flags = ["--docker-host", proxy.host];
     let server = await spawnServer({ dataDir, flags });
     const call = async (method: string, path: string, body?: unknown) => {

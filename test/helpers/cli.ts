@@ -24,3 +24,17 @@ export async function runCli(args: string[], opts: { env?: Record<string, string
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   return { code, stdout, stderr };
 }
+
+/**
+ * An account made as an operator makes the first one before `serve`: `runcell admin create-user`
+ * then `runcell token create` on the data dir (`dbArgs`: its database flags, helpers/pg.ts
+ * `databaseArgs`). Answers the `rc_` token.
+ */
+export async function cliAccount(dataDir: string, dbArgs: string[], email: string, tokenName: string): Promise<string> {
+  const made = await runCli(["admin", "create-user", "--data-dir", dataDir, ...dbArgs, "--email", email, "--password-stdin"], { stdin: "correct horse battery" });
+  if (made.code !== 0) throw new Error(`admin create-user failed: ${made.stdout}${made.stderr}`);
+  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...dbArgs, "--email", email, "--name", tokenName]);
+  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0];
+  if (!token) throw new Error(`token create printed no token: ${tok.stdout}${tok.stderr}`);
+  return token;
+}

@@ -6,7 +6,7 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import { tempDir } from "../helpers/app.ts";
-import { runCli } from "../helpers/cli.ts";
+import { cliAccount } from "../helpers/cli.ts";
 import { EVERYTHING_IN_IMAGE, MCP_IMAGE } from "../helpers/mcp-server.ts";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { waitFor } from "../helpers/net.ts";
@@ -24,10 +24,7 @@ const WRAPPER = `const c=require("child_process").spawn("/usr/local/bin/node",[$
 test("a stdio MCP server left running by a kill -9 is killed when the task resumes; its replacement runs alone", async () => {
   const dataDir = tempDir();
   const db = await databaseArgs(dataDir);
-  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", "mcpleft@example.com", "--password-stdin"], { stdin: "correct horse battery" });
-  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", "mcpleft@example.com", "--name", "mcpleft"]);
-  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
-  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  const token = await cliAccount(dataDir, db, "mcpleft@example.com", "mcpleft");
 
   let server = await spawnServer({ dataDir });
   const profile = await (

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createProfile, waitTask } from "../helpers/agent.ts";
 import { removeInstanceWorkspaces, startTestApp, tempDir, type TestApp } from "../helpers/app.ts";
-import { runCli } from "../helpers/cli.ts";
+import { cliAccount } from "../helpers/cli.ts";
 import { sqlAllIn, sqlGet } from "../helpers/db.ts";
 import { startMockAnthropic, type MockProviderServer } from "../helpers/mock-anthropic.ts";
 import { waitFor } from "../helpers/net.ts";
@@ -157,8 +157,7 @@ test("kill -9 mid-run and after 8 s of downtime: no slot runs twice, an interrup
   const dataDir = tempDir();
   // The PostgreSQL pass: the CLI works on the database spawnServer's server uses.
   const db = await databaseArgs(dataDir);
-  await runCli(["admin", "create-user", "--data-dir", dataDir, ...db, "--email", "sched@example.com", "--password-stdin"], { stdin: "correct horse battery" });
-  const token = /rc_[0-9a-f]{64}/.exec((await runCli(["token", "create", "--data-dir", dataDir, ...db, "--email", "sched@example.com", "--name", "t"])).stdout)![0];
+  const token = await cliAccount(dataDir, db, "sched@example.com", "t");
   const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
   const call = async (url: string, method: string, path: string, body?: unknown) => (await fetch(url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })).json() as Promise<any>;
 

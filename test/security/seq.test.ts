@@ -11,7 +11,7 @@ import { migrate } from "../../src/db/migrate.ts";
 import { Hub } from "../../src/events/hub.ts";
 import { EventLog } from "../../src/events/log.ts";
 import { tempDir } from "../helpers/app.ts";
-import { runCli } from "../helpers/cli.ts";
+import { cliAccount } from "../helpers/cli.ts";
 import { sqlAllIn } from "../helpers/db.ts";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { databaseArgs, dropDatabaseFor, PG_SERVER } from "../helpers/pg.ts";
@@ -38,10 +38,7 @@ test("after kill -9 mid-stream, resuming after the last seq seen loses nothing a
   const dataDir = tempDir();
   // The PostgreSQL pass: the CLI works on the database spawnServer's server uses.
   const dbArgs = await databaseArgs(dataDir);
-  await runCli(["admin", "create-user", "--data-dir", dataDir, ...dbArgs, "--email", "seq@example.com", "--password-stdin"], { stdin: "correct horse battery" });
-  const tok = await runCli(["token", "create", "--data-dir", dataDir, ...dbArgs, "--email", "seq@example.com", "--name", "seq"]);
-  const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0]!;
-  expect(token, tok.stdout + tok.stderr).toBeDefined();
+  const token = await cliAccount(dataDir, dbArgs, "seq@example.com", "seq");
 
   let server = await spawnServer({ dataDir });
   let sessionId = "";

@@ -219,6 +219,9 @@ describe("signing out", () => {
 
     await context.setOffline(false);
     await p.getByRole("button", { name: "Sign out" }).click();
+    // Sign-out ends with a navigation to "/": the heading can show while it is still under way.
+    await p.waitForURL((u) => u.pathname === "/");
+    await p.waitForLoadState("load");
     await p.getByRole("heading", { name: "Sign in" }).waitFor();
     allow.length = 0;
     expect(await storage(p)).toEqual({ drafts: [], lastProfile: null });

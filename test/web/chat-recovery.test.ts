@@ -10,7 +10,8 @@
  *   the composer; in a session, a refused message stays in the composer and the next one is shown
  *   as itself (not under the refused text);
  * - a session that does not exist says so (no endless loading, no composer);
- * - a long session opens scrolled to its newest turn and follows new turns while at the bottom;
+ * - a long session opens scrolled to its newest turn and follows new turns while at the bottom,
+ *   also at 390 px wide, where the page scrolls instead of the transcript;
  * - signed out in another tab: the sign-in form with a notice, and after signing in the unsent
  *   message is still in the composer; a page that loads after that never shows an empty table;
  * - the profile picker shows a profile made elsewhere when it gets the focus.
@@ -20,7 +21,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createProfile } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
-import { type Browser, composer, expectClean, EXPECTED_4XX, lastTurn, launchBrowser, openPage, type Page, pagePool, send, type WatchedPage } from "../helpers/browser.ts";
+import { type Browser, composer, expectClean, EXPECTED_4XX, lastTurn, launchBrowser, openPage, type Page, pagePool, PHONE, send, type WatchedPage } from "../helpers/browser.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { api, createUser, type TestUser } from "../helpers/users.ts";
 
@@ -297,6 +298,54 @@ describe("opening sessions", () => {
     await lastTurn(p).getByText(/More text\./).waitFor();
     await Bun.sleep(200);
     expect(await p.locator(".transcript").evaluate((el) => el.scrollTop)).toBe(0);
+    publish({ type: "task:done", task_id: task.id, status: "cancelled" });
+    expectClean(problems);
+    await closePages();
+  });
+  test("at 390 px wide (the page scrolls, not the transcript) a long session opens at its newest turn, follows streamed text at the bottom, and stays put when scrolled up", async () => {
+    const user = await createUser(t);
+    const profileId = await createProfile(t, user, { mock });
+    const { sessionId, answer, publish } = await seedSession(t, user, profileId, 30);
+    const { page: p, problems } = await page(t, user, { context: { viewport: PHONE } });
+    await p.goto(`${t.url}/sessions/${sessionId}`);
+    await lastTurn(p).getByText(answer).waitFor();
+    // How far the bottom of the newest turn is below what is on screen (whatever scrolls: the
+    // transcript or the page); 0 or less when it is in view. And the page scrolled to the top.
+    const below = () =>
+      lastTurn(p).evaluate((el) => {
+        const t = document.querySelector(".transcript")!.getBoundingClientRect();
+        return el.getBoundingClientRect().bottom - Math.min(innerHeight, t.bottom);
+      });
+    const top = () => p.evaluate(() => ({ page: scrollY, transcript: document.querySelector(".transcript")!.scrollTop }));
+    expect(await p.evaluate(() => document.documentElement.scrollHeight > innerHeight * 2)).toBe(true);
+    await p.waitForFunction(() => window.scrollY > 0, null, { timeout: 5000 }).catch(() => undefined);
+    expect(await below()).toBeLessThan(2);
+    // At the very bottom: the composer is on screen.
+    expect(await p.evaluate(() => document.documentElement.scrollHeight - scrollY - innerHeight)).toBeLessThan(2);
+
+    // A new turn streams in: the view follows it.
+    const s = t.app.services;
+    const task = await s.tasks.create({ userId: user.id, sessionId, profileId, prompt: "Live question", maxTurns: 10, maxBudgetUsd: 5 });
+    publish({ type: "task:token", task_id: task.id, text: `Live answer ${"streams on. ".repeat(60)}` });
+    await lastTurn(p).getByText(/^Live answer/).waitFor();
+    await Bun.sleep(200);
+    expect(await below()).toBeLessThan(2);
+    publish({ type: "task:token", task_id: task.id, text: ` ${"and on. ".repeat(80)}` });
+    await lastTurn(p).getByText(/and on\.\s*$/).waitFor();
+    await Bun.sleep(200);
+    expect(await below()).toBeLessThan(2);
+
+    // Scrolled up by the user, it stays where they are.
+    await p.mouse.move(195, 400);
+    await p.mouse.wheel(0, -3000);
+    await p.waitForFunction(() => scrollY < document.documentElement.scrollHeight - innerHeight - 1000, null, { timeout: 5000 });
+    await Bun.sleep(150);
+    const before = await top();
+    publish({ type: "task:token", task_id: task.id, text: " More text." });
+    await lastTurn(p).getByText(/More text\./).waitFor();
+    await Bun.sleep(200);
+    expect(await top()).toEqual(before);
+    expect(await below()).toBeGreaterThan(500);
     publish({ type: "task:done", task_id: task.id, status: "cancelled" });
     expectClean(problems);
     await closePages();

@@ -1,7 +1,8 @@
 /**
  * The open session: its transcript (replayed, then live, over the shared StreamClient), rendered
  * once per animation frame, the last turns only (older ones behind a button), and the composer.
- * The view follows the newest turn while it is scrolled to the bottom (where it opens).
+ * The view follows the newest turn while it is scrolled to the bottom (where it opens); on a narrow
+ * screen the page itself scrolls, not the transcript, and it is the page that follows.
  */
 import { Alert } from "../../components/feedback.tsx";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
@@ -92,11 +93,17 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
   }, [sessionId]);
 
   // Opens at the bottom, and stays there while the user is there (again a frame later: blocks
-  // coming into view take their real height then).
+  // coming into view take their real height then). The scroller is the transcript, or, on a narrow
+  // screen where the page grows with it instead (`.split{height:auto}`), the document.
   const lastTop = useRef(0);
-  useEffect(() => {
+  const scroller = (): HTMLElement | null => {
     const el = list.current?.parentElement;
+    if (!el) return null;
+    return el.scrollHeight > el.clientHeight + 1 ? el : ((document.scrollingElement as HTMLElement | null) ?? document.documentElement);
+  };
+  useEffect(() => {
     const follow = () => {
+      const el = scroller();
       if (!el || !atBottom.current) return;
       el.scrollTop = el.scrollHeight;
       lastTop.current = el.scrollTop;
@@ -105,13 +112,20 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
     const r = requestAnimationFrame(follow);
     return () => cancelAnimationFrame(r);
   });
-  // Scrolled up by the user (not moved down by us, nor at the bottom): stop following.
+  // Scrolled up by the user (not moved down by us, nor at the bottom): stop following. Scrolls of
+  // what is not the scroller now (the document on a wide screen) are not the user's reading.
   const onScroll = (e: Event) => {
-    const el = e.currentTarget as HTMLElement;
+    const el = scroller();
+    const target = e.currentTarget === window || e.currentTarget === document ? (document.scrollingElement ?? document.documentElement) : e.currentTarget;
+    if (!el || target !== el) return;
     const near = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
     atBottom.current = near || (atBottom.current && el.scrollTop >= lastTop.current);
     lastTop.current = el.scrollTop;
   };
+  useEffect(() => {
+    addEventListener("scroll", onScroll);
+    return () => removeEventListener("scroll", onScroll);
+  }, []);
 
   // Sent with POST /v1/tasks: its answer is the new task's id, so the prompt goes above that task's
   // turn and no other (another client may submit to this session at the same time), and the

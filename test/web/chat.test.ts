@@ -2,7 +2,8 @@
  * The dashboard's accounts and chat in real Chromium (Debian's, driven by playwright-core), against
  * a real app, real workspaces (Docker) and the local Anthropic-format model server:
  *
- * - the setup link creates the admin account and signs in; sign-out; a wrong password, then the right one;
+ * - the setup link creates the admin account and signs in (also pasted into a tab already on
+ *   /setup); sign-out; a wrong password, then the right one;
  * - a new user with no profile gets a link to create one, not a composer; with a profile, a message
  *   typed straight into the composer starts a session and streams its answer, rendered as markdown
  *   (heading, list, table, code with a working copy button, links opening in a new tab) while raw
@@ -94,7 +95,13 @@ describe("accounts", () => {
   test("the setup link creates the admin account and lands on the dashboard signed in; sign-out returns to the sign-in form", async () => {
     const { page: p, problems } = await page(null);
     const link = (await t.app.services.setup.issue())!;
+    // Opened without its fragment, the page asks for the whole link; the link pasted into that
+    // same tab (only the fragment changes: no reload) is read.
+    await p.goto(`${t.url}/setup`);
+    await p.getByText("Copy the whole link, including the part after").waitFor();
     await p.goto(`${t.url}/setup#${link.token}`);
+    await p.getByLabel("Email").waitFor({ timeout: 5000 });
+    expect(await p.getByText("Copy the whole link, including the part after").count()).toBe(0);
     // The token leaves the address bar as soon as it is read.
     expect(new URL(p.url()).hash).toBe("");
     await p.getByLabel("Email").fill(email);

@@ -1,9 +1,10 @@
 /**
  * First-run setup (/setup#<token>): creates the first (admin) account with the one-time link that
  * `runcell serve` printed. The token lives only in the URL fragment, which browsers never send;
- * it is removed from the address bar as soon as it is read.
+ * it is removed from the address bar as soon as it is read. A link pasted into a tab already on
+ * /setup changes only the fragment (no reload): the token is read then too.
  */
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { ApiError, post } from "../../lib/api.ts";
 
 const readToken = () => {
@@ -18,7 +19,15 @@ const readToken = () => {
 };
 
 export function Setup() {
-  const [token] = useState(readToken);
+  const [token, setToken] = useState(readToken);
+  useEffect(() => {
+    const onHash = () => {
+      const t = readToken();
+      if (t) setToken(t);
+    };
+    addEventListener("hashchange", onHash);
+    return () => removeEventListener("hashchange", onHash);
+  }, []);
   const [error, setError] = useState("");
   const [busy, setBusy] = useState(false);
 

@@ -12,6 +12,8 @@
  * - a session that does not exist says so (no endless loading, no composer);
  * - a long session opens scrolled to its newest turn and follows new turns while at the bottom,
  *   also at 390 px wide, where the page scrolls instead of the transcript;
+ * - after a server restart mid-stream (the cut-off text removed from the log, the answer streamed
+ *   again), an open page shows the answer once: it resumes from before the unfinished turn;
  * - signed out in another tab: the sign-in form with a notice, and after signing in the unsent
  *   message is still in the composer; a page that loads after that never shows an empty table;
  * - the profile picker shows a profile made elsewhere when it gets the focus.
@@ -347,6 +349,59 @@ describe("opening sessions", () => {
     expect(await top()).toEqual(before);
     expect(await below()).toBeGreaterThan(500);
     publish({ type: "task:done", task_id: task.id, status: "cancelled" });
+    expectClean(problems);
+    await closePages();
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+
+describe("a server restart mid-stream", () => {
+  test("the answer streamed again after the restart replaces the cut-off text the page had: shown once, then followed live", async () => {
+    const user = await createUser(t);
+    const profileId = await createProfile(t, user, { mock });
+    const { sessionId, answer, publish } = await seedSession(t, user, profileId, 2);
+    const { context, page: p, problems, allow } = await page(t, user);
+    // The page's sockets, to drop them; and what the page sends on them.
+    await context.addInitScript(`{ const Native = WebSocket; window.__sockets = [];
+      window.WebSocket = class extends Native { constructor(...a) { super(...a); window.__sockets.push(this); } }; }`);
+    const sent: { type: string; after?: number }[] = [];
+    p.on("websocket", (ws) => ws.on("framesent", (f) => sent.push(JSON.parse(String(f.payload)))));
+    await p.goto(`${t.url}/sessions/${sessionId}`);
+    await p.getByText(answer).waitFor();
+
+    // A turn streams; the page shows the start of its answer.
+    const s = t.app.services;
+    const task = await s.tasks.create({ userId: user.id, sessionId, profileId, prompt: "Live question", maxTurns: 10, maxBudgetUsd: 5 });
+    const beforeTurn = (await s.eventLog.bound(sessionId)).seq;
+    for (const piece of ["Cut ", "off ", "answer "]) publish({ type: "task:token", task_id: task.id, text: piece });
+    const text = () => lastTurn(p).locator(".md").last().evaluate((el) => el.textContent!.replace(/\s+/g, " ").trim());
+    await lastTurn(p).getByText("Cut off answer").waitFor();
+
+    // The server stops: the page loses its socket. Started again, the server removes the cut-off
+    // text from the log and makes the model request again: the answer streams from its start.
+    allow.push(/WebSocket connection to .* failed/, /ERR_INTERNET_DISCONNECTED/);
+    await context.setOffline(true);
+    await p.evaluate(() => (window as unknown as { __sockets: WebSocket[] }).__sockets.at(-1)!.close());
+    s.eventLog.flush();
+    expect(await s.eventLog.dropCutText(sessionId, task.id)).toBe(3);
+    for (const piece of ["Whole ", "new ", "answer "]) publish({ type: "task:token", task_id: task.id, text: piece });
+    await context.setOffline(false);
+    await lastTurn(p).getByText("Whole new answer").waitFor({ timeout: 15_000 });
+    await Bun.sleep(300);
+    expect(await text()).toBe("Whole new answer");
+    // The earlier turns are as they were (not doubled), and the live stream goes on once.
+    expect(await p.getByRole("article").count()).toBe(3);
+    expect(await p.getByText(answer).count()).toBe(1);
+    publish({ type: "task:token", task_id: task.id, text: "goes on." });
+    await lastTurn(p).getByText(/goes on\./).waitFor();
+    expect(await text()).toBe("Whole new answer goes on.");
+    // Resumed from before the turn began, not after the last seq it had seen.
+    const resumes = sent.filter((m) => m.type === "session.resume");
+    expect(resumes.length).toBe(2);
+    expect(resumes[1]!.after).toBe(beforeTurn);
+    publish({ type: "task:done", task_id: task.id, status: "cancelled" });
+    allow.length = 0;
     expectClean(problems);
     await closePages();
   });

@@ -13,8 +13,9 @@
  *   with an option button and with free text (then disabled);
  * - cancel during a turn, a failed task's code and message, a multi-chain run's `turn.continuing` marker;
  * - an answer cut off at the model's output limit (or refused) says so under it, live and replayed;
- * - a reload mid-stream and a dropped connection: the answer ends up exactly once, and every text
- *   seen on the way was a prefix of it (no duplicated or missing text);
+ * - a reload mid-stream and a dropped connection (resumed from before the unfinished turn): the
+ *   answer ends up exactly once, and every text seen on the way was a prefix of it (no duplicated
+ *   or missing text);
  * - a session of 10,000 events opens fast (the figure is printed), and a streamed 1 MB answer
  *   keeps the page responsive (the longest main-thread stall is printed).
  *
@@ -24,7 +25,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createProfile, lastToolResults, waitTask } from "../helpers/agent.ts";
+import { createProfile, lastToolResults, sessionFrames, waitTask } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { type Browser, expectClean, EXPECTED_4XX, launchBrowser, openPage, type Page, pagePool, screenshots, lastTurn, send, type WatchedPage } from "../helpers/browser.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
@@ -533,7 +534,7 @@ describe("resume", () => {
     await closePages();
   }, 60_000);
 
-  test("a dropped connection reconnects by itself and resumes after the last seq: nothing doubled, nothing missing", async () => {
+  test("a dropped connection reconnects by itself and resumes from before the unfinished turn: nothing doubled, nothing missing", async () => {
     const { context, page: p, problems, allow } = await page(user);
     await context.addInitScript(SAMPLER);
     // The page's sockets, to drop them; and what the page sends on them.
@@ -564,9 +565,14 @@ describe("resume", () => {
     await expectPrefixes(p, words);
     expect(await p.getByText(/\bw400\b/).count()).toBe(1);
     const resumes = sent.filter((m) => m.type === "session.resume");
-    // The first resume follows the new session from the start; the one after the drop from where it was.
+    // The first resume follows the new session from the start; the one after the drop from the
+    // last frame before the unfinished turn began (the replay rebuilds the turn: a server that
+    // restarted meanwhile would have streamed its answer again from the start).
     expect(resumes.length).toBeGreaterThanOrEqual(2);
-    expect(resumes.at(-1)!.after).toBeGreaterThan(10);
+    const frames = await sessionFrames(t, user, p.url().split("/sessions/")[1]!);
+    const first = frames.findIndex((f) => f.task_id);
+    expect(first).toBeGreaterThan(0);
+    expect(resumes.at(-1)!.after).toBe(frames[first - 1].seq);
     expect(await p.evaluate(() => (window as unknown as { __sockets: WebSocket[] }).__sockets.filter((s) => s.readyState === WebSocket.OPEN).length)).toBe(1);
     expectClean(problems);
     await closePages();

@@ -2,7 +2,9 @@
  * The one WebSocket client of the dashboard: it owns the socket to /v1/stream (authenticated by
  * the session cookie), reconnects with backoff after any drop, and resumes the open session after
  * the last seq it delivered — so a listener sees every frame once, in order, across drops and
- * reloads (the caller passes the seq it already has). Frames are typed by the server's schema.
+ * reloads (the caller passes the seq it already has) — or after an earlier seq its `onReconnect`
+ * returns (the listener dropped what it held of an unfinished turn: the replay rebuilds it).
+ * Frames are typed by the server's schema.
  *
  * Every message carries a request_id, so the error frame refusing it finds it again: a message
  * refused by the rate limit (RATE_LIMITED) is sent again after `details.retry_after`; another
@@ -40,6 +42,8 @@ export class StreamClient {
   state: StreamState = "closed";
   onFrame: Listener = () => {};
   onState: (s: StreamState) => void = () => {};
+  /** Before resuming the followed session after a reconnect: an earlier seq to resume after, if any. */
+  onReconnect: () => number | undefined = () => undefined;
 
   constructor(private url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/stream`) {}
 
@@ -166,8 +170,11 @@ export class StreamClient {
       this.setState("reconnecting");
       this.timer = setTimeout(() => {
         this.timer = null;
-        if (this.sessionId) this.resume();
-        else if (this.queue.length) this.connect();
+        if (this.sessionId) {
+          const after = this.onReconnect();
+          if (after !== undefined && after < this.lastSeq) this.lastSeq = after;
+          this.resume();
+        } else if (this.queue.length) this.connect();
         else this.setState("closed"); // nothing to follow or send: no need to be connected
       }, wait);
     };

@@ -68,6 +68,8 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
         if (f.type === "task:done" || f.type === "task:failed") onSettled?.();
       }
     };
+    // Reconnected: what the page holds of an unfinished turn is dropped and replayed (model.rewind).
+    stream.onReconnect = () => model.rewind();
     // The replay from the start, then live frames; the prompts (task records) load meanwhile and
     // are folded in whenever they arrive (the replay does not wait for them).
     model.replaying = true;
@@ -87,6 +89,7 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
     return () => {
       cancelled = true;
       gone.current = true;
+      stream.onReconnect = () => undefined;
       if (raf.current) cancelAnimationFrame(raf.current);
       raf.current = 0;
     };

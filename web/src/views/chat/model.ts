@@ -3,6 +3,11 @@
  * prompt from the task record, its streamed text, tool calls, questions, result, usage, end).
  * Plain objects mutated in place and a version counter: applying 10,000 replayed frames costs no
  * rendering; the view re-renders once per animation frame.
+ *
+ * On a reconnect the page cannot trust what it holds of an unfinished turn: a server that stopped
+ * mid-answer removes the cut-off answer's text from its log and streams the answer again, in new
+ * frames above the last seq the page saw (docs/stream.md). So `rewind` picks the seq before that
+ * turn began, the page resumes after it, and the turn is rebuilt from the replay.
  */
 import type { ServerFrame } from "../../lib/stream.ts";
 
@@ -58,6 +63,10 @@ export class Transcript {
   private unasked: Turn[] = [];
   /** The first replay has ended. */
   private opened = false;
+  /** Per turn that has frames: the seq of the last frame before its first one, and of its last one. */
+  private span = new Map<Turn, { before: number; last: number }>();
+  /** Turns `rewind` chose, emptied when the replay it asked for starts. */
+  private toRebuild: Turn[] = [];
 
   constructor(readonly sessionId: string) {}
 
@@ -131,15 +140,58 @@ export class Transcript {
     return { input, output, cost };
   }
 
+  /**
+   * Before resuming after a reconnect: the seq to resume after so that the replay brings every
+   * unfinished turn again from its start — and any turn with frames after that point, whole — and
+   * those turns, which are emptied when that replay starts (until then the page shows them as
+   * they were). The prompts stay.
+   */
+  rewind(): number {
+    let after = this.lastSeq;
+    for (const t of this.turns) {
+      const span = this.span.get(t);
+      if (span && (t.status === "running" || t.status === "waiting")) after = Math.min(after, span.before);
+    }
+    for (let moved = true; moved; ) {
+      moved = false;
+      for (const span of this.span.values())
+        if (span.last > after && span.before < after) {
+          after = span.before;
+          moved = true;
+        }
+    }
+    this.toRebuild = this.turns.filter((t) => (this.span.get(t)?.before ?? -1) >= after);
+    this.lastSeq = after;
+    return after;
+  }
+
+  /** Empties the turns `rewind` chose: the replay that starts now brings all their frames again. */
+  private rebuild() {
+    for (const t of this.toRebuild) {
+      this.span.delete(t);
+      t.parts = [];
+      t.result = null;
+      t.usage = null;
+      t.stopReason = null;
+      t.status = "running";
+      t.error = null;
+      t.version++;
+    }
+    this.toRebuild = [];
+  }
+
   /** Folds one frame in; returns whether anything visible changed. */
   apply(f: ServerFrame): boolean {
-    if ("seq" in f && typeof f.seq === "number") this.lastSeq = Math.max(this.lastSeq, f.seq);
+    const before = this.lastSeq;
+    const seq = "seq" in f && typeof f.seq === "number" ? f.seq : null;
+    if (seq !== null) this.lastSeq = Math.max(this.lastSeq, seq);
     switch (f.type) {
       case "session.ready":
         this.containerId = f.container_id;
         return false;
       case "session.replay_start":
         this.replaying = true;
+        this.rebuild();
         return false;
       case "session.replay_end":
         this.replaying = false;
@@ -158,6 +210,8 @@ export class Transcript {
       case "task:tool_use": {
         const t = this.turn(f.task_id);
         const call: ToolCall = { id: f.tool_use_id, tool: f.tool, input: f.input, output: null, isError: false, startedAt: Date.now(), ms: null };
+        // (A call replayed after a rewind goes last again: questions find the newest pending call.)
+        this.calls.delete(f.tool_use_id);
         this.calls.set(f.tool_use_id, call);
         if (f.tool !== "AskUserQuestion") t.parts.push({ kind: "tool", call });
         break;
@@ -213,7 +267,14 @@ export class Transcript {
         return false;
     }
     const t = this.byTask.get((f as { task_id: string }).task_id);
-    if (t) t.version++;
+    if (t) {
+      t.version++;
+      if (seq !== null) {
+        const span = this.span.get(t);
+        if (span) span.last = Math.max(span.last, seq);
+        else this.span.set(t, { before, last: seq });
+      }
+    }
     this.version++;
     return true;
   }

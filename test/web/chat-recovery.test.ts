@@ -14,6 +14,8 @@
  *   also at 390 px wide, where the page scrolls instead of the transcript;
  * - after a server restart mid-stream (the cut-off text removed from the log, the answer streamed
  *   again), an open page shows the answer once: it resumes from before the unfinished turn;
+ * - a cancelled turn's tokens and cost show under it and in the session's figures (the session
+ *   record's, as GET /v1/sessions/:id has them);
  * - signed out in another tab: the sign-in form with a notice, and after signing in the unsent
  *   message is still in the composer; a page that loads after that never shows an empty table;
  * - the profile picker shows a profile made elsewhere when it gets the focus.
@@ -64,6 +66,7 @@ async function seedSession(app: TestApp, user: TestUser, profileId: string, turn
     publish({ type: "turn.done", task_id: task.id, result_text: answer, input_tokens: 100, output_tokens: 10, cost_usd: 0.001 });
     publish({ type: "task:done", task_id: task.id, status: "completed" });
     await s.tasks.update(task.id, { status: "completed", result_text: answer, input_tokens: 100, output_tokens: 10, cost_usd: 0.001, turns: 1, started_at: Date.now(), finished_at: Date.now() });
+    await s.agentSessions.addUsage(session.id, 100, 10, 0.001);
   }
   s.eventLog.flush();
   return { sessionId: session.id, answer, publish };
@@ -77,6 +80,12 @@ const watchFor = (texts: string[]) => `{
   document.addEventListener("DOMContentLoaded", () => new MutationObserver(check).observe(document.body, { childList: true, subtree: true, characterData: true }));
 }`;
 const seen = (p: Page) => p.evaluate(() => (window as unknown as { __seen: Record<string, boolean> }).__seen);
+
+/** Waits (up to 5 s) for the session's figures to read `text`, then checks they do. */
+async function expectTotals(p: Page, text: string) {
+  await p.waitForFunction((want) => document.querySelector('[aria-label="Session totals"]')?.textContent === want, text, { timeout: 5000 }).catch(() => undefined);
+  expect(await p.getByLabel("Session totals").textContent()).toBe(text);
+}
 
 // -------------------------------------------------------------------------------------------------
 
@@ -158,8 +167,9 @@ describe("the rate limit", () => {
     await p.getByRole("navigation", { name: "Sessions" }).getByRole("link", { name: /^Question 1/ }).waitFor();
     await Bun.sleep(300);
     expect(requests.filter((r) => r === "/v1/sessions")).toEqual(["/v1/sessions"]);
-    // Each once: who is signed in, the profiles, the sessions, the session's tasks (then the stream's upgrade and session.resume).
-    expect(requests.sort()).toEqual(["/api/auth/get-session", "/v1/profiles", "/v1/sessions", "/v1/tasks"]);
+    // Each once: who is signed in, the profiles, the sessions, the session's tasks, the session's
+    // record (its figures, after the replay) (then the stream's upgrade and session.resume).
+    expect(requests.sort()).toEqual(["/api/auth/get-session", "/v1/profiles", "/v1/sessions", `/v1/sessions/${sessionId}`, "/v1/tasks"]);
     expectClean(problems);
     await closePages();
   });
@@ -402,6 +412,39 @@ describe("a server restart mid-stream", () => {
     expect(resumes[1]!.after).toBe(beforeTurn);
     publish({ type: "task:done", task_id: task.id, status: "cancelled" });
     allow.length = 0;
+    expectClean(problems);
+    await closePages();
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+
+describe("figures", () => {
+  test("a cancelled turn's tokens and cost show under it and in the session's figures, as the API has them, live and after a reload", async () => {
+    const user = await createUser(t);
+    const profileId = await createProfile(t, user, { mock });
+    const { sessionId, publish } = await seedSession(t, user, profileId, 1);
+    const { page: p, problems } = await page(t, user);
+    await p.goto(`${t.url}/sessions/${sessionId}`);
+    await expectTotals(p, "100 tokens in · 10 out · $0.0010");
+
+    // A turn streams and is cancelled: the model was paid for (as the agent loop charges each call).
+    const s = t.app.services;
+    const task = await s.tasks.create({ userId: user.id, sessionId, profileId, prompt: "Stop me", maxTurns: 10, maxBudgetUsd: 5 });
+    publish({ type: "task:token", task_id: task.id, text: "Working on it" });
+    await lastTurn(p).getByText("Working on it").waitFor();
+    await s.tasks.addUsage(task.id, 2000, 500, 0.0135);
+    await s.agentSessions.addUsage(sessionId, 2000, 500, 0.0135);
+    await s.tasks.update(task.id, { status: "cancelled", finished_at: Date.now() });
+    publish({ type: "task:done", task_id: task.id, status: "cancelled" });
+    const api_ = (await api(t, "GET", `/v1/sessions/${sessionId}`, user.bearer)).body;
+    expect([api_.input_tokens, api_.output_tokens, api_.cost_usd]).toEqual([2100, 510, 0.0145]);
+    for (const reload of [false, true]) {
+      if (reload) await p.reload();
+      await expectTotals(p, "2,100 tokens in · 510 out · $0.01");
+      await lastTurn(p).locator("footer").getByText("2,000 in · 500 out · $0.01").waitFor({ timeout: 5000 });
+      await lastTurn(p).getByText("cancelled").waitFor();
+    }
     expectClean(problems);
     await closePages();
   });

@@ -87,6 +87,12 @@ async function expectPrefixes(p: Page, expected: string): Promise<number> {
   return samples.length;
 }
 
+/** Waits (up to 5 s) for the session's figures to read `text`, then checks they do. */
+async function expectTotals(p: Page, text: string) {
+  await p.waitForFunction((want) => document.querySelector('[aria-label="Session totals"]')?.textContent === want, text, { timeout: 5000 }).catch(() => undefined);
+  expect(await p.getByLabel("Session totals").textContent()).toBe(text);
+}
+
 // -------------------------------------------------------------------------------------------------
 
 describe("accounts", () => {
@@ -254,7 +260,7 @@ describe("a new user's first session", () => {
 
     // Tokens and cost: the turn's and the session's.
     expect(await usageOf(turn).textContent()).toBe("1,200 in · 340 out · $0.0087");
-    expect(await p.getByLabel("Session totals").textContent()).toBe("1,200 tokens in · 340 out · $0.0087");
+    await expectTotals(p, "1,200 tokens in · 340 out · $0.0087");
 
     // A second message in the same session: its own figures, and the session's sum.
     mock.enqueue({ text: "Second answer.", usage: { input_tokens: 800, output_tokens: 100 } });
@@ -265,7 +271,7 @@ describe("a new user's first session", () => {
     expect(await p.getByRole("article").count()).toBe(2);
     expect(await second.getByText("Second answer.").count()).toBe(1);
     expect(await usageOf(second).textContent()).toBe("800 in · 100 out · $0.0039");
-    expect(await p.getByLabel("Session totals").textContent()).toBe("2,000 tokens in · 440 out · $0.01");
+    await expectTotals(p, "2,000 tokens in · 440 out · $0.01");
     expect(p.url()).toBe(`${t.url}/sessions/${sessionId}`);
 
     // The session is in the list, titled by its first message, with its cost so far.
@@ -630,6 +636,7 @@ async function seedLongSession(user: TestUser, profileId: string, events: number
     publish({ type: "turn.done", task_id: task.id, result_text: answer, input_tokens: 1500, output_tokens: 120, cost_usd: 0.0063 });
     publish({ type: "task:done", task_id: task.id, status: "completed" });
     await s.tasks.update(task.id, { status: "completed", result_text: answer, input_tokens: 1500, output_tokens: 120, cost_usd: 0.0063, turns: 1, started_at: Date.now(), finished_at: Date.now() });
+    await s.agentSessions.addUsage(session.id, 1500, 120, 0.0063);
     left -= budget;
   }
   s.eventLog.flush();
@@ -725,7 +732,7 @@ describe("long sessions", () => {
     // The newest turns are shown whole, the older ones behind a button.
     expect(await lastTurn(p).getByText(`Question ${turns}: what about part ${turns}?`).count()).toBe(1);
     expect(await p.getByRole("button", { name: /earlier turns/ }).count()).toBe(1);
-    expect(await p.getByLabel("Session totals").textContent()).toBe(`${(1500 * turns).toLocaleString("en-US")} tokens in · ${(120 * turns).toLocaleString("en-US")} out · $${(0.0063 * turns).toFixed(2)}`);
+    await expectTotals(p, `${(1500 * turns).toLocaleString("en-US")} tokens in · ${(120 * turns).toLocaleString("en-US")} out · $${(0.0063 * turns).toFixed(2)}`);
     expectClean(problems);
     await closePages();
 

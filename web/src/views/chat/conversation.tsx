@@ -11,7 +11,8 @@ import { int, usd } from "../../lib/format.ts";
 import { linkTo } from "../../lib/router.ts";
 import type { ErrorFrame, StreamClient } from "../../lib/stream.ts";
 import { Composer } from "./composer.tsx";
-import { Transcript } from "./model.ts";
+import type { SessionRecord } from "../../../../src/schema/session.ts";
+import { type TaskFigures, Transcript } from "./model.ts";
 import { TurnView } from "./turn.tsx";
 
 const WINDOW = 40;
@@ -29,6 +30,23 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
   const prompts = useRef(false);
   const list = useRef<HTMLDivElement>(null);
   const gone = useRef(false);
+  /** The session's tokens and cost: its record's (GET /v1/sessions/:id), read again when a task ends. */
+  const [figures, setFigures] = useState<{ input: number; output: number; cost: number } | null>(null);
+  const loadFigures = () =>
+    get<SessionRecord>(`/v1/sessions/${encodeURIComponent(sessionId)}`).then(
+      (s) => void (!gone.current && setFigures({ input: s.input_tokens, output: s.output_tokens, cost: s.cost_usd })),
+      () => {},
+    );
+  /** A task that ended without a turn.done (cancelled, failed): its turn's figures from its record. */
+  const loadTaskUsage = (taskId: string) =>
+    get<TaskFigures>(`/v1/tasks/${encodeURIComponent(taskId)}`).then(
+      (t) => {
+        if (gone.current) return;
+        model.setUsage(t);
+        schedule();
+      },
+      () => {},
+    );
 
   /** Draws again at the next animation frame. */
   const schedule = () => {
@@ -64,8 +82,14 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
       if (model.apply(f) && !model.replaying) {
         schedule();
         lookUpPrompts();
-        // A turn ended live: the session list's cost and status moved.
-        if (f.type === "task:done" || f.type === "task:failed") onSettled?.();
+        // A turn ended live: the session list's cost and status moved, and the session's figures.
+        if (f.type === "task:done" || f.type === "task:failed") {
+          onSettled?.();
+          void loadFigures();
+          if (f.type === "task:failed" || f.status === "cancelled") void loadTaskUsage(f.task_id);
+        }
+        // A replay ended (the page opened, or reconnected: tasks may have ended meanwhile).
+        if (f.type === "session.replay_end") void loadFigures();
       }
     };
     // Reconnected: what the page holds of an unfinished turn is dropped and replayed (model.rewind).
@@ -74,7 +98,7 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
     // are folded in whenever they arrive (the replay does not wait for them).
     model.replaying = true;
     stream.follow(sessionId, model.lastSeq, (f) => (f.code === "NOT_FOUND" ? setNotFound(true) : setError(`${f.code}: ${f.message}`)));
-    all<{ id: string; prompt: string }>(`/v1/tasks?session_id=${encodeURIComponent(sessionId)}`)
+    all<TaskFigures>(`/v1/tasks?session_id=${encodeURIComponent(sessionId)}`)
       .then((tasks) => {
         if (cancelled) return;
         model.setPrompts(tasks.reverse());
@@ -183,7 +207,7 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
   const ready = !model.replaying && prompts.current;
   const turns = ready ? model.turns : [];
   const hidden = Math.max(0, turns.length - shown);
-  const totals = model.totals;
+  const totals = figures ?? model.totals;
   const running = ready ? model.running : null;
   return (
     <section class="conversation" aria-labelledby="conversation-title">

@@ -51,6 +51,16 @@ export interface Turn {
   version: number;
 }
 
+/** What the chat reads of a task record. */
+export interface TaskFigures {
+  id: string;
+  prompt: string;
+  status?: string;
+  input_tokens?: number;
+  output_tokens?: number;
+  cost_usd?: number;
+}
+
 export class Transcript {
   turns: Turn[] = [];
   private byTask = new Map<string, Turn>();
@@ -70,14 +80,18 @@ export class Transcript {
 
   constructor(readonly sessionId: string) {}
 
-  /** The prompts of the session's tasks (GET /v1/tasks?session_id=), oldest first. */
-  setPrompts(tasks: { id: string; prompt: string }[]) {
+  /**
+   * The session's tasks (GET /v1/tasks?session_id=), oldest first: their prompts, and the usage of
+   * those that ended without a turn.done (cancelled, failed).
+   */
+  setPrompts(tasks: TaskFigures[]) {
     for (const t of tasks) {
       const turn = this.turn(t.id);
       if (turn.prompt === null) {
         turn.prompt = t.prompt;
         turn.version++;
       }
+      this.setUsage(t);
     }
     this.sortTurns();
     this.version++;
@@ -91,6 +105,20 @@ export class Transcript {
     const turn = this.turn(taskId);
     if (turn.prompt !== null) return;
     turn.prompt = prompt;
+    turn.version++;
+    this.version++;
+  }
+
+  /**
+   * A task record's tokens and cost, for a turn that ended without a turn.done (a cancelled or
+   * failed task still used the model): the turn's figures agree with GET /v1/tasks/:id.
+   */
+  setUsage(task: TaskFigures) {
+    if (task.status !== "cancelled" && task.status !== "failed") return;
+    if (task.input_tokens === undefined || (!task.input_tokens && !task.output_tokens && !task.cost_usd)) return;
+    const turn = this.byTask.get(task.id);
+    if (!turn || turn.usage) return;
+    turn.usage = { input: task.input_tokens, output: task.output_tokens ?? 0, cost: task.cost_usd ?? 0 };
     turn.version++;
     this.version++;
   }
@@ -127,6 +155,7 @@ export class Transcript {
     return null;
   }
 
+  /** The sum of the turns' figures (the page shows the session record's, which counts cancelled and failed tasks too). */
   get totals() {
     let input = 0;
     let output = 0;

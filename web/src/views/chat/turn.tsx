@@ -260,7 +260,7 @@ export class TurnView extends Component<TurnProps> {
                 {int(turn.usage.input)} in · {int(turn.usage.output)} out · {usd(turn.usage.cost)}
               </span>
             )}
-            {turn.status === "cancelled" && <span>{turn.usage ? "· " : ""}cancelled</span>}
+            {turn.status === "cancelled" && <span>{turn.usage ? " · " : ""}cancelled</span>}
             {live && (
               <button type="button" class="link" onClick={() => onCancel(turn.taskId)}>
                 Cancel

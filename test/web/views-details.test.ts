@@ -6,7 +6,8 @@
  * - long unbroken names (a playbook's, a profile's) wrap at 390 px instead of widening the page;
  * - focus goes to what to fix: the secret's name the server refused, the playbook's time zone
  *   that is not one; each API token's Revoke button names its token;
- * - each view has its own document title ("Profiles · runcell").
+ * - each view has its own document title ("Profiles · runcell");
+ * - Playbooks opened while the server cannot be reached says so, not "You need a profile first".
  *
  * Any console error, page error or CSP violation fails the test (expected ones aside).
  */
@@ -91,6 +92,29 @@ test("long unbroken names wrap at 390 px: the page is never wider than the scree
     await w.page.getByText(long).first().waitFor();
     expect(await w.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width);
   }
+  expectClean(w.problems);
+  await closePages();
+});
+
+// -------------------------------------------------------------------------------------------------
+
+test("Playbooks opened while the server cannot be reached says so, never that a profile is needed first", async () => {
+  const w = await page(t, user);
+  await w.page.goto(`${t.url}/secrets`);
+  await w.page.waitForFunction((title) => document.title === title, "Secrets · runcell");
+  w.allow.push(/ERR_INTERNET_DISCONNECTED/);
+  await w.page.context().setOffline(true);
+  await w.page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Playbooks" }).click();
+  await w.page.getByRole("alert").filter({ hasText: "could not be reached" }).waitFor();
+  await Bun.sleep(200);
+  expect(await w.page.getByText("You need a profile first").count()).toBe(0);
+  expect(await w.page.getByText("No playbooks yet.").count()).toBe(0);
+  // Back online, the page loads: the form with the user's profile.
+  await w.page.context().setOffline(false);
+  await w.page.reload();
+  await w.page.getByRole("button", { name: "Create playbook" }).waitFor();
+  expect(await w.page.getByText("You need a profile first").count()).toBe(0);
+  w.allow.pop();
   expectClean(w.problems);
   await closePages();
 });

@@ -16,23 +16,25 @@ import { PlaybookForm } from "./form.tsx";
 import { Runs, SessionLink, statusText } from "./runs.tsx";
 
 const profileName = (profiles: ProfileRecord[], id: string) => profiles.find((p) => p.id === id)?.name ?? `${id} (deleted)`;
+/** The user's profiles (null until loaded, and when the load failed: then `error` says why, never an empty list). */
 const useProfiles = () => {
   const [profiles, setProfiles] = useState<ProfileRecord[] | null>(null);
-  useEffect(() => void all<ProfileRecord>("/v1/profiles").then(setProfiles, () => setProfiles([])), []);
-  return profiles;
+  const [error, setError] = useState("");
+  useEffect(() => void all<ProfileRecord>("/v1/profiles").then(setProfiles, (e) => setError(`The profiles could not be loaded: ${(e as Error).message}`)), []);
+  return { profiles, profilesError: error };
 };
 
 export function Playbooks() {
   const [list, setList] = useState<PlaybookRecord[] | null>(null);
   const [error, setError] = useState("");
-  const profiles = useProfiles();
+  const { profiles, profilesError } = useProfiles();
   useEffect(() => void all<PlaybookRecord>("/v1/playbooks").then(setList, (e) => setError(e.message)), []);
 
   return (
     <main class="page">
       <h1>Playbooks</h1>
       <p class="muted">Saved prompts that run on demand, on a cron schedule, or when something POSTs to their trigger URL. Every run gets its own session.</p>
-      <Alert text={error} />
+      <Alert text={error || profilesError} />
       <table class="card">
         <caption class="sr-only">Your playbooks</caption>
         <THead columns={["Name", "Profile", "Schedule", "Next run", "Last run"]} />
@@ -88,7 +90,7 @@ export function PlaybookDetail({ id }: { id: string }) {
   const [busy, setBusy] = useState(false);
   /** The session of the run "Run now" started. */
   const [started, setStarted] = useState<string | null>(null);
-  const profiles = useProfiles();
+  const { profiles, profilesError } = useProfiles();
   useEffect(() => {
     setPb(undefined);
     get<PlaybookRecord>(`/v1/playbooks/${id}`).then(setPb, (e) => (e.status === 404 ? setPb(null) : setError(e.message)));
@@ -213,6 +215,7 @@ export function PlaybookDetail({ id }: { id: string }) {
         )}
       </p>
       <Alert text={error} />
+      {editing && <Alert text={profilesError} />}
       {editing && profiles && (
         <PlaybookForm
           playbook={pb}

@@ -644,6 +644,9 @@ describe("/operator", () => {
       await page.goto(`${t.url}/operator`);
       await page.waitForSelector("h1:text-is('Not found')");
       expect(await page.locator("input[name=password]").count()).toBe(0);
+      // Titled like any unknown page, not "Admin".
+      await page.waitForFunction(() => document.title === "Not found · runcell", null, { timeout: 5000 }).catch(() => undefined);
+      expect(await page.title()).toBe("Not found · runcell");
       expect(problems).toEqual([]);
     } finally {
       await close();
@@ -662,6 +665,7 @@ describe("/operator", () => {
       await page.waitForURL(`${t.url}/operator`);
       expect(await entry.getAttribute("aria-current")).toBe("page");
       await page.waitForSelector("h2:text-is('Admin password')");
+      expect(await page.title()).toBe("Admin · runcell");
 
       // A wrong password is refused and said so; nothing of the operator surface shows.
       await page.fill("input[name=password]", "not the admin password");

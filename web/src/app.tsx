@@ -40,14 +40,14 @@ const PAGES: Record<string, () => preact.JSX.Element> = {
   "/tokens": () => <Tokens />,
 };
 
-/** The tab's title for a page: "Profiles · runcell" (a screen reader says it, the history lists it). */
-function titleOf(path: string, signIn: boolean): string {
+/** The tab's title for a page: "Profiles · runcell" (a screen reader says it, the history lists it); /operator is "Not found" but for an admin. */
+function titleOf(path: string, signIn: boolean, admin: boolean): string {
   if (path === "/setup") return "Set up";
   if (path === "/docs") return "API docs";
   if (signIn) return "Sign in";
   const detail = /^\/(sessions|playbooks|workspaces)\//.exec(path)?.[1];
   if (detail) return { sessions: "Session", playbooks: "Playbook", workspaces: "Workspace" }[detail]!;
-  if (path === "/operator") return "Admin";
+  if (path === "/operator") return admin ? "Admin" : "Not found";
   return NAV.find(([href]) => href === path)?.[1] ?? "Not found";
 }
 const useTitle = (title: string) => useEffect(() => void (document.title = `${title} · runcell`), [title]);
@@ -86,7 +86,8 @@ export function App() {
   const path = usePath();
   const { signedOut } = useStatus();
   const [user, setUser] = useState<User | null | undefined>(undefined);
-  useTitle(titleOf(path, user === null || signedOut));
+  // (While who is signed in loads, /operator is taken for the admin page it is to them.)
+  useTitle(titleOf(path, user === null || signedOut, user === undefined || user?.role === "admin"));
   // Public pages: no session needed (and none is asked for).
   if (path === "/setup") return <Setup />;
   if (path === "/docs")

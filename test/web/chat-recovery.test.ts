@@ -16,6 +16,7 @@
  *   again), an open page shows the answer once: it resumes from before the unfinished turn;
  * - a cancelled turn's tokens and cost show under it and in the session's figures (the session
  *   record's, as GET /v1/sessions/:id has them);
+ * - a relative image in streamed text is its alt text (never fetched) until the result's URL;
  * - signed out in another tab: the sign-in form with a notice, and after signing in the unsent
  *   message is still in the composer; a page that loads after that never shows an empty table;
  * - the profile picker shows a profile made elsewhere when it gets the focus.
@@ -445,6 +446,40 @@ describe("figures", () => {
       await lastTurn(p).locator("footer").getByText("2,000 in · 500 out · $0.01").waitFor({ timeout: 5000 });
       await lastTurn(p).getByText("cancelled").waitFor();
     }
+    expectClean(problems);
+    await closePages();
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+
+describe("images", () => {
+  test("a relative image in streamed text is its alt text, never fetched; the result's URL shows it", async () => {
+    const user = await createUser(t);
+    const profileId = await createProfile(t, user, { mock });
+    const { sessionId, answer, publish } = await seedSession(t, user, profileId, 1);
+    const { page: p, problems } = await page(t, user);
+    const images: string[] = [];
+    p.on("request", (r) => void (r.resourceType() === "image" && images.push(new URL(r.url()).pathname)));
+    await p.goto(`${t.url}/sessions/${sessionId}`);
+    await p.getByText(answer).waitFor();
+
+    const s = t.app.services;
+    const task = await s.tasks.create({ userId: user.id, sessionId, profileId, prompt: "Draw it", maxTurns: 10, maxBudgetUsd: 5 });
+    publish({ type: "task:token", task_id: task.id, text: "Here it is: ![the chart](chart.png) and " });
+    publish({ type: "task:token", task_id: task.id, text: "![a plot](out/plot.svg \"Plot\")." });
+    await lastTurn(p).getByText("a plot").waitFor();
+    await lastTurn(p).getByText("the chart").waitFor();
+    await Bun.sleep(300);
+    expect(await lastTurn(p).locator(".md img").count()).toBe(0);
+    expect(images).toEqual([]);
+
+    // turn.done's result has the picture as a URL the page can load (here a data: URL).
+    const png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+    publish({ type: "turn.done", task_id: task.id, result_text: `Here it is: ![the chart](${png}).`, input_tokens: 1, output_tokens: 1, cost_usd: 0 });
+    publish({ type: "task:done", task_id: task.id, status: "completed" });
+    await lastTurn(p).locator(".md img[alt='the chart']").waitFor();
+    expect(images.filter((i) => !i.startsWith("image/png"))).toEqual([]);
     expectClean(problems);
     await closePages();
   });

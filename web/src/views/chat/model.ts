@@ -31,7 +31,7 @@ export interface Ask {
 
 /** A piece of the turn in arrival order: text, a tool call, a question, a chain marker. */
 export type Part =
-  | { kind: "text"; text: string }
+  | { kind: "text"; text: string; /** The turn's result_text (turn.done), not streamed text. */ result?: boolean }
   | { kind: "tool"; call: ToolCall }
   | { kind: "ask"; ask: Ask }
   | { kind: "chain"; continuation: number; max: number };

@@ -11,23 +11,29 @@ import type { Ask, Part, ToolCall, Turn } from "./model.ts";
 /** Over this many characters a streaming block is shown as plain text until it is complete (markdown of megabytes per frame would stall the page). */
 const STREAM_MARKDOWN_MAX = 64 * 1024;
 
-/** One markdown block, rendered again only when its text changed. */
-class Block extends Component<{ text: string }> {
-  override shouldComponentUpdate(next: { text: string }) {
-    return next.text !== this.props.text;
+/**
+ * One markdown block, rendered again only when its text changed — or, for a block with an image,
+ * whether it is streamed text (at turn.done the result's unchanged blocks keep their DOM).
+ */
+class Block extends Component<{ text: string; streamed: boolean }> {
+  override shouldComponentUpdate(next: { text: string; streamed: boolean }) {
+    return next.text !== this.props.text || (next.streamed !== this.props.streamed && next.text.includes("!["));
   }
-  override render({ text }: { text: string }) {
-    return <div class="md-block" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} />;
+  override render({ text, streamed }: { text: string; streamed: boolean }) {
+    return <div class="md-block" dangerouslySetInnerHTML={{ __html: renderMarkdown(text, { streamed }) }} />;
   }
 }
 
-/** Markdown rendered block by block (see blocks.ts): a growing text costs only its last block per frame. */
-function Markdown({ text, streaming }: { text: string; streaming: boolean }) {
+/**
+ * Markdown rendered block by block (see blocks.ts): a growing text costs only its last block per
+ * frame. `streamed`: the text streamed before the turn's result (its relative images wait for it).
+ */
+function Markdown({ text, streaming, streamed }: { text: string; streaming: boolean; streamed: boolean }) {
   const splitter = useMemo(() => new BlockSplitter(), []);
   const blocks = splitter.split(text);
   return (
     <div class="md">
-      {blocks.map((b, i) => (streaming && i === blocks.length - 1 && b.length > STREAM_MARKDOWN_MAX ? <pre key={`pre${i}`} class="stream">{b}</pre> : <Block key={i} text={b} />))}
+      {blocks.map((b, i) => (streaming && i === blocks.length - 1 && b.length > STREAM_MARKDOWN_MAX ? <pre key={`pre${i}`} class="stream">{b}</pre> : <Block key={i} text={b} streamed={streamed} />))}
     </div>
   );
 }
@@ -189,7 +195,7 @@ function AskCard({ ask, onAnswer }: { ask: Ask; onAnswer: (answer: string, refus
 function PartView({ part, streaming, onAnswer }: { part: Part; streaming: boolean; onAnswer: (a: string, refused: () => void) => void }) {
   switch (part.kind) {
     case "text":
-      return <Markdown text={part.text} streaming={streaming} />;
+      return <Markdown text={part.text} streaming={streaming} streamed={part.result !== true} />;
     case "tool":
       return <ToolCard call={part.call} />;
     case "ask":
@@ -231,7 +237,7 @@ export class TurnView extends Component<TurnProps> {
     const last = turn.parts.length - 1;
     const keyed = turn.parts.map((p, i) => [key(p, i), p] as const);
     const parts = turn.result !== null ? keyed.filter(([, p]) => p.kind !== "text") : keyed;
-    if (turn.result !== null) parts.push([turn.parts[last]?.kind === "text" ? key(turn.parts[last]!, last) : "result", { kind: "text", text: turn.result }]);
+    if (turn.result !== null) parts.push([turn.parts[last]?.kind === "text" ? key(turn.parts[last]!, last) : "result", { kind: "text", text: turn.result, result: true }]);
     return (
       <article class="turn" aria-label={`Turn ${turn.taskId}`}>
         {turn.prompt !== null && (

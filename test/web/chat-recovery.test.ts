@@ -320,8 +320,15 @@ describe("opening sessions", () => {
     const profileId = await createProfile(t, user, { mock });
     const { sessionId, answer, publish } = await seedSession(t, user, profileId, 30);
     const { page: p, problems } = await page(t, user, { context: { viewport: PHONE } });
+    // The session list (above the transcript at this width) arrives after the transcript is drawn.
+    await p.route((u) => u.pathname === "/v1/sessions", async (r) => {
+      await Bun.sleep(800);
+      await r.continue();
+    });
     await p.goto(`${t.url}/sessions/${sessionId}`);
     await lastTurn(p).getByText(answer).waitFor();
+    await p.getByRole("navigation", { name: "Sessions" }).getByRole("link", { name: /^Question 1/ }).waitFor();
+    await Bun.sleep(200);
     // How far the bottom of the newest turn is below what is on screen (whatever scrolls: the
     // transcript or the page); 0 or less when it is in view. And the page scrolled to the top.
     const below = () =>

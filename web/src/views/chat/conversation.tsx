@@ -128,17 +128,26 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
     if (!el) return null;
     return el.scrollHeight > el.clientHeight + 1 ? el : ((document.scrollingElement as HTMLElement | null) ?? document.documentElement);
   };
+  const follow = () => {
+    const el = scroller();
+    if (!el || !atBottom.current) return;
+    el.scrollTop = el.scrollHeight;
+    lastTop.current = el.scrollTop;
+  };
   useEffect(() => {
-    const follow = () => {
-      const el = scroller();
-      if (!el || !atBottom.current) return;
-      el.scrollTop = el.scrollHeight;
-      lastTop.current = el.scrollTop;
-    };
     follow();
     const r = requestAnimationFrame(follow);
     return () => cancelAnimationFrame(r);
   });
+  // Heights that move without this view drawing again (an image loading; on a narrow screen the
+  // session list above it loading): followed too.
+  useEffect(() => {
+    const ro = new ResizeObserver(follow);
+    if (list.current) ro.observe(list.current);
+    const page = list.current?.closest("main");
+    if (page) ro.observe(page);
+    return () => ro.disconnect();
+  }, []);
   // Scrolled up by the user (not moved down by us, nor at the bottom): stop following. Scrolls of
   // what is not the scroller now (the document on a wide screen) are not the user's reading.
   const onScroll = (e: Event) => {

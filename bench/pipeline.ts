@@ -35,7 +35,7 @@ compile("bench/fixtures/hello.ts", hello);
 
 const dir = mkdtempSync(join(tmpdir(), "runcell-bench-pipeline-"));
 const dataDir = join(dir, "data");
-const common = ["--data-dir", dataDir, "--log-level", "error"];
+const common = ["--data-dir", dataDir];
 
 function run(args: string[], stdin?: string): string {
   const r = Bun.spawnSync([runcell, ...args, ...common], { cwd: dir, stdin: stdin === undefined ? "ignore" : Buffer.from(stdin), stdout: "pipe", stderr: "pipe" });
@@ -50,7 +50,7 @@ const auth = { authorization: `Bearer ${token}` };
 
 const port = await freePort();
 const server = Bun.spawn(
-  [runcell, "serve", "--http", `127.0.0.1:${port}`, ...common, "--rate-limit-per-minute", "1000000000", "--rate-limit-burst", "1000000000"],
+  [runcell, "serve", "--http", `127.0.0.1:${port}`, ...common, "--log-level", "error", "--rate-limit-per-minute", "1000000000", "--rate-limit-burst", "1000000000"],
   { cwd: dir, stdout: "ignore", stderr: "inherit" },
 );
 const base = `http://127.0.0.1:${port}`;

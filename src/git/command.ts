@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { redactValue } from "../lib/secret-forms.ts";
 import type { ResolvedAddress } from "../lib/ssrf.ts";
+import { shellLine } from "../lib/shell.ts";
 import type { RepoUrl } from "./repository.ts";
 
 export const GIT_TIMEOUT_MS = 10 * 60_000;
@@ -123,7 +124,7 @@ export async function gitContext(repo: RepoUrl, credential: string | null, pinne
       ssh.push("-i", key);
     } else ssh.push("-o", "IdentityFile=none");
     if (addr) ssh.push("-o", `HostKeyAlias=${repo.host}`, "-o", `HostName=${addr.address}`);
-    env.GIT_SSH_COMMAND = ssh.map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
+    env.GIT_SSH_COMMAND = shellLine(ssh);
   } else {
     // (An address in the URL itself is not resolved: nothing to pin.)
     if (addr && !isIP(repo.host)) config.push(`http.curloptResolve=${repo.host}:${repo.port}:${addr.family === 6 ? `[${addr.address}]` : addr.address}`);

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs, resolveConfig } from "../../src/config.ts";
-import { databaseArgs, shellArg } from "../../src/db/pg/database-args.ts";
+import { databaseArgs } from "../../src/db/pg/database-args.ts";
 import { tempDir } from "../helpers/app.ts";
 
 const WITH_PASSWORD = "postgres://runcell:pw-never-printed@db.internal:5432/runcell";
@@ -57,10 +57,5 @@ describe("databaseArgs", () => {
     expect(secret).toBe("--database <the URL you gave --database>");
     const inOptions = databaseArgs(config(["--database", "postgres://runcell@db.internal/runcell?password=pw-never-printed"]));
     expect(inOptions).not.toContain("pw-never-printed");
-  });
-
-  test("shellArg: plain words as they are, anything else single-quoted", () => {
-    expect(shellArg("/var/lib/runcell")).toBe("/var/lib/runcell");
-    for (const odd of ["a b", "it's", "$HOME", "x;rm -rf /", 'say "hi"', "back\\slash"]) expect(asShellReadsThem(shellArg(odd))).toEqual([odd]);
   });
 });

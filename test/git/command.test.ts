@@ -35,7 +35,7 @@ test("ssh without a credential offers no key at all: no default identity files, 
   expect(opts.get("identityfile")).toEqual(["none"]);
   expect(opts.get("identityagent")).toEqual(["none"]);
   expect(opts.get("identitiesonly")).toEqual(["yes"]);
-  expect(ctx.env.GIT_SSH_COMMAND).toContain("'-F' '/dev/null'");
+  expect(ctx.env.GIT_SSH_COMMAND).toStartWith("ssh -F /dev/null ");
 });
 
 test("ssh with the vault's key: that key only", async () => {

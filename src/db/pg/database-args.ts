@@ -9,11 +9,7 @@
  * - --database with a password: `--database <the URL you gave --database>`, the one thing to fill in.
  */
 import type { Config } from "../../config.ts";
-
-/** An argument as a POSIX shell reads it back: unquoted when plain, else in single quotes. */
-export function shellArg(a: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(a) ? a : `'${a.replaceAll("'", `'\\''`)}'`;
-}
+import { shellArg } from "../../lib/shell.ts";
 
 /** Whether printing the URL could show a secret: a password in it, or one among its options. */
 function holdsSecret(url: string): boolean {

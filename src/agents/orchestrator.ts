@@ -428,7 +428,9 @@ export class Orchestrator {
     // A tool call still marked in flight (it had started: the workspace died under it, the task
     // failed before a resumed run reached it): its result says so, not "not run" — the model must
     // not take a command that may have had its effects for one that never ran.
-    const inFlight = toolUseId ? null : ((yield* this.d.tasks.byIdIn(tx, task.id))?.pending_tool_use_id ?? null);
+    // The row as this transaction reads it: the call in flight, and a playbook run's cost and turns.
+    const current = toolUseId && !task.playbook_id ? null : yield* this.d.tasks.byIdIn(tx, task.id);
+    const inFlight = toolUseId ? null : (current?.pending_tool_use_id ?? null);
     if (!(yield* this.d.tasks.updateIn(tx, task.id, patch, task.status, holder))) return false;
     if (toolUseId) yield* this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: toolUseId, content: question!, is_error: true });
     else if (inFlight) {
@@ -436,7 +438,7 @@ export class Orchestrator {
       const content = endedResult(why, leftover?.toolUseId === inFlight ? leftover.fate : null);
       yield* this.d.transcript.addToolResultIn(tx, task.session_id, task.id, { type: "tool_result", tool_use_id: inFlight, content, is_error: true });
     }
-    if (task.playbook_id) yield* this.runEnded(task, status, error && `${error.code}: ${error.message}`, tx);
+    if (task.playbook_id) yield* this.runEnded(current ?? task, status, error && `${error.code}: ${error.message}`, tx);
     else if (error) yield* this.d.notifications.taskFailed({ userId: task.user_id, taskId: task.id, code: error.code, error: error.message }, tx);
     return true;
   }
@@ -446,9 +448,11 @@ export class Orchestrator {
     this.d.metrics?.taskEnded(status, (this.d.now() - (task.started_at ?? task.created_at)) / 1000);
   }
 
-  /** The platform notification at the end of every playbook run: status, cost and (failed) why (a unit of `end`'s transaction). */
-  private *runEnded(task: TaskRow, status: "completed" | "cancelled" | "failed", why: string | null, tx: DB): Unit<void> {
-    const t = (yield* this.d.tasks.byIdIn(tx, task.id)) ?? task;
+  /**
+   * The platform notification at the end of every playbook run: status, cost and (failed) why (a
+   * unit of `end`'s transaction; `t` as that transaction read it, its cost and turns final).
+   */
+  private *runEnded(t: TaskRow, status: "completed" | "cancelled" | "failed", why: string | null, tx: DB): Unit<void> {
     const cost = `cost $${formatUsd(t.cost_usd)}, ${t.turns} model request${t.turns === 1 ? "" : "s"}`;
     const playbookName = this.d.playbookName ? yield* this.d.playbookName(t.playbook_id!, tx) : null;
     yield* this.d.notifications.playbookRunEnded({ userId: t.user_id, playbookId: t.playbook_id!, taskId: t.id, playbookName, status, detail: why ? `${why} (${cost})` : cost }, tx);

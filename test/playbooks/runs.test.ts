@@ -131,7 +131,8 @@ describe("unattended questions", () => {
     const ended = await waitFor(() => received((p) => p.task_id === r.body.task_id && /run completed/.test(p.message))[0], { what: "end notification" });
     expect(ended).toMatchObject({ source: "platform", urgency: "normal", playbook_id: pb.id });
     expect(ended.message).toContain('"long job"');
-    expect(ended.message).toMatch(/cost \$[0-9.]+/);
+    // The cost and turns as the ending transaction read them (the run asked, then answered: two requests).
+    expect(ended.message).toMatch(/cost \$[0-9.]+, 2 model requests\)?$/);
   });
 
   test("a manual run that asks does not notify (someone is watching)", async () => {

@@ -14,15 +14,15 @@
  * same row. The other statements are drizzle queries both dialects share.
  *
  * Fairness (the worker's rules, applied by the claim; see claimSql): per integration at most
- * `perIntegration` attempts in flight on this server (its live leases, recognised by this Outbox's
- * lease prefix, count against it), only 1 for an integration the worker reports as failing; and an
+ * `perIntegration` attempts in flight on this server (the worker's own count of its attempts in
+ * flight, `busy`), only 1 for an integration the worker reports as failing; and an
  * integration's second and further attempts in flight, like every attempt to a failing one, only
  * while more than `reserved` slots stay free. Hanging receivers thus hold their own few slots, never
  * the last `reserved`, which stay for webhooks with nothing in flight that have not just failed.
  */
 import { forUpdate } from "../db/row-lock.ts";
 import type { Database, Statement } from "bun:sqlite";
-import { and, asc, eq, gt, gte, inArray, isNotNull, isNull, like, lt, lte, notInArray, or, sql } from "drizzle-orm";
+import { and, asc, eq, gte, inArray, isNotNull, isNull, lt, lte, notInArray, or, sql } from "drizzle-orm";
 import { affected, type DB, first } from "../db/client.ts";
 import { notificationAttempts, notificationLog } from "../db/tables.ts";
 import { all, isPostgres, run, transact, type Unit } from "../db/unit.ts";
@@ -74,12 +74,18 @@ export interface Fairness {
   failing: readonly string[];
   /** Slots a claim leaves free for first attempts: shared attempts are only taken while more than this many stay free. */
   reserved: number;
+  /**
+   * This server's attempts in flight per integration (the worker's own count; integrations with
+   * none are absent). Kept in memory: counting the live leases in the table read every pending row
+   * at every pass.
+   */
+  busy: ReadonlyMap<string, number>;
 }
 
 /**
  * SQL for the ids of the due rows a claim takes, at most `limit` (the free slots). Per integration,
- * its oldest due rows, as many as it has free of its cap once this server's live leases on it
- * (`ownerLike`) are counted: `cap`, or 1 for a failing integration. A row is a *first* when it
+ * its oldest due rows, as many as it has free of its cap once this server's attempts in flight on
+ * it (`busy`, a table of integration_id and busy) are counted: `cap`, or 1 for a failing integration. A row is a *first* when it
  * would be the only attempt in flight of an integration that is not failing; any other row is
  * *shared* and is taken only while, after this claim's firsts, more than `reserved` slots stay
  * free. Firsts go before shared rows, each oldest due first. Rows without an integration (it was
@@ -95,7 +101,7 @@ export interface Fairness {
  * them all. `lateral`: PostgreSQL's LATERAL join for the per-integration read; SQLite (which has no
  * LATERAL) evaluates the same correlated `IN (… LIMIT)` once per integration.
  */
-function claimSql(p: { now: string; ownerLike: string; cap: string; failing: string; limit: string; reserved: string; lateral: boolean }): string {
+function claimSql(p: { now: string; busy: string; cap: string; failing: string; limit: string; reserved: string; lateral: boolean }): string {
   const due = (t: string) =>
     `${t}.status = 'pending' AND ${t}.next_attempt_at <= ${p.now} AND ${t}.attempts < ${t}.max_attempts AND (${t}.lease_expires_at IS NULL OR ${t}.lease_expires_at <= ${p.now})`;
   const oldest = (iid: string) => `SELECT x.id FROM notification_log x WHERE x.integration_id = ${iid} AND ${due("x")} ORDER BY x.next_attempt_at, x.id LIMIT ${p.cap}`;
@@ -120,19 +126,28 @@ function claimSql(p: { now: string; ownerLike: string; cap: string; failing: str
             ${perIntegration}
             UNION ALL
             SELECT z.id FROM notification_log z WHERE z.integration_id IS NULL AND ${due("z")})) d
-        LEFT JOIN (SELECT integration_id, COUNT(*) AS busy FROM notification_log
-                   WHERE status = 'pending' AND lease_id LIKE ${p.ownerLike} AND lease_expires_at > ${p.now}
-                   GROUP BY integration_id) b ON b.integration_id = d.integration_id
+        LEFT JOIN ${p.busy} b ON b.integration_id = d.integration_id
         WHERE d.integration_id IS NULL OR d.rn + COALESCE(b.busy, 0) <= CASE WHEN d.failing = 1 THEN 1 ELSE ${p.cap} END) f) s
     WHERE shared = 0 OR sn <= ${p.limit} - ${p.reserved} - firsts
     ORDER BY shared, next_attempt_at, id
     LIMIT ${p.limit}`;
 }
 
+const literal = (id: string) => `'${id.replaceAll("'", "''")}'`;
+
 /** A list of ids as SQL literals, for `IN (…)` (never empty: '' matches no id). */
 function idList(ids: readonly string[]): string {
-  return `(${ids.length ? ids.map((id) => `'${id.replaceAll("'", "''")}'`).join(", ") : "''"})`;
+  return `(${ids.length ? ids.map(literal).join(", ") : "''"})`;
 }
+
+/** The counts in flight as an SQL table (integration_id, busy) of literals; its first row, '', matches no integration. */
+function busyTable(busy: ReadonlyMap<string, number>): string {
+  const rows = [...busy].map(([id, n]) => ` UNION ALL SELECT ${literal(id)}, ${Math.trunc(n)}`).join("");
+  return `(SELECT '' AS integration_id, 0 AS busy${rows})`;
+}
+
+/** The counts in flight as JSON, for the prepared claim's json_each. */
+const busyJson = (busy: ReadonlyMap<string, number>) => JSON.stringify(Object.fromEntries(busy));
 
 /** The prepared bun:sqlite statements of the SQLite fast path. */
 interface Prepared {
@@ -148,13 +163,6 @@ export class Outbox {
   /** The SQLite fast path: one pass in one bun:sqlite transaction (null on PostgreSQL, or without a bun:sqlite handle). */
   private stepTx: ((settled: Settlement[], now: number, limit: number, leaseMs: number, fair: Fairness) => Claimed[]) | null = null;
   private waitMs: number[];
-  /**
-   * Every lease this server takes starts with this id, so a claim can count this server's own
-   * attempts in flight per integration (the fairness cap is per server: replicas each have theirs).
-   */
-  private owner = crypto.randomUUID();
-  /** LIKE pattern of this server's leases (a UUID holds no LIKE wildcard). */
-  private ownerLike = `${this.owner}.%`;
 
   /**
    * `backoffMs`: the waits after failed attempts 1, 2, …; the last one repeats. `sqlite`: the
@@ -176,7 +184,7 @@ export class Outbox {
       `UPDATE notification_log
        SET attempts = attempts + 1, lease_id = ?1, lease_expires_at = ?2,
            next_attempt_at = CASE WHEN attempts + 1 < max_attempts THEN ?3 + ${waitSql("attempts + 1", backoffMs)} ELSE ?3 END
-       WHERE id IN (${claimSql({ now: "?3", ownerLike: "?5", cap: "?6", failing: "(SELECT value FROM json_each(?7))", limit: "?4", reserved: "?8", lateral: false })})
+       WHERE id IN (${claimSql({ now: "?3", busy: "(SELECT key AS integration_id, value AS busy FROM json_each(?5))", cap: "?6", failing: "(SELECT value FROM json_each(?7))", limit: "?4", reserved: "?8", lateral: false })})
        RETURNING id, user_id, integration_id, payload, attempts, max_attempts`,
     );
     const done = `next_attempt_at = NULL, lease_id = NULL, lease_expires_at = NULL`;
@@ -199,15 +207,11 @@ export class Outbox {
     this.stepTx = sqlite.transaction((settled: Settlement[], now: number, limit: number, leaseMs: number, fair: Fairness) => {
       for (const f of settled) settlePrepared(p, f);
       if (limit <= 0) return [];
-      const lease = this.newLease();
-      return claim.all(lease, now + leaseMs, now, limit, this.ownerLike, fair.perIntegration, JSON.stringify(fair.failing), fair.reserved).map(
+      const lease = crypto.randomUUID();
+      return claim.all(lease, now + leaseMs, now, limit, busyJson(fair.busy), fair.perIntegration, JSON.stringify(fair.failing), fair.reserved).map(
         (r): Claimed => ({ id: r.id, user_id: r.user_id, integration_id: r.integration_id, payload: r.payload, attempt: r.attempts, max_attempts: r.max_attempts, lease }),
       );
     }) as never;
-  }
-
-  private newLease(): string {
-    return `${this.owner}.${crypto.randomUUID()}`;
   }
 
   /**
@@ -234,13 +238,13 @@ export class Outbox {
     for (const f of settled) yield* this.settleUnit(tx, f);
     if (limit <= 0) return [];
     const n = notificationLog;
-    const lease = this.newLease();
+    const lease = crypto.randomUUID();
     // CAST: PostgreSQL would type a bare parameter added to an integer as int4 (epoch ms overflow it).
     const at = sql`CAST(${now} AS bigint)`;
     // Literals, not parameters: numbers, a UUID of ours and integration ids of ours, never user input.
     const int = (x: number) => String(Math.trunc(x));
     const picked = sql.raw(
-      `(${claimSql({ now: `CAST(${int(now)} AS bigint)`, ownerLike: `'${this.ownerLike}'`, cap: int(fair.perIntegration), failing: idList(fair.failing), limit: int(limit), reserved: int(fair.reserved), lateral: isPostgres(tx) })})`,
+      `(${claimSql({ now: `CAST(${int(now)} AS bigint)`, busy: busyTable(fair.busy), cap: int(fair.perIntegration), failing: idList(fair.failing), limit: int(limit), reserved: int(fair.reserved), lateral: isPostgres(tx) })})`,
     );
     let due = tx
       .select({ id: n.id })
@@ -322,22 +326,18 @@ export class Outbox {
    * integration with an attempt in flight). The end of an attempt wakes the worker for those; a
    * timer for them would only fire into claims that take nothing.
    */
-  async nextDueAt(now: number, fair: Fairness, free: number): Promise<number | null> {
+  async nextDueAt(fair: Fairness, free: number): Promise<number | null> {
     const n = notificationLog;
-    const failing = fair.failing.length ? inArray(n.integration_id, [...fair.failing]) : sql`1 = 0`;
     const open = free > fair.reserved;
-    const blocked = this.db
-      .select({ id: n.integration_id })
-      .from(n)
-      .where(and(eq(n.status, "pending"), like(n.lease_id, this.ownerLike), gt(n.lease_expires_at, now), isNotNull(n.integration_id)))
-      .groupBy(n.integration_id)
-      .having(open ? sql`count(*) >= CASE WHEN ${failing} THEN 1 ELSE ${fair.perIntegration} END` : sql`count(*) >= 1`);
-    const claimable = open ? notInArray(n.integration_id, blocked) : and(notInArray(n.integration_id, blocked), fair.failing.length ? notInArray(n.integration_id, [...fair.failing]) : undefined);
+    const failing = new Set(fair.failing);
+    const blocked = new Set([...fair.busy].filter(([id, k]) => k >= (!open ? 1 : failing.has(id) ? 1 : fair.perIntegration)).map(([id]) => id));
+    if (!open) for (const id of failing) blocked.add(id);
+    const claimable = blocked.size ? or(isNull(n.integration_id), notInArray(n.integration_id, [...blocked])) : undefined;
     const row = await first(
       this.db
         .select({ at: n.next_attempt_at })
         .from(n)
-        .where(and(eq(n.status, "pending"), isNull(n.lease_id), or(isNull(n.integration_id), claimable)))
+        .where(and(eq(n.status, "pending"), isNull(n.lease_id), claimable))
         .orderBy(asc(n.next_attempt_at)),
     );
     return row?.at ?? null;

@@ -67,6 +67,8 @@ export class DeliveryWorker {
   private timerAt = Infinity;
   private cron: Cron | null = null;
   private inflight = new Map<string, Promise<void>>();
+  /** Attempts in flight per integration (the claim's cap counts them; see Fairness.busy). */
+  private busyPer = new Map<string, number>();
   /** Outcomes waiting for the next pass to write them. */
   private settled: Settlement[] = [];
   /** Controllers of the attempts in flight (aborted at shutdown). */
@@ -164,9 +166,16 @@ export class DeliveryWorker {
       this.onOutcome?.(f.kind, f.c.attempt);
     }
     for (const c of claimed) {
+      const iid = c.integration_id;
+      if (iid) this.busyPer.set(iid, (this.busyPer.get(iid) ?? 0) + 1);
       // finally() runs after set() even when run() settles synchronously.
       const p = this.run(c).finally(() => {
         this.inflight.delete(c.id);
+        if (iid) {
+          const left = this.busyPer.get(iid)! - 1;
+          if (left > 0) this.busyPer.set(iid, left);
+          else this.busyPer.delete(iid);
+        }
         this.wake();
       });
       this.inflight.set(c.id, p);
@@ -176,13 +185,13 @@ export class DeliveryWorker {
   }
 
   private fairness(): Fairness {
-    return { perIntegration: PER_INTEGRATION, failing: [...this.failingIds], reserved: RESERVED_SLOTS };
+    return { perIntegration: PER_INTEGRATION, failing: [...this.failingIds], reserved: RESERVED_SLOTS, busy: this.busyPer };
   }
 
   private async armTimer() {
     let at: number | null = null;
     try {
-      at = await this.deps.outbox.nextDueAt(this.deps.now(), this.fairness(), CONCURRENCY - this.inflight.size);
+      at = await this.deps.outbox.nextDueAt(this.fairness(), CONCURRENCY - this.inflight.size);
     } catch {
       at = null;
     }

@@ -4,8 +4,8 @@
  * takes under the fairness rules. Per webhook its oldest due rows up to its cap (1 when failing);
  * first attempts before shared ones; shared ones (a webhook's 2nd+ in flight, any failing
  * webhook's) only while more than `reserved` slots stay free; oldest due first within each.
- * The app's own worker is stopped: each test's Outbox is a "server" of its own, so only its own
- * leases count as in flight.
+ * The app's own worker is stopped: each test's Server (an Outbox and the attempts in flight it
+ * claimed, as the worker counts them) is a server of its own, so only its own claims count.
  */
 import { afterAll, beforeAll, beforeEach, expect, test } from "bun:test";
 import { type Fairness, Outbox } from "../../src/notifications/outbox.ts";
@@ -43,30 +43,34 @@ async function row(w: string, due: number): Promise<string> {
   return `${w}${due}`;
 }
 
-function fair(opts: { failing?: string[]; reserved?: number } = {}): Fairness {
-  return { perIntegration: 4, failing: (opts.failing ?? []).map((w) => webhooks[w]!.integrationId), reserved: opts.reserved ?? 8 };
+/** A server's outbox and its attempts in flight per integration (what the worker counts; nothing here ends one). */
+type Server = { outbox: Outbox; busy: Map<string, number> };
+const newServer = (): Server => ({ outbox: new Outbox(t.app.services.db, t.app.services.sqlite, [1000]), busy: new Map() });
+
+function fair(server: Server, opts: { failing?: string[]; reserved?: number } = {}): Fairness {
+  return { perIntegration: 4, failing: (opts.failing ?? []).map((w) => webhooks[w]!.integrationId), reserved: opts.reserved ?? 8, busy: server.busy };
 }
 
-async function claim(outbox: Outbox, limit: number, f: Fairness): Promise<string[]> {
-  const claimed = await outbox.step([], NOW, limit, 60_000, f);
+/** One claim by `server` with `limit` free slots; what it takes is in flight on it from then on. */
+async function claim(server: Server, limit: number, opts: { failing?: string[]; reserved?: number } = {}): Promise<string[]> {
+  const claimed = await server.outbox.step([], NOW, limit, 60_000, fair(server, opts));
+  for (const c of claimed) if (c.integration_id) server.busy.set(c.integration_id, (server.busy.get(c.integration_id) ?? 0) + 1);
   return claimed.map((c) => names.get(c.id)!).sort();
 }
-
-const newOutbox = () => new Outbox(t.app.services.db, t.app.services.sqlite, [1000]);
 
 test("per webhook its oldest due rows up to the cap; another webhook's rows are not held up by that backlog; the cap counts this server's attempts in flight", async () => {
   for (let i = 1; i <= 6; i++) await row("A", i);
   await row("B", 10);
   await row("B", 11);
-  const outbox = newOutbox();
-  expect(await claim(outbox, 32, fair())).toEqual(["A1", "A2", "A3", "A4", "B10", "B11"]);
+  const server = newServer();
+  expect(await claim(server, 32)).toEqual(["A1", "A2", "A3", "A4", "B10", "B11"]);
   // A has 4 in flight: its two other due rows wait; B takes two more.
   await row("B", 12);
   await row("B", 13);
-  expect(await claim(outbox, 26, fair())).toEqual(["B12", "B13"]);
-  expect(await claim(outbox, 24, fair())).toEqual([]);
-  // Another server's outbox does not count these leases: it takes A's remaining two.
-  expect(await claim(newOutbox(), 32, fair())).toEqual(["A5", "A6"]);
+  expect(await claim(server, 26)).toEqual(["B12", "B13"]);
+  expect(await claim(server, 24)).toEqual([]);
+  // Another server does not count these attempts: it takes A's remaining two.
+  expect(await claim(newServer(), 32)).toEqual(["A5", "A6"]);
 });
 
 test("a claim takes at most the free slots: first attempts (one per webhook) before further ones, each oldest due first", async () => {
@@ -75,18 +79,18 @@ test("a claim takes at most the free slots: first attempts (one per webhook) bef
   await row("A", 3);
   await row("C", 4);
   await row("D", 5);
-  const outbox = newOutbox();
+  const server = newServer();
   // 3 free (none reserved here): the oldest three first attempts; A3, older than C4 and D5, is A's second.
-  expect(await claim(outbox, 3, fair({ reserved: 0 }))).toEqual(["A1", "B2", "C4"]);
-  expect(await claim(outbox, 5, fair({ reserved: 0 }))).toEqual(["A3", "D5"]);
+  expect(await claim(server, 3, { reserved: 0 })).toEqual(["A1", "B2", "C4"]);
+  expect(await claim(server, 5, { reserved: 0 })).toEqual(["A3", "D5"]);
 });
 
 test("a failing webhook gets one attempt in flight; the others keep their cap", async () => {
   for (let i = 1; i <= 3; i++) await row("C", i);
   for (let i = 4; i <= 6; i++) await row("A", i);
-  const outbox = newOutbox();
-  expect(await claim(outbox, 32, fair({ failing: ["C"] }))).toEqual(["A4", "A5", "A6", "C1"]);
-  expect(await claim(outbox, 28, fair({ failing: ["C"] }))).toEqual([]);
+  const server = newServer();
+  expect(await claim(server, 32, { failing: ["C"] })).toEqual(["A4", "A5", "A6", "C1"]);
+  expect(await claim(server, 28, { failing: ["C"] })).toEqual([]);
 });
 
 test("reserved slots: with few free, only first attempts of webhooks that are not failing are taken", async () => {
@@ -96,7 +100,7 @@ test("reserved slots: with few free, only first attempts of webhooks that are no
   await row("C", 7); // failing
   await row("D", 8);
   // 10 free, 8 reserved, 3 first attempts (A1, B5, D8): no room left for shared ones.
-  expect(await claim(newOutbox(), 10, fair({ failing: ["C"] }))).toEqual(["A1", "B5", "D8"]);
+  expect(await claim(newServer(), 10, { failing: ["C"] })).toEqual(["A1", "B5", "D8"]);
 });
 
 test("reserved slots: shared attempts fill what the firsts leave above the reserve, oldest due first", async () => {
@@ -105,18 +109,18 @@ test("reserved slots: shared attempts fill what the firsts leave above the reser
   await row("B", 6);
   await row("C", 7); // failing
   // 13 free: firsts A1 and B5, then 13 − 8 − 2 = 3 shared: A2, A3, A4 (older than B6 and C7).
-  const outbox = newOutbox();
-  expect(await claim(outbox, 13, fair({ failing: ["C"] }))).toEqual(["A1", "A2", "A3", "A4", "B5"]);
+  const server = newServer();
+  expect(await claim(server, 13, { failing: ["C"] })).toEqual(["A1", "A2", "A3", "A4", "B5"]);
   // Now 8 free: the reserve only; B6 and C7 wait, and no timer is set for them.
-  expect(await claim(outbox, 8, fair({ failing: ["C"] }))).toEqual([]);
-  expect(await outbox.nextDueAt(NOW, fair({ failing: ["C"] }), 8)).toBeNull();
+  expect(await claim(server, 8, { failing: ["C"] })).toEqual([]);
+  expect(await server.outbox.nextDueAt(fair(server, { failing: ["C"] }), 8)).toBeNull();
   // A first attempt of another webhook still gets a slot, and is due at its time.
   await row("D", 900);
-  expect(await outbox.nextDueAt(NOW, fair({ failing: ["C"] }), 8)).toBe(NOW - 100);
-  expect(await claim(outbox, 8, fair({ failing: ["C"] }))).toEqual(["D900"]);
+  expect(await server.outbox.nextDueAt(fair(server, { failing: ["C"] }), 8)).toBe(NOW - 100);
+  expect(await claim(server, 8, { failing: ["C"] })).toEqual(["D900"]);
   // With a slot above the reserve, the oldest shared row goes.
-  expect(await outbox.nextDueAt(NOW, fair({ failing: ["C"] }), 9)).toBe(NOW - 1000 + 6);
-  expect(await claim(outbox, 9, fair({ failing: ["C"] }))).toEqual(["B6"]);
+  expect(await server.outbox.nextDueAt(fair(server, { failing: ["C"] }), 9)).toBe(NOW - 1000 + 6);
+  expect(await claim(server, 9, { failing: ["C"] })).toEqual(["B6"]);
 });
 
 // SQLite's prepared claim (the single-server hot path). On PostgreSQL the same statement still took
@@ -128,7 +132,8 @@ test.skipIf(!!PG_SERVER)("a claim's cost does not grow with one webhook's backlo
     let best = Infinity;
     for (let i = 0; i < 5; i++) {
       const t0 = performance.now();
-      expect((await newOutbox().step([], NOW, 32, 60_000, fair())).length).toBe(4);
+      const server = newServer();
+      expect((await server.outbox.step([], NOW, 32, 60_000, fair(server))).length).toBe(4);
       best = Math.min(best, performance.now() - t0);
     }
     return best;

@@ -8,42 +8,27 @@ import { afterAll, expect, test } from "bun:test";
 import { createApp } from "../../src/app.ts";
 import { createLogger } from "../../src/log.ts";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
-import { removeInstanceWorkspaces, tempDir, testConfig } from "../helpers/app.ts";
-import { spawnServer } from "../helpers/server-process.ts";
+import { removeInstanceWorkspaces, testConfig } from "../helpers/app.ts";
 import { freePort, waitFor } from "../helpers/net.ts";
-import { cliAccount } from "../helpers/cli.ts";
-import { databaseArgs, databaseFor, dropDatabaseFor, PG_SERVER } from "../helpers/pg.ts";
+import { databaseFor, dropDatabaseFor, PG_SERVER } from "../helpers/pg.ts";
+import { type SpawnedAgent, spawnedAgent } from "../helpers/spawned-agent.ts";
 
 const mock = startMockAnthropic();
 afterAll(() => mock.stop());
 
-const json = (token: string) => ({ authorization: `Bearer ${token}`, "content-type": "application/json" });
+/** Waits until the session's command has started (its tool_use frame is stored before it starts). */
+const commandStarted = (a: SpawnedAgent, sessionId: string) =>
+  waitFor(async () => (await a.events(sessionId)).some((f) => f.type === "task:tool_use") || null, { timeoutMs: 30_000, what: "the command started" });
 const resultsOf = (req: any) => ((req.body.messages.at(-1)?.content ?? []) as any[]).filter((b) => b.type === "tool_result");
 
 test("a command running at a kill -9 is killed when the task resumes: its later effects never happen", async () => {
-  const dataDir = tempDir();
-  const db = await databaseArgs(dataDir);
-  const token = await cliAccount(dataDir, db, "left@example.com", "left");
-
-  let server = await spawnServer({ dataDir });
-  const profile = await (
-    await fetch(server.url + "/v1/profiles", {
-      method: "POST",
-      headers: json(token),
-      body: JSON.stringify({ name: "left", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
-    })
-  ).json();
-
+  const a = await spawnedAgent("left", { modelUrl: mock.url });
   mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "sleep 20; echo done > /workspace/marker" } }] });
-  const sub = await (await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token), body: JSON.stringify({ profile_id: profile.id, prompt: "slow" }) })).json();
-  expect(sub.task_id).toMatch(/^task_/);
-  // The command runs (its tool_use frame is stored before it starts), then the server dies.
-  await waitFor(async () => {
-    const frames = (await (await fetch(`${server.url}/v1/sessions/${sub.session_id}/events?limit=100`, { headers: json(token) })).json()).data as any[];
-    return frames.some((f) => f.type === "task:tool_use") || null;
-  }, { timeoutMs: 30_000, what: "the command started" });
+  const sub = await a.submit("slow");
+  // The command runs, then the server dies.
+  await commandStarted(a, sub.session_id);
   await Bun.sleep(2000);
-  expect(await server.kill("SIGKILL")).not.toBe(0);
+  expect(await a.kill("SIGKILL")).not.toBe(0);
 
   // After the restart: the interrupted call's result, then a look (past the 20 s) at what the
   // leftover command would have done by now.
@@ -57,20 +42,15 @@ test("a command running at a kill -9 is killed when the task resumes: its later 
     }
     return { text: "Look: " + text };
   });
-  server = await spawnServer({ dataDir });
+  await a.restart();
   try {
-    const task = await waitFor(async () => {
-      const r = await (await fetch(`${server.url}/v1/tasks/${sub.task_id}`, { headers: json(token) })).json();
-      return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
-    }, { timeoutMs: 60_000, what: "recovered task" });
+    const task = await a.finished(sub.task_id, { timeoutMs: 60_000, what: "recovered task" });
     expect(task.status).toBe("completed");
     expect(task.result_text).toContain("No such file");
     expect(task.result_text).toContain("running: 0");
     expect(interrupted).toContain("was stopped");
   } finally {
-    await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token) });
-    await server.kill("SIGTERM");
-    await dropDatabaseFor(dataDir);
+    await a.close(sub.session_id);
   }
 }, 150_000);
 
@@ -79,27 +59,13 @@ test("a command running at a kill -9 is killed when the task resumes: its later 
  * that comes next on its data dir, built but not started: nothing has resumed the task yet.
  */
 async function killedMidCommand(name: string) {
-  const dataDir = tempDir();
-  const db = await databaseArgs(dataDir);
-  const email = `${name}@example.com`;
-  const token = await cliAccount(dataDir, db, email, name);
-  const server = await spawnServer({ dataDir });
-  const profile = await (
-    await fetch(server.url + "/v1/profiles", {
-      method: "POST",
-      headers: json(token),
-      body: JSON.stringify({ name, model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
-    })
-  ).json();
+  const a = await spawnedAgent(name, { modelUrl: mock.url });
+  const { dataDir } = a;
   mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "sleep 47; echo done > /workspace/marker" } }] });
-  const sub = await (await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token), body: JSON.stringify({ profile_id: profile.id, prompt: name }) })).json();
-  expect(sub.task_id).toMatch(/^task_/);
-  await waitFor(async () => {
-    const frames = (await (await fetch(`${server.url}/v1/sessions/${sub.session_id}/events?limit=100`, { headers: json(token) })).json()).data as any[];
-    return frames.some((f) => f.type === "task:tool_use") || null;
-  }, { timeoutMs: 30_000, what: "the command started" });
+  const sub = await a.submit(name);
+  await commandStarted(a, sub.session_id);
   await Bun.sleep(2000);
-  expect(await server.kill("SIGKILL")).not.toBe(0);
+  expect(await a.kill("SIGKILL")).not.toBe(0);
 
   const database = PG_SERVER ? await databaseFor(dataDir) : null;
   const app = await createApp(testConfig({ port: await freePort(), dataDir, database }), { logger: createLogger({ level: "error", sink: () => {} }) });
@@ -109,7 +75,7 @@ async function killedMidCommand(name: string) {
   return {
     app,
     task,
-    profileId: profile.id as string,
+    profileId: a.profile.id as string,
     sleeping: () => Number(Bun.spawnSync(["docker", "exec", ctr, "sh", "-c", "ps | grep -c '[s]leep 47'"]).stdout.toString().trim()),
     /** The interrupted call's stored result (what the session's next turn tells the model). */
     async toolResult() {

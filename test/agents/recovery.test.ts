@@ -5,44 +5,25 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
-import { tempDir } from "../helpers/app.ts";
-import { spawnServer } from "../helpers/server-process.ts";
 import { waitFor } from "../helpers/net.ts";
-import { cliAccount } from "../helpers/cli.ts";
 import { startDockerProxy } from "../helpers/docker-proxy.ts";
-import { databaseArgs, dropDatabaseFor } from "../helpers/pg.ts";
+import { spawnedAgent } from "../helpers/spawned-agent.ts";
 
 const mock = startMockAnthropic();
 afterAll(() => mock.stop());
 
-const json = (token: string) => ({ authorization: `Bearer ${token}`, "content-type": "application/json" });
-
 test("a task survives kill -9 of the server and completes without re-running finished tools", async () => {
-  const dataDir = tempDir();
-  // The PostgreSQL pass: the CLI works on the database spawnServer's server uses.
-  const db = await databaseArgs(dataDir);
-  const token = await cliAccount(dataDir, db, "k9@example.com", "k9");
-
-  let server = await spawnServer({ dataDir });
-  const profile = await (
-    await fetch(server.url + "/v1/profiles", {
-      method: "POST",
-      headers: json(token!),
-      body: JSON.stringify({ name: "k9", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
-    })
-  ).json();
-
+  const a = await spawnedAgent("k9", { modelUrl: mock.url });
   mock.enqueue(
     { toolCalls: [{ name: "Bash", input: { command: "echo ran >> /workspace/count.txt" } }] },
     { toolCalls: [{ name: "Bash", input: { command: "echo slow >> /workspace/count.txt; sleep 30" } }] },
   );
-  const sub = await (await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token!), body: JSON.stringify({ profile_id: profile.id, prompt: "count" }) })).json();
-  expect(sub.task_id).toMatch(/^task_/);
+  const sub = await a.submit("count");
 
   // Wait until the second tool call is running, then kill the server outright.
   await mock.waitForRequests(2, 20_000);
   await Bun.sleep(800);
-  expect(await server.kill("SIGKILL")).not.toBe(0);
+  expect(await a.kill("SIGKILL")).not.toBe(0);
 
   // After the restart the model is told the in-flight call was interrupted; then it finishes.
   let sawInterrupted = false;
@@ -55,70 +36,49 @@ test("a task survives kill -9 of the server and completes without re-running fin
     }
     return { text: "Recovered: " + JSON.stringify(results[0]?.content ?? "") };
   });
-  server = await spawnServer({ dataDir });
+  await a.restart();
   try {
-    const task = await waitFor(async () => {
-      const r = await (await fetch(`${server.url}/v1/tasks/${sub.task_id}`, { headers: json(token!) })).json();
-      return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
-    }, { timeoutMs: 30_000, what: "recovered task" });
+    const task = await a.finished(sub.task_id, { what: "recovered task" });
     expect(task.status).toBe("completed");
     expect(sawInterrupted).toBe(true);
     // The first tool ran once, the interrupted one had started once; neither ran again.
     expect(task.result_text).toContain("ran\\nslow\\n");
     expect(task.result_text).not.toContain("ran\\nslow\\nran");
     expect(task.turns).toBe(4);
-    const frames = (await (await fetch(`${server.url}/v1/sessions/${sub.session_id}/events?limit=1000`, { headers: json(token!) })).json()).data;
-    expect(frames.map((f: any) => f.seq)).toEqual(frames.map((_: any, i: number) => i + 1));
+    const frames = await a.events(sub.session_id);
+    expect(frames.map((f) => f.seq)).toEqual(frames.map((_, i) => i + 1));
     expect(frames.at(-1)).toMatchObject({ type: "task:done", status: "completed" });
   } finally {
-    await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token!) });
-    await server.kill("SIGTERM");
-    await dropDatabaseFor(dataDir);
+    await a.close(sub.session_id);
   }
 }, 120_000);
 
 // The text streamed by a model request the server was stopped in (kill -9 or SIGTERM) is removed
 // from the log when the resumed task makes that request again: a replay shows the answer once.
 test.each(["SIGKILL", "SIGTERM"] as const)("after a %s mid-answer the re-requested answer's text is in the log once, numbered above the removed frames", async (signal) => {
-  const dataDir = tempDir();
-  const db = await databaseArgs(dataDir);
-  const email = `cut-${signal.toLowerCase()}@example.com`;
-  const token = await cliAccount(dataDir, db, email, "cut");
-  let server = await spawnServer({ dataDir });
-  const get = async (path: string) => (await fetch(server.url + path, { headers: json(token) })).json();
-  const frames = async (sid: string) => (await get(`/v1/sessions/${sid}/events?limit=1000`)).data as any[];
+  const a = await spawnedAgent(`cut-${signal.toLowerCase()}`, { modelUrl: mock.url });
   const text = (fs: any[]) => fs.filter((f) => f.type === "task:token").map((f) => f.text).join("");
   const pieces = Array.from({ length: 30 }, (_, i) => `t${i} `);
-  const profile = await (
-    await fetch(server.url + "/v1/profiles", {
-      method: "POST",
-      headers: json(token),
-      body: JSON.stringify({ name: "cut", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
-    })
-  ).json();
   mock.reset();
   mock.enqueue({ text: pieces, usage: { input_tokens: 10, output_tokens: 30 }, hangAfter: 16 });
-  const sub = await (await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token), body: JSON.stringify({ profile_id: profile.id, prompt: "SLOW" }) })).json();
+  const sub = await a.submit("SLOW");
   // Stored (the read flushes the log), then the server stops mid-answer.
   const before = await waitFor(async () => {
-    const fs = await frames(sub.session_id);
+    const fs = await a.events(sub.session_id);
     return text(fs) === pieces.slice(0, 16).join("") ? fs : null;
   }, { timeoutMs: 20_000, what: "16 pieces streamed" });
   const cutSeqs = before.filter((f) => f.type === "task:token").map((f) => f.seq);
-  await server.kill(signal);
+  await a.kill(signal);
 
   mock.enqueue({ text: pieces, usage: { input_tokens: 10, output_tokens: 30 } });
-  server = await spawnServer({ dataDir });
+  await a.restart();
   try {
-    const task = await waitFor(async () => {
-      const r = await get(`/v1/tasks/${sub.task_id}`);
-      return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
-    }, { timeoutMs: 30_000, what: "resumed task" });
+    const task = await a.finished(sub.task_id, { what: "resumed task" });
     expect(task.status).toBe("completed");
     expect(task.result_text).toBe(pieces.join("").trim());
     // The cut request's input was written when message_start came, even before a kill -9.
     expect(task.input_tokens).toBe(20);
-    const after = await frames(sub.session_id);
+    const after = await a.events(sub.session_id);
     expect(text(after)).toBe(pieces.join(""));
     const seqs = after.map((f) => f.seq);
     expect(seqs).toEqual([...new Set(seqs)].sort((a, b) => a - b));
@@ -127,9 +87,7 @@ test.each(["SIGKILL", "SIGTERM"] as const)("after a %s mid-answer the re-request
     expect(Math.min(...newTokens)).toBeGreaterThan(Math.max(...cutSeqs));
     expect(after.at(-1)).toMatchObject({ type: "task:done", status: "completed" });
   } finally {
-    await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token) });
-    await server.kill("SIGTERM");
-    await dropDatabaseFor(dataDir);
+    await a.close(sub.session_id);
   }
 }, 120_000);
 
@@ -141,40 +99,23 @@ test.each([
   ["max_turns", { max_turns: 1 }],
   ["max_budget_usd", { max_budget_usd: 0.3 }],
 ] as const)("a task killed mid-answer in its last allowed turn: %s", async (limit, limits) => {
-  const dataDir = tempDir();
-  const db = await databaseArgs(dataDir);
-  const token = await cliAccount(dataDir, db, `last-${limit}@example.com`, "last");
-  let server = await spawnServer({ dataDir });
-  const get = async (path: string) => (await fetch(server.url + path, { headers: json(token) })).json();
-  const profile = await (
-    await fetch(server.url + "/v1/profiles", {
-      method: "POST",
-      headers: json(token),
-      body: JSON.stringify({ name: "last", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
-    })
-  ).json();
+  const a = await spawnedAgent(`last-${limit}`, { modelUrl: mock.url });
   mock.reset();
   // 100,000 input tokens of claude-sonnet-4-6 cost $0.30: the cut request alone reaches a $0.30 budget.
   const usage = { input_tokens: 100_000, output_tokens: 10 };
   mock.enqueue({ text: ["Half ", "an ", "answer"], usage, hangAfter: 2 });
-  const sub = await (
-    await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token), body: JSON.stringify({ profile_id: profile.id, prompt: "one turn", ...limits }) })
-  ).json();
-  expect(sub.task_id, JSON.stringify(sub)).toMatch(/^task_/);
+  const sub = await a.submit("one turn", limits);
   // Mid-answer, with the cut request's input charged: turns 1, cost $0.30.
   await waitFor(async () => {
-    const t = await get(`/v1/tasks/${sub.task_id}`);
+    const t = await a.get(`/v1/tasks/${sub.task_id}`);
     return t.status === "running" && t.turns === 1 && t.cost_usd >= 0.3 ? t : null;
   }, { timeoutMs: 20_000, what: "the cut request charged" });
-  expect(await server.kill("SIGKILL")).not.toBe(0);
+  expect(await a.kill("SIGKILL")).not.toBe(0);
 
   mock.enqueue({ text: ["The ", "answer"], usage });
-  server = await spawnServer({ dataDir });
+  await a.restart();
   try {
-    const task = await waitFor(async () => {
-      const r = await get(`/v1/tasks/${sub.task_id}`);
-      return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
-    }, { timeoutMs: 30_000, what: "resumed task" });
+    const task = await a.finished(sub.task_id, { what: "resumed task" });
     if (limit === "max_budget_usd") {
       expect([task.status, task.error?.code]).toEqual(["failed", "BUDGET_EXCEEDED"]);
       expect(mock.requests.length).toBe(1);
@@ -190,9 +131,7 @@ test.each([
     expect(task.input_tokens).toBe(200_000);
     expect(task.cost_usd).toBeGreaterThan(0.6);
   } finally {
-    await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token) });
-    await server.kill("SIGTERM");
-    await dropDatabaseFor(dataDir);
+    await a.close(sub.session_id);
   }
 }, 120_000);
 
@@ -200,46 +139,29 @@ test.each([
 // restart at most twice (MAX_TURN_REPEATS), then the task fails instead of repeating it forever.
 // The count is stored with the task (it outlives each kill -9) and starts again with each new turn.
 test("a turn whose model request restarts cut off three times fails INTERNAL_ERROR; each new turn gets its own repeats", async () => {
-  const dataDir = tempDir();
-  const db = await databaseArgs(dataDir);
-  const token = await cliAccount(dataDir, db, "repeats@example.com", "repeats");
-  let server = await spawnServer({ dataDir });
-  const get = async (path: string) => (await fetch(server.url + path, { headers: json(token) })).json();
-  const profile = await (
-    await fetch(server.url + "/v1/profiles", {
-      method: "POST",
-      headers: json(token),
-      body: JSON.stringify({ name: "repeats", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
-    })
-  ).json();
+  const a = await spawnedAgent("repeats", { modelUrl: mock.url });
   mock.reset();
   const hang = { text: ["Half ", "an ", "answer"], usage: { input_tokens: 10, output_tokens: 3 }, hangAfter: 1 };
   // Turn 1: cut twice, answered (a tool call) at its second repeat. Turn 2: cut three times. A
   // last answer is queued that must never be asked for.
   mock.enqueue(hang, hang, { toolCalls: [{ name: "Bash", input: { command: "true" } }] }, hang, hang, hang, { text: "Never asked." });
-  const sub = await (await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token), body: JSON.stringify({ profile_id: profile.id, prompt: "crash me", max_turns: 5 }) })).json();
-  expect(sub.task_id, JSON.stringify(sub)).toMatch(/^task_/);
+  const sub = await a.submit("crash me", { max_turns: 5 });
   // Each server is killed once its request hangs mid-answer: after 1, 2, 4 (turn 2's first), 5 and 6 requests.
   for (const n of [1, 2, 4, 5, 6]) {
     await mock.waitForRequests(n, 30_000);
-    expect(await server.kill("SIGKILL")).not.toBe(0);
-    server = await spawnServer({ dataDir });
+    expect(await a.kill("SIGKILL")).not.toBe(0);
+    await a.restart();
   }
   try {
-    const task = await waitFor(async () => {
-      const r = await get(`/v1/tasks/${sub.task_id}`);
-      return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
-    }, { timeoutMs: 30_000, what: "the task after its last restart" });
+    const task = await a.finished(sub.task_id, { what: "the task after its last restart" });
     expect(task.status, JSON.stringify(task)).toBe("failed");
     expect(task.error).toEqual({ code: "INTERNAL_ERROR", message: expect.stringContaining("turn 2 was cut off by server restarts 3 times") });
     // Not asked a seventh time; still two turns, whatever the repeats.
     expect(mock.requests.length).toBe(6);
     expect(task.turns).toBe(2);
-    expect(server.output()).toContain("model request cut off by restarts too many times");
+    expect(a.server.output()).toContain("model request cut off by restarts too many times");
   } finally {
-    await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token) });
-    await server.kill("SIGTERM");
-    await dropDatabaseFor(dataDir);
+    await a.close(sub.session_id);
   }
 }, 180_000);
 
@@ -251,40 +173,20 @@ describe("a session whose workspace start a kill -9 cut off", () => {
   afterAll(() => proxy.stop());
 
   async function setup(name: string) {
-    const dataDir = tempDir();
-    const db = await databaseArgs(dataDir);
-    const email = `${name}@example.com`;
-    const token = await cliAccount(dataDir, db, email, name);
-    const flags = ["--docker-host", proxy.host];
-    let server = await spawnServer({ dataDir, flags });
-    const call = async (method: string, path: string, body?: unknown) => {
-      const text = await (await fetch(server.url + path, { method, headers: json(token), body: body === undefined ? undefined : JSON.stringify(body) })).text();
-      return text ? JSON.parse(text) : null;
-    };
-    const profile = await call("POST", "/v1/profiles", { name, model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" });
+    const a = await spawnedAgent(name, { modelUrl: mock.url, flags: ["--docker-host", proxy.host] });
     /** Sends `path` while container creation is held, and kills the server -9 once it is. */
     const killDuringStart = async (path: string, body: unknown) => {
       proxy.hold = true;
       const held = proxy.held;
-      void fetch(server.url + path, { method: "POST", headers: json(token), body: JSON.stringify(body) }).catch(() => {});
+      void fetch(a.server.url + path, { method: "POST", headers: a.headers, body: JSON.stringify(body) }).catch(() => {});
       await waitFor(async () => proxy.held > held, { timeoutMs: 20_000, what: "container create held" });
-      expect(await server.kill("SIGKILL")).not.toBe(0);
+      expect(await a.kill("SIGKILL")).not.toBe(0);
       proxy.hold = false;
-      server = await spawnServer({ dataDir, flags });
+      await a.restart();
     };
-    const finished = (taskId: string) =>
-      waitFor(async () => {
-        const r = await call("GET", `/v1/tasks/${taskId}`);
-        return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
-      }, { timeoutMs: 30_000, what: "task finished" });
-    const types = async (sid: string) => ((await call("GET", `/v1/sessions/${sid}/events?limit=1000`)).data as any[]).map((f) => f.type);
-    const ready = async (sid: string) => ((await call("GET", `/v1/sessions/${sid}/events?limit=1000`)).data as any[]).filter((f) => f.type === "session.ready");
-    const done = async (sid: string | undefined) => {
-      if (sid) await call("DELETE", `/v1/sessions/${sid}`);
-      await server.kill("SIGTERM");
-      await dropDatabaseFor(dataDir);
-    };
-    return { profile, call, killDuringStart, finished, types, ready, done };
+    const types = async (sid: string) => (await a.events(sid)).map((f) => f.type);
+    const ready = async (sid: string) => (await a.events(sid)).filter((f) => f.type === "session.ready");
+    return { profile: a.profile, call: a.call, finished: (taskId: string) => a.finished(taskId), killDuringStart, types, ready, done: (sid: string | undefined) => a.close(sid) };
   }
 
   test("a task's new session is announced with session.ready when its recovered task starts the workspace", async () => {

@@ -5,57 +5,37 @@
  * before it starts the session's servers again: one set of them runs afterwards, not two.
  */
 import { afterAll, expect, test } from "bun:test";
-import { tempDir } from "../helpers/app.ts";
-import { cliAccount } from "../helpers/cli.ts";
 import { EVERYTHING_IN_IMAGE, MCP_IMAGE } from "../helpers/mcp-server.ts";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
 import { waitFor } from "../helpers/net.ts";
-import { databaseArgs, dropDatabaseFor } from "../helpers/pg.ts";
-import { spawnServer } from "../helpers/server-process.ts";
+import { spawnedAgent } from "../helpers/spawned-agent.ts";
 
 const mock = startMockAnthropic();
 afterAll(() => mock.stop());
 
-const json = (token: string) => ({ authorization: `Bearer ${token}`, "content-type": "application/json" });
 const resultsOf = (req: any) => ((req.body.messages.at(-1)?.content ?? []) as any[]).filter((b) => b.type === "tool_result");
 // Passes stdin's data on, never its end: the reference server (and so the wrapper) lives on once its client is gone.
 const WRAPPER = `const c=require("child_process").spawn("/usr/local/bin/node",[${JSON.stringify(EVERYTHING_IN_IMAGE)},"stdio"],{stdio:["pipe","inherit","inherit"]});process.stdin.on("data",d=>c.stdin.write(d));`;
 
 test("a stdio MCP server left running by a kill -9 is killed when the task resumes; its replacement runs alone", async () => {
-  const dataDir = tempDir();
-  const db = await databaseArgs(dataDir);
-  const token = await cliAccount(dataDir, db, "mcpleft@example.com", "mcpleft");
-
-  let server = await spawnServer({ dataDir });
-  const profile = await (
-    await fetch(server.url + "/v1/profiles", {
-      method: "POST",
-      headers: json(token),
-      body: JSON.stringify({
-        name: "mcpleft",
-        model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url },
-        image: MCP_IMAGE,
-        network: "none",
-        tools: ["Bash"],
-        limits: { memory_mb: 512, cpus: 1, pids: 256 },
-        mcp_servers: [{ name: "ev", transport: "stdio", command: "node", args: ["-e", WRAPPER] }],
-      }),
-    })
-  ).json();
-  expect(profile.id, JSON.stringify(profile)).toMatch(/^prof_/);
+  const a = await spawnedAgent("mcpleft", {
+    modelUrl: mock.url,
+    profile: {
+      image: MCP_IMAGE,
+      tools: ["Bash"],
+      limits: { memory_mb: 512, cpus: 1, pids: 256 },
+      mcp_servers: [{ name: "ev", transport: "stdio", command: "node", args: ["-e", WRAPPER] }],
+    },
+  });
 
   mock.enqueue({ toolCalls: [{ name: "mcp__ev__echo", input: { message: "one" } }] }, { toolCalls: [{ name: "Bash", input: { command: "sleep 30" } }] });
-  const sub = await (await fetch(server.url + "/v1/tasks", { method: "POST", headers: json(token), body: JSON.stringify({ profile_id: profile.id, prompt: "echo, then wait" }) })).json();
-  expect(sub.task_id).toMatch(/^task_/);
+  const sub = await a.submit("echo, then wait");
   let ctr = "";
   try {
     // The MCP call is done and the command runs: the server dies.
-    await waitFor(async () => {
-      const frames = (await (await fetch(`${server.url}/v1/sessions/${sub.session_id}/events?limit=100`, { headers: json(token) })).json()).data as any[];
-      return frames.some((f) => f.type === "task:tool_use" && f.tool === "Bash") || null;
-    }, { timeoutMs: 60_000, what: "the Bash call" });
+    await waitFor(async () => (await a.events(sub.session_id)).some((f) => f.type === "task:tool_use" && f.tool === "Bash") || null, { timeoutMs: 60_000, what: "the Bash call" });
     expect(JSON.stringify(resultsOf(mock.requests[1]!))).toContain("Echo: one");
-    const ws = await (await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { headers: json(token) })).json();
+    const ws = await a.get(`/v1/sessions/${sub.session_id}`);
     const ctrId = ws.container_id;
     expect(ctrId, JSON.stringify(ws)).toMatch(/^ctr_/);
     ctr = `runcell-${ctrId}`;
@@ -68,7 +48,7 @@ test("a stdio MCP server left running by a kill -9 is killed when the task resum
         .sort((a, b) => a - b);
     const before = servers();
     expect(before.length).toBe(2);
-    expect(await server.kill("SIGKILL")).not.toBe(0);
+    expect(await a.kill("SIGKILL")).not.toBe(0);
     await Bun.sleep(1000);
     // Their client is gone; they live on.
     expect(servers()).toEqual(before);
@@ -78,21 +58,16 @@ test("a stdio MCP server left running by a kill -9 is killed when the task resum
       if (JSON.stringify(results).includes("interrupted")) return { toolCalls: [{ name: "mcp__ev__echo", input: { message: "two" } }] };
       return { text: "Said: " + JSON.stringify(results[0]?.content ?? "") };
     });
-    server = await spawnServer({ dataDir });
-    const task = await waitFor(async () => {
-      const r = await (await fetch(`${server.url}/v1/tasks/${sub.task_id}`, { headers: json(token) })).json();
-      return ["completed", "failed", "cancelled"].includes(r.status) ? r : null;
-    }, { timeoutMs: 60_000, what: "the resumed task" });
+    await a.restart();
+    const task = await a.finished(sub.task_id, { timeoutMs: 60_000, what: "the resumed task" });
     expect(task.status).toBe("completed");
     expect(task.result_text).toContain("Echo: two");
     // One wrapper and one reference server: the new ones; the old ones are gone.
     const after = servers();
     expect(after.length).toBe(2);
     expect(after.filter((p) => before.includes(p))).toEqual([]);
-    expect(server.output()).toContain("stdio MCP servers an earlier server process left running were stopped");
+    expect(a.server.output()).toContain("stdio MCP servers an earlier server process left running were stopped");
   } finally {
-    await fetch(`${server.url}/v1/sessions/${sub.session_id}`, { method: "DELETE", headers: json(token) }).catch(() => {});
-    await server.kill("SIGTERM");
-    await dropDatabaseFor(dataDir);
+    await a.close(sub.session_id);
   }
 }, 180_000);

@@ -11,11 +11,11 @@ import { migrate } from "../../src/db/migrate.ts";
 import { Hub } from "../../src/events/hub.ts";
 import { EventLog } from "../../src/events/log.ts";
 import { tempDir } from "../helpers/app.ts";
-import { cliAccount } from "../helpers/cli.ts";
 import { sqlAllIn } from "../helpers/db.ts";
 import { startMockAnthropic } from "../helpers/mock-anthropic.ts";
-import { databaseArgs, dropDatabaseFor, PG_SERVER } from "../helpers/pg.ts";
-import { spawnServer, type ServerProcess } from "../helpers/server-process.ts";
+import { PG_SERVER } from "../helpers/pg.ts";
+import type { ServerProcess } from "../helpers/server-process.ts";
+import { spawnedAgent } from "../helpers/spawned-agent.ts";
 import { WsClient } from "../helpers/ws-client.ts";
 
 const mock = startMockAnthropic();
@@ -35,21 +35,11 @@ async function allEvents(server: ServerProcess, token: string, sessionId: string
 }
 
 test("after kill -9 mid-stream, resuming after the last seq seen loses nothing and no seq names two frames", async () => {
-  const dataDir = tempDir();
-  // The PostgreSQL pass: the CLI works on the database spawnServer's server uses.
-  const dbArgs = await databaseArgs(dataDir);
-  const token = await cliAccount(dataDir, dbArgs, "seq@example.com", "seq");
-
-  let server = await spawnServer({ dataDir });
+  const agent = await spawnedAgent("seq", { modelUrl: mock.url });
+  const { dataDir, token, profile } = agent;
+  let server = agent.server;
   let sessionId = "";
   try {
-    const profile = await (
-      await fetch(server.url + "/v1/profiles", {
-        method: "POST",
-        headers: json(token),
-        body: JSON.stringify({ name: "seq", model: { provider: "anthropic", name: "claude-sonnet-4-6", base_url: mock.url }, image: process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest", network: "none" }),
-      })
-    ).json();
     // A long stream before the crash; after the restart the task is resumed and streams again.
     mock.enqueue({ text: Array.from({ length: 4000 }, (_, i) => `w${i} `), delayMs: 1 });
     mock.enqueue({ text: Array.from({ length: 400 }, (_, i) => `after${i} `), delayMs: 0 });
@@ -94,7 +84,7 @@ test("after kill -9 mid-stream, resuming after the last seq seen loses nothing a
     expect(seenBySeq.size).toBe(before.length);
 
     // Restart on the same data dir; the task resumes; the client resumes after the last seq it saw.
-    server = await spawnServer({ dataDir });
+    server = await agent.restart();
     const b = await WsClient.connect(`${server.url.replace(/^http/, "ws")}/v1/stream`, { protocols: [`Bearer.${token}`] });
     b.send({ type: "session.resume", session_id: sessionId, after: lastSeen });
     await b.waitFor((f) => f.type === "task:done" || f.type === "task:failed", 60_000);
@@ -126,9 +116,7 @@ test("after kill -9 mid-stream, resuming after the last seq seen loses nothing a
     a.close();
     b.close();
   } finally {
-    if (sessionId) await fetch(`${server.url}/v1/sessions/${sessionId}`, { method: "DELETE", headers: json(token) }).catch(() => {});
-    await server.kill("SIGTERM");
-    await dropDatabaseFor(dataDir);
+    await agent.close(sessionId || undefined);
   }
 }, 180_000);
 

@@ -9,8 +9,9 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { PER_INTEGRATION } from "../../src/notifications/worker.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { waitFor } from "../helpers/net.ts";
-import { api, createUser } from "../helpers/users.ts";
-import { type Receiver, startReceiver } from "./receiver.ts";
+import { api } from "../helpers/users.ts";
+import type { Receiver } from "./receiver.ts";
+import { userWithWebhook as withWebhook } from "./webhook-user.ts";
 
 // A 3 s timeout: without fairness the healthy delivery would wait for the first batch of hanging
 // attempts to time out (~3 s), far above what is allowed below. Long waits keep retries out of it.
@@ -28,13 +29,7 @@ afterAll(async () => {
   await Promise.all([t?.stop(), t2?.stop()]);
 });
 
-async function userWithWebhook(t: TestApp, respond: () => Response | Promise<Response>) {
-  const rcv = startReceiver({ respond });
-  receivers.push(rcv);
-  const u = await createUser(t);
-  expect((await api(t, "POST", "/v1/integrations", u.bearer, { type: "webhook", config: { url: rcv.url + "/hook" } })).status).toBe(201);
-  return { rcv, u };
-}
+const userWithWebhook = (t: TestApp, respond: () => Response | Promise<Response>) => withWebhook(t, receivers, respond);
 
 test("a hanging webhook's backlog does not delay another user's delivery; it holds at most PER_INTEGRATION attempts", async () => {
   const hanging = await userWithWebhook(t, () => new Promise<Response>(() => {}));

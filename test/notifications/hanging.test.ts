@@ -14,8 +14,9 @@ import { CONCURRENCY, PER_INTEGRATION, RESERVED_SLOTS } from "../../src/notifica
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { sqlAll } from "../helpers/db.ts";
 import { waitFor } from "../helpers/net.ts";
-import { api, createUser } from "../helpers/users.ts";
-import { type Receiver, startReceiver } from "./receiver.ts";
+import { api } from "../helpers/users.ts";
+import type { Receiver } from "./receiver.ts";
+import { userWithWebhook as withWebhook } from "./webhook-user.ts";
 
 const TIMEOUT_MS = 3000;
 /** "Promptly": a third of the hanging attempts' timeout. */
@@ -34,13 +35,7 @@ afterAll(async () => {
   for (const r of receivers) r.stop();
 });
 
-async function userWithWebhook(t: TestApp, respond: () => Response | Promise<Response>) {
-  const rcv = startReceiver({ respond });
-  receivers.push(rcv);
-  const u = await createUser(t);
-  expect((await api(t, "POST", "/v1/integrations", u.bearer, { type: "webhook", config: { url: rcv.url + "/hook" } })).status).toBe(201);
-  return { rcv, u };
-}
+const userWithWebhook = (t: TestApp, respond: () => Response | Promise<Response>) => withWebhook(t, receivers, respond);
 
 const hang = () => new Promise<Response>(() => {});
 

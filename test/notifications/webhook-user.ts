@@ -1,0 +1,17 @@
+/**
+ * A user with a webhook integration whose receiver (./receiver.ts) answers with `respond`: the
+ * set-up of the tests of several webhooks at once. The receiver is added to `receivers`, which the
+ * test stops at its end.
+ */
+import { expect } from "bun:test";
+import type { TestApp } from "../helpers/app.ts";
+import { api, createUser } from "../helpers/users.ts";
+import { type Receiver, type Responder, startReceiver } from "./receiver.ts";
+
+export async function userWithWebhook(t: TestApp, receivers: Receiver[], respond: Responder) {
+  const rcv = startReceiver({ respond });
+  receivers.push(rcv);
+  const u = await createUser(t);
+  expect((await api(t, "POST", "/v1/integrations", u.bearer, { type: "webhook", config: { url: rcv.url + "/hook" } })).status).toBe(201);
+  return { rcv, u };
+}

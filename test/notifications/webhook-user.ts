@@ -12,6 +12,8 @@ export async function userWithWebhook(t: TestApp, receivers: Receiver[], respond
   const rcv = startReceiver({ respond });
   receivers.push(rcv);
   const u = await createUser(t);
-  expect((await api(t, "POST", "/v1/integrations", u.bearer, { type: "webhook", config: { url: rcv.url + "/hook" } })).status).toBe(201);
+  const res = await api(t, "POST", "/v1/integrations", u.bearer, { type: "webhook", config: { url: rcv.url + "/hook" } });
+  // (The body says which refusal it was: a 401 here on PostgreSQL once, unexplained.)
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
   return { rcv, u };
 }

@@ -6,7 +6,7 @@
  * surrogates, __proto__), 400 VALIDATION_FAILED.
  */
 import { AppError } from "../lib/errors.ts";
-import { refuseBadStrings, refuseDeep } from "../lib/json-input.ts";
+import { refuseBadStrings, refuseDeep, syntaxReason } from "../lib/json-input.ts";
 import { HttpErrors } from "./errors.ts";
 
 export const MAX_JSON_BODY = 1024 * 1024;
@@ -58,7 +58,7 @@ export async function parseJsonBody(req: Request, limit = MAX_JSON_BODY): Promis
   try {
     value = JSON.parse(text);
   } catch (e) {
-    throw new AppError("VALIDATION_FAILED", `Malformed JSON body: ${(e as Error).message}`, { field: "body" });
+    throw new AppError("VALIDATION_FAILED", `Malformed JSON body: ${syntaxReason(e)}`, { field: "body" });
   }
   refuseBadStrings(text, value);
   return value;

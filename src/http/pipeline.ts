@@ -331,11 +331,9 @@ export function createPipeline(deps: PipelineDeps) {
     let rl: RateLimitResult | null = null;
     let pending: Response | Promise<Response>;
     try {
-      if (!SAFE_METHODS.has(req.method) && (auth.principal?.via === "cookie" || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
-        throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
-      }
       // Every response reports the caller's bucket; only the API surfaces take from it (an
-      // anonymous caller whose address already paid for a compare is not charged twice).
+      // anonymous caller whose address already paid for a compare is not charged twice). Taken
+      // before the cross-site check: a refused request is charged and reports it like any other.
       const user = ctx.principal?.user.id;
       if (user === undefined && ctx.charged) rl = ctx.charged;
       else if (LIMITED.test(path)) rl = limiter.take(user !== undefined ? `u:${user}` : ctx.addressBucket);
@@ -343,6 +341,9 @@ export function createPipeline(deps: PipelineDeps) {
       // (peek never refuses: only the API surfaces can answer 429)
       if (!rl.ok) throw limited(rl);
       ctx.rl = rl;
+      if (!SAFE_METHODS.has(req.method) && (auth.principal?.via === "cookie" || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
+        throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
+      }
       pending = deps.handle(req);
     } catch (e) {
       return finish(req, path, ctx, failed(e, ctx), rl ?? ctx.charged);

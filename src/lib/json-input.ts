@@ -99,3 +99,17 @@ export function problemError(field: string, problem: Problem) {
 }
 
 export const nulError = (field: string) => problemError(field, "NUL character");
+
+/**
+ * Why JSON.parse refused a client's text, for the error body: the parser's reason without the
+ * excerpt it quotes (`Unexpected identifier "sk_live_…"` — an unquoted secret or password would
+ * otherwise come back in the answer, and from there into proxies' and clients' logs).
+ */
+export function syntaxReason(e: unknown): string {
+  const reason = String((e as Error)?.message ?? e)
+    .replace(/^JSON Parse error:\s*/, "")
+    .replace(/\s*"(?:[^"\\]|\\.)*"?/g, "")
+    .replace(/(Invalid escape character)\s*\S+$/, "$1")
+    .trim();
+  return reason || "not valid JSON";
+}

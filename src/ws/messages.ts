@@ -4,7 +4,7 @@
  * VALIDATION_FAILED naming the field.
  */
 import { AppError } from "../lib/errors.ts";
-import { refuseBadStrings, refuseDeep } from "../lib/json-input.ts";
+import { refuseBadStrings, refuseDeep, syntaxReason } from "../lib/json-input.ts";
 import { CLIENT_MESSAGES, type ClientMessage, type ClientMessageType } from "../schema/stream.ts";
 import { check } from "../schema/validate.ts";
 
@@ -22,7 +22,7 @@ export function parseFrame(text: string): unknown {
   try {
     value = JSON.parse(text);
   } catch (e) {
-    throw new AppError("VALIDATION_FAILED", `Malformed JSON: ${(e as Error).message}`, { field: "frame" });
+    throw new AppError("VALIDATION_FAILED", `Malformed JSON: ${syntaxReason(e)}`, { field: "frame" });
   }
   refuseBadStrings(text, value);
   return value;

@@ -97,6 +97,21 @@ describe("error shape", () => {
     if (field) expect(body.details?.field).toBe(field);
   });
 
+  test("malformed JSON: the parser's reason, never the text it stumbled on (an unquoted secret or password stays out of the answer)", async () => {
+    for (const [body, reason] of [
+      ['{"name":"a","value":sk_live_abcdef123}', "Unexpected identifier"],
+      ['{"password":Hunter2Password }', "Unexpected identifier"],
+      ['{"name":"a","x":"\\qsecret"}', "Invalid escape character"],
+      ['{"name":"a",}', "Property name must be a string literal"],
+    ] as const) {
+      const res = await post(body);
+      expect(res.status).toBe(400);
+      const text = await res.text();
+      expect(JSON.parse(text)).toEqual({ error: `Malformed JSON body: ${reason}`, code: "VALIDATION_FAILED", details: { field: "body" } });
+      for (const secret of ["sk_live", "Hunter2", "qsecret"]) expect(text).not.toContain(secret);
+    }
+  });
+
   test("a route that takes no body refuses one with fields (400 on the first, worded as a closed body's), a non-object, and nothing else", async () => {
     const poke = (body: BodyInit | null, headers: Record<string, string> = { "content-type": "application/json" }, method = "POST") =>
       fetch(base + (method === "POST" ? "/v1/things/t1/poke" : "/v1/things/t1"), { method, body, headers: { ...AUTH, ...headers } });

@@ -66,6 +66,22 @@ describe("token bucket per caller", () => {
     expect(fresh.status).toBe(200);
   });
 
+  test("cross-site refusals are charged like any request: 10 from one user's cookie get 403, the 11th 429 (the Origin is checked after the bucket)", async () => {
+    const u = await createUser(t);
+    const res = await Promise.all(
+      Array.from({ length: 11 }, () => t.fetch("/v1/api-tokens", { method: "POST", headers: { cookie: u.cookie, origin: "https://evil.example", "content-type": "application/json" }, body: '{"name":"x"}' })),
+    );
+    expect(res.filter((r) => r.status === 403)).toHaveLength(10);
+    expect(res.filter((r) => r.status === 429)).toHaveLength(1);
+    const remaining = res.filter((r) => r.status === 403).map((r) => Number(r.headers.get("ratelimit-remaining"))).sort((a, b) => a - b);
+    expect(remaining).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    // Sign-in's login-CSRF refusal (no credential: the address's bucket) reports it too.
+    const ip = nextIp();
+    const login = await t.fetch("/api/auth/sign-in/email", { method: "POST", headers: { "x-forwarded-for": ip, origin: "https://evil.example", "content-type": "application/json" }, body: JSON.stringify({ email: u.email, password: u.password }) });
+    expect(login.status).toBe(403);
+    expect(login.headers.get("ratelimit-remaining")).toBe("9");
+  });
+
   test("an anonymous IPv6 client is keyed by its /64: eleven addresses of one /64 share one burst, the next /64 has its own", async () => {
     const anon = await Promise.all(
       Array.from({ length: 11 }, (_, i) => t.fetch("/api/auth/get-session", { headers: { "x-forwarded-for": i % 2 ? `2001:db8:7:1::${i + 1}` : `2001:0db8:0007:0001:${i + 1}:0:0:${i + 1}` } })),

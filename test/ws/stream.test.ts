@@ -132,6 +132,7 @@ describe("client messages and error frames", () => {
     ["bad JSON that names its request", '{"type":"task.submit","request_id":"q",', "frame"],
     ["a type that is not a string", JSON.stringify({ type: 5, request_id: "q" }), "type"],
     ["not an object", "[1,2]", "frame"],
+    ["bad JSON around an unquoted secret (not echoed)", '{"type":"task.submit","request_id":"q","prompt":sk_live_abcdef123}', "frame"],
     ["missing type", JSON.stringify({ session_id: "x", request_id: "q" }), "type"],
     ["unknown type", JSON.stringify({ type: "task.explode", request_id: "q" }), "type"],
     ["task.submit without prompt", JSON.stringify({ type: "task.submit", profile_id: "prof_x", request_id: "q" }), "prompt"],
@@ -149,6 +150,7 @@ describe("client messages and error frames", () => {
     expect(err.code).toBe("VALIDATION_FAILED");
     expect(err.details?.field).toBe(field);
     expect(typeof err.message).toBe("string");
+    expect(JSON.stringify(err)).not.toContain("sk_live");
     if (raw.includes('"request_id":"q"')) expect(err.request_id).toBe("q");
     c.send({ type: "session.resume", session_id: "sess_nope", request_id: "still-open" });
     expect((await c.waitFor((f) => f.request_id === "still-open")).code).toBe("NOT_FOUND");

@@ -265,6 +265,8 @@ describe("CSRF and content types", () => {
     const r = await post(headers());
     expect(r.status).toBe(status);
     if (status === 403) expect(((await r.json()) as { code: string }).code).toBe("FORBIDDEN");
+    // A refusal reports the caller's bucket like any other answer (API.md: every response).
+    for (const h of ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"]) expect(r.headers.get(h), h).toMatch(/^\d+$/);
   });
 
   test("a safe method with a cookie from a foreign Origin is not refused", async () => {

@@ -183,6 +183,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     repositoriesAllowed: (userId, repositories) => checkOutbound(modelNet, userId, { repositories }),
     playbookName: (id, tx) => playbooks.nameOf(tx, id),
     replica: replicas, bus,
+    isAdmin: async (userId) => (await users.byId(userId))?.role === "admin",
   });
   // While tasks run, warm-pool refills create one container at a time: their CPU is the running sessions' latency.
   workspaces.paceRefills(() => orchestrator.busySessions > 0);

@@ -68,6 +68,12 @@ export interface LoopDeps {
   lifecycle: Pick<SessionLifecycle, "ensureRunning">;
   /** Repositories checked out, MCP servers connected, GitPush: the run's tools beyond the built-in ones (wired by the app). */
   setup?: Pick<RunSetup, "prepare">;
+  /**
+   * Whether the user has the admin role now. A turn's `task:system_prompt` is for admins, and a
+   * session is read only by its owner: it is emitted only when the owner is one, so other users'
+   * sequences have no gap where it would be.
+   */
+  isAdmin(userId: string): Promise<boolean>;
 }
 
 type ToolUse = Extract<ContentBlock, { type: "tool_use" }>;
@@ -119,7 +125,9 @@ export class AgentLoop {
     let steps = await transcript.steps(task.session_id);
     if (!transcript.hasPrompt(steps, task.id)) {
       await transcript.addUserPrompt(task.session_id, task.id, task.prompt);
-      this.emit(task, { type: "task:system_prompt", system_prompt: profile.system_prompt, model: profile.model.name, provider: profile.model.provider, tools: profile.tools });
+      if (await this.d.isAdmin(task.user_id)) {
+        this.emit(task, { type: "task:system_prompt", system_prompt: profile.system_prompt, model: profile.model.name, provider: profile.model.provider, tools: profile.tools });
+      }
       steps = await transcript.steps(task.session_id);
     }
     // Resumed with a model request as its next step: the request under way when the server

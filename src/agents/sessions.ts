@@ -112,24 +112,12 @@ export class AgentSessions {
    */
   async eventsJson(userId: string, id: string, isAdmin: boolean, after: number, limit: number): Promise<string> {
     await this.get(userId, id);
+    // One more than the page, to know whether another follows (admin-only frames left out for others).
     const rows = await this.log.read(id, after, limit + 1, isAdmin);
-    let cut = rows.length;
-    let counted = 0;
-    let last = after;
-    for (let i = 0; i < rows.length; i++) {
-      const seq = rows[i]!.seq;
-      if (seq === null) continue;
-      if (++counted > limit) {
-        cut = i;
-        break;
-      }
-      last = seq;
-    }
-    const more = counted > limit;
-    // Debug frames emitted after this page's last frame are on the next page (after_seq >= last).
-    while (more && cut > 0 && rows[cut - 1]!.seq === null) cut--;
-    const frames = rows.slice(0, cut).map((r) => r.frame);
-    return `{"data":[${frames.join(",")}],"next_cursor":${JSON.stringify(more ? String(last) : null)}}`;
+    const more = rows.length > limit;
+    const page = more ? rows.slice(0, limit) : rows;
+    const next = more ? String(page[page.length - 1]!.seq) : null;
+    return `{"data":[${page.map((r) => r.frame).join(",")}],"next_cursor":${JSON.stringify(next)}}`;
   }
 
   /**

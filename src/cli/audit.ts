@@ -73,6 +73,6 @@ Columns: time, actor (user, admin, system, anonymous), user, action, target, ip.
       }
       if (out.length) process.stdout.write(out.join("\n") + "\n");
       else process.stderr.write("no audit log rows match\n");
-    });
+    }, { existing: true });
   },
 };

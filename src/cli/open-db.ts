@@ -12,9 +12,11 @@
  * running an older runcell share it (they could not start again once it is migrated), so these
  * commands leave migrating it to `serve` and `runcell migrate`.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import type { Config } from "../config.ts";
 import { type DatabaseHandle, openDatabase } from "../db/client.ts";
-import { prepareDataDir } from "../db/data-dir.ts";
+import { DB_FILE, prepareDataDir } from "../db/data-dir.ts";
 import { DatabaseUnavailableError, openPostgres, redactDatabaseUrl } from "../db/pg/client.ts";
 import { databaseArgs } from "../db/pg/database-args.ts";
 import { newerPgDatabase, pgSchemaInfo } from "../db/pg/migrate.ts";
@@ -49,7 +51,7 @@ export async function withDataDir(
   config: Config,
   command: string,
   work: (db: CliDatabase["db"]) => Promise<number | void>,
-  opts: { report?: (line: string) => void } = {},
+  opts: { report?: (line: string) => void; existing?: boolean } = {},
 ): Promise<number> {
   try {
     const handle = await openDataDir(config, { command, ...opts });
@@ -80,9 +82,17 @@ export async function withDataDir(
  * database needs migrating and another process holds the data dir (or the backup failed), or it is
  * PostgreSQL's; DatabaseUnavailableError when PostgreSQL cannot be reached or read.
  */
-export async function openDataDir(config: Config, opts: { command?: string; report?: (line: string) => void } = {}): Promise<CliDatabase> {
+export async function openDataDir(config: Config, opts: { command?: string; report?: (line: string) => void; existing?: boolean } = {}): Promise<CliDatabase> {
   const report = opts.report ?? ((line: string) => process.stderr.write(line + "\n"));
   if (config.databaseUrl) return openCurrentPostgres(config, opts.command, report);
+  // A command that only reads what a server made (a token for an account, the audit log) does not
+  // make a database in a mistyped --data-dir: it says where it looked.
+  if (opts.existing && !existsSync(join(config.dataDir, DB_FILE))) {
+    throw new OpenDataDirError(
+      `there is no runcell database in ${config.dataDir} (no ${DB_FILE}); check --data-dir (or RUNCELL_DATA_DIR). Nothing was created. ` +
+        `(A new installation makes its database with runcell serve or runcell admin create-user.)`,
+    );
+  }
   const path = prepareDataDir(config.dataDir);
   const info = schemaInfoOfFile(path);
   if (info?.state === "newer") throw new NewerDatabaseError(info.unknown[0]!, info.schema!, info.writer, info.binarySchema);

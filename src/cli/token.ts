@@ -41,7 +41,7 @@ async function create(argv: string[]): Promise<number> {
     const created = await new ApiTokens(db, Date.now, undefined, new Audit(db, Date.now)).create(user.id, name, { actor: "admin", via: "cli" });
     process.stdout.write(created.token + "\n");
     process.stderr.write(`created API token ${created.id} "${created.name}" for ${user.email}; it is shown only this once\n`);
-  });
+  }, { existing: true });
 }
 
 export const tokenCommand: Command = {

@@ -416,9 +416,10 @@ export const events = sqliteTable(
 );
 
 /**
- * Admin-only debug frames (`task:system_prompt`). They are not part of the session's gap-free
- * `seq` (a user who may not see them would see holes); each is positioned after the frame
- * `after_seq` and merged into admins' live stream and replays.
+ * Admin-only debug frames (`task:system_prompt`) as runcell stored them before they were numbered
+ * in `events` like every frame (API.md: every session frame carries `seq`). No longer written or
+ * read; kept so that a replica still running the older runcell during a rolling upgrade (PostgreSQL)
+ * keeps working. Rows go with their session.
  */
 export const debugEvents = sqliteTable(
   "debug_events",

@@ -2,8 +2,8 @@
  * Fan-out of session frames. `publish` appends a frame to the event log (which assigns its seq)
  * and hands the same serialized string to every subscriber of the session; before it does, the
  * log reserves that seq (EventLog.reserve), since the frame may not be stored yet. `task:system_prompt`
- * goes only to admin-role subscribers, and is stored outside the gap-free sequence
- * (EventLog.appendDebug) so that users who may not see it see no hole in `seq`.
+ * (ADMIN_ONLY_TYPES) is numbered and stored like every frame but goes only to admin-role
+ * subscribers, live and in replays (others see a gap in `seq` there).
  *
  * Two kinds of live delivery: a JS sink per subscription, or — for WebSockets — a native topic
  * (Bun's `publish`, which writes one frame to every subscriber in one call and batches the
@@ -30,12 +30,12 @@
  * live). Nothing of this runs on SQLite, where frames are numbered and leave at once.
  */
 import type { FrameInput } from "../schema/stream.ts";
-import type { EventStore, ReadBound, StoredFrame, StoredLive } from "./log.ts";
+import { ADMIN_ONLY_TYPES, type EventStore, type ReadBound, type StoredFrame, type StoredLive } from "./log.ts";
 
 /** Rows read from the log at a time for a replay. */
 export const REPLAY_PAGE = 1000;
 
-export const ADMIN_ONLY_TYPES = new Set(["task:system_prompt"]);
+export { ADMIN_ONLY_TYPES };
 
 /** Topic names for native fan-out: every viewer of a session, and its admin viewers. */
 export const sessionTopic = (sessionId: string) => `s:${sessionId}`;
@@ -72,7 +72,7 @@ export class Subscription {
     private delivery: NativeDelivery | null = null,
   ) {}
 
-  /** Called by the hub for each live frame; seq -1 marks a debug frame (no seq of its own). */
+  /** Called by the hub for each live frame. */
   deliver(seq: number, type: string, json: string) {
     if (this.closed || this.native) return;
     if (ADMIN_ONLY_TYPES.has(type) && !this.isAdmin) return;
@@ -84,11 +84,9 @@ export class Subscription {
       }
       return;
     }
-    if (seq > 0) {
-      // Already sent (PostgreSQL: a frame its replay read can still come from the session's tail).
-      if (seq <= this.sentUpTo) return;
-      this.sentUpTo = seq;
-    }
+    // Already sent (PostgreSQL: a frame its replay read can still come from the session's tail).
+    if (seq <= this.sentUpTo) return;
+    this.sentUpTo = seq;
     if (this.sink(json, seq, type) === false) this.close();
   }
 
@@ -100,8 +98,8 @@ export class Subscription {
     this.sentUpTo = Math.max(this.sentUpTo, lastSentSeq);
     for (const p of queued) {
       if (this.closed) return;
-      if (p.seq > 0 && p.seq <= this.sentUpTo) continue;
-      if (p.seq > 0) this.sentUpTo = p.seq;
+      if (p.seq <= this.sentUpTo) continue;
+      this.sentUpTo = p.seq;
       if (this.sink(p.json, p.seq, p.type) === false) this.close();
     }
     if (!this.closed) this.hub.wentLive(this);
@@ -170,11 +168,6 @@ export class Hub {
   }
 
   publish(sessionId: string, frame: FrameInput): void {
-    if (ADMIN_ONLY_TYPES.has(frame.type)) {
-      const d = this.log.appendDebug(sessionId, frame);
-      if (d) this.deliver(sessionId, -1, frame.type, d.json);
-      return;
-    }
     const r = this.log.append(sessionId, frame);
     // PostgreSQL: numbered and handed back once stored (deliverStored).
     if (!r || !this.subs.has(sessionId)) return;
@@ -186,13 +179,11 @@ export class Hub {
   private deliver(sessionId: string, seq: number, type: string, json: string) {
     const set = this.subs.get(sessionId);
     if (!set) return;
-    if (this.topicSessions.has(sessionId)) this.nativePublish?.(seq < 0 ? adminTopic(sessionId) : sessionTopic(sessionId), json);
+    if (this.topicSessions.has(sessionId)) this.nativePublish?.(ADMIN_ONLY_TYPES.has(type) ? adminTopic(sessionId) : sessionTopic(sessionId), json);
     for (const s of set) s.deliver(seq, type, json);
-    if (seq > 0) {
-      this.delivered.set(sessionId, seq);
-      const waiting = this.joining.get(sessionId);
-      if (waiting) this.joinCaughtUp(sessionId, waiting, seq);
-    }
+    this.delivered.set(sessionId, seq);
+    const waiting = this.joining.get(sessionId);
+    if (waiting) this.joinCaughtUp(sessionId, waiting, seq);
   }
 
   /** Sockets waiting to join whose replay the session's frames have now passed join the topics. */
@@ -294,7 +285,7 @@ export class Hub {
       if (!this.log.ready(opts.sessionId)) await this.log.load(opts.sessionId);
       // The seam: the bound is taken after the registration — in the same synchronous step on
       // SQLite; on PostgreSQL read from the database (frames committed after that read are above it).
-      const b = this.log.bound(opts.sessionId, opts.isAdmin && opts.replayAfter !== undefined);
+      const b = this.log.bound(opts.sessionId);
       const bound = b instanceof Promise ? await b : b;
       if (opts.replayAfter === undefined) {
         sub.goLive(0);
@@ -352,7 +343,7 @@ export class Replay {
     readonly sessionId: string,
     after: number,
     private bound: ReadBound,
-    private withDebug: boolean,
+    private withAdmin: boolean,
     private pageSize: number,
   ) {
     // An `after` beyond the stored frames (a stale client, a restored backup) replays nothing and
@@ -364,8 +355,8 @@ export class Replay {
   /** The next page ([] once done). */
   async next(): Promise<StoredFrame[]> {
     if (this.done) return [];
-    const { rows, more } = await this.log.readPage(this.sessionId, this.from, this.bound, this.pageSize, this.withDebug);
-    for (const r of rows) if (r.seq !== null) this.lastSeq = r.seq;
+    const { rows, more } = await this.log.readPage(this.sessionId, this.from, this.bound, this.pageSize, this.withAdmin);
+    if (rows.length) this.lastSeq = rows[rows.length - 1]!.seq;
     if (more) this.from = this.lastSeq;
     else this.done = true;
     return rows;

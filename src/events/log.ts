@@ -16,20 +16,22 @@
  * (`settle`) gives unused reservations back, so the sequence stays gap-free short of a crash —
  * and of `dropCutText`, which removes the streamed text of an answer a restart cut off and raises
  * the mark over it (a gap there too, never a reuse).
+ *
+ * Admin-only frames (ADMIN_ONLY_TYPES: `task:system_prompt`) are numbered and stored like the
+ * others; reads for a user without the admin role leave them out (`withAdmin` false), so that
+ * user sees a gap in `seq` where one is. (Before, they were kept outside the sequence in the table
+ * debug_events, which is no longer written or read.)
  */
 import type { Database, Statement } from "bun:sqlite";
 import type { FrameInput } from "../schema/stream.ts";
 
-export interface StoredFrame {
-  /** null for an admin-only debug frame (it has `after_seq` instead). */
-  seq: number | null;
-  type: string;
-  task_id: string | null;
-  frame: string;
-}
+/** Frames only users with the admin role are sent or read (they are numbered like any other). */
+export const ADMIN_ONLY_TYPES = new Set(["task:system_prompt"]);
+/** SQL literal list of ADMIN_ONLY_TYPES, for `type NOT IN (…)`. */
+export const ADMIN_ONLY_SQL = [...ADMIN_ONLY_TYPES].map((t) => `'${t}'`).join(", ");
 
-export interface DebugRow {
-  after_seq: number;
+export interface StoredFrame {
+  seq: number;
   type: string;
   task_id: string | null;
   frame: string;
@@ -70,13 +72,12 @@ interface SeqState {
   reservedAt: number;
 }
 
-/** Where a paged read stops: the highest seq, and (admins' debug frames) the highest debug row id. */
+/** Where a paged read stops: the highest seq. */
 export interface ReadBound {
   seq: number;
-  debugId: number;
 }
 
-/** A frame once stored, as the hub hands it out (seq -1: a debug frame). */
+/** A frame once stored, as the hub hands it out. */
 export interface StoredLive {
   session_id: string;
   seq: number;
@@ -105,12 +106,12 @@ export interface EventStore {
   /** The hub's last subscriber of the session here left. */
   unwatch(sessionId: string): void;
   append(sessionId: string, frame: FrameInput): AppendResult | null;
-  appendDebug(sessionId: string, frame: FrameInput): { json: string; afterSeq: number } | null;
   reserve(sessionId: string, seq: number): void;
   flush(): void | Promise<void>;
-  read(sessionId: string, after?: number, limit?: number, withDebug?: boolean): StoredFrame[] | Promise<StoredFrame[]>;
-  readPage(sessionId: string, after: number, bound: ReadBound, limit: number, withDebug?: boolean): { rows: StoredFrame[]; more: boolean } | Promise<{ rows: StoredFrame[]; more: boolean }>;
-  bound(sessionId: string, withDebug?: boolean): ReadBound | Promise<ReadBound>;
+  /** `withAdmin` false: admin-only frames left out (a user without the admin role). */
+  read(sessionId: string, after?: number, limit?: number, withAdmin?: boolean): StoredFrame[] | Promise<StoredFrame[]>;
+  readPage(sessionId: string, after: number, bound: ReadBound, limit: number, withAdmin?: boolean): { rows: StoredFrame[]; more: boolean } | Promise<{ rows: StoredFrame[]; more: boolean }>;
+  bound(sessionId: string): ReadBound | Promise<ReadBound>;
   settle(): void | Promise<void>;
   forget(sessionId: string): void;
   /**
@@ -130,12 +131,6 @@ export function orderedFrame(sessionId: string, seq: number, frame: FrameInput):
   return { json: JSON.stringify(ordered), type, task_id: task_id ?? null };
 }
 
-/** An admin-only debug frame as stored and sent: no seq, `after_seq` instead. */
-export function debugFrame(sessionId: string, afterSeq: number, frame: FrameInput): { json: string; type: string; task_id: string | null } {
-  const { type, task_id, ...rest } = frame as { type: string; task_id?: string };
-  return { json: JSON.stringify({ type, session_id: sessionId, task_id: task_id ?? null, after_seq: afterSeq, ...rest }), type, task_id: task_id ?? null };
-}
-
 export class EventLog implements EventStore {
   readonly deliversWhenStored = false;
   /** Frames appended since start (read by /metrics). */
@@ -152,10 +147,9 @@ export class EventLog implements EventStore {
   private releaseStmt: Statement<unknown, [number, string, number]>;
   private readStmt: Statement<StoredFrame, [string, number, number]>;
   private readRangeStmt: Statement<StoredFrame, [string, number, number, number]>;
-  private maxDebugIdStmt: Statement<{ id: number | null }, []>;
-  private insertDebug: Statement;
-  private readDebugStmt: Statement<DebugRow, [string, number, number]>;
-  private readDebugBoundedStmt: Statement<DebugRow, [string, number, number, number]>;
+  /** The same two reads without the admin-only frames. */
+  private readUserStmt: Statement<StoredFrame, [string, number, number]>;
+  private readRangeUserStmt: Statement<StoredFrame, [string, number, number, number]>;
   private writeBatch: (rows: Pending[]) => void;
   private dropCutTextTx: (sessionId: string, taskId: string) => number;
   private hasStmt: Statement<{ one: number }, [string, string]>;
@@ -172,15 +166,11 @@ export class EventLog implements EventStore {
     this.releaseStmt = sqlite.prepare("UPDATE sessions SET seq_reserved = ? WHERE id = ? AND seq_reserved = ?");
     this.readStmt = sqlite.prepare("SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?");
     this.readRangeStmt = sqlite.prepare("SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?");
+    this.readUserStmt = sqlite.prepare(`SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? AND type NOT IN (${ADMIN_ONLY_SQL}) ORDER BY seq LIMIT ?`);
+    this.readRangeUserStmt = sqlite.prepare(
+      `SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? AND seq <= ? AND type NOT IN (${ADMIN_ONLY_SQL}) ORDER BY seq LIMIT ?`,
+    );
     this.hasStmt = sqlite.prepare("SELECT 1 AS one FROM events WHERE session_id = ? AND type = ? LIMIT 1");
-    this.maxDebugIdStmt = sqlite.prepare("SELECT MAX(id) AS id FROM debug_events");
-    this.insertDebug = sqlite.prepare("INSERT INTO debug_events (session_id, after_seq, type, task_id, frame, created_at) VALUES (?, ?, ?, ?, ?, ?)");
-    this.readDebugStmt = sqlite.prepare(
-      "SELECT after_seq, type, task_id, frame FROM debug_events WHERE session_id = ? AND after_seq >= ? AND after_seq < ? ORDER BY id",
-    );
-    this.readDebugBoundedStmt = sqlite.prepare(
-      "SELECT after_seq, type, task_id, frame FROM debug_events WHERE session_id = ? AND after_seq >= ? AND after_seq < ? AND id <= ? ORDER BY id",
-    );
     const boundary = sqlite.prepare<{ seq: number }, [string, string]>(
       "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE session_id = ? AND task_id = ? AND type <> 'task:token'",
     );
@@ -257,19 +247,6 @@ export class EventLog implements EventStore {
     return { seq, json };
   }
 
-  /**
-   * Stores an admin-only debug frame. It takes no seq (the shared sequence stays gap-free for
-   * users who may not see it): it carries `after_seq`, the seq of the frame it follows.
-   */
-  appendDebug(sessionId: string, frame: FrameInput): { json: string; afterSeq: number } {
-    // Stored now, so the frame it follows is stored first: `after_seq` never names a seq a crash could reuse.
-    this.flush();
-    const afterSeq = this.last(sessionId);
-    const { json, type, task_id } = debugFrame(sessionId, afterSeq, frame);
-    this.insertDebug.run(sessionId, afterSeq, type, task_id, json, this.now());
-    return { json, afterSeq };
-  }
-
   /** Writes every queued frame now, in one transaction. */
   flush() {
     if (this.timer) {
@@ -297,39 +274,26 @@ export class EventLog implements EventStore {
   /** Called for a frame that could not be stored (its session is gone). */
   onDropped?: (frame: { session_id: string; seq: number; type: string }, err: Error) => void;
 
-  /**
-   * Frames with seq > `after`, in order (at most `limit` of them), flushing first. With
-   * `withDebug`, the admin-only debug frames emitted after `after` are merged in at their place.
-   */
-  read(sessionId: string, after = 0, limit = 1_000_000, withDebug = false): StoredFrame[] {
+  /** Frames with seq > `after`, in order (at most `limit` of them), flushing first; admin-only ones only `withAdmin`. */
+  read(sessionId: string, after = 0, limit = 1_000_000, withAdmin = true): StoredFrame[] {
     this.flush();
-    const rows = this.readStmt.all(sessionId, after, limit);
-    if (!withDebug) return rows;
-    const upTo = rows.length === limit ? rows[rows.length - 1]!.seq! : Number.MAX_SAFE_INTEGER;
-    const debug = this.readDebugStmt.all(sessionId, after, upTo);
-    return mergeDebug(rows, debug);
+    return (withAdmin ? this.readStmt : this.readUserStmt).all(sessionId, after, limit);
   }
 
   /**
    * One page of a replay: frames with `after` < seq <= `bound.seq`, in order, at most `limit` of
-   * them, flushing first. With `withDebug`, the admin-only debug frames among them are merged in
-   * at their place (only those stored by the time `bound` was taken, so a debug frame published
-   * since, which a live subscriber gets anyway, is not read twice). `more` says whether a next
-   * page may follow (`after` = the last seq of this one).
+   * them, flushing first (admin-only ones only `withAdmin`). `more` says whether a next page may
+   * follow (`after` = the last seq of this one).
    */
-  readPage(sessionId: string, after: number, bound: ReadBound, limit: number, withDebug = false): { rows: StoredFrame[]; more: boolean } {
+  readPage(sessionId: string, after: number, bound: ReadBound, limit: number, withAdmin = true): { rows: StoredFrame[]; more: boolean } {
     this.flush();
-    const rows = this.readRangeStmt.all(sessionId, after, bound.seq, limit);
-    const more = rows.length === limit;
-    if (!withDebug) return { rows, more };
-    const upTo = more ? rows[rows.length - 1]!.seq! : Number.MAX_SAFE_INTEGER;
-    const debug = this.readDebugBoundedStmt.all(sessionId, after, upTo, bound.debugId);
-    return { rows: mergeDebug(rows, debug), more };
+    const rows = (withAdmin ? this.readRangeStmt : this.readRangeUserStmt).all(sessionId, after, bound.seq, limit);
+    return { rows, more: rows.length === limit };
   }
 
-  /** What a replay taken now must cover: every seq assigned so far, every debug frame stored so far. */
-  bound(sessionId: string, withDebug = false): ReadBound {
-    return { seq: this.last(sessionId), debugId: withDebug ? (this.maxDebugIdStmt.get()?.id ?? 0) : 0 };
+  /** What a replay taken now must cover: every seq assigned so far. */
+  bound(sessionId: string): ReadBound {
+    return { seq: this.last(sessionId) };
   }
 
   /** Highest seq assigned so far for the session (flushed or not). */
@@ -368,25 +332,4 @@ export class EventLog implements EventStore {
     this.flush();
     this.seqs.delete(sessionId);
   }
-}
-
-/**
- * Frames in seq order with the debug frames (no seq, `after_seq` instead) placed after the frame
- * each one follows: `seqOf` reads a frame's seq, `asFrame` turns a debug row into the frames' shape.
- */
-export function interleaveDebug<F, D extends { after_seq: number }>(frames: F[], debug: D[], seqOf: (f: F) => number, asFrame: (d: D) => F): F[] {
-  if (!debug.length) return frames;
-  const merged: F[] = [];
-  let j = 0;
-  for (const f of frames) {
-    while (j < debug.length && debug[j]!.after_seq < seqOf(f)) merged.push(asFrame(debug[j++]!));
-    merged.push(f);
-  }
-  while (j < debug.length) merged.push(asFrame(debug[j++]!));
-  return merged;
-}
-
-/** Stored frames with the debug frames placed after the frame each one follows. */
-export function mergeDebug(rows: StoredFrame[], debug: DebugRow[]): StoredFrame[] {
-  return interleaveDebug(rows, debug, (r) => r.seq!, (d) => ({ ...d, seq: null }));
 }

@@ -18,40 +18,40 @@
  * out and hands out frames strictly in order: this process's own batches directly (no read) when
  * they follow on; otherwise — another replica's NOTIFY, or a gap in front of a local batch — it
  * reads the missing rows from the table. After the LISTEN connection drops and comes back every
- * tail reads what it may have missed. Admins' debug frames (no seq) ride along: local ones in
- * their batch, other replicas' read by the debug row ids their NOTIFY names.
+ * tail reads what it may have missed. Admin-only frames are numbered like any other; reads for a
+ * user without the admin role leave them out.
  *
  * `bound` (where a replay stops) is read from the database after the subscriber is registered
  * (see Hub.attach): every frame committed before that read is at or below it, every later one is
  * above it and reaches the subscriber live.
  */
-import { and, asc, eq, gt, gte, inArray, lt, lte, max, ne } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, lt, lte, max, ne, notInArray } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
-import { debugEvents, events, sessions } from "../db/tables.ts";
+import { events, sessions } from "../db/tables.ts";
 import { forNoKeyUpdate } from "../db/row-lock.ts";
 import { all, run, transact, type Unit } from "../db/unit.ts";
 import { type Bus, CHANNELS } from "../replicas/bus.ts";
 import type { FrameInput } from "../schema/stream.ts";
-import { debugFrame, type EventStore, interleaveDebug, mergeDebug, orderedFrame, type ReadBound, type StoredFrame, type StoredLive } from "./log.ts";
+import { ADMIN_ONLY_TYPES, type EventStore, orderedFrame, type ReadBound, type StoredFrame, type StoredLive } from "./log.ts";
 
 interface Queued {
   session_id: string;
   frame: FrameInput;
-  /** An admin-only debug frame (no seq of its own; stored with after_seq). */
-  debug: boolean;
   created_at: number;
 }
 
-/** What one batch stored for one session, in append order (debug frames with seq -1). */
+/** What one batch stored for one session, in append order. */
 interface Stored {
   session_id: string;
   from: number;
   to: number;
-  debugIds: number[];
   frames: StoredLive[];
 }
 
-/** NOTIFY payload entry: [session id, first seq, last seq, first debug id, last debug id] (seqs 0 when only debug frames). */
+/**
+ * NOTIFY payload entry: [session id, first seq, last seq, 0, 0]. (The last two named debug rows
+ * once; a replica of that older runcell reads the entry as it always did.)
+ */
 type Entry = [string, number, number, number, number];
 /** Entries per NOTIFY (the payload stays well under PostgreSQL's 8000 bytes). */
 const ENTRIES_PER_NOTIFY = 60;
@@ -134,12 +134,7 @@ export class PgEventLog implements EventStore {
   /** Queued; numbered when its batch is written. */
   append(sessionId: string, frame: FrameInput): null {
     this.appended++;
-    this.enqueue({ session_id: sessionId, frame, debug: false, created_at: this.now() });
-    return null;
-  }
-
-  appendDebug(sessionId: string, frame: FrameInput): null {
-    this.enqueue({ session_id: sessionId, frame, debug: true, created_at: this.now() });
+    this.enqueue({ session_id: sessionId, frame, created_at: this.now() });
     return null;
   }
 
@@ -203,7 +198,6 @@ export class PgEventLog implements EventStore {
     for (const r of maxes) last.set(r.session_id, Math.max(last.get(r.session_id) ?? 0, Number(r.seq ?? 0)));
     const out = new Map<string, Stored>();
     const rows: (typeof events.$inferInsert)[] = [];
-    const debugRows: { stored: Stored; row: typeof debugEvents.$inferInsert }[] = [];
     for (const q of batch) {
       if (!live.has(q.session_id)) {
         this.onDropped?.({ session_id: q.session_id, seq: -1, type: q.frame.type }, new Error("the session no longer exists"));
@@ -211,13 +205,7 @@ export class PgEventLog implements EventStore {
       }
       let s = out.get(q.session_id);
       const prev = last.get(q.session_id) ?? 0;
-      if (!s) out.set(q.session_id, (s = { session_id: q.session_id, from: prev + 1, to: prev, debugIds: [], frames: [] }));
-      if (q.debug) {
-        const { json, type, task_id } = debugFrame(q.session_id, prev, q.frame);
-        debugRows.push({ stored: s, row: { session_id: q.session_id, after_seq: prev, type, task_id, frame: json, created_at: q.created_at } });
-        s.frames.push({ session_id: q.session_id, seq: -1, type, json });
-        continue;
-      }
+      if (!s) out.set(q.session_id, (s = { session_id: q.session_id, from: prev + 1, to: prev, frames: [] }));
       const seq = prev + 1;
       last.set(q.session_id, seq);
       s.to = seq;
@@ -226,12 +214,8 @@ export class PgEventLog implements EventStore {
       s.frames.push({ session_id: q.session_id, seq, type, json });
     }
     if (rows.length) yield* run(tx.insert(events).values(rows));
-    if (debugRows.length) {
-      const inserted = yield* all(tx.insert(debugEvents).values(debugRows.map((d) => d.row)).returning({ id: debugEvents.id }));
-      inserted.forEach(({ id }, i) => debugRows[i]!.stored.debugIds.push(Number(id)));
-    }
-    const stored = [...out.values()];
-    const entries: Entry[] = stored.map((s) => [s.session_id, s.to >= s.from ? s.from : 0, s.to >= s.from ? s.to : 0, s.debugIds[0] ?? 0, s.debugIds.at(-1) ?? 0]);
+    const stored = [...out.values()].filter((s) => s.to >= s.from);
+    const entries: Entry[] = stored.map((s) => [s.session_id, s.from, s.to, 0, 0]);
     for (let i = 0; i < entries.length; i += ENTRIES_PER_NOTIFY) yield* this.bus.notifyIn(tx, CHANNELS.events, { b: entries.slice(i, i + ENTRIES_PER_NOTIFY) });
     return stored;
   }
@@ -241,15 +225,14 @@ export class PgEventLog implements EventStore {
     const tail = this.tails.get(s.session_id);
     if (!tail) return;
     this.turn(s.session_id, tail, async () => {
-      const hasSeqs = s.to >= s.from;
-      if (!hasSeqs || s.from === tail.upTo + 1) {
-        if (hasSeqs) tail.upTo = s.to;
+      if (s.from === tail.upTo + 1) {
+        tail.upTo = s.to;
         this.hand(s.frames);
         return;
       }
       if (s.to <= tail.upTo) return;
       // Another replica's frames came in between, not handed out yet: read them (and ours) in order.
-      await this.catchUp(s.session_id, tail, s.to, s.debugIds);
+      await this.catchUp(s.session_id, tail, s.to);
     });
   }
 
@@ -257,19 +240,18 @@ export class PgEventLog implements EventStore {
   private remote(message: Record<string, unknown>) {
     const entries = message.b as Entry[] | undefined;
     if (!Array.isArray(entries)) return;
-    for (const [sessionId, , to, debugFrom, debugTo] of entries) {
+    for (const [sessionId, , to] of entries) {
       const tail = this.tails.get(sessionId);
       if (!tail) continue;
       this.turn(sessionId, tail, async () => {
-        if (to > tail.upTo) await this.catchUp(sessionId, tail, to, debugFrom ? [debugFrom, debugTo] : []);
-        else if (debugFrom) this.hand(await this.debugRows(sessionId, debugFrom, debugTo));
+        if (to > tail.upTo) await this.catchUp(sessionId, tail, to);
       });
     }
   }
 
   /** The LISTEN connection came back: every watched session reads what it may have missed. */
   private resync() {
-    for (const [sessionId, tail] of this.tails) this.turn(sessionId, tail, () => this.catchUp(sessionId, tail, Number.MAX_SAFE_INTEGER, []));
+    for (const [sessionId, tail] of this.tails) this.turn(sessionId, tail, () => this.catchUp(sessionId, tail, Number.MAX_SAFE_INTEGER));
   }
 
   /** Runs after the session's earlier deliveries (a session's frames leave in seq order). */
@@ -279,30 +261,18 @@ export class PgEventLog implements EventStore {
     tail.chain = tail.chain.then(() => (current() ? step() : undefined)).catch((e) => this.onDeliveryError?.(e as Error));
   }
 
-  /** Stored frames above the tail up to `to`, with the debug rows whose ids are in `debugIds`' range, in order. */
-  private async catchUp(sessionId: string, tail: Tail, to: number, debugIds: number[]) {
+  /** Stored frames above the tail up to `to`, in order. */
+  private async catchUp(sessionId: string, tail: Tail, to: number) {
     const rows = await this.db
       .select({ seq: events.seq, type: events.type, frame: events.frame })
       .from(events)
       .where(and(eq(events.session_id, sessionId), gt(events.seq, tail.upTo), lte(events.seq, to)))
       .orderBy(asc(events.seq));
-    const debug = debugIds.length ? await this.debugRows(sessionId, debugIds[0]!, debugIds.at(-1)!) : [];
     // The tail was dropped meanwhile (nobody watches): nothing to hand out.
     if (this.tails.get(sessionId) !== tail) return;
     const frames: StoredLive[] = rows.map((r) => ({ session_id: sessionId, seq: r.seq, type: r.type, json: r.frame }));
     if (rows.length) tail.upTo = rows.at(-1)!.seq;
-    // Debug frames go after the frame they follow.
-    const merged = interleaveDebug(frames, debug, (f) => f.seq, (d): StoredLive => d);
-    this.hand(merged);
-  }
-
-  private async debugRows(sessionId: string, fromId: number, toId: number): Promise<(StoredLive & { after_seq: number })[]> {
-    const rows = await this.db
-      .select({ after_seq: debugEvents.after_seq, type: debugEvents.type, frame: debugEvents.frame })
-      .from(debugEvents)
-      .where(and(eq(debugEvents.session_id, sessionId), gte(debugEvents.id, fromId), lte(debugEvents.id, toId)))
-      .orderBy(asc(debugEvents.id));
-    return rows.map((r) => ({ session_id: sessionId, seq: -1, type: r.type, json: r.frame, after_seq: r.after_seq }));
+    this.hand(frames);
   }
 
   private hand(frames: StoredLive[]) {
@@ -315,41 +285,26 @@ export class PgEventLog implements EventStore {
     }
   }
 
-  async read(sessionId: string, after = 0, limit = 1_000_000, withDebug = false): Promise<StoredFrame[]> {
-    const { rows } = await this.readPage(sessionId, after, { seq: Number.MAX_SAFE_INTEGER, debugId: withDebug ? Number.MAX_SAFE_INTEGER : 0 }, limit, withDebug);
+  async read(sessionId: string, after = 0, limit = 1_000_000, withAdmin = true): Promise<StoredFrame[]> {
+    const { rows } = await this.readPage(sessionId, after, { seq: Number.MAX_SAFE_INTEGER }, limit, withAdmin);
     return rows;
   }
 
-  async readPage(sessionId: string, after: number, bound: ReadBound, limit: number, withDebug = false): Promise<{ rows: StoredFrame[]; more: boolean }> {
+  async readPage(sessionId: string, after: number, bound: ReadBound, limit: number, withAdmin = true): Promise<{ rows: StoredFrame[]; more: boolean }> {
     await this.flush();
     const rows = await this.db
       .select({ seq: events.seq, type: events.type, task_id: events.task_id, frame: events.frame })
       .from(events)
-      .where(and(eq(events.session_id, sessionId), gt(events.seq, after), lte(events.seq, bound.seq)))
+      .where(and(eq(events.session_id, sessionId), gt(events.seq, after), lte(events.seq, bound.seq), withAdmin ? undefined : notInArray(events.type, [...ADMIN_ONLY_TYPES])))
       .orderBy(asc(events.seq))
       .limit(limit);
-    const more = rows.length === limit;
-    if (!withDebug) return { rows, more };
-    const upTo = more ? rows[rows.length - 1]!.seq : Number.MAX_SAFE_INTEGER;
-    return { rows: mergeDebug(rows, await this.readDebug(sessionId, after, upTo, bound.debugId)), more };
+    return { rows, more: rows.length === limit };
   }
 
-  private readDebug(sessionId: string, from: number, upTo: number, maxId: number) {
-    return this.db
-      .select({ after_seq: debugEvents.after_seq, type: debugEvents.type, task_id: debugEvents.task_id, frame: debugEvents.frame })
-      .from(debugEvents)
-      .where(and(eq(debugEvents.session_id, sessionId), gte(debugEvents.after_seq, from), lt(debugEvents.after_seq, upTo), lte(debugEvents.id, maxId)))
-      .orderBy(asc(debugEvents.id));
-  }
-
-  /** Where a replay stops: the highest seq (and debug row id) stored now, after this process's queue is written. */
-  async bound(sessionId: string, withDebug = false): Promise<ReadBound> {
+  /** Where a replay stops: the highest seq stored now, after this process's queue is written. */
+  async bound(sessionId: string): Promise<ReadBound> {
     await this.flush();
-    const [seq, debugId] = await Promise.all([
-      this.maxSeq(sessionId),
-      withDebug ? first(this.db.select({ id: max(debugEvents.id) }).from(debugEvents)).then((r) => Number(r?.id ?? 0)) : 0,
-    ]);
-    return { seq, debugId };
+    return { seq: await this.maxSeq(sessionId) };
   }
 
   async has(sessionId: string, type: string): Promise<boolean> {

@@ -98,26 +98,22 @@ export const TurnDone = ofTask(
 export const TaskDone = ofTask("task:done", { status: OneOf(TASK_STATUSES.filter((s) => s === "completed" || s === "cancelled")) }, "End of a task (completed or cancelled).");
 export const TaskFailed = ofTask("task:failed", { error: T.String(), code: OneOf(ERROR_CODES) }, "The task failed; code is one of the interface's error codes.");
 
-/** Frames stored in a session's transcript, each with its seq (replayed by session.resume and GET /v1/sessions/:id/events). */
-export const PERSISTED_FRAMES = [SessionReady, TaskToken, TaskToolUse, TaskToolResult, TaskAskUser, TurnContinuing, TurnDone, TaskDone, TaskFailed] as const;
-export const PersistedFrame = T.Union([...PERSISTED_FRAMES], { title: "PersistedFrame" });
-export type PersistedFrame = Static<typeof PersistedFrame>;
-
-/** Admin-only debug frame: outside the gap-free sequence, placed after the frame `after_seq`. */
-export const TaskSystemPrompt = T.Object(
-  {
-    type: T.Literal("task:system_prompt"),
-    session_id: sessionId,
-    task_id: taskId,
-    after_seq: T.Integer({ minimum: 0, description: "The seq of the frame it follows" }),
-    system_prompt: T.String(),
-    model: T.String(),
-    provider: OneOf(MODEL_PROVIDERS),
-    tools: T.Array(T.String()),
-  },
-  { title: "task:system_prompt", description: "The full system prompt of the turn; sent only to users with the admin role." },
+/**
+ * Admin-only debug frame. It is numbered in the session's sequence like every other frame
+ * (API.md: every session frame carries `seq`), and is left out of what users without the admin
+ * role are sent or read: they see a gap in `seq` there (a gap is allowed, a reuse never).
+ */
+export const TaskSystemPrompt = ofTask(
+  "task:system_prompt",
+  { system_prompt: T.String(), model: T.String(), provider: OneOf(MODEL_PROVIDERS), tools: T.Array(T.String()) },
+  "The full system prompt of the turn; sent only to users with the admin role (others see a gap in seq where it is).",
 );
 export type TaskSystemPrompt = Static<typeof TaskSystemPrompt>;
+
+/** Frames stored in a session's transcript, each with its seq (replayed by session.resume and GET /v1/sessions/:id/events). */
+export const PERSISTED_FRAMES = [SessionReady, TaskToken, TaskToolUse, TaskToolResult, TaskAskUser, TurnContinuing, TurnDone, TaskDone, TaskFailed, TaskSystemPrompt] as const;
+export const PersistedFrame = T.Union([...PERSISTED_FRAMES], { title: "PersistedFrame" });
+export type PersistedFrame = Static<typeof PersistedFrame>;
 
 export const ReplayStart = T.Object(
   { type: T.Literal("session.replay_start"), session_id: sessionId, after: T.Integer({ minimum: 0 }) },
@@ -142,21 +138,18 @@ export const ErrorFrame = T.Object(
   },
 );
 
-export const SERVER_FRAMES = [...PERSISTED_FRAMES, TaskSystemPrompt, ReplayStart, ReplayEnd, ErrorFrame] as const;
+export const SERVER_FRAMES = [...PERSISTED_FRAMES, ReplayStart, ReplayEnd, ErrorFrame] as const;
 export const ServerFrame = T.Union([...SERVER_FRAMES], { title: "ServerFrame" });
 /** Every frame the server sends, discriminated by `type`. */
 export type ServerFrame = Static<typeof ServerFrame>;
 export type ServerFrameType = ServerFrame["type"];
 export type FrameOf<K extends ServerFrameType> = Extract<ServerFrame, { type: K }>;
 
-/** A transcript entry: a stored frame, or (for admins) a debug frame between them. */
-export const TranscriptFrame = T.Union([...PERSISTED_FRAMES, TaskSystemPrompt], { title: "TranscriptFrame" });
+/** A transcript entry: a stored frame (task:system_prompt only for admins). */
+export const TranscriptFrame = T.Union([...PERSISTED_FRAMES], { title: "TranscriptFrame" });
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-/**
- * What a publisher hands the hub: a session frame without what the event log adds (`session_id`,
- * and `seq` or `after_seq`).
- */
-export type FrameInput = DistributiveOmit<PersistedFrame, "session_id" | "seq"> | DistributiveOmit<TaskSystemPrompt, "session_id" | "after_seq">;
+/** What a publisher hands the hub: a session frame without what the event log adds (`session_id`, `seq`). */
+export type FrameInput = DistributiveOmit<PersistedFrame, "session_id" | "seq">;
 /** What the agent loop emits: a task's frame, the loop adds `task_id`. */
 export type TaskFrameInput = DistributiveOmit<Extract<FrameInput, { task_id: string }>, "task_id">;

@@ -170,8 +170,31 @@ describe("runcell token create", () => {
     });
   });
 
+  test("an email no account uses → exit 1, on a data dir that has a database", async () => {
+    const dir = dataDir();
+    expect((await runCli(["admin", "create-user", "--email", "someone@example.com", "--data-dir", dir])).code).toBe(0);
+    const r = await runCli(["token", "create", "--email", "nobody@example.com", "--name", "x", "--data-dir", dir]);
+    expect([r.code, r.stdout]).toEqual([1, ""]);
+    expect(r.stderr).toMatch(/no account uses nobody@example\.com/);
+  });
+
+  test("a mistyped --data-dir (token create, audit): says there is no database there, exit 1, and creates nothing", async () => {
+    const parent = dataDir();
+    for (const [args, dir] of [
+      [["token", "create", "--email", "ci@example.com", "--name", "x"], join(parent, "typo")],
+      [["audit"], join(parent, "typo2")],
+      // A directory that exists but holds no database is not given one either.
+      [["token", "create", "--email", "ci@example.com", "--name", "x"], parent],
+    ] as const) {
+      const r = await runCli([...args, "--data-dir", dir]);
+      expect([r.code, r.stdout]).toEqual([1, ""]);
+      expect(r.stderr).toContain(`there is no runcell database in ${dir} (no runcell.db); check --data-dir`);
+      expect(existsSync(join(dir, "runcell.db"))).toBe(false);
+    }
+    expect(existsSync(join(parent, "typo"))).toBe(false);
+  });
+
   test.each([
-    [["create", "--email", "nobody@example.com", "--name", "x"], 1, /no account uses nobody@example\.com/],
     [["create", "--email", "nobody@example.com"], 2, /--name is required/],
     [["create", "--name", "x"], 2, /--email is required/],
     [["list"], 2, /unknown subcommand "list"/],

@@ -82,17 +82,28 @@ describe("hub", () => {
     expect(got.admin).toHaveLength(3);
     expect(got.other).toHaveLength(0);
     expect(got.u1![0]).toBe(got.admin![0]!);
-    // The debug frame takes no seq: the sequence users see has no hole.
-    expect(got.u1!.map((j) => JSON.parse(j).seq)).toEqual([1, 2]);
-    expect(JSON.parse(got.admin![1]!)).toEqual({ type: "task:system_prompt", session_id: "sess_a", task_id: "t", after_seq: 1, system_prompt: "secret sauce", model: "demo", provider: "demo", tools: [] });
-    // Replays merge it back at its place, for admins only.
+    // The system prompt is numbered like every frame (API.md: every session frame carries seq):
+    // users who may not see it see a gap there (a gap is allowed, a reuse never).
+    expect(got.u1!.map((j) => JSON.parse(j).seq)).toEqual([1, 3]);
+    expect(got.admin!.map((j) => JSON.parse(j).seq)).toEqual([1, 2, 3]);
+    expect(JSON.parse(got.admin![1]!)).toEqual({ type: "task:system_prompt", session_id: "sess_a", task_id: "t", seq: 2, system_prompt: "secret sauce", model: "demo", provider: "demo", tools: [] });
+    // Replays: in its place for admins, left out for the others.
     const admin = await hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: () => true, replayAfter: 0 });
-    expect(admin.replay.map((r) => r.type)).toEqual(["task:token", "task:system_prompt", "task:token"]);
-    expect(admin.lastSeq).toBe(2);
+    expect(admin.replay.map((r) => [r.type, r.seq])).toEqual([["task:token", 1], ["task:system_prompt", 2], ["task:token", 3]]);
+    expect(admin.lastSeq).toBe(3);
     const user = await hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: () => true, replayAfter: 0 });
-    expect(user.replay.map((r) => r.seq)).toEqual([1, 2]);
+    expect(user.replay.map((r) => r.seq)).toEqual([1, 3]);
+    expect(user.lastSeq).toBe(3);
     const later = await hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: true, sink: () => true, replayAfter: 1 });
     expect(later.replay.map((r) => r.type)).toEqual(["task:system_prompt", "task:token"]);
+    // A replay whose last frame is one the user may not see ends below it; what follows is live.
+    hub.publish("sess_a", { type: "task:system_prompt", task_id: "t", system_prompt: "again", model: "demo", provider: "demo", tools: [] });
+    const seen: number[] = [];
+    const tail = await hub.attach({ sessionId: "sess_a", userId: "usr_1", isAdmin: false, sink: (_j, seq) => void seen.push(seq), replayAfter: 0 });
+    expect([tail.replay.map((r) => r.seq), tail.lastSeq]).toEqual([[1, 3], 3]);
+    tail.subscription.goLive(tail.lastSeq);
+    hub.publish("sess_a", { type: "task:token", task_id: "t", text: "c" });
+    expect(seen).toEqual([5]);
   });
 
   test("replay then live: no gap and no duplicate at the seam", async () => {

@@ -273,6 +273,19 @@ describe("fan-out", () => {
     const live = (c: WsClient) => c.frames.filter((f) => !["session.ready", "session.replay_start", "session.replay_end"].includes(f.type));
     expect(live(b)).toEqual(live(a));
     expect(live(a).find((f) => f.type === "task:system_prompt")).toMatchObject({ system_prompt: "Top secret system prompt" });
+    // Every session frame carries seq, the system prompt too (API.md), in one sequence.
+    const seqs = a.frames.filter((f) => f.session_id && !f.type.startsWith("session.replay")).map((f) => f.seq);
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    // The transcript pages hold at most `limit` frames, the system prompt counted, and chain without a gap or a repeat.
+    const pages: any[][] = [];
+    for (let after = 0; ; ) {
+      const page = await api(t, "GET", `/v1/sessions/${ready.session_id}/events?limit=2&after=${after}`, admin.bearer);
+      expect(page.body.data.length).toBeLessThanOrEqual(2);
+      pages.push(page.body.data);
+      if (!page.body.next_cursor) break;
+      after = Number(page.body.next_cursor);
+    }
+    expect(pages.flat().map((f) => f.seq)).toEqual(seqs);
     a.close();
     b.close();
     // A non-admin never receives it, live or replayed.

@@ -345,6 +345,7 @@ export const events = pgTable(
   (t) => [primaryKey({ columns: [t.session_id, t.seq] })],
 );
 
+/** No longer written or read (see src/db/schema.ts debugEvents). */
 export const debugEvents = pgTable(
   "debug_events",
   {

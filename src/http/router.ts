@@ -58,17 +58,22 @@ function requireDecodable(request: Request, path: string): void {
 }
 
 /** A page's parameters (a transcript's `after` is its cursor): each may be given once. */
-const PAGE_PARAMS = ["limit", "cursor", "after"];
+/**
+ * The query parameters routes read: the page's and the list filters'. One given twice is refused
+ * (Elysia would take the last one, while another server or a proxy may take the first; which was
+ * meant is unknown). Parameters no route reads are ignored, twice or not.
+ */
+const CHECKED_PARAMS = ["limit", "cursor", "after", "status", "action", "user_id", "session_id"];
 
 /**
  * Whether the query (from `q`, its "?") needs reading: it holds a `%00`, or it may name a page
- * parameter twice (one of the names appears twice, or a name is percent-encoded). A request
+ * parameter twice (one of CHECKED_PARAMS appears twice, or a name is percent-encoded). A request
  * without a query string, or with a plain `?limit=20&cursor=…`, reads nothing here.
  */
 function queryNeedsCheck(url: string, q: number): boolean {
   if (q < 0) return false;
   if (url.includes("%", q)) return true;
-  for (const name of PAGE_PARAMS) {
+  for (const name of CHECKED_PARAMS) {
     const i = url.indexOf(name, q);
     if (i >= 0 && url.indexOf(name, i + name.length) >= 0) return true;
   }
@@ -77,8 +82,8 @@ function queryNeedsCheck(url: string, q: number): boolean {
 
 /**
  * A query parameter holding U+0000 (`%00`): VALIDATION_FAILED naming it (src/lib/json-input.ts).
- * A page parameter given twice (`limit=500&limit=1`): VALIDATION_FAILED naming it — Elysia would
- * take the last one, while another server or a proxy may take the first; which was meant is unknown.
+ * A parameter of CHECKED_PARAMS given twice (`limit=500&limit=1`, `status=x&status=failed`):
+ * VALIDATION_FAILED naming it.
  */
 function requireSaneQuery(request: Request): void {
   const url = request.url;
@@ -86,7 +91,7 @@ function requireSaneQuery(request: Request): void {
   if (q < 0) return;
   const params = new URLSearchParams(url.slice(q));
   for (const [k, v] of params) if (k.includes("\0") || v.includes("\0")) throw nulError(k);
-  for (const name of PAGE_PARAMS) {
+  for (const name of CHECKED_PARAMS) {
     if (params.getAll(name).length > 1) throw Errors.validation(name, `${name} is given more than once`, { reason: "repeated", in: "query" });
   }
 }

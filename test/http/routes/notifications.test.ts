@@ -192,6 +192,21 @@ describe("behaviour", () => {
     expect(page2.body.data[0].id).toBe(ids[1]);
   });
 
+  test.each([
+    ["/v1/notifications?status=bogus&status=failed", "status"],
+    ["/v1/notifications?status=failed&status=delivered", "status"],
+    ["/v1/tasks?status=bogus&status=failed", "status"],
+    ["/v1/tasks?session_id=a&limit=2&session_id=b", "session_id"],
+  ])("a list filter given twice is refused, not the last one taken: %s", async (path, field) => {
+    const res = await api(t, "GET", path, a.bearer);
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ code: "VALIDATION_FAILED", details: { field, reason: "repeated", in: "query" } });
+  });
+
+  test("a parameter no route reads may come twice (ignored, like any unknown one)", async () => {
+    expect((await api(t, "GET", "/v1/notifications?_=1&_=2", a.bearer)).status).toBe(200);
+  });
+
   test("the OpenAPI document lists every route", async () => {
     const doc = await (await t.fetch("/v1/openapi.json")).json();
     for (const p of ["/v1/notifications/", "/v1/notifications/{id}"]) {

@@ -164,6 +164,11 @@ export class AgentLoop {
         // (Unknown only for an answer stored by a runcell from before the field, then resumed.)
         ...(stopReason ? { stop_reason: stopReason } : {}),
       });
+      // API.md: a task whose cost reaches its max_budget_usd ends failed — also when the request
+      // that reached it was the last one (its answer stays the task's result_text).
+      if (usdReached(done.cost_usd, done.max_budget_usd)) {
+        return { failed: { code: "BUDGET_EXCEEDED", message: `Task reached max_budget_usd ($${done.max_budget_usd}) with its final answer (cost $${roundUsd(done.cost_usd)})` } };
+      }
       return "completed";
     };
     // Stopped after storing its final answer, before being marked completed: no new model request.

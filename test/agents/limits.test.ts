@@ -77,6 +77,21 @@ describe("limits", () => {
     expect(mock.requests.length).toBe(2);
   });
 
+  test("a final answer whose cost reaches max_budget_usd ends the task failed BUDGET_EXCEEDED: its answer is kept and shown, task:failed follows turn.done", async () => {
+    mock.reset();
+    mock.enqueue({ text: "All done.", usage: { input_tokens: 1000, output_tokens: 0 } });
+    // $1 per 1,000 input tokens: the one request costs $1, over the $0.5 budget.
+    const pid = await createProfile(t, user, { mock, pricing: { input_per_mtok: 1000, output_per_mtok: 0 } });
+    const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "one answer", max_budget_usd: 0.5 });
+    const task = await waitTask(t, user, task_id);
+    expect(task).toMatchObject({ status: "failed", error: { code: "BUDGET_EXCEEDED" }, turns: 1, result_text: "All done.", max_budget_usd: 0.5 });
+    expect(task.cost_usd).toBeCloseTo(1, 6);
+    expect(mock.requests.length).toBe(1);
+    const frames = await sessionFrames(t, user, session_id);
+    expect(frames.slice(-2).map((f: { type: string }) => f.type)).toEqual(["turn.done", "task:failed"]);
+    expect(frames.at(-1)).toMatchObject({ code: "BUDGET_EXCEEDED" });
+  });
+
   test("a spent limit is refused at submit: max_turns 0 → 422, max_budget_usd 0 → 402", async () => {
     const pid = await createProfile(t, user, { mock });
     const turns = await api(t, "POST", "/v1/tasks", user.bearer, { profile_id: pid, prompt: "x", max_turns: 0 });

@@ -18,6 +18,16 @@ export const Timestamp = T.String({ format: "date-time", examples: ["2026-11-22T
 export const Label = T.String({ minLength: 1, maxLength: 100, pattern: "^(?=[\\s\\S]*\\S)[^\\x00-\\x1f\\x7f]+$", "x-hint": "a label without control characters" });
 export const Nullable = <S extends TSchema>(s: S, options: { description?: string } = {}) => T.Union([s, T.Null()], options);
 export const NullableTimestamp = Nullable(Timestamp);
+
+/**
+ * Takes `null` as "absent" for the optional fields `keys` of a client's object (removed before it
+ * is checked): a client that sends every field, `session_id: null` for "none", is not refused for it.
+ */
+export function nullsAsAbsent(value: unknown, keys: readonly string[]): void {
+  if (!value || typeof value !== "object" || Array.isArray(value)) return;
+  const o = value as Record<string, unknown>;
+  for (const k of keys) if (Object.hasOwn(o, k) && o[k] === null) delete o[k];
+}
 /** A cost in US dollars as every record shows it: rounded to 1e-9 (src/lib/usd.ts). */
 export const CostUsd = T.Number({ description: "US dollars, rounded to 1e-9", examples: [0.012345678] });
 

@@ -23,6 +23,8 @@ export const SubmitFields = {
   max_budget_usd: T.Optional(T.Number({ minimum: 0, maximum: 100_000, description: "Defaults to the profile's limits.max_budget_usd" })),
   repositories: T.Optional(T.Array(Repositories.items, { ...Repositories, description: "Repositories for the new session only (besides the profile's; one with the same path replaces the profile's); not with session_id" })),
 };
+/** The optional submit fields where `null` means absent (POST /v1/tasks, task.submit, session.turn). */
+export const SUBMIT_NULL_AS_ABSENT = ["mode", "profile_id", "session_id", "max_turns", "max_budget_usd", "repositories"] as const;
 export const SubmitBody = Body(SubmitFields, { title: "TaskSubmit" });
 export type Submit = Static<typeof SubmitBody>;
 

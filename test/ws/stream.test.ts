@@ -257,6 +257,16 @@ describe("client messages and error frames", () => {
   });
 });
 
+test("task.submit with null in its optional fields (every field sent) starts a new session, as without them", async () => {
+  const c = await open(alice);
+  c.send({ type: "task.submit", mode: "session", profile_id: profileId, session_id: null, prompt: "nulls", max_turns: null, max_budget_usd: null, request_id: "n" });
+  const ready = await c.waitFor((f) => f.type === "session.ready");
+  expect(ready.session_id).toMatch(/^sess_/);
+  await c.waitFor((f) => f.type === "task:done");
+  expect(c.frames.some((f) => f.type === "error")).toBe(false);
+  c.close();
+});
+
 describe("fan-out", () => {
   test("two sockets of the same user on one session both get every live event; admins also get the system prompt", async () => {
     const admin = await createUser(t, { role: "admin" });

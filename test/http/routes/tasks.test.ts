@@ -126,3 +126,15 @@ test("POST /v1/tasks with someone else's profile or session → 404, like a miss
   }
   await waitTask(t, a.other, theirs.body.task_id);
 });
+
+test("POST /v1/tasks takes null in an optional field as absent (a client that sends every field); a null prompt is still refused", async () => {
+  const body = { mode: null, profile_id: profiles.get(a.owner.id), session_id: null, prompt: "nulls", max_turns: null, max_budget_usd: null, repositories: null };
+  const r = await api(t, "POST", "/v1/tasks", a.owner.bearer, body);
+  expect(r.status).toBe(202);
+  const task = await waitTask(t, a.owner, r.body.task_id);
+  // The profile's limits, as when the fields are left out.
+  expect(task).toMatchObject({ status: "completed", session_id: r.body.session_id });
+  expect(task.max_turns).toBeGreaterThan(0);
+  const bad = await api(t, "POST", "/v1/tasks", a.owner.bearer, { ...body, prompt: null });
+  expect([bad.status, bad.body.details?.field]).toEqual([400, "prompt"]);
+});

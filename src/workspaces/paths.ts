@@ -9,6 +9,8 @@ import { Errors } from "../lib/errors.ts";
 
 export const WORKSPACE_ROOT = "/workspace";
 const MAX_PATH = 4096;
+/** Longest name of one file or directory, in bytes of UTF-8 (Linux's NAME_MAX). */
+export const MAX_NAME_BYTES = 255;
 
 /** True when `abs` (already normalised) is /workspace or below it. */
 export const insideWorkspace = (abs: string) => abs === WORKSPACE_ROOT || abs.startsWith(WORKSPACE_ROOT + "/");
@@ -25,6 +27,17 @@ export function resolveWorkspacePath(input: string, field = "path"): string {
   const abs = posix.normalize(joined).replace(/\/+$/, "") || "/";
   if (!insideWorkspace(abs)) {
     throw Errors.validation(field, `${input} is outside ${WORKSPACE_ROOT}: workspace paths must stay under ${WORKSPACE_ROOT}`, { path: input });
+  }
+  // A name no file can have (ENAMETOOLONG): the caller's mistake, said before the engine is asked
+  // (which answers it as its own failure).
+  for (const name of abs.split("/")) {
+    const bytes = Buffer.byteLength(name);
+    if (bytes > MAX_NAME_BYTES) {
+      throw Errors.validation(field, `${field} has a name of ${bytes} bytes (${name.slice(0, 24)}…): a file or directory name is at most ${MAX_NAME_BYTES} bytes`, {
+        reason: "name too long",
+        max_bytes: MAX_NAME_BYTES,
+      });
+    }
   }
   return abs;
 }

@@ -602,6 +602,11 @@ export class Workspaces {
     return this.signer.url(ctrId, relativePath(resolveWorkspacePath(path)), ttlSec);
   }
 
+  /**
+   * Whether `path` (relative, as the URL holds it) is exactly the path a URL was signed for: its
+   * normalised form (signedFileUrl signs that), so `chart.png/` or `./chart.png` with chart.png's
+   * signature is 404 like any other path, never a different answer about the same file.
+   */
   verifyFileUrl(ctrId: string, path: string, exp: string | undefined, sig: string | undefined): boolean {
     let rel: string;
     try {
@@ -609,6 +614,6 @@ export class Workspaces {
     } catch {
       return false;
     }
-    return this.signer.verify(ctrId, rel, exp, sig);
+    return rel === path && this.signer.verify(ctrId, rel, exp, sig);
   }
 }

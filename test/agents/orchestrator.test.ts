@@ -124,7 +124,7 @@ describe("agent runtime", () => {
     expect(JSON.stringify(msgs.at(-1))).toContain("and now?");
   });
 
-  test("a symlink loop or a path through a file is a tool error the model sees; the task goes on", async () => {
+  test("a symlink loop, a path through a file or a name over 255 bytes is a tool error the model sees; the task goes on", async () => {
     mock.reset();
     mock.enqueue(
       { toolCalls: [{ name: "Bash", input: { command: "ln -s loop2 loop1; ln -s loop1 loop2; echo hi > a.txt" } }] },
@@ -134,13 +134,17 @@ describe("agent runtime", () => {
           { name: "Read", input: { file_path: "a.txt/x" } },
           { name: "Write", input: { file_path: "a.txt/x", content: "no" } },
           { name: "Read", input: { file_path: "a.txt/" } },
+          { name: "Write", input: { file_path: "c".repeat(300), content: "x" } },
         ],
       },
       { text: "Noted." },
     );
     const { task_id } = await submit(t, user, { profile_id: profileId, prompt: "odd paths" });
     expect((await waitTask(t, user, task_id)).status).toBe("completed");
-    const [loop, through, write, slash] = lastToolResults(mock.requests[2]!.body);
+    const [loop, through, write, slash, long] = lastToolResults(mock.requests[2]!.body);
+    // A name no file can have (over 255 bytes) is the model's mistake too.
+    expect(long).toMatchObject({ is_error: true });
+    expect(long!.content).toContain("at most 255 bytes");
     expect(loop).toMatchObject({ is_error: true });
     expect(loop!.content).toContain("/workspace/loop1 is or leads into a symlink loop");
     for (const r of [through, write, slash]) {

@@ -126,6 +126,20 @@ describe("read and write", () => {
     expect(await sh("ls /etc/evil newdir 2>/dev/null; cat sub/plain.txt; true")).toBe("plain\n");
   });
 
+  test("a name over 255 bytes is the caller's path error (reading, writing, listing), not a broken container", async () => {
+    const long = "a".repeat(256);
+    for (const p of [long, `sub/${long}/x`, `${"é".repeat(128)}`]) {
+      for (const op of [ws.readFile(sessionId, p), ws.writeFile(sessionId, p, "x"), ws.listDir(sessionId, p)]) {
+        const e = (await op.catch((x) => x)) as AppError;
+        expect([e.code, e.details?.field, e.details?.reason]).toEqual(["VALIDATION_FAILED", "path", "name too long"]);
+        expect(e.message).toContain("at most 255 bytes");
+      }
+    }
+    // 255 bytes is a name like any other.
+    await ws.writeFile(sessionId, "b".repeat(255), "ok");
+    expect(text(await ws.readFile(sessionId, "b".repeat(255)))).toBe("ok");
+  });
+
   test("a file over the size cap is refused with its size", async () => {
     const cap = ws.maxFileBytes;
     ws.maxFileBytes = 1000;
@@ -210,7 +224,13 @@ describe("signed URLs", () => {
     other.pathname = other.pathname.replace("sub/f.txt", "bin.dat");
     const noSig = new URL(url);
     noSig.search = "";
-    for (const u of [bad, other, noSig, new URL(url.href.replace(ctrId, "ctr_01m7zzzzzzzzzzzzzzzzzzzzzz"))]) {
+    // The same signature on another spelling of the path (a trailing slash, //) is another path.
+    const spelled = ["sub/f.txt/", "sub//f.txt"].map((p) => {
+      const u = new URL(url);
+      u.pathname = u.pathname.replace("sub/f.txt", p);
+      return u;
+    });
+    for (const u of [bad, other, noSig, new URL(url.href.replace(ctrId, "ctr_01m7zzzzzzzzzzzzzzzzzzzzzz")), ...spelled]) {
       const res = await fetch(u);
       expect(res.status).toBe(404);
       expect((await res.json()).code).toBe("NOT_FOUND");

@@ -21,7 +21,7 @@ import { GitRepos } from "./git/service.ts";
 import { McpManager } from "./mcp/manager.ts";
 import { ModelNetwork } from "./agents/model-network.ts";
 import { UsageReports } from "./agents/usage.ts";
-import { Profiles } from "./agents/profiles.ts";
+import { Profiles, profileGone } from "./agents/profiles.ts";
 import { SessionLifecycle } from "./agents/session-lifecycle.ts";
 import { AgentSessions } from "./agents/sessions.ts";
 import { Tasks } from "./agents/tasks.ts";
@@ -157,7 +157,10 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
     replica: { id: replicas.id, shared: bus.shared, registered: async () => new Set((await replicas.list()).map((r) => r.id)) },
     envFor: async (row): Promise<Record<string, string>> => {
       const profile = await profiles.byIdAny(row.profile_id);
-      return profile && profile.user_id === row.user_id ? await secrets.resolveEnv(row.user_id, profile.env) : {};
+      // Deleted meanwhile: a command does not run without the environment it was configured with
+      // (the task it belongs to ends NOT_FOUND, like a queued one of that profile).
+      if (!profile || profile.user_id !== row.user_id) throw profileGone(row.profile_id);
+      return await secrets.resolveEnv(row.user_id, profile.env);
     },
   });
   const notifications = new Notifications({ db, sqlite, sealer, log, now, config, audit });

@@ -9,6 +9,7 @@ import type { FrameInput, TaskFrameInput } from "../schema/stream.ts";
 import type { Hub } from "../events/hub.ts";
 import type { EventStore } from "../events/log.ts";
 import { AppError, type ErrorCode } from "../lib/errors.ts";
+import { isProfileGone } from "./profiles.ts";
 import type { AgentMetricsDep, ProfileRow, SecretsDep, WorkspacesDep, NotificationsDep } from "./deps.ts";
 import { polishResultText } from "./polish.ts";
 import { CallCharge } from "./call-charge.ts";
@@ -411,7 +412,8 @@ export class AgentLoop {
     } catch (e) {
       await recorder.settled();
       if (signal.aborted) return this.stopTool(task, use, signal, "");
-      if (e instanceof AppError && e.code === "CONTAINER_FAILED") throw e;
+      // The workspace failed, or the profile went (no environment to run with): the task ends.
+      if (e instanceof AppError && (e.code === "CONTAINER_FAILED" || isProfileGone(e))) throw e;
       if (!(e instanceof AppError)) throw e;
       output = e.message;
       isError = true;

@@ -23,6 +23,11 @@ import { type TableChanges, TableMemo } from "../db/changes.ts";
 
 export type { ProfileRow };
 
+const PROFILE_GONE = "profile deleted";
+/** A task's profile was deleted while it ran: the task ends NOT_FOUND (a command does not run without its environment). */
+export const profileGone = (profileId: string) => new AppError("NOT_FOUND", `Profile ${profileId} no longer exists`, { reason: PROFILE_GONE, profile_id: profileId });
+export const isProfileGone = (e: unknown): e is AppError => e instanceof AppError && e.details?.reason === PROFILE_GONE;
+
 /** The model config without empty optional fields. */
 export function cleanModel(m: ModelConfig): Model {
   const out: Model = { provider: m.provider, name: m.name };

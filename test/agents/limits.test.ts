@@ -92,6 +92,25 @@ describe("limits", () => {
     expect(frames.at(-1)).toMatchObject({ code: "BUDGET_EXCEEDED" });
   });
 
+  test("a profile deleted while its task runs: the task's next command does not run without the profile's environment; the task ends NOT_FOUND", async () => {
+    mock.reset();
+    mock.enqueue(
+      { toolCalls: [{ name: "Bash", input: { command: "echo V=$V; sleep 2" } }] },
+      { toolCalls: [{ name: "Bash", input: { command: "echo V=$V > /workspace/after.txt" } }] },
+      { text: "never asked" },
+    );
+    const pid = await createProfile(t, user, { mock, env: { V: "one" } });
+    const { task_id } = await submit(t, user, { profile_id: pid, prompt: "two commands" });
+    await waitFor(() => mock.requests.length >= 1 || null, { what: "the first command" });
+    await Bun.sleep(500);
+    expect((await api(t, "DELETE", `/v1/profiles/${pid}`, user.bearer)).status).toBe(204);
+    const task = await waitTask(t, user, task_id);
+    expect(task).toMatchObject({ status: "failed", error: { code: "NOT_FOUND", message: `Profile ${pid} no longer exists` } });
+    // The first command ran with its environment; the model was not asked again after the second was refused.
+    expect(JSON.stringify(lastToolResults(mock.requests[1]!.body))).toContain("V=one");
+    expect(mock.requests.length).toBe(2);
+  });
+
   test("a spent limit is refused at submit: max_turns 0 → 422, max_budget_usd 0 → 402", async () => {
     const pid = await createProfile(t, user, { mock });
     const turns = await api(t, "POST", "/v1/tasks", user.bearer, { profile_id: pid, prompt: "x", max_turns: 0 });

@@ -1,9 +1,12 @@
 /**
  * `turn.done.result_text`: the model's final text with markdown normalised (LF line endings, no
  * trailing spaces, runs of blank lines collapsed, unclosed code fences closed) and every image
- * reference to a workspace file — `![alt](chart.png)`, `![alt](/workspace/chart.png)`,
- * `<img src="…">` — rewritten to a signed URL. Images hosted elsewhere, paths the signer refuses and
- * anything inside code fences are left alone. Streamed `task:token` text stays raw.
+ * reference to a workspace file — `![alt](chart.png)`, `![alt](<my chart.png>)`,
+ * `![alt](/workspace/chart.png)`, a reference-style image's definition (`![alt][c]` … `[c]: chart.png`),
+ * `<img src="…">` or `<img src=…>` — rewritten to a signed URL. Images hosted elsewhere, paths the
+ * signer refuses and anything inside code (fenced blocks, inline code spans) are left alone.
+ * Streamed `task:token` text stays raw. (Line by line, CommonMark's rules for destinations, escapes
+ * and code spans: a markdown parser gives no offsets to rewrite the text in place.)
  */
 
 /** Returns the signed URL for a path relative to /workspace, or null to leave it untouched (it may throw: the link is then left as well). */
@@ -50,19 +53,133 @@ function signedRef(ref: string, sign: Signer): string | null {
   }
 }
 
-function rewriteImages(line: string, sign: Signer): string {
-  const md = line.replace(/(!\[[^\]]*\]\()(\s*<?[^)\s>]+>?)((?:\s+"[^"]*")?\s*\))/g, (all, open: string, ref: string, close: string) => {
-    const url = signedRef(ref, sign);
-    return url ? `${open}${url}${close}` : all;
-  });
-  return md.replace(/(<img\b[^>]*?\bsrc\s*=\s*)(["'])(.*?)\2/gi, (all, open: string, q: string, ref: string) => {
-    const url = signedRef(ref, sign);
-    return url ? `${open}${q}${url.replace(/&/g, "&amp;")}${q}` : all;
-  });
+/** CommonMark's backslash escapes (of ASCII punctuation), taken out of a link destination. */
+const unescape = (s: string) => s.replace(/\\([!-/:-@[-`{-~])/g, "$1");
+
+/**
+ * An image's link destination: `<…>` (no line break or `<`/`>` inside), or plain — no spaces or
+ * control characters, backslash escapes allowed, parentheses balanced one level deep.
+ */
+const DEST = String.raw`<[^<>\n]*>|(?:[^\s()\\<]|\\[\s\S]|\((?:[^\s()\\]|\\[\s\S])*\))+`;
+const TITLE = String.raw`"(?:[^"\\]|\\[\s\S])*"|'(?:[^'\\]|\\[\s\S])*'|\((?:[^()\\]|\\[\s\S])*\)`;
+const LABEL = String.raw`(?:[^\[\]\\]|\\[\s\S])*`;
+const INLINE_IMAGE = new RegExp(String.raw`(!\[${LABEL}\]\(\s*)(${DEST})((?:\s+(?:${TITLE}))?\s*\))`, "g");
+/** `![alt][label]`, `![label][]` and `![label]`: the label a reference-style image uses. */
+const REF_IMAGE = new RegExp(String.raw`!\[(${LABEL})\](?:\[(${LABEL})\])?`, "g");
+/** A link reference definition: `[label]: destination "title"`. */
+const DEFINITION = new RegExp(String.raw`^( {0,3}\[(${LABEL})\]:[ \t]*)(${DEST})(.*)$`);
+const IMG_QUOTED = /(<img\b[^>]*?\bsrc\s*=\s*)(["'])(.*?)\2/gi;
+const IMG_UNQUOTED = /(<img\b[^>]*?\bsrc\s*=\s*)([^\s"'=<>`]+)/gi;
+
+/** A reference label as CommonMark matches them: case-folded, inner whitespace collapsed. */
+const labelKey = (label: string) => label.trim().replace(/\s+/g, " ").toLowerCase();
+
+/**
+ * A signed URL as a markdown destination: parentheses percent-encoded (the signed path is decoded
+ * before it is checked), so a name like `par(1).png` cannot end the destination early; in `<…>`
+ * when the reference was written that way.
+ */
+function asDestination(url: string, bracketed: boolean): string {
+  const safe = url.replace(/\(/g, "%28").replace(/\)/g, "%29");
+  return bracketed ? `<${safe}>` : safe;
+}
+
+/** The signed destination for a markdown destination as written, or null to leave it. */
+function signedDestination(dest: string, sign: Signer): string | null {
+  const bracketed = dest.startsWith("<");
+  const url = signedRef(unescape(bracketed ? dest.slice(1, -1) : dest), sign);
+  return url ? asDestination(url, bracketed) : null;
+}
+
+/** Applies `f` to the parts of `line` outside inline code spans (`…`, ``…``), which stay as written. */
+function outsideCodeSpans(line: string, f: (text: string) => string): string {
+  let out = "";
+  let from = 0;
+  let i = 0;
+  while (i < line.length) {
+    if (line[i] !== "`") {
+      i++;
+      continue;
+    }
+    let n = 1;
+    while (line[i + n] === "`") n++;
+    // The span ends at the next run of exactly n backticks; without one, the run is plain text.
+    let end = -1;
+    for (let j = i + n; j < line.length; ) {
+      if (line[j] !== "`") {
+        j++;
+        continue;
+      }
+      let k = 1;
+      while (line[j + k] === "`") k++;
+      if (k === n) {
+        end = j;
+        break;
+      }
+      j += k;
+    }
+    if (end < 0) {
+      i += n;
+      continue;
+    }
+    out += f(line.slice(from, i)) + line.slice(i, end + n);
+    from = i = end + n;
+  }
+  return out + f(line.slice(from));
+}
+
+function rewriteImages(line: string, sign: Signer, refs: ReadonlySet<string>): string {
+  const def = refs.size ? DEFINITION.exec(line) : null;
+  if (def && refs.has(labelKey(def[2]!))) {
+    const url = signedDestination(def[3]!, sign);
+    return url ? `${def[1]}${url}${def[4]}` : line;
+  }
+  return outsideCodeSpans(line, (text) =>
+    text
+      .replace(INLINE_IMAGE, (all, open: string, dest: string, close: string) => {
+        const url = signedDestination(dest, sign);
+        return url ? `${open}${url}${close}` : all;
+      })
+      .replace(IMG_QUOTED, (all, open: string, q: string, ref: string) => {
+        const url = signedRef(ref, sign);
+        return url ? `${open}${q}${url.replace(/&/g, "&amp;")}${q}` : all;
+      })
+      .replace(IMG_UNQUOTED, (all, open: string, ref: string) => {
+        const url = signedRef(ref, sign);
+        return url ? `${open}"${url.replace(/&/g, "&amp;")}"` : all;
+      }),
+  );
+}
+
+/** The labels reference-style images use (outside code), whose definitions are rewritten too. */
+function imageLabels(lines: string[]): Set<string> {
+  const labels = new Set<string>();
+  let fence: string | null = null;
+  for (const line of lines) {
+    const m = FENCE.exec(line);
+    if (fence) {
+      if (m && m[1]![0] === fence[0] && m[1]!.length >= fence.length && line.trim() === m[1]) fence = null;
+      continue;
+    }
+    if (m) {
+      fence = m[1]!;
+      continue;
+    }
+    outsideCodeSpans(line, (text) => {
+      for (const r of text.matchAll(REF_IMAGE)) {
+        // An inline image `![a](…)` is not a reference.
+        if (r[2] === undefined && text[r.index! + r[0].length] === "(") continue;
+        labels.add(labelKey(r[2] || r[1]!));
+      }
+      return text;
+    });
+  }
+  return labels;
 }
 
 export function polishResultText(text: string, sign: Signer): string {
   const lines = text.replace(/\r\n?/g, "\n").split("\n");
+  const refs = imageLabels(lines);
   const out: string[] = [];
   let fence: string | null = null;
   let blank = 0;
@@ -83,7 +200,7 @@ export function polishResultText(text: string, sign: Signer): string {
     if (line === "") {
       if (++blank > 1) continue;
     } else blank = 0;
-    out.push(rewriteImages(line, sign));
+    out.push(rewriteImages(line, sign, refs));
   }
   if (fence) out.push(fence);
   while (out.length && out[0] === "") out.shift();

@@ -45,6 +45,31 @@ describe("result_text polishing", () => {
     );
   });
 
+  test.each([
+    ["unquoted <img src>", "<img src=chart.png alt=c>", `<img src="${sign("chart.png").replace(/&/g, "&amp;")}" alt=c>`],
+    ["an angle-bracket destination with spaces", "![s](<dir with space/my pic.png>)", `![s](<${sign("dir with space/my pic.png")}>)`],
+    ["escaped parentheses in the name", "![6](par\\(1\\).png)", `![6](${sign("par(1).png").replace("(", "%28").replace(")", "%29")})`],
+    ["balanced parentheses in the name", "![6](par(1).png)", `![6](${sign("par(1).png").replace("(", "%28").replace(")", "%29")})`],
+    ["parentheses in an angle-bracket destination", "![7](<par(1).png>)", `![7](<${sign("par(1).png").replace("(", "%28").replace(")", "%29")}>)`],
+    ["a title in single quotes", "![a](a.png 'T')", `![a](${sign("a.png")} 'T')`],
+  ])("rewrites %s", (_what, input, expected) => {
+    expect(polishResultText(input, sign)).toBe(expected);
+  });
+
+  test("reference-style images: the definition they use is rewritten, a plain link's is not", () => {
+    const input = ["![chart][c] and ![Logo] and ![pie][]", "", "[c]: chart.png", "[logo]: <img/logo 1.png> \"Logo\"", "[pie]: /workspace/pie.png", "[doc]: notes.md"].join("\n");
+    expect(polishResultText(input, sign)).toBe(
+      ["![chart][c] and ![Logo] and ![pie][]", "", `[c]: ${sign("chart.png")}`, `[logo]: <${sign("img/logo 1.png")}> "Logo"`, `[pie]: ${sign("pie.png")}`, "[doc]: notes.md"].join("\n"),
+    );
+  });
+
+  test("inline code spans stay as written, as fenced code does", () => {
+    const input = "Write `![code](chart.png)` or ``![x](a.png) ` `` to get ![real](chart.png); a lone ` is text: ![b](b.png)";
+    expect(polishResultText(input, sign)).toBe(
+      `Write \`![code](chart.png)\` or \`\`![x](a.png) \` \`\` to get ![real](${sign("chart.png")}); a lone \` is text: ![b](${sign("b.png")})`,
+    );
+  });
+
   test("image with a title keeps it; a closed fence stays closed", () => {
     expect(polishResultText('![a](a.png "Title")\n~~~\nx\n~~~\n', sign)).toBe(`![a](${sign("a.png")} "Title")\n~~~\nx\n~~~`);
   });

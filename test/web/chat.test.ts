@@ -214,7 +214,7 @@ describe("a new user's first session", () => {
       "",
       "Read [the docs](https://example.com/docs) for more.",
       "",
-      'Inline <img src=x onerror="window.__pwned=1"> and <b>bold?</b>',
+      'Inline <img src=https://x.invalid/p.png onerror="window.__pwned=1"> and <b>bold?</b>',
       "",
       "<script>window.__pwned = 2</script>",
       "",
@@ -254,7 +254,7 @@ describe("a new user's first session", () => {
     // Raw HTML in model output is text, never markup.
     const md = turn.locator(".md");
     expect(await md.locator("img, script, b").count()).toBe(0);
-    expect(await md.textContent()).toContain('<img src=x onerror="window.__pwned=1">');
+    expect(await md.textContent()).toContain('<img src=https://x.invalid/p.png onerror="window.__pwned=1">');
     expect(await md.textContent()).toContain("<script>window.__pwned = 2</script>");
     expect(await p.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
 

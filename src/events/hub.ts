@@ -35,8 +35,6 @@ import { ADMIN_ONLY_TYPES, type EventStore, type ReadBound, type StoredFrame, ty
 /** Rows read from the log at a time for a replay. */
 export const REPLAY_PAGE = 1000;
 
-export { ADMIN_ONLY_TYPES };
-
 /** Topic names for native fan-out: every viewer of a session, and its admin viewers. */
 export const sessionTopic = (sessionId: string) => `s:${sessionId}`;
 export const adminTopic = (sessionId: string) => `a:${sessionId}`;

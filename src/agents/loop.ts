@@ -124,11 +124,9 @@ export class AgentLoop {
     // Whether it is the server's own key is decided here, from the key this run's requests go out with.
     const apiKey = await this.d.secrets.resolveApiKey(task.user_id, profile.model);
     let steps = await transcript.steps(task.session_id);
-    if (!transcript.hasPrompt(steps, task.id)) {
+    const firstRun = !transcript.hasPrompt(steps, task.id);
+    if (firstRun) {
       await transcript.addUserPrompt(task.session_id, task.id, task.prompt);
-      if (await this.d.isAdmin(task.user_id)) {
-        this.emit(task, { type: "task:system_prompt", system_prompt: profile.system_prompt, model: profile.model.name, provider: profile.model.provider, tools: profile.tools });
-      }
       steps = await transcript.steps(task.session_id);
     }
     // Resumed with a model request as its next step: the request under way when the server
@@ -145,6 +143,11 @@ export class AgentLoop {
     const provider = getProvider(profile.model.provider);
     const profileTools = [...toolSpecs(profile.tools), ...extra.specs];
     const system = profile.system_prompt + extra.note;
+    // The turn's whole system prompt and tool list as the model gets them (the session's
+    // repositories and MCP servers included), once per task, for admins.
+    if (firstRun && (await this.d.isAdmin(task.user_id))) {
+      this.emit(task, { type: "task:system_prompt", system_prompt: system, model: profile.model.name, provider: profile.model.provider, tools: profileTools.map((t) => t.name) });
+    }
     // (Not in a turn of its own: the answer's turn already is one. Yielding here too raised the
     // peak of 24 turns of 2 MiB from 3.9x to 5.6x the largest request, bench/memory.ts part 2:
     // the collections then fell at worse moments.)

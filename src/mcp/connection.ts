@@ -35,6 +35,11 @@ export class McpConnection {
   private client: Client | null = null;
   private handle: McpTransportHandle | null = null;
   private connecting: Promise<void> | null = null;
+  /**
+   * Aborted when the connection's stream breaks under a call (an HTTP server that died: the SDK
+   * reports it, but leaves the request waiting for an answer that cannot come until its timeout).
+   */
+  private broken = new AbortController();
 
   constructor(
     readonly name: string,
@@ -77,8 +82,12 @@ export class McpConnection {
     try {
       signal?.throwIfAborted();
       this.handle = await this.open();
+      const broken = (this.broken = new AbortController());
       client.onclose = () => {
         if (this.client === client && this.state === "ready") this.state = "dead";
+      };
+      client.onerror = (e) => {
+        if (this.client === client && streamBroke(e)) broken.abort(e);
       };
       // MCP: "The initialize request MUST NOT be cancelled by clients" — so the task's signal is not
       // given to connect(): a cancel closes the connection instead, which ends the wait at once.
@@ -121,7 +130,11 @@ export class McpConnection {
     } catch (e) {
       return { ok: false, message: `MCP server "${this.name}" is not available: ${errorText(e)}` };
     }
-    const send = (c: Client) => whileRunning(signal, (s) => c.callTool({ name: tool, arguments: args }, undefined, { signal: s, timeout: this.timeoutMs }) as Promise<CallToolResult>);
+    let broken = this.broken.signal;
+    const send = (c: Client) => {
+      broken = this.broken.signal;
+      return whileRunning(signal, (s) => c.callTool({ name: tool, arguments: args }, undefined, { signal: s ? AbortSignal.any([s, broken]) : broken, timeout: this.timeoutMs }) as Promise<CallToolResult>);
+    };
     try {
       let result: CallToolResult;
       try {
@@ -140,6 +153,13 @@ export class McpConnection {
         await this.stop();
         // (Nothing came back: the task's loop writes the cancellation into the tool's result.)
         return { ok: false, message: "", cancelled: true };
+      }
+      if (broken.aborted) {
+        // The server went away under the call (its stream broke): reported now, not at the timeout.
+        await this.closeClient();
+        this.state = "dead";
+        this.lastError = `its connection broke during a call (${errorText(broken.reason)})`;
+        return { ok: false, message: `MCP server "${this.name}" stopped during the call to ${tool} (its connection broke: ${errorText(broken.reason)}). The call was not retried; the server is reconnected for the next call.` };
       }
       if (e instanceof McpError && e.code === ErrorCode.RequestTimeout) {
         await this.stop();
@@ -212,6 +232,14 @@ async function whileRunning<T>(signal: AbortSignal | undefined, run: (signal: Ab
   } finally {
     signal.removeEventListener("abort", follow);
   }
+}
+
+/**
+ * The SDK's report that an HTTP call's event stream broke (the server died or the connection
+ * dropped) or could not be resumed: the call waiting on it will get no answer.
+ */
+function streamBroke(e: unknown): boolean {
+  return /^(SSE stream disconnected|Failed to reconnect|Maximum reconnection attempts)/.test((e as Error)?.message ?? "");
 }
 
 /** An HTTP server answered that it does not know our session (MCP: 404; some servers say 400 "No valid session ID"). */

@@ -18,6 +18,7 @@ import { boundedFetch } from "../lib/bounded-fetch.ts";
 import { randomHex } from "../lib/crypto.ts";
 import type { Logger } from "../log.ts";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { EnvValue, McpServerConfig } from "../db/schema.ts";
 import { MCP_TIMEOUT_DEFAULT_MS } from "../schema/profile.ts";
 import type { AttachedProcess, ProcessOptions } from "../workspaces/process.ts";
@@ -115,7 +116,7 @@ export class McpManager {
         queueMicrotask(() => void transport.close().catch(() => {}));
         return new Error(`MCP server "${s.name}" ${why}`);
       });
-      const transport = new StreamableHTTPClientTransport(new URL(s.url), { requestInit: { headers }, fetch: bounded });
+      const transport = new StreamableHTTPClientTransport(new URL(s.url), { requestInit: { headers }, fetch: refuseRedirects(bounded, s.name) });
       return { transport, why: () => why };
     };
   }
@@ -244,4 +245,19 @@ export class McpManager {
   get size(): number {
     return this.sessions.size;
   }
+}
+
+/**
+ * A redirect is an error, never followed (docs/mcp.md): the SDK follows one to the same origin by
+ * itself, resending the request — with the server's secret headers — to wherever it points.
+ */
+function refuseRedirects(f: FetchLike, server: string): FetchLike {
+  return async (input, init) => {
+    const res = await f(input, { ...init, redirect: "manual" });
+    if (res.status >= 300 && res.status < 400) {
+      void res.body?.cancel().catch(() => {});
+      throw new Error(`MCP server "${server}" answered ${res.status}, a redirect; redirects are not followed (configure the URL it redirects to)`);
+    }
+    return res;
+  };
 }

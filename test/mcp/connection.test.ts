@@ -3,9 +3,12 @@
  * streamable HTTP (JSON answers) on loopback: a server that pages its tool list forever, one with
  * too many tools in a page, one that never answers (a cancel gives up at once, without cancelling
  * initialize), one whose finished requests a later cancel leaves alone, and one that restarts and
- * forgets the session (the client makes a new one and the call goes through).
+ * forgets the session (the client makes a new one and the call goes through), and one whose answer
+ * stream breaks mid-call (reported as stopped at once, not at the call's timeout).
  */
 import { afterEach, expect, test } from "bun:test";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { RAW_ECHO as ECHO, type RawMcpServer, startRawMcp } from "../helpers/mcp-server.ts";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { MAX_TOOLS, McpConnection } from "../../src/mcp/connection.ts";
@@ -85,4 +88,46 @@ test("a server that restarted and forgot the session: a new session is made and 
   expect(s.counts.initialize).toBe(2);
   expect(s.counts.calls).toBe(2);
   await c.stop();
+});
+
+test("a server whose answer stream breaks during a call (it died): reported as stopped at once, not at the timeout; the next call reconnects", async () => {
+  const s = mcpServer();
+  // In front of it, a proxy whose answer to the call "die" is an event stream cut off before its
+  // answer (the connection destroyed, as when the server process dies); the rest passes through.
+  let broke = 0;
+  const proxy = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body = Buffer.concat(chunks).toString();
+    if (body.includes('"die"')) {
+      broke++;
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(": working\n\n");
+      setTimeout(() => res.socket?.destroy(), 200);
+      return;
+    }
+    const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => k !== "host" && k !== "content-length")) as Record<string, string>;
+    const r = await fetch(s.url, { method: req.method, headers, body: req.method === "POST" ? body : undefined });
+    res.writeHead(r.status, r.headers.toJSON());
+    res.end(Buffer.from(await r.arrayBuffer()));
+  });
+  await new Promise<void>((ok) => proxy.listen(0, "127.0.0.1", ok));
+  const c = connection(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/mcp`);
+  try {
+    await c.connect();
+    const t0 = performance.now();
+    const r = await c.call("echo", { message: "die" }, new AbortController().signal);
+    expect(performance.now() - t0).toBeLessThan(5_000); // the call's timeout is 10 s
+    expect(r.ok).toBe(false);
+    expect((r as { message: string }).message).toContain('MCP server "raw" stopped during the call to echo');
+    expect((r as { message: string }).message).toContain("was not retried");
+    expect(broke).toBe(1);
+    // The next call reconnects and goes through.
+    const next = await c.call("echo", { message: "again" }, new AbortController().signal);
+    expect(next.ok, JSON.stringify(next)).toBe(true);
+    expect(s.counts.initialize).toBe(2);
+  } finally {
+    await c.stop();
+    proxy.close();
+  }
 });

@@ -201,6 +201,51 @@ describe("streamable HTTP", () => {
     expect(mock.requests[0]!.body.system).toContain('MCP server "locked" is unavailable');
   });
 
+  test("an admin's task:system_prompt is the turn's as the model gets it: the MCP servers' tools and notes included", async () => {
+    const admin = await createUser(t, { role: "admin" });
+    expect((await api(t, "PUT", "/v1/secrets/MCP_BEARER", admin.bearer, { value: `Bearer ${http.token}` })).status).toBe(204);
+    const id = await createProfile(t, admin, {
+      mock,
+      tools: ["Bash"],
+      image: MCP_IMAGE,
+      limits: { memory_mb: 512, cpus: 1, pids: 256 },
+      extra: { system_prompt: "Be brief.", mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }, { name: "down", transport: "http", url: "http://127.0.0.1:9/mcp" }] },
+    });
+    mock.reset();
+    mock.enqueue({ text: "ok" });
+    const { task_id, session_id } = await submit(t, admin, { profile_id: id, prompt: "hi" });
+    expect((await waitTask(t, admin, task_id)).status).toBe("completed");
+    const frame = (await sessionFrames(t, admin, session_id)).find((f) => f.type === "task:system_prompt");
+    const sent = mock.requests[0]!.body;
+    expect(frame.system_prompt).toBe(typeof sent.system === "string" ? sent.system : sent.system.map((b: { text: string }) => b.text).join(""));
+    expect(frame.system_prompt).toContain('MCP server "down" is unavailable');
+    expect(frame.tools).toEqual(toolNames(mock.requests[0]!));
+    expect(frame.tools).toContain("mcp__everything__echo");
+  });
+
+  test("a server URL that redirects (even to the same origin) is a failed step naming it; the secret header is not sent on to the target", async () => {
+    // /moved redirects to /mcp on the same server (the SDK alone would follow that).
+    let targetHits = 0;
+    const redirecting: ReturnType<typeof Bun.serve> = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: (req): Response => (new URL(req.url).pathname === "/moved" ? Response.redirect(`http://127.0.0.1:${redirecting.port}/mcp`, 307) : (targetHits++, new Response("no", { status: 500 }))),
+    });
+    try {
+      const id = await profile({ mcp_servers: [{ name: "moved", transport: "http", url: `http://127.0.0.1:${redirecting.port}/moved`, headers: { Authorization: { secret: "MCP_BEARER" } } }] });
+      mock.reset();
+      mock.enqueue({ text: "no tools, fine" });
+      const { task_id, session_id } = await submit(t, user, { profile_id: id, prompt: "hi" });
+      expect((await waitTask(t, user, task_id)).status).toBe("completed");
+      const failed = (await sessionFrames(t, user, session_id)).find((f) => f.type === "task:tool_result" && f.tool === "mcp__moved");
+      expect(failed.is_error).toBe(true);
+      expect(failed.output).toContain("redirects are not followed");
+      expect(targetHits).toBe(0);
+    } finally {
+      redirecting.stop(true);
+    }
+  });
+
   test("allowed_tools includes and excludes by pattern", async () => {
     const id = await profile({
       mcp_servers: [{ name: "everything", transport: "http", url: http.url, headers: { Authorization: { secret: "MCP_BEARER" } } }],

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { DB_FILE, prepareDataDir } from "../db/data-dir.ts";
 import { openDatabase } from "../db/client.ts";
 import { acquireDataDirLock, type DataDirLock } from "../db/lock.ts";
@@ -147,6 +147,23 @@ async function copyToPostgres(file: string, url: string): Promise<number> {
     return 1;
   };
   if (!existsSync(file)) return fail(`no SQLite database at ${file}`);
+  // Its data dir's lock, as serve, migrate and restore take it: a server still writing to the file
+  // would lose what it writes after the copy — and one started on the copy shares its instance
+  // id, so the two would remove each other's workspaces.
+  let lock: DataDirLock;
+  try {
+    lock = acquireDataDirLock(dirname(resolve(file)));
+  } catch (e) {
+    return fail(`${file} cannot be copied while a server uses it: ${(e as Error).message}`);
+  }
+  try {
+    return await copyLocked(file, url, fail);
+  } finally {
+    lock.release();
+  }
+}
+
+async function copyLocked(file: string, url: string, fail: (message: string) => number): Promise<number> {
   let handle;
   try {
     handle = openDatabase(file, { readonly: true });

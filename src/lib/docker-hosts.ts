@@ -56,6 +56,11 @@ export function parseDockerHost(raw: string, index: number): DockerHostSpec {
   if (!["unix:", "tcp:", "http:", "https:", "ssh:"].includes(u.protocol)) {
     throw new Error(`unsupported Docker host "${raw}" (use unix://, tcp:// or ssh://)`);
   }
+  // Said now, not as a refused connection at the first engine call (`unix://` would go to
+  // 127.0.0.1:80, `tcp://` to the local socket).
+  if (u.protocol === "unix:" ? !/[^/]/.test(u.pathname) : !u.hostname) {
+    throw new Error(u.protocol === "unix:" ? `"${raw}" names no socket (use unix:///path/to/docker.sock)` : `"${raw}" names no host (use ${u.protocol === "ssh:" ? "ssh://user@host" : `${u.protocol}//host:port`})`);
+  }
   for (const key of u.searchParams.keys()) {
     if (!KNOWN.has(key)) throw new Error(`"${raw}": unknown parameter "${key}" (known: ${[...KNOWN].join(", ")})`);
   }

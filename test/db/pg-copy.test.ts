@@ -20,6 +20,7 @@ import { getTableConfig as pgConfig } from "drizzle-orm/pg-core";
 import * as sqliteSchema from "../../src/db/schema.ts";
 import { openDatabase } from "../../src/db/client.ts";
 import { migrate, SCHEMA_WRITER_KEY } from "../../src/db/migrate.ts";
+import { acquireDataDirLock } from "../../src/db/lock.ts";
 import { PG_MIGRATIONS } from "../../src/db/pg/migrations.ts";
 import { VERSION } from "../../src/version.ts";
 import { migratePostgres } from "../../src/db/pg/migrate.ts";
@@ -233,6 +234,25 @@ describe("runcell migrate --from-sqlite FILE --to postgres://", () => {
       expect(writer.value).toMatchObject({ version: VERSION, schema: PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.tag });
     } finally {
       src.close();
+      await pg.close();
+    }
+  });
+
+  test("from the data dir of a running server (its lock held): refused, exit 1, nothing copied", async () => {
+    const target = await freshDatabase();
+    const lock = acquireDataDirLock(dir);
+    try {
+      const r = cli(["migrate", "--from-sqlite", file, "--to", target]);
+      expect(r.code).toBe(1);
+      expect(r.err).toContain(`${file} cannot be copied while a server uses it`);
+      expect(r.err).toContain(`(pid ${process.pid}`);
+    } finally {
+      lock.release();
+    }
+    const pg = new SQL(target, { max: 1 });
+    try {
+      expect((await pg.unsafe("SELECT to_regclass('public.users') AS t"))[0].t).toBeNull();
+    } finally {
       await pg.close();
     }
   });

@@ -64,6 +64,11 @@ describe("--docker-host values", () => {
   test.each([
     ["docker.sock", /not a Docker host URL/],
     ["ftp://x", /unsupported Docker host/],
+    // No socket or no host: refused at start, not a refused connection (or the local socket) later.
+    ["unix://", /names no socket/],
+    ["unix:///", /names no socket/],
+    ["tcp://", /names no host \(use tcp:\/\/host:port\)/],
+    ["ssh://", /names no host \(use ssh:\/\/user@host\)/],
     ["unix:///s?colour=red", /unknown parameter "colour"/],
     ["unix:///s?capacity=0", /capacity must be a whole number/],
     ["unix:///s?capacity=2.5", /capacity must be a whole number/],

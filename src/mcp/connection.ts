@@ -159,7 +159,7 @@ export class McpConnection {
         await this.closeClient();
         this.state = "dead";
         this.lastError = `its connection broke during a call (${errorText(broken.reason)})`;
-        return { ok: false, message: `MCP server "${this.name}" stopped during the call to ${tool} (its connection broke: ${errorText(broken.reason)}). The call was not retried; the server is reconnected for the next call.` };
+        return { ok: false, message: `MCP server "${this.name}" stopped during the call to ${tool} (its connection broke: ${errorText(broken.reason)}). The call was not retried; ${this.nextCall("reconnected")}` };
       }
       if (e instanceof McpError && e.code === ErrorCode.RequestTimeout) {
         await this.stop();
@@ -169,10 +169,15 @@ export class McpConnection {
         const detail = this.detail();
         this.state = "dead";
         this.lastError = `exited during a call${detail}`;
-        return { ok: false, message: `MCP server "${this.name}" stopped during the call to ${tool}${detail}. The call was not retried; the server is restarted for the next call.` };
+        return { ok: false, message: `MCP server "${this.name}" stopped during the call to ${tool}${detail}. The call was not retried; ${this.nextCall("restarted")}` };
       }
       return { ok: false, message: `MCP tool ${tool} of server "${this.name}" failed: ${errorText(e)}` };
     }
+  }
+
+  /** What the next call will find, for the message of a call the server stopped during. */
+  private nextCall(how: "restarted" | "reconnected"): string {
+    return this.restarts < MAX_RESTARTS ? `the server is ${how} for the next call.` : `it was already ${how} ${this.restarts} time(s) in this task: its tools are unavailable until the next task.`;
   }
 
   /** Closes the server on purpose (cancel, timeout, end of session); the next call reconnects. */

@@ -348,6 +348,7 @@ describe("stdio in the workspace", () => {
     mock.enqueue(
       { toolCalls: [{ name: "mcp__crashy__echo", input: { message: "crash" } }] },
       { toolCalls: [{ name: "mcp__crashy__echo", input: { message: "after restart" } }] },
+      { toolCalls: [{ name: "mcp__crashy__echo", input: { message: "crash again" } }] },
       { text: "recovered" },
     );
     const { task_id } = await submit(t, user, { profile_id: id, prompt: "go" });
@@ -356,7 +357,12 @@ describe("stdio in the workspace", () => {
     const died = lastToolResults(mock.requests[1]!.body)[0]!;
     expect(died.is_error).toBe(true);
     expect(died.content).toContain('MCP server "crashy" stopped during the call');
+    expect(died.content).toContain("the server is restarted for the next call");
     expect(lastToolResults(mock.requests[2]!.body)[0]).toMatchObject({ content: "Echo: after restart" });
+    // Its one restart in this task is spent: the second crash says so, not that it restarts.
+    const again = lastToolResults(mock.requests[3]!.body)[0]!;
+    expect(again.content).toContain("stopped during the call");
+    expect(again.content).toContain("already restarted 1 time(s) in this task: its tools are unavailable until the next task");
   });
 
   test("a server that writes over 10 MiB without a line break is stopped and its call fails; the server process lives on", async () => {

@@ -21,7 +21,9 @@ beforeAll(async () => {
   t = await startTestApp();
   mock = startMockAnthropic();
   user = await createUser(t);
-  profileId = await createProfile(t, user, { mock, limits: { max_turns: 20 } });
+  // Free: the 20 MiB answer below would otherwise cost over the default $5 budget (its output is
+  // counted from the text when the stream reports none) and end the task BUDGET_EXCEEDED.
+  profileId = await createProfile(t, user, { mock, limits: { max_turns: 20 }, pricing: { input_per_mtok: 0, output_per_mtok: 0 } });
   stream = `${t.wsUrl}/v1/stream`;
 });
 afterAll(async () => {

@@ -14,6 +14,21 @@ export type Signer = (relativePath: string) => string | null;
 
 const FENCE = /^\s{0,3}(`{3,}|~{3,})/;
 
+/** Fenced code blocks, line by line: `code(line)` says whether a line belongs to one (its fences included); `open` is the fence not closed yet. */
+class Fences {
+  open: string | null = null;
+
+  code(line: string): boolean {
+    const m = FENCE.exec(line);
+    if (this.open) {
+      if (m && m[1]![0] === this.open[0] && m[1]!.length >= this.open.length && line.trim() === m[1]) this.open = null;
+      return true;
+    }
+    if (m) this.open = m[1]!;
+    return m !== null;
+  }
+}
+
 /** A workspace-relative path for an image reference, or null when it is not a workspace file. */
 export function workspaceRelative(ref: string): string | null {
   const target = ref.trim().replace(/^<|>$/g, "");
@@ -154,17 +169,9 @@ function rewriteImages(line: string, sign: Signer, refs: ReadonlySet<string>): s
 /** The labels reference-style images use (outside code), whose definitions are rewritten too. */
 function imageLabels(lines: string[]): Set<string> {
   const labels = new Set<string>();
-  let fence: string | null = null;
+  const fences = new Fences();
   for (const line of lines) {
-    const m = FENCE.exec(line);
-    if (fence) {
-      if (m && m[1]![0] === fence[0] && m[1]!.length >= fence.length && line.trim() === m[1]) fence = null;
-      continue;
-    }
-    if (m) {
-      fence = m[1]!;
-      continue;
-    }
+    if (fences.code(line)) continue;
     outsideCodeSpans(line, (text) => {
       for (const r of text.matchAll(REF_IMAGE)) {
         // An inline image `![a](…)` is not a reference.
@@ -181,18 +188,11 @@ export function polishResultText(text: string, sign: Signer): string {
   const lines = text.replace(/\r\n?/g, "\n").split("\n");
   const refs = imageLabels(lines);
   const out: string[] = [];
-  let fence: string | null = null;
+  const fences = new Fences();
   let blank = 0;
   for (const raw of lines) {
     const line = raw.replace(/[ \t]+$/, "");
-    const m = FENCE.exec(line);
-    if (fence) {
-      out.push(line);
-      if (m && m[1]![0] === fence[0] && m[1]!.length >= fence.length && line.trim() === m[1]) fence = null;
-      continue;
-    }
-    if (m) {
-      fence = m[1]!;
+    if (fences.code(line)) {
       blank = 0;
       out.push(line);
       continue;
@@ -202,7 +202,7 @@ export function polishResultText(text: string, sign: Signer): string {
     } else blank = 0;
     out.push(rewriteImages(line, sign, refs));
   }
-  if (fence) out.push(fence);
+  if (fences.open) out.push(fences.open);
   while (out.length && out[0] === "") out.shift();
   while (out.length && out[out.length - 1] === "") out.pop();
   return out.join("\n");

@@ -6,7 +6,7 @@
  * surrogates, __proto__), 400 VALIDATION_FAILED.
  */
 import { AppError } from "../lib/errors.ts";
-import { refuseBadStrings, refuseDeep, syntaxReason } from "../lib/json-input.ts";
+import { parseClientJson } from "../lib/json-input.ts";
 import { HttpErrors } from "./errors.ts";
 
 export const MAX_JSON_BODY = 1024 * 1024;
@@ -53,13 +53,5 @@ export async function parseJsonBody(req: Request, limit = MAX_JSON_BODY): Promis
   const text = await readBodyText(req, limit);
   if (text.trim() === "") return undefined;
   if (!ct) throw HttpErrors.unsupportedMediaType(null);
-  refuseDeep(text);
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (e) {
-    throw new AppError("VALIDATION_FAILED", `Malformed JSON body: ${syntaxReason(e)}`, { field: "body" });
-  }
-  refuseBadStrings(text, value);
-  return value;
+  return parseClientJson(text, "body", " body");
 }

@@ -13,7 +13,7 @@
  * A query parameter or path with U+0000 is refused by the router (src/http/router.ts). What
  * runcell stores from elsewhere (model text, tool output) is made storable in src/db/pg/.
  */
-import { Errors } from "./errors.ts";
+import { AppError, Errors } from "./errors.ts";
 
 export const MAX_DEPTH = 64;
 
@@ -99,6 +99,24 @@ export function problemError(field: string, problem: Problem) {
 }
 
 export const nulError = (field: string) => problemError(field, "NUL character");
+
+/**
+ * A client's JSON text (a request body, a stream message) parsed under every rule above: too deep
+ * is refused before parsing, a syntax error names its reason (`Malformed JSON<what>: …`, never the
+ * text), and a parsed value is checked for NUL, lone surrogates and `__proto__` keys. `field` names
+ * the whole of it in the error (`body`, `frame`).
+ */
+export function parseClientJson(text: string, field: string, what: string): unknown {
+  refuseDeep(text, field);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new AppError("VALIDATION_FAILED", `Malformed JSON${what}: ${syntaxReason(e)}`, { field });
+  }
+  refuseBadStrings(text, value);
+  return value;
+}
 
 /**
  * Why JSON.parse refused a client's text, for the error body: the parser's reason without the

@@ -4,7 +4,7 @@
  * VALIDATION_FAILED naming the field.
  */
 import { AppError } from "../lib/errors.ts";
-import { refuseBadStrings, refuseDeep, syntaxReason } from "../lib/json-input.ts";
+import { parseClientJson } from "../lib/json-input.ts";
 import { nullsAsAbsent } from "../schema/common.ts";
 import { CLIENT_MESSAGES, type ClientMessage, type ClientMessageType } from "../schema/stream.ts";
 import { SUBMIT_NULL_AS_ABSENT } from "../schema/task.ts";
@@ -19,15 +19,7 @@ export function requestIdOf(value: unknown): string | undefined {
 }
 
 export function parseFrame(text: string): unknown {
-  refuseDeep(text, "frame");
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (e) {
-    throw new AppError("VALIDATION_FAILED", `Malformed JSON: ${syntaxReason(e)}`, { field: "frame" });
-  }
-  refuseBadStrings(text, value);
-  return value;
+  return parseClientJson(text, "frame", "");
 }
 
 export function validateClientMessage(value: unknown): ClientMessage {

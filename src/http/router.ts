@@ -57,23 +57,15 @@ function requireDecodable(request: Request, path: string): void {
   if (decoded.includes("\0")) throw new AppError("NOT_FOUND", `No route ${request.method} ${redactString(path)}: a NUL character names nothing`);
 }
 
-/** A page's parameters (a transcript's `after` is its cursor): each may be given once. */
 /**
- * The query parameters routes read: the page's and the list filters'. One given twice is refused
- * (Elysia would take the last one, while another server or a proxy may take the first; which was
- * meant is unknown). Parameters no route reads are ignored, twice or not.
+ * Whether the query (from `q`, its "?") needs reading: it holds a `%`, or it may name one of the
+ * route's parameters twice. A request without a query string, or with a plain `?limit=20&cursor=…`,
+ * reads nothing here.
  */
-const CHECKED_PARAMS = ["limit", "cursor", "after", "status", "action", "user_id", "session_id"];
-
-/**
- * Whether the query (from `q`, its "?") needs reading: it holds a `%00`, or it may name a page
- * parameter twice (one of CHECKED_PARAMS appears twice, or a name is percent-encoded). A request
- * without a query string, or with a plain `?limit=20&cursor=…`, reads nothing here.
- */
-function queryNeedsCheck(url: string, q: number): boolean {
+function queryNeedsCheck(url: string, q: number, names: readonly string[]): boolean {
   if (q < 0) return false;
   if (url.includes("%", q)) return true;
-  for (const name of CHECKED_PARAMS) {
+  for (const name of names) {
     const i = url.indexOf(name, q);
     if (i >= 0 && url.indexOf(name, i + name.length) >= 0) return true;
   }
@@ -82,16 +74,18 @@ function queryNeedsCheck(url: string, q: number): boolean {
 
 /**
  * A query parameter holding U+0000 (`%00`): VALIDATION_FAILED naming it (src/lib/json-input.ts).
- * A parameter of CHECKED_PARAMS given twice (`limit=500&limit=1`, `status=x&status=failed`):
- * VALIDATION_FAILED naming it.
+ * One of the route's parameters given twice (`limit=500&limit=1`, `status=x&status=failed`):
+ * VALIDATION_FAILED naming it — Elysia would take the last one, while another server or a proxy
+ * may take the first; which was meant is unknown. A parameter the route does not read is
+ * ignored, twice or not.
  */
-function requireSaneQuery(request: Request): void {
+function requireSaneQuery(request: Request, names: readonly string[]): void {
   const url = request.url;
   const q = url.indexOf("?");
   if (q < 0) return;
   const params = new URLSearchParams(url.slice(q));
   for (const [k, v] of params) if (k.includes("\0") || v.includes("\0")) throw nulError(k);
-  for (const name of CHECKED_PARAMS) {
+  for (const name of names) {
     if (params.getAll(name).length > 1) throw Errors.validation(name, `${name} is given more than once`, { reason: "repeated", in: "query" });
   }
 }
@@ -103,7 +97,7 @@ function requireSaneQuery(request: Request): void {
  */
 const NO_BODY = closed(t.Object({}));
 
-type RouteList = readonly { method: string; path: string; hooks?: { body?: unknown; ownBody?: boolean } }[];
+type RouteList = readonly { method: string; path: string; hooks?: { body?: unknown; ownBody?: boolean; query?: unknown } }[];
 
 /**
  * What the router does with a route's body: `json` reads it against the route's schema, `none`
@@ -112,20 +106,31 @@ type RouteList = readonly { method: string; path: string; hooks?: { body?: unkno
  */
 type BodyKind = "json" | "none" | "own";
 
+/** What the router checks of a route before it runs: its body kind and the query parameters it reads. */
+type RouteFacts = { body: BodyKind; query: readonly string[] };
+
+const UNKNOWN_ROUTE: RouteFacts = { body: "json", query: [] };
+
+/** The names of a route's query schema (`queryOf(…)` or `t.Object(…)`, optional or not). */
+const queryNames = (schema: unknown): string[] => Object.keys((schema as { properties?: object } | undefined)?.properties ?? {});
+
 /**
- * The body kind of `method route` (its template as the router matched it). The table is made from
+ * The facts of `method route` (its template as the router matched it). The table is made from
  * the mounted routes when first asked, and again if routes were added since.
  */
-function bodyKinds(routes: () => RouteList): (method: string, route: string | undefined) => BodyKind {
+function routeFacts(routes: () => RouteList): (method: string, route: string | undefined) => RouteFacts {
   let seen = -1;
-  let kinds = new Map<string, BodyKind>();
+  let facts = new Map<string, RouteFacts>();
   return (method, route) => {
     const all = routes();
     if (all.length !== seen) {
-      kinds = new Map(all.map((r) => [`${r.method} ${r.path}`, r.hooks?.ownBody ? "own" : r.hooks?.body ? "json" : "none"]));
+      facts = new Map(
+        all.map((r) => [`${r.method} ${r.path}`, { body: r.hooks?.ownBody ? "own" : r.hooks?.body ? "json" : "none", query: queryNames(r.hooks?.query) }]),
+      );
       seen = all.length;
     }
-    return (route !== undefined && kinds.get(`${method} ${route}`)) || "json";
+    // (A HEAD request is answered by the GET route.)
+    return (route !== undefined && facts.get(`${method === "HEAD" ? "GET" : method} ${route}`)) || UNKNOWN_ROUTE;
   };
 }
 
@@ -144,23 +149,25 @@ export function createRouter(log: Logger, adminPassword: AdminPassword | null = 
     const pending = surface ? authorizeOnce(request, surface, adminPassword) : undefined;
     // (The common case — no % in the path, no query string or a plain one — makes nothing more per request.)
     const checkPath = path.includes("%") && !route?.endsWith("*");
-    const checkQuery = queryNeedsCheck(request.url, request.url.indexOf("?"));
+    const q = request.url.indexOf("?");
+    const names = q < 0 ? UNKNOWN_ROUTE.query : factsOf(request.method, route).query;
+    const checkQuery = queryNeedsCheck(request.url, q, names);
     if (!checkPath && !checkQuery) return pending;
     const check = () => {
       if (checkPath) requireDecodable(request, path);
-      if (checkQuery) requireSaneQuery(request);
+      if (checkQuery) requireSaneQuery(request, names);
     };
     if (pending) return pending.then(check);
     check();
   };
   const app = new Elysia({ name: "runcell" });
-  const bodyOf = bodyKinds(() => app.routes);
+  const factsOf = routeFacts(() => app.routes);
   return app
     .onParse({ as: "global" }, async ({ request, path, route }) => {
       if (request.method === "GET" || request.method === "HEAD") return undefined;
       noteRoute(request, route);
       await authorize(request, path, route);
-      const kind = bodyOf(request.method, route);
+      const kind = factsOf(request.method, route).body;
       if (kind === "own") return null;
       const body = (await parseJsonBody(request, MAX_JSON_BODY)) ?? null;
       // Elysia checks a body only against a schema: a route without one is checked here, once for all.

@@ -6,7 +6,7 @@
  */
 import { CloneType, type IntegerOptions, type TNull, type TProperties, type TSchema, type TUnion } from "@sinclair/typebox";
 import { t } from "elysia";
-import { closed, ErrorBody, nullsAsAbsent } from "../schema/common.ts";
+import { closed, ErrorBody } from "../schema/common.ts";
 import { check } from "../schema/validate.ts";
 
 /**
@@ -51,11 +51,10 @@ export const errorResponses = (...statuses: number[]) => Object.fromEntries(stat
  * checked by the shared validator before Elysia's own pass. With `open`, the schema is taken as it
  * is (better-auth's client sends fields of its own to sign-in and sign-up).
  */
-export function jsonBody<S extends TSchema>(schema: S, opts?: { open?: boolean; nullAsAbsent?: readonly string[] }): { body: S; transform(ctx: { body: unknown }): void };
+export function jsonBody<S extends TSchema>(schema: S, opts?: { open?: boolean }): { body: S; transform(ctx: { body: unknown }): void };
 /** With `optional`, an empty body is accepted too (the handler sees null). */
-export function jsonBody<S extends TSchema>(schema: S, opts: { optional: true; open?: boolean; nullAsAbsent?: readonly string[] }): { body: TUnion<[S, TNull]>; transform(ctx: { body: unknown }): void };
-/** `nullAsAbsent`: optional fields whose `null` is taken as absent (schema/common.ts nullsAsAbsent). */
-export function jsonBody<S extends TSchema>(schema: S, opts: { optional?: boolean; open?: boolean; nullAsAbsent?: readonly string[] } = {}) {
+export function jsonBody<S extends TSchema>(schema: S, opts: { optional: true; open?: boolean }): { body: TUnion<[S, TNull]>; transform(ctx: { body: unknown }): void };
+export function jsonBody<S extends TSchema>(schema: S, opts: { optional?: boolean; open?: boolean } = {}) {
   const body = opts.open ? schema : closed(schema);
   // Elysia closes an open object schema it is given (it then drops unknown fields before the
   // handler): it gets a copy, so the one checked here stays open.
@@ -64,7 +63,6 @@ export function jsonBody<S extends TSchema>(schema: S, opts: { optional?: boolea
     body: opts.optional ? t.Union([routeBody, t.Null()]) : routeBody,
     transform({ body: value }: { body: unknown }) {
       if (opts.optional && (value === undefined || value === null)) return;
-      if (opts.nullAsAbsent) nullsAsAbsent(value, opts.nullAsAbsent);
       check(body, value);
     },
   };

@@ -20,9 +20,20 @@ export const Nullable = <S extends TSchema>(s: S, options: { description?: strin
 export const NullableTimestamp = Nullable(Timestamp);
 
 /**
- * Takes `null` as "absent" for the optional fields `keys` of a client's object (removed before it
- * is checked): a client that sends every field, `session_id: null` for "none", is not refused for it.
+ * Marks an optional field whose `null` a client may send for "absent": a client that sends every
+ * field, `session_id: null` for "none", is not refused for it. Put in the field schema's options
+ * (`T.String({ ...NULL_AS_ABSENT })`); the one validator (src/schema/validate.ts `check`) removes
+ * such a null before the check, wherever the schema is used (a REST body, a stream message).
  */
+export const NULL_AS_ABSENT = { "x-null-as-absent": true } as const;
+
+/** The top-level fields of an object schema marked NULL_AS_ABSENT. */
+export const nullAsAbsentKeys = (schema: TSchema): string[] =>
+  Object.entries((schema as { properties?: Record<string, Record<string, unknown>> }).properties ?? {})
+    .filter(([, field]) => field["x-null-as-absent"] === true)
+    .map(([name]) => name);
+
+/** Removes the fields `keys` whose value is `null` from a client's object (see NULL_AS_ABSENT). */
 export function nullsAsAbsent(value: unknown, keys: readonly string[]): void {
   if (!value || typeof value !== "object" || Array.isArray(value)) return;
   const o = value as Record<string, unknown>;

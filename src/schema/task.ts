@@ -5,7 +5,7 @@
  */
 import { RUN_TRIGGERS, STOP_REASONS, TASK_STATUSES, tasks } from "../db/schema.ts";
 import { Repositories } from "./profile.ts";
-import { Body, CostUsd, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
+import { Body, CostUsd, NULL_AS_ABSENT, Nullable, NullableTimestamp, OneOf, recordColumns, type Static, T, Timestamp } from "./common.ts";
 
 export const TaskStatus = OneOf(TASK_STATUSES);
 
@@ -15,16 +15,16 @@ export const Prompt = T.String({ minLength: 1, maxLength: PROMPT_MAX, pattern: "
 
 /** The fields of a submission (POST /v1/tasks body; task.submit adds `type` and `request_id`). */
 export const SubmitFields = {
-  mode: T.Optional(OneOf(["session"], { description: 'Only "session" is supported' })),
-  profile_id: T.Optional(T.String({ description: "Required when session_id is absent" })),
-  session_id: T.Optional(T.String({ description: "Continue this session; absent: a new session is created" })),
+  mode: T.Optional(OneOf(["session"], { ...NULL_AS_ABSENT, description: 'Only "session" is supported' })),
+  profile_id: T.Optional(T.String({ ...NULL_AS_ABSENT, description: "Required when session_id is absent" })),
+  session_id: T.Optional(T.String({ ...NULL_AS_ABSENT, description: "Continue this session; absent: a new session is created" })),
   prompt: Prompt,
-  max_turns: T.Optional(T.Integer({ minimum: 0, maximum: 10_000, description: "Defaults to the profile's limits.max_turns" })),
-  max_budget_usd: T.Optional(T.Number({ minimum: 0, maximum: 100_000, description: "Defaults to the profile's limits.max_budget_usd" })),
-  repositories: T.Optional(T.Array(Repositories.items, { ...Repositories, description: "Repositories for the new session only (besides the profile's; one with the same path replaces the profile's); not with session_id" })),
+  max_turns: T.Optional(T.Integer({ ...NULL_AS_ABSENT, minimum: 0, maximum: 10_000, description: "Defaults to the profile's limits.max_turns" })),
+  max_budget_usd: T.Optional(T.Number({ ...NULL_AS_ABSENT, minimum: 0, maximum: 100_000, description: "Defaults to the profile's limits.max_budget_usd" })),
+  repositories: T.Optional(
+    T.Array(Repositories.items, { ...Repositories, ...NULL_AS_ABSENT, description: "Repositories for the new session only (besides the profile's; one with the same path replaces the profile's); not with session_id" }),
+  ),
 };
-/** The optional submit fields where `null` means absent (POST /v1/tasks, task.submit, session.turn). */
-export const SUBMIT_NULL_AS_ABSENT = ["mode", "profile_id", "session_id", "max_turns", "max_budget_usd", "repositories"] as const;
 export const SubmitBody = Body(SubmitFields, { title: "TaskSubmit" });
 export type Submit = Static<typeof SubmitBody>;
 

@@ -8,6 +8,7 @@ import type { TSchema, Static } from "@sinclair/typebox";
 import { TypeCompiler, type TypeCheck } from "@sinclair/typebox/compiler";
 import { type ValueError, ValueErrorType } from "@sinclair/typebox/errors";
 import { AppError } from "../lib/errors.ts";
+import { nullAsAbsentKeys, nullsAsAbsent } from "./common.ts";
 
 const compiled = new WeakMap<TSchema, TypeCheck<TSchema>>();
 
@@ -155,7 +156,16 @@ function firstError(check: TypeCheck<TSchema>, value: unknown, root: string): Ap
 }
 
 /** `value` typed by `schema`, or VALIDATION_FAILED naming the first bad field (relative to `root`). */
+const absentable = new WeakMap<TSchema, string[]>();
+
+/**
+ * `value` against `schema`, or VALIDATION_FAILED naming the first bad field. A top-level field
+ * marked NULL_AS_ABSENT (src/schema/common.ts) holding `null` is removed from `value` first.
+ */
 export function check<S extends TSchema>(schema: S, value: unknown, root = "body"): Static<S> {
+  let keys = absentable.get(schema);
+  if (!keys) absentable.set(schema, (keys = nullAsAbsentKeys(schema)));
+  if (keys.length) nullsAsAbsent(value, keys);
   const c = compile(schema);
   if (c.Check(value)) return value as Static<S>;
   throw firstError(c as TypeCheck<TSchema>, value, root);

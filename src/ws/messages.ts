@@ -5,9 +5,7 @@
  */
 import { AppError } from "../lib/errors.ts";
 import { parseClientJson } from "../lib/json-input.ts";
-import { nullsAsAbsent } from "../schema/common.ts";
 import { CLIENT_MESSAGES, type ClientMessage, type ClientMessageType } from "../schema/stream.ts";
-import { SUBMIT_NULL_AS_ABSENT } from "../schema/task.ts";
 import { check } from "../schema/validate.ts";
 
 export type { ClientMessage };
@@ -32,6 +30,5 @@ export function validateClientMessage(value: unknown): ClientMessage {
   if (!schema) {
     throw new AppError("VALIDATION_FAILED", `Unknown message type "${type.slice(0, 60)}" (expected one of ${Object.keys(CLIENT_MESSAGES).join(", ")})`, { field: "type" });
   }
-  if (type === "task.submit" || type === "session.turn") nullsAsAbsent(value, SUBMIT_NULL_AS_ABSENT);
   return check(schema, value, "frame") as ClientMessage;
 }

@@ -2,7 +2,7 @@
 import { Elysia, t } from "elysia";
 import { taskRecord } from "../../agents/tasks.ts";
 import { ListOf } from "../../schema/common.ts";
-import { AnswerBody, SUBMIT_NULL_AS_ABSENT, SubmitBody, TaskAccepted, TaskRecord, TaskStatus } from "../../schema/task.ts";
+import { AnswerBody, SubmitBody, TaskAccepted, TaskRecord, TaskStatus } from "../../schema/task.ts";
 import type { Services } from "../../services.ts";
 import { USER_SECURITY, userGuard } from "../guards.ts";
 import { errorResponses, jsonBody, PageQuery, queryOf } from "../schema.ts";
@@ -20,7 +20,7 @@ export const taskRoutes = (s: Services) =>
         return { task_id: task.id, session_id: session.id, status: task.status };
       },
       {
-        ...jsonBody(SubmitBody, { nullAsAbsent: SUBMIT_NULL_AS_ABSENT }),
+        ...jsonBody(SubmitBody),
         response: { 202: TaskAccepted, ...errorResponses(400, 401, 402, 404, 422, 429, 502) },
         detail: detail("Submit a prompt; creates a session when none is given"),
       },

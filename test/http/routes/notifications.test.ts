@@ -197,14 +197,18 @@ describe("behaviour", () => {
     ["/v1/notifications?status=failed&status=delivered", "status"],
     ["/v1/tasks?status=bogus&status=failed", "status"],
     ["/v1/tasks?session_id=a&limit=2&session_id=b", "session_id"],
+    ["/v1/usage?from=2026-11-01&from=2026-11-02", "from"],
+    ["/v1/usage?group_by=day&group_by=profile", "group_by"],
   ])("a list filter given twice is refused, not the last one taken: %s", async (path, field) => {
     const res = await api(t, "GET", path, a.bearer);
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ code: "VALIDATION_FAILED", details: { field, reason: "repeated", in: "query" } });
   });
 
-  test("a parameter no route reads may come twice (ignored, like any unknown one)", async () => {
+  test("a parameter the route does not read may come twice (ignored, like any unknown one)", async () => {
     expect((await api(t, "GET", "/v1/notifications?_=1&_=2", a.bearer)).status).toBe(200);
+    // The profile list reads no status filter: two are ignored, as one is.
+    expect((await api(t, "GET", "/v1/profiles?status=a&status=b", a.bearer)).status).toBe(200);
   });
 
   test("the OpenAPI document lists every route", async () => {

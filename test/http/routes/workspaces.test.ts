@@ -166,6 +166,12 @@ describe("credentials and bad input", () => {
     expect(r.body.code).toBe("UNAUTHORIZED");
   });
 
+  test("a directory path given twice is refused, not the last one taken", async () => {
+    const r = await api(t, "GET", `/v1/workspaces/${mine().id}/files?path=a&path=b`, a.headers("owner"));
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ code: "VALIDATION_FAILED", details: { field: "path", reason: "repeated", in: "query" } });
+  });
+
   test("listing a directory that does not exist → 404", async () => {
     const r = await api(t, "GET", `/v1/workspaces/${mine().id}/files?path=nope`, a.headers("owner"));
     expect(r.status).toBe(404);

@@ -119,7 +119,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   limiter.splitAcross(() => replicas.liveCount());
 
   // Identity and the operator ---------------------------------------------------------------
-  const users = new Users(db, now, audit);
+  const users = new Users(db, now, audit, changes);
   await users.normalizeStoredEmails(log.child({ component: "users" }));
   const tokens = new ApiTokens(db, now, undefined, audit);
   const loginSessions = new LoginSessions(db, now);

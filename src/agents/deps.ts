@@ -12,6 +12,8 @@ export type { ProfileRow, WorkspaceRow };
 
 export interface ProfilesDep {
   get(userId: string, profileId: string): Promise<ProfileRow>;
+  /** The profile a task runs with; deleted meanwhile: profileGone (NOT_FOUND, "Profile … no longer exists"). */
+  forTask(userId: string, profileId: string): Promise<ProfileRow>;
 }
 
 export interface SecretsDep {

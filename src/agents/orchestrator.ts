@@ -279,7 +279,7 @@ export class Orchestrator {
     let outcome: Outcome;
     let stopHold = () => {};
     try {
-      const profile = await this.d.profiles.get(task.user_id, task.profile_id);
+      const profile = await this.d.profiles.forTask(task.user_id, task.profile_id);
       if (task.status === "queued") {
         const now = this.d.now();
         const claimed = await this.d.tasks.claim(task.id, now, this.leases.terms(now));
@@ -303,7 +303,7 @@ export class Orchestrator {
     } catch (e) {
       outcome =
         e instanceof AppError
-          ? { failed: { code: e.code, message: e.code === "NOT_FOUND" ? `Profile ${task.profile_id} no longer exists` : e.message } }
+          ? { failed: { code: e.code, message: e.message } }
           : { failed: { code: "INTERNAL_ERROR", message: "Internal error while starting the task" } };
       if (!(e instanceof AppError)) this.d.log.error("task failed to start", { task_id: task.id, err: e });
     } finally {

@@ -138,6 +138,13 @@ export class Profiles {
     return row;
   }
 
+  /** The profile a task runs with; deleted meanwhile (or no longer its owner's): profileGone. */
+  async forTask(userId: string, profileId: string): Promise<ProfileRow> {
+    const row = isId("profile", profileId) ? (await this.lookupOwned([profileId, userId]))[0] : undefined;
+    if (!row) throw profileGone(profileId);
+    return row;
+  }
+
   toApi(row: ProfileRow): ProfileRecord {
     const rec = recordOf(row);
     const pool = row.warm_pool > 0 ? this.guards.pool?.state(row) : null;

@@ -5,6 +5,7 @@
  * WebSocket server closes their sockets.
  */
 import { preparedLookup } from "../db/prepared.ts";
+import { type TableChanges, TableMemo } from "../db/changes.ts";
 import { count, eq, sql } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { forNoKeyUpdate } from "../db/row-lock.ts";
@@ -83,17 +84,26 @@ export class Users {
 
   /** A user by id, prepared once (read on every session start and task by the policy checks). */
   private readonly lookupById;
+  /**
+   * Rows by id, kept until the users table changes (SQLite; any connection's commit, db/changes.ts):
+   * a task's start asks for its owner several times (policy, ceilings, role) and reads it once.
+   */
+  private readonly rows: TableMemo<UserRow> | null;
 
   constructor(
     private db: DB,
     private now: () => number,
     private audit?: AuditSink,
+    changes?: TableChanges,
   ) {
     this.lookupById = preparedLookup(db, users, ["id"]);
+    this.rows = changes ? new TableMemo(changes, ["users"]) : null;
   }
 
+  /** The user (a shared row while unchanged: read it, never change it). */
   async byId(id: string): Promise<UserRow | undefined> {
-    return (await this.lookupById([id]))[0];
+    const load = async () => (await this.lookupById([id]))[0];
+    return this.rows ? this.rows.get(id, load) : load();
   }
 
   async byEmail(email: string): Promise<UserRow | undefined> {

@@ -16,7 +16,7 @@
  *   one with fields), 403 for a cross-site cookie request that changes something, 429 on the
  *   rate-limited surfaces.
  */
-import { ErrorBody } from "../schema/common.ts";
+import { documentNullAsAbsent, ErrorBody } from "../schema/common.ts";
 import { LIMITED, SAFE_METHODS } from "./pipeline.ts";
 import { BYTES_MARK } from "./schema.ts";
 
@@ -65,6 +65,9 @@ export function withJsonBodies(paths: Paths, routes: RouteInfo[]): Paths {
     if (op?.requestBody && Object.keys(op.requestBody.content ?? {}).length === 0) {
       op.requestBody.content = { "application/json": { schema: r.hooks.body } };
     }
+    // A body that may be left out (jsonBody's `optional`: the schema or null) is not required.
+    const branches = (r.hooks.body as { anyOf?: { type?: unknown }[] }).anyOf;
+    if (op?.requestBody && branches?.some((b) => b.type === "null")) (op.requestBody as Json).required = false;
   }
   return paths;
 }
@@ -112,11 +115,13 @@ function walk(value: unknown, fn: (o: Json) => Json | void): unknown {
 }
 
 /**
- * Schema fixes on a copy of the whole document's paths: a nullable enum or constant accepts null;
+ * Schema fixes on a copy of the whole document's paths: a field whose null is taken as absent
+ * says so (documentNullAsAbsent); a nullable enum or constant accepts null;
  * a schema with `$id: "#/components/schemas/X"` (the error body) becomes a `$ref` to X.
  */
 function fixSchemas(paths: Paths, components: Record<string, Json>): Paths {
   return walk(paths, (o) => {
+    documentNullAsAbsent(o);
     if (Array.isArray(o.type) && o.type.includes("null")) {
       if (Array.isArray(o.enum) && !o.enum.includes(null)) o.enum = [...o.enum, null];
       if ("const" in o && o.const !== null) {

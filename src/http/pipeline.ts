@@ -341,7 +341,9 @@ export function createPipeline(deps: PipelineDeps) {
       // (peek never refuses: only the API surfaces can answer 429)
       if (!rl.ok) throw limited(rl);
       ctx.rl = rl;
-      if (!SAFE_METHODS.has(req.method) && (auth.principal?.via === "cookie" || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
+      // (A trigger URL's credential is its secret, never a cookie: a browser that also holds one,
+      // posting from a site of the same domain, is not refused.)
+      if (!SAFE_METHODS.has(req.method) && ((auth.principal?.via === "cookie" && !path.startsWith("/hooks/")) || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
         throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
       }
       pending = deps.handle(req);

@@ -5,13 +5,18 @@
  * receives the client messages and sends the server frames.
  */
 import type { TSchema } from "@sinclair/typebox";
+import { documentNullAsAbsent } from "./common.ts";
 import { CLIENT_MESSAGES, SERVER_FRAMES } from "./stream.ts";
 
 /** AsyncAPI component keys allow [A-Za-z0-9._-]: `task:token` becomes `task_token`. */
 const keyOf = (type: string) => type.replace(/[^A-Za-z0-9._-]/g, "_");
 
-/** A TypeBox schema as plain JSON Schema (TypeBox's symbols dropped). */
-const json = (s: TSchema): Record<string, unknown> => JSON.parse(JSON.stringify(s));
+/** A TypeBox schema as plain JSON Schema (TypeBox's symbols dropped; null-as-absent fields documented as nullable). */
+const json = (s: TSchema): Record<string, unknown> =>
+  JSON.parse(JSON.stringify(s), (_key, value) => {
+    if (value && typeof value === "object" && !Array.isArray(value)) documentNullAsAbsent(value);
+    return value;
+  });
 
 const typeOf = (s: TSchema): string => (s as unknown as { properties: { type: { const: string } } }).properties.type.const;
 

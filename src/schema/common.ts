@@ -25,13 +25,31 @@ export const NullableTimestamp = Nullable(Timestamp);
  * (`T.String({ ...NULL_AS_ABSENT })`); the one validator (src/schema/validate.ts `check`) removes
  * such a null before the check, wherever the schema is used (a REST body, a stream message).
  */
-export const NULL_AS_ABSENT = { "x-null-as-absent": true } as const;
+export const NULL_AS_ABSENT_KEY = "x-null-as-absent";
+export const NULL_AS_ABSENT = { [NULL_AS_ABSENT_KEY]: true } as const;
 
 /** The top-level fields of an object schema marked NULL_AS_ABSENT. */
 export const nullAsAbsentKeys = (schema: TSchema): string[] =>
   Object.entries((schema as { properties?: Record<string, Record<string, unknown>> }).properties ?? {})
-    .filter(([, field]) => field["x-null-as-absent"] === true)
+    .filter(([, field]) => field[NULL_AS_ABSENT_KEY] === true)
     .map(([name]) => name);
+
+/**
+ * A JSON Schema object as the API documents show it: a field marked NULL_AS_ABSENT accepts null
+ * (its type, or its union, gains null; its description says so), the mark itself dropped.
+ * Changes `o` in place (a copy: the documents are made from clones).
+ */
+export function documentNullAsAbsent(o: Record<string, unknown>): void {
+  if (o[NULL_AS_ABSENT_KEY] !== true) return;
+  delete o[NULL_AS_ABSENT_KEY];
+  o.description = `${o.description ? `${o.description}. ` : ""}null is taken as absent`;
+  if (typeof o.type === "string") o.type = [o.type, "null"];
+  else if (Array.isArray(o.anyOf)) o.anyOf = [...o.anyOf, { type: "null" }];
+  if ("const" in o) {
+    o.enum = [o.const, null];
+    delete o.const;
+  } else if (Array.isArray(o.enum)) o.enum = [...o.enum, null];
+}
 
 /** Removes the fields `keys` whose value is `null` from a client's object (see NULL_AS_ABSENT). */
 export function nullsAsAbsent(value: unknown, keys: readonly string[]): void {

@@ -31,8 +31,10 @@ export type LoginSessionRecord = Static<typeof LoginSessionRecord>;
 export const SignedIn = T.Object({ token: T.String({ description: "The session token (also set as the cookie)" }), user: PublicUser });
 
 // better-auth's client sends fields of its own (callbackURL, image…): these bodies let them pass.
-export const SignUpBody = T.Object({ name: T.Optional(T.String()), email: T.String(), password: T.String(), rememberMe: T.Optional(T.Boolean()) });
-export const SignInBody = T.Object({ email: T.String(), password: T.String(), rememberMe: T.Optional(T.Boolean()) });
+// Open: better-auth's client sends fields of its own (callbackURL…); said so explicitly, so the
+// router never closes them and the API document shows them open.
+export const SignUpBody = T.Object({ name: T.Optional(T.String()), email: T.String(), password: T.String(), rememberMe: T.Optional(T.Boolean()) }, { additionalProperties: true });
+export const SignInBody = T.Object({ email: T.String(), password: T.String(), rememberMe: T.Optional(T.Boolean()) }, { additionalProperties: true });
 
 export const SetupBody = Body({
   token: T.String({ minLength: 1, maxLength: 200, description: "The part after # of the setup link" }),

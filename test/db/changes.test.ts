@@ -217,4 +217,16 @@ describe("through the API: changes made behind the server's back", () => {
     other.query("DELETE FROM profiles WHERE id = ?").run(second.body.id);
     expect(await names()).toEqual(["renamed"]);
   });
+
+  test("a user's row (policy checks, role) shows a change made elsewhere on the next turn, and the server's own at once", async () => {
+    const users = t.app.services.users;
+    expect((await users.byId(alice.id))?.role).toBe("user");
+    expect((await users.byId(alice.id))?.role).toBe("user");
+    other.query("UPDATE users SET role = 'admin' WHERE id = ?").run(alice.id);
+    await nextTurn();
+    expect((await users.byId(alice.id))?.role).toBe("admin");
+    await users.update(alice.id, { role: "user" });
+    expect((await users.byId(alice.id))?.role).toBe("user");
+    expect(Object.isFrozen(await users.byId(alice.id))).toBe(true);
+  });
 });

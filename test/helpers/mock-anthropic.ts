@@ -72,6 +72,8 @@ function validate(body: any, headers: Headers, opts: MockOptions): MockHttpError
     if (!Array.isArray(blocks)) return bad(`messages.${i}.content: Input should be a valid list`);
     if (blocks.length === 0 && i < msgs.length - 1) return bad(`messages.${i}: all messages must have non-empty content except for the optional final assistant message`);
     for (const b of blocks) {
+      // As the API answers a request whose history holds tool calls but which declares no tools.
+      if ((b.type === "tool_use" || b.type === "tool_result") && !(body.tools ?? []).length) return bad("Requests which include `tool_use` or `tool_result` blocks must define tools.");
       if (b.type === "text" && !b.text) return bad(`messages.${i}: text content blocks must be non-empty`);
       if (b.type === "text" && !b.text.trim()) return bad(`messages: text content blocks must contain non-whitespace text`);
     }

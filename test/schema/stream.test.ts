@@ -52,7 +52,14 @@ describe("GET /v1/asyncapi.json", () => {
   test("each message's payload is the schema the server uses", async () => {
     const doc = (await (await t.fetch("/v1/asyncapi.json")).json()) as { components: { messages: Record<string, { name: string; payload: unknown }> } };
     const byName = Object.fromEntries(Object.values(doc.components.messages).map((m) => [m.name, m.payload]));
-    expect(byName["task.submit"]).toEqual(JSON.parse(JSON.stringify(CLIENT_MESSAGES["task.submit"])));
+    expect(byName["task.cancel"]).toEqual(JSON.parse(JSON.stringify(CLIENT_MESSAGES["task.cancel"])));
+    // A submission's optional fields whose null is taken as absent are documented as nullable.
+    const submit = byName["task.submit"] as { properties: Record<string, { type?: unknown; enum?: unknown; description?: string }> };
+    expect(submit.properties.session_id!.type).toEqual(["string", "null"]);
+    expect(submit.properties.mode!.enum).toEqual(["session", null]);
+    expect(submit.properties.max_turns!.description).toEndWith("null is taken as absent");
+    expect(submit.properties.prompt!.type).toBe("string");
+    expect(JSON.stringify(doc)).not.toContain("x-null-as-absent");
     expect(byName["task:token"]).toEqual(JSON.parse(JSON.stringify(SERVER_FRAMES.find((s) => typeOf(s) === "task:token"))));
   });
 

@@ -12,7 +12,7 @@ type Sdk = typeof import("@anthropic-ai/sdk");
 let sdk: Sdk | null = null;
 const load = (): Sdk => (sdk ??= require("@anthropic-ai/sdk") as Sdk);
 import type { ContentBlockParam, MessageCreateParamsStreaming, MessageParam, RawMessageStreamEvent } from "@anthropic-ai/sdk/resources/messages/messages";
-import { abortError, answerLimit, ModelError } from "./model-error.ts";
+import { abortError, answerLimit, ModelError, withoutKey } from "./model-error.ts";
 import { assertEventStream } from "./model-answer.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
@@ -43,14 +43,24 @@ const clients = new ClientCache(
  * fail every later request of the session. A message left with no content is left out like an
  * empty answer (transcript.ts), the user turns around it merged into one.
  */
-export function toAnthropicMessages(messages: ChatMessage[]): MessageParam[] {
+/**
+ * The transcript in Anthropic's message shape. `toolsAsText`: the request declares no tools (the
+ * profile's were all turned off after some ran) — Anthropic refuses tool_use and tool_result
+ * blocks in a request without tools, so the earlier calls and their results go as text the model
+ * can still read.
+ */
+export function toAnthropicMessages(messages: ChatMessage[], toolsAsText = false): MessageParam[] {
   const out: { role: ChatMessage["role"]; content: ContentBlockParam[] }[] = [];
   for (const m of messages) {
     const content = m.content
       .filter((b) => b.type !== "text" || b.text.trim() !== "")
       .map((b): ContentBlockParam => {
         if (b.type === "text") return { type: "text" as const, text: b.text };
-        if (b.type === "tool_use") return { type: "tool_use" as const, id: b.id, name: b.name, input: b.input };
+        if (b.type === "tool_use") {
+          if (toolsAsText) return { type: "text" as const, text: `[Called the tool ${b.name} (call ${b.id}) with ${JSON.stringify(b.input)}]` };
+          return { type: "tool_use" as const, id: b.id, name: b.name, input: b.input };
+        }
+        if (toolsAsText) return { type: "text" as const, text: `[Result of call ${b.tool_use_id}${b.is_error ? " (an error)" : ""}: ${b.content}]` };
         return {
           type: "tool_result" as const,
           tool_use_id: b.tool_use_id,
@@ -71,7 +81,7 @@ export function anthropicParams(req: ModelRequest): MessageCreateParamsStreaming
     model: req.model,
     max_tokens: req.maxTokens,
     ...(req.system ? { system: req.system } : {}),
-    messages: toAnthropicMessages(req.messages),
+    messages: toAnthropicMessages(req.messages, req.tools.length === 0),
     ...(req.tools.length
       ? { tools: req.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.input_schema as { type: "object" } })) }
       : {}),
@@ -157,7 +167,9 @@ export class AnthropicProvider implements Provider {
 
   complete(req: ModelRequest, onEvent: (e: StreamEvent) => void): Promise<ModelResponse> {
     const counts = new TokenCounts("anthropic", req.log);
-    return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit, counts), (e) => anthropicError(e, req.baseUrl));
+    return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit, counts), (e) => anthropicError(e, req.baseUrl)).catch((e) => {
+      throw withoutKey(e, req.apiKey);
+    });
   }
 
   private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void, counts: TokenCounts): Promise<ModelResponse> {

@@ -44,6 +44,19 @@ export class ModelError extends Error {
   }
 }
 
+/** A key shorter than this is not looked for in messages (it would match ordinary words). */
+const MIN_HIDDEN_KEY = 6;
+
+/**
+ * `e` without the key its request was sent with: a server (a gateway, a proxy, a self-hosted
+ * one) may echo the key it was given in its error message, and a ModelError never contains a key
+ * — the operator's own key included, which the vault's scrubbing of a user's secrets does not know.
+ */
+export function withoutKey(e: unknown, key: string | null | undefined): unknown {
+  if (e instanceof ModelError && key && key.length >= MIN_HIDDEN_KEY && e.message.includes(key)) e.message = e.message.replaceAll(key, "[redacted key]");
+  return e;
+}
+
 /**
  * The most a model's streamed answer may take (its server-sent events as they arrive). A provider's
  * own servers stop at max_tokens (8192 tokens: well under 1 MiB); a `base_url` server may stream

@@ -13,7 +13,7 @@ type Sdk = typeof import("openai");
 let sdk: Sdk | null = null;
 const load = (): Sdk => (sdk ??= require("openai") as Sdk);
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from "openai/resources/chat/completions";
-import { abortError, answerLimit, ModelError } from "./model-error.ts";
+import { abortError, answerLimit, ModelError, withoutKey } from "./model-error.ts";
 import { assertEventStream } from "./model-answer.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
 import { bodyMessage, ClientCache, connectionMessage, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
@@ -157,7 +157,9 @@ export class OpenAIProvider implements Provider {
 
   complete(req: ModelRequest, onEvent: (e: StreamEvent) => void): Promise<ModelResponse> {
     const counts = new TokenCounts("openai", req.log);
-    return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit, counts), (e) => openaiError(e, req.baseUrl));
+    return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit, counts), (e) => openaiError(e, req.baseUrl)).catch((e) => {
+      throw withoutKey(e, req.apiKey);
+    });
   }
 
   private async attempt(req: ModelRequest, emit: (e: StreamEvent) => void, counts: TokenCounts): Promise<ModelResponse> {
@@ -233,6 +235,9 @@ export class OpenAIProvider implements Provider {
           typeof tc.index === "number" ? tc.index : tc.id ? `id:${tc.id}` : i === 0 && lastKey !== undefined ? lastKey : `n:${synthetic++}`;
         lastKey = key;
         let slot = slots.get(key);
+        // A new id at an index already taken starts another call: servers that number every call
+        // of a turn 0 (Ollama, some gateways) tell their parallel calls apart by id alone.
+        if (slot && tc.id && slot.id && tc.id !== slot.id) slot = undefined;
         if (!slot) {
           slot = { id: "", name: "", args: "" };
           slots.set(key, slot);
@@ -263,6 +268,8 @@ export class OpenAIProvider implements Provider {
         }
         if (event === "error") throw new (load().APIError)(undefined, ((chunk as { error?: object }).error ?? chunk) as object, undefined, response.headers);
         if (chunk?.error) throw new (load().APIError)(undefined, chunk.error as object, undefined, response.headers);
+        // vLLM's error object, sent as a chunk of its own: its message is the failure.
+        if ((chunk as { object?: unknown })?.object === "error") throw new (load().APIError)(undefined, chunk as object, undefined, response.headers);
         handle(chunk);
       }, answerLimit("openai"));
     } catch (e) {

@@ -88,6 +88,30 @@ describe("anthropic provider", () => {
     });
   });
 
+  test("a request without tools (all turned off after some ran) carries the earlier calls and results as text, which the API accepts", async () => {
+    const messages: ChatMessage[] = [
+      { role: "user", content: [{ type: "text", text: "List the files" }] },
+      { role: "assistant", content: [{ type: "text", text: "Listing." }, { type: "tool_use", id: "toolu_L", name: "Bash", input: { command: "ls" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_L", content: "no such dir", is_error: true }] },
+      { role: "assistant", content: [{ type: "text", text: "Nothing there." }] },
+      { role: "user", content: [{ type: "text", text: "Thanks" }] },
+    ];
+    mock().enqueue({ text: "You're welcome" });
+    const { res, err } = await run(p, request(mock(), { messages, tools: [] }));
+    expect(err).toBeUndefined();
+    expect(res!.content).toEqual([{ type: "text", text: "You're welcome" }]);
+    const sent = mock().requests[0]!.body;
+    expect(sent.tools).toBeUndefined();
+    expect(sent.messages.slice(1, 3)).toEqual([
+      { role: "assistant", content: [{ type: "text", text: "Listing." }, { type: "text", text: '[Called the tool Bash (call toolu_L) with {"command":"ls"}]' }] },
+      { role: "user", content: [{ type: "text", text: "[Result of call toolu_L (an error): no such dir]" }] },
+    ]);
+    // With tools declared, the blocks go as they are.
+    mock().enqueue({ text: "ok" });
+    expect((await run(p, request(mock(), { messages }))).err).toBeUndefined();
+    expect(mock().requests[1]!.body.messages[1].content[1]).toEqual({ type: "tool_use", id: "toolu_L", name: "Bash", input: { command: "ls" } });
+  });
+
   test("empty text blocks are dropped (the API rejects them) and empty tool output omits content", () => {
     const out = toAnthropicMessages([
       { role: "assistant", content: [{ type: "text", text: "" }, { type: "tool_use", id: "t", name: "Bash", input: {} }] },

@@ -220,6 +220,50 @@ describe("openai provider", () => {
     expect(res!.content.map((b) => (b as { input: unknown }).input)).toEqual([{ _raw_arguments: "(arguments nested deeper than 64 levels, not read)" }]);
   });
 
+  /** A server answering every request with `chunks` as a Chat Completions stream. */
+  const rawStream = (chunks: object[]) =>
+    Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: () => new Response(chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join("") + "data: [DONE]\n\n", { headers: { "content-type": "text/event-stream" } }),
+    });
+  const call = (index: number, id: string | undefined, name: string | undefined, args: string) => ({
+    choices: [{ index: 0, delta: { tool_calls: [{ index, ...(id ? { id, type: "function" } : {}), function: { ...(name ? { name } : {}), arguments: args } }] }, finish_reason: null }],
+  });
+  const finished = { choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] };
+
+  test("parallel calls all numbered index 0 (Ollama, some gateways) are told apart by their ids; a call's later pieces without an id stay its own", async () => {
+    const server = rawStream([
+      call(0, "call_w", "Write", '{"file_path":"o.txt",'),
+      call(0, undefined, undefined, '"content":"x"}'),
+      call(0, "call_b", "Bash", '{"command":"echo second"}'),
+      finished,
+    ]);
+    try {
+      const { res, events } = await run(p, request(mock(), { baseUrl: `http://127.0.0.1:${server.port}/v1` }));
+      const uses = res!.content.filter((b) => b.type === "tool_use");
+      expect(uses).toEqual([
+        { type: "tool_use", id: "call_w", name: "Write", input: { file_path: "o.txt", content: "x" } },
+        { type: "tool_use", id: "call_b", name: "Bash", input: { command: "echo second" } },
+      ]);
+      expect(events.map((e) => (e as { id?: string }).id)).toEqual(["call_w", "call_b"]);
+      expect(res!.stopReason).toBe("tool_use");
+    } finally {
+      server.stop(true);
+    }
+  });
+
+  test("vLLM's error chunk ({object: 'error', message}) fails the request with its message", async () => {
+    const server = rawStream([{ object: "error", message: "This model's maximum context length is 4096 tokens", type: "BadRequestError", code: 400 }]);
+    try {
+      const { err } = await run(p, request(mock(), { baseUrl: `http://127.0.0.1:${server.port}/v1` }));
+      expect(err).toBeInstanceOf(ModelError);
+      expect((err as ModelError).message).toBe("This model's maximum context length is 4096 tokens");
+    } finally {
+      server.stop(true);
+    }
+  });
+
   test("a 4xx error body with a bare string message (Ollama) gives that message", async () => {
     const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => Response.json({ error: 'model "nope" not found, try pulling it first' }, { status: 404 }) });
     try {

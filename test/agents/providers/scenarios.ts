@@ -257,6 +257,30 @@ export function providerScenarios(o: ScenarioOptions): () => MockProviderServer 
     expect(mock.requests).toHaveLength(1);
   });
 
+  test("a key the server echoes in its error message is not in the ModelError (a gateway given the operator's key)", async () => {
+    const key = "sk-operator-0123456789abcdef";
+    // A server that repeats the key it was sent (either header) in its error, as some gateways do.
+    const echo = (status: number) =>
+      Bun.serve({
+        hostname: "127.0.0.1",
+        port: 0,
+        fetch: (r) => {
+          const sent = r.headers.get("x-api-key") ?? r.headers.get("authorization")?.replace(/^Bearer /, "");
+          return Response.json({ type: "error", error: { type: "authentication_error", message: `Incorrect API key provided: ${sent}. Check ${sent} again.` } }, { status });
+        },
+      });
+    for (const status of [401, 500]) {
+      const server = echo(status);
+      try {
+        const { err } = await run(p, request(mock, { apiKey: key, baseUrl: `http://127.0.0.1:${server.port}/v1` }));
+        expect(err).toBeInstanceOf(ModelError);
+        expect([(err as ModelError).status, (err as ModelError).message]).toEqual([status, "Incorrect API key provided: [redacted key]. Check [redacted key] again."]);
+      } finally {
+        server.stop(true);
+      }
+    }
+  });
+
   test("an in-stream error before any output is retried", async () => {
     mock.enqueue({ text: "x", failAfter: 0 }, { text: "recovered" });
     const { res } = await run(p, request(mock));

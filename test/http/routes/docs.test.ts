@@ -119,6 +119,19 @@ describe("OpenAPI document", () => {
     expect(JSON.stringify(spec)).not.toContain("x-default");
   });
 
+  test("what the server takes is what the document says: null-as-absent submit fields are nullable, optional bodies not required, sign-in and sign-up open", () => {
+    const task = spec.paths["/v1/tasks"].post.requestBody.content["application/json"].schema;
+    for (const f of ["profile_id", "session_id", "max_turns", "max_budget_usd", "repositories"]) expect([f, task.properties[f].type]).toEqual([f, [expect.any(String), "null"]]);
+    expect(task.properties.mode.enum).toEqual(["session", null]);
+    expect(task.properties.prompt.type).toBe("string");
+    expect(JSON.stringify(spec)).not.toContain("x-null-as-absent");
+    for (const path of ["/v1/playbooks/{id}/run", "/hooks/playbooks/{id}/{secret}"]) expect([path, spec.paths[path].post.requestBody.required]).toEqual([path, false]);
+    expect(spec.paths["/v1/tasks"].post.requestBody.required).toBe(true);
+    for (const path of ["/api/auth/sign-in/email", "/api/auth/sign-up/email"]) {
+      expect([path, spec.paths[path].post.requestBody.content["application/json"].schema.additionalProperties]).toEqual([path, true]);
+    }
+  });
+
   test("JSON request bodies carry their schema", () => {
     const body = spec.paths["/v1/api-tokens"].post.requestBody.content["application/json"].schema;
     expect(body.properties.name.type).toBe("string");

@@ -57,6 +57,17 @@ describe("the trigger URL", () => {
     for (const id of [((await bare.json()) as { task_id: string }).task_id, empty.body.task_id]) expect((await waitTask(t, alice, id)).prompt).toBe("Deploy happened.");
   });
 
+  test("a browser that also holds someone's session cookie, posting from another site of the domain, is not refused: the secret is the credential", async () => {
+    const pb = await playbook();
+    const bob = await createUser(t);
+    const r = await trigger(pathOf(pb.trigger_url), {}, { cookie: bob.cookie, origin: "https://status.example.com", "sec-fetch-site": "same-site" });
+    expect(r.status, JSON.stringify(r.body)).toBe(202);
+    // The same cookie on the API from that site is still refused.
+    const api403 = await api(t, "POST", "/v1/profiles", { cookie: bob.cookie, "content-type": "application/json", origin: "https://status.example.com" }, { name: "x" });
+    expect(api403.status).toBe(403);
+    await waitTask(t, alice, r.body.task_id);
+  });
+
   test("a wrong secret, an unknown playbook and a disabled playbook answer the same 404", async () => {
     const pb = await playbook();
     const secret = pathOf(pb.trigger_url).split("/").pop()!;

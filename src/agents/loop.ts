@@ -154,7 +154,10 @@ export class AgentLoop {
     // `stop`: why the answer that ends the turn stopped; without it (a resumed task), what was
     // stored with that answer.
     const complete = async (text: string, stop?: StopReason): Promise<Outcome> => {
-      const resultText = polishResultText(text, (rel) => this.d.workspaces.signedFileUrl(workspace.id, rel));
+      // An answer with no text of its own reports the task's last text: clients replace what they
+      // streamed with result_text, which must not blank the turn out.
+      const finalText = text.trim() === "" ? transcript.lastText(steps, task.id) : text;
+      const resultText = polishResultText(finalText, (rel) => this.d.workspaces.signedFileUrl(workspace.id, rel));
       const done = (await tasks.byId(task.id))!;
       const stopReason = stop ?? done.stop_reason;
       await tasks.update(task.id, { result_text: resultText, stop_reason: stopReason });

@@ -239,6 +239,20 @@ export class Transcript {
   }
 
   /**
+   * The text of the task's latest assistant step that has any: what a final answer without text
+   * of its own (the model ended its turn right after its tools' results) reports as the result.
+   */
+  lastText(steps: StoredStep[], taskId: string): string {
+    for (let i = steps.length - 1; i >= 0; i--) {
+      const step = steps[i]!;
+      if (step.task_id !== taskId || step.role !== "assistant") continue;
+      const text = (step.content as ContentBlock[]).map((b) => (b.type === "text" ? b.text : "")).join("");
+      if (text.trim() !== "") return text;
+    }
+    return "";
+  }
+
+  /**
    * Tool calls of the task's latest assistant step that have no result yet, in order — what a
    * resumed task must still execute (or report as interrupted).
    */

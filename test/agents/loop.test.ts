@@ -34,6 +34,25 @@ afterAll(async () => {
   await openai.stop();
 });
 
+describe("a final answer with no text of its own", () => {
+  test("reports the task's last text as result_text (turn.done and the record), not an empty one that would blank what clients streamed", async () => {
+    for (const [mock, provider] of [[anthropic, "anthropic"], [openai, "openai"]] as const) {
+      mock.reset();
+      mock.enqueue({ text: "Writing the file now.", toolCalls: [{ name: "Bash", input: { command: "true" } }] }, { text: "" });
+      const profileId = await createProfile(t, user, { mock, provider });
+      const { task_id, session_id } = await submit(t, user, { profile_id: profileId, prompt: "write it" });
+      const task = await waitTask(t, user, task_id);
+      expect([provider, task.status, task.result_text]).toEqual([provider, "completed", "Writing the file now."]);
+      const done = (await sessionFrames(t, user, session_id)).find((f) => f.type === "turn.done");
+      expect(done.result_text).toBe("Writing the file now.");
+      // A task with no text at all has an empty result.
+      mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "true" } }] }, { text: "" });
+      const bare = await submit(t, user, { session_id, prompt: "again" });
+      expect((await waitTask(t, user, bare.task_id)).result_text).toBe("");
+    }
+  });
+});
+
 describe("a tool call cut off by the output token limit", () => {
   test("anthropic (stop_reason max_tokens): the cut call is not run, it gets an error result saying so; the complete call before it runs", async () => {
     anthropic.reset();

@@ -188,7 +188,11 @@ export class DockerBox implements Box {
       return new DockerExec(exec, stream, this.ms);
     } catch (e) {
       const status = dockerStatus(e);
-      throw status === 404 || status === 409 ? new ContainerNotRunning(dockerMessage(e)) : e;
+      if (status !== 404 && status !== 409) throw e;
+      // The engine says "No such exec instance" for any container that is not running at the
+      // start: the container's own state says what happened to it.
+      const now = await this.state().catch(() => null);
+      throw new ContainerNotRunning(now ? `${dockerMessage(e)} (the container: ${now.detail})` : dockerMessage(e));
     }
   }
 

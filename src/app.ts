@@ -395,6 +395,8 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
       return server;
     },
     async start() {
+      // Before the first request: no replay may show an interrupted answer the resumed task will repeat.
+      await orchestrator.prepareResume();
       const srv = Bun.serve({
         hostname: config.host,
         port: config.port,

@@ -116,6 +116,20 @@ export class AgentLoop {
     }
   }
 
+  /**
+   * A resumed task with a model request as its next step: the request under way when the server
+   * stopped is made again, so the text it had streamed (never stored as a step) leaves the log
+   * first — a replay shows the answer once. Before anything of the resumed run is emitted: what is
+   * removed is the task's tokens after its last other frame. Nothing to remove: nothing done.
+   */
+  async dropCutAnswer(task: TaskRow, steps?: StoredStep[]): Promise<void> {
+    const { transcript } = this.d;
+    steps ??= await transcript.steps(task.session_id);
+    if (transcript.finalAnswer(steps, task.id) !== null || transcript.pendingToolUses(steps, task.id).length > 0) return;
+    const dropped = await this.d.eventLog.dropCutText(task.session_id, task.id);
+    if (dropped) this.d.log.info("streamed text of an interrupted model request removed before it is requested again", { task_id: task.id, frames: dropped });
+  }
+
   private async loop(task: TaskRow, profile: ProfileRow, signal: AbortSignal, scrub: Scrubber, route: ModelRoute, resumed: boolean): Promise<Outcome> {
     const { tasks, transcript } = this.d;
     // The session's transcript is read (the first time: every row parsed) in a turn of its own.
@@ -129,14 +143,9 @@ export class AgentLoop {
       await transcript.addUserPrompt(task.session_id, task.id, task.prompt);
       steps = await transcript.steps(task.session_id);
     }
-    // Resumed with a model request as its next step: the request under way when the server
-    // stopped is made again, so the text it had streamed (never stored as a step) leaves the log
-    // first — a replay shows the answer once. Before anything of this run is emitted: what is
-    // removed is the task's tokens after its last other frame.
-    if (resumed && transcript.finalAnswer(steps, task.id) === null && transcript.pendingToolUses(steps, task.id).length === 0) {
-      const dropped = await this.d.eventLog.dropCutText(task.session_id, task.id);
-      if (dropped) this.d.log.info("streamed text of an interrupted model request removed before it is requested again", { task_id: task.id, frames: dropped });
-    }
+    // (At a start this was done before the server listened, orchestrator.ts prepareResume: found
+    // nothing now. A replica taking a task over does it here.)
+    if (resumed) await this.dropCutAnswer(task, steps);
     // Also announces (session.ready) a session whose opening a crash cut off.
     const workspace = await this.d.lifecycle.ensureRunning(task.session_id, profile.id);
     const extra = (await this.d.setup?.prepare(task, profile, (f) => this.emit(task, f), scrub, signal)) ?? NO_RUN_TOOLS;

@@ -651,6 +651,24 @@ export class Orchestrator {
    * timeouts. One server (SQLite) takes every task; a replica (PostgreSQL) only those no live
    * replica holds (`takeOver`), and listens for cancels sent by the others.
    */
+  /**
+   * Before the server listens: the running tasks this start will resume that were cut off in a
+   * model request have that request's streamed text removed from the log (AgentLoop.dropCutAnswer)
+   * — a client resuming in the first milliseconds must not replay it and then get the answer again.
+   * On PostgreSQL, only this replica's own tasks (another replica's are not its to touch). A failure
+   * is logged: the resumed loop removes the text itself a moment later.
+   */
+  async prepareResume() {
+    try {
+      for (const task of await this.d.tasks.runningTasks(this.leases.shared ? this.leases.owner : undefined)) {
+        await this.loop.dropCutAnswer(task);
+        this.d.transcript.release(task.session_id);
+      }
+    } catch (err) {
+      this.d.log.warn("interrupted answers not removed before listening (their tasks remove them when they resume)", { err });
+    }
+  }
+
   async recover() {
     if (this.leases.shared) await this.d.bus.listen(CHANNELS.tasks, (m) => this.onRequest(m));
     const sessions = this.leases.shared ? await this.leases.orphaned({ ours: true }) : await this.d.tasks.sessionsWithWork();

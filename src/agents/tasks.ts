@@ -193,6 +193,14 @@ export class Tasks {
       .where(eq(tasks.id, id));
   }
 
+  /** Running tasks (to resume at a start); `owner`: only those whose lease that replica holds. */
+  async runningTasks(owner?: string): Promise<TaskRow[]> {
+    return this.db
+      .select()
+      .from(tasks)
+      .where(and(eq(tasks.status, "running"), owner ? eq(tasks.lease_owner, owner) : undefined));
+  }
+
   /** Session ids that have a task to run or resume (startup recovery). */
   async sessionsWithWork(): Promise<string[]> {
     const rows = await this.db

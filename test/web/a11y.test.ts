@@ -257,26 +257,29 @@ describe("every view", () => {
   }
 });
 
-test("keyboard: Tab reaches the chat composer and Enter sends the message", async () => {
+test("keyboard: the composer has the focus when the page opens and keeps it through the new session's first answer; Enter sends; the skip link leads to the content", async () => {
   const ctx = await signedInContext(user);
   const page = await ctx.newPage();
   const problems = watch(page);
+  const focused = () => page.evaluate(() => (document.activeElement as HTMLElement | null)?.matches(".composer textarea") ?? false);
   try {
     await page.goto(t.url + "/");
     await page.waitForSelector(".composer textarea");
-    let reached = false;
-    for (let i = 0; i < 40 && !reached; i++) {
-      await page.keyboard.press("Tab");
-      reached = await page.evaluate(() => document.activeElement?.matches(".composer textarea") ?? false);
-    }
-    expect(reached).toBe(true);
+    await page.waitForFunction(() => document.activeElement?.matches(".composer textarea"));
     await page.keyboard.type("Hello from the keyboard");
     await page.keyboard.press("Enter");
     await page.waitForURL(/\/sessions\/sess_/);
     await page.waitForSelector(".msg.user:has-text('Hello from the keyboard')");
     await page.waitForSelector(".msg.agent:has-text('Hello from the mock model.')", { timeout: 30_000 });
-    // The composer is cleared after sending.
+    // The session's page opened with the focus in its composer (not on <body>), which is cleared.
+    expect(await focused()).toBe(true);
     expect(await page.inputValue(".composer textarea")).toBe("");
+    // The first Tab stop of the page is the skip link; it moves the focus to the content.
+    expect(await page.evaluate(() => document.querySelector("a[href], button, input, select, textarea")?.textContent)).toBe("Skip to content");
+    await page.focus(".skip");
+    expect(await page.evaluate(() => getComputedStyle(document.activeElement!).left)).not.toStartWith("-");
+    await page.keyboard.press("Enter");
+    expect(await page.evaluate(() => document.activeElement?.tagName)).toBe("MAIN");
     expect(problems).toEqual([]);
   } finally {
     await ctx.close();

@@ -15,7 +15,7 @@
  * Any console error, page error or CSP violation fails the test (expected ones aside).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createProfile, lastToolResults } from "../helpers/agent.ts";
+import { createProfile, lastToolResults, waitTask } from "../helpers/agent.ts";
 import { startTestApp, type TestApp } from "../helpers/app.ts";
 import { type Browser, composer, expectClean, lastTurn, launchBrowser, openPage, type Page, pagePool, send, type WatchedPage } from "../helpers/browser.ts";
 import { type MockProviderServer, startMockAnthropic } from "../helpers/mock-anthropic.ts";
@@ -104,6 +104,27 @@ describe("offline", () => {
 });
 
 // -------------------------------------------------------------------------------------------------
+
+describe("a session whose profile was deleted", () => {
+  test("shows why it takes no new message, with a link to start a new session, instead of a composer", async () => {
+    const owner = await createUser(t);
+    const profileId = await createProfile(t, owner, { mock });
+    mock.reset();
+    mock.enqueue({ text: "Before the profile went." });
+    const sub = await api(t, "POST", "/v1/tasks", owner.bearer, { profile_id: profileId, prompt: "hello" });
+    expect(sub.status).toBe(202);
+    await waitTask(t, owner, sub.body.task_id);
+    expect((await api(t, "DELETE", `/v1/profiles/${profileId}`, owner.bearer)).status).toBe(204);
+    const { page: p, problems } = await page(owner);
+    await p.goto(`${t.url}/sessions/${sub.body.session_id}`);
+    await lastTurn(p).getByText("Before the profile went.").waitFor({ timeout: 30_000 });
+    await p.getByRole("status").filter({ hasText: "profile was deleted" }).waitFor();
+    expect(await p.locator(".composer textarea").count()).toBe(0);
+    expect(await p.getByRole("link", { name: "Start a new session" }).count()).toBe(1);
+    expectClean(problems);
+    await closePages();
+  }, 60_000);
+});
 
 describe("prompts", () => {
   test("another client's task (its first frame late) shows its own prompt, and the page's prompt goes above the page's answer", async () => {

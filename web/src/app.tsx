@@ -74,6 +74,15 @@ function route(path: string, user: User) {
   );
 }
 
+/** The skip link: the focus moves to the page's main region (every view has one). */
+function skipToMain(e: Event) {
+  e.preventDefault();
+  const main = document.querySelector<HTMLElement>("main");
+  if (!main) return;
+  main.tabIndex = -1;
+  main.focus();
+}
+
 function Brand() {
   return (
     <a class="brand" href="/" onClick={linkTo("/")}>
@@ -126,6 +135,9 @@ function SignedIn({ path, user, setUser, signedOut }: { path: string; user: User
   const active = (href: string) => (href === "/" ? path === "/" || path.startsWith("/sessions/") : path === href || path.startsWith(`${href}/`));
   return (
     <>
+      <a class="skip" href="#main" onClick={skipToMain}>
+        Skip to content
+      </a>
       <header class="top">
         <Brand />
         <nav aria-label="Main">

@@ -6,7 +6,13 @@
  * or could not be sent (the sender says why; the text is still there to send again).
  */
 import type { ComponentChildren } from "preact";
-import { useRef, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
+
+/** Puts the focus in the box when nothing else holds it (a page just opened, an answer just taken). */
+const focusIfLost = (box: HTMLTextAreaElement | null) => {
+  const active = document.activeElement;
+  if (box && (!active || active === document.body)) box.focus();
+};
 
 export function Composer({
   onSend,
@@ -27,6 +33,9 @@ export function Composer({
   /** A message on its way: Send waits for the server's answer (no second copy of it). */
   const [sending, setSending] = useState(false);
   const latest = useRef(text);
+  const box = useRef<HTMLTextAreaElement>(null);
+  // A session opened (its first message just sent, or picked from the list): ready to type in.
+  useEffect(() => focusIfLost(box.current), []);
   const setText = (v: string) => {
     latest.current = v;
     setShown(v);
@@ -45,8 +54,12 @@ export function Composer({
         const now = latest.current;
         setText(now.startsWith(sent) ? now.slice(sent.length).trimStart() : now.trim() === prompt ? "" : now);
         setSending(false);
+        focusIfLost(box.current);
       },
-      () => setSending(false),
+      () => {
+        setSending(false);
+        focusIfLost(box.current);
+      },
     );
   };
   return (
@@ -55,6 +68,7 @@ export function Composer({
       <label class="grow">
         <span class="sr-only">Message</span>
         <textarea
+          ref={box}
           name="prompt"
           rows={3}
           value={text}

@@ -17,7 +17,11 @@ import { TurnView } from "./turn.tsx";
 
 const WINDOW = 40;
 
-export function Conversation({ sessionId, stream, onSettled }: { sessionId: string; stream: StreamClient; onSettled?: () => void }) {
+/**
+ * `profiles`: the user's profiles by id (null while they load) — a session whose profile was
+ * deleted takes no new message (the server would refuse it): it shows why instead of a composer.
+ */
+export function Conversation({ sessionId, stream, onSettled, profiles }: { sessionId: string; stream: StreamClient; onSettled?: () => void; profiles?: Map<string, string> | null }) {
   const model = useMemo(() => new Transcript(sessionId), [sessionId]);
   const [, setTick] = useState(0);
   const [shown, setShown] = useState(WINDOW);
@@ -32,11 +36,17 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
   const gone = useRef(false);
   /** The session's tokens and cost: its record's (GET /v1/sessions/:id), read again when a task ends. */
   const [figures, setFigures] = useState<{ input: number; output: number; cost: number } | null>(null);
+  const [profileId, setProfileId] = useState<string | null>(null);
   const loadFigures = () =>
     get<SessionRecord>(`/v1/sessions/${encodeURIComponent(sessionId)}`).then(
-      (s) => void (!gone.current && setFigures({ input: s.input_tokens, output: s.output_tokens, cost: s.cost_usd })),
+      (s) => {
+        if (gone.current) return;
+        setFigures({ input: s.input_tokens, output: s.output_tokens, cost: s.cost_usd });
+        setProfileId(s.profile_id);
+      },
       () => {},
     );
+  const profileGone = profiles != null && profileId !== null && !profiles.has(profileId);
   /** A task that ended without a turn.done (cancelled, failed): its turn's figures from its record. */
   const loadTaskUsage = (taskId: string) =>
     get<TaskFigures>(`/v1/tasks/${encodeURIComponent(taskId)}`).then(
@@ -245,7 +255,17 @@ export function Conversation({ sessionId, stream, onSettled }: { sessionId: stri
         {int(totals.input)} tokens in · {int(totals.output)} out · {usd(totals.cost)}
       </p>
       <Alert text={error} />
-      <Composer onSend={send} draftKey={sessionId} busy={running !== null} onCancel={running ? () => cancel(running.taskId) : undefined} />
+      {profileGone ? (
+        <p class="muted gone" role="status">
+          This session's profile was deleted, so it takes no new messages.{" "}
+          <a href="/" onClick={linkTo("/")}>
+            Start a new session
+          </a>
+          .
+        </p>
+      ) : (
+        <Composer onSend={send} draftKey={sessionId} busy={running !== null} onCancel={running ? () => cancel(running.taskId) : undefined} />
+      )}
     </section>
   );
 }

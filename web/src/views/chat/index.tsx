@@ -75,7 +75,7 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
       <main class="split">
       <SessionList current={sessionId} profiles={names} refresh={refresh} />
       {sessionId ? (
-        <Conversation key={sessionId} sessionId={sessionId} stream={stream} onSettled={() => setRefresh((n) => n + 1)} />
+        <Conversation key={sessionId} sessionId={sessionId} stream={stream} profiles={profiles ? names : null} onSettled={() => setRefresh((n) => n + 1)} />
       ) : (
         <section class="conversation" aria-label="New session">
           <div class="transcript">

@@ -105,6 +105,25 @@ describe("offline", () => {
 
 // -------------------------------------------------------------------------------------------------
 
+describe("the session list", () => {
+  test("a session started elsewhere (another tab, the API) shows up when the window gets the focus back", async () => {
+    const owner = await createUser(t);
+    const profileId = await createProfile(t, owner, { mock });
+    const { page: p, problems } = await page(owner);
+    await p.goto(t.url);
+    await p.getByText("No sessions yet.").waitFor();
+    mock.reset();
+    mock.enqueue({ text: "From the API." });
+    const sub = await api(t, "POST", "/v1/tasks", owner.bearer, { profile_id: profileId, prompt: "started through the API" });
+    expect(sub.status).toBe(202);
+    await p.evaluate(() => dispatchEvent(new Event("focus")));
+    await p.getByRole("navigation", { name: "Sessions" }).getByText("started through the API").waitFor();
+    await waitTask(t, owner, sub.body.task_id);
+    expectClean(problems);
+    await closePages();
+  }, 60_000);
+});
+
 describe("a session whose profile was deleted", () => {
   test("shows why it takes no new message, with a link to start a new session, instead of a composer", async () => {
     const owner = await createUser(t);

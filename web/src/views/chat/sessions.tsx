@@ -1,6 +1,7 @@
 /**
  * The session list: title (the first prompt), profile, status, cost, relative time; searchable.
- * Loaded when the view opens, when another session opens, and when `refresh` moves.
+ * Loaded when the view opens, when another session opens, when `refresh` moves, and when the
+ * window gets the focus back (sessions started elsewhere — another tab, the API — show up).
  */
 import { useEffect, useState } from "preact/hooks";
 import type { SessionRecord } from "../../../../src/schema/session.ts";
@@ -12,6 +13,12 @@ export function SessionList({ current, profiles, refresh }: { current: string | 
   const [sessions, setSessions] = useState<SessionRecord[] | null>(null);
   const [query, setQuery] = useState("");
   const [error, setError] = useState("");
+  const [focused, setFocused] = useState(0);
+  useEffect(() => {
+    const onFocus = () => setFocused((n) => n + 1);
+    addEventListener("focus", onFocus);
+    return () => removeEventListener("focus", onFocus);
+  }, []);
   useEffect(() => {
     all<SessionRecord>("/v1/sessions", 500).then(
       (l) => {
@@ -20,7 +27,7 @@ export function SessionList({ current, profiles, refresh }: { current: string | 
       },
       (e) => setError(e instanceof ApiError ? e.message : String(e)),
     );
-  }, [refresh, current]);
+  }, [refresh, current, focused]);
   const q = query.trim().toLowerCase();
   const shown = (sessions ?? []).filter((s) => !q || (s.title ?? "").toLowerCase().includes(q) || (profiles.get(s.profile_id) ?? "").toLowerCase().includes(q));
   return (

@@ -62,7 +62,7 @@ function route(path: string, user: User) {
   const page = PAGES[path];
   if (page) return page();
   return (
-    <main class="page">
+    <main id="main" tabIndex={-1} class="page">
       <h1>Not found</h1>
       <p>
         There is no page at <code>{path}</code>.{" "}
@@ -74,13 +74,10 @@ function route(path: string, user: User) {
   );
 }
 
-/** The skip link: the focus moves to the page's main region (every view has one). */
+/** The skip link: the focus moves to the page's main region (every view has one, `#main`), the URL stays. */
 function skipToMain(e: Event) {
   e.preventDefault();
-  const main = document.querySelector<HTMLElement>("main");
-  if (!main) return;
-  main.tabIndex = -1;
-  main.focus();
+  document.querySelector<HTMLElement>("#main")?.focus();
 }
 
 function Brand() {

@@ -239,9 +239,9 @@ function FailedNotifications() {
 
 export function Admin({ me }: { me: User }) {
   const [open, setOpen] = useState(password !== "");
-  if (!open) return <main class="page"><h1>Admin</h1><Unlock onUnlock={() => setOpen(true)} /></main>;
+  if (!open) return <main id="main" tabIndex={-1} class="page"><h1>Admin</h1><Unlock onUnlock={() => setOpen(true)} /></main>;
   return (
-    <main class="page">
+    <main id="main" tabIndex={-1} class="page">
       <h1>Admin</h1>
       <Stats />
       <Users me={me} />

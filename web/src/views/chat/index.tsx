@@ -72,7 +72,7 @@ export function Chat({ sessionId }: { sessionId: string | null }) {
           Offline: the server cannot be reached. Reconnecting… An unsent message stays in its box.
         </p>
       )}
-      <main class="split">
+      <main id="main" tabIndex={-1} class="split">
       <SessionList current={sessionId} profiles={names} refresh={refresh} />
       {sessionId ? (
         <Conversation key={sessionId} sessionId={sessionId} stream={stream} profiles={profiles ? names : null} onSettled={() => setRefresh((n) => n + 1)} />

@@ -105,7 +105,7 @@ export function Docs() {
   }, []);
   if (!spec)
     return (
-      <main class="page">
+      <main id="main" tabIndex={-1} class="page">
         <h1>runcell API</h1>
         <p class={error ? "error" : "muted"} role={error ? "alert" : "status"}>
           {error || "Loading /v1/openapi.json…"}
@@ -125,7 +125,7 @@ export function Docs() {
   const tags = [...groups.keys()].sort((a, b) => rank(a) - rank(b));
   const anchor = (tag: string) => `tag-${tag.replace(/\W+/g, "-")}`;
   return (
-    <main class="docs">
+    <main id="main" tabIndex={-1} class="docs">
       <header class="page">
         <h1 id="title">
           {spec.info.title} {spec.info.version}

@@ -31,7 +31,7 @@ export function Playbooks() {
   useEffect(() => void all<PlaybookRecord>("/v1/playbooks").then(setList, (e) => setError(e.message)), []);
 
   return (
-    <main class="page">
+    <main id="main" tabIndex={-1} class="page">
       <h1>Playbooks</h1>
       <p class="muted">Saved prompts that run on demand, on a cron schedule, or when something POSTs to their trigger URL. Every run gets its own session.</p>
       <Alert text={error || profilesError} />
@@ -115,14 +115,14 @@ export function PlaybookDetail({ id }: { id: string }) {
 
   if (pb === undefined)
     return (
-      <main class="page">
+      <main id="main" tabIndex={-1} class="page">
         <Alert text={error} />
         {!error && <p class="muted">Loading…</p>}
       </main>
     );
   if (pb === null)
     return (
-      <main class="page">
+      <main id="main" tabIndex={-1} class="page">
         <h1>Playbook not found</h1>
         <p>
           <a href="/playbooks" onClick={linkTo("/playbooks")}>
@@ -159,7 +159,7 @@ export function PlaybookDetail({ id }: { id: string }) {
   const curl = `curl -fsS -X POST '${pb.trigger_url}' \\\n  -H 'content-type: application/json' \\\n  -d '{"input": "optional text or JSON for this run"}'`;
 
   return (
-    <main class="page">
+    <main id="main" tabIndex={-1} class="page">
       <p>
         <a href="/playbooks" onClick={linkTo("/playbooks")}>
           ← Playbooks

@@ -46,7 +46,7 @@ export function Profiles() {
   };
 
   return (
-    <main class="page">
+    <main id="main" tabIndex={-1} class="page">
       <h1>Profiles</h1>
       <p role="status">{status}</p>
       <Alert text={error} />

@@ -95,7 +95,7 @@ export function Secrets() {
   };
 
   return (
-    <main class="page">
+    <main id="main" tabIndex={-1} class="page">
       <h1>Secrets</h1>
       <p class="muted">
         Values are encrypted at rest and never shown again. A profile passes one to its workspace as an environment variable:{" "}

@@ -47,7 +47,7 @@ export function Setup() {
   };
 
   return (
-    <main class="center">
+    <main id="main" tabIndex={-1} class="center">
       <div class="card narrow">
         <h1>Set up runcell</h1>
         {token ? (

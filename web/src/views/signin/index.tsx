@@ -51,7 +51,7 @@ export function SignIn({ expired = false }: { expired?: boolean }) {
   };
 
   return (
-    <main class="center">
+    <main id="main" tabIndex={-1} class="center">
       <form class="card narrow" onSubmit={submit} aria-labelledby="signin-title">
         <h1 id="signin-title">{signingUp ? "Create an account" : "Sign in"}</h1>
         {expired && (

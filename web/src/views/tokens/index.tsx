@@ -41,7 +41,7 @@ export function Tokens() {
   };
 
   return (
-    <main class="page">
+    <main id="main" tabIndex={-1} class="page">
       <h1>API tokens</h1>
       <form class="card row" onSubmit={create}>
         <label class="grow">

@@ -34,7 +34,7 @@ export function Usage() {
 
   const totals = byDay?.totals;
   return (
-    <main class="page usage">
+    <main id="main" tabIndex={-1} class="page usage">
       <h1>Usage</h1>
       <div class="row" role="group" aria-label="Range">
         {RANGES.map((d) => (

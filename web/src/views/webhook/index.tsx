@@ -90,7 +90,7 @@ export function Webhook() {
   };
 
   return (
-    <main class="page">
+    <main id="main" tabIndex={-1} class="page">
       <h1>Webhook</h1>
       <p class="muted">
         Agents and the platform POST notifications to this URL. With a signing secret each delivery carries{" "}

@@ -69,7 +69,7 @@ export function Workspaces() {
   useEffect(() => void load(null), []);
 
   return (
-    <main class="page">
+    <main id="main" tabIndex={-1} class="page">
       <h1>Workspaces</h1>
       <p class="muted">Each session runs in its own container with a persistent /workspace. Stopped workspaces start again on the session's next turn.</p>
       <Alert text={error} />
@@ -168,7 +168,7 @@ export function WorkspaceDetail({ id }: { id: string }) {
   const crumbs: [string, string][] = [["/workspace", ""], ...parts.map((p, i): [string, string] => [p, parts.slice(0, i + 1).join("/")])];
 
   return (
-    <main class="page">
+    <main id="main" tabIndex={-1} class="page">
       <p>
         <a href="/workspaces" onClick={linkTo("/workspaces")}>
           ← All workspaces

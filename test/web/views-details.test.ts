@@ -119,6 +119,24 @@ test("Playbooks opened while the server cannot be reached says so, never that a 
   await closePages();
 });
 
+test("Playbooks whose profiles could not be loaded show each playbook's profile id, not a placeholder that never resolves", async () => {
+  const owner = await createUser(t);
+  const profile = await api(t, "POST", "/v1/profiles", owner.bearer, { name: "for the list", system_prompt: "x", model: { provider: "demo", name: "demo" } });
+  expect(profile.status, JSON.stringify(profile.body)).toBe(201);
+  const pb = await api(t, "POST", "/v1/playbooks", owner.bearer, { name: "nightly", profile_id: profile.body.id, prompt: "go" });
+  expect(pb.status, JSON.stringify(pb.body)).toBe(201);
+  const w = await page(t, owner);
+  w.allow.push(/status of 503/);
+  await w.page.route("**/v1/profiles?**", (r) => r.fulfill({ status: 503, contentType: "application/json", body: JSON.stringify({ error: "Not available now", code: "INTERNAL_ERROR" }) }));
+  await w.page.goto(`${t.url}/playbooks`);
+  await w.page.getByRole("alert").filter({ hasText: "The profiles could not be loaded" }).waitFor();
+  await w.page.getByRole("row").filter({ hasText: "nightly" }).getByText(profile.body.id).waitFor();
+  await w.page.goto(`${t.url}/playbooks/${pb.body.id}`);
+  await w.page.getByRole("definition").filter({ hasText: profile.body.id }).waitFor();
+  expectClean(w.problems);
+  await closePages();
+});
+
 // -------------------------------------------------------------------------------------------------
 
 describe("focus and names", () => {

@@ -48,7 +48,7 @@ export function Playbooks() {
                     {pb.name}
                   </a>
                 </td>
-                <td>{profiles ? profileName(profiles, pb.profile_id) : "…"}</td>
+                <td>{profiles ? profileName(profiles, pb.profile_id) : profilesError ? <code>{pb.profile_id}</code> : "…"}</td>
                 <td>
                   {pb.schedule ? (
                     <>
@@ -173,7 +173,7 @@ export function PlaybookDetail({ id }: { id: string }) {
         </div>
         <div>
           <dt>Profile</dt>
-          <dd>{profiles ? profileName(profiles, pb.profile_id) : "…"}</dd>
+          <dd>{profiles ? profileName(profiles, pb.profile_id) : profilesError ? <code>{pb.profile_id}</code> : "…"}</dd>
         </div>
         <div>
           <dt>Schedule</dt>

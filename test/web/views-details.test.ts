@@ -119,6 +119,20 @@ test("Playbooks opened while the server cannot be reached says so, never that a 
   await closePages();
 });
 
+test("the profile form's limits say the user's ceilings (GET /v1/me), not only the server's bounds", async () => {
+  const owner = await createUser(t);
+  await t.app.services.users.adminPatch(owner.id, { policy: { max_memory_mb: 512, max_turns: 30 } });
+  const w = await page(t, owner);
+  await w.page.goto(`${t.url}/profiles`);
+  await w.page.getByText("Container memory (swap included) (64–512)").waitFor();
+  expect(await w.page.getAttribute("[id='pf-limits.memory_mb']", "max")).toBe("512");
+  await w.page.getByText("Model requests per task (1–30)").waitFor();
+  // No ceiling lowered: the server's bound.
+  await w.page.getByText("Container processes (32–65,536)").waitFor();
+  expectClean(w.problems);
+  await closePages();
+});
+
 test("Playbooks whose profiles could not be loaded show each playbook's profile id, not a placeholder that never resolves", async () => {
   const owner = await createUser(t);
   const profile = await api(t, "POST", "/v1/profiles", owner.bearer, { name: "for the list", system_prompt: "x", model: { provider: "demo", name: "demo" } });

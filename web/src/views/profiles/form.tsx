@@ -3,10 +3,11 @@
  * and editing (PATCH: only the fields that changed; model and limits merge on the server, so only
  * their changed parts are sent — all of the model when the provider changes).
  */
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import type { MODEL_PROVIDERS, NETWORKS } from "../../../../src/db/schema.ts";
 import type { LIMIT_BOUNDS, LimitKey, ProfileCreate, ProfilePatch, ProfileRecord, TOOL_NAMES, WARM_POOL_MAX as SERVER_WARM_POOL_MAX } from "../../../../src/schema/profile.ts";
-import { patch, post } from "../../lib/api.ts";
+import { get, patch, post } from "../../lib/api.ts";
+import type { Me } from "../../../../src/schema/me.ts";
 import { Field, num, setter, useFieldErrors } from "./fields.tsx";
 import { KvFields, type KvRow, kvOf, kvRows, McpFields, type McpRow, mcpOf, mcpRows, opt, patternsOf, RepoFields, type RepoRow, repoRows, reposOf, twice } from "./lists.tsx";
 
@@ -26,6 +27,24 @@ const BOUNDS = {
   pids: { min: 32, max: 65_536, integer: true, description: "Container processes" },
 } as const satisfies typeof LIMIT_BOUNDS;
 const LIMIT_KEYS = Object.keys(BOUNDS) as LimitKey[];
+/** The operator's ceiling of each limit (GET /v1/me `limits`), where the policy has one. */
+const CEILING_OF: Record<LimitKey, keyof Me["limits"]> = {
+  max_turns: "max_turns",
+  max_budget_usd: "max_budget_usd",
+  max_concurrency: "max_concurrency",
+  memory_mb: "max_memory_mb",
+  cpus: "max_cpus",
+  pids: "max_pids",
+};
+/** The highest value the server takes for each limit: its bound, lowered by the user's ceilings (none for an exempt admin). */
+const useLimitMax = () => {
+  const [ceilings, setCeilings] = useState<Me["limits"] | null>(null);
+  useEffect(() => void get<Me>("/v1/me").then((me) => setCeilings(me.limits), () => {}), []);
+  return (k: LimitKey): number => {
+    const c = ceilings && !ceilings.exempt ? (ceilings[CEILING_OF[k]] as number) : undefined;
+    return typeof c === "number" ? Math.min(BOUNDS[k].max, c) : BOUNDS[k].max;
+  };
+};
 /** docs/profiles.md "Defaults" (max_concurrency: the operator's). */
 const DEFAULTS: Partial<Record<LimitKey, number>> = { max_turns: 50, max_budget_usd: 5, memory_mb: 2048, cpus: 1, pids: 1024 };
 
@@ -139,6 +158,7 @@ export function ProfileForm(props: { profile?: ProfileRecord; secrets: string[];
   const [status, setStatus] = useState("");
   const f = useFieldErrors("pf-");
   const on = setter(d, setD);
+  const maxOf = useLimitMax();
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -274,15 +294,16 @@ export function ProfileForm(props: { profile?: ProfileRecord; secrets: string[];
           {LIMIT_KEYS.map((k) => {
             const b: (typeof BOUNDS)[LimitKey] = BOUNDS[k];
             const min = "exclusiveMin" in b ? 0.01 : b.min;
+            const max = maxOf(k);
             return (
-              <Field key={k} f={f} name={`limits.${k}`} label={`${b.description} (${"exclusiveMin" in b ? ">" : ""}${b.min}–${b.max.toLocaleString("en-US")})`}>
+              <Field key={k} f={f} name={`limits.${k}`} label={`${b.description} (${"exclusiveMin" in b ? ">" : ""}${b.min}–${max.toLocaleString("en-US")})`}>
                 {(a) => (
                   <input
                     {...a}
                     type="number"
                     inputMode={b.integer ? "numeric" : "decimal"}
                     min={min}
-                    max={b.max}
+                    max={max}
                     step={b.integer ? 1 : "any"}
                     value={d.limits[k]}
                     required={!!p}

@@ -34,6 +34,7 @@ function streamOf(dl: Download): ReadableStream<Uint8Array> {
     },
     async cancel() {
       await dl.body.return(undefined);
+      await dl.close();
     },
   });
 }

@@ -97,8 +97,12 @@ function unresolvable(e: PathUnresolvable, at: string, parent: string | null, sh
   });
 }
 
-/** Opens the single entry of `GET /archive?path=` (a regular file) as a stream of its bytes. */
-export async function openFile(box: Box, abs: string): Promise<{ size: number; body: AsyncGenerator<Uint8Array> }> {
+/**
+ * Opens the single entry of `GET /archive?path=` (a regular file) as a stream of its bytes.
+ * `close` ends the engine's stream whether or not `body` was ever read (returning a generator that
+ * never started runs none of its cleanup): until then, on Docker, the container's lock is held.
+ */
+export async function openFile(box: Box, abs: string): Promise<{ size: number; body: AsyncGenerator<Uint8Array>; close(): void }> {
   let res: AsyncIterable<Uint8Array>;
   try {
     res = await box.readArchive(abs);
@@ -115,7 +119,7 @@ export async function openFile(box: Box, abs: string): Promise<{ size: number; b
     reader.close();
     throw Errors.validation("path", `${abs} is not a regular file`);
   }
-  return { size: header.size, body: whole(reader.body(header.size), abs) };
+  return { size: header.size, body: whole(reader.body(header.size), abs), close: () => reader.close() };
 }
 
 /** A file that changed while it was read (a command writing it): 400 (the interface pairs VALIDATION_FAILED with 400), and a tool's error the agent can retry — not a broken workspace. */
@@ -132,9 +136,9 @@ async function* whole(body: AsyncGenerator<Uint8Array>, abs: string): AsyncGener
 
 /** Reads a whole regular file (at most `maxBytes`). */
 export async function readAll(box: Box, abs: string, maxBytes: number): Promise<Uint8Array> {
-  const { size, body } = await openFile(box, abs);
+  const { size, body, close } = await openFile(box, abs);
   if (size > maxBytes) {
-    await body.return(undefined);
+    close();
     throw tooLarge(abs, size, maxBytes);
   }
   const out = new Uint8Array(size);

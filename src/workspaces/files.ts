@@ -16,6 +16,7 @@ import type { DirEntry, DirListing, EntryType } from "../schema/workspace.ts";
 import { checkChain, entryType, openFile, tooLarge } from "./archive.ts";
 import type { ExecOptions, ExecResult } from "./exec.ts";
 import { relativePath } from "./paths.ts";
+import { detach } from "./spool.ts";
 import type { WorkspaceRow } from "../db/schema.ts";
 
 /** What the file helpers need from the service. */
@@ -28,7 +29,10 @@ export interface FileHost {
 export interface Download {
   name: string;
   size: number;
+  /** The bytes, already read out of the box (spool.ts): a slow client holds nothing of the container. */
   body: AsyncGenerator<Uint8Array>;
+  /** Releases the bytes' spool file; called when the response is cancelled before its end (idempotent). */
+  close(): Promise<void>;
 }
 
 const LIST_MAX_BYTES = 32 * 1024 * 1024;
@@ -100,14 +104,27 @@ export async function listDirectory(host: FileHost, row: WorkspaceRow, abs: stri
   return { path: rel, data, next_cursor: after.length > limit ? slice[slice.length - 1]!.name : null };
 }
 
-/** `asDir`: the caller's path ended in "/" (paths.ts namesDirectory). */
-export async function openDownload(c: Box, abs: string, maxBytes: number, asDir = false): Promise<Download> {
+/**
+ * `asDir`: the caller's path ended in "/" (paths.ts namesDirectory). `spoolDir`: where a file over
+ * 1 MiB is held while the client reads it (spool.ts).
+ */
+export async function openDownload(c: Box, abs: string, maxBytes: number, spoolDir: string, asDir = false): Promise<Download> {
   const r = await checkChain(c, abs, { asDir });
   if (!r.stat) throw Errors.notFound("File", abs);
   const type = entryType(r.stat.mode);
   if (type === "dir") throw Errors.validation("path", `${abs} is a directory; list it with ?path= instead`);
   if (type !== "file") throw Errors.validation("path", `${abs} is not a regular file`);
   if (r.stat.size > maxBytes) throw tooLarge(abs, r.stat.size, maxBytes);
-  const { size, body } = await openFile(c, r.path);
-  return { name: posix.basename(abs), size, body };
+  const file = await openFile(c, r.path);
+  // Grown past the limit since its stat: refused like one that was already too large.
+  if (file.size > maxBytes) {
+    file.close();
+    throw tooLarge(abs, file.size, maxBytes);
+  }
+  try {
+    const { body, close } = await detach(file.body, file.size, spoolDir);
+    return { name: posix.basename(abs), size: file.size, body, close };
+  } finally {
+    file.close();
+  }
 }

@@ -7,6 +7,8 @@
  * (signing.ts) and the background work (idle.ts, reconcile.ts). This class composes them and is
  * what the rest of runcell calls.
  */
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { type HoldingHook, withHolds } from "../lib/holds.ts";
 import { type Box, ContainerNotRunning } from "./box.ts";
 import { and, eq } from "drizzle-orm";
@@ -57,7 +59,8 @@ export interface WorkspaceDeps {
   config: Pick<
     Config,
     "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHosts" | "maxWarmPool" | "maxWarmPoolTotal" | "workspaceStartParallelism" | "dockerTimeoutMs"
-  >;
+  > &
+    Partial<Pick<Config, "dataDir">>;
   now: () => number;
   /**
    * The environment of a command in the workspace: its profile's env with vault secrets resolved
@@ -117,6 +120,8 @@ export class Workspaces {
   /** Running execs per workspace: the idle stop never stops a container that is working. */
   readonly inflight = new Map<string, number>();
   maxFileBytes = MAX_FILE_BYTES;
+  /** Where a download over 1 MiB is held while its client reads it (spool.ts): the data dir's tmp/, else the system's. */
+  readonly spoolDir: string;
   /**
    * Run before a workspace is removed by DELETE /v1/workspaces/:id or /admin/workspaces/:id (the
    * app wires what a session delete does: its running task is cancelled, its MCP servers closed),
@@ -144,6 +149,7 @@ export class Workspaces {
     this.log = d.log.child({ component: "workspaces" });
     this.store = new WorkspaceStore(d.db, d.now);
     this.instanceId = d.instanceId;
+    this.spoolDir = join(d.config.dataDir ?? tmpdir(), "tmp");
     this.replica = d.replica ?? SOLE_REPLICA;
     const parallelism = () => d.config.workspaceStartParallelism;
     // While tasks run here, warm-pool refills create one container at a time (gate.ts).
@@ -477,7 +483,7 @@ export class Workspaces {
   async openDownload(row: WorkspaceRow, path: string): Promise<Download> {
     const abs = resolveWorkspacePath(path);
     const c = this.box(row);
-    return this.lifecycle.guard(() => openDownload(c, abs, this.maxFileBytes, namesDirectory(path)), `Could not read ${abs}`);
+    return this.lifecycle.guard(() => openDownload(c, abs, this.maxFileBytes, this.spoolDir, namesDirectory(path)), `Could not read ${abs}`);
   }
 
   /** Runs an exec for the file helpers (no activity bookkeeping; callers do it). */

@@ -153,6 +153,46 @@ describe("read and write", () => {
   });
 });
 
+/** Whether `p` settles within `ms` (an engine call held behind a container lock would not). */
+const within = (p: Promise<unknown>, ms: number) => Promise.race([p.then(() => true), Bun.sleep(ms).then(() => false)]);
+
+describe("reading never holds the container", () => {
+  // On Docker an archive read holds the container's lock until its stream ends: one left open
+  // (a refused read, a stalled client) would hang every later call on the container.
+  beforeAll(async () => {
+    await sh("head -c 8000000 /dev/zero > big.bin");
+  });
+
+  test("a read refused as over the cap leaves the container answering at once", async () => {
+    const cap = ws.maxFileBytes;
+    ws.maxFileBytes = 1_000_000;
+    try {
+      const e = (await ws.readFile(sessionId, "big.bin").catch((x) => x)) as AppError;
+      expect(e.details).toMatchObject({ size: 8_000_000, limit_bytes: 1_000_000 });
+    } finally {
+      ws.maxFileBytes = cap;
+    }
+    expect(await within(sh("echo alive"), 10_000)).toBe(true);
+  });
+
+  test("a download whose client stalls after its first bytes leaves the container answering; its spool is released on close", async () => {
+    const row = (await ws.forSession(sessionId))!;
+    const dl = await ws.openDownload(row, "big.bin");
+    expect(dl.size).toBe(8_000_000);
+    const first = await dl.body.next();
+    expect(first.done).toBe(false);
+    // The client reads nothing more: the container still answers.
+    expect(await within(sh("echo alive"), 10_000)).toBe(true);
+    let total = (first.value as Uint8Array).byteLength;
+    for await (const chunk of dl.body) total += chunk.byteLength;
+    expect(total).toBe(8_000_000);
+    await dl.close();
+    // Nothing is left in the spool directory (its file was unlinked as soon as it was open).
+    const left = await Array.fromAsync(new Bun.Glob("*").scan({ cwd: ws.spoolDir, onlyFiles: true }));
+    expect(left).toEqual([]);
+  });
+});
+
 describe("listing", () => {
   test("types, sizes, times, dotfiles and odd names, sorted by name", async () => {
     await sh("mkdir -p ls && cd ls && printf 12345 > 'b file.txt' && mkdir dir && ln -s dir link && touch .hidden \"$(printf 'new\\nline')\" && mkfifo pipe");

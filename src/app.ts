@@ -440,7 +440,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
         hub.useNativePublish(null);
         for (const w of [...workers].reverse()) {
           try {
-            await w.stop();
+            await w.stop(config.shutdownTimeoutMs);
           } catch (e) {
             log.error("worker failed to stop", { worker: w.name, err: e });
           }

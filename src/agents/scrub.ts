@@ -10,7 +10,7 @@
  * seen that could be the beginning of a secret, until the next chunk shows whether it is one (or
  * `flush()` at the end of the model response).
  */
-import { SCRUBBED, secretForms } from "../lib/secret-forms.ts";
+import { SCRUB_MIN_LENGTH as MIN_LENGTH, SCRUBBED, secretForms } from "../lib/secret-forms.ts";
 
 export { SCRUBBED, secretForms };
 
@@ -28,8 +28,6 @@ export interface Scrubber {
   stream(): StreamScrub;
 }
 
-/** Values shorter than this are not scrubbed (they would mangle ordinary text). */
-const MIN_LENGTH = 4;
 export function makeScrubber(initial: string[]): Scrubber {
   let secrets: string[] = [];
   const known = new Set<string>();

@@ -4,6 +4,12 @@
  */
 export const SCRUBBED = "[redacted secret]";
 
+/**
+ * The shortest value that is scrubbed: a shorter one would mangle ordinary text ("pw", "42").
+ * The vault refuses a new value shorter than this (src/vault/names.ts).
+ */
+export const SCRUB_MIN_LENGTH = 4;
+
 /** A part of a value (its token after a scheme or a user name) is scrubbed from this length on. */
 const PART_MIN_LENGTH = 8;
 const SCHEME = /^(?:bearer|basic|token|bot|apikey)\s+/i;

@@ -4,6 +4,7 @@
  * and `model.api_key_secret` name secrets too).
  */
 import { Errors } from "../lib/errors.ts";
+import { SCRUB_MIN_LENGTH } from "../lib/secret-forms.ts";
 import { SECRET_NAME, SECRET_VALUE_MAX_BYTES } from "../schema/secret.ts";
 
 export { SECRET_NAME, SECRET_VALUE_MAX_BYTES, SECRETS_PER_USER } from "../schema/secret.ts";
@@ -23,6 +24,14 @@ export function checkSecretName(name: unknown, field: string): string {
 export function checkSecretValue(value: unknown): string {
   if (typeof value !== "string") throw Errors.validation("value", "value must be a string", { reason: "expected string" });
   if (value.length === 0) throw Errors.validation("value", "value must not be empty", { reason: "empty" });
+  // Shorter values could not be scrubbed from output without garbling ordinary text: such a value
+  // would show wherever the agent prints it. (Not secret? Put it in the profile's env as a literal.)
+  if (value.length < SCRUB_MIN_LENGTH) {
+    throw Errors.validation("value", `value must be at least ${SCRUB_MIN_LENGTH} characters: a shorter one could not be scrubbed from the agent's output (a value that is not secret belongs in the profile's env as a literal)`, {
+      reason: "too short",
+      min_length: SCRUB_MIN_LENGTH,
+    });
+  }
   if (Buffer.byteLength(value, "utf8") > SECRET_VALUE_MAX_BYTES) {
     throw Errors.validation("value", `value must be at most ${SECRET_VALUE_MAX_BYTES} bytes`, { reason: "too large", limit_bytes: SECRET_VALUE_MAX_BYTES });
   }

@@ -219,7 +219,7 @@ describe("refused and failed messages", () => {
 
   test("an error telling an API user to PUT /v1/secrets/NAME links to the Secrets page instead", async () => {
     const user = await createUser(t);
-    expect((await api(t, "PUT", "/v1/secrets/DEPLOY_TOKEN", user.bearer, { value: "v" })).status).toBe(204);
+    expect((await api(t, "PUT", "/v1/secrets/DEPLOY_TOKEN", user.bearer, { value: "v-value" })).status).toBe(204);
     await createProfile(t, user, { mock, env: { DEPLOY_TOKEN: { secret: "DEPLOY_TOKEN" } } });
     expect((await api(t, "DELETE", "/v1/secrets/DEPLOY_TOKEN", user.bearer)).status).toBe(204);
     const { page: p, problems } = await page(t, user);

@@ -73,6 +73,8 @@ routeTable("/v1/secrets", () => a, [
       { name: "no value", body: {}, field: "value" },
       { name: "a value that is not a string", body: { value: 42 }, field: "value" },
       { name: "an empty value", body: { value: "" }, field: "value" },
+      // Shorter values could not be scrubbed from output without garbling ordinary text.
+      { name: "a value of 3 characters", body: { value: "pw1" }, field: "value" },
       { name: "a value over 64 KiB", body: { value: "x".repeat(64 * 1024 + 1) }, field: "value" },
       { name: "a value over 64 KiB in UTF-8 bytes", body: { value: "é".repeat(32 * 1024 + 1) }, field: "value" },
       { name: "a value with NUL", body: { value: "a\u0000b" }, field: "value" },
@@ -117,7 +119,7 @@ routeTable("/v1/secrets", () => a, [
 ]);
 
 test.each(BAD_NAMES)("PUT /v1/secrets/:name with %s → 400 on name", async (_what, name) => {
-  const r = await call("PUT", `/v1/secrets/${encodeURIComponent(name)}`, alice, { value: "x" });
+  const r = await call("PUT", `/v1/secrets/${encodeURIComponent(name)}`, alice, { value: "x-value" });
   expect(r.status).toBe(400);
   expect(r.body.code).toBe("VALIDATION_FAILED");
   expect(r.body.details.field).toBe("name");
@@ -125,7 +127,7 @@ test.each(BAD_NAMES)("PUT /v1/secrets/:name with %s → 400 on name", async (_wh
 
 describe("credentials", () => {
   test.each([
-    ["PUT", "/v1/secrets/TOKEN", { value: "x" }],
+    ["PUT", "/v1/secrets/TOKEN", { value: "x-value" }],
     ["GET", "/v1/secrets", undefined],
     ["DELETE", "/v1/secrets/TOKEN", undefined],
   ] as const)("%s %s with a token that matches no user → 401", async (method, path, body) => {
@@ -217,11 +219,11 @@ describe("lifecycle", () => {
 
   test(`at most ${SECRETS_PER_USER} secrets per user; replacing still works at the limit`, async () => {
     const u = await createUser(t);
-    for (let i = 0; i < SECRETS_PER_USER; i++) await t.app.services.secrets.put(u.id, `S${i}`, "v");
-    const over = await call("PUT", "/v1/secrets/ONE_MORE", u, { value: "v" });
+    for (let i = 0; i < SECRETS_PER_USER; i++) await t.app.services.secrets.put(u.id, `S${i}`, "v-value");
+    const over = await call("PUT", "/v1/secrets/ONE_MORE", u, { value: "v-value" });
     expect(over.status).toBe(400);
     expect(over.body.details).toMatchObject({ field: "name", reason: "limit" });
-    expect((await call("PUT", "/v1/secrets/S0", u, { value: "v2" })).status).toBe(204);
+    expect((await call("PUT", "/v1/secrets/S0", u, { value: "v2-value" })).status).toBe(204);
   });
 });
 

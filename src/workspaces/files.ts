@@ -16,7 +16,7 @@ import type { DirEntry, DirListing, EntryType } from "../schema/workspace.ts";
 import { checkChain, entryType, openFile, tooLarge } from "./archive.ts";
 import type { ExecOptions, ExecResult } from "./exec.ts";
 import { relativePath } from "./paths.ts";
-import { detach } from "./spool.ts";
+import { detach, type SpoolBudget } from "./spool.ts";
 import type { WorkspaceRow } from "../db/schema.ts";
 
 /** What the file helpers need from the service. */
@@ -105,10 +105,10 @@ export async function listDirectory(host: FileHost, row: WorkspaceRow, abs: stri
 }
 
 /**
- * `asDir`: the caller's path ended in "/" (paths.ts namesDirectory). `spoolDir`: where a file over
- * 1 MiB is held while the client reads it (spool.ts).
+ * `asDir`: the caller's path ended in "/" (paths.ts namesDirectory). `spool`: where a file over
+ * 1 MiB is held while the client reads it, and the disk all such files may take at once (spool.ts).
  */
-export async function openDownload(c: Box, abs: string, maxBytes: number, spoolDir: string, asDir = false): Promise<Download> {
+export async function openDownload(c: Box, abs: string, maxBytes: number, spool: { dir: string; budget: SpoolBudget }, asDir = false): Promise<Download> {
   const r = await checkChain(c, abs, { asDir });
   if (!r.stat) throw Errors.notFound("File", abs);
   const type = entryType(r.stat.mode);
@@ -122,7 +122,7 @@ export async function openDownload(c: Box, abs: string, maxBytes: number, spoolD
     throw tooLarge(abs, file.size, maxBytes);
   }
   try {
-    const { body, close } = await detach(file.body, file.size, spoolDir);
+    const { body, close } = await detach(file.body, file.size, spool.dir, spool.budget);
     return { name: posix.basename(abs), size: file.size, body, close };
   } finally {
     file.close();

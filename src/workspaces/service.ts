@@ -29,6 +29,7 @@ import { checkChain, entryType, readAll } from "./archive.ts";
 import { dockerMessage } from "./docker.ts";
 import { type ExecOptions, type ExecProcess, type ExecResult, killLeftover, killMarked, runExec } from "./exec.ts";
 import { type Download, listDirectory, openDownload, writeViaExec } from "./files.ts";
+import { SpoolBudget } from "./spool.ts";
 import { DISK_CHECK_EVERY_MS, DiskChecker, type DiskReport } from "./disk.ts";
 import type { GateObserver } from "./gate.ts";
 import { type DockerHost, DockerHosts, HEALTH_EVERY_MS } from "./hosts.ts";
@@ -122,6 +123,8 @@ export class Workspaces {
   maxFileBytes = MAX_FILE_BYTES;
   /** Where a download over 1 MiB is held while its client reads it (spool.ts): the data dir's tmp/, else the system's. */
   readonly spoolDir: string;
+  /** The disk the downloads under way may hold there at once (1 GiB; spool.ts). */
+  readonly spoolBudget = new SpoolBudget();
   /**
    * Run before a workspace is removed by DELETE /v1/workspaces/:id or /admin/workspaces/:id (the
    * app wires what a session delete does: its running task is cancelled, its MCP servers closed),
@@ -483,7 +486,7 @@ export class Workspaces {
   async openDownload(row: WorkspaceRow, path: string): Promise<Download> {
     const abs = resolveWorkspacePath(path);
     const c = this.box(row);
-    return this.lifecycle.guard(() => openDownload(c, abs, this.maxFileBytes, this.spoolDir, namesDirectory(path)), `Could not read ${abs}`);
+    return this.lifecycle.guard(() => openDownload(c, abs, this.maxFileBytes, { dir: this.spoolDir, budget: this.spoolBudget }, namesDirectory(path)), `Could not read ${abs}`);
   }
 
   /** Runs an exec for the file helpers (no activity bookkeeping; callers do it). */

@@ -24,7 +24,9 @@ beforeAll(async () => {
     port: 0,
     fetch: (r) => {
       const sent = r.headers.get("x-api-key") ?? r.headers.get("authorization")?.replace(/^Bearer /, "");
-      return Response.json({ type: "error", error: { type: "authentication_error", message: `invalid x-api-key: ${sent}` } }, { status: 401 });
+      // A gateway configured with the operator's key may quote it even for a request that sent another.
+      const extra = sent === OPERATOR_KEY ? "" : ` (the gateway's own key is ${OPERATOR_KEY})`;
+      return Response.json({ type: "error", error: { type: "authentication_error", message: `invalid x-api-key: ${sent}${extra}` } }, { status: 401 });
     },
   });
   process.env.ANTHROPIC_API_KEY = OPERATOR_KEY;
@@ -59,4 +61,23 @@ test("a gateway echoing the operator's key: the user sees [redacted key] in the 
   const failed = frames.find((f) => f.type === "task:failed");
   expect(failed?.error).toBe("invalid x-api-key: [redacted key]");
   expect(JSON.stringify(frames)).not.toContain(OPERATOR_KEY);
+});
+
+test("a user's own key sent through the operator's gateway: neither it nor the operator's key the gateway quotes reaches the user", async () => {
+  const USER_KEY = "sk-ant-user-own-key-9876543210";
+  expect((await api(t, "PUT", "/v1/secrets/MY_ANTHROPIC_KEY", user.bearer, { value: USER_KEY })).status).toBe(204);
+  const p = await api(t, "POST", "/v1/profiles", user.bearer, {
+    name: "own key, operator's gateway",
+    system_prompt: "x",
+    model: { provider: "anthropic", name: "claude-sonnet-4-6", api_key_secret: "MY_ANTHROPIC_KEY" },
+    image: t.config.workspaceImage,
+    network: "none",
+  });
+  expect(p.status, JSON.stringify(p.body)).toBe(201);
+  const { task_id, session_id } = await submit(t, user, { profile_id: p.body.id, prompt: "hello" });
+  const task = await waitTask(t, user, task_id);
+  expect(task.error).toEqual({ code: "MODEL_ERROR", message: "invalid x-api-key: [redacted key] (the gateway's own key is [redacted key])" });
+  const frames = JSON.stringify(await sessionFrames(t, user, session_id));
+  expect(frames).not.toContain(OPERATOR_KEY);
+  expect(frames).not.toContain(USER_KEY);
 });

@@ -168,7 +168,7 @@ export class AnthropicProvider implements Provider {
   complete(req: ModelRequest, onEvent: (e: StreamEvent) => void): Promise<ModelResponse> {
     const counts = new TokenCounts("anthropic", req.log);
     return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit, counts), (e) => anthropicError(e, req.baseUrl)).catch((e) => {
-      throw withoutKey(e, req.apiKey);
+      throw withoutKey(e, req.apiKey, "ANTHROPIC_API_KEY");
     });
   }
 

@@ -48,12 +48,16 @@ export class ModelError extends Error {
 const MIN_HIDDEN_KEY = 6;
 
 /**
- * `e` without the key its request was sent with: a server (a gateway, a proxy, a self-hosted
- * one) may echo the key it was given in its error message, and a ModelError never contains a key
- * — the operator's own key included, which the vault's scrubbing of a user's secrets does not know.
+ * `e` without the keys it may quote: the one its request was sent with and the server's own for
+ * the provider (`envVar`) — a server (a gateway, a proxy, a self-hosted one) may echo a key in its
+ * error message, and a ModelError never contains a key; the vault's scrubbing of a user's secrets
+ * knows neither the operator's key nor one only a gateway holds.
  */
-export function withoutKey(e: unknown, key: string | null | undefined): unknown {
-  if (e instanceof ModelError && key && key.length >= MIN_HIDDEN_KEY && e.message.includes(key)) e.message = e.message.replaceAll(key, "[redacted key]");
+export function withoutKey(e: unknown, key: string | null | undefined, envVar: string): unknown {
+  if (!(e instanceof ModelError)) return e;
+  for (const k of [key, process.env[envVar]]) {
+    if (k && k.length >= MIN_HIDDEN_KEY && e.message.includes(k)) e.message = e.message.replaceAll(k, "[redacted key]");
+  }
   return e;
 }
 

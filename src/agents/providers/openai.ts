@@ -158,7 +158,7 @@ export class OpenAIProvider implements Provider {
   complete(req: ModelRequest, onEvent: (e: StreamEvent) => void): Promise<ModelResponse> {
     const counts = new TokenCounts("openai", req.log);
     return withRetries(req.signal, onEvent, (emit) => this.attempt(req, emit, counts), (e) => openaiError(e, req.baseUrl)).catch((e) => {
-      throw withoutKey(e, req.apiKey);
+      throw withoutKey(e, req.apiKey, "OPENAI_API_KEY");
     });
   }
 

@@ -74,7 +74,9 @@ export function boxContract(name: string, factory: () => BoxFactory) {
   describe(`runner interface contract: ${name}`, () => {
     test("engine: create, start, list by label, rename, remove; volumes made, listed and removed", async () => {
       const f = factory();
-      const instanceId = `contract-${crypto.randomUUID().slice(0, 8)}`;
+      // Under the factory's own instance label: a cleanup by that label (its file's afterAll) never
+      // reaches another file's boxes — the ssh:// contract runs beside the local one in CI.
+      const instanceId = `${f.spec().instanceId}-${crypto.randomUUID().slice(0, 8)}`;
       const { box, spec } = await running(f, { instanceId });
       try {
         expect(box.id).toBeTruthy();

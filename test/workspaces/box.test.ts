@@ -11,14 +11,17 @@ import { docker } from "./helpers.ts";
 const IMAGE = process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest";
 /** Every box and volume the contract makes carries this instance label (or its own, under the same prefix). */
 const INSTANCE = `box-contract-${process.pid}`;
+/** This file's instance label, or one a contract test made under it. */
+const ours = (label: string | undefined) => label === INSTANCE || !!label?.startsWith(`${INSTANCE}-`);
 
 const connection = new DockerEngine("unix:///var/run/docker.sock");
 const engine = new DockerBoxEngine(connection, new ImagePuller(connection, silentLogger));
 
 afterAll(async () => {
-  // Anything a failed test left behind.
-  for (const c of await docker.listContainers({ all: true })) if (c.Labels?.[LABEL_INSTANCE]?.startsWith("contract-") || c.Labels?.[LABEL_INSTANCE] === INSTANCE) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
-  for (const v of (await docker.listVolumes()).Volumes ?? []) if (v.Labels?.[LABEL_INSTANCE]?.startsWith("contract-") || v.Labels?.[LABEL_INSTANCE] === INSTANCE) await docker.getVolume(v.Name).remove().catch(() => {});
+  // Anything a failed test left behind — this file's only (its instance label, or one under it):
+  // another file's contract (ssh-host.test.ts) may be running beside it.
+  for (const c of await docker.listContainers({ all: true })) if (ours(c.Labels?.[LABEL_INSTANCE])) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+  for (const v of (await docker.listVolumes()).Volumes ?? []) if (ours(v.Labels?.[LABEL_INSTANCE])) await docker.getVolume(v.Name).remove().catch(() => {});
 });
 
 boxContract("Docker", () => ({ engine, spec: testSpec(INSTANCE, IMAGE, "contract") }));

@@ -22,6 +22,8 @@ import { docker } from "./helpers.ts";
 
 const IMAGE = process.env.RUNCELL_TEST_IMAGE ?? "runcell-test/busybox:latest";
 const INSTANCE = `ssh-contract-${process.pid}`;
+/** This file's instance label, or one a contract test made under it. */
+const ours = (label: string | undefined) => label === INSTANCE || !!label?.startsWith(`${INSTANCE}-`);
 const dir = tempDir("runcell-sshd-");
 const port = 22000 + (process.pid % 1000);
 const clientKey = join(dir, "client_ed25519");
@@ -70,8 +72,8 @@ beforeAll(async () => {
 afterAll(async () => {
   sshd?.kill();
   if (agent) process.kill(agent.pid);
-  for (const c of await docker.listContainers({ all: true })) if (c.Labels?.[LABEL_INSTANCE] === INSTANCE) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
-  for (const v of (await docker.listVolumes()).Volumes ?? []) if (v.Labels?.[LABEL_INSTANCE] === INSTANCE) await docker.getVolume(v.Name).remove().catch(() => {});
+  for (const c of await docker.listContainers({ all: true })) if (ours(c.Labels?.[LABEL_INSTANCE])) await docker.getContainer(c.Id).remove({ force: true }).catch(() => {});
+  for (const v of (await docker.listVolumes()).Volumes ?? []) if (ours(v.Labels?.[LABEL_INSTANCE])) await docker.getVolume(v.Name).remove().catch(() => {});
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -647,11 +647,6 @@ export class Orchestrator {
   }
 
   /**
-   * At start: resume running tasks from their last step and start queued ones; watch answer
-   * timeouts. One server (SQLite) takes every task; a replica (PostgreSQL) only those no live
-   * replica holds (`takeOver`), and listens for cancels sent by the others.
-   */
-  /**
    * Before the server listens: the running tasks this start will resume that were cut off in a
    * model request have that request's streamed text removed from the log (AgentLoop.dropCutAnswer)
    * — a client resuming in the first milliseconds must not replay it and then get the answer again.
@@ -669,6 +664,11 @@ export class Orchestrator {
     }
   }
 
+  /**
+   * At start: resume running tasks from their last step and start queued ones; watch answer
+   * timeouts. One server (SQLite) takes every task; a replica (PostgreSQL) only those no live
+   * replica holds (`takeOver`), and listens for cancels sent by the others.
+   */
   async recover() {
     if (this.leases.shared) await this.d.bus.listen(CHANNELS.tasks, (m) => this.onRequest(m));
     const sessions = this.leases.shared ? await this.leases.orphaned({ ours: true }) : await this.d.tasks.sessionsWithWork();

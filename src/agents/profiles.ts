@@ -133,16 +133,21 @@ export class Profiles {
 
   /** The caller's profile; NOT_FOUND when missing or someone else's. */
   async get(userId: string, profileId: string): Promise<ProfileRow> {
-    const row = isId("profile", profileId) ? (await this.lookupOwned([profileId, userId]))[0] : undefined;
+    const row = await this.owned(userId, profileId);
     if (!row) throw Errors.notFound("Profile", profileId);
     return row;
   }
 
   /** The profile a task runs with; deleted meanwhile (or no longer its owner's): profileGone. */
   async forTask(userId: string, profileId: string): Promise<ProfileRow> {
-    const row = isId("profile", profileId) ? (await this.lookupOwned([profileId, userId]))[0] : undefined;
+    const row = await this.owned(userId, profileId);
     if (!row) throw profileGone(profileId);
     return row;
+  }
+
+  /** The user's profile of that id, if any (a malformed id is none). */
+  private async owned(userId: string, profileId: string): Promise<ProfileRow | undefined> {
+    return isId("profile", profileId) ? (await this.lookupOwned([profileId, userId]))[0] : undefined;
   }
 
   toApi(row: ProfileRow): ProfileRecord {

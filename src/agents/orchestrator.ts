@@ -15,6 +15,7 @@ import { DueTimer } from "../lib/due-timer.ts";
 import { type Bus, CHANNELS } from "../replicas/bus.ts";
 import { AppError, type ErrorCode, Errors } from "../lib/errors.ts";
 import { formatUsd } from "../lib/usd.ts";
+import { settledWithin } from "../lib/worker.ts";
 import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { TaskLeases } from "./leases.ts";
 import { endedResult, type LeftoverFate, stopLeftover } from "./leftover-exec.ts";
@@ -588,7 +589,7 @@ export class Orchestrator {
     entry?.ctl.abort("cancel" satisfies StopReason);
     const elsewhere = this.leases.shared ? (await this.d.tasks.activeInSession(sessionId)).filter((t) => this.leases.heldElsewhere(t)) : [];
     if (!entry && !elsewhere.length) return;
-    await Promise.race([Promise.allSettled([entry?.done, ...elsewhere.map((t) => this.cancelElsewhere(t))]), Bun.sleep(STOP_WAIT_MS)]);
+    await settledWithin(Promise.allSettled([entry?.done, ...elsewhere.map((t) => this.cancelElsewhere(t))]), STOP_WAIT_MS);
   }
 
   /**
@@ -642,7 +643,7 @@ export class Orchestrator {
         waits.push(this.cancel(userId, t.id).catch((err) => this.d.log.warn("task not cancelled", { task_id: t.id, err })));
       } else await this.cancel(userId, t.id);
     }
-    await Promise.race([Promise.allSettled(waits), Bun.sleep(STOP_WAIT_MS)]);
+    await settledWithin(Promise.allSettled(waits), STOP_WAIT_MS);
     return active.length;
   }
 
@@ -656,6 +657,9 @@ export class Orchestrator {
   async prepareResume() {
     try {
       for (const task of await this.d.tasks.runningTasks(this.leases.shared ? this.leases.owner : undefined)) {
+        // Only a task whose log ends in streamed text can have an answer to remove: the others'
+        // transcripts are not read before the server listens.
+        if (!(await this.d.eventLog.endsInText(task.session_id, task.id))) continue;
         await this.loop.dropCutAnswer(task);
         this.d.transcript.release(task.session_id);
       }
@@ -700,7 +704,7 @@ export class Orchestrator {
     this.answerTimer.stop();
     const entries = [...this.running.values()];
     for (const e of entries) e.ctl.abort("shutdown");
-    await Promise.race([Promise.allSettled(entries.map((e) => e.done)), Bun.sleep(STOP_WAIT_MS)]);
+    await settledWithin(Promise.allSettled(entries.map((e) => e.done)), STOP_WAIT_MS);
     await this.d.eventLog.flush();
   }
 

@@ -120,6 +120,11 @@ export interface EventStore {
    * again — and answers how many. Their seqs stay used: the session's numbering goes on above them.
    */
   dropCutText(sessionId: string, taskId: string): number | Promise<number>;
+  /**
+   * Whether the task's last stored frame is `task:token`: streamed text after which nothing else was
+   * stored — the only case where `dropCutText` may have something to remove (an index read).
+   */
+  endsInText(sessionId: string, taskId: string): boolean | Promise<boolean>;
   /** Whether the session's log holds a frame of this type (frames still queued included). */
   has(sessionId: string, type: string): boolean | Promise<boolean>;
 }
@@ -153,6 +158,7 @@ export class EventLog implements EventStore {
   private writeBatch: (rows: Pending[]) => void;
   private dropCutTextTx: (sessionId: string, taskId: string) => number;
   private hasStmt: Statement<{ one: number }, [string, string]>;
+  private lastTypeStmt: Statement<{ type: string }, [string, string]>;
 
   constructor(
     sqlite: Database,
@@ -171,6 +177,7 @@ export class EventLog implements EventStore {
       `SELECT seq, type, task_id, frame FROM events WHERE session_id = ? AND seq > ? AND seq <= ? AND type NOT IN (${ADMIN_ONLY_SQL}) ORDER BY seq LIMIT ?`,
     );
     this.hasStmt = sqlite.prepare("SELECT 1 AS one FROM events WHERE session_id = ? AND type = ? LIMIT 1");
+    this.lastTypeStmt = sqlite.prepare("SELECT type FROM events WHERE session_id = ? AND task_id = ? ORDER BY seq DESC LIMIT 1");
     const boundary = sqlite.prepare<{ seq: number }, [string, string]>(
       "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE session_id = ? AND task_id = ? AND type <> 'task:token'",
     );
@@ -317,6 +324,11 @@ export class EventLog implements EventStore {
   dropCutText(sessionId: string, taskId: string): number {
     this.flush();
     return this.dropCutTextTx(sessionId, taskId);
+  }
+
+  endsInText(sessionId: string, taskId: string): boolean {
+    this.flush();
+    return this.lastTypeStmt.get(sessionId, taskId)?.type === "task:token";
   }
 
   has(sessionId: string, type: string): boolean {

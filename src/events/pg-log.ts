@@ -25,7 +25,7 @@
  * (see Hub.attach): every frame committed before that read is at or below it, every later one is
  * above it and reaches the subscriber live.
  */
-import { and, asc, eq, gt, inArray, lt, lte, max, ne, notInArray } from "drizzle-orm";
+import { and, asc, desc, eq, gt, inArray, lt, lte, max, ne, notInArray } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { events, sessions } from "../db/tables.ts";
 import { forNoKeyUpdate } from "../db/row-lock.ts";
@@ -305,6 +305,14 @@ export class PgEventLog implements EventStore {
   async bound(sessionId: string): Promise<ReadBound> {
     await this.flush();
     return { seq: await this.maxSeq(sessionId) };
+  }
+
+  async endsInText(sessionId: string, taskId: string): Promise<boolean> {
+    await this.flush();
+    const row = await first(
+      this.db.select({ type: events.type }).from(events).where(and(eq(events.session_id, sessionId), eq(events.task_id, taskId))).orderBy(desc(events.seq)),
+    );
+    return row?.type === "task:token";
   }
 
   async has(sessionId: string, type: string): Promise<boolean> {

@@ -36,12 +36,7 @@ export function intervalWorker(log: Logger, name: string, everyMs: number, fn: (
     async stop(waitMs?: number) {
       if (timer) clearInterval(timer);
       timer = null;
-      if (!running) return;
-      if (waitMs === undefined) {
-        await running;
-        return;
-      }
-      if (!(await settledWithin(running, waitMs))) log.warn(`${name} still running at shutdown; not waited for (it runs again at the next start)`, { waited_ms: waitMs });
+      if (running && !(await settledWithin(running, waitMs))) log.warn(`${name} still running at shutdown; not waited for (it runs again at the next start)`, { waited_ms: waitMs });
     },
   };
 }

@@ -6,7 +6,8 @@
  * left of it, then the call's result says what happened. A task that ends without resuming (a
  * cancel, a resumed run that fails before it reaches the call) kills it the same way as it ends
  * (orchestrator.ts `end`). A stop the server saw (SIGTERM, a cancel) killed the command already:
- * then it is found gone.
+ * then it is found gone — after a SIGTERM with the output the command had printed until then
+ * (`stopped_output`, recorded by the loop as it stops), which the resumed task reports.
  */
 import type { RunningExec } from "../db/schema.ts";
 import type { WorkspacesDep } from "./deps.ts";
@@ -14,6 +15,8 @@ import type { Tasks } from "./tasks.ts";
 
 const UNKNOWN = "[interrupted: the server restarted while this tool was running; it may or may not have completed]";
 const STOPPED = "[interrupted: the server restarted while this command was running; it ran on until the server was back, then was stopped (its processes killed): it may have had some of its effects]";
+const STOPPED_AT_SHUTDOWN =
+  "[interrupted: the server was stopped while this command was running, and stopped the command with it (its processes killed) unless it had just finished; above is its output up to then]";
 const ENDED = "[interrupted: the server restarted while this command was running; it is no longer running, and may or may not have completed]";
 
 /** What became of a leftover command: killed now, found ended, or not killable (why). */
@@ -22,11 +25,15 @@ export type LeftoverFate = "stopped" | "gone" | { notStopped: string };
 /** Records a running call's command on its task; `settled` waits for the write (before the call's result clears it). */
 export function execRecorder(tasks: Pick<Tasks, "update">, taskId: string, onError: (e: unknown) => void) {
   let writes: Promise<void> = Promise.resolve();
+  let last: RunningExec | null = null;
   return {
     onExec: (e: RunningExec) => {
+      last = e;
       writes = writes.then(() => tasks.update(taskId, { running_exec: e })).catch(onError);
     },
     settled: () => writes,
+    /** The command recorded last (null: none ran). */
+    last: () => last,
   };
 }
 
@@ -46,6 +53,8 @@ export async function interruptedResult(workspaces: Pick<WorkspacesDep, "killLef
   if (!exec) return UNKNOWN;
   const fate = await stopLeftover(workspaces, exec, onError);
   if (fate === "stopped") return STOPPED;
+  // A graceful stop stopped it (its output then was kept): what it printed, and why it ended there.
+  if (fate === "gone" && exec.stopped_output !== undefined) return `${exec.stopped_output}${exec.stopped_output.endsWith("\n") || !exec.stopped_output ? "" : "\n"}${STOPPED_AT_SHUTDOWN}`;
   if (fate === "gone") return ENDED;
   return `[interrupted: the server restarted while this command was running, and it could not be stopped (${fate.notStopped}): it may still be running]`;
 }

@@ -5,6 +5,7 @@
  * every step is stored before the next begins. Limits are checked before each model request.
  */
 import type { Logger } from "../log.ts";
+import type { RunningExec } from "../db/schema.ts";
 import type { FrameInput, TaskFrameInput } from "../schema/stream.ts";
 import type { Hub } from "../events/hub.ts";
 import type { EventStore } from "../events/log.ts";
@@ -426,7 +427,7 @@ export class AgentLoop {
       isError = r.isError;
     } catch (e) {
       await recorder.settled();
-      if (signal.aborted) return this.stopTool(task, use, signal, "");
+      if (signal.aborted) return this.stopTool(task, use, signal, "", recorder.last());
       // The workspace failed, or the profile went (no environment to run with): the task ends.
       if (e instanceof AppError && (e.code === "CONTAINER_FAILED" || isProfileGone(e))) throw e;
       if (!(e instanceof AppError)) throw e;
@@ -436,7 +437,7 @@ export class AgentLoop {
     // (The record is written before the result clears it.)
     await recorder.settled();
     scrub.add(await this.d.secrets.valuesFor(task.user_id));
-    if (signal.aborted) return this.stopTool(task, use, signal, scrub(output));
+    if (signal.aborted) return this.stopTool(task, use, signal, scrub(output), recorder.last());
     return this.finishTool(task, use, scrub(output), isError);
   }
 
@@ -456,11 +457,16 @@ export class AgentLoop {
   /**
    * The task was stopped while a tool ran. Cancelled: the tool's result says so. Server shutdown
    * (or the lease lost): the call stays pending, and the resumed task reports it to the model as
-   * interrupted.
+   * interrupted — after a shutdown, with the output its command had printed (kept on the task's
+   * `running_exec`; a lost lease writes nothing: the task is another replica's now).
    */
-  private async stopTool(task: TaskRow, use: ToolUse, signal: AbortSignal, partial: string): Promise<never> {
+  private async stopTool(task: TaskRow, use: ToolUse, signal: AbortSignal, partial: string, exec: RunningExec | null): Promise<never> {
     if (stopOutcome(signal.reason) === "cancelled") {
       await this.finishTool(task, use, `${partial ? partial + "\n" : ""}${CANCELLED_BY_USER}`, true);
+    } else if (signal.reason === "shutdown" && exec) {
+      await this.d.tasks
+        .update(task.id, { running_exec: { ...exec, stopped_output: partial } })
+        .catch((err) => this.d.log.warn("output of a command stopped at shutdown not kept", { task_id: task.id, err }));
     }
     throw signal.reason;
   }

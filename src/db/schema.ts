@@ -263,7 +263,12 @@ export type WorkspaceSpec = { network: Network; memory_mb: number; cpus: number;
  * and that process's start time (clock ticks after boot, /proc/<pid>/stat), which tells it from a
  * later process given the same pid.
  */
-export type RunningExec = { workspace: string; pid: number; start: number };
+/**
+ * A tool call's command while it runs (`pid` and its start time, to kill what is left of it after a
+ * crash). `stopped_output`: the server stopped gracefully meanwhile and stopped the command with
+ * it; its output up to then (scrubbed), told to the model when the task resumes.
+ */
+export type RunningExec = { workspace: string; pid: number; start: number; stopped_output?: string };
 
 export const workspaces = sqliteTable(
   "workspaces",

@@ -54,6 +54,34 @@ test("a command running at a kill -9 is killed when the task resumes: its later 
   }
 }, 150_000);
 
+// A graceful stop (SIGTERM) kills the command itself; the resumed task tells the model what it had
+// printed and that the server's stop ended it — not that it "may or may not have completed".
+test("a command running at a graceful stop: the resumed task reports its output up to the stop and why it ended", async () => {
+  const a = await spawnedAgent("left-term", { modelUrl: mock.url });
+  mock.enqueue({ toolCalls: [{ name: "Bash", input: { command: "echo first-part; sleep 30; echo done > /workspace/marker" } }] });
+  const sub = await a.submit("slow, then stopped");
+  await commandStarted(a, sub.session_id);
+  await Bun.sleep(2000);
+  expect(await a.kill("SIGTERM")).toBe(0);
+
+  let interrupted = "";
+  mock.script((req) => {
+    const results = resultsOf(req);
+    interrupted = JSON.stringify(results[0]?.content ?? "");
+    return { text: "Seen." };
+  });
+  await a.restart();
+  try {
+    const task = await a.finished(sub.task_id, { timeoutMs: 60_000, what: "resumed task" });
+    expect(task.status).toBe("completed");
+    expect(interrupted).toContain("first-part");
+    expect(interrupted).toContain("the server was stopped while this command was running, and stopped the command with it");
+    expect(interrupted).not.toContain("may or may not");
+  } finally {
+    await a.close(sub.session_id);
+  }
+}, 150_000);
+
 /**
  * A server killed -9 while a task's command (`sleep 47`, then a marker file) runs, and the runcell
  * that comes next on its data dir, built but not started: nothing has resumed the task yet.

@@ -16,18 +16,18 @@ import { type FreshPostgres, freshPostgres, PG_SERVER } from "../helpers/pg.ts";
 
 const USER = "INSERT INTO users (id, email, name, role, disabled, email_verified, created_at, updated_at) VALUES ('usr_1','a@b.c','a','user',false,false,0,0)";
 const session = (id: string) => `INSERT INTO sessions (id, user_id, profile_id, created_at, updated_at) VALUES ('${id}', 'usr_1', 'prof_1', 0, 0)`;
-const token = (task: string, text: string) => ({ type: "task:token", task_id: task, text }) as FrameInput;
-const started = (task: string) => ({ type: "task:started", task_id: task }) as FrameInput;
-const toolUse = (task: string) => ({ type: "task:tool_use", task_id: task, tool_use_id: "tu_1", name: "Bash", input: {} }) as FrameInput;
+const token = (task: string, text: string): FrameInput => ({ type: "task:token", task_id: task, text });
+const toolUse = (task: string): FrameInput => ({ type: "task:tool_use", task_id: task, tool: "Bash", tool_use_id: "tu_1", input: {} });
+const toolResult = (task: string): FrameInput => ({ type: "task:tool_result", task_id: task, tool: "Bash", tool_use_id: "tu_1", output: "ok", is_error: false });
 
 function cases(name: string, open: () => Promise<{ log: EventStore; addSession(id: string): Promise<void> }>) {
   describe(name, () => {
     test("a task whose log ends in text ends in text; one whose last frame is anything else, or that has none, does not", async () => {
       const { log, addSession } = await open();
       await addSession("sess_a");
-      for (const f of [started("task_1"), token("task_1", "Half "), token("task_1", "an answer")]) log.append("sess_a", f);
+      for (const f of [toolUse("task_1"), toolResult("task_1"), token("task_1", "Half "), token("task_1", "an answer")]) log.append("sess_a", f);
       // Another task's frames after it do not hide where task_1's log ends.
-      log.append("sess_a", started("task_2"));
+      log.append("sess_a", token("task_2", "Next."));
       log.append("sess_a", toolUse("task_2"));
       expect(await log.endsInText("sess_a", "task_1")).toBe(true);
       expect(await log.endsInText("sess_a", "task_2")).toBe(false);

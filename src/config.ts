@@ -65,6 +65,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { flag: "max-warm-pool", kind: "int", default: 2, min: 0, max: 100, help: "ceiling of a profile's warm_pool (started containers kept ready for its next sessions)" },
   { flag: "max-warm-pool-total", kind: "int", default: 8, min: 0, max: 10_000, help: "warm-pool containers across all profiles (they count here, not against their owner's limits, until taken)" },
   { flag: "workspace-start-parallelism", kind: "int", default: 4, min: 1, max: 64, help: "container creations sent to the engine at once; further starts wait their turn in order" },
+  { flag: "download-spool-mb", kind: "int", default: 1024, min: 1, max: 10_000_000, help: "disk that file downloads under way may hold at once in <data dir>/tmp (each file over 1 MiB is copied there while its client reads it); a download past it is refused 429 with Retry-After" },
   { flag: "docker-timeout", kind: "duration", default: 60_000, min: 1_000, max: 1_800_000, help: "how long one Docker engine call (create, start, inspect, remove, starting a command…) may take before it fails with CONTAINER_FAILED; image pulls, command output and file transfers are not bounded by it" },
   { flag: "github-client-id", kind: "string", help: "GitHub OAuth app client id (enables GitHub sign-in)" },
   { flag: "github-client-secret", kind: "string", secret: true, help: "GitHub OAuth app client secret" },
@@ -165,6 +166,8 @@ export interface Config {
   workspaceStartParallelism: number;
   /** How long one Docker engine call may take (workspaces/docker-box.ts `bounded`). */
   dockerTimeoutMs: number;
+  /** Disk the file downloads under way may hold at once (workspaces/spool.ts), MiB. */
+  downloadSpoolMb: number;
   github: OAuthProviderConfig | null;
   google: OAuthProviderConfig | null;
   webhook: { attempts: number; backoffMs: number[]; timeoutMs: number };
@@ -432,6 +435,7 @@ export function resolveConfig(flags: Map<string, unknown>, env: Record<string, s
     maxWarmPoolTotal: get("max-warm-pool-total"),
     workspaceStartParallelism: get("workspace-start-parallelism"),
     dockerTimeoutMs: get("docker-timeout"),
+    downloadSpoolMb: get("download-spool-mb"),
     github: oauth("github", "api-url"),
     google: oauth("google", "userinfo-url"),
     webhook: { attempts: get("webhook-attempts"), backoffMs: get("webhook-backoff"), timeoutMs: get("webhook-timeout") },

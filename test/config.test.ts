@@ -19,6 +19,8 @@ describe("config", () => {
     expect(c.webhook).toEqual({ attempts: 3, backoffMs: [5000, 15000, 45000], timeoutMs: 10000 });
     expect(c.workspaceIdleTimeoutMs).toBe(30 * 60_000);
     expect(c.dockerTimeoutMs).toBe(60_000);
+    expect(c.downloadSpoolMb).toBe(1024);
+    expect(resolve(["--data-dir", dir, "--download-spool-mb", "64"]).downloadSpoolMb).toBe(64);
     expect(resolve(["--data-dir", dir, "--docker-timeout", "2s"]).dockerTimeoutMs).toBe(2000);
     expect(c.github).toBeNull();
     expect(resolve([]).dataDir).toEndWith("/runcell_data");

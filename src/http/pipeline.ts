@@ -79,10 +79,13 @@ export function clientIp(req: Request, server: Server<unknown> | null, trustProx
 
 /**
  * A state-changing request carried by a cookie (or any /api/auth request) must come from our own
- * origin: the configured public origin, or the origin of the Host it was sent to in a scheme no
- * weaker than the public URL's (an https server refuses an http Origin: a network attacker could
- * serve that). Its Origin decides, else its Referer's origin (as better-auth's check reads them); a
- * request with neither is no browser's cross-site request (SameSite=Lax keeps the cookie off those).
+ * origin: the configured public origin, or — when the Host it was sent to is an IP address or
+ * `localhost` — the origin of that Host, in a scheme no weaker than the public URL's (an https
+ * server refuses an http Origin: a network attacker could serve that). A Host that is a domain
+ * name other than the public URL's is never taken as ours: a DNS-rebinding page (its name made to
+ * resolve to this server) sends its own name as both Origin and Host. Its Origin decides, else its
+ * Referer's origin (as better-auth's check reads them); a request with neither is no browser's
+ * cross-site request (SameSite=Lax keeps the cookie off those).
  */
 export function isCrossSite(req: Request, publicOrigin: string): boolean {
   if (req.headers.get("sec-fetch-site") === "cross-site") return true;
@@ -99,11 +102,16 @@ export function isCrossSite(req: Request, publicOrigin: string): boolean {
   if (origin === publicOrigin) return false;
   try {
     const u = new URL(origin);
-    if (u.host !== req.headers.get("host")) return true;
+    if (u.host !== req.headers.get("host") || !isAddressOrLocalhost(u.hostname)) return true;
     return publicOrigin.startsWith("https:") && u.protocol !== "https:";
   } catch {
     return true;
   }
+}
+
+/** An IP literal (v4, or v6 in brackets) or localhost: a host name no DNS answer can stand for. */
+function isAddressOrLocalhost(hostname: string): boolean {
+  return /^\d{1,3}(\.\d{1,3}){3}$/.test(hostname) || hostname.startsWith("[") || hostname === "localhost" || hostname.endsWith(".localhost");
 }
 
 /** On every response; pages (text/html) also get PAGE_HEADERS unless they set their own. */
@@ -344,7 +352,7 @@ export function createPipeline(deps: PipelineDeps) {
       // (A trigger URL's credential is its secret, never a cookie: a browser that also holds one,
       // posting from a site of the same domain, is not refused.)
       if (!SAFE_METHODS.has(req.method) && ((auth.principal?.via === "cookie" && !path.startsWith("/hooks/")) || path.startsWith("/api/auth/")) && isCrossSite(req, publicOrigin)) {
-        throw Errors.forbidden("Cross-site request refused: the Origin is not this server's");
+        throw Errors.forbidden(`Cross-site request refused: the Origin is not this server's (its public URL is ${publicOrigin}; an operator reaching it by another name sets --public-url)`);
       }
       pending = deps.handle(req);
     } catch (e) {

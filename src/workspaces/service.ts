@@ -61,7 +61,7 @@ export interface WorkspaceDeps {
     Config,
     "workspaceImage" | "workspaceIdleTimeoutMs" | "defaultMaxConcurrency" | "publicUrl" | "dockerHosts" | "maxWarmPool" | "maxWarmPoolTotal" | "workspaceStartParallelism" | "dockerTimeoutMs"
   > &
-    Partial<Pick<Config, "dataDir">>;
+    Partial<Pick<Config, "dataDir" | "downloadSpoolMb">>;
   now: () => number;
   /**
    * The environment of a command in the workspace: its profile's env with vault secrets resolved
@@ -123,8 +123,8 @@ export class Workspaces {
   maxFileBytes = MAX_FILE_BYTES;
   /** Where a download over 1 MiB is held while its client reads it (spool.ts): the data dir's tmp/, else the system's. */
   readonly spoolDir: string;
-  /** The disk the downloads under way may hold there at once (1 GiB; spool.ts). */
-  readonly spoolBudget = new SpoolBudget();
+  /** The disk the downloads under way may hold there at once (--download-spool-mb; spool.ts). */
+  readonly spoolBudget: SpoolBudget;
   /**
    * Run before a workspace is removed by DELETE /v1/workspaces/:id or /admin/workspaces/:id (the
    * app wires what a session delete does: its running task is cancelled, its MCP servers closed),
@@ -153,6 +153,7 @@ export class Workspaces {
     this.store = new WorkspaceStore(d.db, d.now);
     this.instanceId = d.instanceId;
     this.spoolDir = join(d.config.dataDir ?? tmpdir(), "tmp");
+    this.spoolBudget = new SpoolBudget(d.config.downloadSpoolMb === undefined ? undefined : d.config.downloadSpoolMb * 1024 * 1024);
     this.replica = d.replica ?? SOLE_REPLICA;
     const parallelism = () => d.config.workspaceStartParallelism;
     // While tasks run here, warm-pool refills create one container at a time (gate.ts).

@@ -21,7 +21,8 @@ const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const codeOf = (p: Promise<unknown>) => p.then(() => "ok", (e) => (e instanceof AppError ? e.code : String(e)));
 
 beforeAll(async () => {
-  t = await startTestApp({ now: () => Date.now() + offsetMs });
+  // The spool's budget (--download-spool-mb) holds one 8 MB download and not two.
+  t = await startTestApp({ now: () => Date.now() + offsetMs, flags: ["--download-spool-mb", "10"] });
   ws = t.app.services.workspaces;
   const u = await createUser(t);
   const made = await newWorkspace(t, u.id, await insertProfile(t, u.id));
@@ -196,30 +197,25 @@ describe("reading never holds the container", () => {
 describe("the spool's disk budget", () => {
   test("downloads under way hold their size: one past the budget is RATE_LIMITED with a retry time, taken again once another ends", async () => {
     const row = (await ws.forSession(sessionId))!;
-    const limit = ws.spoolBudget.limit;
-    ws.spoolBudget.limit = 10_000_000;
-    try {
-      const first = await ws.openDownload(row, "big.bin");
-      expect(ws.spoolBudget.inUse).toBe(8_000_000);
-      const refused = (await ws.openDownload(row, "big.bin").catch((e) => e)) as AppError;
-      expect(refused.code).toBe("RATE_LIMITED");
-      expect(refused.details).toMatchObject({ retry_after: 5 });
-      // The refused one left the container as it was.
-      expect(await within(sh("echo alive"), 10_000)).toBe(true);
-      // A small file is held in memory: not counted.
-      await ws.writeFile(sessionId, "small.txt", "small");
-      const small = await ws.openDownload(row, "small.txt");
-      expect(text((await small.body.next()).value as Uint8Array)).toBe("small");
-      await first.close();
-      expect(ws.spoolBudget.inUse).toBe(0);
-      const again = await ws.openDownload(row, "big.bin");
-      let total = 0;
-      for await (const chunk of again.body) total += chunk.byteLength;
-      expect(total).toBe(8_000_000);
-      expect(ws.spoolBudget.inUse).toBe(0);
-    } finally {
-      ws.spoolBudget.limit = limit;
-    }
+    expect(ws.spoolBudget.limit).toBe(10 * 1024 * 1024);
+    const first = await ws.openDownload(row, "big.bin");
+    expect(ws.spoolBudget.inUse).toBe(8_000_000);
+    const refused = (await ws.openDownload(row, "big.bin").catch((e) => e)) as AppError;
+    expect(refused.code).toBe("RATE_LIMITED");
+    expect(refused.details).toMatchObject({ retry_after: 5 });
+    // The refused one left the container as it was.
+    expect(await within(sh("echo alive"), 10_000)).toBe(true);
+    // A small file is held in memory: not counted.
+    await ws.writeFile(sessionId, "small.txt", "small");
+    const small = await ws.openDownload(row, "small.txt");
+    expect(text((await small.body.next()).value as Uint8Array)).toBe("small");
+    await first.close();
+    expect(ws.spoolBudget.inUse).toBe(0);
+    const again = await ws.openDownload(row, "big.bin");
+    let total = 0;
+    for await (const chunk of again.body) total += chunk.byteLength;
+    expect(total).toBe(8_000_000);
+    expect(ws.spoolBudget.inUse).toBe(0);
   });
 });
 

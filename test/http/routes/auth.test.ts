@@ -248,6 +248,7 @@ describe("get-session and sign-out", () => {
 });
 
 describe("CSRF and content types", () => {
+  const port = () => new URL(t.url).port;
   const post = (headers: Record<string, string>, body = '{"name":"csrf"}') => t.fetch("/v1/api-tokens", { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
 
   test.each([
@@ -258,6 +259,12 @@ describe("CSRF and content types", () => {
     ["cookie + no Origin, a foreign Referer → 403", () => ({ cookie: alice.cookie, referer: "https://evil.example/page" }), 403],
     ["cookie + no Origin, our Referer → 201", () => ({ cookie: alice.cookie, referer: `${t.url}/profiles` }), 201],
     ["cookie + our Host in another port → 403", () => ({ cookie: alice.cookie, origin: t.url.replace(/:(\d+)$/, (_m, p) => `:${Number(p) + 1}`) }), 403],
+    // DNS rebinding: the attacker's name resolves to this server, and its page sends that name as
+    // both Origin and Host. A name is ours only as the public URL's; an address or localhost is.
+    ["cookie + a rebound domain name as Origin and Host → 403", () => ({ cookie: alice.cookie, origin: `http://attacker.example:${port()}`, host: `attacker.example:${port()}` }), 403],
+    ["cookie + another IP address as Origin and Host → 201", () => ({ cookie: alice.cookie, origin: `http://192.168.7.9:${port()}`, host: `192.168.7.9:${port()}` }), 201],
+    ["cookie + an IPv6 address as Origin and Host → 201", () => ({ cookie: alice.cookie, origin: `http://[::1]:${port()}`, host: `[::1]:${port()}` }), 201],
+    ["cookie + localhost as Origin and Host → 201", () => ({ cookie: alice.cookie, origin: `http://localhost:${port()}`, host: `localhost:${port()}` }), 201],
     ["cookie + same-origin fetch metadata → 201", () => ({ cookie: alice.cookie, "sec-fetch-site": "same-origin", origin: t.url }), 201],
     ["bearer token + foreign Origin (not subject to CSRF) → 201", () => ({ authorization: `Bearer ${alice.token}`, origin: "https://evil.example" }), 201],
     ["bearer token + cross-site fetch metadata → 201", () => ({ authorization: `Bearer ${alice.token}`, "sec-fetch-site": "cross-site" }), 201],
@@ -277,6 +284,10 @@ describe("CSRF and content types", () => {
   test("/api/auth/* state changes from a foreign origin are refused even without a cookie (login CSRF)", async () => {
     const r = await signIn({ email: alice.email, password: alice.password }, { origin: "https://evil.example" });
     expect(r.status).toBe(403);
+    // A rebinding page signing in on its own name (the cookie would then be its own) is refused too, and told why.
+    const rebound = await signIn({ email: alice.email, password: alice.password }, { origin: `http://attacker.example:${port()}`, host: `attacker.example:${port()}` });
+    expect(rebound.status).toBe(403);
+    expect(rebound.body.error).toContain("--public-url");
   });
 
   test.each([

@@ -32,6 +32,7 @@ import { OAuth } from "./auth/oauth.ts";
 import { cookieOptions, LoginSessions } from "./auth/sessions.ts";
 import { SetupLinks } from "./auth/setup.ts";
 import { LoginThrottle } from "./auth/throttle.ts";
+import { DEVICE_KEY_SETTING, DeviceCookies } from "./auth/device.ts";
 import { ApiTokens } from "./auth/tokens.ts";
 import { Users } from "./auth/users.ts";
 import type { Config } from "./config.ts";
@@ -124,7 +125,9 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const tokens = new ApiTokens(db, now, undefined, audit);
   const loginSessions = new LoginSessions(db, now);
   const throttle = new LoginThrottle(now);
-  const accounts = new Accounts(config, users, loginSessions, throttle, audit);
+  // A browser that signed in with the password before is throttled per device (src/auth/device.ts).
+  const devices = new DeviceCookies(await settings.sealedKey(DEVICE_KEY_SETTING, sealer), cookieOptions(config.publicUrl).secure);
+  const accounts = new Accounts(config, users, loginSessions, throttle, audit, devices);
   const authenticator = new Authenticator(tokens, loginSessions, cookieOptions(config.publicUrl), changes);
   const adminPassword = new AdminPassword(settings, now, throttle, audit);
   const runtimeConfig = new RuntimeConfig(config, settings, limiter, log, audit);
@@ -199,7 +202,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const docker = workspaces.hosts.primary.engine;
   const services: Services = {
     config, log, now, db, sqlite, store, replicas, bus, settings, sealer, limiter,
-    users, tokens, loginSessions, throttle, accounts, authenticator, setup, oauth,
+    users, tokens, loginSessions, throttle, accounts, devices, authenticator, setup, oauth,
     adminPassword, runtimeConfig, stats, metrics, audit, policy, usage: new UsageReports(db, now),
     secrets, profiles, docker, workspaces, eventLog, hub, transcript, tasks, agentSessions, sessionLifecycle, orchestrator,
     mcp, git, runSetup, notifications, playbooks,

@@ -21,6 +21,7 @@ import type { AgentSessions } from "./agents/sessions.ts";
 import type { Tasks } from "./agents/tasks.ts";
 import type { Transcript } from "./agents/transcript.ts";
 import type { Accounts } from "./auth/accounts.ts";
+import type { DeviceCookies } from "./auth/device.ts";
 import type { Authenticator } from "./auth/authenticate.ts";
 import type { OAuth } from "./auth/oauth.ts";
 import type { LoginSessions } from "./auth/sessions.ts";
@@ -71,6 +72,8 @@ export interface Services {
   /** Failed sign-in / admin-password attempts (per account and per IP). */
   throttle: LoginThrottle;
   accounts: Accounts;
+  /** Known-device cookies of password sign-ins (src/auth/device.ts). */
+  devices: DeviceCookies;
   authenticator: Authenticator;
   /** First-run `/setup#<token>` links. */
   setup: SetupLinks;

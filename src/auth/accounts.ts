@@ -5,6 +5,7 @@
 import { AppError, Errors } from "../lib/errors.ts";
 import type { Config } from "../config.ts";
 import type { AuditSink } from "../schema/audit.ts";
+import type { DeviceCookies } from "./device.ts";
 import { verifyPassword } from "./passwords.ts";
 import type { LoginSessions, LoginSessionRow } from "./sessions.ts";
 import { type LoginThrottle, signInKeys } from "./throttle.ts";
@@ -14,11 +15,15 @@ export interface SignedIn {
   token: string;
   session: LoginSessionRow;
   user: UserRow;
+  /** A password sign-in or sign-up: the Set-Cookie marking the browser as a known device of the account (src/auth/device.ts). */
+  deviceCookie?: string;
 }
 
 export interface ClientMeta {
   ip?: string;
   userAgent?: string | null;
+  /** The device cookie the request carried, if any. */
+  device?: string | null;
 }
 
 /** The client's user agent for an audit row's details (bounded; absent when unknown). */
@@ -31,6 +36,7 @@ export class Accounts {
     private sessions: LoginSessions,
     private throttle?: LoginThrottle,
     private audit?: AuditSink,
+    private devices?: DeviceCookies,
   ) {}
 
   /**
@@ -44,14 +50,15 @@ export class Accounts {
   async signUp(input: { name?: unknown; email: unknown; password: unknown; rememberMe?: boolean }, meta: ClientMeta): Promise<SignedIn> {
     if (this.signupMode() !== "open") throw Errors.forbidden("Sign-up is closed on this server: ask the operator for an account");
     const user = await this.users.create({ email: input.email, name: input.name, password: input.password, role: "user" });
-    const signedIn = { ...(await this.sessions.create(user.id, { ...meta, remember: input.rememberMe !== false })), user };
+    const signedIn = { ...(await this.sessions.create(user.id, { ...meta, remember: input.rememberMe !== false })), user, deviceCookie: this.devices?.issue(user.id) };
     await this.audit?.record({ action: "auth.sign_up", actor: "user", user_id: user.id, target_id: user.id, ip: meta.ip, details: { method: "password", email: user.email, ...userAgentDetail(meta) } });
     return signedIn;
   }
 
   /**
    * Same 401 (and the same work) for an unknown email and a wrong password. Throttled per account
-   * and per client IP (src/auth/throttle.ts): 429 with Retry-After after 5 failures. Audited:
+   * (per device from a browser known to the account: src/auth/device.ts) and per client IP
+   * (src/auth/throttle.ts): 429 with Retry-After after 5 failures. Audited:
    * auth.sign_in, or auth.sign_in_failed naming the email tried (never the password) and why.
    */
   async signIn(input: { email: unknown; password: unknown; rememberMe?: boolean }, meta: ClientMeta): Promise<SignedIn> {
@@ -72,7 +79,8 @@ export class Accounts {
       });
     let ok: boolean;
     try {
-      ok = this.throttle ? await this.throttle.attempt(signInKeys(email, meta.ip), check) : (await check()).value;
+      const { keys, refundOnly } = signInKeys(email, meta.ip, this.devices?.deviceOf(meta.device, user?.id));
+      ok = this.throttle ? await this.throttle.attempt(keys, check, "sign-in", refundOnly) : (await check()).value;
     } catch (e) {
       if (e instanceof AppError && e.code === "RATE_LIMITED") await failed("throttled");
       throw e;
@@ -85,7 +93,7 @@ export class Accounts {
       await failed("disabled");
       throw Errors.forbidden("This account is disabled");
     }
-    const signedIn = { ...(await this.sessions.create(user.id, { ...meta, remember: input.rememberMe !== false })), user };
+    const signedIn = { ...(await this.sessions.create(user.id, { ...meta, remember: input.rememberMe !== false })), user, deviceCookie: this.devices?.issue(user.id) };
     await this.audit?.record({ action: "auth.sign_in", actor: "user", user_id: user.id, target_id: signedIn.session.id, ip: meta.ip, details: { method: "password", ...userAgentDetail(meta) } });
     return signedIn;
   }

@@ -1,9 +1,12 @@
 /**
- * Throttling of password guesses: sign-in (per account and per client IP) and the admin password
- * (per client IP; an IPv6 client's /64 counts as one IP). After THRESHOLD failures a key is blocked for an exponentially growing time
- * (2 s, 4 s, 8 s … capped at 15 min); a success clears it; a key with no failure for an hour is
- * forgotten. An attempt is charged *before* the password is checked and refunded on success, so
- * a burst of parallel guesses cannot slip past the threshold while argon2 runs.
+ * Throttling of password guesses: sign-in (per account — or per known device, src/auth/device.ts —
+ * and per client IP) and the admin password (per client IP; an IPv6 client's /64 counts as one
+ * IP). After THRESHOLD failures a key is blocked for an exponentially growing time (2 s, 4 s, 8 s …
+ * capped at 15 min); a key with no failure for an hour is forgotten. An attempt is charged
+ * *before* the password is checked, so a burst of parallel guesses cannot slip past the threshold
+ * while argon2 runs. A success clears the account's (or device's) key, and gives back to the client
+ * address only the attempt it was charged: an address's own correct sign-in between guesses at
+ * other accounts does not wipe the record of those guesses.
  *
  * Memory is bounded: at most `maxEntries` keys (least recently failed dropped first), and `sweep`
  * (run every minute) removes keys that are neither blocked nor remembered.
@@ -83,10 +86,23 @@ export class LoginThrottle {
   }
 
   /**
-   * Charge-first guard around one password check: 429 RATE_LIMITED (with Retry-After) while any
-   * key is blocked; otherwise charges the attempt, runs `check`, refunds it when `check` says ok.
+   * Gives back one charged attempt, and the block that charge set: the key was not blocked when the
+   * attempt was let through (the next failure blocks it again, as it would have).
    */
-  async attempt<T>(keys: string[], check: () => Promise<{ ok: boolean; value: T }>, what = "sign-in"): Promise<T> {
+  refund(key: string) {
+    const e = this.entries.get(key);
+    if (!e) return;
+    e.failures = Math.max(0, e.failures - 1);
+    e.blockedUntil = 0;
+    if (e.failures === 0) this.entries.delete(key);
+  }
+
+  /**
+   * Charge-first guard around one password check: 429 RATE_LIMITED (with Retry-After) while any
+   * key is blocked; otherwise charges the attempt and runs `check`. When `check` says ok, the keys
+   * are cleared — those in `refundOnly` only get this attempt back.
+   */
+  async attempt<T>(keys: string[], check: () => Promise<{ ok: boolean; value: T }>, what = "sign-in", refundOnly: readonly string[] = []): Promise<T> {
     const wait = this.blockedFor(...keys);
     if (wait > 0) {
       const sec = Math.max(1, Math.ceil(wait / 1000));
@@ -94,7 +110,7 @@ export class LoginThrottle {
     }
     this.fail(...keys);
     const r = await check();
-    if (r.ok) this.succeed(...keys);
+    if (r.ok) for (const k of keys) refundOnly.includes(k) ? this.refund(k) : this.succeed(k);
     return r.value;
   }
 
@@ -109,6 +125,13 @@ export class LoginThrottle {
   }
 }
 
-/** The client address part of a key: an IPv6 client's whole /64 is one (src/lib/address-key.ts). */
-export const signInKeys = (email: string, ip: string | undefined) => [`signin:acct:${email}`, `signin:ip:${addressKey(ip ?? "unknown")}`];
+/**
+ * The keys of one password sign-in: the account's — or, from a device known to that account
+ * (src/auth/device.ts), the device's — and the client address's (an IPv6 client's whole /64 is
+ * one, src/lib/address-key.ts), which a success only refunds.
+ */
+export function signInKeys(email: string, ip: string | undefined, device?: string | null): { keys: string[]; refundOnly: string[] } {
+  const address = `signin:ip:${addressKey(ip ?? "unknown")}`;
+  return { keys: [device ? `signin:device:${device}` : `signin:acct:${email}`, address], refundOnly: [address] };
+}
 export const adminKeys = (ip: string) => [`admin:ip:${addressKey(ip)}`];

@@ -1,5 +1,7 @@
 /** Typed access to the `settings` table (run-time settings the operator changes). */
 import { eq } from "drizzle-orm";
+import { randomBytes } from "../lib/crypto.ts";
+import type { Sealer } from "../lib/sealer.ts";
 import { type DB, first } from "./client.ts";
 import { settings } from "./tables.ts";
 
@@ -21,5 +23,26 @@ export class Settings {
 
   async delete(key: string): Promise<void> {
     await this.db.delete(settings).where(eq(settings.key, key));
+  }
+
+  /**
+   * A 32-byte key made at first use and kept under `key`, sealed with the data dir's key (its AAD
+   * names the setting): a copy of the database alone does not hold it, and deleting the setting
+   * replaces it (revoking whatever it signed). One sealed under another key (a restored
+   * database) is replaced too.
+   */
+  async sealedKey(key: string, sealer: Sealer): Promise<Uint8Array> {
+    const aad = "settings:" + key;
+    const stored = await this.get<{ sealed: string }>(key);
+    if (stored?.sealed) {
+      try {
+        return Buffer.from(sealer.open(Buffer.from(stored.sealed, "base64"), aad), "hex");
+      } catch {
+        // Sealed under another data-dir key: made again below.
+      }
+    }
+    const made = randomBytes(32);
+    await this.set(key, { sealed: sealer.seal(Buffer.from(made).toString("hex"), aad).toString("base64") });
+    return made;
   }
 }

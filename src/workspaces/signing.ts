@@ -6,26 +6,16 @@
  * (src/lib/sealer.ts): a copy of the database alone cannot mint URLs, and deleting the setting
  * revokes every URL ever issued.
  */
-import { hmacSha256Hex, randomBytes, safeEqual } from "../lib/crypto.ts";
+import { hmacSha256Hex, safeEqual } from "../lib/crypto.ts";
 import type { Sealer } from "../lib/sealer.ts";
 import type { Settings } from "../db/settings.ts";
 
 export const SIGNING_KEY_SETTING = "workspaces.file_url_key";
+/** The AAD Settings.sealedKey seals it with. */
 export const SIGNING_KEY_AAD = "settings:" + SIGNING_KEY_SETTING;
-const AAD = SIGNING_KEY_AAD;
 
-export async function loadSigningKey(settings: Settings, sealer: Sealer): Promise<Uint8Array> {
-  const stored = await settings.get<{ sealed: string }>(SIGNING_KEY_SETTING);
-  if (stored?.sealed) {
-    try {
-      return Buffer.from(sealer.open(Buffer.from(stored.sealed, "base64"), AAD), "hex");
-    } catch {
-      // Sealed under another data-dir key (restored database): make a new one below.
-    }
-  }
-  const key = randomBytes(32);
-  await settings.set(SIGNING_KEY_SETTING, { sealed: sealer.seal(Buffer.from(key).toString("hex"), AAD).toString("base64") });
-  return key;
+export function loadSigningKey(settings: Settings, sealer: Sealer): Promise<Uint8Array> {
+  return settings.sealedKey(SIGNING_KEY_SETTING, sealer);
 }
 
 export const encodePath = (rel: string) => rel.split("/").map(encodeURIComponent).join("/");

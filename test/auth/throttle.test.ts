@@ -32,6 +32,21 @@ describe("LoginThrottle", () => {
     expect(th.blockedFor("k")).toBe(0);
   });
 
+  test("a refund gives back one attempt and the block its charge set; the next failure blocks again", async () => {
+    let now = 0;
+    const th = new LoginThrottle(() => now);
+    for (let i = 0; i < 4; i++) th.fail("ip");
+    // The fifth attempt is charged (and blocks) before the check; the check succeeds.
+    expect(await th.attempt(["acct", "ip"], async () => ({ ok: true, value: "in" }), "sign-in", ["ip"])).toBe("in");
+    expect(th.blockedFor("ip")).toBe(0);
+    expect(th.blockedFor("acct")).toBe(0);
+    th.fail("ip");
+    expect(th.blockedFor("ip")).toBe(2000);
+    // The account's key was cleared, not refunded.
+    for (let i = 0; i < 4; i++) th.fail("acct");
+    expect(th.blockedFor("acct")).toBe(0);
+  });
+
   test("a key without failures for an hour starts from zero; sweep drops it", () => {
     let now = 0;
     const th = new LoginThrottle(() => now);
@@ -111,8 +126,58 @@ describe("sign-in throttling on the server", () => {
     expect((await signIn(user.email, user.password, nextIp())).status).toBe(200);
     clock += 2000;
     expect((await signIn(user.email, user.password, ip)).status).toBe(200);
-    // The success from that address reset it too.
+    // The success from that address gave back only its own attempt: its five guesses still count,
+    // so the next one is checked and blocks the address again.
     expect((await signIn("spray9@example.com", "guess", ip)).status).toBe(401);
+    expect((await signIn("spray10@example.com", "guess", ip)).status).toBe(429);
+  });
+
+  test("per IP, guessing at other accounts between the address's own correct sign-ins is still counted (no spraying)", async () => {
+    const ip = nextIp();
+    const own = await createUser(t, { email: "sprayer@example.com" });
+    let guesses = 0;
+    let refused = 0;
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 4; i++) {
+        const r = await signIn(`target${round}-${i}@example.com`, "guess", ip);
+        if (r.status === 401) guesses++;
+        else if (r.status === 429) refused++;
+      }
+      await signIn(own.email, own.password, ip);
+    }
+    // Without the count surviving the successes all 12 would be checked.
+    expect(guesses).toBe(5);
+    expect(refused).toBe(7);
+  });
+
+  test("a known device: wrong passwords from elsewhere block the account for new browsers, not for a browser that signed in before", async () => {
+    const owner = await createUser(t, { email: "device-owner@example.com" });
+    const signInWith = (password: string, cookie?: string) =>
+      api(t, "POST", "/api/auth/sign-in/email", { "x-forwarded-for": nextIp(), ...(cookie ? { cookie } : {}) }, { email: owner.email, password });
+    const first = await signInWith(owner.password);
+    expect(first.status).toBe(200);
+    const set = first.headers.getSetCookie().find((c: string) => c.startsWith("runcell.device="))!;
+    expect(set).toMatch(/^runcell\.device=[\w-]+\.[0-9a-f]{64}; Path=\/api\/auth; HttpOnly; SameSite=Strict; Max-Age=31536000$/);
+    const device = set.split(";")[0]!;
+
+    // Anyone, from anywhere, sends wrong passwords: the account is blocked for browsers it has not seen.
+    for (let i = 0; i < 5; i++) expect((await signInWith(`wrong ${i}`)).status).toBe(401);
+    expect((await signInWith(owner.password)).status).toBe(429);
+    // The owner's browser gets in.
+    const known = await signInWith(owner.password, device);
+    expect(known.status).toBe(200);
+    // Another account's device cookie, a forged one or a mangled one count as none.
+    const other = await signIn(user.email, user.password);
+    const otherDevice = other.headers.getSetCookie().find((c: string) => c.startsWith("runcell.device="))!.split(";")[0]!;
+    expect((await signInWith(owner.password, otherDevice)).status).toBe(429);
+    expect((await signInWith(owner.password, `runcell.device=abc.${"0".repeat(64)}`)).status).toBe(429);
+    expect((await signInWith(owner.password, device.slice(0, -1) + (device.endsWith("0") ? "1" : "0"))).status).toBe(429);
+    // A device has its own count: wrong passwords from it block it (not the account's other devices).
+    for (let i = 0; i < 5; i++) expect((await signInWith(`typo ${i}`, device)).status).toBe(401);
+    expect((await signInWith(owner.password, device)).status).toBe(429);
+    const again = known.headers.getSetCookie().find((c: string) => c.startsWith("runcell.device="))!.split(";")[0]!;
+    expect((await signInWith(owner.password, again)).status).toBe(200);
+    clock += 16 * 60_000;
   });
 
   test("per IP, an IPv6 client is its /64: failures from five addresses of one /64 block every address in it, not the next /64", async () => {
@@ -125,9 +190,10 @@ describe("sign-in throttling on the server", () => {
     // The neighbouring /64 is another client.
     expect((await signIn(user.email, user.password, "2001:db8:5:2::1")).status).toBe(200);
     clock += 2000;
-    // A success from any address of the /64 resets it for all of them.
+    // A success from any address of the /64 counts for all of them: it gives back its own attempt.
     expect((await signIn(user.email, user.password, "2001:db8:5:1::99")).status).toBe(200);
     expect((await signIn("v6spray9@example.com", "guess", "2001:db8:5:1::1")).status).toBe(401);
+    expect((await signIn("v6spray10@example.com", "guess", "2001:db8:5:1::2")).status).toBe(429);
   });
 
   test("without --trust-proxy, X-Forwarded-For cannot be used to dodge the per-IP throttle", async () => {

@@ -15,9 +15,11 @@ const detail = (summary: string) => ({ tags: ["Auth"], summary, security: [] });
 
 export const authRoutes = (s: Services) => {
   const cookie = s.authenticator.cookie;
-  const meta = (request: Request) => ({ ip: requestContext(request).ip, userAgent: request.headers.get("user-agent") });
+  const deviceCookie = s.devices.name;
+  const meta = (request: Request) => ({ ip: requestContext(request).ip, userAgent: request.headers.get("user-agent"), device: readCookie(request.headers.get("cookie"), deviceCookie) });
   const answer = (set: { headers: Record<string, unknown> }, r: SignedInResult, remember: boolean) => {
-    set.headers["set-cookie"] = sessionCookie(cookie, r.token, remember ? Math.floor(ABSOLUTE_MS / 1000) : null);
+    const session = sessionCookie(cookie, r.token, remember ? Math.floor(ABSOLUTE_MS / 1000) : null);
+    set.headers["set-cookie"] = r.deviceCookie ? [session, r.deviceCookie] : session;
     return { token: r.token, user: publicUser(r.user) };
   };
 

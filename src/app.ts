@@ -28,7 +28,7 @@ import { Tasks } from "./agents/tasks.ts";
 import { Transcript } from "./agents/transcript.ts";
 import { Accounts } from "./auth/accounts.ts";
 import { Authenticator } from "./auth/authenticate.ts";
-import { OAuth } from "./auth/oauth.ts";
+import { OAUTH_FLOW_KEY_SETTING, OAuth } from "./auth/oauth.ts";
 import { cookieOptions, LoginSessions } from "./auth/sessions.ts";
 import { SetupLinks } from "./auth/setup.ts";
 import { LoginThrottle } from "./auth/throttle.ts";
@@ -137,7 +137,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const resyncConfig = () => void runtimeConfig.resync().catch((err) => log.error("runtime configuration not re-read", { err }));
   await bus.listen(CHANNELS.config, (m) => runtimeConfig.applyPeer(m.patch as Parameters<typeof runtimeConfig.applyPeer>[0]), resyncConfig);
   const setup = new SetupLinks(db, users, accounts, config.publicUrl, now, audit);
-  const oauth = new OAuth(config, db, users, accounts, now, log, audit);
+  const oauth = new OAuth(config, db, users, accounts, now, log, await settings.sealedKey(OAUTH_FLOW_KEY_SETTING, sealer), audit);
   const stats = new Stats(db, now);
   // Read at scrape time; `stream` and `eventLog` are built below.
   const metrics = new Metrics({

@@ -3,10 +3,12 @@
  * OAuth2Client so every endpoint is configurable).
  *
  * start: a random `state` and PKCE verifier go into two short-lived (10 min) HttpOnly SameSite=Lax
- * cookies scoped to /api/auth/callback; the state is also remembered server-side (hashed, with the
- * provider and the after-sign-in path), so it is accepted exactly once.
- * callback: the `state` query must equal the state cookie and be pending for this provider; it is
- * consumed before anything else happens. The code is exchanged with the verifier from the cookie,
+ * cookies scoped to /api/auth/callback. The state cookie also carries the flow (provider, the
+ * after-sign-in paths, its expiry), signed with a server key: the server keeps nothing per started
+ * sign-in, so no flood of started sign-ins can push out another's, and any replica can complete it.
+ * callback: the `state` query must equal the state cookie's, its signature hold, its flow be this
+ * provider's and unexpired, and the state not spent; it is spent before anything else happens (the
+ * spent states are remembered until they expire). The code is exchanged with the verifier from the cookie,
  * the identity read from the provider, and the user found: by a known provider account, else by
  * the provider's *verified* email (linked to an account whose address is verified too: made by
  * the operator or by an earlier OAuth sign-in), else created — only while sign-up is open. A
@@ -22,7 +24,7 @@ import { type DB, first } from "../db/client.ts";
 import { newId } from "../db/ids.ts";
 import { oauthAccounts, users } from "../db/tables.ts";
 import { AppError, Errors } from "../lib/errors.ts";
-import { safeEqual, sha256Hex } from "../lib/crypto.ts";
+import { hmacSha256Hex, safeEqual, sha256Hex } from "../lib/crypto.ts";
 import { type Logger, redactString } from "../log.ts";
 import type { AuditSink } from "../schema/audit.ts";
 import { type Accounts, type ClientMeta, type SignedIn, userAgentDetail } from "./accounts.ts";
@@ -31,11 +33,16 @@ import { readCookie } from "./sessions.ts";
 import { isEmail, isUniqueViolation, NAME_MAX, normalizeEmail, type UserRow, type Users } from "./users.ts";
 
 export const OAUTH_FLOW_MS = 10 * 60_000;
-const MAX_PENDING = 10_000;
+/** Spent states remembered (until their flow expires; the oldest go first past this). */
+const MAX_SPENT = 100_000;
+/** The state cookie's longest value (a browser keeps ~4 KB a cookie): the after-sign-in paths share it. */
+const MAX_STATE_COOKIE = 3800;
+/** The settings row of the key that signs the flow cookies (sealed; Settings.sealedKey). */
+export const OAUTH_FLOW_KEY_SETTING = "auth.oauth_flow_key";
 const CALLBACK_PATH = "/api/auth/callback";
 const LABEL: Record<ProviderName, string> = { github: "GitHub", google: "Google" };
 
-interface Pending {
+interface Flow {
   provider: ProviderName;
   redirectTo: string;
   /** better-auth's `newUserCallbackURL`: where a sign-in that made the account lands. */
@@ -130,7 +137,8 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 }
 
 export class OAuth {
-  private pending = new Map<string, Pending>();
+  /** Spent states (SHA-256) and when their flows expire. */
+  private spent = new Map<string, number>();
   readonly stateCookie: string;
   readonly verifierCookie: string;
   private secure: boolean;
@@ -142,6 +150,7 @@ export class OAuth {
     private accounts: Accounts,
     private now: () => number,
     private log: Logger,
+    private flowKey: Uint8Array,
     private audit?: AuditSink,
   ) {
     this.secure = config.publicUrl.startsWith("https://");
@@ -187,19 +196,25 @@ export class OAuth {
     const client = new OAuth2Client(cfg.clientId, cfg.clientSecret, this.redirectUri(name));
     const url = client.createAuthorizationURLWithPKCE(cfg.authorizeUrl, state, CodeChallengeMethod.S256, verifier, PROVIDER_SPECS[name].scopes);
     if (opts.loginHint) url.searchParams.set(PROVIDER_SPECS[name].loginHintParam, opts.loginHint);
-    const now = this.now();
-    for (const [k, v] of this.pending) if (v.expires <= now) this.pending.delete(k);
-    while (this.pending.size >= MAX_PENDING) this.pending.delete(this.pending.keys().next().value!);
     const optional = (v: unknown) => (v === undefined || v === null || v === "" ? null : safeRedirectPath(v, this.config.publicUrl));
-    this.pending.set(sha256Hex(state), {
+    const flow: Flow = {
       provider: name,
       redirectTo: safeRedirectPath(opts.callbackURL, this.config.publicUrl),
       newUserRedirectTo: optional(opts.newUserCallbackURL),
       errorRedirectTo: optional(opts.errorCallbackURL),
-      expires: now + OAUTH_FLOW_MS,
-    });
+      expires: this.now() + OAUTH_FLOW_MS,
+    };
+    const signed = `${state}.${Buffer.from(JSON.stringify(flow)).toString("base64url")}`;
+    const value = `${signed}.${this.sign(signed)}`;
+    if (value.length > MAX_STATE_COOKIE) {
+      throw Errors.validation("callbackURL", `callbackURL, newUserCallbackURL and errorCallbackURL are too long together (a browser cookie carries them): keep them under about ${Math.floor((MAX_STATE_COOKIE - 200) * 0.75)} characters`);
+    }
     const maxAge = OAUTH_FLOW_MS / 1000;
-    return { url: url.toString(), cookies: [this.cookie(this.stateCookie, state, maxAge), this.cookie(this.verifierCookie, verifier, maxAge)] };
+    return { url: url.toString(), cookies: [this.cookie(this.stateCookie, value, maxAge), this.cookie(this.verifierCookie, verifier, maxAge)] };
+  }
+
+  private sign(signed: string): string {
+    return hmacSha256Hex(this.flowKey, `oauth-flow\n${signed}`);
   }
 
   /**
@@ -215,7 +230,7 @@ export class OAuth {
     meta: ClientMeta,
   ): Promise<{ signedIn: SignedIn; redirectTo: string }> {
     const { name, cfg } = this.provider(providerName);
-    const seen: { email?: string; userId?: string; flow?: Pending } = {};
+    const seen: { email?: string; userId?: string; flow?: Flow } = {};
     try {
       return await this.complete(name, cfg, query, cookieHeader, meta, seen);
     } catch (e) {
@@ -245,7 +260,7 @@ export class OAuth {
     query: { code?: string; state?: string; error?: string },
     cookieHeader: string | null,
     meta: ClientMeta,
-    seen: { email?: string; userId?: string; flow?: Pending },
+    seen: { email?: string; userId?: string; flow?: Flow },
   ): Promise<{ signedIn: SignedIn; redirectTo: string }> {
     const flow = this.consumeState(name, query.state, readCookie(cookieHeader, this.stateCookie));
     seen.flow = flow;
@@ -280,16 +295,29 @@ export class OAuth {
     return { signedIn, redirectTo: (created && flow.newUserRedirectTo) || flow.redirectTo };
   }
 
-  /** The state must match the cookie and be pending for this provider; it is spent at once. */
-  private consumeState(provider: ProviderName, state: string | undefined, cookieState: string | null): Pending {
+  /** The state must match the cookie's, which must be ours, unexpired and this provider's; it is spent at once. */
+  private consumeState(provider: ProviderName, state: string | undefined, cookieValue: string | null): Flow {
     const refuse = (why: string) => Errors.validation("state", `OAuth state ${why}: start the sign-in again`);
     if (!state) throw refuse("is missing from the callback");
-    if (!cookieState) throw refuse("cookie is missing (expired, or the sign-in was started in another browser)");
+    if (!cookieValue) throw refuse("cookie is missing (expired, or the sign-in was started in another browser)");
+    const [cookieState = "", payload = "", sig = ""] = cookieValue.split(".");
     if (state.length > 200 || !safeEqual(state, cookieState)) throw refuse("does not match this browser's sign-in");
+    let flow: Flow | null = null;
+    if (safeEqual(sig, this.sign(`${cookieState}.${payload}`))) {
+      try {
+        flow = JSON.parse(Buffer.from(payload, "base64url").toString()) as Flow;
+      } catch {
+        flow = null;
+      }
+    }
+    const now = this.now();
+    for (const [k, expires] of this.spent) {
+      if (expires > now && this.spent.size < MAX_SPENT) break;
+      this.spent.delete(k);
+    }
     const key = sha256Hex(state);
-    const flow = this.pending.get(key);
-    this.pending.delete(key);
-    if (!flow || flow.expires <= this.now()) throw refuse("is unknown, expired or already used");
+    if (!flow || flow.expires <= now || this.spent.has(key)) throw refuse("is unknown, expired or already used");
+    this.spent.set(key, flow.expires);
     if (flow.provider !== provider) throw refuse("belongs to another provider");
     return flow;
   }

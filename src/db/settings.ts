@@ -33,16 +33,26 @@ export class Settings {
    */
   async sealedKey(key: string, sealer: Sealer): Promise<Uint8Array> {
     const aad = "settings:" + key;
-    const stored = await this.get<{ sealed: string }>(key);
-    if (stored?.sealed) {
+    const open = async (): Promise<Uint8Array | null> => {
+      const stored = await this.get<{ sealed: string }>(key);
+      if (!stored?.sealed) return null;
       try {
         return Buffer.from(sealer.open(Buffer.from(stored.sealed, "base64"), aad), "hex");
       } catch {
-        // Sealed under another data-dir key: made again below.
+        return null;
       }
+    };
+    const found = await open();
+    if (found) return found;
+    const sealed = { sealed: sealer.seal(Buffer.from(randomBytes(32)).toString("hex"), aad).toString("base64") };
+    // Servers starting at once on one database (replicas) keep the first key written, not each its own.
+    const inserted = await this.db.insert(settings).values({ key, value: sealed, updated_at: Date.now() }).onConflictDoNothing().returning({ key: settings.key });
+    if (!inserted.length) {
+      const theirs = await open();
+      if (theirs) return theirs;
+      // One sealed under another data-dir key (a restored database): replaced.
+      await this.set(key, sealed);
     }
-    const made = randomBytes(32);
-    await this.set(key, { sealed: sealer.seal(Buffer.from(made).toString("hex"), aad).toString("base64") });
-    return made;
+    return Buffer.from(sealer.open(Buffer.from(sealed.sealed, "base64"), aad), "hex");
   }
 }

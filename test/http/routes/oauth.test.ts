@@ -83,7 +83,8 @@ describe("discovery and starting", () => {
     expect(url.searchParams.get("client_id")).toBe(github.clientId);
     expect(url.searchParams.get("redirect_uri")).toBe(`${t.url}/api/auth/callback/github`);
     expect(url.searchParams.get("code_challenge_method")).toBe("S256");
-    expect(url.searchParams.get("state")).toBe(jar.get(STATE)!);
+    // The state cookie carries the state, then the signed flow (src/auth/oauth.ts).
+    expect(url.searchParams.get("state")).toBe(jar.get(STATE)!.split(".")[0]!);
     const challenge = new Bun.CryptoHasher("sha256").update(jar.get(VERIFIER)!).digest("base64url");
     expect(url.searchParams.get("code_challenge")).toBe(challenge);
     expect(url.searchParams.get("scope")).toBe("read:user user:email");
@@ -364,6 +365,47 @@ describe("refusals", () => {
     const replay = await fetch(back, { redirect: "manual", headers: { cookie: saved } });
     expect(replay.status).toBe(400);
     expect(((await replay.json()) as { error: string }).error).toContain("already used");
+  });
+
+  test("the server keeps nothing per started sign-in: a flood of started sign-ins cannot push out another's", async () => {
+    const jar = new CookieJar();
+    const start = await begin("github", jar);
+    const back = await authorize(start.body.url);
+    // 12,000 sign-ins started meanwhile (more than any in-memory table of pending ones would hold).
+    for (let i = 0; i < 12_000; i++) t.app.services.oauth.start("google");
+    const r = await land(back, jar);
+    expect(r.status).toBe(302);
+    expect(jar.get(SESSION)).toBeTruthy();
+  });
+
+  test("a state cookie whose flow was altered (another provider, a later expiry, another callbackURL) is refused", async () => {
+    for (const alter of [
+      (f: any) => ({ ...f, provider: "google" }),
+      (f: any) => ({ ...f, expires: f.expires + 3_600_000 }),
+      (f: any) => ({ ...f, redirectTo: "/elsewhere" }),
+    ]) {
+      const jar = new CookieJar();
+      const start = await begin("github", jar, "/dashboard");
+      const back = await authorize(start.body.url);
+      const [state, payload, sig] = jar.get(STATE)!.split(".");
+      const flow = JSON.parse(Buffer.from(payload!, "base64url").toString());
+      expect(flow).toMatchObject({ provider: "github", redirectTo: "/dashboard" });
+      const forged = `${state}.${Buffer.from(JSON.stringify(alter(flow))).toString("base64url")}.${sig}`;
+      const r = await fetch(back, { redirect: "manual", headers: { cookie: `${STATE}=${forged}; ${VERIFIER}=${jar.get(VERIFIER)}` } });
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as { details: { field: string } }).details.field).toBe("state");
+    }
+  });
+
+  test("callback URLs too long for the flow cookie together are refused at the start, naming the field", async () => {
+    const long = "/" + "a".repeat(2000);
+    const r = await t.fetch("/api/auth/sign-in/social", {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: t.url },
+      body: JSON.stringify({ provider: "github", callbackURL: long, newUserCallbackURL: long }),
+    });
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as { details: { field: string } }).details.field).toBe("callbackURL");
   });
 
   test("a state started for GitHub is not accepted on the Google callback", async () => {

@@ -30,7 +30,7 @@ import type { AuditSink } from "../schema/audit.ts";
 import { type Accounts, type ClientMeta, type SignedIn, userAgentDetail } from "./accounts.ts";
 import { PROVIDER_SPECS, PROVIDER_TIMEOUT_MS, PROVIDERS, ProviderError, type ProviderIdentity, type ProviderName } from "./oauth-providers.ts";
 import { readCookie } from "./sessions.ts";
-import { isEmail, isUniqueViolation, NAME_MAX, normalizeEmail, type UserRow, type Users } from "./users.ts";
+import { isEmail, isUniqueViolation, NAME_FORBIDDEN, NAME_MAX, normalizeEmail, type UserRow, type Users } from "./users.ts";
 
 export const OAUTH_FLOW_MS = 10 * 60_000;
 /** Spent states remembered (until their flow expires; the oldest go first past this). */
@@ -102,9 +102,9 @@ function withError(path: string, e: AppError): string {
   return u.pathname + u.search + u.hash;
 }
 
-/** A provider's display name as an account name: control characters dropped, at most 200 characters, else the email's local part. */
+/** A provider's display name as an account name: control and invisible formatting characters dropped, at most 200 characters, else the email's local part. */
 export function accountName(name: string | null | undefined, email: string): string {
-  const clean = (name ?? "").replace(/[\u0000-\u001f\u007f]/g, "").trim();
+  const clean = (name ?? "").replace(NAME_FORBIDDEN, "").trim();
   return (clean ? [...clean].slice(0, NAME_MAX).join("").trim() : "") || email.slice(0, email.indexOf("@")).slice(0, NAME_MAX) || "user";
 }
 

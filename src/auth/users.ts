@@ -28,6 +28,13 @@ const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 /** Control characters and the invisible ones (zero-width spaces and joiners, soft hyphen, BOM, bidi marks). */
 const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/;
 export const NAME_MAX = 200;
+/**
+ * What a display name may not hold: control characters, and the invisible ones that disguise a
+ * name where it is shown (zero-width space, bidi embeddings, overrides and isolates — "ab\u202ecd"
+ * reads backwards —, word joiners, BOM). Zero-width joiners (emoji sequences), non-joiners and the
+ * LRM/RLM marks (right-to-left scripts) stay.
+ */
+export const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u200b\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
 
 /**
  * An email as accounts are keyed by it: compatibility-composed (NFKC: a full-width "ＡＢ" is "AB"),
@@ -61,7 +68,7 @@ export function validateName(name: unknown, fallback: string): string {
   if (name === undefined || name === null || name === "") return fallback;
   if (typeof name !== "string") throw Errors.validation("name", "name must be a string");
   const n = name.trim();
-  if (/[\u0000-\u001f\u007f]/.test(n)) throw Errors.validation("name", "name must not contain control characters");
+  if (n.search(NAME_FORBIDDEN) >= 0) throw Errors.validation("name", "name must not contain control characters or invisible formatting characters (zero-width spaces, bidi overrides)");
   if (n.length > NAME_MAX) throw Errors.validation("name", `name must be at most ${NAME_MAX} characters`);
   return n || fallback;
 }

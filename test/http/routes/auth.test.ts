@@ -91,11 +91,22 @@ describe("sign-up", () => {
       ["an email with a zero-width space", { email: "zw\u200b@example.com", password: "long enough pw" }, "email"],
       ["an email with a control character", { email: "c\u0007@example.com", password: "long enough pw" }, "email"],
       ["a name with a control character", { name: "a\u0007b", email: "ctl-name@example.com", password: "long enough pw" }, "name"],
+      ["a name with a bidi override (it would read backwards)", { name: "ab\u202ecd", email: "bidi-name@example.com", password: "long enough pw" }, "name"],
+      ["a name with a bidi isolate", { name: "ab\u2067cd", email: "iso-name@example.com", password: "long enough pw" }, "name"],
+      ["a name with a zero-width space", { name: "ad\u200bmin", email: "zw-name@example.com", password: "long enough pw" }, "name"],
       ["a full-width spelling of a taken email", { email: "ＡＬＩＣＥ@example.com", password: "long enough pw" }, "email"],
     ])("%s → 400 on details.field", async (_n, body, field) => {
       const r = await signUp(body);
       expect(r.status, JSON.stringify(r.body)).toBe(400);
       expect(r.body.details.field).toBe(field);
+    });
+
+    test("a name with an emoji sequence (zero-width joiners) or a right-to-left mark is kept as given", async () => {
+      for (const [i, name] of ["👩\u200d💻 Dev", "שלום\u200f 1"].entries()) {
+        const r = await signUp({ name, email: `kept-name-${i}@example.com`, password: "long enough pw" });
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        expect(r.body.user.name).toBe(name);
+      }
     });
 
     test("a password's length counts characters: 200 emoji are accepted", async () => {

@@ -272,10 +272,10 @@ describe("round trips", () => {
     }
   });
 
-  test("a provider's name over 200 characters or with control characters makes an account with the name cut; none falls back to the email's local part", async () => {
+  test("a provider's name over 200 characters or with control characters makes an account with the name cut (and bidi overrides dropped); none falls back to the email's local part", async () => {
     await t.app.services.runtimeConfig.patch({ signup: "open" });
     try {
-      google.account = { id: "g-long", name: `N\u0007${"n".repeat(250)}`, email: "longname@example.com", verified: true };
+      google.account = { id: "g-long", name: `N\u0007\u202e${"n".repeat(250)}`, email: "longname@example.com", verified: true };
       const r = await roundTrip(google);
       expect(r.status, JSON.stringify(r.body)).toBe(302);
       const me = await whoAmI(r.jar);

@@ -44,7 +44,7 @@ function run(args: string[], stdin?: string): string {
 }
 
 // A user with an API token (made by the CLI before the server holds the data dir) and 3 profiles.
-run(["admin", "create-user", "--email", "bench@example.com", "--password-stdin"], "bench password 1");
+run(["admin", "create-user", "--email", "bench@example.com", "--role", "user", "--password-stdin"], "bench password 1");
 const token = run(["token", "create", "--email", "bench@example.com", "--name", "bench"]);
 const auth = { authorization: `Bearer ${token}` };
 

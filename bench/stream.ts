@@ -161,7 +161,7 @@ async function idleRss(kind: "runcell" | "raw"): Promise<number> {
   let protocols: string[] | undefined;
   if (kind === "runcell") {
     const dataDir = tempDir();
-    await runCli(["admin", "create-user", "--data-dir", dataDir, "--email", "idle@example.com", "--password-stdin"], { stdin: "correct horse battery" });
+    await runCli(["admin", "create-user", "--data-dir", dataDir, "--email", "idle@example.com", "--role", "user", "--password-stdin"], { stdin: "correct horse battery" });
     const tok = /rc_[0-9a-f]{64}/.exec((await runCli(["token", "create", "--data-dir", dataDir, "--email", "idle@example.com", "--name", "idle"])).stdout)![0];
     proc = Bun.spawn(["bun", join(ROOT, "src/main.ts"), "serve", "--data-dir", dataDir, "--http", `127.0.0.1:${port}`, "--log-level", "error", "--rate-limit-per-minute", "1000000", "--rate-limit-burst", "1000000", "--max-sockets-per-caller", String(IDLE_SOCKETS + 10)], { stdout: "ignore", stderr: "ignore" });
     url += "/v1/stream";

@@ -45,7 +45,7 @@ export function prepareRuncell(name: string, opts: { fromSource: boolean; preloa
 
 /** An ordinary (non-admin) user and an API token for it. */
 export async function userToken(r: RuncellProcess, email: string): Promise<string> {
-  await r.cli(["admin", "create-user", "--email", email, "--password-stdin"], "correct horse battery");
+  await r.cli(["admin", "create-user", "--email", email, "--role", "user", "--password-stdin"], "correct horse battery");
   return /rc_[0-9a-f]{64}/.exec(await r.cli(["token", "create", "--email", email, "--name", "bench"]))![0];
 }
 

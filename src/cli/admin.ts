@@ -57,7 +57,7 @@ async function createUser(argv: string[]): Promise<number> {
   let config;
   let email: string;
   let name: string | undefined;
-  let role: "admin" | "user";
+  let role: "admin" | "user" | undefined;
   let passwordFromStdin = false;
   try {
     const args = parseStateArgs(argv, cmd, { email: true, name: true, role: true, "password-stdin": false });
@@ -67,8 +67,8 @@ async function createUser(argv: string[]): Promise<number> {
     email = e;
     const n = args.extra.get("name");
     name = typeof n === "string" ? n : undefined;
-    const r = args.extra.get("role") ?? "user";
-    if (r !== "admin" && r !== "user") throw new UsageError(`--role: expected admin or user, got "${r}"`);
+    const r = args.extra.get("role");
+    if (r !== undefined && r !== "admin" && r !== "user") throw new UsageError(`--role: expected admin or user, got "${r}"`);
     role = r;
     passwordFromStdin = args.extra.get("password-stdin") === true;
     config = resolveStateConfig(args.flags);
@@ -79,8 +79,11 @@ async function createUser(argv: string[]): Promise<number> {
   const generated = !passwordFromStdin;
   const password = generated ? randomToken(18) : await readStdin();
   return withDataDir(config, cmd, async (db) => {
-    const user = await new Users(db, Date.now, new Audit(db, Date.now)).create({ email, name, password, role, emailVerified: true }, { actor: "admin", via: "cli" });
-    console.log(`created user ${user.id} ${user.email} (role ${user.role})`);
+    const users = new Users(db, Date.now, new Audit(db, Date.now));
+    // Without --role, the server's first account is its admin (as the setup link makes it); later ones are users.
+    const first = role === undefined && (await users.count()) === 0;
+    const user = await users.create({ email, name, password, role: role ?? (first ? "admin" : "user"), emailVerified: true }, { actor: "admin", via: "cli" });
+    console.log(`created user ${user.id} ${user.email} (role ${user.role}${first ? ": the server's first account" : ""})`);
     if (generated) {
       console.log(`password: ${password}`);
       console.log("This password is shown only once: store it now.");
@@ -97,7 +100,8 @@ export const adminCommand: Command = {
 create-user      create an account directly (the CLI way to make the first admin)
   --email E        the account's email (required; trimmed and lower-cased)
   --name N         display name (default: the part of the email before @)
-  --role R         admin or user (default user)
+  --role R         admin or user (default: admin for the server's first account, as the
+                   setup link makes it; user after that)
   --password-stdin read the password from stdin; without it a strong password is generated
                    and printed once`,
   examples: [

@@ -54,7 +54,7 @@ describe("runcell audit", () => {
     expect(records.map((e) => e.action)).toEqual(["token.created", "admin.password_changed", "user.created"]);
     expect(records[0]).toEqual({ id: expect.stringMatching(/^aud_/), at: expect.any(String), actor: "admin", user_id: userId, action: "token.created", target_id: tokenId, ip: null, details: { name: "ci", via: "cli" } });
     expect(records[1].details).toEqual({ via: "cli" });
-    expect(records[2].details).toEqual({ email: "carol@example.com", role: "user", via: "cli" });
+    expect(records[2].details).toEqual({ email: "carol@example.com", role: "admin", via: "cli" });
     for (const secret of [USER_PASSWORD, ADMIN_PASSWORD, token]) expect(r.stdout).not.toContain(secret);
   });
 

@@ -49,8 +49,23 @@ describe("runcell admin create-user", () => {
     });
   });
 
-  test("--password-stdin reads the password; role defaults to user; --name is kept", async () => {
+  test("without --role the server's first account is its admin (as the setup link makes it), the next ones users", async () => {
     const dir = dataDir();
+    const first = await runCli(["admin", "create-user", "--email", "first@example.com", "--data-dir", dir]);
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain("(role admin: the server's first account)");
+    const second = await runCli(["admin", "create-user", "--email", "second@example.com", "--data-dir", dir]);
+    expect(second.stdout).toContain("(role user)");
+    const third = await runCli(["admin", "create-user", "--email", "third@example.com", "--role", "admin", "--data-dir", dir]);
+    expect(third.stdout).toContain("(role admin)");
+    // An explicit --role user on an empty server is honoured.
+    const other = dataDir();
+    expect((await runCli(["admin", "create-user", "--email", "plain@example.com", "--role", "user", "--data-dir", other])).stdout).toContain("(role user)");
+  });
+
+  test("--password-stdin reads the password; role defaults to user once an account exists; --name is kept", async () => {
+    const dir = dataDir();
+    expect((await runCli(["admin", "create-user", "--email", "root@example.com", "--data-dir", dir])).code).toBe(0);
     const r = await runCli(["admin", "create-user", "--email", "bob@example.com", "--name", "Bob B", "--password-stdin", "--data-dir", dir], { stdin: "bob's long passphrase\n" });
     expect(r.code).toBe(0);
     expect(r.stdout).not.toContain("password:");

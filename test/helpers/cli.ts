@@ -31,7 +31,7 @@ export async function runCli(args: string[], opts: { env?: Record<string, string
  * `databaseArgs`). Answers the `rc_` token.
  */
 export async function cliAccount(dataDir: string, dbArgs: string[], email: string, tokenName: string): Promise<string> {
-  const made = await runCli(["admin", "create-user", "--data-dir", dataDir, ...dbArgs, "--email", email, "--password-stdin"], { stdin: "correct horse battery" });
+  const made = await runCli(["admin", "create-user", "--data-dir", dataDir, ...dbArgs, "--email", email, "--role", "user", "--password-stdin"], { stdin: "correct horse battery" });
   if (made.code !== 0) throw new Error(`admin create-user failed: ${made.stdout}${made.stderr}`);
   const tok = await runCli(["token", "create", "--data-dir", dataDir, ...dbArgs, "--email", email, "--name", tokenName]);
   const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0];

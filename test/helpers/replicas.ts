@@ -42,7 +42,7 @@ export async function startReplicas(n: number, opts: { flags?: string[]; env?: R
   const common = ["--database", database, "--vault-key-file", keyFile];
   const email = `replicas-${crypto.randomUUID().slice(0, 8)}@example.com`;
   const cliDir = tempDir();
-  const created = await runCli(["admin", "create-user", "--data-dir", cliDir, ...common, "--email", email, "--password-stdin"], { stdin: "correct horse battery" });
+  const created = await runCli(["admin", "create-user", "--data-dir", cliDir, ...common, "--email", email, "--role", "user", "--password-stdin"], { stdin: "correct horse battery" });
   if (created.code !== 0) throw new Error(`create-user: ${created.stdout}${created.stderr}`);
   const tok = await runCli(["token", "create", "--data-dir", cliDir, ...common, "--email", email, "--name", "replicas"]);
   const token = /rc_[0-9a-f]{64}/.exec(tok.stdout)?.[0];

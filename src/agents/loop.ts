@@ -273,8 +273,9 @@ export class AgentLoop {
           },
         );
       } catch (e) {
-        // Text that arrived before a failure or a cancel still leaves ahead of the outcome frame.
-        tokens.flush();
+        // Text that arrived before a failure or a cancel still leaves ahead of the outcome frame —
+        // all of it: no more comes, so the scrubber's held-back tail is scrubbed and sent too.
+        tokens.end();
         if (e instanceof ModelError) this.logFailure(task, profile, e);
         // And is paid for: the call is charged what its meter knew (also when stopped by a
         // shutdown or a lost lease — the tokens were spent whoever continues the task).

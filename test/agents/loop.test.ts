@@ -245,12 +245,17 @@ describe("a failed model request: the quiet message says what kind of failure, a
 
   test("an overloaded_error after output: its type in the message; an HTTP error: its status and type in the log, not its body", async () => {
     anthropic.reset();
-    anthropic.enqueue({ text: "partial answer here", failAfter: 2, failWith: { type: "overloaded_error", message: "Overloaded SERVER-TEXT" } });
+    // The answer so far ends in what could begin the vault's key ("sk-"): the scrubber holds it back.
+    anthropic.enqueue({ text: ["partial answer ", "ending sk-"], failAfter: 2, failWith: { type: "overloaded_error", message: "Overloaded SERVER-TEXT" } });
     const profileId = await keyedProfile();
     const first = await submit(t, user, { profile_id: profileId, prompt: "go" });
     const task = await waitTask(t, user, first.task_id);
     expect(task.error.message).toContain("overloaded_error");
     expect(failedLines(first.task_id)).toMatchObject([{ type: "overloaded_error", after_output: true }]);
+    // Every character streamed before the failure reaches the client, the scrubber's held-back
+    // tail too (no more text is coming: it is no secret's beginning).
+    const streamed = (await sessionFrames(t, user, first.session_id)).filter((f) => f.type === "task:token").map((f) => f.text).join("");
+    expect(streamed).toBe("partial answer ending sk-");
 
     anthropic.script(() => ({ error: { status: 529, message: "SERVER-TEXT busy" } }));
     const second = await submit(t, user, { profile_id: profileId, prompt: "again" });

@@ -58,6 +58,8 @@ export interface MockReply {
   failWith?: { type?: string; message?: string };
   /** Send this many content chunks, then close the stream without finishing it. */
   dropAfter?: number;
+  /** Send this many content chunks, then reset the connection (the body errors: no clean end). */
+  resetAfter?: number;
 }
 
 /** An HTTP error answered with the API's own error JSON. */
@@ -206,7 +208,8 @@ export function startMockServer(format: WireFormat, opts: MockOptions = {}): Moc
     };
     signal.addEventListener("abort", onGone, { once: true });
     open.add(onGone);
-    const limit = Math.min(reply.hangAfter ?? Infinity, reply.failAfter ?? Infinity, reply.dropAfter ?? Infinity);
+    const limit = Math.min(reply.hangAfter ?? Infinity, reply.failAfter ?? Infinity, reply.dropAfter ?? Infinity, reply.resetAfter ?? Infinity);
+    const RESET = "\u0000reset";
     async function* gen(): AsyncGenerator<string> {
       let content = 0;
       for (const f of frames) {
@@ -223,11 +226,20 @@ export function startMockServer(format: WireFormat, opts: MockOptions = {}): Moc
         return;
       }
       if (content >= limit && limit === reply.failAfter) yield format.streamError(reply.failWith ?? {});
+      if (content >= limit && limit === reply.resetAfter) yield RESET;
     }
     const it = gen();
     const body = new ReadableStream<Uint8Array>({
       async pull(c) {
         const { value, done } = await it.next();
+        if (value === RESET) {
+          // Let what was sent reach the client first; then the connection goes without an end.
+          await Bun.sleep(50);
+          open.delete(onGone);
+          signal.removeEventListener("abort", onGone);
+          c.error(new Error("connection reset by the mock"));
+          return;
+        }
         if (done || gone) {
           open.delete(onGone);
           signal.removeEventListener("abort", onGone);

@@ -83,6 +83,25 @@ export function parseToolArguments(text: string): Record<string, unknown> {
 }
 
 /** The message of a connection failure: which endpoint, and the transport's own reason. */
+/** Error codes of a connection that dropped while the answer's body was being read. */
+const DROPPED = new Set(["ECONNRESET", "EPIPE", "ETIMEDOUT", "ECONNABORTED", "ConnectionClosed", "UND_ERR_SOCKET", "ERR_STREAM_PREMATURE_CLOSE"]);
+
+/**
+ * Whether `e` is the connection dropping under a streamed answer (a reset, a closed socket) —
+ * thrown by the body's reader, not the SDK's connection error (that one comes before the headers).
+ * Transient like any connection failure: retried while nothing was streamed.
+ */
+export function isConnectionDrop(e: Error): boolean {
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === "string" && DROPPED.has(code)) return true;
+  return /socket connection was closed unexpectedly|ECONNRESET|connection reset|other side closed/i.test(e.message);
+}
+
+/** A dropped connection's ModelError message: where, and what the reader said. */
+export function droppedMessage(where: string, e: Error): string {
+  return `The connection to ${where} was lost while its answer streamed: ${e.message}`;
+}
+
 export function connectionMessage(where: string, e: { message: string; cause?: unknown }): string {
   const cause = e.cause instanceof Error ? e.cause.message : "";
   const reason = cause && cause !== e.message ? `${e.message} (${cause})` : e.message;

@@ -310,6 +310,22 @@ export function providerScenarios(o: ScenarioOptions): () => MockProviderServer 
     expect(mock.requests).toHaveLength(1);
   });
 
+  test("a connection reset mid-stream is a connection failure: retried before output, fatal after it, and said so", async () => {
+    mock.enqueue({ text: "a", resetAfter: 0 }, { text: "whole" });
+    expect((await run(p, request(mock))).res!.content).toEqual([{ type: "text", text: "whole" }]);
+    expect(mock.requests).toHaveLength(2);
+    mock.reset();
+    mock.enqueue({ text: ["one ", "two"], resetAfter: 1 }, { text: "never" });
+    const { events, err } = await run(p, request(mock));
+    expect(events).toHaveLength(1);
+    expect(err).toBeInstanceOf(ModelError);
+    expect((err as ModelError).afterOutput).toBe(true);
+    expect((err as ModelError).message).toContain("was lost while its answer streamed");
+    // runcell's own words: logged with their detail (not the server's answer).
+    expect((err as ModelError).fromServer).toBeFalsy();
+    expect(mock.requests).toHaveLength(1);
+  });
+
   test("abort mid-stream rejects promptly with the abort reason and closes the connection", async () => {
     mock.enqueue({ text: ["a ", "b ", "c"], hangAfter: 1 });
     const ctl = new AbortController();

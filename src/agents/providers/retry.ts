@@ -2,8 +2,11 @@
  * Our retry policy for model requests (the SDKs' own retries are off, so the count is ours):
  * 429, 408/409, 5xx, Anthropic's overloaded_error, in-stream server errors and connection failures
  * are retried with exponential backoff and jitter, honouring Retry-After (capped) — but only while
- * nothing of the response has reached the caller. Once text or a tool call was emitted, a failure
- * is final: retrying would duplicate output. Aborting stops the request and any wait at once.
+ * no text of the response has reached the caller. Once text was emitted, a failure is final:
+ * retrying would duplicate what the caller relayed. A complete tool call's event is not output in
+ * that sense — no caller acts on a call before the response it belongs to is complete (the loop
+ * runs calls from the finished answer) — so a failure after one is retried like any other.
+ * Aborting stops the request and any wait at once.
  */
 import { abortError, ModelError } from "./model-error.ts";
 import type { ModelResponse, StreamEvent } from "./types.ts";
@@ -93,7 +96,7 @@ export async function withRetries(
     let emitted = false;
     let consumerError: { e: unknown } | null = null;
     const emit = (e: StreamEvent) => {
-      emitted = true;
+      if (e.type === "text") emitted = true;
       try {
         onEvent(e);
       } catch (err) {

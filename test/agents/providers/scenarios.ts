@@ -310,6 +310,21 @@ export function providerScenarios(o: ScenarioOptions): () => MockProviderServer 
     expect(mock.requests).toHaveLength(1);
   });
 
+  test("a failure after a complete tool call but before any text is retried: nothing was relayed", async () => {
+    const calls = [
+      { name: "Bash", input: { command: "echo one" } },
+      { name: "Bash", input: { command: "echo two" } },
+    ];
+    // The first call's arguments stream in 3 pieces and its block closes; the stream fails in the second.
+    mock.enqueue({ toolCalls: calls, failAfter: 4, failWith: { type: "overloaded_error", message: "busy" } }, { toolCalls: calls });
+    const { events, err, res } = await run(p, request(mock));
+    expect(err).toBeUndefined();
+    expect(mock.requests).toHaveLength(2);
+    expect(res!.content.filter((b) => b.type === "tool_use")).toHaveLength(2);
+    // The first attempt's complete call was emitted, then the retry's two.
+    expect(events.filter((e) => e.type === "tool_use").length).toBeGreaterThanOrEqual(2);
+  });
+
   test("a connection reset mid-stream is a connection failure: retried before output, fatal after it, and said so", async () => {
     mock.enqueue({ text: "a", resetAfter: 0 }, { text: "whole" });
     expect((await run(p, request(mock))).res!.content).toEqual([{ type: "text", text: "whole" }]);

@@ -27,6 +27,7 @@ import { type NewTask, type RunOptions, type TaskRow } from "./tasks.ts";
 
 export type { RunOptions };
 import { ASK_USER } from "./tools/index.ts";
+import { makeScrubber } from "./scrub.ts";
 
 export interface OrchestratorDeps extends LoopDeps {
   db: DB;
@@ -130,8 +131,20 @@ export class Orchestrator {
     return { maxTurns, maxBudgetUsd };
   }
 
-  async submit(userId: string, input: SubmitInput, hooks: SubmitHooks = {}): Promise<{ task: TaskRow; session: SessionRow; created: boolean }> {
-    if (input.mode !== undefined && input.mode !== "session") throw Errors.validation("mode", `mode "${input.mode}" is not supported; use "session"`);
+  /**
+   * What the user typed, with the values of their vault's secrets replaced (SCRUBBED), as everything
+   * the task stores and streams is: a secret pasted into a prompt or an answer is not kept in the
+   * task, the transcript or the events, nor sent to the model (the agent reaches it as its
+   * environment variable).
+   */
+  private async scrubTyped(userId: string, text: string): Promise<string> {
+    const values = await this.d.secrets.valuesFor(userId);
+    return values.length ? makeScrubber(values)(text) : text;
+  }
+
+  async submit(userId: string, given: SubmitInput, hooks: SubmitHooks = {}): Promise<{ task: TaskRow; session: SessionRow; created: boolean }> {
+    if (given.mode !== undefined && given.mode !== "session") throw Errors.validation("mode", `mode "${given.mode}" is not supported; use "session"`);
+    const input = { ...given, prompt: await this.scrubTyped(userId, given.prompt) };
     if (input.session_id) {
       if (input.repositories) throw Errors.validation("repositories", "repositories can only be given when a new session is created (without session_id)");
       const session = await this.d.sessions.get(userId, input.session_id);
@@ -506,8 +519,9 @@ export class Orchestrator {
     }
   }
 
-  async answer(userId: string, taskId: string, answer: string): Promise<TaskRow> {
+  async answer(userId: string, taskId: string, typed: string): Promise<TaskRow> {
     const task = await this.d.tasks.get(userId, taskId);
+    const answer = await this.scrubTyped(userId, typed);
     const notWaiting = (t: TaskRow) => Errors.validation("task_id", `Task ${t.id} is not waiting for an answer (status ${t.status})`, { status: t.status });
     const toolUseId = task.pending_tool_use_id;
     if (task.status !== "waiting_input" || !toolUseId) throw notWaiting(task);

@@ -212,7 +212,7 @@ export async function createApp(config: Config, opts: AppOptions = {}): Promise<
   const router = mountRoutes(createRouter(log, adminPassword, spaFallback), services);
   const stream = createStreamServer({
     log, publicUrl: config.publicUrl, authenticator, limiter, hub, orchestrator, agentSessions, sessionLifecycle,
-    maxSocketsPerCaller: config.maxSocketsPerCaller, loginSessions, now,
+    maxSocketsPerCaller: config.maxSocketsPerCaller, loginSessions, now, replica: replicas.id,
   });
   const pipeline = createPipeline({
     config,

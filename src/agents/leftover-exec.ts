@@ -13,11 +13,12 @@ import type { RunningExec } from "../db/schema.ts";
 import type { WorkspacesDep } from "./deps.ts";
 import type { Tasks } from "./tasks.ts";
 
-const UNKNOWN = "[interrupted: the server restarted while this tool was running; it may or may not have completed]";
-const STOPPED = "[interrupted: the server restarted while this command was running; it ran on until the server was back, then was stopped (its processes killed): it may have had some of its effects]";
+const UNKNOWN = "[interrupted: the server running this task stopped while this tool was running (the task was then resumed); it may or may not have completed]";
+const STOPPED = "[interrupted: the server running this task stopped while this command was running; the command ran on until the task was resumed, then was stopped (its processes killed): it may have had some of its effects]";
+// "The server running this task": after a restart, or another replica that took the task over (PostgreSQL).
 const STOPPED_AT_SHUTDOWN =
   "[interrupted: the server was stopped while this command was running, and stopped the command with it (its processes killed) unless it had just finished; above is its output up to then]";
-const ENDED = "[interrupted: the server restarted while this command was running; it is no longer running, and may or may not have completed]";
+const ENDED = "[interrupted: the server running this task stopped while this command was running; it is no longer running, and may or may not have completed]";
 
 /** What became of a leftover command: killed now, found ended, or not killable (why). */
 export type LeftoverFate = "stopped" | "gone" | { notStopped: string };
@@ -56,7 +57,7 @@ export async function interruptedResult(workspaces: Pick<WorkspacesDep, "killLef
   // A graceful stop stopped it (its output then was kept): what it printed, and why it ended there.
   if (fate === "gone" && exec.stopped_output !== undefined) return `${exec.stopped_output}${exec.stopped_output.endsWith("\n") || !exec.stopped_output ? "" : "\n"}${STOPPED_AT_SHUTDOWN}`;
   if (fate === "gone") return ENDED;
-  return `[interrupted: the server restarted while this command was running, and it could not be stopped (${fate.notStopped}): it may still be running]`;
+  return `[interrupted: the server running this task stopped while this command was running, and it could not be stopped (${fate.notStopped}): it may still be running]`;
 }
 
 /**

@@ -73,6 +73,8 @@ export interface StreamDeps {
   sessionLifecycle: SessionLifecycle;
   /** Sockets one user may hold open at once (--max-sockets-per-caller). */
   maxSocketsPerCaller: number;
+  /** This server's replica id: the 101 carries `X-Runcell-Replica` like every other answer. */
+  replica?: string;
   /** Cookie sessions, looked up again when one passes the expiry its socket knew of. */
   loginSessions: Pick<LoginSessions, "endsAt">;
   now: () => number;
@@ -396,7 +398,11 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         signedInUntil: auth.principal?.loginSession?.expires_at ?? null,
         authCheck: null,
       };
-      const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers: protocol ? { "Sec-WebSocket-Protocol": protocol } : undefined });
+      // The 101 carries the request id and the replica like every answer (which replica holds the socket).
+      const headers: Record<string, string> = { "X-Request-Id": ctx.id };
+      if (d.replica) headers["X-Runcell-Replica"] = d.replica;
+      if (protocol) headers["Sec-WebSocket-Protocol"] = protocol;
+      const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers });
       if (!upgraded) {
         return errorResponse(new AppError("VALIDATION_FAILED", "Malformed WebSocket handshake", { field: "upgrade" }));
       }

@@ -42,6 +42,33 @@ describe("authentication", () => {
     c.close();
   });
 
+  test("the 101 answer carries X-Request-Id (a sane given one kept) and X-Runcell-Replica, like every answer", async () => {
+    const { connect } = await import("node:net");
+    const url = new URL(t.url);
+    const head = await new Promise<string>((resolve, reject) => {
+      const sock = connect(Number(url.port), url.hostname, () => {
+        sock.write(
+          "GET /v1/stream HTTP/1.1\r\n" +
+            `Host: ${url.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n` +
+            `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: Bearer.${alice.token}\r\nX-Request-Id: ws-upgrade-1\r\n\r\n`,
+        );
+      });
+      let got = "";
+      sock.on("data", (b) => {
+        got += b.toString("latin1");
+        if (got.includes("\r\n\r\n")) {
+          sock.destroy();
+          resolve(got.slice(0, got.indexOf("\r\n\r\n")));
+        }
+      });
+      sock.on("error", reject);
+    });
+    expect(head).toStartWith("HTTP/1.1 101");
+    expect(head.toLowerCase()).toContain("x-request-id: ws-upgrade-1");
+    expect(head.toLowerCase()).toContain(`x-runcell-replica: ${t.app.services.replicas.id}`.toLowerCase());
+    expect(head.toLowerCase()).toContain(`sec-websocket-protocol: bearer.${alice.token}`.toLowerCase());
+  });
+
   test("?token= query parameter, never logged", async () => {
     const c = await WsClient.connect(`${stream}?token=${alice.token}`);
     c.send({ type: "session.resume", session_id: "sess_nope" });

@@ -20,6 +20,7 @@ import { bodyMessage, ClientCache, connectionMessage, droppedMessage, dropEnvHea
 import { readServerSentEvents } from "./sse.ts";
 import { withDeferred, withStreamedArrays } from "./streamed-body.ts";
 import { TokenCounts } from "./token-count.ts";
+import { CHARS_PER_TOKEN, type Usage } from "./usage-meter.ts";
 import type { ChatMessage, ContentBlock, ModelRequest, ModelResponse, Provider, StopReason, StreamEvent } from "./types.ts";
 
 /**
@@ -182,6 +183,9 @@ export class OpenAIProvider implements Provider {
     let refused = false;
     let toolsEmitted = false;
     let usage = { input_tokens: 0, output_tokens: 0 };
+    let usageSeen = false;
+    /** Characters of text and tool-call arguments received (the estimate when no usage comes). */
+    let outChars = 0;
     // The usage chunk comes last (stream_options.include_usage): a stream cut before it has
     // reported no input tokens, and its output is estimated from what arrived (usage-meter.ts).
     const meter = req.meter;
@@ -208,6 +212,7 @@ export class OpenAIProvider implements Provider {
       if (last?.kind === kind) last.text += text;
       else parts.push({ kind, text });
       meter?.received(text.length);
+      outChars += text.length;
       emit({ type: "text", text });
     };
 
@@ -217,6 +222,7 @@ export class OpenAIProvider implements Provider {
         const input = counts.read(chunk.usage.prompt_tokens, "prompt_tokens");
         const output = counts.read(chunk.usage.completion_tokens, "completion_tokens");
         usage = { input_tokens: input ?? 0, output_tokens: output ?? 0 };
+        usageSeen = true;
         meter?.reported(usage.input_tokens, usage.output_tokens, output != null);
       }
       const choice = chunk.choices?.[0];
@@ -249,6 +255,7 @@ export class OpenAIProvider implements Provider {
         if (tc.function?.arguments) {
           slot.args += tc.function.arguments;
           meter?.received(tc.function.arguments.length);
+          outChars += tc.function.arguments.length;
         }
       });
       if (choice.finish_reason) {
@@ -284,6 +291,20 @@ export class OpenAIProvider implements Provider {
         ? { type: "tool_use", id: p.slot.id, name: p.slot.name, input: parseToolArguments(p.slot.args) }
         : { type: "text", text: p.text, ...(p.kind === "refusal" ? { refusal: true as const } : {}) },
     );
+    if (!usageSeen) usage = estimatedUsage(params, outChars, req.log);
     return { content, stopReason: stopReason(finish, slots.size > 0, refused), usage };
   }
+}
+
+/**
+ * A complete answer from a server that sent no usage chunk (some gateways drop it): its tokens are
+ * estimated — the request's JSON and the answer's characters, one token per CHARS_PER_TOKEN, more
+ * than real models use — rather than counted as 0, which let such a server's tasks run past
+ * max_budget_usd and the monthly cap. Logged once per request (warn).
+ */
+function estimatedUsage(params: { messages: unknown; tools?: unknown }, outChars: number, log: ModelRequest["log"]): Usage {
+  const requestChars = JSON.stringify(params.messages).length + (params.tools ? JSON.stringify(params.tools).length : 0);
+  const usage = { input_tokens: Math.ceil(requestChars / CHARS_PER_TOKEN), output_tokens: Math.ceil(outChars / CHARS_PER_TOKEN) };
+  log?.warn("the model server sent no usage: tokens estimated from the request and answer sizes", { provider: "openai", ...usage });
+  return usage;
 }

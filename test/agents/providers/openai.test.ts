@@ -105,11 +105,17 @@ describe("openai provider", () => {
     ]);
   });
 
-  test("a server that sends no usage chunk: usage counts 0", async () => {
-    mock().enqueue({ text: "ok", usage: null });
-    const { res } = await run(p, request(mock()));
-    expect(res!.usage).toEqual({ input_tokens: 0, output_tokens: 0 });
-    expect(res!.content).toEqual([{ type: "text", text: "ok" }]);
+  test("a server that sends no usage chunk: the tokens are estimated (request JSON and answer, 3 characters a token) and a warning says so", async () => {
+    const lines: string[] = [];
+    const log = createLogger({ level: "warn", sink: (l) => lines.push(l) });
+    mock().enqueue({ text: "ok, a longer answer", usage: null });
+    const { res } = await run(p, request(mock(), { log }));
+    const sent = mock().requests[0]!.body;
+    const requestChars = JSON.stringify(sent.messages).length + (sent.tools ? JSON.stringify(sent.tools).length : 0);
+    expect(res!.usage).toEqual({ input_tokens: Math.ceil(requestChars / 3), output_tokens: Math.ceil("ok, a longer answer".length / 3) });
+    expect(res!.usage.input_tokens).toBeGreaterThan(0);
+    expect(res!.content).toEqual([{ type: "text", text: "ok, a longer answer" }]);
+    expect(lines.map((l) => JSON.parse(l))).toMatchObject([{ level: "warn", msg: "the model server sent no usage: tokens estimated from the request and answer sizes", provider: "openai" }]);
   });
 
   test("usage figures that are not non-negative safe integers count as absent, with one warning per field naming it", async () => {

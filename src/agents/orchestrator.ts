@@ -14,7 +14,7 @@ import type { Submit } from "../schema/task.ts";
 import { DueTimer } from "../lib/due-timer.ts";
 import { type Bus, CHANNELS } from "../replicas/bus.ts";
 import { AppError, type ErrorCode, Errors } from "../lib/errors.ts";
-import { formatUsd } from "../lib/usd.ts";
+import { formatUsd, roundUsd } from "../lib/usd.ts";
 import { settledWithin } from "../lib/worker.ts";
 import type { ProfileRow, ProfilesDep } from "./deps.ts";
 import { TaskLeases } from "./leases.ts";
@@ -142,9 +142,8 @@ export class Orchestrator {
     return values.length ? makeScrubber(values)(text) : text;
   }
 
-  async submit(userId: string, given: SubmitInput, hooks: SubmitHooks = {}): Promise<{ task: TaskRow; session: SessionRow; created: boolean }> {
-    if (given.mode !== undefined && given.mode !== "session") throw Errors.validation("mode", `mode "${given.mode}" is not supported; use "session"`);
-    const input = { ...given, prompt: await this.scrubTyped(userId, given.prompt) };
+  async submit(userId: string, input: SubmitInput, hooks: SubmitHooks = {}): Promise<{ task: TaskRow; session: SessionRow; created: boolean }> {
+    if (input.mode !== undefined && input.mode !== "session") throw Errors.validation("mode", `mode "${input.mode}" is not supported; use "session"`);
     if (input.session_id) {
       if (input.repositories) throw Errors.validation("repositories", "repositories can only be given when a new session is created (without session_id)");
       const session = await this.d.sessions.get(userId, input.session_id);
@@ -154,8 +153,10 @@ export class Orchestrator {
       const profile = await this.d.profiles.get(userId, session.profile_id);
       const { maxTurns, maxBudgetUsd } = await this.limits(userId, profile, input);
       await this.d.workspaces.assertRoom(session.id, profile);
-      const task = await this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run });
-      await this.d.sessions.setTitleIfEmpty(session.id, titleFrom(input.prompt));
+      // (Scrubbed once the submission is known to be valid: a refused one costs no vault read.)
+      const prompt = await this.scrubTyped(userId, input.prompt);
+      const task = await this.d.tasks.create({ userId, sessionId: session.id, profileId: profile.id, prompt, maxTurns, maxBudgetUsd, run: input.run });
+      await this.d.sessions.setTitleIfEmpty(session.id, titleFrom(prompt));
       this.pump(session.id);
       return { task, session, created: false };
     }
@@ -165,6 +166,7 @@ export class Orchestrator {
     const repositories = input.repositories?.length ? checkRepositories(input.repositories) : null;
     if (repositories) checkBesideProfile(profile.repositories ?? [], repositories);
     if (repositories) await this.d.repositoriesAllowed?.(userId, repositories);
+    const prompt = await this.scrubTyped(userId, input.prompt);
     // The first task is stored under this replica's lease and held while the workspace is created
     // (leases.ts `opening`): another replica's takeover would otherwise start it meanwhile, and
     // create the same container.
@@ -182,9 +184,9 @@ export class Orchestrator {
       r = await this.d.lifecycle.open(
         userId,
         profile,
-        titleFrom(input.prompt),
+        titleFrom(prompt),
         opening,
-        (tx, s) => this.firstTaskIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt: input.prompt, maxTurns, maxBudgetUsd, run: input.run, lease }, hooks),
+        (tx, s) => this.firstTaskIn(tx, { userId, sessionId: s.id, profileId: profile.id, prompt, maxTurns, maxBudgetUsd, run: input.run, lease }, hooks),
         repositories,
       );
     } finally {
@@ -394,6 +396,9 @@ export class Orchestrator {
     // (A queued task that failed before it was claimed holds no lease: ended as read.)
     const holder = asHolder && this.leases.shared && task.lease_owner === this.leases.owner ? this.leases.owner : undefined;
     const leftover = toolUseId ? null : await this.stopLeftover(task, asHolder);
+    // A cancelled turn ends with its turn.done too (the interface: task:done "fires alongside
+    // turn.done" for session tasks): its result_text is what the client was shown of it.
+    if (status === "cancelled") patch.result_text = await this.cancelledText(task);
     const ended = await transact(this.d.db, (tx) => this.endIn(tx, task, status, patch, error, toolUseId, question, holder, leftover));
     if (!ended) return false;
     if (task.playbook_id) this.finishedRuns.add(task.session_id);
@@ -403,8 +408,31 @@ export class Orchestrator {
     this.ended(task, status);
     if (toolUseId) this.publish(task.session_id, { type: "task:tool_result", task_id: task.id, tool: ASK_USER, tool_use_id: toolUseId, output: question!, is_error: true });
     if (error) this.publish(task.session_id, { type: "task:failed", task_id: task.id, error: error.message, code: error.code });
-    else this.publish(task.session_id, { type: "task:done", task_id: task.id, status: status as "completed" | "cancelled" });
+    else {
+      if (status === "cancelled") {
+        const row = (await this.d.tasks.byId(task.id)) ?? task;
+        this.publish(task.session_id, {
+          type: "turn.done",
+          task_id: task.id,
+          result_text: patch.result_text ?? "",
+          input_tokens: row.input_tokens,
+          output_tokens: row.output_tokens,
+          cost_usd: roundUsd(row.cost_usd),
+        });
+      }
+      this.publish(task.session_id, { type: "task:done", task_id: task.id, status: status as "completed" | "cancelled" });
+    }
     return true;
+  }
+
+  /**
+   * A cancelled task's result: the answer it was streaming when cancelled (its trailing text in the
+   * log: what a client shows of it), else its last complete text, else "" (cancelled before any).
+   */
+  private async cancelledText(task: TaskRow): Promise<string> {
+    const streaming = await this.d.eventLog.trailingText(task.session_id, task.id);
+    if (streaming) return streaming;
+    return this.d.transcript.lastText(await this.d.transcript.steps(task.session_id), task.id);
   }
 
   /**

@@ -125,8 +125,21 @@ export interface EventStore {
    * stored — the only case where `dropCutText` may have something to remove (an index read).
    */
   endsInText(sessionId: string, taskId: string): boolean | Promise<boolean>;
+  /**
+   * The text of the task's `task:token` frames stored after its last other frame — what a client
+   * shows of an answer that was still streaming — joined ("" when the task's log does not end in
+   * text). What `dropCutText` would remove.
+   */
+  trailingText(sessionId: string, taskId: string): string | Promise<string>;
   /** Whether the session's log holds a frame of this type (frames still queued included). */
   has(sessionId: string, type: string): boolean | Promise<boolean>;
+}
+
+/** The text of stored `task:token` frames, in the order given. */
+export function joinTokenFrames(rows: readonly { frame: string }[]): string {
+  let text = "";
+  for (const r of rows) text += (JSON.parse(r.frame) as { text?: string }).text ?? "";
+  return text;
 }
 
 /** The frame as stored and sent: `type`, `session_id`, `task_id` (if any) and `seq` first. */
@@ -159,6 +172,7 @@ export class EventLog implements EventStore {
   private dropCutTextTx: (sessionId: string, taskId: string) => number;
   private hasStmt: Statement<{ one: number }, [string, string]>;
   private lastTypeStmt: Statement<{ type: string }, [string, string]>;
+  private trailingStmt: Statement<{ frame: string }, [string, string, string, string]>;
 
   constructor(
     sqlite: Database,
@@ -178,6 +192,9 @@ export class EventLog implements EventStore {
     );
     this.hasStmt = sqlite.prepare("SELECT 1 AS one FROM events WHERE session_id = ? AND type = ? LIMIT 1");
     this.lastTypeStmt = sqlite.prepare("SELECT type FROM events WHERE session_id = ? AND task_id = ? ORDER BY seq DESC LIMIT 1");
+    this.trailingStmt = sqlite.prepare(
+      "SELECT frame FROM events WHERE session_id = ? AND task_id = ? AND type = 'task:token' AND seq > (SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ? AND task_id = ? AND type <> 'task:token') ORDER BY seq",
+    );
     const boundary = sqlite.prepare<{ seq: number }, [string, string]>(
       "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE session_id = ? AND task_id = ? AND type <> 'task:token'",
     );
@@ -329,6 +346,11 @@ export class EventLog implements EventStore {
   endsInText(sessionId: string, taskId: string): boolean {
     this.flush();
     return this.lastTypeStmt.get(sessionId, taskId)?.type === "task:token";
+  }
+
+  trailingText(sessionId: string, taskId: string): string {
+    this.flush();
+    return joinTokenFrames(this.trailingStmt.all(sessionId, taskId, sessionId, taskId));
   }
 
   has(sessionId: string, type: string): boolean {

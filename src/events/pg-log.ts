@@ -32,7 +32,7 @@ import { forNoKeyUpdate } from "../db/row-lock.ts";
 import { all, run, transact, type Unit } from "../db/unit.ts";
 import { type Bus, CHANNELS } from "../replicas/bus.ts";
 import type { FrameInput } from "../schema/stream.ts";
-import { ADMIN_ONLY_TYPES, type EventStore, orderedFrame, type ReadBound, type StoredFrame, type StoredLive } from "./log.ts";
+import { ADMIN_ONLY_TYPES, type EventStore, joinTokenFrames, orderedFrame, type ReadBound, type StoredFrame, type StoredLive } from "./log.ts";
 
 interface Queued {
   session_id: string;
@@ -313,6 +313,19 @@ export class PgEventLog implements EventStore {
       this.db.select({ type: events.type }).from(events).where(and(eq(events.session_id, sessionId), eq(events.task_id, taskId))).orderBy(desc(events.seq)),
     );
     return row?.type === "task:token";
+  }
+
+  async trailingText(sessionId: string, taskId: string): Promise<string> {
+    await this.flush();
+    const ofTask = and(eq(events.session_id, sessionId), eq(events.task_id, taskId));
+    const [b] = await this.db.select({ seq: max(events.seq) }).from(events).where(and(ofTask, ne(events.type, "task:token")));
+    const after = Number(b?.seq ?? 0);
+    const rows = await this.db
+      .select({ frame: events.frame })
+      .from(events)
+      .where(and(ofTask, eq(events.type, "task:token"), gt(events.seq, after)))
+      .orderBy(asc(events.seq));
+    return joinTokenFrames(rows);
   }
 
   async has(sessionId: string, type: string): Promise<boolean> {

@@ -161,6 +161,35 @@ describe("stopping work", () => {
     expect((await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer)).body.status).toBe("cancelled");
   });
 
+  // The interface: task:done "fires alongside turn.done" for session tasks, and a client replaces
+  // what it streamed with turn.done's result_text — a cancelled turn's is what it had streamed.
+  test("a cancelled turn ends with turn.done (result_text: what it had streamed) then task:done; a queued one with an empty result", async () => {
+    mock.reset();
+    mock.enqueue({ text: ["Half ", "an ", "answer ", "and more"], usage: { input_tokens: 12, output_tokens: 4 }, hangAfter: 3 });
+    const pid = await createProfile(t, user, { mock });
+    const { task_id, session_id } = await submit(t, user, { profile_id: pid, prompt: "stream" });
+    const queued = await submit(t, user, { session_id, prompt: "after it" });
+    const streamed = async () => (await sessionFrames(t, user, session_id)).filter((f) => f.type === "task:token").map((f) => f.text).join("");
+    for (let i = 0; i < 100 && (await streamed()) !== "Half an answer "; i++) await Bun.sleep(50);
+    expect((await api(t, "POST", `/v1/tasks/${queued.task_id}/cancel`, user.bearer)).status).toBe(202);
+    expect((await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer)).status).toBe(202);
+    const frames = await sessionFrames(t, user, session_id);
+    const ofTask = (id: string) => frames.filter((f) => f.task_id === id && (f.type === "turn.done" || f.type === "task:done"));
+    const task = await waitTask(t, user, task_id, ["cancelled"]);
+    expect(ofTask(task_id)).toEqual([
+      expect.objectContaining({ type: "turn.done", result_text: "Half an answer ", input_tokens: task.input_tokens, output_tokens: task.output_tokens, cost_usd: task.cost_usd }),
+      expect.objectContaining({ type: "task:done", status: "cancelled" }),
+    ]);
+    expect(task.result_text).toBe("Half an answer ");
+    expect(ofTask(queued.task_id)).toEqual([
+      expect.objectContaining({ type: "turn.done", result_text: "", input_tokens: 0, output_tokens: 0, cost_usd: 0 }),
+      expect.objectContaining({ type: "task:done", status: "cancelled" }),
+    ]);
+    // Every token of the turn came before its turn.done.
+    const doneAt = frames.findIndex((f) => f.task_id === task_id && f.type === "turn.done");
+    expect(frames.findLastIndex((f) => f.task_id === task_id && f.type === "task:token")).toBeLessThan(doneAt);
+  });
+
   // Removing the workspace stops its session's running task the way deleting the session does:
   // cancelled, its frames ending with task:done — nothing left running, the session kept.
   const removals = [

@@ -11,7 +11,7 @@
  *   enum without it);
  * - no `content` on bodiless answers (204, 302), file downloads as bytes, `$id`s turned into
  *   `$ref`s to components;
- * - the statuses the pipeline adds to every operation it applies to: 413 and 415 wherever a body is
+ * - the statuses the pipeline adds to every operation it applies to: 413 and 400 wherever a body is
  *   read (every method but GET and HEAD), 400 too where the route takes no body (the router refuses
  *   one with fields), 403 for a cross-site cookie request that changes something, 429 on the
  *   rate-limited surfaces.
@@ -142,9 +142,8 @@ function fixSchemas(paths: Paths, components: Record<string, Json>): Paths {
 const ERROR_REF = { $ref: "#/components/schemas/Error" };
 const errorResponse = (description: string) => ({ description, content: { "application/json": { schema: ERROR_REF } } });
 const PIPELINE_ERRORS = {
-  400: errorResponse("This operation takes no body: one with fields, or malformed JSON (VALIDATION_FAILED; details.field names the field)"),
+  400: errorResponse("Bad input (VALIDATION_FAILED; details.field names the field): a body that is not JSON (content-type) or has a Content-Encoding (content-encoding), malformed JSON, or — where the operation takes no body — one with fields"),
   413: errorResponse("The body is over 1 MiB (VALIDATION_FAILED)"),
-  415: errorResponse("The body is not JSON, or has a Content-Encoding (VALIDATION_FAILED)"),
   403: errorResponse("A cookie-authenticated request from another origin (FORBIDDEN)"),
   429: errorResponse("The caller's rate limit (RATE_LIMITED), or no room for another workspace (CONCURRENCY_LIMIT); both with Retry-After and details.retry_after (seconds)"),
 };
@@ -186,9 +185,8 @@ function fixResponses(paths: Paths): Paths {
       // The router reads the body of every method but GET and HEAD (src/http/router.ts): one
       // without a body schema answers 400 to a body with fields.
       if (!SAFE_METHODS.has(method.toUpperCase())) {
-        if (!op.requestBody) add(400);
+        add(400);
         add(413);
-        add(415);
       }
       if (!SAFE_METHODS.has(method.toUpperCase()) && (path.startsWith("/v1/") || path.startsWith("/api/auth/"))) add(403);
       if (LIMITED.test(path)) add(429);

@@ -1,6 +1,6 @@
 /**
- * The JSON body parser every route shares: JSON only (415 otherwise), at most 1 MiB (413, also
- * for chunked bodies without Content-Length), a Content-Encoding other than identity 415; malformed
+ * The JSON body parser every route shares: JSON only (400 otherwise), at most 1 MiB (413, also
+ * for chunked bodies without Content-Length), a Content-Encoding other than identity 400; malformed
  * JSON, a body that is not UTF-8 (RFC 8259: JSON between systems is UTF-8; its bad bytes are not
  * quietly turned into U+FFFD), and JSON src/lib/json-input.ts refuses (too deep, NUL, lone
  * surrogates, __proto__), 400 VALIDATION_FAILED.

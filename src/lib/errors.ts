@@ -38,7 +38,7 @@ export class AppError extends Error {
     message: string,
     readonly details?: ErrorDetails,
     /**
-     * A more precise HTTP status than the code's own (413 and 415 carry VALIDATION_FAILED). Only
+     * A more precise HTTP status than the code's own (413 carries VALIDATION_FAILED). Only
      * the HTTP layer reads it.
      */
     readonly status?: number,

@@ -21,7 +21,7 @@ export const adminConfigRoutes = (s: Services) =>
     })
     .patch("", ({ body, request }) => s.runtimeConfig.patch(body, { actor: "admin", ip: requestContext(request).ip }), {
       ...jsonBody(RuntimePatch),
-      response: { 200: RuntimeSettings, ...errorResponses(400, 401, 415, 429) },
+      response: { 200: RuntimeSettings, ...errorResponses(400, 401, 429) },
       detail: detail(
         "Change run-time settings",
         "Any subset of the fields. Applied at once (the rate limiter is reconfigured live) and persisted. At start an option set explicitly by flag, RUNCELL_* env or the data-dir file wins over the saved value (a warning is logged).",

@@ -35,7 +35,7 @@ export const adminUserRoutes = (s: Services) =>
       },
       {
         ...jsonBody(AdminUserCreateBody),
-        response: { 201: AdminUser, ...errorResponses(400, 401, 415, 429) },
+        response: { 201: AdminUser, ...errorResponses(400, 401, 429) },
         detail: detail("Create an account", "role defaults to user. A duplicate email is 400 on details.field = email."),
       },
     )
@@ -49,7 +49,7 @@ export const adminUserRoutes = (s: Services) =>
       },
       {
         ...jsonBody(AdminUserPatchBody),
-        response: { 200: AdminUser, ...errorResponses(400, 401, 404, 415, 429) },
+        response: { 200: AdminUser, ...errorResponses(400, 401, 404, 429) },
         detail: detail(
           "Change an account's role, disable it, or override the policy for it",
           "Disabling takes effect at once everywhere, before the answer: cookie sessions are deleted, API tokens are refused from the next request, open WebSockets are closed, queued tasks fail (FORBIDDEN), running and waiting tasks are cancelled, workspaces are stopped (their files kept) and schedules are held (trigger URLs answer 404). Enabling again restores the tokens and resumes the schedules from now; the user signs in again. `policy` merges overrides of the operator's policy (a field set to null returns to the server's setting; null clears all).",

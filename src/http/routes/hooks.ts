@@ -7,7 +7,7 @@
  * Credentials before content, as on /v1: the router leaves this route's body unread (`ownBody`),
  * and it is read only after the secret matched — at most 64 KiB (a larger Content-Length is
  * refused unread, a longer chunked body is cut off there: 413), then its type, encoding, JSON and
- * fields (415/400).
+ * fields (400).
  * A caller without the secret makes the server read nothing of its body.
  */
 import { Elysia, t } from "elysia";
@@ -53,7 +53,7 @@ export const hookRoutes = (s: Services) =>
       ownBody: true,
       // Documents the body; the null the router hands in is all Elysia checks (readBody checks the real one).
       body: t.Union([Body, t.Null()]),
-      response: { 202: HookAccepted, ...errorResponses(400, 404, 413, 415, 429, 502) },
+      response: { 202: HookAccepted, ...errorResponses(400, 404, 413, 429, 502) },
       detail: {
         tags: ["Playbooks"],
         summary: "Run a playbook from its trigger URL (the URL is the credential)",

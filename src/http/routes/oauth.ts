@@ -58,7 +58,7 @@ export const oauthRoutes = (s: Services) => {
             idToken: t.Optional(t.Unknown({ description: "Not supported (400): use the redirect flow" })),
           }),
         ),
-        response: { 200: t.Object({ url: t.String(), redirect: t.Boolean() }), ...errorResponses(400, 403, 404, 415, 429) },
+        response: { 200: t.Object({ url: t.String(), redirect: t.Boolean() }), ...errorResponses(400, 403, 404, 429) },
         detail: detail(
           "Start an OAuth sign-in",
           "Answers the provider's authorize URL (state + PKCE S256) and sets two 10-minute HttpOnly cookies for the callback. Send the browser to `url`.",

@@ -32,7 +32,7 @@ export const setupRoutes = (s: Services) =>
       },
       {
         ...jsonBody(SetupBody),
-        response: { 201: SignedIn, ...errorResponses(400, 401, 403, 415, 429) },
+        response: { 201: SignedIn, ...errorResponses(400, 401, 403, 429) },
         detail: detail(
           "Create the first (admin) account with the setup link",
           "Only while the server has no account. The token comes from the `/setup#<token>` link `runcell serve` prints (valid 30 minutes, single use). 401 for an unknown, used or expired token; 403 once an account exists.",

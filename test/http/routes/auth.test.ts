@@ -305,15 +305,15 @@ describe("CSRF and content types", () => {
     ["application/x-www-form-urlencoded", "name=x"],
     ["multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nx\r\n--x--"],
     ["text/plain", '{"name":"x"}'],
-  ])("%s is refused with 415 VALIDATION_FAILED (bearer and cookie alike)", async (ct, body) => {
+  ])("%s is refused with 400 VALIDATION_FAILED (the interface: VALIDATION_FAILED is 400) (bearer and cookie alike)", async (ct, body) => {
     const creds: Record<string, string>[] = [{ authorization: `Bearer ${alice.token}` }, { cookie: alice.cookie, origin: t.url }];
     for (const h of creds) {
       const r = await t.fetch("/v1/api-tokens", { method: "POST", headers: { ...h, "content-type": ct }, body });
-      expect(r.status).toBe(415);
+      expect(r.status).toBe(400);
       expect(((await r.json()) as { code: string }).code).toBe("VALIDATION_FAILED");
     }
     const s = await t.fetch("/api/auth/sign-in/email", { method: "POST", headers: { ...anon(), "content-type": ct }, body: "email=a&password=b" });
-    expect(s.status).toBe(415);
+    expect(s.status).toBe(400);
   });
 });
 

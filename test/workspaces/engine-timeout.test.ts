@@ -155,9 +155,14 @@ describe("the app on a stuck engine (--docker-timeout 2s)", () => {
       // Nothing half-made stays behind: the session was rolled back.
       expect((await api(t, "GET", "/v1/sessions", user.bearer)).body.data).toEqual([]);
 
+      // A task whose new session's workspace cannot start is answered as that error (not 202
+      // "queued"), naming the task and session it left, failed.
       const submitted = await api(t, "POST", "/v1/tasks", user.bearer, { profile_id: profileId, prompt: "hello" });
-      expect(submitted.status, JSON.stringify(submitted.body)).toBe(202);
-      const failed = await waitTask(t, user, submitted.body.task_id, undefined, 20_000);
+      expect(submitted.status, JSON.stringify(submitted.body)).toBe(502);
+      const { task_id: taskId, session_id: sessionId } = submitted.body.details;
+      expect([submitted.body.code, taskId, sessionId]).toEqual(["CONTAINER_FAILED", expect.stringMatching(/^task_/), expect.stringMatching(/^sess_/)]);
+      expect(submitted.body.error).toContain('Docker host "default" did not answer');
+      const failed = await waitTask(t, user, taskId, undefined, 20_000);
       expect(failed).toMatchObject({ status: "failed", error: { code: "CONTAINER_FAILED" } });
       expect(failed.error.message).toContain('Docker host "default" did not answer');
     } finally {

@@ -1,6 +1,7 @@
 /** /v1/tasks: submit (202), read, list, cancel, answer. Logic lives in the task queue (src/agents/orchestrator.ts). */
 import { Elysia, t } from "elysia";
 import { taskRecord } from "../../agents/tasks.ts";
+import { AppError, type ErrorCode } from "../../lib/errors.ts";
 import { ListOf } from "../../schema/common.ts";
 import { AnswerBody, SubmitBody, TaskAccepted, TaskRecord, TaskStatus } from "../../schema/task.ts";
 import type { Services } from "../../services.ts";
@@ -16,6 +17,11 @@ export const taskRoutes = (s: Services) =>
       "/",
       async ({ user, body, set }) => {
         const { task, session } = await s.orchestrator.submit(user.id, body);
+        // Its new session's workspace could not start (the engine is down, the image missing): not
+        // accepted, but answered as that error (CONTAINER_FAILED 502), naming the records it left.
+        if (task.status === "failed") {
+          throw new AppError((task.error_code as ErrorCode | null) ?? "CONTAINER_FAILED", task.error_message ?? "The task could not start", { task_id: task.id, session_id: session.id });
+        }
         set.status = 202;
         return { task_id: task.id, session_id: session.id, status: task.status };
       },

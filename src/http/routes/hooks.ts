@@ -5,9 +5,9 @@
  * and, once the secret matched, per playbook (here).
  *
  * Credentials before content, as on /v1: the router leaves this route's body unread (`ownBody`),
- * and it is read only after the secret matched — at most 64 KiB (a larger Content-Length is
- * refused unread, a longer chunked body is cut off there: 413), then its type, encoding, JSON and
- * fields (400).
+ * and it is read only after the secret matched — at most 1 MiB like every JSON body (API.md; a
+ * larger Content-Length is refused unread, a longer chunked body is cut off there: 413), then its
+ * type, encoding, JSON and fields (400; `input` itself holds at most 64 KiB, INPUT_MAX_BYTES).
  * A caller without the secret makes the server read nothing of its body.
  */
 import { Elysia, t } from "elysia";
@@ -17,17 +17,15 @@ import { HookAccepted, RunBody, type RunInput } from "../../schema/playbook.ts";
 import { check } from "../../schema/validate.ts";
 import type { Services } from "../../services.ts";
 import { requestContext } from "../context.ts";
-import { parseJsonBody } from "../parse.ts";
+import { MAX_JSON_BODY, parseJsonBody } from "../parse.ts";
 import { routeOptions } from "../route-options.ts";
 import { errorResponses } from "../schema.ts";
 
-/** Trigger bodies are smaller than the rest (src/http/parse.ts MAX_JSON_BODY). */
-const HOOK_BODY_MAX = 64 * 1024;
 const Body = closed(RunBody);
 
 /** The body, read and checked like any route's JSON body (an empty one, or JSON null: none). */
 async function readBody(request: Request): Promise<RunInput | null> {
-  const value = await parseJsonBody(request, HOOK_BODY_MAX);
+  const value = await parseJsonBody(request, MAX_JSON_BODY);
   return value === undefined || value === null ? null : check(Body, value);
 }
 
@@ -57,7 +55,7 @@ export const hookRoutes = (s: Services) =>
       detail: {
         tags: ["Playbooks"],
         summary: "Run a playbook from its trigger URL (the URL is the credential)",
-        description: "The URL comes from the playbook's trigger_url. Optional JSON body {input} (at most 64 KiB). A wrong secret, an unknown or a disabled playbook all answer 404, whatever the body (it is read only once the secret matched).",
+        description: "The URL comes from the playbook's trigger_url. Optional JSON body {input} (the body at most 1 MiB, its input at most 64 KiB). A wrong secret, an unknown or a disabled playbook all answer 404, whatever the body (it is read only once the secret matched).",
         security: [],
       },
     },

@@ -140,11 +140,13 @@ describe("the trigger URL", () => {
     await waitTask(t, alice, ok.body.task_id);
   });
 
-  test("bad bodies: over 64 KiB → 413, not JSON, unknown field and oversized input → 400; none starts a run", async () => {
+  test("bad bodies: over 1 MiB → 413, not JSON, unknown field and an input over 64 KiB → 400; none starts a run", async () => {
     const pb = await playbook();
     const path = pathOf(pb.trigger_url);
-    const big = await trigger(path, { input: "x".repeat(64 * 1024) });
+    const big = await trigger(path, { input: "x".repeat(1024 * 1024) });
     expect([big.status, big.body.code, big.body.details.field]).toEqual([413, "VALIDATION_FAILED", "body"]);
+    const long = await trigger(path, { input: "x".repeat(64 * 1024 + 1) });
+    expect([long.status, long.body.code, long.body.details.field]).toEqual([400, "VALIDATION_FAILED", "input"]);
     const form = await t.fetch(path, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "input=x" });
     expect(form.status).toBe(400);
     const unknown = await trigger(path, { inputs: "x" });

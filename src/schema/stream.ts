@@ -89,11 +89,11 @@ export const TurnDone = ofTask(
     stop_reason: T.Optional(
       OneOf(STOP_REASONS, {
         description:
-          "Why the model answer that ended the turn stopped: max_tokens means result_text was cut off at the model's output token limit, refusal that the model declined; tool_use when the turn ended on a tool call (a playbook run's last ContinueInNewChain). Absent only on frames stored by a runcell from before this field (replayed as stored).",
+          "Why the model answer that ended the turn stopped: max_tokens means result_text was cut off at the model's output token limit, refusal that the model declined; tool_use when the turn ended on a tool call (a playbook run's last ContinueInNewChain). Absent on a cancelled turn's frame (no answer ended it), and on frames stored by a runcell from before this field (replayed as stored).",
       }),
     ),
   },
-  "End of one agent turn: result_text is the final polished text (signed image URLs, normalized markdown); the token and cost figures are the task's totals.",
+  "End of one agent turn: result_text is the final polished text (signed image URLs, normalized markdown); the token and cost figures are the task's totals. A cancelled turn ends with one too, just before its task:done: its result_text is what it had streamed of the answer it was writing (else its last text, else empty).",
 );
 export const TaskDone = ofTask("task:done", { status: OneOf(TASK_STATUSES.filter((s) => s === "completed" || s === "cancelled")) }, "End of a task (completed or cancelled).");
 export const TaskFailed = ofTask("task:failed", { error: T.String(), code: OneOf(ERROR_CODES) }, "The task failed; code is one of the interface's error codes.");

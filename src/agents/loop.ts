@@ -33,7 +33,7 @@ import { NO_RUN_TOOLS, type RunSetup, type RunTools } from "./run-setup.ts";
 import { chainPrompt, CONTINUE_TOOL, continueToolSpec, exhaustedResult, HANDOFF_MAX, handoffOf } from "./chains.ts";
 import { releaseMemory } from "../lib/memory.ts";
 import { roundUsd, usdReached } from "../lib/usd.ts";
-import { CANCELLED_BY_USER, stopOutcome } from "./stop.ts";
+import { CANCELLED_ANSWER, CANCELLED_BY_USER, stopOutcome } from "./stop.ts";
 
 export const MAX_OUTPUT_TOKENS = 8192;
 /**
@@ -248,7 +248,12 @@ export class AgentLoop {
       // Secrets set or rotated during the task are scrubbed from here on; a token split across
       // chunks is held back until it is clear whether it begins a secret.
       scrub.add(await this.d.secrets.valuesFor(task.user_id));
-      const tokens = new TokenBatch(scrub.stream(), (text) => this.emit(task, { type: "task:token", text }));
+      // What this request streamed (scrubbed): kept in the conversation when the user cancels it.
+      let streamed = "";
+      const tokens = new TokenBatch(scrub.stream(), (text) => {
+        streamed += text;
+        this.emit(task, { type: "task:token", text });
+      });
       // The request is made from the whole conversation: in a turn of its own (src/lib/turns.ts).
       await nextTurn();
       const charge = new CallCharge(this.d, task, profile.model);
@@ -276,6 +281,13 @@ export class AgentLoop {
         // Text that arrived before a failure or a cancel still leaves ahead of the outcome frame —
         // all of it: no more comes, so the scrubber's held-back tail is scrubbed and sent too.
         tokens.end();
+        // Cancelled mid-answer: the user saw the answer begin (turn.done's result_text is that text),
+        // and so does the model at the session's next turn — marked as cut off, not dropped.
+        if (signal.aborted && stopOutcome(signal.reason) === "cancelled" && streamed.trim() !== "") {
+          await transcript
+            .addAssistant(task.session_id, task.id, [{ type: "text", text: `${streamed}\n\n${CANCELLED_ANSWER}` }])
+            .catch((err) => this.d.log.warn("cancelled answer not kept in the conversation", { task_id: task.id, err }));
+        }
         if (e instanceof ModelError) this.logFailure(task, profile, e);
         // And is paid for: the call is charged what its meter knew (also when stopped by a
         // shutdown or a lost lease — the tokens were spent whoever continues the task).

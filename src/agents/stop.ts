@@ -15,3 +15,6 @@ export const stopOutcome = (reason: unknown): "cancelled" | "interrupted" => (re
 
 /** A tool result's words when the user cancelled it. */
 export const CANCELLED_BY_USER = "[cancelled by the user]";
+
+/** Ends the text of an answer the user cancelled while it streamed, as the conversation keeps it. */
+export const CANCELLED_ANSWER = "[the user cancelled this answer here]";

@@ -188,6 +188,18 @@ describe("stopping work", () => {
     // Every token of the turn came before its turn.done.
     const doneAt = frames.findIndex((f) => f.task_id === task_id && f.type === "turn.done");
     expect(frames.findLastIndex((f) => f.task_id === task_id && f.type === "task:token")).toBeLessThan(doneAt);
+
+    // The session's next turn: the model sees the cancelled answer as far as it went, marked, after
+    // its prompt (the queued task, cancelled before it ran, left nothing in the conversation).
+    mock.reset();
+    mock.enqueue({ text: "Fine." });
+    const next = await submit(t, user, { session_id, prompt: "go on" });
+    expect((await waitTask(t, user, next.task_id)).status).toBe("completed");
+    expect(mock.requests[0]!.body.messages).toEqual([
+      { role: "user", content: [{ type: "text", text: "stream" }] },
+      { role: "assistant", content: [{ type: "text", text: "Half an answer \n\n[the user cancelled this answer here]" }] },
+      { role: "user", content: [{ type: "text", text: "go on" }] },
+    ]);
   });
 
   // Removing the workspace stops its session's running task the way deleting the session does:
@@ -393,8 +405,11 @@ describe("images", () => {
   test("an image that cannot be had fails the task with CONTAINER_FAILED naming the image and the fix", async () => {
     const r = await api(t, "POST", "/v1/profiles", user.bearer, { name: "missing image", model: { provider: "demo", name: "demo" }, image: "runcell-test/does-not-exist:latest", network: "none" });
     expect(r.status).toBe(201);
-    const sub = await api(t, "POST", "/v1/tasks", user.bearer, { profile_id: r.body.id, prompt: "x" });
-    expect(sub.status).toBe(202);
+    const submitted = await api(t, "POST", "/v1/tasks", user.bearer, { profile_id: r.body.id, prompt: "x" });
+    // Answered as the error (API.md: a 202 is a task queued), naming the records it left.
+    expect([submitted.status, submitted.body.code]).toEqual([502, "CONTAINER_FAILED"]);
+    expect(submitted.body.error).toContain("runcell-test/does-not-exist:latest");
+    const sub = { body: submitted.body.details as { task_id: string; session_id: string } };
     const task = await waitTask(t, user, sub.body.task_id);
     expect(task.status).toBe("failed");
     expect(task.error.code).toBe("CONTAINER_FAILED");

@@ -458,6 +458,36 @@ describe("figures", () => {
   });
 });
 
+describe("a cancelled turn", () => {
+  test("keeps what it showed, in order: its turn.done (result_text: what it had streamed) does not move its text after its tool calls", async () => {
+    const user = await createUser(t);
+    const profileId = await createProfile(t, user, { mock });
+    const { sessionId, answer, publish } = await seedSession(t, user, profileId, 1);
+    const { page: p, problems } = await page(t, user);
+    await p.goto(`${t.url}/sessions/${sessionId}`);
+    await p.getByText(answer).waitFor();
+
+    const s = t.app.services;
+    const task = await s.tasks.create({ userId: user.id, sessionId, profileId, prompt: "Look around", maxTurns: 10, maxBudgetUsd: 5 });
+    publish({ type: "task:token", task_id: task.id, text: "Let me look first." });
+    publish({ type: "task:tool_use", task_id: task.id, tool: "Bash", tool_use_id: "toolu_c1", input: { command: "ls /workspace/listing-here" } });
+    await lastTurn(p).getByText("Let me look first.").waitFor();
+    publish({ type: "task:tool_result", task_id: task.id, tool: "Bash", tool_use_id: "toolu_c1", output: "[cancelled by the user]", is_error: true });
+    await s.tasks.update(task.id, { status: "cancelled", finished_at: Date.now(), result_text: "Let me look first." });
+    publish({ type: "turn.done", task_id: task.id, result_text: "Let me look first.", input_tokens: 0, output_tokens: 0, cost_usd: 0 });
+    publish({ type: "task:done", task_id: task.id, status: "cancelled" });
+    for (const reload of [false, true]) {
+      if (reload) await p.reload();
+      await lastTurn(p).locator("footer").getByText(/cancelled/).waitFor();
+      const text = await lastTurn(p).evaluate((el) => el.textContent!);
+      expect(text.split("Let me look first.").length - 1).toBe(1);
+      expect(text.indexOf("Let me look first.")).toBeLessThan(text.indexOf("listing-here"));
+    }
+    expectClean(problems);
+    await closePages();
+  });
+});
+
 // -------------------------------------------------------------------------------------------------
 
 describe("images", () => {

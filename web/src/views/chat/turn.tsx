@@ -236,8 +236,11 @@ export class TurnView extends Component<TurnProps> {
     const key = (p: Part, i: number) => (p.kind === "tool" ? `tool:${p.call.id}` : `${p.kind}:${i}`);
     const last = turn.parts.length - 1;
     const keyed = turn.parts.map((p, i) => [key(p, i), p] as const);
-    const parts = turn.result !== null ? keyed.filter(([, p]) => p.kind !== "text") : keyed;
-    if (turn.result !== null) parts.push([turn.parts[last]?.kind === "text" ? key(turn.parts[last]!, last) : "result", { kind: "text", text: turn.result, result: true }]);
+    // A cancelled turn's result_text is what it had streamed: its parts stay as they were shown
+    // (text between its tool calls included), in their order.
+    const replaced = turn.result !== null && turn.status !== "cancelled";
+    const parts = replaced ? keyed.filter(([, p]) => p.kind !== "text") : keyed;
+    if (replaced) parts.push([turn.parts[last]?.kind === "text" ? key(turn.parts[last]!, last) : "result", { kind: "text", text: turn.result!, result: true }]);
     return (
       <article class="turn" aria-label={`Turn ${turn.taskId}`}>
         {turn.prompt !== null && (

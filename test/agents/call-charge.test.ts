@@ -84,7 +84,7 @@ describe("a model request that does not finish is still charged", () => {
     expect(last).toMatchObject({ input_tokens: 12, output_tokens: 3, cost_usd: 0.15 });
   });
 
-  test("cancelled mid-answer (OpenAI): its usage chunk comes last, so only the output estimate is known", async () => {
+  test("cancelled mid-answer (OpenAI): its usage chunk comes last, so its input is estimated from the request (not 0) and its output from what arrived", async () => {
     openai.reset();
     openai.enqueue({ text: PIECES, usage: { input_tokens: 10, output_tokens: 500 }, hangAfter: 8 });
     const pid = await createProfile(t, user, { mock: openai, provider: "openai", pricing: PRICING });
@@ -93,7 +93,12 @@ describe("a model request that does not finish is still charged", () => {
     expect((await api(t, "POST", `/v1/tasks/${task_id}/cancel`, user.bearer)).status).toBe(202);
     const done = await waitTask(t, user, task_id);
     const output = Math.ceil(streamed(8) / CHARS_PER_TOKEN);
-    expect(done).toMatchObject({ status: "cancelled", input_tokens: 0, output_tokens: output });
-    expect(done.cost_usd).toBeCloseTo(output * 0.01, 6);
+    // One token per 3 characters of the request's messages and tools, as sent.
+    const sent = openai.requests[0]!.body;
+    const input = Math.ceil((JSON.stringify(sent.messages).length + (sent.tools ? JSON.stringify(sent.tools).length : 0)) / CHARS_PER_TOKEN);
+    expect(input).toBeGreaterThan(10);
+    expect(done).toMatchObject({ status: "cancelled", input_tokens: input, output_tokens: output });
+    const price = PRICING as { input_per_mtok: number; output_per_mtok: number };
+    expect(done.cost_usd).toBeCloseTo((input * price.input_per_mtok + output * price.output_per_mtok) / 1e6, 6);
   });
 });

@@ -190,6 +190,8 @@ export class OpenAIProvider implements Provider {
     // reported no input tokens, and its output is estimated from what arrived (usage-meter.ts).
     const meter = req.meter;
     meter?.begin();
+    // Its input is reported only at the end: a stream cut before that is charged an estimate.
+    meter?.estimateInput(() => estimatedInputTokens(params));
 
     const emitTools = () => {
       if (toolsEmitted) return;
@@ -296,6 +298,12 @@ export class OpenAIProvider implements Provider {
   }
 }
 
+/** The request's input tokens estimated from its JSON: one per CHARS_PER_TOKEN characters (more than real models use). */
+function estimatedInputTokens(params: { messages: unknown; tools?: unknown }): number {
+  const requestChars = JSON.stringify(params.messages).length + (params.tools ? JSON.stringify(params.tools).length : 0);
+  return Math.ceil(requestChars / CHARS_PER_TOKEN);
+}
+
 /**
  * A complete answer from a server that sent no usage chunk (some gateways drop it): its tokens are
  * estimated — the request's JSON and the answer's characters, one token per CHARS_PER_TOKEN, more
@@ -303,8 +311,7 @@ export class OpenAIProvider implements Provider {
  * max_budget_usd and the monthly cap. Logged once per request (warn).
  */
 function estimatedUsage(params: { messages: unknown; tools?: unknown }, outChars: number, log: ModelRequest["log"]): Usage {
-  const requestChars = JSON.stringify(params.messages).length + (params.tools ? JSON.stringify(params.tools).length : 0);
-  const usage = { input_tokens: Math.ceil(requestChars / CHARS_PER_TOKEN), output_tokens: Math.ceil(outChars / CHARS_PER_TOKEN) };
+  const usage = { input_tokens: estimatedInputTokens(params), output_tokens: Math.ceil(outChars / CHARS_PER_TOKEN) };
   log?.warn("the model server sent no usage: tokens estimated from the request and answer sizes", { provider: "openai", ...usage });
   return usage;
 }

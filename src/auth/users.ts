@@ -6,7 +6,7 @@
  */
 import { preparedLookup } from "../db/prepared.ts";
 import { type TableChanges, TableMemo } from "../db/changes.ts";
-import { count, eq, sql } from "drizzle-orm";
+import { asc, count, eq, sql } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { forNoKeyUpdate } from "../db/row-lock.ts";
 import { first as firstOf, isPostgres, run, transact, type Unit } from "../db/unit.ts";
@@ -138,6 +138,11 @@ export class Users {
     }
     if (changed) log?.info("account emails normalised (NFKC)", { accounts: changed });
     return changed;
+  }
+
+  /** The id of the account made first (ids are time-ordered), if any. */
+  async firstId(): Promise<string | undefined> {
+    return (await first(this.db.select({ id: users.id }).from(users).orderBy(asc(users.id))))?.id;
   }
 
   async count(): Promise<number> {

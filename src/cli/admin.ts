@@ -81,8 +81,15 @@ async function createUser(argv: string[]): Promise<number> {
   return withDataDir(config, cmd, async (db) => {
     const users = new Users(db, Date.now, new Audit(db, Date.now));
     // Without --role, the server's first account is its admin (as the setup link makes it); later ones are users.
-    const first = role === undefined && (await users.count()) === 0;
-    const user = await users.create({ email, name, password, role: role ?? (first ? "admin" : "user"), emailVerified: true }, { actor: "admin", via: "cli" });
+    let first = role === undefined && (await users.count()) === 0;
+    let user = await users.create({ email, name, password, role: role ?? (first ? "admin" : "user"), emailVerified: true }, { actor: "admin", via: "cli" });
+    // Several made at once on an empty server all counted none: only the one made first (ids are
+    // time-ordered) stays the admin.
+    if (first && (await users.firstId()) !== user.id) {
+      await users.update(user.id, { role: "user" });
+      user = { ...user, role: "user" };
+      first = false;
+    }
     console.log(`created user ${user.id} ${user.email} (role ${user.role}${first ? ": the server's first account" : ""})`);
     if (generated) {
       console.log(`password: ${password}`);

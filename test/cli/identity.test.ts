@@ -58,6 +58,12 @@ describe("runcell admin create-user", () => {
     expect(second.stdout).toContain("(role user)");
     const third = await runCli(["admin", "create-user", "--email", "third@example.com", "--role", "admin", "--data-dir", dir]);
     expect(third.stdout).toContain("(role admin)");
+    // Several made at once on an empty server: one admin, the one made first.
+    const racy = dataDir();
+    expect((await runCli(["migrate", "--data-dir", racy])).code).toBe(0);
+    const made = await Promise.all([1, 2, 3, 4].map((n) => runCli(["admin", "create-user", "--email", `race${n}@example.com`, "--data-dir", racy])));
+    expect(made.map((r) => r.code)).toEqual([0, 0, 0, 0]);
+    expect(made.filter((r) => r.stdout.includes("(role admin")).length).toBe(1);
     // An explicit --role user on an empty server is honoured.
     const other = dataDir();
     expect((await runCli(["admin", "create-user", "--email", "plain@example.com", "--role", "user", "--data-dir", other])).stdout).toContain("(role user)");

@@ -8,6 +8,7 @@
  * URL cannot be used to read or probe internal services.
  */
 import { Errors } from "../lib/errors.ts";
+import { CONNECTION_LOST } from "./providers/sdk-support.ts";
 import { classifyAddress, isIpLiteral } from "../lib/ip.ts";
 import { bareHost, BlockedAddressError, checkedAddresses, guardedFetch, type NetworkPolicy, ResolveError, type ResolvedAddress, systemResolver } from "../lib/ssrf.ts";
 
@@ -115,6 +116,7 @@ const ERROR_TYPE = /^[A-Za-z0-9_.-]{1,64}$/;
  * and the error type it named (a short token, so nothing of a page or a message gets through).
  */
 export function quietModelMessage(status: number | undefined, type?: string): string {
+  if (type === CONNECTION_LOST) return "The connection to the model server was lost while its answer streamed (details are not shown for servers on private networks)";
   const kind = type && ERROR_TYPE.test(type) ? ` (${type})` : "";
   if (status) return `The model server answered HTTP ${status}${kind} (its answer is not shown for servers on private networks)`;
   if (kind) return `The model server reported an error${kind} (details are not shown for servers on private networks)`;

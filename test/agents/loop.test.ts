@@ -231,6 +231,17 @@ describe("a failed model request: the quiet message says what kind of failure, a
     expect(t.logs.join("\n")).not.toContain(KEY);
   });
 
+  test("a connection lost after text: the user is told the connection was lost (no detail), the log line has the reader's words", async () => {
+    anthropic.reset();
+    anthropic.enqueue({ text: ["First ", "words "], resetAfter: 1 });
+    const profileId = await keyedProfile();
+    const { task_id } = await submit(t, user, { profile_id: profileId, prompt: "go" });
+    const task = await waitTask(t, user, task_id);
+    expect(task.error).toEqual({ code: "MODEL_ERROR", message: "The connection to the model server was lost while its answer streamed (details are not shown for servers on private networks)" });
+    const lines = failedLines(task_id);
+    expect(lines).toMatchObject([{ level: "warn", type: "connection_lost", after_output: true, detail: expect.stringContaining("was lost while its answer streamed") }]);
+  });
+
   test("a server that cannot be reached: the user sees no detail, the operator's log line says why", async () => {
     const closed = `http://127.0.0.1:${await freePort()}`;
     const profileId = await createProfile(t, user, { mock: { url: closed } as MockProviderServer });

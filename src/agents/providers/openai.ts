@@ -16,7 +16,7 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatComp
 import { abortError, answerLimit, ModelError, withoutKey } from "./model-error.ts";
 import { assertEventStream } from "./model-answer.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
-import { bodyMessage, ClientCache, connectionMessage, droppedMessage, dropEnvHeaders, describeEndpoint, isConnectionDrop, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import { bodyMessage, ClientCache, connectionMessage, CONNECTION_LOST, droppedMessage, dropEnvHeaders, describeEndpoint, isConnectionDrop, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import { readServerSentEvents } from "./sse.ts";
 import { withDeferred, withStreamedArrays } from "./streamed-body.ts";
 import { TokenCounts } from "./token-count.ts";
@@ -133,7 +133,7 @@ export function openaiError(e: unknown, baseUrl?: string | null): ModelError {
     return new ModelError(msg, { provider: "openai", status, type, retryable, retryAfterMs: parseRetryAfter(e.headers), fromServer: true });
   }
   const err = e instanceof Error ? e : new Error(String(e));
-  if (isConnectionDrop(err)) return new ModelError(droppedMessage(describeEndpoint(baseUrl ?? undefined, "api.openai.com"), err), { provider: "openai", retryable: true });
+  if (isConnectionDrop(err)) return new ModelError(droppedMessage(describeEndpoint(baseUrl ?? undefined, "api.openai.com"), err), { provider: "openai", type: CONNECTION_LOST, retryable: true });
   return new ModelError(`Invalid response from the model server: ${err.message}`, { provider: "openai", retryable: false, fromServer: true });
 }
 

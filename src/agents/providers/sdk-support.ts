@@ -97,6 +97,9 @@ export function isConnectionDrop(e: Error): boolean {
   return /socket connection was closed unexpectedly|ECONNRESET|connection reset|other side closed/i.test(e.message);
 }
 
+/** The ModelError type of a connection dropped under a streamed answer (its words, also for a private server). */
+export const CONNECTION_LOST = "connection_lost";
+
 /** A dropped connection's ModelError message: where, and what the reader said. */
 export function droppedMessage(where: string, e: Error): string {
   return `The connection to ${where} was lost while its answer streamed: ${e.message}`;

@@ -4,6 +4,7 @@
  * identity wiring deletes the user's login sessions and evicts their cached tokens, and the
  * WebSocket server closes their sockets.
  */
+import { HIDDEN_IN_NAMES, TAG_CHARACTER } from "../schema/common.ts";
 import { preparedLookup } from "../db/prepared.ts";
 import { type TableChanges, TableMemo } from "../db/changes.ts";
 import { asc, count, eq, sql } from "drizzle-orm";
@@ -28,13 +29,8 @@ const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 /** Control characters and the invisible ones (zero-width spaces and joiners, soft hyphen, BOM, bidi marks). */
 const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/;
 export const NAME_MAX = 200;
-/**
- * What a display name may not hold: control characters, and the invisible ones that disguise a
- * name where it is shown (zero-width space, bidi embeddings, overrides and isolates — "ab\u202ecd"
- * reads backwards —, word joiners, BOM). Zero-width joiners (emoji sequences), non-joiners and the
- * LRM/RLM marks (right-to-left scripts) stay.
- */
-export const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u200b\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
+/** What an account's name may not hold (src/schema/common.ts HIDDEN_IN_NAMES, and tag characters). */
+export const NAME_FORBIDDEN = new RegExp(`[${HIDDEN_IN_NAMES}]|${TAG_CHARACTER}`, "g");
 
 /**
  * An email as accounts are keyed by it: compatibility-composed (NFKC: a full-width "ＡＢ" is "AB"),

@@ -14,8 +14,21 @@ export { T, type Static, type TSchema };
 
 /** ISO 8601 UTC with milliseconds, the API's timestamp format. */
 export const Timestamp = T.String({ format: "date-time", examples: ["2026-11-22T03:16:17.123Z"] });
-/** A name people give a record (a token, a profile, a playbook): 1–100 characters, not blank, no control characters. */
-export const Label = T.String({ minLength: 1, maxLength: 100, pattern: "^(?=[\\s\\S]*\\S)[^\\x00-\\x1f\\x7f]+$", "x-hint": "a label without control characters" });
+/**
+ * The characters a name people read (an account's, a token's, a profile's, a playbook's) may not
+ * hold, as a regex character class body: control characters, and the invisible ones that disguise a
+ * name where it is shown — soft hyphen, combining grapheme joiner, fillers that look blank (Hangul,
+ * Khmer, Mongolian), zero-width space, line and paragraph separators, bidi embeddings, overrides
+ * and isolates ("ab\u202ecd" reads backwards), word joiners and invisible operators, BOM,
+ * interlinear annotations. Zero-width joiners (emoji sequences), non-joiners, LRM/RLM/ALM marks
+ * (right-to-left scripts) and variation selectors stay.
+ */
+export const HIDDEN_IN_NAMES =
+  "\\x00-\\x1f\\x7f-\\x9f\\xad\\u034f\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f\\u200b\\u2028\\u2029\\u202a-\\u202e\\u2060-\\u2064\\u2066-\\u2069\\u3164\\ufeff\\uffa0\\ufff9-\\ufffb";
+/** Unicode's tag characters (U+E0000–E007F, invisible), as the UTF-16 pair a regex without the u flag sees. */
+export const TAG_CHARACTER = "\\uDB40[\\uDC00-\\uDC7F]";
+/** A name people give a record (a token, a profile, a playbook): 1–100 characters, not blank, none of HIDDEN_IN_NAMES. */
+export const Label = T.String({ minLength: 1, maxLength: 100, pattern: `^(?=[\\s\\S]*\\S)(?![\\s\\S]*${TAG_CHARACTER})[^${HIDDEN_IN_NAMES}]+$`, "x-hint": "a label without control or invisible formatting characters" });
 export const Nullable = <S extends TSchema>(s: S, options: { description?: string } = {}) => T.Union([s, T.Null()], options);
 export const NullableTimestamp = Nullable(Timestamp);
 

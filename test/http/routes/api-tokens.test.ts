@@ -46,6 +46,8 @@ routeTable("/v1/api-tokens", () => a, [
       { name: "an empty name", body: { name: "" }, field: "name" },
       { name: "a 101-character name", body: { name: "n".repeat(101) }, field: "name" },
       { name: "a name with a control character", body: { name: "ci\u0000token" }, field: "name" },
+      { name: "a name with a bidi override (it would read backwards)", body: { name: "ci\u202etoken" }, field: "name" },
+      { name: "a name that looks blank (Hangul filler)", body: { name: "\u3164" }, field: "name" },
       { name: "a blank name", body: { name: "   " }, field: "name" },
       { name: "an unknown field", body: { name: "x", scope: "all" }, field: "scope" },
     ],

@@ -94,6 +94,9 @@ describe("sign-up", () => {
       ["a name with a bidi override (it would read backwards)", { name: "ab\u202ecd", email: "bidi-name@example.com", password: "long enough pw" }, "name"],
       ["a name with a bidi isolate", { name: "ab\u2067cd", email: "iso-name@example.com", password: "long enough pw" }, "name"],
       ["a name with a zero-width space", { name: "ad\u200bmin", email: "zw-name@example.com", password: "long enough pw" }, "name"],
+      ...["\u00ad", "\u2028", "\u3164", "\ufff9", "\u034f", "\u{E0001}"].map(
+        (c, i) => [`a name with U+${c.codePointAt(0)!.toString(16).toUpperCase()} (invisible)`, { name: `ab${c}cd`, email: `hidden-${i}@example.com`, password: "long enough pw" }, "name"] as const,
+      ),
       ["a full-width spelling of a taken email", { email: "ＡＬＩＣＥ@example.com", password: "long enough pw" }, "email"],
     ])("%s → 400 on details.field", async (_n, body, field) => {
       const r = await signUp(body);
@@ -102,7 +105,7 @@ describe("sign-up", () => {
     });
 
     test("a name with an emoji sequence (zero-width joiners) or a right-to-left mark is kept as given", async () => {
-      for (const [i, name] of ["👩\u200d💻 Dev", "שלום\u200f 1"].entries()) {
+      for (const [i, name] of ["👩\u200d💻 Dev", "שלום\u200f 1", "مرحبا\u061c 2", "❤\ufe0f fan"].entries()) {
         const r = await signUp({ name, email: `kept-name-${i}@example.com`, password: "long enough pw" });
         expect(r.status, JSON.stringify(r.body)).toBe(200);
         expect(r.body.user.name).toBe(name);

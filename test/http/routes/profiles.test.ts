@@ -35,6 +35,8 @@ const cases: [string, unknown, string][] = [
   ["name empty", { name: "   " }, "name"],
   ["name too long", { name: "x".repeat(101) }, "name"],
   ["name with a control character", { name: "a\nb" }, "name"],
+  ["name with a bidi isolate", { name: "a\u2066b" }, "name"],
+  ["name with an invisible tag character", { name: "a\u{E0001}b" }, "name"],
   ["name null", { name: null }, "name"],
   ["system_prompt empty", { system_prompt: " \n" }, "system_prompt"],
   ["system_prompt too long", { system_prompt: "x".repeat(100_001) }, "system_prompt"],

@@ -398,8 +398,14 @@ export function createStreamServer(d: StreamDeps): StreamServer {
         signedInUntil: auth.principal?.loginSession?.expires_at ?? null,
         authCheck: null,
       };
-      // The 101 carries the request id and the replica like every answer (which replica holds the socket).
-      const headers: Record<string, string> = { "X-Request-Id": ctx.id };
+      // The 101 carries the request id, the caller's bucket (the upgrade took from it) and the
+      // replica like every answer (which replica holds the socket).
+      const headers: Record<string, string> = {
+        "X-Request-Id": ctx.id,
+        "RateLimit-Limit": String(rl.limit),
+        "RateLimit-Remaining": String(rl.remaining),
+        "RateLimit-Reset": String(rl.resetSec),
+      };
       if (d.replica) headers["X-Runcell-Replica"] = d.replica;
       if (protocol) headers["Sec-WebSocket-Protocol"] = protocol;
       const upgraded = (server as Server<SocketData>).upgrade(req, { data, headers });

@@ -42,7 +42,7 @@ describe("authentication", () => {
     c.close();
   });
 
-  test("the 101 answer carries X-Request-Id (a sane given one kept) and X-Runcell-Replica, like every answer", async () => {
+  test("the 101 answer carries X-Request-Id (a sane given one kept), RateLimit-* and X-Runcell-Replica, like every answer", async () => {
     const { connect } = await import("node:net");
     const url = new URL(t.url);
     const head = await new Promise<string>((resolve, reject) => {
@@ -67,6 +67,7 @@ describe("authentication", () => {
     expect(head.toLowerCase()).toContain("x-request-id: ws-upgrade-1");
     expect(head.toLowerCase()).toContain(`x-runcell-replica: ${t.app.services.replicas.id}`.toLowerCase());
     expect(head.toLowerCase()).toContain(`sec-websocket-protocol: bearer.${alice.token}`.toLowerCase());
+    for (const h of ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"]) expect(head.toLowerCase()).toMatch(new RegExp(`\\r\\n${h}: \\d+`));
   });
 
   test("?token= query parameter, never logged", async () => {

@@ -235,8 +235,12 @@ describe("two Docker engines", () => {
     expect(await onEngine(dockerA, next.ws.docker_id!)).toBe("running");
     const ssd = await insertProfile(t, user.id, { host_labels: ["ssd"] });
     expect((await errOf(start(ssd)))?.message).toMatch(/Every Docker host for this profile is unavailable \(b: /);
-    // A task without a session: the session it made is still announced (no workspace to name), then the task fails.
-    const sub = await (await t.fetch("/v1/tasks", { method: "POST", headers: user.bearer, body: JSON.stringify({ profile_id: ssd.id, prompt: "hi" }) })).json();
+    // A task without a session: answered 502 CONTAINER_FAILED naming the session it made, which is
+    // still announced (no workspace to name), then the task fails.
+    const answer = await t.fetch("/v1/tasks", { method: "POST", headers: user.bearer, body: JSON.stringify({ profile_id: ssd.id, prompt: "hi" }) });
+    const failedSubmit = await answer.json();
+    expect([answer.status, failedSubmit.code]).toEqual([502, "CONTAINER_FAILED"]);
+    const sub = failedSubmit.details as { task_id: string; session_id: string };
     const frames = await waitFor(async () => {
       const page = await (await t.fetch(`/v1/sessions/${sub.session_id}/events`, { headers: user.bearer })).json();
       return page.data.some((f: { type: string }) => f.type === "task:failed") ? page.data : null;

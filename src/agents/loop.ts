@@ -248,12 +248,7 @@ export class AgentLoop {
       // Secrets set or rotated during the task are scrubbed from here on; a token split across
       // chunks is held back until it is clear whether it begins a secret.
       scrub.add(await this.d.secrets.valuesFor(task.user_id));
-      // What this request streamed (scrubbed): kept in the conversation when the user cancels it.
-      let streamed = "";
-      const tokens = new TokenBatch(scrub.stream(), (text) => {
-        streamed += text;
-        this.emit(task, { type: "task:token", text });
-      });
+      const tokens = new TokenBatch(scrub.stream(), (text) => this.emit(task, { type: "task:token", text }));
       // The request is made from the whole conversation: in a turn of its own (src/lib/turns.ts).
       await nextTurn();
       const charge = new CallCharge(this.d, task, profile.model);
@@ -282,12 +277,9 @@ export class AgentLoop {
         // all of it: no more comes, so the scrubber's held-back tail is scrubbed and sent too.
         tokens.end();
         // Cancelled mid-answer: the user saw the answer begin (turn.done's result_text is that text),
-        // and so does the model at the session's next turn — marked as cut off, not dropped.
-        if (signal.aborted && stopOutcome(signal.reason) === "cancelled" && streamed.trim() !== "") {
-          await transcript
-            .addAssistant(task.session_id, task.id, [{ type: "text", text: `${streamed}\n\n${CANCELLED_ANSWER}` }])
-            .catch((err) => this.d.log.warn("cancelled answer not kept in the conversation", { task_id: task.id, err }));
-        }
+        // and so does the model at the session's next turn — marked as cut off, not dropped. (What
+        // streamed is the log's trailing text: read here, not kept per request.)
+        if (signal.aborted && stopOutcome(signal.reason) === "cancelled") await this.keepCancelledAnswer(task);
         if (e instanceof ModelError) this.logFailure(task, profile, e);
         // And is paid for: the call is charged what its meter knew (also when stopped by a
         // shutdown or a lost lease — the tokens were spent whoever continues the task).
@@ -316,6 +308,16 @@ export class AgentLoop {
       steps = await transcript.steps(task.session_id);
 
       if (uses.length === 0) return complete(content.filter((b) => b.type === "text").map((b) => (b as { text: string }).text).join(""), response.stopReason);
+    }
+  }
+
+  /** The streamed text of an answer the user cancelled, into the conversation (see the caller). */
+  private async keepCancelledAnswer(task: TaskRow): Promise<void> {
+    try {
+      const streamed = await this.d.eventLog.trailingText(task.session_id, task.id);
+      if (streamed.trim() !== "") await this.d.transcript.addAssistant(task.session_id, task.id, [{ type: "text", text: `${streamed}\n\n${CANCELLED_ANSWER}` }]);
+    } catch (err) {
+      this.d.log.warn("cancelled answer not kept in the conversation", { task_id: task.id, err });
     }
   }
 

@@ -549,10 +549,10 @@ export class Orchestrator {
 
   async answer(userId: string, taskId: string, typed: string): Promise<TaskRow> {
     const task = await this.d.tasks.get(userId, taskId);
-    const answer = await this.scrubTyped(userId, typed);
     const notWaiting = (t: TaskRow) => Errors.validation("task_id", `Task ${t.id} is not waiting for an answer (status ${t.status})`, { status: t.status });
     const toolUseId = task.pending_tool_use_id;
     if (task.status !== "waiting_input" || !toolUseId) throw notWaiting(task);
+    const answer = await this.scrubTyped(userId, typed);
     // The answer stored and the task running again, only if it still waits (not cancelled,
     // expired or answered meanwhile).
     const answered = await transact(this.d.db, (tx) => this.answerIn(tx, task, toolUseId, answer));

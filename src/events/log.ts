@@ -172,7 +172,9 @@ export class EventLog implements EventStore {
   private dropCutTextTx: (sessionId: string, taskId: string) => number;
   private hasStmt: Statement<{ one: number }, [string, string]>;
   private lastTypeStmt: Statement<{ type: string }, [string, string]>;
-  private trailingStmt: Statement<{ frame: string }, [string, string, string, string]>;
+  private trailingStmt: Statement<{ frame: string }, [string, string, number]>;
+  /** The task's last frame other than `task:token` (0: none): its trailing text comes after it. */
+  private boundaryStmt: Statement<{ seq: number }, [string, string]>;
 
   constructor(
     sqlite: Database,
@@ -192,12 +194,8 @@ export class EventLog implements EventStore {
     );
     this.hasStmt = sqlite.prepare("SELECT 1 AS one FROM events WHERE session_id = ? AND type = ? LIMIT 1");
     this.lastTypeStmt = sqlite.prepare("SELECT type FROM events WHERE session_id = ? AND task_id = ? ORDER BY seq DESC LIMIT 1");
-    this.trailingStmt = sqlite.prepare(
-      "SELECT frame FROM events WHERE session_id = ? AND task_id = ? AND type = 'task:token' AND seq > (SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ? AND task_id = ? AND type <> 'task:token') ORDER BY seq",
-    );
-    const boundary = sqlite.prepare<{ seq: number }, [string, string]>(
-      "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE session_id = ? AND task_id = ? AND type <> 'task:token'",
-    );
+    this.trailingStmt = sqlite.prepare("SELECT frame FROM events WHERE session_id = ? AND task_id = ? AND type = 'task:token' AND seq > ? ORDER BY seq");
+    const boundary = (this.boundaryStmt = sqlite.prepare("SELECT coalesce(max(seq), 0) AS seq FROM events WHERE session_id = ? AND task_id = ? AND type <> 'task:token'"));
     const top = sqlite.prepare<{ seq: number | null }, [string, string, number]>(
       "SELECT max(seq) AS seq FROM events WHERE session_id = ? AND task_id = ? AND type = 'task:token' AND seq > ?",
     );
@@ -350,7 +348,7 @@ export class EventLog implements EventStore {
 
   trailingText(sessionId: string, taskId: string): string {
     this.flush();
-    return joinTokenFrames(this.trailingStmt.all(sessionId, taskId, sessionId, taskId));
+    return joinTokenFrames(this.trailingStmt.all(sessionId, taskId, this.boundaryStmt.get(sessionId, taskId)!.seq));
   }
 
   has(sessionId: string, type: string): boolean {

@@ -25,7 +25,7 @@
  * (see Hub.attach): every frame committed before that read is at or below it, every later one is
  * above it and reaches the subscriber live.
  */
-import { and, asc, desc, eq, gt, inArray, lt, lte, max, ne, notInArray } from "drizzle-orm";
+import { and, asc, desc, eq, gt, inArray, lt, lte, max, ne, notInArray, type SQL } from "drizzle-orm";
 import { type DB, first } from "../db/client.ts";
 import { events, sessions } from "../db/tables.ts";
 import { forNoKeyUpdate } from "../db/row-lock.ts";
@@ -317,15 +317,19 @@ export class PgEventLog implements EventStore {
 
   async trailingText(sessionId: string, taskId: string): Promise<string> {
     await this.flush();
+    return transact(this.db, (tx) => this.trailingTextIn(tx, sessionId, taskId));
+  }
+
+  private *trailingTextIn(tx: DB, sessionId: string, taskId: string): Unit<string> {
+    const trailing = yield* this.trailingTokens(tx, sessionId, taskId);
+    return joinTokenFrames(yield* all(tx.select({ frame: events.frame }).from(events).where(trailing).orderBy(asc(events.seq))));
+  }
+
+  /** The condition naming the task's `task:token` frames after its last other frame (what trailingText reads, dropCutText removes). */
+  private *trailingTokens(tx: DB, sessionId: string, taskId: string): Unit<SQL | undefined> {
     const ofTask = and(eq(events.session_id, sessionId), eq(events.task_id, taskId));
-    const [b] = await this.db.select({ seq: max(events.seq) }).from(events).where(and(ofTask, ne(events.type, "task:token")));
-    const after = Number(b?.seq ?? 0);
-    const rows = await this.db
-      .select({ frame: events.frame })
-      .from(events)
-      .where(and(ofTask, eq(events.type, "task:token"), gt(events.seq, after)))
-      .orderBy(asc(events.seq));
-    return joinTokenFrames(rows);
+    const [b] = yield* all(tx.select({ seq: max(events.seq) }).from(events).where(and(ofTask, ne(events.type, "task:token"))));
+    return and(ofTask, eq(events.type, "task:token"), gt(events.seq, Number(b?.seq ?? 0)));
   }
 
   async has(sessionId: string, type: string): Promise<boolean> {
@@ -351,10 +355,7 @@ export class PgEventLog implements EventStore {
   private *dropCutTextIn(tx: DB, sessionId: string, taskId: string): Unit<number> {
     const locked = yield* all(forNoKeyUpdate(tx.select({ id: sessions.id }).from(sessions).where(eq(sessions.id, sessionId))));
     if (!locked.length) return 0;
-    const ofTask = and(eq(events.session_id, sessionId), eq(events.task_id, taskId));
-    const [b] = yield* all(tx.select({ seq: max(events.seq) }).from(events).where(and(ofTask, ne(events.type, "task:token"))));
-    const after = Number(b?.seq ?? 0);
-    const cut = and(ofTask, eq(events.type, "task:token"), gt(events.seq, after));
+    const cut = yield* this.trailingTokens(tx, sessionId, taskId);
     const [top] = yield* all(tx.select({ seq: max(events.seq) }).from(events).where(cut));
     if (top?.seq == null) return 0;
     const last = Number(top.seq);

@@ -12,6 +12,7 @@ import type { Logger } from "../log.ts";
 import { type RequestContext, requestIdFor, setRequestContext } from "./context.ts";
 import { addressKey } from "../lib/address-key.ts";
 import { AppError, Errors } from "../lib/errors.ts";
+import { isIpLiteral } from "../lib/ip.ts";
 import { errorResponse } from "./errors.ts";
 import { JSON_TYPE } from "./json.ts";
 import type { RateLimiter, RateLimitResult } from "../lib/ratelimit.ts";
@@ -109,9 +110,9 @@ export function isCrossSite(req: Request, publicOrigin: string): boolean {
   }
 }
 
-/** An IP literal (v4, or v6 in brackets) or localhost: a host name no DNS answer can stand for. */
+/** An IP literal or localhost: a host name no DNS answer can stand for. */
 function isAddressOrLocalhost(hostname: string): boolean {
-  return /^\d{1,3}(\.\d{1,3}){3}$/.test(hostname) || hostname.startsWith("[") || hostname === "localhost" || hostname.endsWith(".localhost");
+  return isIpLiteral(hostname) || hostname === "localhost" || hostname.endsWith(".localhost");
 }
 
 /** On every response; pages (text/html) also get PAGE_HEADERS unless they set their own. */

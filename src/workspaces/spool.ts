@@ -28,7 +28,7 @@ const RETRY_AFTER_S = 5;
  */
 export class SpoolBudget {
   private used = 0;
-  constructor(public limit = MAX_SPOOLED_BYTES) {}
+  constructor(readonly limit = MAX_SPOOLED_BYTES) {}
 
   /** Takes `bytes`, or answers false when they do not fit. */
   take(bytes: number): boolean {

@@ -15,7 +15,7 @@ import type { ContentBlockParam, MessageCreateParamsStreaming, MessageParam, Raw
 import { abortError, answerLimit, ModelError, withoutKey } from "./model-error.ts";
 import { assertEventStream } from "./model-answer.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
-import { bodyMessage, ClientCache, connectionMessage, CONNECTION_LOST, droppedMessage, dropEnvHeaders, describeEndpoint, isConnectionDrop, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import { bodyMessage, ClientCache, connectionMessage, droppedError, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import { readServerSentEvents } from "./sse.ts";
 import { withDeferred, withStreamedArrays } from "./streamed-body.ts";
 import { TokenCounts } from "./token-count.ts";
@@ -119,7 +119,8 @@ export function anthropicError(e: unknown, baseUrl?: string | null): ModelError 
     return new ModelError(msg, { provider: "anthropic", status: e.status, type, retryable, retryAfterMs: parseRetryAfter(e.headers), fromServer: true });
   }
   const err = e instanceof Error ? e : new Error(String(e));
-  if (isConnectionDrop(err)) return new ModelError(droppedMessage(describeEndpoint(baseUrl ?? undefined, "api.anthropic.com"), err), { provider: "anthropic", type: CONNECTION_LOST, retryable: true });
+  const dropped = droppedError(err, "anthropic", describeEndpoint(baseUrl ?? undefined, "api.anthropic.com"));
+  if (dropped) return dropped;
   return new ModelError(`Invalid response from Anthropic: ${err.message}`, { provider: "anthropic", retryable: false, fromServer: true });
 }
 

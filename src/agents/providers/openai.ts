@@ -16,7 +16,7 @@ import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatComp
 import { abortError, answerLimit, ModelError, withoutKey } from "./model-error.ts";
 import { assertEventStream } from "./model-answer.ts";
 import { parseRetryAfter, retryableStatus, transientType, withRetries } from "./retry.ts";
-import { bodyMessage, ClientCache, connectionMessage, CONNECTION_LOST, droppedMessage, dropEnvHeaders, describeEndpoint, isConnectionDrop, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
+import { bodyMessage, ClientCache, connectionMessage, droppedError, dropEnvHeaders, describeEndpoint, parseToolArguments, resolveApiKey } from "./sdk-support.ts";
 import { readServerSentEvents } from "./sse.ts";
 import { withDeferred, withStreamedArrays } from "./streamed-body.ts";
 import { TokenCounts } from "./token-count.ts";
@@ -133,7 +133,8 @@ export function openaiError(e: unknown, baseUrl?: string | null): ModelError {
     return new ModelError(msg, { provider: "openai", status, type, retryable, retryAfterMs: parseRetryAfter(e.headers), fromServer: true });
   }
   const err = e instanceof Error ? e : new Error(String(e));
-  if (isConnectionDrop(err)) return new ModelError(droppedMessage(describeEndpoint(baseUrl ?? undefined, "api.openai.com"), err), { provider: "openai", type: CONNECTION_LOST, retryable: true });
+  const dropped = droppedError(err, "openai", describeEndpoint(baseUrl ?? undefined, "api.openai.com"));
+  if (dropped) return dropped;
   return new ModelError(`Invalid response from the model server: ${err.message}`, { provider: "openai", retryable: false, fromServer: true });
 }
 
@@ -184,8 +185,6 @@ export class OpenAIProvider implements Provider {
     let toolsEmitted = false;
     let usage = { input_tokens: 0, output_tokens: 0 };
     let usageSeen = false;
-    /** Characters of text and tool-call arguments received (the estimate when no usage comes). */
-    let outChars = 0;
     // The usage chunk comes last (stream_options.include_usage): a stream cut before it has
     // reported no input tokens, and its output is estimated from what arrived (usage-meter.ts).
     const meter = req.meter;
@@ -214,7 +213,6 @@ export class OpenAIProvider implements Provider {
       if (last?.kind === kind) last.text += text;
       else parts.push({ kind, text });
       meter?.received(text.length);
-      outChars += text.length;
       emit({ type: "text", text });
     };
 
@@ -257,7 +255,6 @@ export class OpenAIProvider implements Provider {
         if (tc.function?.arguments) {
           slot.args += tc.function.arguments;
           meter?.received(tc.function.arguments.length);
-          outChars += tc.function.arguments.length;
         }
       });
       if (choice.finish_reason) {
@@ -293,7 +290,7 @@ export class OpenAIProvider implements Provider {
         ? { type: "tool_use", id: p.slot.id, name: p.slot.name, input: parseToolArguments(p.slot.args) }
         : { type: "text", text: p.text, ...(p.kind === "refusal" ? { refusal: true as const } : {}) },
     );
-    if (!usageSeen) usage = estimatedUsage(params, outChars, req.log);
+    if (!usageSeen) usage = estimatedUsage(params, parts.reduce((n, p) => n + (p.kind === "tool" ? p.slot.args.length : p.text.length), 0), req.log);
     return { content, stopReason: stopReason(finish, slots.size > 0, refused), usage };
   }
 }

@@ -82,7 +82,6 @@ export function parseToolArguments(text: string): Record<string, unknown> {
   return { _raw_arguments: text };
 }
 
-/** The message of a connection failure: which endpoint, and the transport's own reason. */
 /** Error codes of a connection that dropped while the answer's body was being read. */
 const DROPPED = new Set(["ECONNRESET", "EPIPE", "ETIMEDOUT", "ECONNABORTED", "ConnectionClosed", "UND_ERR_SOCKET", "ERR_STREAM_PREMATURE_CLOSE"]);
 
@@ -100,11 +99,13 @@ export function isConnectionDrop(e: Error): boolean {
 /** The ModelError type of a connection dropped under a streamed answer (its words, also for a private server). */
 export const CONNECTION_LOST = "connection_lost";
 
-/** A dropped connection's ModelError message: where, and what the reader said. */
-export function droppedMessage(where: string, e: Error): string {
-  return `The connection to ${where} was lost while its answer streamed: ${e.message}`;
+/** `e` as the ModelError of a connection dropped under the answer (`where`: the endpoint), or null when it is not one. */
+export function droppedError(e: Error, provider: ProviderName, where: string): ModelError | null {
+  if (!isConnectionDrop(e)) return null;
+  return new ModelError(`The connection to ${where} was lost while its answer streamed: ${e.message}`, { provider, type: CONNECTION_LOST, retryable: true });
 }
 
+/** The message of a connection failure: which endpoint, and the transport's own reason. */
 export function connectionMessage(where: string, e: { message: string; cause?: unknown }): string {
   const cause = e.cause instanceof Error ? e.cause.message : "";
   const reason = cause && cause !== e.message ? `${e.message} (${cause})` : e.message;
